@@ -1,0 +1,50 @@
+# parka's one task runner. `make help` lists the targets; CI calls `make test` via .ci/run.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+export PARKA_KAFKA_PORT ?= 9092
+BENCH_OUT ?= bench-out/quick
+
+.DEFAULT_GOAL := help
+.PHONY: help setup kafka-up kafka-down kafka-status lint test test-unit test-integration demo clean
+
+help: ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 20
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+setup: $(BIN)/.installed ## create .venv and install parka with its dev tools
+
+kafka-up: ## start the local Kafka broker (KRaft, Maven Central jars, Java 17) on localhost:$PARKA_KAFKA_PORT
+	scripts/kafka-local.sh up
+
+kafka-down: ## stop the local Kafka broker
+	scripts/kafka-local.sh down
+
+kafka-status: ## exit 0 when the local broker answers
+	scripts/kafka-local.sh status
+
+lint: setup ## ruff and mypy
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test-unit: setup ## unit tests only (no network)
+	$(BIN)/pytest tests/unit -q
+
+test-integration: setup ## integration tests against a real broker
+	$(BIN)/pytest tests/integration -q
+
+test: setup lint ## the whole suite: lint, unit and integration tests (starts its own broker)
+	$(BIN)/pytest -q -ra
+
+demo: setup kafka-up ## the main job: flights as Parquet segments through a local broker, with numbers
+	$(BIN)/python demo/flights_demo.py --bootstrap localhost:$(PARKA_KAFKA_PORT)
+
+clean: ## remove build and cache folders (not .venv, not the broker's data)
+	rm -rf build dist *.egg-info .mypy_cache .ruff_cache .pytest_cache bench-out demo-out

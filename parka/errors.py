@@ -1,0 +1,159 @@
+"""parka's exceptions: one root, a few subclasses that carry the context a caller needs.
+
+::
+
+    ParkaError
+    ├── ConfigError            a config key has a bad value, is unknown, or contradicts another
+    ├── SchemaError            a schema parka cannot use (names the field)
+    │   └── SchemaMismatchError  a segment schema the target (table, topic) cannot take
+    ├── RecordError            a record does not match its topic's schema (names topic and field)
+    │   └── RecordTooLargeError  one record alone exceeds the segment byte limit
+    ├── SegmentError           a Kafka message that is not a readable parka segment
+    │   └── SegmentDecodeError   header or Parquet bytes are corrupt; keeps the raw bytes
+    ├── KafkaClientError       the Kafka client reported an error (delivery, consume, commit)
+    └── CommitError            a Delta commit failed for a reason other than a retryable conflict
+
+Errors that concern one Kafka message keep ``topic``, ``partition``, ``offset`` and the raw
+``value`` so that a dead-letter path can store exactly what arrived.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "CommitError",
+    "ConfigError",
+    "KafkaClientError",
+    "ParkaError",
+    "RecordError",
+    "RecordTooLargeError",
+    "SchemaError",
+    "SchemaMismatchError",
+    "SegmentDecodeError",
+    "SegmentError",
+]
+
+
+class ParkaError(Exception):
+    """Root of every error parka raises on purpose."""
+
+
+class ConfigError(ParkaError, ValueError):
+    """A configuration value is invalid.
+
+    ``key`` is the offending key as the user spelled it, ``value`` what was given and
+    ``allowed`` a short description of what would have been accepted.
+    """
+
+    def __init__(self, key: str, value: Any, allowed: str, *, reason: str | None = None) -> None:
+        self.key = key
+        self.value = value
+        self.allowed = allowed
+        detail = f"; {reason}" if reason else ""
+        super().__init__(f"invalid value {value!r} for '{key}'{detail}; allowed: {allowed}")
+
+
+class SchemaError(ParkaError, ValueError):
+    """A schema parka cannot convert or use; ``field`` is the dotted path of the culprit."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        self.field = field
+        prefix = f"field '{field}': " if field else ""
+        super().__init__(prefix + message)
+
+
+class SchemaMismatchError(SchemaError):
+    """A segment's schema is not one the target (a Delta table, a topic's schema) can take.
+
+    When the segment is known, the raw message is kept as in :class:`SegmentError`: ``value``,
+    ``headers``, ``topic``, ``partition`` and ``offset`` (each ``None`` when not known).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        field: str | None = None,
+        value: bytes | None = None,
+        headers: list[tuple[str, bytes | None]] | None = None,
+        topic: str | None = None,
+        partition: int | None = None,
+        offset: int | None = None,
+    ) -> None:
+        self.value = value
+        self.headers = headers
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        where = f" at {topic}[{partition}]@{offset}" if topic is not None else ""
+        super().__init__(message + where, field=field)
+
+
+class RecordError(ParkaError, ValueError):
+    """A record does not match the schema of its topic.
+
+    ``topic`` and ``field`` (dotted path, ``None`` when the record as a whole is wrong) say where.
+    """
+
+    def __init__(self, message: str, *, topic: str | None = None, field: str | None = None) -> None:
+        self.reason = message
+        self.topic = topic
+        self.field = field
+        where = []
+        if topic is not None:
+            where.append(f"topic '{topic}'")
+        if field is not None:
+            where.append(f"field '{field}'")
+        prefix = (", ".join(where) + ": ") if where else ""
+        super().__init__(prefix + message)
+
+    def with_topic(self, topic: str) -> RecordError:
+        """The same error (same class, field and reason) attributed to ``topic``."""
+        return type(self)(self.reason, topic=topic, field=self.field)
+
+
+class RecordTooLargeError(RecordError):
+    """A single record encodes to more bytes than ``columnar.batch.bytes`` allows."""
+
+
+class SegmentError(ParkaError):
+    """A Kafka message that is not a usable parka segment.
+
+    Keeps the raw message so nothing is lost: ``value`` (bytes or ``None``), ``headers``,
+    ``topic``, ``partition`` and ``offset`` (``None`` when not known).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        value: bytes | None = None,
+        headers: list[tuple[str, bytes | None]] | None = None,
+        topic: str | None = None,
+        partition: int | None = None,
+        offset: int | None = None,
+    ) -> None:
+        self.value = value
+        self.headers = headers
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        where = f" at {topic}[{partition}]@{offset}" if topic is not None else ""
+        super().__init__(message + where)
+
+
+class SegmentDecodeError(SegmentError):
+    """The segment's headers or its Parquet bytes could not be decoded."""
+
+
+class KafkaClientError(ParkaError):
+    """The Kafka client reported an error; ``kafka_error`` is the client's own error object."""
+
+    def __init__(self, message: str, *, kafka_error: Any = None) -> None:
+        self.kafka_error = kafka_error
+        super().__init__(message)
+
+
+class CommitError(ParkaError):
+    """A Delta commit failed for a reason other than a retryable conflict."""
