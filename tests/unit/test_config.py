@@ -1,0 +1,105 @@
+from __future__ import annotations
+
+import pytest
+
+from parka.config import ParkaConfigWarning, parse_producer_config
+from parka.errors import ConfigError
+
+
+def test_defaults_follow_the_kip() -> None:
+    settings, client = parse_producer_config({"bootstrap.servers": "x:1"})
+    assert (settings.encoding, settings.compression) == ("none", "none")
+    assert client == {"bootstrap.servers": "x:1"}
+    assert not settings.columnar
+
+
+def test_caller_dict_is_not_modified() -> None:
+    conf = {
+        "bootstrap.servers": "x:1",
+        "columnar.encoding": "parquet",
+        "columnar.encoding.compression": "zstd",
+    }
+    before = dict(conf)
+    _, client = parse_producer_config(conf)
+    assert conf == before
+    assert not any(k.startswith("columnar.") for k in client)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "allowed"),
+    [
+        ("columnar.encoding", "orc", "none | parquet"),
+        ("columnar.encoding.compression", "brotli", "none | snappy | gzip | lz4 | zstd"),
+        ("columnar.batch.records", 0, "an integer >= 1"),
+        ("columnar.batch.records", "many", "an integer >= 1"),
+        ("columnar.batch.bytes", 10, "an integer >= 1024"),
+        ("linger.ms", -1, "a number >= 0.0"),
+    ],
+)
+def test_bad_values_name_key_value_and_allowed(key: str, value: object, allowed: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_producer_config({"columnar.encoding": "parquet", key: value})
+    assert info.value.key == key
+    assert repr(value) in str(info.value)
+    assert allowed in str(info.value)
+
+
+def test_unknown_columnar_key_is_rejected() -> None:
+    with pytest.raises(ConfigError, match=r"'columnar\.encodnig'.*known keys: columnar.batch.bytes"):
+        parse_producer_config({"columnar.encodnig": "parquet"})
+
+
+def test_segment_limit_must_fit_message_max_bytes() -> None:
+    with pytest.raises(ConfigError, match=r"columnar.batch.bytes.*message.max.bytes"):
+        parse_producer_config(
+            {
+                "columnar.encoding": "parquet",
+                "columnar.batch.bytes": 2_000_000,
+                "message.max.bytes": 1_000_000,
+            }
+        )
+    settings, _ = parse_producer_config({"columnar.encoding": "parquet", "message.max.bytes": 4_000_000})
+    assert settings.batch_bytes == 4_000_000 - 16 * 1024
+
+
+def test_columnar_compression_disables_kafka_compression() -> None:
+    _, client = parse_producer_config({"columnar.encoding": "parquet", "columnar.encoding.compression": "zstd"})
+    assert client["compression.type"] == "none"
+
+
+def test_explicit_kafka_compression_is_respected_with_a_warning() -> None:
+    with pytest.warns(ParkaConfigWarning, match="compression.type=lz4"):
+        _, client = parse_producer_config(
+            {
+                "columnar.encoding": "parquet",
+                "columnar.encoding.compression": "zstd",
+                "compression.type": "lz4",
+            }
+        )
+    assert client["compression.type"] == "lz4"
+
+
+def test_kafka_compression_untouched_without_columnar_compression() -> None:
+    _, client = parse_producer_config({"columnar.encoding": "parquet", "compression.type": "gzip"})
+    assert client["compression.type"] == "gzip"
+
+
+def test_partitioner_must_be_reproducible_in_columnar_mode() -> None:
+    with pytest.raises(ConfigError, match="'partitioner'"):
+        parse_producer_config({"columnar.encoding": "parquet", "partitioner": "fnv1a"})
+    _, client = parse_producer_config({"partitioner": "fnv1a"})
+    assert client["partitioner"] == "fnv1a"
+
+
+def test_security_settings_pass_through_untouched() -> None:
+    conf = {
+        "columnar.encoding": "parquet",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanisms": "PLAIN",
+        "sasl.username": "u",
+        "sasl.password": "secret",
+        "ssl.ca.location": "/etc/ca.pem",
+    }
+    _, client = parse_producer_config(conf)
+    for key in ("security.protocol", "sasl.mechanisms", "sasl.username", "sasl.password", "ssl.ca.location"):
+        assert client[key] == conf[key]

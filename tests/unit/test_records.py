@@ -1,0 +1,257 @@
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import uuid
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from parka.errors import RecordError, SchemaError
+from parka.records import compile_validator, records_to_table
+
+UTC = dt.timezone.utc
+
+
+def f(name: str, arrow_type: pa.DataType, nullable: bool = False) -> pa.Field:
+    return pa.field(name, arrow_type, nullable=nullable)
+
+
+SCHEMA = pa.schema(
+    [
+        f("flag", pa.bool_()),
+        f("i32", pa.int32()),
+        f("i64", pa.int64()),
+        f("u8", pa.uint8(), nullable=True),
+        f("f32", pa.float32()),
+        f("f64", pa.float64(), nullable=True),
+        f("s", pa.string()),
+        f("opt", pa.string(), nullable=True),
+        f("blob", pa.binary()),
+        f("fixed", pa.binary(4), nullable=True),
+        f("amount", pa.decimal128(6, 2), nullable=True),
+        f("ts", pa.timestamp("us", tz="UTC"), nullable=True),
+        f("local_ts", pa.timestamp("us"), nullable=True),
+        f("day", pa.date32(), nullable=True),
+        f("t_ms", pa.time32("ms"), nullable=True),
+        f("t_us", pa.time64("us"), nullable=True),
+        f("tags", pa.list_(pa.field("element", pa.string(), nullable=False)), nullable=True),
+        f("attrs", pa.map_(pa.string(), pa.field("value", pa.int64(), nullable=False)), nullable=True),
+        f("color", pa.dictionary(pa.int32(), pa.string()), nullable=True),
+        f(
+            "a",
+            pa.struct(
+                [
+                    f(
+                        "b",
+                        pa.list_(pa.field("element", pa.struct([f("c", pa.int32()), f("d", pa.string(), True)]))),
+                    )
+                ]
+            ),
+            nullable=True,
+        ),
+    ]
+)
+
+VALID: dict[str, Any] = {"flag": True, "i32": 1, "i64": 2, "f32": 1.5, "s": "x", "blob": b"\x00\x01"}
+
+
+def check(**changes: Any) -> dict[str, Any]:
+    return compile_validator(SCHEMA)({**VALID, **changes})
+
+
+def reject(record: Any) -> RecordError:
+    with pytest.raises(RecordError) as info:
+        compile_validator(SCHEMA)(record)
+    return info.value
+
+
+def test_valid_record_is_copied_and_builds_a_table() -> None:
+    record = dict(VALID)
+    out = compile_validator(SCHEMA)(record)
+    assert out == record
+    assert out is not record
+    record["s"] = "changed later"
+    assert out["s"] == "x"
+    table = records_to_table([out], SCHEMA)
+    assert table.schema.equals(SCHEMA)
+    assert table.to_pylist()[0]["u8"] is None  # absent nullable field
+    assert table.to_pylist()[0]["s"] == "x"
+
+
+def test_record_that_is_not_a_mapping() -> None:
+    error = reject([("flag", True)])
+    assert error.field is None
+    assert "mapping" in str(error)
+
+
+@pytest.mark.parametrize("name", ["flag", "i32", "s", "blob"])
+def test_missing_required_field(name: str) -> None:
+    record = {k: v for k, v in VALID.items() if k != name}
+    error = reject(record)
+    assert error.field == name
+    assert "missing" in str(error)
+    assert str(error).startswith(f"field '{name}': ")
+
+
+def test_null_required_field() -> None:
+    error = reject({**VALID, "i64": None})
+    assert error.field == "i64"
+    assert "null" in str(error)
+
+
+def test_unknown_field_is_rejected_by_name() -> None:
+    error = reject({**VALID, "surprise": 1})
+    assert error.field == "surprise"
+    assert "unknown" in str(error)
+
+
+def test_topic_is_added_by_the_caller() -> None:
+    error = reject({**VALID, "i32": "1"})
+    again = RecordError(error.args[0], topic="orders", field=error.field)
+    assert str(again).startswith("topic 'orders', field 'i32': ")
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("i32", "1", "expected int32, got str"),
+        ("i32", 1.0, "expected int32, got float"),
+        ("i32", True, "expected int32, got bool"),
+        ("i64", np.bool_(True), "expected int64, got bool"),
+        ("i32", 2**31, "out of range for int32"),
+        ("i32", -(2**31) - 1, "out of range for int32"),
+        ("i64", 2**63, "out of range for int64"),
+        ("u8", 256, "out of range for uint8"),
+        ("u8", -1, "out of range for uint8"),
+        ("flag", 1, "expected bool, got int"),
+        ("f32", "1.5", "expected float, got str"),
+        ("f64", True, "expected float, got bool"),
+        ("f64", decimal.Decimal("1.5"), "expected float, got Decimal"),
+        ("s", b"x", "expected str, got bytes"),
+        ("s", 5, "expected str, got int"),
+        ("blob", "text", "expected bytes, got str"),
+        ("fixed", b"abc", "exactly 4 bytes"),
+        ("amount", 1.5, "expected Decimal or int"),
+        ("amount", decimal.Decimal("1.005"), "more than 2 decimal places"),
+        ("amount", decimal.Decimal("10000.00"), "does not fit decimal(6, 2)"),
+        ("amount", 10_000, "does not fit decimal(6, 2)"),
+        ("amount", decimal.Decimal("NaN"), "not a finite"),
+        ("ts", "2024-01-01", "expected datetime or int"),
+        ("ts", dt.date(2024, 1, 1), "expected datetime or int"),
+        ("ts", 2**63, "out of range for int64"),
+        ("day", dt.datetime(2024, 1, 1), "expected a date, got datetime"),
+        ("day", "2024-01-01", "expected date or int days"),
+        ("day", 2**31, "out of range for date32"),
+        ("t_ms", 86_400_000, "not a time of day"),
+        ("t_us", -1, "not a time of day"),
+        ("t_us", 1.5, "expected time or int"),
+        ("tags", "abc", "expected a list, got str"),
+        ("attrs", [("k", 1)], "expected a mapping for a map"),
+        ("color", 3, "expected str, got int"),
+        ("a", "x", "expected a mapping for a struct"),
+    ],
+)
+def test_wrong_value_names_the_field(name: str, value: Any, message: str) -> None:
+    error = reject({**VALID, name: value})
+    assert error.field == name
+    assert message in str(error)
+
+
+@pytest.mark.parametrize(
+    ("value", "field", "message"),
+    [
+        ({"b": [{"c": 1}, {"c": 2}, {"c": 3}, {"c": "4"}]}, "a.b[3].c", "expected int32, got str"),
+        ({"b": [{"c": 1, "e": 0}]}, "a.b[0].e", "unknown field"),
+        ({"b": [{"d": "x"}]}, "a.b[0].c", "missing"),
+        ({"b": [{"c": 1, "d": b"x"}]}, "a.b[0].d", "expected str, got bytes"),
+        ({"b": [None, 1]}, "a.b[1]", "expected a mapping for a struct, got int"),
+        ({}, "a.b", "missing"),
+        ({"b": "nope"}, "a.b", "expected a list"),
+    ],
+)
+def test_nested_errors_carry_the_path(value: Any, field: str, message: str) -> None:
+    error = reject({**VALID, "a": value})
+    assert error.field == field
+    assert message in str(error)
+
+
+def test_list_and_map_item_errors() -> None:
+    assert reject({**VALID, "tags": ["a", None]}).field == "tags[1]"
+    assert reject({**VALID, "tags": ["a", 2]}).field == "tags[1]"
+    error = reject({**VALID, "attrs": {"k": "v"}})
+    assert error.field == "attrs['k']"
+    assert "expected int64" in str(error)
+    assert reject({**VALID, "attrs": {"k": None}}).field == "attrs['k']"
+    error = reject({**VALID, "attrs": {1: 2}})
+    assert error.field == "attrs[1]"
+    assert "bad map key" in str(error)
+
+
+def test_conversions() -> None:
+    some_uuid = uuid.UUID("12345678-1234-5678-1234-567812345678")
+    out = check(
+        i64=np.int64(7),
+        f32=3,
+        f64=np.float32(0.5),
+        s=some_uuid,
+        blob=bytearray(b"ab"),
+        amount=decimal.Decimal("1.5"),
+        tags=("x", "y"),
+        attrs={"k": np.int32(1)},
+        flag=np.bool_(False),
+    )
+    assert out["i64"] == 7 and type(out["i64"]) is int
+    assert out["f32"] == 3.0 and type(out["f32"]) is float
+    assert out["s"] == "12345678-1234-5678-1234-567812345678"
+    assert out["blob"] == b"ab" and type(out["blob"]) is bytes
+    assert out["amount"] == decimal.Decimal("1.50")
+    assert out["amount"].as_tuple().exponent == -2
+    assert out["tags"] == ["x", "y"]
+    assert out["flag"] is False
+    row = records_to_table([out], SCHEMA).to_pylist()[0]
+    assert row["attrs"] == [("k", 1)]
+    assert row["amount"] == decimal.Decimal("1.50")
+
+
+def test_decimal_accepts_exact_values() -> None:
+    assert check(amount=decimal.Decimal("1234.5"))["amount"] == decimal.Decimal("1234.50")
+    assert check(amount=decimal.Decimal("-9999.99"))["amount"] == decimal.Decimal("-9999.99")
+    assert check(amount=decimal.Decimal("1.2300"))["amount"] == decimal.Decimal("1.23")
+    assert check(amount=42)["amount"] == decimal.Decimal("42.00")
+
+
+def test_timestamps_dates_and_times() -> None:
+    plus_two = dt.timezone(dt.timedelta(hours=2))
+    records = [
+        check(ts=dt.datetime(2024, 1, 1, 12, tzinfo=plus_two), local_ts=dt.datetime(2024, 1, 1, 12)),
+        check(ts=dt.datetime(2024, 1, 1, 10), day=19_723, t_ms=1_000, t_us=dt.time(1, 2, 3)),
+        check(ts=1_704_103_200_000_000, day=dt.date(2024, 1, 1), t_ms=dt.time(0, 0, 1)),
+    ]
+    rows = records_to_table(records, SCHEMA).to_pylist()
+    instant = dt.datetime(2024, 1, 1, 10, tzinfo=UTC)
+    assert [row["ts"] for row in rows] == [instant] * 3  # aware converted; naive taken as UTC; int micros
+    assert rows[0]["local_ts"] == dt.datetime(2024, 1, 1, 12)
+    assert rows[1]["day"] == rows[2]["day"] == dt.date(2024, 1, 1)
+    assert rows[1]["t_ms"] == rows[2]["t_ms"] == dt.time(0, 0, 1)
+    assert rows[1]["t_us"] == dt.time(1, 2, 3)
+
+
+def test_nested_values_round_trip() -> None:
+    out = check(a={"b": [{"c": 1}, None, {"c": 2, "d": "x"}]}, tags=[], attrs={})
+    row = records_to_table([out], SCHEMA).to_pylist()[0]
+    assert row["a"] == {"b": [{"c": 1, "d": None}, None, {"c": 2, "d": "x"}]}
+    assert row["tags"] == []
+    assert row["attrs"] == []
+
+
+def test_unsupported_schema_type_fails_at_compile_time() -> None:
+    with pytest.raises(SchemaError, match="not supported"):
+        compile_validator(pa.schema([pa.field("d", pa.duration("s"))]))
+
+
+def test_records_to_table_wraps_arrow_errors() -> None:
+    with pytest.raises(RecordError, match="cannot convert"):
+        records_to_table([{"i32": "not validated"}], pa.schema([pa.field("i32", pa.int32())]))
