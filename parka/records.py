@@ -37,6 +37,7 @@ import numpy as np
 import pyarrow as pa
 
 from parka.errors import RecordError, SchemaError
+from parka.schema import INT_UNIT_KEY
 
 __all__ = ["compile_validator", "records_to_table"]
 
@@ -132,9 +133,29 @@ def _converter(t: pa.DataType) -> _Converter:
     raise SchemaError(f"records of Arrow type {t} are not supported")
 
 
+def _field_converter(field: pa.Field) -> _Converter:
+    """The type's converter, scaling plain ints for timestamps declared in another unit."""
+    conv = _converter(field.type)
+    unit = (field.metadata or {}).get(INT_UNIT_KEY)
+    if unit is None or not pa.types.is_timestamp(field.type):
+        return conv
+
+    def scaled(value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool):
+            if unit == b"ms":
+                value = value * 1000
+            elif unit == b"ns":
+                if value % 1000:
+                    raise _Invalid(f"{value} ns is not a whole number of microseconds")
+                value = value // 1000
+        return conv(value)
+
+    return scaled
+
+
 def _struct_converter(fields: list[pa.Field], *, top_level: bool) -> _Converter:
     # (name, converter, nullable, type whose values pass unchanged so the call can be skipped)
-    specs = tuple((f.name, _converter(f.type), f.nullable, *_fast_path(f.type)) for f in fields)
+    specs = tuple((f.name, _field_converter(f), f.nullable, *_fast_path(f.type)) for f in fields)
     names = frozenset(f.name for f in fields)
     what = "record" if top_level else "struct"
 

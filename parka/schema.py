@@ -21,7 +21,8 @@ decimal(p, s) on bytes or fixed        decimal128(p, s), decimal256 when p > 38
 
 As the Avro specification asks, an unknown logical type, or one on a base type it does not
 apply to, is ignored and the base type is used. Avro ``doc``, ``default`` and ``aliases`` are
-not carried over: the Arrow schema has no field metadata.
+not carried over. The one field metadata parka sets is ``parka.int.unit`` on timestamp fields
+from ``*-millis``/``*-nanos``, so that plain ints given for them are scaled to microseconds.
 """
 
 from __future__ import annotations
@@ -37,7 +38,16 @@ from fastavro.schema import SchemaParseException, UnknownType
 
 from parka.errors import SchemaError
 
-__all__ = ["RESERVED_PREFIX", "schema_fingerprint", "to_arrow_schema"]
+__all__ = ["INT_UNIT_KEY", "RESERVED_PREFIX", "schema_fingerprint", "to_arrow_schema"]
+
+# Field metadata key: the unit of plain ints given for a timestamp column (see _int_unit).
+INT_UNIT_KEY = b"parka.int.unit"
+_INT_UNITS = {
+    "timestamp-millis": b"ms",
+    "local-timestamp-millis": b"ms",
+    "timestamp-nanos": b"ns",
+    "local-timestamp-nanos": b"ns",
+}
 
 RESERVED_PREFIX = "__parka_"
 """Top-level column names starting with this are parka's own (see :mod:`parka.segment`)."""
@@ -131,8 +141,27 @@ class _AvroConverter:
                 raise SchemaError("duplicate field name", field=field_path)
             seen.add(name)
             arrow_type, nullable = self.convert(avro_field["type"], field_path, defining)
-            fields.append(pa.field(name, arrow_type, nullable=nullable))
+            fields.append(pa.field(name, arrow_type, nullable=nullable, metadata=self._int_unit(avro_field["type"])))
         return fields
+
+    def _int_unit(self, avro: Any) -> dict[bytes, bytes] | None:
+        """Field metadata saying in which unit a plain int given for a timestamp is meant.
+
+        Avro ``timestamp-millis`` values are epoch milliseconds; the Arrow column is in
+        microseconds (Delta's unit), so the validator must scale ints, or they would land
+        1000 times off. ``datetime`` values need no hint.
+        """
+        if isinstance(avro, list):
+            non_null = [b for b in avro if b != "null"]
+            avro = non_null[0] if len(non_null) == 1 else None
+        if isinstance(avro, str):
+            avro = self._named.get(avro)
+        if not isinstance(avro, Mapping):
+            return None
+        if not isinstance(avro.get("type"), str):
+            return self._int_unit(avro.get("type"))
+        unit = _INT_UNITS.get(str(avro.get("logicalType")))
+        return None if unit is None or avro.get("type") != "long" else {INT_UNIT_KEY: unit}
 
     def convert(self, avro: Any, path: str, defining: tuple[str, ...]) -> tuple[pa.DataType, bool]:
         """Return ``(arrow_type, nullable)`` for one Avro type."""

@@ -255,3 +255,29 @@ def test_unsupported_schema_type_fails_at_compile_time() -> None:
 def test_records_to_table_wraps_arrow_errors() -> None:
     with pytest.raises(RecordError, match="cannot convert"):
         records_to_table([{"i32": "not validated"}], pa.schema([pa.field("i32", pa.int32())]))
+
+
+def test_plain_ints_for_timestamp_millis_are_epoch_millis() -> None:
+    import datetime as _dt
+
+    from parka.records import compile_validator as _compile
+    from parka.records import records_to_table as _to_table
+    from parka.schema import to_arrow_schema as _to_arrow
+
+    avro = {
+        "type": "record",
+        "name": "T",
+        "fields": [
+            {"name": "ms", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+            {"name": "us", "type": ["null", {"type": "long", "logicalType": "timestamp-micros"}]},
+            {"name": "opt_ms", "type": ["null", {"type": "long", "logicalType": "timestamp-millis"}]},
+        ],
+    }
+    schema = _to_arrow(avro)
+    validate = _compile(schema)
+    row = validate({"ms": 1_700_000_000_123, "us": 1_700_000_000_123_456, "opt_ms": 1_700_000_000_123})
+    table = _to_table([row], schema)
+    when = _dt.datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=_dt.timezone.utc)
+    assert table["ms"][0].as_py() == when
+    assert table["opt_ms"][0].as_py() == when
+    assert table["us"][0].as_py() == when.replace(microsecond=123456)

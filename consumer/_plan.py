@@ -1,0 +1,170 @@
+"""Pure decisions of the ingestion consumer: when to commit, how data files are named, whether a
+segment's schema fits the table. No Kafka, no Delta, no I/O: tested without either.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import pyarrow as pa
+
+from parka.segment import HEADERS_COLUMN, KEY_COLUMN, TIMESTAMP_COLUMN
+
+__all__ = [
+    "RESERVED_COLUMNS",
+    "CommitPolicy",
+    "FileName",
+    "SchemaVerdict",
+    "check_schema",
+    "partition_path",
+    "partition_value_string",
+]
+
+RESERVED_COLUMNS = (KEY_COLUMN, TIMESTAMP_COLUMN, HEADERS_COLUMN)
+
+
+@dataclass(frozen=True)
+class CommitPolicy:
+    """Commit when the oldest buffered segment waited ``allowed_latency_s``, or the buffer holds
+    ``min_bytes`` or ``max_segments``: whichever first (kafka-delta-ingest's knobs)."""
+
+    allowed_latency_s: float
+    min_bytes: int
+    max_segments: int
+
+    def due(self, *, segments: int, buffered_bytes: int, oldest_at: float | None, now: float) -> bool:
+        if segments == 0:
+            return False
+        if segments >= self.max_segments or buffered_bytes >= self.min_bytes:
+            return True
+        return oldest_at is not None and now - oldest_at >= self.allowed_latency_s
+
+
+_NAME = re.compile(
+    r"^(?P<topic>.+)-p(?P<partition>\d+)-o(?P<offset>\d+)-(?P<uid>[0-9a-f]{12})(?:-s(?P<split>\d+))?\.parquet$"
+)
+
+
+@dataclass(frozen=True)
+class FileName:
+    """A data file's name carries the Kafka coordinates of the segment it holds.
+
+    ``<topic>-p<partition>-o<offset, 20 digits>-<12 hex>[-s<split>].parquet``; the random part
+    keeps a retried write from colliding with a crashed attempt's file.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    uid: str
+    split: int | None = None
+
+    @classmethod
+    def new(cls, topic: str, partition: int, offset: int, split: int | None = None) -> FileName:
+        return cls(topic, partition, offset, uuid.uuid4().hex[:12], split)
+
+    def __str__(self) -> str:
+        suffix = "" if self.split is None else f"-s{self.split}"
+        return f"{self.topic}-p{self.partition}-o{self.offset:020d}-{self.uid}{suffix}.parquet"
+
+    @classmethod
+    def parse(cls, name: str) -> FileName | None:
+        """The coordinates in a file's base name, or None for a file parka did not name."""
+        m = _NAME.match(name.rsplit("/", 1)[-1])
+        if m is None:
+            return None
+        split = m.group("split")
+        return cls(
+            m.group("topic"),
+            int(m.group("partition")),
+            int(m.group("offset")),
+            m.group("uid"),
+            None if split is None else int(split),
+        )
+
+
+def partition_value_string(value: Any) -> str | None:
+    """A partition value as the Delta protocol serialises it in ``partitionValues``."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if hasattr(value, "isoformat") and hasattr(value, "hour"):  # datetime
+        text: str = value.strftime("%Y-%m-%d %H:%M:%S.%f")
+        return text
+    if hasattr(value, "isoformat"):  # date
+        return str(value.isoformat())
+    if isinstance(value, bytes):
+        return value.decode("latin-1")
+    return str(value)
+
+
+def partition_path(values: dict[str, str | None]) -> str:
+    """Hive-style directory for partition values (``col=value/``), escaped like Spark does."""
+    parts = []
+    for name, value in values.items():
+        text = "__HIVE_DEFAULT_PARTITION__" if value is None else quote(value, safe=" ")
+        parts.append(f"{name}={text}")
+    return "/".join(parts)
+
+
+def _norm(t: pa.DataType) -> Any:
+    """A type's identity for compatibility: ignores large/view variants, child field names and
+    timestamp units (Parquet readers convert units), keeps everything else."""
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return "string"
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
+        return "binary"
+    if pa.types.is_timestamp(t):
+        return ("timestamp", t.tz is not None)
+    if pa.types.is_map(t):
+        return ("map", _norm(t.key_type), _norm(t.item_type))
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t):
+        return ("list", _norm(t.value_type))
+    if pa.types.is_struct(t):
+        return ("struct", tuple((f.name, _norm(f.type)) for f in t))
+    if pa.types.is_dictionary(t):
+        return _norm(t.value_type)
+    return str(t)
+
+
+@dataclass(frozen=True)
+class SchemaVerdict:
+    """How a segment's schema relates to the table's.
+
+    ``new_fields``: columns the table lacks (evolution can add them when all are nullable);
+    ``problems``: human-readable reasons the table cannot take the segment as is.
+    """
+
+    new_fields: tuple[pa.Field, ...]
+    problems: tuple[str, ...]
+
+    @property
+    def fits(self) -> bool:
+        return not self.new_fields and not self.problems
+
+
+def check_schema(table: pa.Schema, segment: pa.Schema, *, partition_by: tuple[str, ...] = ()) -> SchemaVerdict:
+    """Compare a segment's (footer) schema with the table's; never decodes data."""
+    problems: list[str] = []
+    new_fields: list[pa.Field] = []
+    for field in segment:
+        if field.name not in table.names:
+            if field.nullable or field.name in RESERVED_COLUMNS:
+                new_fields.append(field.with_nullable(True))
+            else:
+                problems.append(f"column '{field.name}' is not in the table and is not nullable")
+            continue
+        target = table.field(field.name)
+        if _norm(target.type) != _norm(field.type):
+            problems.append(f"column '{field.name}' is {field.type} in the segment but {target.type} in the table")
+        elif field.nullable and not target.nullable:
+            problems.append(f"column '{field.name}' is nullable in the segment but not in the table")
+    for field in table:
+        if field.name not in segment.names and not field.nullable and field.name not in partition_by:
+            problems.append(f"non-nullable table column '{field.name}' is missing from the segment")
+    return SchemaVerdict(tuple(new_fields), tuple(problems))

@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow as pa
+import pytest
+from parka.consumer._plan import CommitPolicy, FileName, check_schema, partition_path, partition_value_string
+
+
+def test_commit_policy_latency_bytes_count() -> None:
+    policy = CommitPolicy(allowed_latency_s=5.0, min_bytes=1000, max_segments=3)
+    assert not policy.due(segments=0, buffered_bytes=10**9, oldest_at=0.0, now=100.0)
+    assert not policy.due(segments=1, buffered_bytes=10, oldest_at=10.0, now=14.9)
+    assert policy.due(segments=1, buffered_bytes=10, oldest_at=10.0, now=15.0)
+    assert policy.due(segments=1, buffered_bytes=1000, oldest_at=10.0, now=10.0)
+    assert policy.due(segments=3, buffered_bytes=1, oldest_at=10.0, now=10.0)
+
+
+def test_file_names_carry_kafka_coordinates() -> None:
+    name = FileName.new("web.requests-v2", 3, 12345)
+    text = str(name)
+    assert text.startswith("web.requests-v2-p3-o00000000000000012345-") and text.endswith(".parquet")
+    assert FileName.parse(text) == name
+    assert FileName.parse("day=2024-01-01/" + str(FileName.new("t", 0, 7, split=2))).split == 2
+    assert FileName.parse("part-00000-abc.snappy.parquet") is None
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (None, None),
+        (True, "true"),
+        (42, "42"),
+        ("a/b", "a/b"),
+        (dt.date(2024, 2, 29), "2024-02-29"),
+        (dt.datetime(2024, 1, 2, 3, 4, 5, 6), "2024-01-02 03:04:05.000006"),
+    ],
+)
+def test_partition_values_as_delta_serialises_them(value: object, expected: str | None) -> None:
+    assert partition_value_string(value) == expected
+
+
+def test_partition_path_escapes() -> None:
+    assert partition_path({"day": "2024-01-01", "site": "a/b"}) == "day=2024-01-01/site=a%2Fb"
+    assert partition_path({"day": None}) == "day=__HIVE_DEFAULT_PARTITION__"
+
+
+TABLE = pa.schema([("id", pa.int64(), False), ("name", pa.string()), ("at", pa.timestamp("us", tz="UTC"))])
+
+
+def test_same_schema_fits_modulo_large_types_and_units() -> None:
+    seg = pa.schema([("id", pa.int64(), False), ("name", pa.large_string()), ("at", pa.timestamp("ms", tz="UTC"))])
+    assert check_schema(TABLE, seg).fits
+
+
+def test_missing_nullable_column_fits_missing_required_does_not() -> None:
+    assert check_schema(TABLE, pa.schema([("id", pa.int64(), False)])).fits
+    verdict = check_schema(TABLE, pa.schema([("name", pa.string())]))
+    assert verdict.problems == ("non-nullable table column 'id' is missing from the segment",)
+
+
+def test_new_nullable_column_is_an_evolution_new_required_is_a_problem() -> None:
+    seg = TABLE.append(pa.field("extra", pa.int32()))
+    verdict = check_schema(TABLE, seg)
+    assert [f.name for f in verdict.new_fields] == ["extra"] and not verdict.problems
+    verdict = check_schema(TABLE, TABLE.append(pa.field("extra", pa.int32(), nullable=False)))
+    assert verdict.problems == ("column 'extra' is not in the table and is not nullable",)
+
+
+def test_type_change_and_nullability_widening_are_problems() -> None:
+    seg = pa.schema([("id", pa.int32(), False), ("name", pa.string())])
+    assert check_schema(TABLE, seg).problems == ("column 'id' is int32 in the segment but int64 in the table",)
+    seg = pa.schema([("id", pa.int64(), True)])
+    assert check_schema(TABLE, seg).problems == ("column 'id' is nullable in the segment but not in the table",)
