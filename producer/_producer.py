@@ -293,7 +293,8 @@ class ParquetProducer:
             for part, sub, subkeys in parts:
                 for bkey in [k for k in self._buffers if k[0] == topic and k[1] == part]:
                     self._cut(bkey)  # keep per-partition order: buffered records go first
-                queued += self._produce_table(topic, part, state, sub, subkeys, on_delivery)
+                for group, group_keys in self._split_by_values(state, sub, subkeys):
+                    queued += self._produce_table(topic, part, state, group, group_keys, on_delivery)
         return queued
 
     # -- client lifecycle ----------------------------------------------------------------
@@ -661,6 +662,28 @@ class ParquetProducer:
         for p in np.unique(parts):
             rows = pa.array(np.nonzero(parts == p)[0])
             out.append((int(p), table.take(rows), keys.take(rows)))
+        return out
+
+    @staticmethod
+    def _split_by_values(
+        state: _Topic, table: pa.Table, keys: pa.Array | None
+    ) -> list[tuple[pa.Table, pa.Array | None]]:
+        """With ``columnar.partition.by``, one table per distinct value combination, rows in order."""
+        if not state.partition_by or table.num_rows == 0:
+            return [(table, keys)]
+        import pyarrow.compute as pc
+
+        groups = table.select(list(state.partition_by)).group_by(list(state.partition_by)).aggregate([])
+        if groups.num_rows == 1:
+            return [(table, keys)]
+        out = []
+        for values in groups.to_pylist():
+            mask = None
+            for name, value in values.items():
+                col = table[name]
+                cond = pc.is_null(col) if value is None else pc.equal(col, pa.scalar(value, col.type))
+                mask = cond if mask is None else pc.and_(mask, cond)
+            out.append((table.filter(mask), None if keys is None else keys.filter(mask)))
         return out
 
     def _produce_table(

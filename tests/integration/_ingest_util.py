@@ -1,0 +1,137 @@
+"""Helpers for the ingestion tests: produce known data, run `parka ingest`, inspect tables."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from confluent_kafka import Consumer
+from deltalake import DeltaTable
+from parka.producer import ParquetProducer
+
+# The broker's minimum session timeout: a killed worker's partitions move on after 6 s, not 45 s.
+FAST_GROUP = ("-K", "session.timeout.ms=6000", "-K", "heartbeat.interval.ms=1000")
+
+EVENTS = pa.schema(
+    [
+        ("id", pa.int64(), False),
+        ("device", pa.string(), False),
+        ("day", pa.string(), False),
+        ("value", pa.float64()),
+        ("at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+
+def events(start: int, n: int, days: int = 3) -> pa.Table:
+    ids = list(range(start, start + n))
+    return pa.table(
+        {
+            "id": ids,
+            "device": [f"d{i % 7}" for i in ids],
+            "day": [f"2024-01-0{1 + (i // 50) % days}" for i in ids],
+            "value": [None if i % 11 == 0 else i * 0.5 for i in ids],
+            "at": pa.array([1_700_000_000_000_000 + i for i in ids], pa.timestamp("us", tz="UTC")),
+        },
+        schema=EVENTS,
+    )
+
+
+def produce_events(
+    bootstrap: str, topic: str, start: int, n: int, *, batch: int = 100, extra: dict[str, Any] | None = None
+) -> int:
+    """Produce ids [start, start+n) as segments of ``batch`` records; returns segments sent."""
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "columnar.encoding": "parquet",
+        "columnar.encoding.compression": "zstd",
+        "columnar.batch.records": batch,
+        **(extra or {}),
+    }
+    with ParquetProducer(conf) as producer:
+        producer.set_schema(topic, EVENTS)
+        producer.produce_batch(topic, events(start, n), key_column="device")
+        assert producer.flush(30) == 0
+        return producer.stats()["segments"]
+
+
+def run_ingest(
+    topic: str,
+    table: Path | str,
+    bootstrap: str,
+    *extra: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+    check: bool = True,
+) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "parka.cli", "ingest", topic, str(table), "-k", bootstrap, "-q", *FAST_GROUP, *extra]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    if check and proc.returncode != 0:
+        raise AssertionError(f"parka ingest exited {proc.returncode}\n{proc.stderr[-4000:]}")
+    return proc
+
+
+def start_ingest(topic: str, table: Path | str, bootstrap: str, *extra: str, log: Path) -> subprocess.Popen[bytes]:
+    cmd = [sys.executable, "-m", "parka.cli", "ingest", topic, str(table), "-k", bootstrap, *FAST_GROUP, *extra]
+    with open(log, "ab") as handle:  # the child keeps its own descriptor
+        return subprocess.Popen(cmd, stdout=handle, stderr=subprocess.STDOUT)
+
+
+def last_json(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")][-1]
+    result: dict[str, Any] = json.loads(line)
+    return result
+
+
+def table_ids(path: Path | str) -> list[int]:
+    ids: list[int] = DeltaTable(str(path)).to_pyarrow_table(columns=["id"])["id"].to_pylist()
+    return ids
+
+
+def wait_for_rows(path: Path, n: int, timeout_s: float) -> int:
+    deadline = time.monotonic() + timeout_s
+    count = -1
+    while time.monotonic() < deadline:
+        if (path / "_delta_log").exists():
+            count = len(table_ids(path))
+            if count >= n:
+                return count
+        time.sleep(0.5)
+    return count
+
+
+def data_files_on_disk(path: Path) -> set[str]:
+    return {str(p.relative_to(path)) for p in path.rglob("*.parquet") if "_delta_log" not in p.parts}
+
+
+def referenced_files(path: Path) -> set[str]:
+    from urllib.parse import unquote
+
+    actions = DeltaTable(str(path)).get_add_actions(flatten=True)
+    return {unquote(p) for p in pa.table(actions)["path"].to_pylist()}
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def message_values(bootstrap: str, topic: str, expected: int, timeout_s: float = 30) -> list[Any]:
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"peek-{time.time_ns()}", "auto.offset.reset": "earliest"}
+    )
+    consumer.subscribe([topic])
+    out: list[Any] = []
+    deadline = time.monotonic() + timeout_s
+    while len(out) < expected and time.monotonic() < deadline:
+        msg = consumer.poll(1.0)
+        if msg is not None and msg.error() is None:
+            out.append(msg)
+    consumer.close()
+    return out

@@ -1,0 +1,313 @@
+"""`parka ingest` on a real broker into real Delta tables: raw files, exactly once, bad input."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from deltalake import DeltaTable
+
+from parka.segment import encode_segment
+
+from ._ingest_util import (
+    EVENTS,
+    data_files_on_disk,
+    events,
+    last_json,
+    message_values,
+    produce_events,
+    referenced_files,
+    run_ingest,
+    sha256,
+    start_ingest,
+    table_ids,
+    wait_for_rows,
+)
+
+
+def test_data_files_are_the_kafka_values_byte_for_byte(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=3)
+    segments = produce_events(bootstrap, topic, 0, 3000, batch=250)
+    table = tmp_path / "events"
+    result = last_json(run_ingest(topic, table, bootstrap, "--end-at-latest", "--max-segments-per-commit", "5"))
+    assert result["segments"] == segments
+    assert result["records"] == 3000
+    assert result["split_segments"] == 0
+
+    values = message_values(bootstrap, topic, segments)
+    assert len(values) == segments
+    dt = DeltaTable(str(table))
+    file_hashes = sorted(sha256(Path(uri.removeprefix("file://")).read_bytes()) for uri in dt.file_uris())
+    assert file_hashes == sorted(sha256(m.value()) for m in values)
+
+    rows = dt.to_pyarrow_table().select(EVENTS.names).sort_by("id")
+    assert rows.cast(EVENTS).equals(events(0, 3000))
+    # Kafka coordinates travel with each file: name and add-action tags
+    names = sorted(referenced_files(table))
+    assert all(n.startswith(f"{topic}-p") for n in names)
+    # advisory Kafka offsets: lag tools see the group at the end of every partition
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"parka-{topic}"})
+    committed = consumer.committed([TopicPartition(topic, p) for p in range(3)], timeout=10)
+    highs = [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(3)]
+    consumer.close()
+    assert [tp.offset for tp in committed] == highs
+
+
+def test_end_at_latest_twice_adds_nothing_and_a_checkpoint_is_written(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=2)
+    produce_events(bootstrap, topic, 0, 1000, batch=100)
+    table = tmp_path / "t"
+    run_ingest(
+        topic, table, bootstrap, "--end-at-latest", "--max-segments-per-commit", "3", "--checkpoint-interval", "2"
+    )
+    again = last_json(run_ingest(topic, table, bootstrap, "--end-at-latest"))
+    assert again["records"] == 0
+    produce_events(bootstrap, topic, 1000, 500, batch=100)
+    run_ingest(topic, table, bootstrap, "--end-at-latest")
+    assert sorted(table_ids(table)) == list(range(1500))
+    assert list((table / "_delta_log").glob("*.checkpoint.parquet"))
+
+
+def test_quiet_topic_is_flushed_by_allowed_latency(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic()
+    table = tmp_path / "t"
+    produce_events(bootstrap, topic, 0, 10, batch=100)
+    proc = start_ingest(topic, table, bootstrap, "--allowed-latency", "2", log=tmp_path / "log")
+    try:
+        # one small segment, no further messages: only the latency bound can commit it
+        assert wait_for_rows(table, 10, timeout_s=30) == 10
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, (tmp_path / "log").read_text()[-3000:]
+    assert sorted(table_ids(table)) == list(range(10))
+
+
+def test_sigterm_commits_what_is_buffered(bootstrap: str, new_topic: Callable[..., str], tmp_path: Path) -> None:
+    topic = new_topic()
+    table = tmp_path / "t"
+    produce_events(bootstrap, topic, 0, 400, batch=100)
+    proc = start_ingest(topic, table, bootstrap, "--allowed-latency", "600", log=tmp_path / "log")
+    time.sleep(6)  # long enough to consume; the latency bound is far away
+    assert not (table / "_delta_log" / "00000000000000000001.json").exists()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0, (tmp_path / "log").read_text()[-3000:]
+    assert sorted(table_ids(table)) == list(range(400))
+
+
+@pytest.mark.parametrize(
+    ("point", "after"),
+    [("before-write", 4), ("after-write", 4), ("after-delta-commit", 2)],
+)
+def test_kill_9_then_restart_is_exactly_once_without_orphans(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path, point: str, after: int
+) -> None:
+    topic = new_topic(partitions=2)
+    produce_events(bootstrap, topic, 0, 2000, batch=100)
+    table = tmp_path / "t"
+    crashed = run_ingest(
+        topic,
+        table,
+        bootstrap,
+        "--end-at-latest",
+        "--max-segments-per-commit",
+        "3",
+        env={"PARKA_TEST_CRASH_AT": point, "PARKA_TEST_CRASH_AFTER": str(after)},
+        check=False,
+    )
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+    if point == "after-write":
+        assert data_files_on_disk(table) - referenced_files(table)  # the crash left a file behind
+    run_ingest(topic, table, bootstrap, "--end-at-latest", "--max-segments-per-commit", "3")
+    ids = table_ids(table)
+    assert len(ids) == 2000
+    assert sorted(ids) == list(range(2000))
+    assert data_files_on_disk(table) == referenced_files(table)
+
+
+def test_rebalance_with_workers_joining_and_leaving_is_exactly_once(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=4)
+    table = tmp_path / "t"
+    # create the table first so that concurrent workers only ever append
+    produce_events(bootstrap, topic, 0, 100, batch=50)
+    run_ingest(topic, table, bootstrap, "--end-at-latest")
+    flags = ("-g", f"grp-{topic}", "--allowed-latency", "1", "--max-segments-per-commit", "4")
+    logs = [tmp_path / f"w{i}.log" for i in range(3)]
+    a = start_ingest(topic, table, bootstrap, *flags, log=logs[0])
+    b = start_ingest(topic, table, bootstrap, *flags, log=logs[1])
+    produced = 100
+    workers = [a, b]
+    try:
+        for step in range(12):
+            produce_events(bootstrap, topic, produced, 300, batch=30)
+            produced += 300
+            if step == 3:
+                workers.append(start_ingest(topic, table, bootstrap, *flags, log=logs[2]))  # a third joins
+            if step == 7:
+                a.send_signal(signal.SIGTERM)  # one leaves
+                assert a.wait(timeout=60) == 0, logs[0].read_text()[-3000:]
+            time.sleep(0.7)
+        assert wait_for_rows(table, produced, timeout_s=90) >= produced
+    finally:
+        for w in workers:
+            if w.poll() is None:
+                w.send_signal(signal.SIGTERM)
+        for w in workers:
+            w.wait(timeout=60)
+    ids = table_ids(table)
+    assert len(ids) == produced, f"{len(ids) - len(set(ids))} duplicates, {produced - len(set(ids))} missing"
+    assert sorted(ids) == list(range(produced))
+    # the rebalances really happened: the leaver gave partitions back, the joiner took some
+    texts = [log.read_text() for log in logs]
+    assert "revoked" in texts[0]
+    assert "assigned" in texts[2]
+    committers = {DeltaTable(str(table)).history()[i].get("parka.app_id") for i in range(3)}
+    assert committers == {"parka-" + topic}
+
+
+def test_partitioned_table_raw_when_aligned_split_when_not(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    aligned, mixed = new_topic(), new_topic()
+    produce_events(bootstrap, aligned, 0, 600, batch=100, extra={"columnar.partition.by": "day"})
+    produce_events(bootstrap, mixed, 0, 600, batch=100)
+    t1, t2 = tmp_path / "aligned", tmp_path / "mixed"
+    r1 = last_json(run_ingest(aligned, t1, bootstrap, "--end-at-latest", "--partition-by", "day"))
+    r2 = last_json(run_ingest(mixed, t2, bootstrap, "--end-at-latest", "--partition-by", "day"))
+    assert r1["split_segments"] == 0
+    assert r2["split_segments"] > 0
+    for t in (t1, t2):
+        dt = DeltaTable(str(t))
+        assert dt.metadata().partition_columns == ["day"]
+        rows = dt.to_pyarrow_table().select(EVENTS.names).sort_by("id")
+        assert rows.cast(EVENTS).equals(events(0, 600))
+        assert {p.split("/")[0] for p in referenced_files(t)} == {"day=2024-01-01", "day=2024-01-02", "day=2024-01-03"}
+    # aligned segments stayed raw: every file is a Kafka message value
+    values = {sha256(m.value()) for m in message_values(bootstrap, aligned, r1["segments"])}
+    assert {sha256((t1 / f).read_bytes()) for f in referenced_files(t1)} == values
+
+
+def _send(bootstrap: str, topic: str, items: list[tuple[bytes, list[tuple[str, bytes]] | None]]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for value, headers in items:
+        producer.produce(topic, value=value, headers=headers)
+    assert producer.flush(30) == 0
+
+
+def _segment(table: pa.Table) -> tuple[bytes, list[tuple[str, bytes]]]:
+    seg = encode_segment(table, codec="zstd", fingerprint="0" * 16)
+    return seg.value, seg.headers
+
+
+def test_bad_messages_go_to_the_dead_letter_table_and_nothing_is_lost(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic()
+    good1, good2, good3 = (_segment(events(i * 10, 10)) for i in range(3))
+    corrupt = (b"PAR1 garbage", good1[1])
+    plain = (b'{"id": 1}', None)
+    wrong_type = _segment(events(100, 5).set_column(0, "id", pa.array([str(i) for i in range(5)])))
+    new_column = _segment(events(200, 5).append_column("extra", pa.array([1] * 5, pa.int32())))
+    _send(bootstrap, topic, [good1, corrupt, good2, plain, wrong_type, new_column, good3])
+    table, dlq = tmp_path / "t", tmp_path / "dlq"
+    result = last_json(run_ingest(topic, table, bootstrap, "--end-at-latest", "--dlq-table", str(dlq)))
+    assert result["dead_letters"] == 4
+    assert sorted(table_ids(table)) == list(range(30))
+    dead = DeltaTable(str(dlq)).to_pyarrow_table().sort_by("offset").to_pylist()
+    assert [d["offset"] for d in dead] == [1, 3, 4, 5]
+    assert [d["value"] for d in dead] == [corrupt[0], plain[0], wrong_type[0], new_column[0]]
+    assert "not a readable Parquet file" in dead[0]["error"]
+    assert "not a parka segment" in dead[1]["error"]
+    assert "column 'id' is string in the segment but int64 in the table" in dead[2]["error"]
+    assert "--schema-evolution merge" in dead[3]["error"]
+    assert all(d["topic"] == topic and d["partition"] == 0 for d in dead)
+    # a second run re-reads nothing and duplicates no dead letter
+    run_ingest(topic, table, bootstrap, "--end-at-latest", "--dlq-table", str(dlq))
+    assert DeltaTable(str(dlq)).to_pyarrow_table().num_rows == 4
+
+
+def test_without_dead_letter_table_a_bad_message_stops_with_progress_committed(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic()
+    _send(bootstrap, topic, [_segment(events(0, 10)), (b"not parquet", None), _segment(events(10, 10))])
+    table = tmp_path / "t"
+    proc = run_ingest(topic, table, bootstrap, "--end-at-latest", check=False)
+    assert proc.returncode == 1
+    assert f"not a parka segment (no parka.format header) at {topic}[0]@1" in proc.stderr
+    assert sorted(table_ids(table)) == list(range(10))
+    # the same stop again: still nothing after the bad message, nothing duplicated
+    assert run_ingest(topic, table, bootstrap, "--end-at-latest", check=False).returncode == 1
+    assert sorted(table_ids(table)) == list(range(10))
+
+
+def test_schema_evolution_merge_adds_nullable_columns(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic()
+    extra = events(10, 10).append_column("extra", pa.array(list(range(10)), pa.int32()))
+    _send(bootstrap, topic, [_segment(events(0, 10)), _segment(extra)])
+    table = tmp_path / "t"
+    result = last_json(run_ingest(topic, table, bootstrap, "--end-at-latest", "--schema-evolution", "merge"))
+    assert result["schema_evolutions"] == 1
+    rows = DeltaTable(str(table)).to_pyarrow_table().sort_by("id")
+    assert rows["extra"].to_pylist() == [None] * 10 + list(range(10))
+
+
+def test_a_schema_delta_cannot_store_is_a_clear_error(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic()
+    odd = pa.table({"id": [1, 2], "t": pa.array([1, 2], pa.time64("us"))})
+    _send(bootstrap, topic, [_segment(odd)])
+    proc = run_ingest(topic, tmp_path / "t", bootstrap, "--end-at-latest", check=False)
+    assert proc.returncode == 1
+    assert "field 't'" in proc.stderr
+    assert "SchemaMismatchError" in proc.stderr
+
+
+def test_every_flag_can_come_from_the_environment(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic()
+    produce_events(bootstrap, topic, 0, 50, batch=10)
+    table = tmp_path / "t"
+    env = {
+        "PARKA_TOPIC": topic,
+        "PARKA_TABLE_URI": str(table),
+        "PARKA_KAFKA": bootstrap,
+        "PARKA_END_AT_LATEST": "1",
+        "PARKA_APP_ID": "from-env",
+        "PARKA_QUIET": "1",
+    }
+    import os
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "parka.cli", "ingest"],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(table_ids(table)) == list(range(50))
+    assert DeltaTable(str(table)).transaction_version("from-env-0") is not None
+    help_text = subprocess.run(
+        [sys.executable, "-m", "parka.cli", "ingest", "--help"], capture_output=True, text=True
+    ).stdout
+    for var in ("PARKA_KAFKA", "PARKA_ALLOWED_LATENCY", "PARKA_DLQ_TABLE", "PARKA_SEEK_OFFSETS"):
+        assert var in help_text

@@ -1,0 +1,716 @@
+"""parka.consumer._delta against real Delta tables in tmp_path (delta-rs, no Kafka)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+import os
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable, QueryBuilder, write_deltalake
+from deltalake.exceptions import CommitFailedError
+from deltalake.transaction import CommitProperties, Transaction
+from parka.consumer import _delta
+from parka.consumer._delta import CommitConflict, DataFile
+
+from parka.errors import CommitError, SchemaMismatchError, SegmentDecodeError
+from parka.schema import schema_fingerprint
+from parka.segment import build_segment_table, encode_segment
+
+UTC = dt.timezone.utc
+D = decimal.Decimal
+
+
+def parquet_bytes(table: pa.Table, **kwargs: Any) -> bytes:
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, **kwargs)
+    return sink.getvalue().to_pybytes()
+
+
+def stats_of(table: pa.Table, schema: pa.Schema | None = None, **kwargs: Any) -> dict[str, Any]:
+    write_kwargs = {k: kwargs.pop(k) for k in ("row_group_size", "write_statistics") if k in kwargs}
+    data = parquet_bytes(table, **write_kwargs)
+    return json.loads(_delta.data_file_stats(data, schema or table.schema, **kwargs))
+
+
+def add_file(
+    uri: str, rel: str, table: pa.Table, schema: pa.Schema, pv: dict[str, str | None] | None = None
+) -> DataFile:
+    data = parquet_bytes(table)
+    size = _delta.write_data_file(uri, rel, data)
+    return DataFile(rel, size, _delta.data_file_stats(data, schema, partition_by=list(pv or {})), dict(pv or {}))
+
+
+def commit(table: DeltaTable, files: list[DataFile], **txns: int) -> int:
+    return _delta.commit_add_files(table, files, txns=txns, schema=None)
+
+
+def segment(data: pa.Table) -> bytes:
+    keys = [f"k{i}".encode() for i in range(data.num_rows)]
+    stamps = [1_700_000_000_000 + i for i in range(data.num_rows)]
+    headers = [[("h", b"v")] if i % 2 else None for i in range(data.num_rows)]
+    full = build_segment_table(data, keys, stamps, headers)
+    return encode_segment(full, codec="zstd", fingerprint=schema_fingerprint(data.schema)).value
+
+
+# --- tables and schemas ------------------------------------------------------------------------
+
+
+def test_open_table_returns_none_where_there_is_no_table(tmp_path: Path) -> None:
+    assert _delta.open_table(str(tmp_path)) is None
+    assert _delta.open_table(str(tmp_path / "missing")) is None
+
+
+def test_create_table_is_empty_and_reopens(tmp_path: Path) -> None:
+    schema = pa.schema([("x", pa.int64()), ("p", pa.string()), ("t", pa.timestamp("us", "UTC"))])
+    table = _delta.create_table(str(tmp_path), schema, partition_by=["p"], name="events")
+    assert table.version() == 0
+    opened = _delta.open_table(f"file://{tmp_path}")
+    assert opened is not None
+    assert _delta.arrow_schema(opened) == schema
+    assert opened.metadata().partition_columns == ["p"]
+    assert opened.to_pyarrow_table().num_rows == 0
+    with pytest.raises(CommitConflict):  # someone else (here: we) created it first
+        _delta.create_table(str(tmp_path), schema, partition_by=["p"])
+
+
+@pytest.mark.parametrize(
+    ("arrow_type", "field", "why"),
+    [
+        (pa.uint8(), "c", "unsigned"),
+        (pa.uint64(), "c", "unsigned"),
+        (pa.float16(), "c", "float32"),
+        (pa.time32("ms"), "c", "time-of-day"),
+        (pa.time64("us"), "c", "time-of-day"),
+        (pa.duration("us"), "c", "interval"),
+        (pa.decimal256(40, 2), "c", "precision <= 38"),
+        (pa.decimal256(20, 2), "c", "decimal128"),
+        (pa.binary(16), "c", "fixed-size binary"),
+        (pa.timestamp("ns"), "c", "microsecond"),
+        (pa.timestamp("s", "UTC"), "c", "microsecond"),
+        (pa.timestamp("us", "America/New_York"), "c", "UTC"),
+        (pa.null(), "c", "cannot store"),
+        (pa.struct([("t", pa.time64("us"))]), "c.t", "time-of-day"),
+        (pa.list_(pa.uint16()), "c.item", "unsigned"),
+        (pa.map_(pa.string(), pa.binary(4)), "c.value", "fixed-size"),
+    ],
+)
+def test_types_delta_cannot_store_are_rejected_by_name(
+    tmp_path: Path, arrow_type: pa.DataType, field: str, why: str
+) -> None:
+    schema = pa.schema([("ok", pa.int32()), ("c", arrow_type)])
+    with pytest.raises(SchemaMismatchError) as err:
+        _delta.create_table(str(tmp_path), schema, partition_by=[])
+    assert err.value.field == field
+    assert why in str(err.value)
+    assert not (tmp_path / "_delta_log").exists()
+
+
+def test_types_delta_rs_maps_are_accepted_and_read_back(tmp_path: Path) -> None:
+    data = pa.table(
+        {
+            "ls": pa.array(["a", None], pa.large_string()),
+            "lb": pa.array([b"x", None], pa.large_binary()),
+            "dict": pa.array(["u", "v"]).dictionary_encode(),
+            "d64": pa.array([dt.date(2020, 1, 2), None], pa.date64()),
+            "ts_ms": pa.array([dt.datetime(2020, 1, 1, 0, 0, 0, 123000, tzinfo=UTC), None], pa.timestamp("ms", "UTC")),
+            "ll": pa.array([[1, 2], None], pa.large_list(pa.int16())),
+            "m": pa.array([[("k", 1)], None], pa.map_(pa.string(), pa.int64())),
+            "s": pa.array([{"a": D("1.50")}, None], pa.struct([("a", pa.decimal128(38, 2))])),
+        }
+    )
+    table = _delta.create_table(str(tmp_path), data.schema, partition_by=[])
+    target = _delta.arrow_schema(table)
+    commit(table, [add_file(str(tmp_path), "f.parquet", data, target)])
+    back = DeltaTable(str(tmp_path)).to_pyarrow_table()
+    assert back.to_pylist() == data.cast(target).to_pylist()
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "why"),
+    [
+        ([("a b", pa.int32())], "a b", "rejects names"),
+        ([("x", pa.int32()), ("X", pa.int32())], "X", "case-insensitive"),
+        ([("s", pa.struct([("k", pa.int8()), ("K", pa.int8())]))], "s.K", "case-insensitive"),
+    ],
+)
+def test_names_delta_cannot_take_are_rejected(fields: list[tuple[str, pa.DataType]], field: str, why: str) -> None:
+    with pytest.raises(SchemaMismatchError) as err:
+        _delta.check_schema(pa.schema(fields))
+    assert err.value.field == field
+    assert why in str(err.value)
+
+
+def test_partition_columns_must_be_top_level_primitives(tmp_path: Path) -> None:
+    schema = pa.schema([("x", pa.int64()), ("s", pa.struct([("a", pa.int8())]))])
+    for column in ("nope", "s"):
+        with pytest.raises(SchemaMismatchError) as err:
+            _delta.create_table(str(tmp_path), schema, partition_by=[column])
+        assert err.value.field == column
+
+
+def test_tables_with_features_raw_files_would_bypass_are_refused(tmp_path: Path) -> None:
+    table = _delta.create_table(str(tmp_path), pa.schema([("x", pa.int64())]), partition_by=[])
+    table.alter.add_constraint({"positive": "x > 0"})
+    with pytest.raises(CommitError, match="CHECK constraints"):
+        _delta.open_table(str(tmp_path))
+    with pytest.raises(CommitError, match="CHECK constraints"):
+        commit(table, [], app=1)
+
+
+# --- statistics -------------------------------------------------------------------------------
+
+
+def test_stats_values_of_every_supported_type() -> None:
+    ts = pa.timestamp("us", "UTC")
+    data = pa.table(
+        {
+            "i8": pa.array([1, -5, None], pa.int8()),
+            "i64": pa.array([10, 2**40, None], pa.int64()),
+            "s": pa.array(["b", "a", None]),
+            "d": pa.array([dt.date(2020, 1, 1), dt.date(1969, 12, 31), None]),
+            "ts": pa.array(
+                [dt.datetime(2024, 1, 1, 0, 0, 0, 123000, tzinfo=UTC), dt.datetime(1960, 1, 1, tzinfo=UTC), None], ts
+            ),
+            "ntz": pa.array([dt.datetime(2024, 5, 6, 7, 8, 9), None, None], pa.timestamp("us")),
+            "dec": pa.array([D("123.45"), D("-0.01"), None], pa.decimal128(10, 2)),
+            "big": pa.array([D("-12345678901234567890123456789012345678"), D("7"), None], pa.decimal128(38, 0)),
+            "b": pa.array([True, None, True]),
+            "f": pa.array([1.5, float("nan"), None]),
+            "bin": pa.array([b"a", b"b", None]),
+            "st": pa.array(
+                [{"a": 1, "b": "x"}, None, {"a": None, "b": "y"}], pa.struct([("a", pa.int32()), ("b", pa.string())])
+            ),
+            "l": pa.array([[1, 2], None, []], pa.list_(pa.int32())),
+            "m": pa.array([[("k", 1)], None, []], pa.map_(pa.string(), pa.int32())),
+            "allnull": pa.array([None, None, None], pa.int32()),
+        }
+    )
+    raw = _delta.data_file_stats(parquet_bytes(data), data.schema)
+    assert '"big":-12345678901234567890123456789012345678' in raw  # exact, not through float
+    assert json.loads(raw, parse_float=D) == {
+        "numRecords": 3,
+        "minValues": {
+            "i8": -5, "i64": 10, "s": "a", "d": "1969-12-31", "ts": "1960-01-01T00:00:00.000Z",
+            "ntz": "2024-05-06T07:08:09.000", "dec": D("-0.01"), "big": -12345678901234567890123456789012345678,
+            "b": True, "st": {"a": 1, "b": "x"},
+        },
+        "maxValues": {
+            "i8": 1, "i64": 2**40, "s": "b", "d": "2020-01-01", "ts": "2024-01-01T00:00:00.123Z",
+            "ntz": "2024-05-06T07:08:09.000", "dec": D("123.45"), "big": 7, "b": True, "st": {"a": 1, "b": "y"},
+        },
+        "nullCount": {
+            "i8": 1, "i64": 1, "s": 1, "d": 1, "ts": 1, "ntz": 2, "dec": 1, "big": 1, "b": 1, "f": 1, "bin": 1,
+            "st": {"a": 2, "b": 1}, "allnull": 3,
+        },
+    }  # fmt: skip
+
+
+def test_stats_combine_row_groups() -> None:
+    data = pa.table(
+        {
+            "x": pa.array([5, 3, None, None, 9, -2, 4], pa.int64()),
+            "s": pa.array(["m", "k", None, None, "z", "a", "b"]),
+        }
+    )
+    stats = stats_of(data, row_group_size=2)  # groups: [5,3] [None,None] [9,-2] [4]
+    assert stats == {
+        "numRecords": 7,
+        "minValues": {"x": -2, "s": "a"},
+        "maxValues": {"x": 9, "s": "z"},
+        "nullCount": {"x": 2, "s": 2},
+    }
+
+
+def test_columns_without_statistics_get_no_bounds() -> None:
+    data = pa.table({"x": pa.array([1, 2], pa.int64()), "y": pa.array([3, None], pa.int64())})
+    assert stats_of(data, write_statistics=False) == {
+        "numRecords": 2,
+        "minValues": {},
+        "maxValues": {},
+        "nullCount": {},
+    }
+    partial = stats_of(data, write_statistics=["y"])
+    assert partial["minValues"] == {"y": 3}
+    assert partial["nullCount"] == {"y": 1}
+
+
+def test_long_strings_keep_a_prefix_min_and_drop_the_max() -> None:
+    data = pa.table({"s": ["b" * 40, "a" * 33 + "z", "ü" * 32]})
+    stats = stats_of(data)
+    assert stats["minValues"] == {"s": "a" * 32}
+    assert stats["maxValues"] == {"s": "ü" * 32}  # 32 characters (64 bytes): kept whole
+    assert stats_of(pa.table({"s": ["a", "z" * 33]}))["maxValues"] == {}
+
+
+@pytest.mark.parametrize(
+    ("values_us", "unit", "low", "high"),
+    [
+        ([1_500, 2_000_999], "us", "1970-01-01T00:00:00.001Z", "1970-01-01T00:00:02.001Z"),
+        ([-1, 999], "us", "1969-12-31T23:59:59.999Z", "1970-01-01T00:00:00.001Z"),
+        ([3_000, 7_000], "us", "1970-01-01T00:00:00.003Z", "1970-01-01T00:00:00.007Z"),
+        ([12_000, 13_000], "ms", "1970-01-01T00:00:00.012Z", "1970-01-01T00:00:00.013Z"),
+    ],
+)
+def test_timestamp_bounds_are_milliseconds_min_floored_max_ceiled(
+    values_us: list[int], unit: str, low: str, high: str
+) -> None:
+    array = pa.array(values_us, pa.timestamp("us", "UTC")).cast(pa.timestamp(unit, "UTC"))
+    stats = stats_of(pa.table({"t": array}), pa.schema([("t", pa.timestamp("us", "UTC"))]))
+    assert (stats["minValues"]["t"], stats["maxValues"]["t"]) == (low, high)
+
+
+def test_partition_columns_and_indexed_column_budget() -> None:
+    data = pa.table({"a": [1], "s": pa.array([{"x": 1, "y": 2}]), "c": [3], "p": ["k"]})
+    assert set(stats_of(data, partition_by=["p"])["nullCount"]) == {"a", "s", "c"}
+    assert stats_of(data, num_indexed_cols=2)["nullCount"] == {"a": 0, "s": {"x": 0}}
+    assert stats_of(data, num_indexed_cols=0)["nullCount"] == {}
+    assert stats_of(data, num_indexed_cols=-1)["nullCount"] == {"a": 0, "s": {"x": 0, "y": 0}, "c": 0, "p": 0}
+
+
+def test_file_columns_of_another_type_get_no_bounds() -> None:
+    data = pa.table(
+        {
+            "u": pa.array([1, 200], pa.uint8()),  # table: int8 would overflow
+            "wide": pa.array([1, 2**40], pa.int64()),  # table: int32
+            "text": ["1", "2"],  # table: int64
+            "ntz": pa.array([1, 2], pa.timestamp("us")),  # table: UTC timestamp
+        }
+    )
+    table_schema = pa.schema(
+        [("u", pa.int8()), ("wide", pa.int32()), ("text", pa.int64()), ("ntz", pa.timestamp("us", "UTC"))]
+    )
+    stats = stats_of(data, table_schema)
+    assert stats["minValues"] == {} and stats["maxValues"] == {}
+    assert stats["nullCount"] == {"u": 0, "wide": 0, "text": 0, "ntz": 0}
+    missing = stats_of(pa.table({"a": [1]}), pa.schema([("a", pa.int64()), ("new", pa.int64())]))
+    assert missing["nullCount"] == {"a": 0}  # a column the file lacks is not described
+
+
+def test_stats_from_segment_bytes_and_footer_agree() -> None:
+    data = pa.table({"x": pa.array([3, 1], pa.int64()), "s": ["q", "r"]})
+    value = segment(data)
+    from_bytes = _delta.data_file_stats(value, data.schema)
+    assert from_bytes == _delta.data_file_stats(pq.read_metadata(pa.BufferReader(value)), data.schema)
+    assert json.loads(from_bytes)["minValues"] == {"x": 1, "s": "q"}  # reserved columns not in the table
+    with pytest.raises(SegmentDecodeError):
+        _delta.data_file_stats(b"not parquet", data.schema)
+
+
+def test_stats_match_what_delta_rs_writes(tmp_path: Path) -> None:
+    rng = random.Random(7)
+    base = dt.datetime(2023, 3, 4, 5, 6, 7, tzinfo=UTC)
+    struct = pa.struct([("a", pa.int32()), ("b", pa.string())])
+
+    def column(make: Any, arrow_type: pa.DataType | None = None, nulls: float = 0.0) -> pa.Array:
+        return pa.array([make() if rng.random() >= nulls else None for _ in range(200)], arrow_type)
+
+    data = pa.table(
+        {
+            "i16": column(lambda: rng.randint(-300, 300), pa.int16(), nulls=0.1),
+            "i64": column(lambda: rng.randint(-(2**50), 2**50), pa.int64()),
+            "s": column(lambda: rng.choice(["", "abc", "zz", "Ärger", "日本"]), nulls=0.2),
+            "d": column(lambda: dt.date(2000, 1, 1) + dt.timedelta(days=rng.randint(-9000, 9000))),
+            "ts": column(
+                lambda: base + dt.timedelta(milliseconds=rng.randint(-(10**9), 10**9)), pa.timestamp("us", "UTC")
+            ),
+            "ntz": column(lambda: dt.datetime(2001, 2, 3) + dt.timedelta(milliseconds=rng.randint(0, 10**10))),
+            "dec": column(lambda: D(rng.randint(-(10**8), 10**8)) / 100, pa.decimal128(10, 2)),
+            "b": column(lambda: rng.random() > 0.5),
+            "st": column(lambda: {"a": rng.randint(0, 9), "b": rng.choice(["x", None])}, struct),
+        }
+    )
+    write_deltalake(str(tmp_path), data)
+    log = (tmp_path / "_delta_log" / "00000000000000000000.json").read_text().splitlines()
+    theirs = json.loads(next(json.loads(line)["add"]["stats"] for line in log if '"add"' in line), parse_float=D)
+    ours = json.loads(_delta.data_file_stats(parquet_bytes(data), data.schema), parse_float=D)
+
+    def normalized(stats: dict[str, Any]) -> dict[str, Any]:
+        for key in ("minValues", "maxValues"):  # delta-rs writes timestamp_ntz as 'YYYY-MM-DD HH:MM:SS.fff'
+            stats[key]["ntz"] = dt.datetime.fromisoformat(stats[key]["ntz"])
+        return stats
+
+    assert normalized(ours) == normalized(theirs)
+
+
+def test_stats_give_correct_answers_to_filtered_reads(tmp_path: Path) -> None:
+    uri = str(tmp_path)
+    schema = pa.schema(
+        [
+            ("i", pa.int64()),
+            ("s", pa.string()),
+            ("d", pa.date32()),
+            ("t", pa.timestamp("us", "UTC")),
+            ("dec", pa.decimal128(12, 3)),
+            ("st", pa.struct([("a", pa.int32())])),
+        ]
+    )
+    table = _delta.create_table(uri, schema, partition_by=[])
+    rng = random.Random(11)
+    parts = []
+
+    def column(lo: int, make: Any, arrow_type: pa.DataType | None = None, nulls: float = 0.0) -> pa.Array:
+        values = [make(rng.randint(lo, lo + 60)) if rng.random() >= nulls else None for _ in range(30)]
+        return pa.array(values, arrow_type)
+
+    for n in range(6):  # files over overlapping ranges, with nulls and sub-millisecond timestamps
+        lo = n * 40
+        part = pa.table(
+            {
+                "i": column(lo, lambda v: v, pa.int64(), nulls=0.1),
+                "s": column(lo, lambda v: f"k{v:04d}"),
+                "d": column(lo, lambda v: dt.date(2020, 1, 1) + dt.timedelta(days=v)),
+                "t": column(lo, lambda v: v * 1_000_000 + rng.randint(0, 999), pa.timestamp("us", "UTC")),
+                "dec": column(lo, lambda v: D(v * 1000 + rng.randint(0, 999)) / 1000, pa.decimal128(12, 3)),
+                "st": column(lo, lambda v: {"a": v}, schema.field("st").type),
+            }
+        )
+        parts.append(part)
+        commit(table, [add_file(uri, f"part-{n}.parquet", part, schema)], app=n)
+    everything = pa.concat_tables(parts)
+    dataset = DeltaTable(uri).to_pyarrow_dataset()
+    # Probe right at every file's bounds, where a bound off by one value or one millisecond
+    # would skip a file that holds matching rows.
+    probes: dict[tuple[str, ...], set[Any]] = {}
+    for part in parts:
+        for path, values in [((name,), part.column(name)) for name in ("i", "s", "d", "t", "dec")] + [
+            (("st", "a"), pc.struct_field(part.column("st"), "a"))
+        ]:
+            bounds = pc.min_max(values).values()
+            probes.setdefault(path, set()).update(bound for bound in bounds if bound.is_valid)
+    for t_bound in list(probes[("t",)]):
+        for delta_us in (-1, 1, 999):
+            probes[("t",)].add(pa.scalar(t_bound.value + delta_us, t_bound.type))
+    checked = 0
+    for path, values in probes.items():
+        for value in values:
+            for op in ("equal", "less", "less_equal", "greater", "greater_equal"):
+                expr = getattr(pc, op)(ds.field(*path), value)
+                got = dataset.to_table(filter=expr).sort_by("t")
+                assert got == everything.filter(expr).sort_by("t"), str(expr)
+                checked += 1
+    assert checked > 300
+    null_expr = ds.field("i").is_null()
+    assert dataset.to_table(filter=null_expr).num_rows == everything.filter(null_expr).num_rows > 0
+    pivot = next(v for v in parts[2].column("i").to_pylist() if v is not None)
+    sql = QueryBuilder().register("t", DeltaTable(uri)).execute(f"select count(*) as n from t where i = {pivot}")
+    assert pa.table(sql.read_all()).column("n")[0].as_py() == pc.sum(pc.equal(everything["i"], pivot)).as_py()
+
+
+def test_delta_rs_does_skip_files_by_stats(tmp_path: Path) -> None:
+    """The filtered-read test above means something: deliberately wrong stats lose rows."""
+    schema = pa.schema([("x", pa.int64())])
+    table = _delta.create_table(str(tmp_path), schema, partition_by=[])
+    good = add_file(str(tmp_path), "a.parquet", pa.table({"x": pa.array([5, 6], pa.int64())}), schema)
+    lying = DataFile(good.path, good.size, '{"numRecords":2,"minValues":{"x":100},"maxValues":{"x":200}}')
+    commit(table, [lying])
+    reread = DeltaTable(str(tmp_path))
+    assert reread.to_pyarrow_dataset().to_table(filter=ds.field("x") == 5).num_rows == 0
+    assert reread.to_pyarrow_table(filters=[("x", "=", 5)]).num_rows == 0
+    assert reread.to_pyarrow_table().num_rows == 2
+
+
+# --- commits ----------------------------------------------------------------------------------
+
+
+def test_segment_committed_raw_reads_back_identically(tmp_path: Path) -> None:
+    uri = str(tmp_path)
+    data = pa.table(
+        {
+            "id": pa.array([1, 2, 3], pa.int64()),
+            "name": ["a", None, "ç"],
+            "at": pa.array([1, 2, None], pa.timestamp("us", "UTC")),
+            "day": pa.array([dt.date(2024, 2, 29), None, dt.date(1900, 1, 1)]),
+            "price": pa.array([D("1.10"), None, D("-3.00")], pa.decimal128(9, 2)),
+            "tags": pa.array([["x"], [], None], pa.list_(pa.string())),
+            "attrs": pa.array([[("k", 1.5)], None, []], pa.map_(pa.string(), pa.float64())),
+            "nested": pa.array([{"a": 1, "b": [True]}, None, {"a": None, "b": None}]),
+        }
+    )
+    value = segment(data)
+    full = pq.read_table(pa.BufferReader(value))  # user columns + __parka_key/_timestamp/_headers
+    table = _delta.create_table(uri, full.schema, partition_by=[])
+    target = _delta.arrow_schema(table)
+    size = _delta.write_data_file(uri, "seg/0001.parquet", value)
+    file = DataFile("seg/0001.parquet", size, _delta.data_file_stats(value, target), tags={"offset": "17"})
+    version = _delta.commit_add_files(table, [file], txns={"app-0": 17}, schema=full.schema)
+    assert version == 1 == table.version()
+    assert (tmp_path / "seg" / "0001.parquet").read_bytes() == value  # byte for byte
+    back = DeltaTable(uri).to_pyarrow_table()
+    assert back.to_pylist() == full.cast(target).to_pylist()
+    assert _delta.txn_version(table, "app-0") == 17
+    assert _delta.referenced_files(table) == {"seg/0001.parquet"}
+
+
+def test_reserved_columns_outside_the_table_are_ignored(tmp_path: Path) -> None:
+    uri = str(tmp_path)
+    data = pa.table({"id": pa.array([1, 2], pa.int64())})
+    value = segment(data)
+    table = _delta.create_table(uri, data.schema, partition_by=[])
+    size = _delta.write_data_file(uri, "s.parquet", value)
+    file_schema = pq.read_schema(pa.BufferReader(value))
+    _delta.commit_add_files(table, [DataFile("s.parquet", size, "{}")], txns={"a": 0}, schema=file_schema)
+    assert DeltaTable(uri).to_pyarrow_table() == data
+
+
+def test_partitioned_segment_takes_partition_values_from_the_add_action(tmp_path: Path) -> None:
+    uri = str(tmp_path)
+    schema = pa.schema([("x", pa.int64()), ("region", pa.string())])
+    table = _delta.create_table(uri, schema, partition_by=["region"])
+    data = pa.table({"x": pa.array([1, 2], pa.int64()), "region": ["eu west/1", "eu west/1"]})
+    value = segment(data)  # the file keeps the partition column too
+    rel = "region=eu%20west%2F1/00001.parquet"  # Hive-escaped directory name, as Spark writes it
+    size = _delta.write_data_file(uri, rel, value)
+    stats = _delta.data_file_stats(value, schema, partition_by=["region"])
+    file = DataFile(rel, size, stats, {"region": "eu west/1"})
+    _delta.commit_add_files(table, [file], txns={"a-0": 1}, schema=data.schema, partition_by=["region"])
+    assert _delta.referenced_files(table) == {rel}  # the log holds it URL-encoded once more
+    assert os.path.exists(tmp_path / "region=eu%20west%2F1" / "00001.parquet")
+    reread = DeltaTable(uri)
+    assert reread.to_pyarrow_table().sort_by("x") == data
+    assert reread.to_pyarrow_table(filters=[("region", "=", "eu west/1")]).num_rows == 2
+    # delta-rs reads the value from the add action, not from the copy inside the file
+    other = DataFile("other.parquet", _delta.write_data_file(uri, "other.parquet", value), stats, {"region": "x"})
+    commit(table, [other])
+    got = DeltaTable(uri).to_pyarrow_dataset().to_table(filter=ds.field("region") == "x")
+    assert got.column("region").to_pylist() == ["x", "x"]
+
+
+def test_stale_handle_conflicts_instead_of_appending(tmp_path: Path) -> None:
+    uri = str(tmp_path)
+    schema = pa.schema([("x", pa.int64())])
+    _delta.create_table(uri, schema, partition_by=[])
+    a, b = DeltaTable(uri), DeltaTable(uri)
+    file_a = add_file(uri, "a.parquet", pa.table({"x": pa.array([1], pa.int64())}), schema)
+    file_b = add_file(uri, "b.parquet", pa.table({"x": pa.array([2], pa.int64())}), schema)
+    assert commit(a, [file_a], **{"app-0": 10}) == 1
+    with pytest.raises(CommitConflict) as err:
+        commit(b, [file_b], **{"app-0": 10})  # a zombie that has not seen a's commit
+    assert err.value.read_version == 0
+    assert _delta.referenced_files(DeltaTable(uri)) == {"a.parquet"}
+    assert _delta.refresh(b) == 1
+    assert _delta.txn_version(b, "app-0") == 10  # what the caller re-reads before deciding again
+    assert commit(b, [file_b], **{"app-0": 11}) == 2
+
+
+def test_handle_stays_at_its_own_commit(tmp_path: Path) -> None:
+    uri = str(tmp_path)
+    schema = pa.schema([("x", pa.int64())])
+    _delta.create_table(uri, schema, partition_by=[])
+    mine, theirs = DeltaTable(uri), DeltaTable(uri)
+    commit(mine, [], **{"app-0": 1})
+    _delta.refresh(theirs)
+    commit(theirs, [], **{"app-0": 2})  # e.g. the new owner of the partition after a rebalance
+    assert mine.version() == 1
+    with pytest.raises(CommitConflict):  # so the old owner cannot commit on top of it unawares
+        commit(mine, [], **{"app-0": 3})
+
+
+def test_delta_rs_with_retries_detects_only_same_app_id_conflicts(tmp_path: Path) -> None:
+    """Finding: with retries > 0 delta-rs rebases blind appends, unless a txn app id repeats."""
+    uri = str(tmp_path)
+    schema = pa.schema([("x", pa.int64())])
+    _delta.create_table(uri, schema, partition_by=[])
+
+    def attempt(table: DeltaTable, app_id: str) -> None:
+        props = CommitProperties(app_transactions=[Transaction(app_id, 1)], max_commit_retries=5)
+        table.create_write_transaction([], mode="append", schema=schema, commit_properties=props)
+
+    first, same, other = DeltaTable(uri), DeltaTable(uri), DeltaTable(uri)
+    attempt(first, "app-0")
+    with pytest.raises(CommitFailedError, match="Concurrent transaction failed"):
+        attempt(same, "app-0")
+    attempt(other, "app-1")  # rebased silently onto version 1
+    assert DeltaTable(uri).version() == 2
+
+
+def test_empty_commit_moves_txn_versions(tmp_path: Path) -> None:
+    table = _delta.create_table(str(tmp_path), pa.schema([("x", pa.int64())]), partition_by=[])
+    assert _delta.commit_add_files(table, [], txns={}, schema=None) == 0  # nothing to do: no commit
+    assert _delta.commit_add_files(table, [], txns={"app-3": 41, "app-4": 7}, schema=None) == 1
+    reread = DeltaTable(str(tmp_path))
+    assert (reread.version(), reread.transaction_version("app-3"), reread.transaction_version("app-4")) == (1, 41, 7)
+    assert reread.to_pyarrow_table().num_rows == 0
+
+
+def test_commit_info_records_metadata_and_file_tags(tmp_path: Path) -> None:
+    uri = str(tmp_path)
+    schema = pa.schema([("x", pa.int64())])
+    table = _delta.create_table(uri, schema, partition_by=[])
+    plain = add_file(uri, "a.parquet", pa.table({"x": pa.array([1], pa.int64())}), schema)
+    tagged = DataFile(plain.path, plain.size, plain.stats, tags={"topic": "t", "partition": "0", "offset": "5"})
+    _delta.commit_add_files(table, [tagged], txns={"a": 5}, schema=schema, commit_info={"parka.app_id": "a"})
+    info = DeltaTable(uri).history(1)[0]
+    assert info["parka.app_id"] == "a"
+    assert info[_delta.FILE_TAGS_KEY] == {"a.parquet": {"topic": "t", "partition": "0", "offset": "5"}}
+
+
+def test_commit_refuses_files_the_table_cannot_take(tmp_path: Path) -> None:
+    uri = str(tmp_path)
+    schema = pa.schema([("x", pa.int64()), ("p", pa.string())])
+    table = _delta.create_table(uri, schema, partition_by=["p"])
+    ok = DataFile("p=a/f.parquet", 1, "{}", {"p": "a"})
+    cases: list[tuple[dict[str, Any], type[Exception], str]] = [
+        ({"schema": pa.schema([("x", pa.int64()), ("y", pa.int8())])}, SchemaMismatchError, "add it first"),
+        ({"schema": pa.schema([("x", pa.int32())])}, SchemaMismatchError, "table has type"),
+        ({"schema": pa.schema([("x", pa.uint64())])}, SchemaMismatchError, "unsigned"),
+        ({"partition_by": []}, SchemaMismatchError, "partitioned by"),
+        ({"files": [DataFile("../f.parquet", 1, "{}", {"p": "a"})]}, ValueError, "relative"),
+        ({"files": [DataFile("_delta_log/f.parquet", 1, "{}", {"p": "a"})]}, ValueError, "relative"),
+        ({"files": [DataFile("f.parquet", 1, "{}", {})]}, ValueError, "partition values"),
+        ({"txns": {"a": -1}}, ValueError, "non-negative"),
+    ]
+    for change, error, message in cases:
+        kwargs: dict[str, Any] = {"files": [ok], "txns": {"a": 1}, "schema": None, **change}
+        files = kwargs.pop("files")
+        with pytest.raises(error, match=message):
+            _delta.commit_add_files(table, files, **kwargs)
+    assert DeltaTable(uri).version() == 0
+
+
+# --- schema evolution, checkpoints, dead letters ---------------------------------------------
+
+
+def test_add_columns_old_files_read_nulls_new_files_read_values(tmp_path: Path) -> None:
+    uri = str(tmp_path)
+    schema = pa.schema([("x", pa.int64()), ("s", pa.struct([("a", pa.int32())]))])
+    table = _delta.create_table(uri, schema, partition_by=[])
+    old = pa.table({"x": pa.array([1], pa.int64()), "s": pa.array([{"a": 1}], schema.field("s").type)})
+    commit(table, [add_file(uri, "old.parquet", old, schema)])
+    wider_s = pa.field("s", pa.struct([("a", pa.int32()), ("b", pa.string())]))
+    new_fields = [pa.field("y", pa.string()), wider_s]
+    assert _delta.add_columns(table, new_fields) == 2
+    assert _delta.add_columns(table, new_fields) == 2  # already there: no new version
+    wide = pa.schema([("x", pa.int64()), wider_s, ("y", pa.string())])
+    assert _delta.arrow_schema(table) == wide
+    new = pa.table({"x": pa.array([2], pa.int64()), "s": pa.array([{"a": 2, "b": "q"}], wider_s.type), "y": ["hi"]})
+    _delta.commit_add_files(table, [add_file(uri, "new.parquet", new, wide)], txns={}, schema=new.schema)
+    back = DeltaTable(uri).to_pyarrow_table().sort_by("x").to_pylist()
+    assert back == [
+        {"x": 1, "s": {"a": 1, "b": None}, "y": None},
+        {"x": 2, "s": {"a": 2, "b": "q"}, "y": "hi"},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("new_field", "why"),
+    [
+        (pa.field("z", pa.int32(), nullable=False), "nullable"),
+        (pa.field("x", pa.string()), "exists with type"),
+        (pa.field("X", pa.int64()), "case-insensitive"),
+        (pa.field("t", pa.time64("us")), "time-of-day"),
+    ],
+)
+def test_add_columns_rejects_what_older_files_or_delta_cannot_take(
+    tmp_path: Path, new_field: pa.Field, why: str
+) -> None:
+    table = _delta.create_table(str(tmp_path), pa.schema([("x", pa.int64())]), partition_by=[])
+    with pytest.raises(SchemaMismatchError, match=why) as err:
+        _delta.add_columns(table, [new_field])
+    assert err.value.field == new_field.name
+    assert table.version() == 0
+
+
+def test_checkpoint_is_written_and_readable(tmp_path: Path) -> None:
+    uri = str(tmp_path)
+    schema = pa.schema([("x", pa.int64())])
+    table = _delta.create_table(uri, schema, partition_by=[])
+    commit(table, [add_file(uri, "a.parquet", pa.table({"x": pa.array([1], pa.int64())}), schema)], app=4)
+    _delta.checkpoint(table)
+    assert (tmp_path / "_delta_log" / "00000000000000000001.checkpoint.parquet").exists()
+    reread = DeltaTable(uri)
+    assert (reread.transaction_version("app"), reread.to_pyarrow_table().num_rows) == (4, 1)
+
+
+def test_append_rows_creates_then_appends_with_txns(tmp_path: Path) -> None:
+    uri = str(tmp_path / "dlq")
+    rows = pa.table({"partition": pa.array([0, 1], pa.int32()), "value": [b"\x00", None]})
+    # created as version 0, the rows as version 1
+    assert _delta.append_rows(uri, rows, txns={"dlq-0": 5, "dlq-1": 9}, partition_by=["partition"]) == 1
+    table = _delta.open_table(uri)
+    assert table is not None
+    assert table.metadata().partition_columns == ["partition"]
+    stale = DeltaTable(uri)
+    assert _delta.append_rows(table, rows.slice(0, 1), txns={"dlq-0": 6}) == 2
+    with pytest.raises(CommitConflict):
+        _delta.append_rows(stale, rows.slice(0, 1), txns={"dlq-0": 6})
+    reread = DeltaTable(uri)
+    assert (reread.transaction_version("dlq-0"), reread.transaction_version("dlq-1")) == (6, 9)
+    assert reread.to_pyarrow_table().num_rows == 3
+    with pytest.raises(SchemaMismatchError):
+        _delta.append_rows(uri, pa.table({"other": [1]}), txns={})
+
+
+# --- files ------------------------------------------------------------------------------------
+
+
+def test_write_data_file_is_complete_and_leaves_no_temporary(tmp_path: Path) -> None:
+    data = os.urandom(100_000)
+    assert _delta.write_data_file(str(tmp_path), "p=1/q=2/f.parquet", data) == len(data)
+    assert (tmp_path / "p=1" / "q=2" / "f.parquet").read_bytes() == data
+    assert os.listdir(tmp_path / "p=1" / "q=2") == ["f.parquet"]
+    _delta.write_data_file(f"file://{tmp_path}", "p=1/q=2/f.parquet", b"again")  # a retry replaces it
+    assert (tmp_path / "p=1" / "q=2" / "f.parquet").read_bytes() == b"again"
+
+
+def test_failed_write_leaves_neither_file_nor_temporary(tmp_path: Path) -> None:
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "x").write_bytes(b"")  # a non-empty directory: the rename must fail
+    with pytest.raises(CommitError, match="cannot write"):
+        _delta.write_data_file(str(tmp_path), "taken", b"data")
+    assert sorted(os.listdir(tmp_path)) == ["taken"]
+
+
+@pytest.mark.parametrize(
+    "bad", ["", "/abs/f.parquet", "../f.parquet", "a/./f", "a//f", "_delta_log/0.json", "s3://b/f"]
+)
+def test_file_paths_must_be_clean_and_relative(tmp_path: Path, bad: str) -> None:
+    with pytest.raises(ValueError, match="relative"):
+        _delta.write_data_file(str(tmp_path), bad, b"x")
+    with pytest.raises(ValueError, match="relative"):
+        _delta.delete_files(str(tmp_path), [bad])
+
+
+def test_list_and_delete_files(tmp_path: Path) -> None:
+    uri = str(tmp_path)
+    _delta.create_table(uri, pa.schema([("x", pa.int64())]), partition_by=[])
+    before = time.time()
+    _delta.write_data_file(uri, "a.parquet", b"12345")
+    _delta.write_data_file(uri, "p=1/b.parquet", b"1")
+    (tmp_path / "p=1" / ".c.parquet.abc.tmp").write_bytes(b"half")  # left by a crash
+    listed = _delta.list_files(uri)
+    assert [(f.path, f.size) for f in listed] == [("a.parquet", 5), ("p=1/.c.parquet.abc.tmp", 4), ("p=1/b.parquet", 1)]
+    assert all(f.mtime is not None and f.mtime.tzinfo is not None and f.mtime.timestamp() >= before - 2 for f in listed)
+    assert [f.path for f in _delta.list_files(uri, prefix_dirs=["p=1/"])] == ["p=1/.c.parquet.abc.tmp", "p=1/b.parquet"]
+    assert _delta.list_files(uri, prefix_dirs=["missing"]) == []
+    _delta.delete_files(uri, ["a.parquet", "p=1/.c.parquet.abc.tmp", "never-existed.parquet"])
+    assert [f.path for f in _delta.list_files(uri)] == ["p=1/b.parquet"]
+    assert (tmp_path / "_delta_log").is_dir()
+
+
+def test_s3_storage_options_map_to_pyarrow_arguments() -> None:
+    options = {
+        "AWS_ACCESS_KEY_ID": "id",
+        "aws_secret_access_key": "secret",
+        "AWS_REGION": "eu-west-1",
+        "AWS_ENDPOINT_URL": "http://localhost:9000",
+        "AWS_S3_LOCKING_PROVIDER": "dynamodb",
+    }
+    assert _delta._s3_kwargs(options) == {
+        "access_key": "id",
+        "secret_key": "secret",
+        "region": "eu-west-1",
+        "endpoint_override": "localhost:9000",
+        "scheme": "http",
+    }
+    filesystem, root = _delta._filesystem("s3://bucket/tables/t/", options)
+    assert (filesystem.region, root) == ("eu-west-1", "bucket/tables/t")
