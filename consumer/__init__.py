@@ -1,5 +1,7 @@
-"""The consumer side of parka: the messaging shim :class:`ParquetConsumer`."""
+"""The consumer side of parka: the messaging shim :class:`ParquetConsumer` and the ingestion
+consumer :class:`IngestionConsumer` (raw segments into Delta Lake, exactly once)."""
 
+from ._ingest import IngestionConsumer, IngestSettings, IngestStats
 from ._shim import ParquetConsumer, RawSegment
 
-__all__ = ["ParquetConsumer", "RawSegment"]
+__all__ = ["IngestSettings", "IngestStats", "IngestionConsumer", "ParquetConsumer", "RawSegment"]

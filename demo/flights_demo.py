@@ -4,7 +4,9 @@
 2. Produce the same flights as plain Avro (one schemaless Avro record per Kafka message).
 3. Read the segments back, record by record, through the ``ParquetConsumer`` shim and check
    they equal the input.
-4. Print counts, bytes per row on the wire and rates.
+4. Ingest the segments into a local Delta table with the ingestion consumer (each segment
+   becomes a data file byte for byte, exactly once), query the table and summarise it.
+5. Print counts, bytes per row on the wire and rates.
 
 Run it with ``make demo`` (starts the local broker first).
 """
@@ -20,9 +22,12 @@ import uuid
 from typing import Any
 
 import fastavro
+import pyarrow as pa
+import pyarrow.compute as pc
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from parka.consumer import ParquetConsumer
+from deltalake import DeltaTable
+from parka.consumer import IngestionConsumer, IngestSettings, ParquetConsumer
 from parka.producer import ParquetProducer
 
 from parka.examples import FLIGHTS_AVRO, flights
@@ -112,11 +117,53 @@ def read_back(bootstrap: str, topic: str, expected: int) -> tuple[list[dict[str,
     return out, time.perf_counter() - start
 
 
+def ingest_to_delta(bootstrap: str, topic: str, table_uri: str) -> tuple[Any, float, float]:
+    """Run the ingestion consumer once over everything in ``topic``; returns stats and times."""
+    settings = IngestSettings(
+        topic=topic,
+        table_uri=table_uri,
+        kafka_conf={"bootstrap.servers": bootstrap, "group.id": f"demo-ingest-{topic}"},
+        app_id=f"demo-{topic}",
+        end_at_latest=True,
+    )
+    start, cpu = time.perf_counter(), time.process_time()
+    stats = IngestionConsumer(settings).run()
+    return stats, time.perf_counter() - start, time.process_time() - cpu
+
+
+def summarise(table_uri: str, expected: pa.Table) -> None:
+    dt = DeltaTable(table_uri)
+    table = dt.to_pyarrow_table()
+    rows = table.select(expected.column_names)
+    if rows.num_rows != expected.num_rows:
+        raise SystemExit(f"Delta table holds {rows.num_rows:,} rows, expected {expected.num_rows:,}")
+    order = [(name, "ascending") for name in expected.column_names]
+    if not rows.cast(expected.schema).sort_by(order).equals(expected.sort_by(order)):
+        raise SystemExit("Delta table content differs from the input")
+    files = dt.file_uris()
+    print(
+        f"Delta table {table_uri}: version {dt.version()}, {len(files)} data files, {rows.num_rows:,} rows "
+        "(equal to the input)"
+    )
+    by_carrier = (
+        rows.group_by("carrier")
+        .aggregate([("arr_delay", "mean"), ("carrier", "count")])
+        .sort_by([("arr_delay_mean", "descending")])
+    )
+    print()
+    print("mean arrival delay by carrier (minutes), from the Delta table:")
+    for row in by_carrier.slice(0, 5).to_pylist():
+        print(f"  {row['carrier']:3} {row['arr_delay_mean']:6.1f}   {row['carrier_count']:>7,} flights")
+    late = pc.sum(pc.greater(rows["arr_delay"], 15)).as_py()
+    print(f"  {late:,} flights ({late / rows.num_rows:.1%}) arrived more than 15 minutes late")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bootstrap", default="localhost:9092")
     parser.add_argument("--codec", default="zstd", choices=["none", "snappy", "gzip", "lz4", "zstd"])
     parser.add_argument("--limit", type=int, default=None, help="use only the first N flights")
+    parser.add_argument("--table", default="demo-out/flights_delta", help="where the Delta table is written")
     parser.add_argument(
         "--kafka-data-dir",
         default=os.environ.get("PARKA_KAFKA_DATA_DIR"),
@@ -169,6 +216,16 @@ def main(argv: list[str] | None = None) -> int:
         f"read back through ParquetConsumer: {len(back):,} records in {read_s:.1f} s "
         f"({len(back) / read_s:,.0f} records/s), equal to the input"
     )
+
+    table_uri = os.path.abspath(os.path.join(args.table, run))
+    stats, wall_s, cpu_s = ingest_to_delta(args.bootstrap, seg_topic, table_uri)
+    print()
+    print(
+        f"parka ingest: {stats.records:,} records in {stats.segments} segments -> {stats.files} data files, "
+        f"{stats.commits} commit(s), {wall_s:.1f} s wall, {cpu_s:.2f} CPU-s "
+        f"({stats.records / max(wall_s, 1e-9):,.0f} records/s); no record decoded"
+    )
+    summarise(table_uri, table)
     return 0
 
 
