@@ -23,7 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaException, TopicPartition
 
 from parka.errors import ParkaError, SchemaMismatchError, SegmentDecodeError, SegmentError
 
@@ -538,8 +538,15 @@ class IngestionConsumer:
             self._buffered_bytes = sum(b.file.size for b in self._buffer)
             self._expected[p] = current
             self.stats.dropped_partitions += 1
-            if p in self._assigned and self._consumer is not None and current is not None:
-                self._consumer.seek(TopicPartition(s.topic, p, current + 1))
+            if current is not None:
+                # The table now covers everything up to ``current``: continue after it.
+                self._consumed[p] = current
+                self._start[p] = current + 1
+                if p in self._assigned and self._consumer is not None:
+                    try:
+                        self._consumer.seek(TopicPartition(s.topic, p, current + 1))
+                    except KafkaException as exc:  # being revoked: the next owner seeks from the log
+                        log.info("could not seek partition %d: %s", p, exc)
 
     def _commit_kafka(self, last: dict[int, int]) -> None:
         if self._consumer is None:
