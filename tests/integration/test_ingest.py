@@ -334,3 +334,41 @@ def test_two_workers_racing_on_the_same_partitions_commit_each_record_once(
     assert data_files_on_disk(table) == referenced_files(table)
     texts = "".join(log.read_text() for log in logs)
     assert "moved to txn version" in texts or "commit conflict" in texts  # they really raced
+
+
+def test_seek_offsets_start_a_new_table_mid_topic_and_json_logs(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic()
+    produce_events(bootstrap, topic, 0, 1000, batch=100)  # offsets 0..9, 100 ids each
+    table = tmp_path / "t"
+    import json
+    import os
+    import subprocess
+    import sys
+
+    cmd = [
+        sys.executable,
+        "-m",
+        "parka.cli",
+        "ingest",
+        topic,
+        str(table),
+        "-k",
+        bootstrap,
+        "--end-at-latest",
+        "--seek-offsets",
+        '{"0": 7}',
+        "--log-format",
+        "json",
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=dict(os.environ))
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(table_ids(table)) == list(range(700, 1000))
+    lines = [json.loads(line) for line in proc.stderr.splitlines() if line.startswith("{")]
+    assert any("starting at offset 7" in rec["msg"] for rec in lines)
+    assert all({"ts", "level", "logger", "msg"} <= rec.keys() for rec in lines)
+    # once the table has a txn for the partition, it wins over --seek-offsets
+    produce_events(bootstrap, topic, 1000, 100, batch=100)
+    run_ingest(topic, table, bootstrap, "--end-at-latest", "--seek-offsets", '{"0": 0}')
+    assert sorted(table_ids(table)) == list(range(700, 1100))
