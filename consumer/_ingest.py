@@ -111,6 +111,13 @@ class _DeadLetter:
     row: dict[str, Any]
 
 
+def _decode_error(raw: RawSegment, message: str, *, cls: type[SegmentError] = SegmentDecodeError) -> SegmentError:
+    """An error about one message that keeps the raw message, for the dead-letter table."""
+    return cls(
+        message, value=raw.value, headers=raw.headers, topic=raw.topic, partition=raw.partition, offset=raw.offset
+    )
+
+
 class IngestionConsumer:
     """Consume one topic's segments into one Delta table; :meth:`run` until stopped."""
 
@@ -247,14 +254,7 @@ class IngestionConsumer:
         s = self.settings
         try:
             if raw.info is None:
-                raise SegmentError(
-                    "not a parka segment (no parka.format header)",
-                    value=raw.value,
-                    headers=raw.headers,
-                    topic=raw.topic,
-                    partition=raw.partition,
-                    offset=raw.offset,
-                )
+                raise _decode_error(raw, "not a parka segment (no parka.format header)", cls=SegmentError)
             meta, schema = self._read_footer(raw)
             self._fit_schema(raw, schema)
             self._crash_point("before-write")
@@ -281,23 +281,12 @@ class IngestionConsumer:
             meta = pf.metadata
             schema = pf.schema_arrow
         except Exception as exc:
-            raise SegmentDecodeError(
-                f"segment is not a readable Parquet file: {exc}",
-                value=raw.value,
-                headers=raw.headers,
-                topic=raw.topic,
-                partition=raw.partition,
-                offset=raw.offset,
-            ) from exc
+            raise _decode_error(raw, f"segment is not a readable Parquet file: {exc}") from exc
         assert raw.info is not None
         if meta.num_rows != raw.info.num_records:
-            raise SegmentDecodeError(
+            raise _decode_error(
+                raw,
                 f"Parquet footer holds {meta.num_rows} rows but the parka.records header says {raw.info.num_records}",
-                value=raw.value,
-                headers=raw.headers,
-                topic=raw.topic,
-                partition=raw.partition,
-                offset=raw.offset,
             )
         return meta, schema
 
