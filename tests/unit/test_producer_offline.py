@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 import pytest
+from confluent_kafka import KafkaError
 from parka.producer import ParquetProducer
 
 from parka.errors import RecordError, SchemaError
@@ -115,9 +116,15 @@ def test_partition_by_column_must_exist() -> None:
         p.set_schema("t", SCHEMA)
 
 
-def test_encoding_none_has_no_schema_requirement() -> None:
+def test_encoding_none_passes_values_through_unchanged() -> None:
     p = ParquetProducer({"bootstrap.servers": "127.0.0.1:9", "message.timeout.ms": 200})
-    p.produce("t", value=b"bytes as usual", partition=0)
-    assert len(p) == 1
+    reports: list[tuple[object, bytes]] = []
+    p.produce(
+        "t", value=b"bytes as usual", key=b"k", partition=0, on_delivery=lambda e, m: reports.append((e, m.value()))
+    )
     p.purge()
-    assert p.flush(2) == 0
+    assert p.flush(5) == 0
+    # the purged message is reported as confluent-kafka reports it, with its bytes untouched
+    assert len(reports) == 1
+    assert reports[0][1] == b"bytes as usual"
+    assert reports[0][0].code() == KafkaError._PURGE_QUEUE
