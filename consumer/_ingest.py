@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaException, TopicPartition
 
-from parka.errors import ParkaError, SchemaMismatchError, SegmentDecodeError, SegmentError
+from parka.errors import KafkaClientError, ParkaError, SchemaMismatchError, SegmentDecodeError, SegmentError
 
 from . import _delta
 from ._plan import RESERVED_COLUMNS, CommitPolicy, FileName, check_schema, partition_path, partition_value_string
@@ -150,6 +150,7 @@ class IngestionConsumer:
         self._high: dict[int, int] = {}
         self._stop = threading.Event()
         self._crash_counter = 0
+        self._last_kafka_warning = float("-inf")
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -182,7 +183,7 @@ class IngestionConsumer:
         self._consumer.subscribe([s.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
         try:
             while not self._stop.is_set():
-                raw = self._consumer.poll_buffer(timeout=0.5)
+                raw = self._poll()
                 if raw is not None:
                     self._handle(raw)
                 if self._policy.due(
@@ -201,6 +202,25 @@ class IngestionConsumer:
         finally:
             self._consumer.close()
         return self.stats
+
+    def _poll(self) -> RawSegment | None:
+        """The next raw message; transient client errors (a broker away) are logged and retried.
+
+        librdkafka reconnects by itself, and everything buffered stays buffered until a commit
+        succeeds, so waiting loses nothing. A fatal error stops ingestion.
+        """
+        assert self._consumer is not None
+        try:
+            return self._consumer.poll_buffer(timeout=0.5)
+        except KafkaClientError as exc:
+            err = exc.kafka_error
+            if err is not None and not err.fatal():
+                now = self._clock()
+                if now - self._last_kafka_warning >= 10.0:
+                    log.warning("Kafka client: %s (retrying; buffered segments are kept)", err)
+                    self._last_kafka_warning = now
+                return None
+            raise
 
     # -- rebalance -----------------------------------------------------------------------------
 

@@ -1,0 +1,51 @@
+"""A broker that goes away: ingestion waits, keeps what it has, and loses nothing."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from ._ingest_util import produce_events, start_ingest, table_ids, wait_for_rows
+from .conftest import REPO
+
+OUTAGE_PORT = os.environ.get("PARKA_TEST_OUTAGE_PORT", "19192")
+
+
+def _broker(action: str) -> None:
+    env = dict(os.environ, PARKA_KAFKA_PORT=OUTAGE_PORT)
+    subprocess.run([str(REPO / "scripts" / "kafka-local.sh"), action], check=True, env=env, timeout=180)
+
+
+def test_ingest_survives_a_broker_restart(tmp_path: Path) -> None:
+    # A broker of its own: this test stops it, which the shared one must never be.
+    _broker("up")
+    bootstrap = f"127.0.0.1:{OUTAGE_PORT}"
+    proc = None
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        topic = f"outage-{time.time_ns()}"
+        admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(timeout=30)
+        produce_events(bootstrap, topic, 0, 500, batch=50)
+        table = tmp_path / "t"
+        proc = start_ingest(topic, str(table), bootstrap, "--allowed-latency", "1", log=tmp_path / "log")
+        assert wait_for_rows(table, 500, timeout_s=60) == 500
+
+        _broker("down")
+        time.sleep(8)
+        assert proc.poll() is None, "ingestion died with the broker:\n" + (tmp_path / "log").read_text()[-3000:]
+
+        _broker("up")
+        produce_events(bootstrap, topic, 500, 500, batch=50)
+        assert wait_for_rows(table, 1000, timeout_s=90) >= 1000
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0, (tmp_path / "log").read_text()[-3000:]
+        assert sorted(table_ids(table)) == list(range(1000))
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+        _broker("reset")
