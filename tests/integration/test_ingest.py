@@ -326,8 +326,13 @@ def test_two_workers_racing_on_the_same_partitions_commit_each_record_once(
     flags = ("--end-at-latest", "-a", "racers", "--max-segments-per-commit", "3", "--allowed-latency", "0.2")
     logs = [tmp_path / "r1.log", tmp_path / "r2.log"]
     racers = [start_ingest(topic, table, bootstrap, *flags, "-g", f"g{i}-{topic}", log=logs[i]) for i in range(2)]
-    for proc, log in zip(racers, logs, strict=True):
-        assert proc.wait(timeout=120) == 0, log.read_text()[-3000:]
+    try:
+        for proc, log in zip(racers, logs, strict=True):
+            assert proc.wait(timeout=120) == 0, log.read_text()[-3000:]
+    finally:
+        for proc in racers:
+            if proc.poll() is None:
+                proc.kill()
     ids = table_ids(table)
     assert len(ids) == 4100, f"{len(ids) - len(set(ids))} duplicates, {4100 - len(set(ids))} missing"
     assert sorted(ids) == list(range(4100))
