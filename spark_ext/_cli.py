@@ -1,0 +1,311 @@
+"""``parka spark-ingest TOPIC TABLE_URI``: the ingestion on Spark. The flags ``parka ingest`` also
+has mean the same thing and read the same ``PARKA_*`` environment variables (shown in
+``--help``); Spark's own flags follow. Credentials belong in the environment or ``-K`` flags
+and are never logged."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from parka.errors import ParkaError
+
+__all__ = ["build_parser", "main", "settings_from_args"]
+
+log = logging.getLogger("parka.spark_ingest")
+
+
+def _env(name: str, default: Any = None) -> Any:
+    return os.environ.get(f"PARKA_{name}", default)
+
+
+def _env_list(name: str) -> list[str]:
+    raw = _env(name)
+    return [p for p in raw.split(",") if p] if raw else []
+
+
+def _pairs(values: list[str], flag: str) -> dict[str, str]:
+    out = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise SystemExit(f"parka spark-ingest: {flag} expects key=value, got {item!r}")
+        out[key.strip()] = value
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="parka spark-ingest",
+        description="Ingest a topic of parka Parquet segments into a Delta table with Spark Structured "
+        "Streaming and delta-spark, exactly once (Kafka offsets in the checkpoint, idempotent Delta "
+        "commits). Each flag's environment variable is shown in brackets.",
+    )
+    p.add_argument("topic", nargs="?", default=_env("TOPIC"), help="Kafka topic [PARKA_TOPIC]")
+    p.add_argument("table_uri", nargs="?", default=_env("TABLE_URI"), help="Delta table URI [PARKA_TABLE_URI]")
+    shared = p.add_argument_group("flags shared with parka ingest")
+    shared.add_argument(
+        "-k", "--kafka", default=_env("KAFKA", "localhost:9092"), help="bootstrap servers [PARKA_KAFKA]"
+    )
+    shared.add_argument(
+        "-g",
+        "--consumer-group",
+        default=_env("CONSUMER_GROUP"),
+        help="Kafka group.id for the source's consumers (default: Spark's own, unique per query); "
+        "offsets live in the checkpoint either way [PARKA_CONSUMER_GROUP]",
+    )
+    shared.add_argument(
+        "-a",
+        "--app-id",
+        default=_env("APP_ID"),
+        help="application id: the query name and the default checkpoint folder (default: parka-<topic>) [PARKA_APP_ID]",
+    )
+    shared.add_argument(
+        "-l",
+        "--allowed-latency",
+        type=float,
+        default=float(_env("ALLOWED_LATENCY", 30)),
+        help="seconds between micro-batches when no --trigger is given (processing-time=<this>s) "
+        "[PARKA_ALLOWED_LATENCY]",
+    )
+    shared.add_argument(
+        "--max-offsets-per-trigger",
+        "--max-segments-per-commit",
+        dest="max_offsets_per_trigger",
+        type=int,
+        default=_env("MAX_OFFSETS_PER_TRIGGER", _env("MAX_SEGMENTS_PER_COMMIT")),
+        help="most Kafka messages (segments) per micro-batch, i.e. per Delta commit "
+        "[PARKA_MAX_OFFSETS_PER_TRIGGER or PARKA_MAX_SEGMENTS_PER_COMMIT]",
+    )
+    shared.add_argument(
+        "--auto-offset-reset",
+        choices=["earliest", "latest"],
+        default=_env("AUTO_OFFSET_RESET", "earliest"),
+        help="where a new query (no checkpoint yet) starts [PARKA_AUTO_OFFSET_RESET]",
+    )
+    shared.add_argument(
+        "--seek-offsets",
+        default=_env("SEEK_OFFSETS"),
+        help='JSON {"partition": offset} where a new query starts; Spark needs every partition listed '
+        "[PARKA_SEEK_OFFSETS]",
+    )
+    shared.add_argument(
+        "-K",
+        "--kafka-setting",
+        action="append",
+        default=_env_list("KAFKA_SETTINGS"),
+        metavar="KEY=VALUE",
+        help="Kafka client setting, repeatable, passed as kafka.KEY (security.protocol, ssl.*, sasl.*; "
+        "sasl.username/sasl.password become sasl.jaas.config) [PARKA_KAFKA_SETTINGS, comma-separated]",
+    )
+    shared.add_argument(
+        "--end-at-latest",
+        action="store_true",
+        default=_env("END_AT_LATEST", "") in ("1", "true"),
+        help="same as --trigger available-now: ingest what is in the topic at start, then exit 0 "
+        "[PARKA_END_AT_LATEST=1]",
+    )
+    shared.add_argument(
+        "--partition-by",
+        default=_env("PARTITION_BY", ""),
+        help="comma-separated table partition columns (a new table; an existing one must match) [PARKA_PARTITION_BY]",
+    )
+    shared.add_argument(
+        "--schema-evolution",
+        choices=["none", "merge"],
+        default=_env("SCHEMA_EVOLUTION", "none"),
+        help="merge: columns of --schema the table lacks are added (Delta mergeSchema) [PARKA_SCHEMA_EVOLUTION]",
+    )
+    shared.add_argument(
+        "--storage-option",
+        action="append",
+        default=_env_list("STORAGE_OPTIONS"),
+        metavar="KEY=VALUE",
+        help="object store option, repeatable: fs.* Hadoop settings or AWS_ACCESS_KEY_ID, "
+        "AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_ENDPOINT_URL, AWS_REGION "
+        "[PARKA_STORAGE_OPTIONS, comma-separated]",
+    )
+    shared.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        default=_env("QUIET", "") in ("1", "true"),
+        help="warnings and errors only [PARKA_QUIET=1]",
+    )
+    shared.add_argument(
+        "--log-format", choices=["text", "json"], default=_env("LOG_FORMAT", "text"), help="[PARKA_LOG_FORMAT]"
+    )
+    spark = p.add_argument_group("Spark flags")
+    spark.add_argument(
+        "--trigger",
+        default=_env("TRIGGER"),
+        help="available-now, or processing-time=<n>[ms|s|m|h] (default: processing-time=<allowed latency>s) "
+        "[PARKA_TRIGGER]",
+    )
+    spark.add_argument(
+        "--checkpoint-location",
+        default=_env("CHECKPOINT_LOCATION"),
+        help="Structured Streaming checkpoint (default: <table>/_parka_checkpoints/<app id>) "
+        "[PARKA_CHECKPOINT_LOCATION]",
+    )
+    spark.add_argument(
+        "--starting-offsets",
+        default=_env("STARTING_OFFSETS"),
+        help="Kafka source startingOffsets (earliest, latest or Spark's JSON); overrides "
+        "--auto-offset-reset [PARKA_STARTING_OFFSETS]",
+    )
+    spark.add_argument(
+        "-O",
+        "--source-option",
+        action="append",
+        default=_env_list("SOURCE_OPTIONS"),
+        metavar="KEY=VALUE",
+        help="other Kafka source option, repeatable (failOnDataLoss, minPartitions...) "
+        "[PARKA_SOURCE_OPTIONS, comma-separated]",
+    )
+    spark.add_argument(
+        "--schema",
+        default=_env("SCHEMA"),
+        help="the topic's Avro schema, a file or JSON text (default: the table's, else the first "
+        "segment's) [PARKA_SCHEMA]",
+    )
+    spark.add_argument(
+        "--reserved",
+        choices=["keep", "drop"],
+        default=_env("RESERVED", "keep"),
+        help="keep: the __parka_key/__parka_timestamp/__parka_headers columns go into the table "
+        "(as parka ingest does); drop: they do not [PARKA_RESERVED]",
+    )
+    spark.add_argument(
+        "--metadata",
+        default=_env("METADATA", ""),
+        help="comma-separated Kafka metadata to add as kafka_<name> columns: topic, partition, offset, "
+        "index, timestamp [PARKA_METADATA]",
+    )
+    spark.add_argument(
+        "--master",
+        default=_env("SPARK_MASTER"),
+        help="Spark master (default local[*]; an active session is reused) [PARKA_SPARK_MASTER]",
+    )
+    spark.add_argument(
+        "-c",
+        "--spark-conf",
+        action="append",
+        default=_env_list("SPARK_CONF"),
+        metavar="KEY=VALUE",
+        help="Spark setting, repeatable [PARKA_SPARK_CONF, comma-separated]",
+    )
+    return p
+
+
+def _read_schema(text: str | None) -> str | None:
+    if text is None or text.lstrip().startswith("{"):
+        return text
+    path = Path(text)
+    if not path.is_file():
+        raise SystemExit(f"parka spark-ingest: --schema is neither JSON nor a file: {text!r}")
+    return path.read_text()
+
+
+def settings_from_args(args: argparse.Namespace) -> Any:
+    """The :class:`SparkIngestSettings` the flags describe.
+
+    Raises:
+        SystemExit: a malformed flag (argparse style).
+        ConfigError: a value the settings reject.
+    """
+    from ._ingest import SparkIngestSettings
+
+    if not args.topic or not args.table_uri:
+        raise SystemExit("parka spark-ingest: TOPIC and TABLE_URI are required (or PARKA_TOPIC / PARKA_TABLE_URI)")
+    if args.trigger and args.end_at_latest and args.trigger != "available-now":
+        raise SystemExit(f"parka spark-ingest: --end-at-latest contradicts --trigger {args.trigger}")
+    trigger = args.trigger or ("available-now" if args.end_at_latest else f"processing-time={args.allowed_latency}s")
+    starting = args.starting_offsets or args.auto_offset_reset
+    if args.seek_offsets:
+        if args.starting_offsets:
+            raise SystemExit("parka spark-ingest: give --seek-offsets or --starting-offsets, not both")
+        try:
+            seek = {str(int(k)): int(v) for k, v in json.loads(args.seek_offsets).items()}
+        except (ValueError, AttributeError) as exc:
+            raise SystemExit(f'parka spark-ingest: --seek-offsets must be JSON like {{"0": 123}}: {exc}') from None
+        starting = json.dumps({args.topic: seek})
+    kafka = _pairs(args.kafka_setting, "-K")
+    if args.consumer_group:
+        kafka.setdefault("group.id", args.consumer_group)
+    return SparkIngestSettings(
+        topic=args.topic,
+        table_uri=args.table_uri,
+        bootstrap_servers=kafka.pop("bootstrap.servers", args.kafka),
+        kafka_conf=kafka,
+        source_options=_pairs(args.source_option, "--source-option"),
+        app_id=args.app_id,
+        checkpoint_location=args.checkpoint_location,
+        trigger=trigger,
+        starting_offsets=starting,
+        max_offsets_per_trigger=None if args.max_offsets_per_trigger is None else int(args.max_offsets_per_trigger),
+        partition_by=tuple(c.strip() for c in args.partition_by.split(",") if c.strip()),
+        schema=_read_schema(args.schema),
+        schema_evolution=args.schema_evolution,
+        reserved=args.reserved,
+        metadata=tuple(m.strip() for m in args.metadata.split(",") if m.strip()),
+        storage_options=_pairs(args.storage_option, "--storage-option"),
+    )
+
+
+class _JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return json.dumps(
+            {
+                "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+                "level": record.levelname.lower(),
+                "logger": record.name,
+                "msg": record.getMessage(),
+            }
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    handler = logging.StreamHandler(sys.stderr)
+    if args.log_format == "json":
+        handler.setFormatter(_JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger("parka")
+    root.handlers[:] = [handler]
+    root.setLevel(logging.WARNING if args.quiet else logging.INFO)
+    from ._ingest import ingest, settings_summary
+    from ._session import session
+
+    stop = threading.Event()
+    previous: dict[signal.Signals, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, lambda *_: stop.set())
+    try:
+        settings = settings_from_args(args)
+        log.info("%s", settings_summary(settings))
+        spark = session(args.master, f"parka spark-ingest {settings.app}", extra_conf=_pairs(args.spark_conf, "-c"))
+        stats = ingest(spark, settings, stop=stop)
+    except ParkaError as exc:
+        log.error("stopped: %s: %s", type(exc).__name__, exc)
+        return 1
+    finally:
+        for sig, handler_before in previous.items():
+            signal.signal(sig, handler_before)
+    log.info("done: %s", stats)
+    print(json.dumps({"status": "ok", **stats.__dict__}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

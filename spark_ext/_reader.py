@@ -1,0 +1,176 @@
+"""Reading parka topics in Spark: ``format("kafka")`` plus a columnar decoder (``mapInArrow``).
+
+Why not a ``format("parka")`` data source: Spark 4's Python Data Source API could register one,
+but its streaming reader would have to re-implement what the Kafka source already does well:
+offset ranges per micro-batch, the offset log in the checkpoint, partition discovery, rate
+limits (``maxOffsetsPerTrigger``), retention checks (``failOnDataLoss``), security settings.
+Those are what make a Delta sink exactly-once. So parka reads through the Kafka source and
+decodes its ``value`` column with :class:`._arrow.SegmentDecoder`; every Kafka source option
+works unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeAlias
+
+import pyarrow as pa
+
+from parka.errors import ConfigError, SchemaError
+from parka.schema import RESERVED_PREFIX, to_arrow_schema
+from parka.segment import FORMAT_HEADER, decode_segment
+
+from ._arrow import KAFKA_COLUMNS, SegmentDecoder
+
+__all__ = ["SchemaInput", "decode", "first_segment_schema", "kafka_options", "read", "read_stream", "spark_schema"]
+
+SchemaInput: TypeAlias = "str | Mapping[str, Any] | pa.Schema"
+
+
+def spark_schema(schema: pa.Schema) -> Any:
+    """The Spark ``StructType`` of an Arrow schema (timestamps without a zone as TIMESTAMP_NTZ)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(schema, prefer_timestamp_ntz=True)
+
+
+def kafka_options(
+    topic: str,
+    bootstrap_servers: str | None,
+    options: Mapping[str, Any] | None,
+) -> dict[str, str]:
+    """Kafka source options: ``subscribe`` (unless ``options`` has ``assign`` or a pattern),
+    headers on, and ``kafka.bootstrap.servers``.
+
+    Raises:
+        ConfigError: no bootstrap servers, or ``includeHeaders`` set to false (segments are
+            recognised by their headers).
+    """
+    out = {str(k): str(v) for k, v in (options or {}).items()}
+    if bootstrap_servers:
+        out["kafka.bootstrap.servers"] = bootstrap_servers
+    if not out.get("kafka.bootstrap.servers"):
+        raise ConfigError("kafka.bootstrap.servers", None, "host:port[,host:port...]")
+    if out.get("includeHeaders", "true").lower() != "true":
+        raise ConfigError("includeHeaders", out["includeHeaders"], "true", reason="segments are told by their headers")
+    out["includeHeaders"] = "true"
+    if not any(k in out for k in ("subscribe", "subscribePattern", "assign")):
+        out["subscribe"] = topic
+    return out
+
+
+def decode(
+    df: Any,
+    schema: SchemaInput | None = None,
+    *,
+    reserved: str = "keep",
+    metadata: Sequence[str] = (),
+) -> Any:
+    """Decode a DataFrame of Kafka rows (as the Kafka source gives them, with headers) into records.
+
+    Works on batch and streaming DataFrames. ``schema``: the topic's schema, Avro (JSON text or
+    dict) or Arrow; when omitted, a batch DataFrame's first segment gives it (a streaming one
+    raises). ``reserved``: ``"keep"`` (``__parka_key``, ``__parka_timestamp``,
+    ``__parka_headers`` as columns, null where unused; the layout ``parka ingest`` writes) or
+    ``"drop"``. ``metadata``: any of ``topic``, ``partition``, ``offset``, ``index``,
+    ``timestamp``, added as ``kafka_<name>`` columns.
+
+    Every row must be a readable segment that fits the schema; when one is not, the Spark job
+    fails with :class:`~parka.errors.SegmentError`, ``SegmentDecodeError`` or
+    ``SchemaMismatchError`` in its message, naming topic, partition and offset (use
+    :func:`._session.translate` to get it back as a parka error).
+
+    Raises:
+        ConfigError: the DataFrame lacks a Kafka column, or a bad ``reserved``/``metadata``.
+        SchemaError: a schema Spark cannot hold; no schema for a streaming DataFrame; no
+            segment to take one from.
+    """
+    missing = [c for c in KAFKA_COLUMNS if c not in df.columns]
+    if missing:
+        hint = " (read Kafka with includeHeaders=true)" if "headers" in missing else ""
+        raise ConfigError("columns", df.columns, ", ".join(KAFKA_COLUMNS), reason=f"missing {missing}{hint}")
+    if schema is None:
+        if df.isStreaming:
+            raise SchemaError("a streaming DataFrame needs an explicit schema (Avro or Arrow)")
+        arrow_schema = _schema_of_first(df)
+    else:
+        arrow_schema = to_arrow_schema(schema)
+    decoder = SegmentDecoder(arrow_schema, reserved=reserved, metadata=metadata)
+    return df.select(*KAFKA_COLUMNS).mapInArrow(decoder, spark_schema(decoder.output_schema))
+
+
+def _schema_of_first(df: Any) -> pa.Schema:
+    """The user schema of the first segment in a batch DataFrame of Kafka rows."""
+    from pyspark.sql import functions as F
+
+    is_seg = F.exists("headers", lambda h: h["key"] == F.lit(FORMAT_HEADER))
+    rows = df.where(is_seg).select("value", "headers", "topic", "partition", "offset").limit(1).collect()
+    if not rows:
+        raise SchemaError("no parka segment to take the schema from; give the topic's schema")
+    row = rows[0]
+    headers = [(h["key"], h["value"]) for h in row["headers"] or ()]
+    table = decode_segment(
+        bytes(row["value"]), headers, topic=row["topic"], partition=row["partition"], offset=row["offset"]
+    )
+    return pa.schema([f for f in table.schema if not f.name.startswith(RESERVED_PREFIX)])
+
+
+def first_segment_schema(spark: Any, topic: str, options: Mapping[str, str]) -> pa.Schema:
+    """The user schema of the earliest segment in ``topic`` (a small batch read).
+
+    Raises:
+        SchemaError: the topic holds no segment.
+        SegmentDecodeError: that segment cannot be read.
+    """
+    batch_opts = {k: v for k, v in options.items() if k not in _STREAM_ONLY}
+    batch_opts.update(startingOffsets="earliest", endingOffsets="latest")
+    df = spark.read.format("kafka").options(**batch_opts).load()
+    try:
+        return _schema_of_first(df)
+    except SchemaError as exc:
+        raise SchemaError(f"topic '{topic}': {exc}") from exc
+
+
+# Kafka source options a batch query rejects.
+_STREAM_ONLY = frozenset({"maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "startingOffsets"})
+
+
+def read(
+    spark: Any,
+    topic: str,
+    *,
+    bootstrap_servers: str | None = None,
+    schema: SchemaInput | None = None,
+    options: Mapping[str, Any] | None = None,
+    reserved: str = "keep",
+    metadata: Sequence[str] = (),
+) -> Any:
+    """A batch DataFrame of the records in ``topic`` (by default from earliest to latest).
+
+    ``options`` are Kafka source options (``kafka.*`` client settings, ``startingOffsets``,
+    ``endingOffsets``...). ``schema`` as in :func:`decode`; without it, the first segment's.
+    """
+    opts = kafka_options(topic, bootstrap_servers, options)
+    df = spark.read.format("kafka").options(**opts).load()
+    return decode(df, schema, reserved=reserved, metadata=metadata)
+
+
+def read_stream(
+    spark: Any,
+    topic: str,
+    *,
+    bootstrap_servers: str | None = None,
+    schema: SchemaInput | None = None,
+    options: Mapping[str, Any] | None = None,
+    reserved: str = "keep",
+    metadata: Sequence[str] = (),
+) -> Any:
+    """A streaming DataFrame of the records in ``topic``.
+
+    Without ``schema``, the earliest segment in the topic gives it (read once, now).
+    ``options`` as in :func:`read` (``startingOffsets``, ``maxOffsetsPerTrigger``...).
+    """
+    opts = kafka_options(topic, bootstrap_servers, options)
+    arrow_schema = first_segment_schema(spark, topic, opts) if schema is None else to_arrow_schema(schema)
+    df = spark.readStream.format("kafka").options(**opts).load()
+    return decode(df, arrow_schema, reserved=reserved, metadata=metadata)

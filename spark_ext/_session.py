@@ -1,0 +1,195 @@
+"""A SparkSession with delta-spark and the Kafka source, and the translation of Spark's errors.
+
+The jars come from Maven Central through Spark's own resolver (``spark.jars.packages``, Ivy),
+at the versions of the installed Python packages, as ``delta.configure_spark_with_delta_pip``
+does: ``io.delta:delta-spark_2.13:<delta-spark>`` and
+``org.apache.spark:spark-sql-kafka-0-10_2.13:<pyspark>``. The first session on a machine
+downloads them (about 70 MB, into Ivy's cache, ``~/.ivy2.5.2`` unless ``spark.jars.ivy`` says
+otherwise); later ones resolve from the cache in about a second.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from parka.errors import ParkaError, SchemaMismatchError, SegmentDecodeError, SegmentError
+
+__all__ = ["SparkSetupError", "find_java", "packages", "session", "translate"]
+
+SCALA = "2.13"
+_INSTALL_HINT = "the Spark path needs pyspark and delta-spark: pip install 'parka[spark]'"
+
+
+class SparkSetupError(ParkaError):
+    """Spark cannot start: no Java, a Java too old, pyspark missing, or its jars unresolvable."""
+
+
+def find_java() -> Path:
+    """The ``java`` Spark will run: ``$JAVA_HOME/bin/java``, else the first on ``PATH``.
+
+    Raises:
+        SparkSetupError: no Java, or one older than 17 (Spark 4 needs 17 or 21).
+    """
+    home = os.environ.get("JAVA_HOME")
+    candidate = Path(home) / "bin" / "java" if home else None
+    if candidate is None or not candidate.exists():
+        found = shutil.which("java")
+        if found is None:
+            where = f"JAVA_HOME={home} has no bin/java and " if home else ""
+            raise SparkSetupError(
+                f"Java not found: {where}no 'java' on PATH. Spark needs a Java 17 or 21 runtime "
+                "(e.g. apt-get install openjdk-17-jre-headless), on PATH or in JAVA_HOME"
+            )
+        candidate = Path(found)
+    try:
+        probe = subprocess.run([str(candidate), "-version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SparkSetupError(f"cannot run {candidate}: {exc}") from exc
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', probe.stderr)
+    if match is None:
+        raise SparkSetupError(f"cannot tell the version of {candidate}: {probe.stderr.strip()[:200]!r}")
+    major = int(match.group(1)) if match.group(1) != "1" else int(match.group(2) or 0)
+    if major < 17:
+        raise SparkSetupError(f"Spark 4 needs Java 17 or newer; {candidate} is Java {major}")
+    return candidate
+
+
+def packages(extra: Sequence[str] = ()) -> list[str]:
+    """Maven coordinates for the installed pyspark and delta-spark, plus ``extra``.
+
+    Raises:
+        SparkSetupError: pyspark or delta-spark is not installed.
+    """
+    try:
+        spark_version = importlib.metadata.version("pyspark")
+        delta_version = importlib.metadata.version("delta-spark")
+    except importlib.metadata.PackageNotFoundError as exc:
+        raise SparkSetupError(f"{exc.name} is not installed; {_INSTALL_HINT}") from exc
+    major = int(delta_version.split(".")[0])
+    # delta-spark >= 4.1 publishes one artifact per Spark minor (delta-spark_4.0_2.13), as its pip_utils says.
+    minor = "" if major < 4 or delta_version.startswith("4.0.") else "_" + ".".join(spark_version.split(".")[:2])
+    return [
+        f"io.delta:delta-spark{minor}_{SCALA}:{delta_version}",
+        f"org.apache.spark:spark-sql-kafka-0-10_{SCALA}:{spark_version}",
+        *extra,
+    ]
+
+
+def spark_version() -> str:
+    """The installed pyspark's version (for companion jars such as ``spark-avro``)."""
+    return importlib.metadata.version("pyspark")
+
+
+def session(
+    master: str | None = None,
+    app_name: str = "parka",
+    *,
+    extra_conf: Mapping[str, Any] | None = None,
+    extra_packages: Sequence[str] = (),
+) -> Any:
+    """Get or create a SparkSession with Delta Lake and the Kafka source.
+
+    ``master`` defaults to ``$PARKA_SPARK_MASTER``, else ``local[*]``. ``extra_conf`` is applied
+    last (it may override anything here, ``spark.jars.packages`` included). Python workers run
+    this interpreter unless ``PYSPARK_PYTHON`` says otherwise, forked from
+    :mod:`._daemon`. With a local master, shuffles and Delta log replays use as many partitions
+    as cores (Spark's 200 and Delta's 50 cost seconds per small batch). When a session is already active (a notebook, a
+    test run), it is returned as is: static settings cannot change in a running JVM.
+
+    Raises:
+        SparkSetupError: see :func:`find_java` and :func:`packages`; also when the JVM does
+            not start (its own output, above, says why: often a jar Maven Central lacks).
+    """
+    try:
+        from pyspark.errors import PySparkException
+        from pyspark.sql import SparkSession
+    except ImportError as exc:
+        raise SparkSetupError(_INSTALL_HINT) from exc
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    find_java()
+    master = master or os.environ.get("PARKA_SPARK_MASTER") or "local[*]"
+    conf: dict[str, Any] = {
+        "spark.jars.packages": ",".join(packages(extra_packages)),
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.sql.session.timeZone": "UTC",
+    }
+    if not os.environ.get("PYSPARK_PYTHON"):
+        # pyspark starts workers with the 'python3' on PATH (it reads this variable, not the
+        # spark.pyspark.python setting, when not launched by spark-submit); that one need not
+        # have parka installed.
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+    # workers fork from a daemon that has the decoder imported (executors need parka anyway)
+    conf["spark.python.daemon.module"] = "parka.spark_ext._daemon"
+    if master.startswith("local"):
+        cores = os.cpu_count() or 2
+        conf.update(
+            {
+                "spark.sql.shuffle.partitions": str(cores),
+                "spark.databricks.delta.snapshotPartitions": str(cores),
+                "spark.ui.showConsoleProgress": "false",
+            }
+        )
+    conf.update(extra_conf or {})
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in conf.items():
+        builder = builder.config(key, str(value))
+    try:
+        return builder.getOrCreate()
+    except PySparkException as exc:
+        raise SparkSetupError(
+            f"Spark did not start ({exc}); if Ivy reported an unresolved dependency above, the "
+            f"jars {conf['spark.jars.packages']} are not all on Maven Central: {_INSTALL_HINT} "
+            "installs a pair that resolves"
+        ) from exc
+
+
+# "parka.errors.SegmentDecodeError: <message> at <topic>[<partition>]@<offset>" in a Python
+# worker's traceback, as Spark relays it to the driver.
+_WORKER_ERROR = re.compile(
+    r"parka\.errors\.(SegmentDecodeError|SegmentError|SchemaMismatchError): (.*?) at (\S+)\[(\d+)\]@(\d+)\s*$",
+    re.MULTILINE,
+)
+_CLASSES: dict[str, type[ParkaError]] = {
+    "SegmentDecodeError": SegmentDecodeError,
+    "SegmentError": SegmentError,
+    "SchemaMismatchError": SchemaMismatchError,
+}
+
+
+def translate(exc: BaseException) -> ParkaError | None:
+    """The parka error a Python worker raised inside ``exc`` (a Spark exception), rebuilt on the
+    driver with its coordinates, or ``None`` when ``exc`` holds none. The raw bytes stay behind
+    on the executor."""
+    texts: list[str] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        texts.append(str(current))
+        # pyspark's captured exceptions keep the JVM stack trace (every "Caused by", the Python
+        # worker's traceback among them) apart from their message.
+        texts.append(str(getattr(current, "_stackTrace", "") or ""))
+        current = getattr(current, "_cause", None) or current.__cause__
+    found = _WORKER_ERROR.findall("\n".join(texts))
+    if not found:
+        return None
+    name, message, topic, partition, offset = found[-1]
+    cls = _CLASSES[name]
+    where: dict[str, Any] = {"topic": topic, "partition": int(partition), "offset": int(offset)}
+    if cls is SchemaMismatchError:
+        field = re.match(r"field '([^']*)': ", message)
+        if field:
+            message = message[field.end() :]
+        return SchemaMismatchError(message, field=field.group(1) if field else None, **where)
+    return cls(message, **where)

@@ -1,0 +1,34 @@
+"""Helpers for the Spark tests: read a Delta table with either engine as comparable rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deltalake import DeltaTable
+
+# Every Spark test: the marker, and pyspark's own unclosed local sockets (it leaves the ones it
+# reads collect()/toArrow() results from to the garbage collector) are not our warnings.
+SPARK = [
+    pytest.mark.spark,
+    pytest.mark.filterwarnings("ignore:Exception ignored in. <socket.socket:pytest.PytestUnraisableExceptionWarning"),
+]
+
+USER = ["id", "device", "day", "value", "at"]
+
+
+def rows_via_deltalake(path: Path | str, columns: list[str] | None = None) -> list[dict[str, Any]]:
+    table = DeltaTable(str(path)).to_pyarrow_table(columns=columns)
+    return sorted(table.to_pylist(), key=lambda r: r["id"])
+
+
+def rows_via_spark(spark: Any, path: Path | str, columns: list[str] | None = None) -> list[dict[str, Any]]:
+    df = spark.read.format("delta").load(str(path))
+    if columns is not None:
+        df = df.select(*columns)
+    return sorted(df.toArrow().to_pylist(), key=lambda r: r["id"])
+
+
+def ids(rows: list[dict[str, Any]]) -> list[int]:
+    return [r["id"] for r in rows]

@@ -1,0 +1,103 @@
+"""Reading parka topics in Spark: batch and streaming, metadata, and bad rows as clear errors."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from confluent_kafka import Producer
+from parka.spark_ext import read, read_stream, translate
+from pyspark.errors import PythonException
+
+from parka.errors import SegmentDecodeError, SegmentError
+from parka.schema import schema_fingerprint
+from parka.segment import encode_segment
+
+from .._ingest_util import EVENTS, events, produce_events
+from ._util import SPARK
+
+pytestmark = SPARK
+
+EVENTS_AVRO = {
+    "type": "record",
+    "name": "Event",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "device", "type": "string"},
+        {"name": "day", "type": "string"},
+        {"name": "value", "type": ["null", "double"]},
+        {"name": "at", "type": ["null", {"type": "long", "logicalType": "timestamp-micros"}]},
+    ],
+}
+
+
+def user_rows(table: pa.Table) -> list[dict[str, Any]]:
+    return sorted(table.select(EVENTS.names).to_pylist(), key=lambda r: r["id"])
+
+
+def test_batch_read_gives_every_record_once_with_metadata(
+    spark: Any, bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    topic = new_topic(partitions=2)
+    produce_events(bootstrap, topic, 0, 400, batch=50)
+    meta = ["topic", "partition", "offset", "index", "timestamp"]
+    out = read(spark, topic, bootstrap_servers=bootstrap, metadata=meta).toArrow()
+    assert user_rows(out) == user_rows(events(0, 400))
+    coords = set(zip(*(out.column(f"kafka_{m}").to_pylist() for m in ("partition", "offset", "index")), strict=True))
+    assert len(coords) == 400
+    assert set(out.column("kafka_topic").to_pylist()) == {topic}
+    assert out.column("kafka_timestamp").null_count == 0
+    assert out.column("__parka_key").to_pylist()[0] is not None  # produced with key_column="device"
+
+
+def test_streaming_read_with_the_topics_avro_schema(spark: Any, bootstrap: str, new_topic: Callable[..., str]) -> None:
+    topic = new_topic(partitions=1)
+    produce_events(bootstrap, topic, 0, 300, batch=100)
+    options = {"startingOffsets": "earliest"}  # the Kafka source streams from latest by default
+    df = read_stream(
+        spark, topic, bootstrap_servers=bootstrap, schema=json.dumps(EVENTS_AVRO), options=options, reserved="drop"
+    )
+    assert df.isStreaming
+    name = f"mem_{topic.replace('-', '_')}"
+    query = df.writeStream.format("memory").queryName(name).trigger(availableNow=True).start()
+    query.awaitTermination(120)
+    out = spark.table(name).toArrow()
+    assert out.column_names == EVENTS.names
+    assert user_rows(out) == user_rows(events(0, 300))
+
+
+def produce_raw(bootstrap: str, topic: str, messages: list[tuple[bytes, list[tuple[str, bytes]]]]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for value, headers in messages:
+        producer.produce(topic, value=value, headers=headers, partition=0)
+    assert producer.flush(30) == 0
+
+
+def good_segment(start: int, n: int) -> tuple[bytes, list[tuple[str, bytes]]]:
+    seg = encode_segment(events(start, n), codec="zstd", fingerprint=schema_fingerprint(EVENTS))
+    return seg.value, seg.headers
+
+
+@pytest.mark.parametrize("bad", ["plain", "corrupt"])
+def test_a_bad_row_fails_the_job_naming_topic_partition_offset(
+    spark: Any, bootstrap: str, new_topic: Callable[..., str], bad: str
+) -> None:
+    topic = new_topic(partitions=1)
+    value, headers = good_segment(0, 50)
+    if bad == "plain":
+        wrong, expected = (b'{"id": 1}', []), SegmentError
+    else:
+        wrong, expected = (value[:50] + bytes(30) + value[80:], headers), SegmentDecodeError
+    produce_raw(bootstrap, topic, [(value, headers), wrong, good_segment(50, 50)])
+    time.sleep(0.2)
+    df = read(spark, topic, bootstrap_servers=bootstrap, schema=EVENTS)
+    with pytest.raises(PythonException) as info:  # Spark's, with ours inside: translate() gets it out
+        df.count()
+    err = translate(info.value)
+    assert type(err) is expected
+    assert (err.topic, err.partition, err.offset) == (topic, 0, 1)
+    assert ("not a parka segment" if bad == "plain" else "not a readable Parquet file") in str(err)
