@@ -5,9 +5,12 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export PARKA_KAFKA_PORT ?= 9092
 BENCH_OUT ?= bench-out/quick
+# `make bench` writes to bench-out/full unless BENCH_OUT is given on the command line or in the environment
+BENCH_FULL_OUT = $(if $(filter file,$(origin BENCH_OUT)),bench-out/full,$(BENCH_OUT))
+BENCH_ARGS = --bootstrap localhost:$(PARKA_KAFKA_PORT) --kafka-data-dir "$$(scripts/kafka-local.sh data-dir)"
 
 .DEFAULT_GOAL := help
-.PHONY: help setup kafka-up kafka-down kafka-status lint test test-unit test-integration demo clean
+.PHONY: help setup kafka-up kafka-down kafka-status lint test test-unit test-integration demo bench bench-quick clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 20
@@ -15,7 +18,7 @@ help: ## list the targets
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,spark]'
 	touch $@
 
 setup: $(BIN)/.installed ## create .venv and install parka with its dev tools
@@ -46,6 +49,16 @@ test: setup lint ## the whole suite: lint, unit and integration tests (starts it
 demo: setup kafka-up ## the main job: flights as Parquet segments through a local broker, with numbers
 	$(BIN)/python demo/flights_demo.py --bootstrap localhost:$(PARKA_KAFKA_PORT) \
 	  --kafka-data-dir "$$(scripts/kafka-local.sh data-dir)"
+
+$(BIN)/.bench-installed: $(BIN)/.installed pyproject.toml
+	$(BIN)/pip install --quiet -e '.[dev,spark,bench]'
+	touch $@
+
+bench: setup kafka-up $(BIN)/.bench-installed ## the full benchmark suite (~25 min on 2 cores) into bench-out/full (or BENCH_OUT)
+	$(BIN)/python -m benchmarks.suite --mode full --out $(BENCH_FULL_OUT) $(BENCH_ARGS)
+
+bench-quick: setup kafka-up $(BIN)/.bench-installed ## a reduced benchmark suite (a few minutes) into BENCH_OUT (default bench-out/quick)
+	$(BIN)/python -m benchmarks.suite --mode quick --out $(BENCH_OUT) $(BENCH_ARGS)
 
 clean: ## remove build and cache folders (not .venv, not the broker's data)
 	rm -rf build dist *.egg-info .mypy_cache .ruff_cache .pytest_cache bench-out demo-out
