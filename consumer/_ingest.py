@@ -10,7 +10,6 @@ afterwards for lag tools only. The protocol is :meth:`IngestionConsumer.commit`.
 
 from __future__ import annotations
 
-import io
 import logging
 import os
 import signal
@@ -21,17 +20,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaException, TopicPartition
 
 from parka.errors import KafkaClientError, ParkaError, SchemaMismatchError, SegmentDecodeError, SegmentError
 
 from . import _delta
-from ._plan import RESERVED_COLUMNS, CommitPolicy, FileName, check_schema, partition_path, partition_value_string
+from ._files import DLQ_SCHEMA, append_dead_letters, read_footer, remove_orphans, write_segment_files
+from ._plan import RESERVED_COLUMNS, CommitPolicy, check_schema
 from ._shim import ParquetConsumer, RawSegment
 
-__all__ = ["IngestSettings", "IngestStats", "IngestionConsumer"]
+__all__ = ["DLQ_SCHEMA", "IngestSettings", "IngestStats", "IngestionConsumer"]
 
 log = logging.getLogger("parka.ingest")
 
@@ -39,20 +38,6 @@ log = logging.getLogger("parka.ingest")
 _CRASH_ENV = "PARKA_TEST_CRASH_AT"
 _CRASH_AFTER_ENV = "PARKA_TEST_CRASH_AFTER"
 _MAX_COMMIT_ATTEMPTS = 20
-
-DLQ_SCHEMA = pa.schema(
-    [
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-        ("error", pa.string()),
-        ("value", pa.binary()),
-        ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
-        ("kafka_timestamp_ms", pa.int64()),
-        ("ingested_at", pa.timestamp("us", tz="UTC")),
-        ("app_id", pa.string()),
-    ]
-)
 
 
 @dataclass(frozen=True)
@@ -151,6 +136,7 @@ class IngestionConsumer:
         self._stop = threading.Event()
         self._crash_counter = 0
         self._last_kafka_warning = float("-inf")
+        self._schema_cache: tuple[int, pa.Schema] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -296,19 +282,11 @@ class IngestionConsumer:
         _ = s
 
     def _read_footer(self, raw: RawSegment) -> tuple[pq.FileMetaData, pa.Schema]:
-        try:
-            pf = pq.ParquetFile(io.BytesIO(raw.value or b""))
-            meta = pf.metadata
-            schema = pf.schema_arrow
-        except Exception as exc:
-            raise _decode_error(raw, f"segment is not a readable Parquet file: {exc}") from exc
         assert raw.info is not None
-        if meta.num_rows != raw.info.num_records:
-            raise _decode_error(
-                raw,
-                f"Parquet footer holds {meta.num_rows} rows but the parka.records header says {raw.info.num_records}",
-            )
-        return meta, schema
+        try:
+            return read_footer(raw.value or b"", raw.info.num_records)
+        except SegmentDecodeError as exc:
+            raise _decode_error(raw, str(exc)) from exc.__cause__
 
     def _fit_schema(self, raw: RawSegment, schema: pa.Schema) -> None:
         """Create the table from the first segment, evolve it for additive changes, or refuse."""
@@ -329,7 +307,7 @@ class IngestionConsumer:
                 raise self._mismatch(raw, str(exc), exc.field) from exc
             log.info("created Delta table %s from the segment schema", s.table_uri)
             return
-        verdict = check_schema(_delta.arrow_schema(self._table), schema, partition_by=s.partition_by)
+        verdict = check_schema(self._table_schema(), schema, partition_by=s.partition_by)
         if verdict.problems:
             raise self._mismatch(raw, "; ".join(verdict.problems), None)
         if verdict.new_fields:
@@ -345,6 +323,13 @@ class IngestionConsumer:
             self.stats.schema_evolutions += 1
             log.info("table schema evolved: added %s", ", ".join(f.name for f in verdict.new_fields))
 
+    def _table_schema(self) -> pa.Schema:
+        """The table's Arrow schema, converted once per table version (it is read per segment)."""
+        version = self._table.version()
+        if self._schema_cache is None or self._schema_cache[0] != version:
+            self._schema_cache = (version, _delta.arrow_schema(self._table))
+        return self._schema_cache[1]
+
     def _mismatch(self, raw: RawSegment, reason: str, field_name: str | None) -> SchemaMismatchError:
         err = SchemaMismatchError(f"the table cannot take this segment: {reason}", field=field_name)
         err.value, err.headers = raw.value, raw.headers
@@ -354,49 +339,20 @@ class IngestionConsumer:
     def _write(self, raw: RawSegment, meta: pq.FileMetaData) -> list[_delta.DataFile]:
         """Write the segment as data file(s): raw bytes, or split by table partition values."""
         s = self.settings
-        value = raw.value or b""
-        table_schema = _delta.arrow_schema(self._table)
-        tags = {"kafka.topic": raw.topic, "kafka.partition": str(raw.partition), "kafka.offset": str(raw.offset)}
-        if not s.partition_by:
-            name = str(FileName.new(raw.topic, raw.partition, raw.offset))
-            return [self._put(name, value, meta, {}, table_schema, tags)]
-        keys = pq.read_table(io.BytesIO(value), columns=list(s.partition_by))
-        groups = keys.group_by(list(s.partition_by)).aggregate([])
-        if groups.num_rows <= 1:
-            values = {c: partition_value_string(keys[c][0].as_py()) if keys.num_rows else None for c in s.partition_by}
-            name = f"{partition_path(values)}/{FileName.new(raw.topic, raw.partition, raw.offset)}"
-            return [self._put(name, value, meta, values, table_schema, tags)]
-        # A segment spanning several table partitions: decode this one and split it.
-        self.stats.split_segments += 1
-        data = pq.read_table(io.BytesIO(value))
-        codec = meta.row_group(0).column(0).compression.lower() if meta.num_row_groups else "none"
-        out = []
-        for i, group in enumerate(groups.to_pylist()):
-            mask = None
-            for c in s.partition_by:
-                cond = pc.is_null(data[c]) if group[c] is None else pc.equal(data[c], pa.scalar(group[c], data[c].type))
-                mask = cond if mask is None else pc.and_(mask, cond)
-            part = data.filter(mask)
-            buf = io.BytesIO()
-            pq.write_table(part, buf, compression=codec if codec != "uncompressed" else "none", store_schema=True)
-            values = {c: partition_value_string(group[c]) for c in s.partition_by}
-            name = f"{partition_path(values)}/{FileName.new(raw.topic, raw.partition, raw.offset, split=i)}"
-            out.append(self._put(name, buf.getvalue(), None, values, table_schema, tags))
-        return out
-
-    def _put(
-        self,
-        name: str,
-        data: bytes,
-        meta: pq.FileMetaData | None,
-        partition_values: dict[str, str | None],
-        table_schema: pa.Schema,
-        tags: dict[str, str],
-    ) -> _delta.DataFile:
-        s = self.settings
-        size = _delta.write_data_file(s.table_uri, name, data, s.storage_options)
-        stats = _delta.data_file_stats(meta if meta is not None else data, table_schema, partition_by=s.partition_by)
-        return _delta.DataFile(path=name, size=size, partition_values=partition_values, stats=stats, tags=tags)
+        files, split = write_segment_files(
+            s.table_uri,
+            raw.value or b"",
+            meta,
+            topic=raw.topic,
+            partition=raw.partition,
+            offset=raw.offset,
+            table_schema=self._table_schema(),
+            partition_by=s.partition_by,
+            storage_options=s.storage_options,
+        )
+        if split:
+            self.stats.split_segments += 1
+        return files
 
     def _dead_letter(self, raw: RawSegment, exc: ParkaError) -> None:
         s = self.settings
@@ -428,7 +384,9 @@ class IngestionConsumer:
     def commit(self) -> None:
         """Commit what is buffered, exactly once. The protocol, in order:
 
-        1. Data files are already written (``_handle``), under names no other attempt uses.
+        1. Data files are already written (``_handle``), under names no other attempt uses;
+           one flush of the table's file system makes them durable before any log entry
+           can name them.
         2. Dead letters first: append them to the dead-letter table with their own ``txn``
            (``<app_id>-dlq-<partition>``); rows at or below that version were written by an
            earlier attempt and are skipped, so a crash between 2 and 4 duplicates nothing.
@@ -452,6 +410,8 @@ class IngestionConsumer:
         s = self.settings
         if self._dead:
             self._write_dead_letters()
+        if self._buffer:
+            _delta.make_durable(s.table_uri, s.storage_options)
         for attempt in range(_MAX_COMMIT_ATTEMPTS):
             self._refresh_table()
             self._drop_moved_partitions()
@@ -506,23 +466,8 @@ class IngestionConsumer:
         """Append dead letters not yet in the dead-letter table (its txn says which are)."""
         s = self.settings
         assert s.dlq_table_uri is not None
-        dlq = _delta.open_table(s.dlq_table_uri, s.storage_options)
-        txns: dict[str, int] = {}
-        rows = []
-        for d in self._dead:
-            app = f"{s.app_id}-dlq-{d.partition}"
-            done = _delta.txn_version(dlq, app) if dlq is not None else None
-            if done is not None and d.offset <= done:
-                continue  # an earlier attempt wrote it before crashing
-            rows.append(d.row)
-            txns[app] = max(d.offset, txns.get(app, -1))
-        if not rows:
-            return
-        # Passing the handle we read the txn versions from makes a concurrent append conflict.
-        target = dlq if dlq is not None else s.dlq_table_uri
-        _delta.append_rows(
-            target, pa.Table.from_pylist(rows, schema=DLQ_SCHEMA), txns=txns, storage_options=s.storage_options
-        )
+        dead = [(d.partition, d.offset, d.row) for d in self._dead]
+        append_dead_letters(s.dlq_table_uri, s.app_id, dead, s.storage_options)
 
     def _drop_moved_partitions(self) -> None:
         if self._table is None:
@@ -586,23 +531,7 @@ class IngestionConsumer:
         s = self.settings
         if self._table is None:
             return
-        _delta.refresh(self._table)
-        referenced = _delta.referenced_files(self._table)
-        versions: dict[int, int | None] = {}
-        doomed = []
-        for info in _delta.list_files(s.table_uri, s.storage_options):
-            name = FileName.parse(info.path)
-            if name is None or name.topic != s.topic or info.path in referenced:
-                continue
-            if name.partition not in versions:
-                versions[name.partition] = _delta.txn_version(self._table, s.app_txn(name.partition))
-            version = versions[name.partition]
-            if version is not None and name.offset <= version:
-                doomed.append(info.path)
-        if doomed:
-            _delta.delete_files(s.table_uri, doomed, s.storage_options)
-            self.stats.orphans_removed += len(doomed)
-            log.info("removed %d orphan data file(s) left by interrupted commits", len(doomed))
+        self.stats.orphans_removed += remove_orphans(self._table, s.table_uri, s.topic, s.app_txn, s.storage_options)
         _ = only_committed
 
     def _crash_point(self, name: str) -> None:

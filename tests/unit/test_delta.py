@@ -714,3 +714,13 @@ def test_s3_storage_options_map_to_pyarrow_arguments() -> None:
     }
     filesystem, root = _delta._filesystem("s3://bucket/tables/t/", options)
     assert (filesystem.region, root) == ("eu-west-1", "bucket/tables/t")
+
+
+def test_make_durable_flushes_a_local_table_and_fails_loudly_on_a_missing_one(tmp_path: Path) -> None:
+    from parka.consumer._delta import CommitError as _CommitError
+    from parka.consumer._delta import make_durable, write_data_file
+
+    write_data_file(str(tmp_path), "a.parquet", b"x" * 10)
+    make_durable(str(tmp_path))  # no error: the directory exists and syncfs succeeds
+    with pytest.raises(_CommitError, match="cannot open table directory"):
+        make_durable(str(tmp_path / "missing"))

@@ -1,0 +1,186 @@
+"""Segments to data files, shared by ``parka ingest`` and ``parka spark-ingest --mode raw``: read a
+segment's footer, write its bytes as data file(s) of the table, append dead letters, and remove
+the orphans of interrupted commits. Everything here talks to Delta through :mod:`._delta` only,
+and nothing imports confluent_kafka or pyspark (Spark runs :func:`write_segment_files` on its
+executors).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from parka.errors import SegmentDecodeError
+
+from . import _delta
+from ._plan import FileName, partition_path, partition_value_string
+
+__all__ = ["DLQ_SCHEMA", "append_dead_letters", "read_footer", "remove_orphans", "write_segment_files"]
+
+log = logging.getLogger("parka.ingest")
+
+DLQ_SCHEMA = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("error", pa.string()),
+        ("value", pa.binary()),
+        ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
+        ("kafka_timestamp_ms", pa.int64()),
+        ("ingested_at", pa.timestamp("us", tz="UTC")),
+        ("app_id", pa.string()),
+    ]
+)
+
+
+def read_footer(value: bytes, num_records: int) -> tuple[pq.FileMetaData, pa.Schema]:
+    """A segment's Parquet footer and Arrow schema; no data page is read.
+
+    Raises:
+        SegmentDecodeError: no readable footer, or its row count differs from ``num_records``
+            (the ``parka.records`` header). Without coordinates: the caller adds them.
+    """
+    try:
+        pf = pq.ParquetFile(io.BytesIO(value))
+        meta = pf.metadata
+        schema = pf.schema_arrow
+    except Exception as exc:
+        raise SegmentDecodeError(f"segment is not a readable Parquet file: {exc}") from exc
+    if meta.num_rows != num_records:
+        raise SegmentDecodeError(
+            f"Parquet footer holds {meta.num_rows} rows but the parka.records header says {num_records}"
+        )
+    return meta, schema
+
+
+def write_segment_files(
+    table_uri: str,
+    value: bytes,
+    meta: pq.FileMetaData,
+    *,
+    topic: str,
+    partition: int,
+    offset: int,
+    table_schema: pa.Schema,
+    partition_by: Sequence[str] = (),
+    storage_options: Mapping[str, str] | None = None,
+) -> tuple[list[_delta.DataFile], bool]:
+    """Write one segment as data file(s) of the table; returns them and whether it was split.
+
+    Unpartitioned table: the bytes unchanged, one file, nothing decoded. Partitioned: the
+    partition columns are read; a segment holding one value combination goes unchanged under
+    its directory, one spanning several is decoded and split (one file per combination, same
+    codec). File names are :class:`FileName`s (fresh random part, so a retry never collides);
+    statistics come from the footer, described against ``table_schema``.
+
+    Raises:
+        CommitError: a write failed.
+    """
+    tags = {"kafka.topic": topic, "kafka.partition": str(partition), "kafka.offset": str(offset)}
+
+    def put(name: str, data: bytes, md: pq.FileMetaData | None, values: dict[str, str | None]) -> _delta.DataFile:
+        size = _delta.write_data_file(table_uri, name, data, storage_options)
+        stats = _delta.data_file_stats(md if md is not None else data, table_schema, partition_by=partition_by)
+        return _delta.DataFile(path=name, size=size, partition_values=values, stats=stats, tags=tags)
+
+    if not partition_by:
+        return [put(str(FileName.new(topic, partition, offset)), value, meta, {})], False
+    keys = pq.read_table(io.BytesIO(value), columns=list(partition_by))
+    groups = keys.group_by(list(partition_by)).aggregate([])
+    if groups.num_rows <= 1:
+        values = {c: partition_value_string(keys[c][0].as_py()) if keys.num_rows else None for c in partition_by}
+        name = f"{partition_path(values)}/{FileName.new(topic, partition, offset)}"
+        return [put(name, value, meta, values)], False
+    # A segment spanning several table partitions: decode this one and split it.
+    data = pq.read_table(io.BytesIO(value))
+    codec = meta.row_group(0).column(0).compression.lower() if meta.num_row_groups else "none"
+    out = []
+    for i, group in enumerate(groups.to_pylist()):
+        mask = None
+        for c in partition_by:
+            cond = pc.is_null(data[c]) if group[c] is None else pc.equal(data[c], pa.scalar(group[c], data[c].type))
+            mask = cond if mask is None else pc.and_(mask, cond)
+        part = data.filter(mask)
+        buf = io.BytesIO()
+        pq.write_table(part, buf, compression=codec if codec != "uncompressed" else "none", store_schema=True)
+        values = {c: partition_value_string(group[c]) for c in partition_by}
+        name = f"{partition_path(values)}/{FileName.new(topic, partition, offset, split=i)}"
+        out.append(put(name, buf.getvalue(), None, values))
+    return out, True
+
+
+def append_dead_letters(
+    dlq_table_uri: str,
+    app_id: str,
+    dead: Sequence[tuple[int, int, dict[str, Any]]],
+    storage_options: dict[str, str] | None = None,
+) -> int:
+    """Append ``(partition, offset, row)`` dead letters not yet in the dead-letter table (its
+    ``txn``, ``<app_id>-dlq-<partition>``, says which are); returns how many were appended.
+
+    Raises:
+        CommitConflict: a concurrent append won (re-read and retry).
+        SchemaMismatchError, CommitError: the append failed.
+    """
+    dlq = _delta.open_table(dlq_table_uri, storage_options)
+    txns: dict[str, int] = {}
+    rows = []
+    for partition, offset, row in dead:
+        app = f"{app_id}-dlq-{partition}"
+        done = _delta.txn_version(dlq, app) if dlq is not None else None
+        if done is not None and offset <= done:
+            continue  # an earlier attempt wrote it before crashing
+        rows.append(row)
+        txns[app] = max(offset, txns.get(app, -1))
+    if not rows:
+        return 0
+    # Passing the handle we read the txn versions from makes a concurrent append conflict.
+    target = dlq if dlq is not None else dlq_table_uri
+    _delta.append_rows(
+        target, pa.Table.from_pylist(rows, schema=DLQ_SCHEMA), txns=txns, storage_options=storage_options
+    )
+    return len(rows)
+
+
+def remove_orphans(
+    table: Any,
+    table_uri: str,
+    topic: str,
+    app_txn: Callable[[int], str],
+    storage_options: dict[str, str] | None = None,
+) -> int:
+    """Delete data files this topic's ingestion wrote but never committed; returns how many.
+
+    A parka-named file that the table does not reference is an orphan once the table's
+    ``txn`` for its partition (``app_txn(partition)``) has reached its offset: that offset's
+    data was committed in another file (or dead-lettered), so nobody will ever commit this one.
+    Files above the ``txn`` version may still belong to a live worker's open commit and are
+    left alone.
+
+    Raises:
+        CommitError: listing or deleting failed.
+    """
+    _delta.refresh(table)
+    referenced = _delta.referenced_files(table)
+    versions: dict[int, int | None] = {}
+    doomed = []
+    for info in _delta.list_files(table_uri, storage_options):
+        name = FileName.parse(info.path)
+        if name is None or name.topic != topic or info.path in referenced:
+            continue
+        if name.partition not in versions:
+            versions[name.partition] = _delta.txn_version(table, app_txn(name.partition))
+        version = versions[name.partition]
+        if version is not None and name.offset <= version:
+            doomed.append(info.path)
+    if doomed:
+        _delta.delete_files(table_uri, doomed, storage_options)
+        log.info("removed %d orphan data file(s) left by interrupted commits", len(doomed))
+    return len(doomed)
