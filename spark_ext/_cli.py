@@ -46,8 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="parka spark-ingest",
         description="Ingest a topic of parka Parquet segments into a Delta table with Spark Structured "
-        "Streaming and delta-spark, exactly once (Kafka offsets in the checkpoint, idempotent Delta "
-        "commits). Each flag's environment variable is shown in brackets.",
+        "Streaming, exactly once. --mode raw (default) lands each segment unchanged as a data file and "
+        "commits with parka ingest's per-partition txn; --mode decode decodes records and writes through "
+        "delta-spark. Each flag's environment variable is shown in brackets.",
     )
     p.add_argument("topic", nargs="?", default=_env("TOPIC"), help="Kafka topic [PARKA_TOPIC]")
     p.add_argument("table_uri", nargs="?", default=_env("TABLE_URI"), help="Delta table URI [PARKA_TABLE_URI]")
@@ -122,7 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--schema-evolution",
         choices=["none", "merge"],
         default=_env("SCHEMA_EVOLUTION", "none"),
-        help="merge: columns of --schema the table lacks are added (Delta mergeSchema) [PARKA_SCHEMA_EVOLUTION]",
+        help="merge: new nullable columns are added to the table (raw mode: a segment's; decode mode: "
+        "--schema's, Delta mergeSchema) [PARKA_SCHEMA_EVOLUTION]",
     )
     shared.add_argument(
         "--storage-option",
@@ -132,6 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="object store option, repeatable: fs.* Hadoop settings or AWS_ACCESS_KEY_ID, "
         "AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_ENDPOINT_URL, AWS_REGION "
         "[PARKA_STORAGE_OPTIONS, comma-separated]",
+    )
+    shared.add_argument(
+        "--dlq-table",
+        default=_env("DLQ_TABLE"),
+        help="raw mode: Delta table for messages that are not segments or that the table cannot take; "
+        "without it such a message fails its micro-batch, which commits nothing [PARKA_DLQ_TABLE]",
     )
     shared.add_argument(
         "-q",
@@ -144,6 +152,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-format", choices=["text", "json"], default=_env("LOG_FORMAT", "text"), help="[PARKA_LOG_FORMAT]"
     )
     spark = p.add_argument_group("Spark flags")
+    spark.add_argument(
+        "--mode",
+        choices=["raw", "decode"],
+        default=_env("SPARK_MODE", "raw"),
+        help="raw: segments land unchanged, committed with a txn per Kafka partition (as parka ingest); "
+        "decode: records decoded in Spark and written by delta-spark (needed for --reserved drop, "
+        "--metadata) [PARKA_SPARK_MODE]",
+    )
     spark.add_argument(
         "--trigger",
         default=_env("TRIGGER"),
@@ -182,13 +198,13 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["keep", "drop"],
         default=_env("RESERVED", "keep"),
         help="keep: the __parka_key/__parka_timestamp/__parka_headers columns go into the table "
-        "(as parka ingest does); drop: they do not [PARKA_RESERVED]",
+        "(as parka ingest does); drop: they do not (decode mode) [PARKA_RESERVED]",
     )
     spark.add_argument(
         "--metadata",
         default=_env("METADATA", ""),
         help="comma-separated Kafka metadata to add as kafka_<name> columns: topic, partition, offset, "
-        "index, timestamp [PARKA_METADATA]",
+        "index, timestamp (decode mode) [PARKA_METADATA]",
     )
     spark.add_argument(
         "--master",
@@ -258,6 +274,8 @@ def settings_from_args(args: argparse.Namespace) -> Any:
         reserved=args.reserved,
         metadata=tuple(m.strip() for m in args.metadata.split(",") if m.strip()),
         storage_options=_pairs(args.storage_option, "--storage-option"),
+        mode=args.mode,
+        dlq_table_uri=args.dlq_table,
     )
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pyarrow.parquet  # noqa: F401
 from pyspark import daemon
 
-from . import _arrow  # noqa: F401
+from . import _arrow, _raw  # noqa: F401  (_raw: raw mode's writer, deltalake with it)
 
 if __name__ == "__main__":
     daemon.manager()

@@ -1,6 +1,13 @@
-"""Structured Streaming from a parka topic into a Delta table through delta-spark, exactly once.
+"""Structured Streaming from a parka topic into a Delta table, exactly once, in one of two modes.
 
-The exactly-once argument is Spark's and Delta's, and parka adds nothing to it:
+``raw`` (the default): each micro-batch's segments land in the table as they are, written by
+the executors and committed by the driver with one ``txn`` per Kafka partition, the scheme of
+``parka ingest`` (:mod:`._raw`; the protocol is :meth:`._raw.RawCommitter.commit`). No record
+is decoded (for an unpartitioned table), and the two ingestions can take turns on one table.
+
+``decode``: segments are decoded into records (``mapInArrow``) and written by delta-spark's
+streaming sink, for tables that need Spark's own writer. Its exactly-once argument is Spark's
+and Delta's, and parka adds nothing to it:
 
 1. The Kafka source plans each micro-batch as offset ranges and writes them to the offset log
    in the checkpoint (``<checkpoint>/offsets/<batch>``) before running it.
@@ -11,16 +18,20 @@ The exactly-once argument is Spark's and Delta's, and parka adds nothing to it:
 3. Only then is the batch marked done in the checkpoint (``commits/<batch>``). A restart
    replays the last planned batch with the same offsets, and step 2 makes that idempotent.
 
-So the checkpoint and the table belong together: a new checkpoint location is a new query id,
-which starts again from ``starting_offsets`` (duplicates if the table already holds that
-data). The default location is ``<table>/_parka_checkpoints/<app id>``, inside the table
-directory: Delta (Spark and delta-rs) treats names starting with ``_`` as hidden, so neither
-reads nor VACUUM touch it, and the table and its progress move together.
+So in decode mode the checkpoint and the table belong together: a new checkpoint location is a
+new query id, which starts again from ``starting_offsets`` (duplicates if the table already
+holds that data). In raw mode the table's ``txn`` versions decide: a new checkpoint starts each
+partition after the table's ``txn`` version, and a replayed or overlapping batch commits only
+offsets above it. The default checkpoint location is ``<table>/_parka_checkpoints/<app id>``,
+inside the table directory: Delta (Spark and delta-rs) treats names starting with ``_`` as
+hidden, so neither reads nor VACUUM touch it, and the table and its progress move together.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import re
 import threading
 from collections.abc import Mapping, Sequence
@@ -31,9 +42,9 @@ import pyarrow as pa
 
 from parka.errors import ConfigError, ParkaError, SchemaMismatchError
 from parka.schema import RESERVED_PREFIX, to_arrow_schema
-from parka.segment import RESERVED_FIELDS
+from parka.segment import FORMAT_HEADER, RESERVED_FIELDS
 
-from ._arrow import METADATA_COLUMNS, RESERVED_MODES, SegmentDecoder, type_shape
+from ._arrow import KAFKA_COLUMNS, METADATA_COLUMNS, RESERVED_MODES, SegmentDecoder, type_shape
 from ._reader import SchemaInput, first_segment_schema, kafka_options, spark_schema
 from ._session import translate
 
@@ -43,6 +54,7 @@ log = logging.getLogger("parka.spark_ingest")
 
 CHECKPOINTS_DIR = "_parka_checkpoints"
 SCHEMA_EVOLUTION = ("none", "merge")
+MODES = ("raw", "decode")
 
 # Kafka consumer settings the Spark Kafka source manages itself and refuses, with what to use instead.
 _SPARK_OWNED = {
@@ -83,6 +95,10 @@ class SparkIngestSettings:
     them); ``source_options`` other Kafka source options (``failOnDataLoss``...).
     ``storage_options`` are ``fs.*`` Hadoop settings or the delta-rs keys in ``_STORAGE_KEYS``.
 
+    ``mode``: ``raw`` lands segments unchanged with parka's own commits; ``decode`` decodes
+    them and writes through delta-spark (``reserved``, ``metadata`` and transforms need it).
+    ``dlq_table_uri`` (raw mode): bad segments go there instead of failing the batch.
+
     Raises (on construction):
         ConfigError: a value that is out of range, unknown or contradicts another.
     """
@@ -103,10 +119,26 @@ class SparkIngestSettings:
     reserved: str = "keep"
     metadata: tuple[str, ...] = ()
     storage_options: Mapping[str, str] = field(default_factory=dict)
+    mode: str = "raw"
+    dlq_table_uri: str | None = None
 
     def __post_init__(self) -> None:
         if not self.topic or not self.table_uri:
             raise ConfigError("topic/table_uri", (self.topic, self.table_uri), "a topic and a table URI")
+        if self.mode not in MODES:
+            raise ConfigError("mode", self.mode, ", ".join(MODES))
+        if self.mode == "raw":
+            # raw mode lands segments as they are: it cannot drop or add columns
+            if self.reserved != "keep":
+                raise ConfigError(
+                    "reserved", self.reserved, "keep", reason="raw mode keeps segments whole; use mode decode"
+                )
+            if self.metadata:
+                raise ConfigError(
+                    "metadata", ",".join(self.metadata), "none", reason="raw mode adds no columns; use mode decode"
+                )
+        elif self.dlq_table_uri is not None:
+            raise ConfigError("dlq_table_uri", self.dlq_table_uri, "none", reason="a dead-letter table needs mode raw")
         trigger_ms(self.trigger)
         if self.schema_evolution not in SCHEMA_EVOLUTION:
             raise ConfigError("schema_evolution", self.schema_evolution, ", ".join(SCHEMA_EVOLUTION))
@@ -143,13 +175,18 @@ class SparkIngestSettings:
 class SparkIngestStats:
     """What a finished (or stopped) ingestion did: completed micro-batches (each one Delta commit
     when it had data), Kafka messages (segments) read and records written, from the query's
-    progress reports."""
+    progress reports (decode mode) or its own commits (raw mode)."""
 
     batches: int = 0
     segments: int = 0
     records: int = 0
     query_id: str = ""
     schema_source: str = ""
+    mode: str = "decode"
+    files: int = 0  # raw mode: data files committed
+    dead_letters: int = 0  # raw mode
+    replayed_files: int = 0  # raw mode: files of already-committed offsets, deleted uncommitted
+    orphans_removed: int = 0  # raw mode
 
 
 def trigger_ms(trigger: str) -> int | None:
@@ -255,18 +292,38 @@ def start_ingest(spark: Any, settings: SparkIngestSettings) -> Any:
     return _start(spark, settings)[0]
 
 
-def _start(spark: Any, settings: SparkIngestSettings) -> tuple[Any, str]:
-    from delta.tables import DeltaTable
-
-    s = settings
-    hadoop = hadoop_storage_options(s.storage_options)
+def _source_options(spark: Any, s: SparkIngestSettings) -> dict[str, str]:
+    """The Kafka source's options; also puts the storage settings into the session's Hadoop
+    conf (the checkpoint, and in decode mode the table, are written through it)."""
     options = kafka_options(s.topic, s.bootstrap_servers, {**_kafka_client_options(s.kafka_conf), **s.source_options})
     options["startingOffsets"] = s.starting_offsets
     if s.max_offsets_per_trigger is not None:
         options["maxOffsetsPerTrigger"] = str(s.max_offsets_per_trigger)
-    for key, value in hadoop.items():  # the session's Hadoop conf: the table check and the sink both see it
+    for key, value in hadoop_storage_options(s.storage_options).items():
         spark.sparkContext._jsc.hadoopConfiguration().set(key, value)
+    return options
 
+
+def _with_trigger(writer: Any, s: SparkIngestSettings) -> Any:
+    interval = trigger_ms(s.trigger)
+    if interval is None:
+        return writer.trigger(availableNow=True)
+    return writer.trigger(processingTime=f"{interval} milliseconds")
+
+
+def _start(spark: Any, settings: SparkIngestSettings) -> tuple[Any, str, Any]:
+    """The started query, where its schema came from, and (raw mode) its committer."""
+    if settings.mode == "raw":
+        return _start_raw(spark, settings)
+    query, source = _start_decode(spark, settings)
+    return query, source, None
+
+
+def _start_decode(spark: Any, settings: SparkIngestSettings) -> tuple[Any, str]:
+    from delta.tables import DeltaTable
+
+    s = settings
+    options = _source_options(spark, s)
     table_schema: pa.Schema | None = None
     if DeltaTable.isDeltaTable(spark, s.table_uri):
         detail = DeltaTable.forPath(spark, s.table_uri).detail().collect()[0]
@@ -307,13 +364,143 @@ def _start(spark: Any, settings: SparkIngestSettings) -> tuple[Any, str]:
         writer = writer.option("mergeSchema", "true")
     if s.partition_by:
         writer = writer.partitionBy(*s.partition_by)
-    interval = trigger_ms(s.trigger)
-    writer = (
-        writer.trigger(availableNow=True)
-        if interval is None
-        else writer.trigger(processingTime=f"{interval} milliseconds")
+    return _with_trigger(writer, s).start(s.table_uri), source
+
+
+def _local_path(uri: str) -> str:
+    """A local table path made absolute: executors need not share the driver's working directory."""
+    return os.path.abspath(uri) if "://" not in uri and not uri.startswith("file:") else uri
+
+
+def _start_raw(spark: Any, s: SparkIngestSettings) -> tuple[Any, str, Any]:
+    from ._raw import FILE_ROWS, RawCommitter, segment_schema, table_schema_from_segment
+
+    options = _source_options(spark, s)
+    uri = _local_path(s.table_uri)
+    committer = RawCommitter(
+        table_uri=uri,
+        topic=s.topic,
+        app_id=s.app,
+        partition_by=s.partition_by,
+        merge=s.schema_evolution == "merge",
+        dlq_table_uri=s.dlq_table_uri,
+        # delta-rs keys go to deltalake as they are; fs.* ones are for Hadoop (the checkpoint)
+        storage_options={k: v for k, v in s.storage_options.items() if not k.startswith("fs.")},
     )
-    return writer.start(s.table_uri), source
+    given = None if s.schema is None else to_arrow_schema(s.schema)
+    if committer.table is not None:
+        source = "table"
+        if s.partition_by and tuple(s.partition_by) != committer.partition_by:
+            table_partitions = ",".join(committer.partition_by) or "none"
+            raise ConfigError("partition_by", ",".join(s.partition_by), f"the table's: {table_partitions}")
+        if given is not None:
+            _check_given_schema(committer, given, s)
+        removed = committer.remove_orphans()
+        if removed:
+            log.info("removed %d orphan data file(s) of interrupted commits", removed)
+        _resume_from_table(spark, s, options, committer)
+    elif given is not None:
+        source = "given"
+        reserved = [f.with_nullable(True) for f in RESERVED_FIELDS]
+        committer.create_table(table_schema_from_segment(pa.schema([*given, *reserved])))
+    else:
+        source = "first segment"  # of the first micro-batch, when it runs (as parka ingest does)
+
+    from pyspark.sql import functions as F
+
+    is_seg = F.exists("headers", lambda h: h["key"] == F.lit(FORMAT_HEADER))
+    rows_schema = spark_schema(FILE_ROWS)
+
+    def run_batch(df: Any, batch_id: int) -> None:
+        # On the driver (Spark calls it back through py4j), once per micro-batch.
+        try:
+            kafka = df.select(*KAFKA_COLUMNS)
+            if committer.table is None:
+                first = kafka.where(is_seg).select("value", "headers", "topic", "partition", "offset").limit(1)
+                found = first.toArrow().to_pylist()
+                if found:
+                    row = found[0]
+                    headers = [(h["key"], h["value"]) for h in row["headers"] or ()]
+                    schema = segment_schema(
+                        row["value"], headers, topic=row["topic"], partition=row["partition"], offset=row["offset"]
+                    )
+                    committer.create_table(schema)
+            rows = kafka.mapInArrow(committer.writer(), rows_schema).toArrow()
+            committer.commit(rows, batch_id=batch_id)
+        except ParkaError as exc:
+            committer.failure = exc
+            raise
+
+    writer = raw_stream(spark, options).writeStream.queryName(s.app).option("checkpointLocation", s.checkpoint)
+    query = _with_trigger(writer.foreachBatch(run_batch), s).start()
+    return query, source, committer
+
+
+def raw_stream(spark: Any, options: Mapping[str, str]) -> Any:
+    return spark.readStream.format("kafka").options(**options).load()
+
+
+def _check_given_schema(committer: Any, given: pa.Schema, s: SparkIngestSettings) -> None:
+    """An existing table must take ``--schema``; with merge, its new columns are added now.
+
+    Raises:
+        SchemaMismatchError: it cannot.
+    """
+    from parka.consumer import _delta
+    from parka.consumer._plan import check_schema
+
+    verdict = check_schema(_delta.arrow_schema(committer.table), given, partition_by=committer.partition_by)
+    if verdict.problems:
+        raise SchemaMismatchError("the table cannot take the given schema: " + "; ".join(verdict.problems))
+    user_new = [f for f in verdict.new_fields if not f.name.startswith(RESERVED_PREFIX)]
+    if user_new and s.schema_evolution != "merge":
+        raise SchemaMismatchError(
+            "the table has no such column; rerun with --schema-evolution merge to add it", field=user_new[0].name
+        )
+    if user_new:
+        _delta.add_columns(committer.table, user_new)
+
+
+def _resume_from_table(spark: Any, s: SparkIngestSettings, options: dict[str, str], committer: Any) -> None:
+    """Start a new query (no checkpoint yet) after the table's ``txn`` versions, so that a table
+    ``parka ingest`` or an earlier query filled continues where it is: Spark's
+    ``startingOffsets`` (ignored when the checkpoint exists) becomes ``txn`` version + 1 per
+    partition that has one, and the configured start for the others. Only an optimisation: the
+    commit skips offsets at or below the ``txn`` anyway."""
+    from parka.consumer import _delta
+
+    try:
+        partitions = _topic_partitions(spark, s.topic, options)
+    except Exception as exc:  # py4j or Kafka: fall back to the configured start
+        log.warning("cannot list the partitions of %s (%s); starting from %s", s.topic, exc, s.starting_offsets)
+        return
+    versions = {p: _delta.txn_version(committer.table, committer.app_txn(p)) for p in partitions}
+    if all(v is None for v in versions.values()):
+        return
+    configured = s.starting_offsets.strip()
+    given = json.loads(configured).get(s.topic, {}) if configured.startswith("{") else {}
+    fallback = -1 if configured == "latest" else -2  # Spark's codes for latest and earliest
+    start = {str(p): v + 1 if v is not None else int(given.get(str(p), fallback)) for p, v in versions.items()}
+    options["startingOffsets"] = json.dumps({s.topic: start})
+    log.info("a new query starts after the table's txn versions: %s", options["startingOffsets"])
+
+
+def _topic_partitions(spark: Any, topic: str, options: Mapping[str, str]) -> list[int]:
+    """The topic's partitions, asked with the Kafka source's own client settings (the JVM's
+    Kafka admin client, through py4j)."""
+    jvm = spark.sparkContext._jvm
+    props = jvm.java.util.Properties()
+    for key, value in options.items():
+        if key.startswith("kafka."):
+            props.setProperty(key[len("kafka.") :], value)
+    admin = jvm.org.apache.kafka.clients.admin.AdminClient.create(props)
+    try:
+        names = jvm.java.util.Collections.singletonList(topic)
+        seconds = jvm.java.util.concurrent.TimeUnit.SECONDS
+        described = admin.describeTopics(names).allTopicNames().get(30, seconds)
+        return sorted(int(info.partition()) for info in described.get(topic).partitions())
+    finally:
+        admin.close()
 
 
 def ingest(spark: Any, settings: SparkIngestSettings, *, stop: threading.Event | None = None) -> SparkIngestStats:
@@ -328,12 +515,14 @@ def ingest(spark: Any, settings: SparkIngestSettings, *, stop: threading.Event |
     """
     from pyspark.errors import StreamingQueryException
 
-    query, source = _start(spark, settings)
+    query, source, committer = _start(spark, settings)
     # batch id -> (segments, records) of each batch that completed, i.e. whose Delta commit
     # landed (recentProgress keeps only the last 100, so it is read as the query goes)
     seen: dict[int, tuple[int, int]] = {}
 
     def collect() -> None:
+        if committer is not None:  # raw mode counts its own commits
+            return
         for progress in query.recentProgress:
             if progress.batchId not in seen:
                 observed = (progress.observedMetrics or {}).get(_OBSERVED)
@@ -356,7 +545,8 @@ def ingest(spark: Any, settings: SparkIngestSettings, *, stop: threading.Event |
             collect()
         query.awaitTermination()
     except StreamingQueryException as exc:
-        parka_error = translate(exc)
+        failure = committer.failure if committer is not None else None
+        parka_error = failure if failure is not None else translate(exc)
         if parka_error is not None:
             raise parka_error from None
         raise SparkIngestError(f"streaming query {settings.app} failed: {exc}") from exc
@@ -364,16 +554,27 @@ def ingest(spark: Any, settings: SparkIngestSettings, *, stop: threading.Event |
         if query.isActive:
             query.stop()
     collect()
-    return _stats(query, source, seen)
-
-
-def _stats(query: Any, source: str, seen: dict[int, tuple[int, int]]) -> SparkIngestStats:
+    if committer is None:
+        return SparkIngestStats(
+            batches=len(seen),
+            segments=sum(s for s, _ in seen.values()),
+            records=sum(r for _, r in seen.values()),
+            query_id=str(query.id),
+            schema_source=source,
+        )
+    committer.remove_orphans()
+    r = committer.stats
     return SparkIngestStats(
-        batches=len(seen),
-        segments=sum(s for s, _ in seen.values()),
-        records=sum(r for _, r in seen.values()),
+        batches=r.batches,
+        segments=r.segments,
+        records=r.records,
         query_id=str(query.id),
         schema_source=source,
+        mode="raw",
+        files=r.files,
+        dead_letters=r.dead_letters,
+        replayed_files=r.replayed_files,
+        orphans_removed=r.orphans_removed,
     )
 
 
@@ -381,6 +582,7 @@ def settings_summary(s: SparkIngestSettings, hidden: Sequence[str] = ("password"
     """One log line describing ``s`` with secrets masked."""
     kafka = {k: ("***" if any(h in k.lower() for h in hidden) else v) for k, v in s.kafka_conf.items()}
     return (
-        f"ingesting {s.topic} into {s.table_uri} as {s.app} (trigger {s.trigger}, checkpoint {s.checkpoint}, "
+        f"ingesting {s.topic} into {s.table_uri} as {s.app} ({s.mode} mode, trigger {s.trigger}, "
+        f"checkpoint {s.checkpoint}, "
         f"kafka settings {kafka})"
     )

@@ -1,5 +1,5 @@
-"""Structured Streaming into Delta with delta-spark: exactly once across reruns and restarts, and a
-segment the table cannot take fails its whole batch."""
+"""Decode mode: Structured Streaming into Delta with delta-spark, exactly once across reruns and
+restarts, and a segment the table cannot take fails its whole batch. (Raw mode: test_spark_raw.py.)"""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def test_available_now_twice_then_the_cli_is_exactly_once(
     segments = produce_events(bootstrap, topic, 0, 600, batch=50)
     table = tmp_path / "events"
     settings = SparkIngestSettings(
-        topic=topic, table_uri=str(table), bootstrap_servers=bootstrap, max_offsets_per_trigger=6
+        topic=topic, table_uri=str(table), bootstrap_servers=bootstrap, max_offsets_per_trigger=6, mode="decode"
     )
     first = ingest(spark, settings)
     assert (first.segments, first.records, first.schema_source) == (segments, 600, "first segment")
@@ -39,7 +39,7 @@ def test_available_now_twice_then_the_cli_is_exactly_once(
     again = ingest(spark, settings)
     assert (again.segments, again.records, again.schema_source) == (0, 0, "table")
     produce_events(bootstrap, topic, 600, 300, batch=50)
-    assert main([topic, str(table), "-k", bootstrap, "--end-at-latest", "-q"]) == 0
+    assert main([topic, str(table), "-k", bootstrap, "--end-at-latest", "-q", "--mode", "decode"]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert (result["status"], result["records"], result["query_id"]) == ("ok", 300, first.query_id)
     assert sorted(table_ids(table)) == list(range(900))
@@ -58,6 +58,7 @@ def test_stopped_and_restarted_stream_is_exactly_once(
         bootstrap_servers=bootstrap,
         trigger="processing-time=200ms",
         max_offsets_per_trigger=4,
+        mode="decode",
     )
     query = start_ingest(spark, settings)
     try:
@@ -85,7 +86,7 @@ def test_a_segment_the_table_cannot_take_fails_its_batch_and_writes_nothing(
     topic = new_topic(partitions=1)
     produce_events(bootstrap, topic, 0, 100, batch=50)
     table = tmp_path / "events"
-    settings = SparkIngestSettings(topic=topic, table_uri=str(table), bootstrap_servers=bootstrap)
+    settings = SparkIngestSettings(topic=topic, table_uri=str(table), bootstrap_servers=bootstrap, mode="decode")
     assert ingest(spark, settings).records == 100
     version = DeltaTable(str(table)).version()
     produce_events(bootstrap, topic, 100, 50, batch=50)  # offset 2: fine on its own
@@ -101,5 +102,5 @@ def test_a_segment_the_table_cannot_take_fails_its_batch_and_writes_nothing(
     assert DeltaTable(str(table)).version() == version  # the good segment of that batch is not in either
     assert sorted(table_ids(table)) == list(range(100))
     # and the CLI says so and exits 1, every time
-    assert main([topic, str(table), "-k", bootstrap, "--end-at-latest", "-q"]) == 1
+    assert main([topic, str(table), "-k", bootstrap, "--end-at-latest", "-q", "--mode", "decode"]) == 1
     assert [r["id"] for r in rows_via_deltalake(table, USER)] == list(range(100))

@@ -1,0 +1,180 @@
+"""Raw mode: segments land in the table byte for byte, committed with parka ingest's per-partition
+txn, so the two ingestions take turns on one table exactly once; a bad segment fails its batch,
+which leaves nothing behind."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from confluent_kafka import Producer
+from deltalake import DeltaTable
+from parka.consumer._plan import FileName
+from parka.producer import ParquetProducer
+from parka.spark_ext import SparkIngestSettings, ingest, start_ingest
+from parka.spark_ext._cli import main
+
+from parka.errors import SchemaMismatchError
+
+from .._ingest_util import (
+    data_files_on_disk,
+    events,
+    message_values,
+    produce_events,
+    referenced_files,
+    run_ingest,
+    sha256,
+    table_ids,
+    wait_for_rows,
+)
+from ._util import SPARK, USER, rows_via_deltalake, rows_via_spark
+
+pytestmark = SPARK
+
+
+def assert_no_orphans(table: Path) -> None:
+    assert data_files_on_disk(table) == referenced_files(table)
+    assert not [p for p in table.rglob("*.tmp")]
+
+
+def test_available_now_twice_lands_segments_byte_for_byte(
+    spark: Any, bootstrap: str, new_topic: Callable[..., str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    topic = new_topic(partitions=2)
+    segments = produce_events(bootstrap, topic, 0, 600, batch=50)
+    table = tmp_path / "events"
+    settings = SparkIngestSettings(
+        topic=topic, table_uri=str(table), bootstrap_servers=bootstrap, max_offsets_per_trigger=4
+    )
+    first = ingest(spark, settings)
+    assert (first.mode, first.segments, first.records, first.files) == ("raw", segments, 600, segments)
+    assert first.schema_source == "first segment" and first.batches >= 3  # maxOffsetsPerTrigger split it
+    again = ingest(spark, settings)
+    assert (again.segments, again.records, again.schema_source) == (0, 0, "table")
+    # every data file is its Kafka message's value, unchanged
+    values = {(m.partition(), m.offset()): sha256(m.value()) for m in message_values(bootstrap, topic, segments)}
+    on_disk = {}
+    for path in referenced_files(table):
+        name = FileName.parse(path)
+        assert name is not None and name.topic == topic
+        on_disk[(name.partition, name.offset)] = sha256((table / path).read_bytes())
+    assert on_disk == values
+    # the same table in delta-rs and delta-spark, holding what was produced
+    produced = sorted(events(0, 600).to_pylist(), key=lambda r: r["id"])
+    by_rs, by_spark = rows_via_deltalake(table), rows_via_spark(spark, table)
+    assert by_rs == by_spark
+    assert [{c: r[c] for c in USER} for r in by_rs] == produced
+    assert [r["__parka_key"] for r in by_rs] == [r["device"].encode() for r in produced]
+    # the CLI defaults to raw mode and continues the same txn scheme
+    produce_events(bootstrap, topic, 600, 300, batch=50)
+    assert main([topic, str(table), "-k", bootstrap, "--end-at-latest", "-q"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert (result["status"], result["mode"], result["records"]) == ("ok", "raw", 300)
+    assert sorted(table_ids(table)) == list(range(900))
+    assert_no_orphans(table)
+    last = {}
+    for path in referenced_files(table):
+        name = FileName.parse(path)
+        assert name is not None
+        last[name.partition] = max(name.offset, last.get(name.partition, -1))
+    assert {p: DeltaTable(str(table)).transaction_version(f"parka-{topic}-{p}") for p in last} == last
+
+
+def test_stopped_and_restarted_stream_is_exactly_once(
+    spark: Any, bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=2)
+    produce_events(bootstrap, topic, 0, 400, batch=20)
+    table = tmp_path / "events"
+    settings = SparkIngestSettings(
+        topic=topic,
+        table_uri=str(table),
+        bootstrap_servers=bootstrap,
+        trigger="processing-time=200ms",
+        max_offsets_per_trigger=4,
+    )
+    query = start_ingest(spark, settings)
+    try:
+        assert wait_for_rows(table, 1, timeout_s=60) >= 1
+    finally:
+        query.stop()  # mid-backlog, possibly mid-batch
+    assert len(table_ids(table)) < 400
+    produce_events(bootstrap, topic, 400, 200, batch=20)
+    query = start_ingest(spark, settings)
+    try:
+        assert wait_for_rows(table, 600, timeout_s=90) == 600
+        time.sleep(1.0)  # a duplicate batch would land now
+    finally:
+        query.stop()
+    assert sorted(table_ids(table)) == list(range(600))
+    ingest(spark, settings.__class__(**{**settings.__dict__, "trigger": "available-now"}))  # its cleanup at start
+    assert_no_orphans(table)
+
+
+def test_parka_ingest_and_spark_raw_take_turns_exactly_once(
+    spark: Any, bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=2)
+    table = tmp_path / "events"
+    settings = SparkIngestSettings(topic=topic, table_uri=str(table), bootstrap_servers=bootstrap)
+    produce_events(bootstrap, topic, 0, 200, batch=25)
+    run_ingest(topic, table, bootstrap, "--end-at-latest")  # app id parka-<topic>, as Spark's default
+    produce_events(bootstrap, topic, 200, 200, batch=25)
+    # a new query (no checkpoint) starts after the table's txn versions
+    assert ingest(spark, settings).records == 200
+    taken = produce_events(bootstrap, topic, 400, 200, batch=25)
+    run_ingest(topic, table, bootstrap, "--end-at-latest")  # seeks from the txn Spark wrote
+    produce_events(bootstrap, topic, 600, 100, batch=25)
+    # the query's checkpoint is behind the table now: what parka ingest took is skipped
+    again = ingest(spark, settings)
+    assert (again.records, again.replayed_files) == (100, taken)
+    assert sorted(table_ids(table)) == list(range(700))
+    assert_no_orphans(table)
+
+
+BAD = pa.schema([("id", pa.string(), False), ("device", pa.string(), False)])
+
+
+def test_a_bad_segment_fails_its_batch_or_goes_to_the_dead_letter_table(
+    spark: Any, bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=1)
+    produce_events(bootstrap, topic, 0, 100, batch=50)
+    table = tmp_path / "events"
+    settings = SparkIngestSettings(topic=topic, table_uri=str(table), bootstrap_servers=bootstrap)
+    assert ingest(spark, settings).records == 100
+    version = DeltaTable(str(table)).version()
+    produce_events(bootstrap, topic, 100, 50, batch=50)  # offset 2: fine on its own
+    with ParquetProducer({"bootstrap.servers": bootstrap, "columnar.encoding": "parquet"}) as producer:
+        producer.set_schema(topic, BAD)
+        producer.produce_batch(topic, pa.table({"id": ["x"], "device": ["d"]}, schema=BAD))
+        assert producer.flush(30) == 0
+    plain = Producer({"bootstrap.servers": bootstrap})
+    plain.produce(topic, value=b'{"id": 1}', partition=0)  # offset 4: not a segment
+    assert plain.flush(30) == 0
+    produce_events(bootstrap, topic, 150, 50, batch=50)  # offset 5
+    with pytest.raises(SchemaMismatchError) as info:
+        ingest(spark, settings)
+    err = info.value
+    assert (err.topic, err.partition, err.offset, err.field) == (topic, 0, 3, None)
+    assert "column 'id' is string in the segment but int64 in the table" in str(err)
+    assert DeltaTable(str(table)).version() == version  # the good segments of that batch are in neither
+    assert_no_orphans(table)  # the batch's files were deleted
+    assert main([topic, str(table), "-k", bootstrap, "--end-at-latest", "-q"]) == 1  # every time
+    # with a dead-letter table, the bad messages go there and the good ones into the table
+    dlq = tmp_path / "dlq"
+    stats = ingest(spark, settings.__class__(**{**settings.__dict__, "dlq_table_uri": str(dlq)}))
+    assert (stats.records, stats.dead_letters) == (100, 2)
+    assert sorted(table_ids(table)) == list(range(100)) + list(range(100, 200))
+    letters = DeltaTable(str(dlq)).to_pyarrow_table().sort_by("offset").to_pylist()
+    assert [(r["offset"], r["error"].split(":")[0]) for r in letters] == [
+        (3, "SchemaMismatchError"),
+        (4, "SegmentError"),
+    ]
+    assert letters[1]["value"] == b'{"id": 1}'
+    assert_no_orphans(table)

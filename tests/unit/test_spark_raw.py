@@ -1,0 +1,105 @@
+"""Raw mode's two halves without Spark: the executors' file writer and the driver's commit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+from parka.spark_ext import SparkIngestSettings
+from parka.spark_ext._raw import FILE_ROWS, RawCommitter, SegmentFileWriter
+
+from parka.errors import ConfigError, SegmentError
+
+from .test_spark_decoder import SCHEMA, kafka_rows, rows, segment
+
+
+def written(writer: SegmentFileWriter, batch: pa.RecordBatch) -> pa.Table:
+    return pa.Table.from_batches(list(writer([batch])), schema=FILE_ROWS)
+
+
+def new_table(tmp_path: Path) -> RawCommitter:
+    committer = RawCommitter(table_uri=str(tmp_path / "t"), topic="gps", app_id="app")
+    committer.create_table(SCHEMA)
+    return committer
+
+
+def test_raw_mode_settings_are_validated_where_they_enter() -> None:
+    base = {"topic": "gps", "table_uri": "/t", "bootstrap_servers": "b:9092"}
+    assert SparkIngestSettings(**base).mode == "raw"
+    with pytest.raises(ConfigError, match="'mode'"):
+        SparkIngestSettings(**base, mode="fast")
+    with pytest.raises(ConfigError, match="'reserved'"):
+        SparkIngestSettings(**base, reserved="drop")
+    with pytest.raises(ConfigError, match="'metadata'"):
+        SparkIngestSettings(**base, metadata=("offset",))
+    with pytest.raises(ConfigError, match="'dlq_table_uri'"):
+        SparkIngestSettings(**base, mode="decode", dlq_table_uri="/dlq")
+    assert SparkIngestSettings(**base, mode="decode", reserved="drop").reserved == "drop"
+
+
+def test_segments_are_written_unchanged_and_bad_ones_reported(tmp_path: Path) -> None:
+    committer = new_table(tmp_path)
+    good = segment(rows(0, 3), keys=[b"a", None, b"c"])
+    wrong = segment(pa.table({"id": ["x"]}))
+    out = written(committer.writer(), kafka_rows(good, (b"plain", []), wrong)).to_pylist()
+    assert [(r["offset"], r["records"], r["error_class"]) for r in out] == [
+        (10, 3, None),
+        (11, 0, "SegmentError"),
+        (12, 0, "SchemaMismatchError"),
+    ]
+    assert (tmp_path / "t" / out[0]["path"]).read_bytes() == good[0]
+    assert out[0]["new_fields"] is not None  # __parka_key: added at commit, as parka ingest does
+    assert "column 'id' is string in the segment but int64 in the table" in out[2]["error"]
+    assert out[1]["value"] is None  # no dead-letter table: bad bytes stay on the executor
+    with pytest.raises(SegmentError) as info:
+        committer.commit(pa.Table.from_pylist(out, schema=FILE_ROWS))
+    assert (info.value.topic, info.value.partition, info.value.offset) == ("gps", 3, 11)
+    assert committer.failure is info.value
+    assert not (tmp_path / "t" / out[0]["path"]).exists()  # the batch's files are gone
+
+
+def test_a_replayed_batch_commits_nothing_and_leaves_no_file(tmp_path: Path) -> None:
+    committer = new_table(tmp_path)
+    batch = kafka_rows(segment(rows(0, 3)), segment(rows(3, 2)))
+    committer.commit(written(committer.writer(), batch), batch_id=0)
+    table = DeltaTable(str(tmp_path / "t"))
+    assert (table.version(), table.transaction_version("app-3")) == (1, 11)
+    assert sorted(table.to_pyarrow_table()["id"].to_pylist()) == [0, 1, 2, 3, 4]
+    replay = written(committer.writer(), batch)  # Spark re-runs a batch it did not mark done
+    committer.commit(replay, batch_id=0)
+    assert DeltaTable(str(tmp_path / "t")).version() == 1
+    assert committer.stats.replayed_files == 2
+    assert not any((tmp_path / "t" / p).exists() for p in replay.column("path").to_pylist())
+    # a batch overlapping the txn version (another writer got part of it) commits the rest only
+    overlap = written(committer.writer(), kafka_rows(segment(rows(3, 2)), segment(rows(5, 1)), first_offset=11))
+    committer.commit(overlap, batch_id=1)
+    table = DeltaTable(str(tmp_path / "t"))
+    assert sorted(table.to_pyarrow_table()["id"].to_pylist()) == [0, 1, 2, 3, 4, 5]
+    assert table.transaction_version("app-3") == 12
+
+
+def test_new_user_columns_need_merge(tmp_path: Path) -> None:
+    committer = new_table(tmp_path)
+    wider = rows(0, 1).append_column(pa.field("extra", pa.float64()), pa.array([1.5]))
+    out = written(committer.writer(), kafka_rows(segment(wider))).to_pylist()
+    assert out[0]["error_class"] == "SchemaMismatchError" and out[0]["error_field"] == "extra"
+    committer.merge = True
+    out = written(committer.writer(), kafka_rows(segment(wider))).to_pylist()
+    committer.commit(pa.Table.from_pylist(out, schema=FILE_ROWS))
+    assert "extra" in DeltaTable(str(tmp_path / "t")).schema().to_arrow().names
+
+
+def test_the_cli_defaults_to_raw_mode() -> None:
+    from parka.spark_ext._cli import build_parser, settings_from_args
+
+    def settings(*argv: str) -> SparkIngestSettings:
+        parsed: SparkIngestSettings = settings_from_args(build_parser().parse_args(["gps", "/lake/gps", *argv]))
+        return parsed
+
+    assert (settings().mode, settings().dlq_table_uri) == ("raw", None)
+    assert settings("--dlq-table", "/lake/dlq").dlq_table_uri == "/lake/dlq"
+    assert settings("--mode", "decode", "--reserved", "drop").mode == "decode"
+    with pytest.raises(ConfigError, match="'reserved'"):
+        settings("--reserved", "drop")
