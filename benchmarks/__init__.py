@@ -1,0 +1,23 @@
+"""parka's benchmark suite: reproducible programs, never part of ``make test``.
+
+``make bench`` (full) and ``make bench-quick`` run :mod:`benchmarks.suite`; each run writes
+``results.json``, ``report.md`` and PNG plots into its output folder. Modules, one concern each:
+
+=====================  ===============================================================
+``suite``              the entry point: modes, sections, results.json
+``datasets``           flights (real), web_requests and GPS telemetry (seeded synthetic)
+``encodings``          JSON / Confluent Avro / parka Parquet, codecs, batch-size configs
+``broker``             topics, the broker's log dir (bytes on disk, record batches)
+``clients``            timed producers, messaging consumers and the raw fetch
+``lake``               into Delta: ``parka ingest``, the row baseline, table statistics
+``checks``             order-independent content fingerprints; a mismatch fails the run
+``measure``            CPU and wall clocks, medians and spreads, units
+``matrix``             bytes/row, producer and consumer CPU per encoding and batch size
+``endtoend``           per data set: ingest vs row baseline vs raw fetch, table scans
+``ingest_throughput``  issue 3: ingest next to the raw fetch of the same bytes (runs alone too)
+``spark``              the Spark paths, from ``benchmarks/spark_gps.py``
+``targets``            the goals, met or not, from one run's results
+``machine``            cores, memory, library and broker versions
+``report``, ``plots``  ``report.md`` and PNG plots from ``results.json``
+=====================  ===============================================================
+"""

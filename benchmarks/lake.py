@@ -1,0 +1,211 @@
+"""Into Delta Lake: ``parka ingest`` (raw segments), the row baseline, and what the tables look like.
+
+* ``ingest``: :class:`IngestionConsumer` in this process with ``end_at_latest`` and its default
+  commit policy (64 MiB or 1,000 segments per commit), exactly as ``parka ingest
+  --end-at-latest`` runs it.
+* ``row_baseline``: what kafka-delta-ingest and hand-written consumers do with Confluent Avro:
+  a plain confluent-kafka consumer decodes every record with fastavro, builds Arrow record
+  batches of 10,000 rows, and appends them with ``deltalake.write_deltalake`` (zstd, like the
+  segments) when 64 MiB of Arrow data are buffered or the topic is drained, each commit
+  carrying a ``txn`` (app id, last offset) as parka's do.
+
+Both join a fresh consumer group with ``subscribe`` like the raw fetch they are compared with;
+"steady" timings start when the first message is in hand, so the group join is not billed.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from confluent_kafka import Consumer
+from deltalake import DeltaTable, WriterProperties, write_deltalake
+from deltalake.transaction import CommitProperties, Transaction
+from parka.consumer import IngestionConsumer, IngestSettings
+
+from .checks import CheckFailed, fingerprint
+from .clients import consumer_conf, drain
+from .datasets import Dataset
+from .encodings import avro_decoder
+from .measure import Span, measured
+
+__all__ = ["LakeRun", "TableStats", "ingest", "row_baseline", "table_stats"]
+
+log = logging.getLogger("parka.bench")
+
+_BASELINE_DECODE_BATCH = 10_000
+_BASELINE_COMMIT_BYTES = 64 * 1024 * 1024
+
+
+@dataclass
+class LakeRun:
+    """One run into a table: timings, rows and Kafka value bytes consumed."""
+
+    span: Span
+    rows: int
+    bytes: int
+    first_bytes: int
+    steady_wall_s: float
+    commits: int
+
+
+def ingest(bootstrap: str, topic: str, table_uri: str, *, profiler: Callable[[], Any] | None = None) -> LakeRun:
+    """Run ``parka ingest`` in-process until the topic is drained. ``profiler`` (a
+    context-manager factory) wraps the run when given. Raises ``CheckFailed`` when it fails."""
+    first: dict[str, float] = {}
+
+    def progress(consumer: IngestionConsumer) -> None:
+        if not first and consumer.stats.segments:
+            first["at"] = time.perf_counter()
+            first["bytes"] = consumer.stats.bytes
+
+    settings = IngestSettings(
+        topic=topic,
+        table_uri=table_uri,
+        kafka_conf={"bootstrap.servers": bootstrap, "group.id": f"parka-bench-{uuid.uuid4().hex[:10]}"},
+        app_id=f"bench-{topic}",
+        end_at_latest=True,
+    )
+    with measured() as span:
+        worker = IngestionConsumer(settings, progress=progress)
+        if profiler is not None:
+            with profiler():
+                stats = worker.run()
+        else:
+            stats = worker.run()
+        done = time.perf_counter()
+    if stats.dead_letters:
+        raise CheckFailed(f"parka ingest of {topic} dead-lettered {stats.dead_letters} segments")
+    return LakeRun(
+        span=span,
+        rows=stats.records,
+        bytes=stats.bytes,
+        first_bytes=int(first.get("bytes", 0)),
+        steady_wall_s=done - first.get("at", done),
+        commits=stats.commits,
+    )
+
+
+class _RowWriter:
+    """The row baseline's sink: decoded records -> Arrow batches -> ``write_deltalake`` commits."""
+
+    def __init__(self, table_uri: str, schema: pa.Schema, app_id: str) -> None:
+        self.table_uri = table_uri
+        self.schema = schema
+        self.app_id = app_id
+        self.rows: list[dict[str, Any]] = []
+        self.batches: list[pa.RecordBatch] = []
+        self.buffered_bytes = 0
+        self.last_offset = -1
+        self.commits = 0
+        self._props = WriterProperties(compression="ZSTD")
+
+    def add(self, record: dict[str, Any], offset: int) -> None:
+        self.rows.append(record)
+        self.last_offset = offset
+        if len(self.rows) >= _BASELINE_DECODE_BATCH:
+            self._to_batch()
+            if self.buffered_bytes >= _BASELINE_COMMIT_BYTES:
+                self.commit()
+
+    def _to_batch(self) -> None:
+        if self.rows:
+            batch = pa.RecordBatch.from_pylist(self.rows, schema=self.schema)
+            self.batches.append(batch)
+            self.buffered_bytes += batch.nbytes
+            self.rows = []
+
+    def commit(self) -> None:
+        """Append what is buffered as one Delta commit with a ``txn`` (app id, last offset)."""
+        self._to_batch()
+        if not self.batches:
+            return
+        write_deltalake(
+            self.table_uri,
+            pa.Table.from_batches(self.batches, schema=self.schema),
+            mode="append",
+            writer_properties=self._props,
+            commit_properties=CommitProperties(app_transactions=[Transaction(f"{self.app_id}-0", self.last_offset)]),
+        )
+        self.commits += 1
+        self.batches, self.buffered_bytes = [], 0
+
+
+def row_baseline(bootstrap: str, topic: str, table_uri: str, dataset: Dataset, messages: int) -> LakeRun:
+    """Decode ``messages`` Confluent Avro records of ``topic`` and append them to a Delta table."""
+    decode = avro_decoder(dataset)
+    writer = _RowWriter(table_uri, dataset.table.schema, f"bench-{topic}")
+    fetched = {"bytes": 0, "first_bytes": 0}
+    first_at: list[float] = []
+
+    def take(msg: Any) -> None:
+        value = msg.value()
+        if not first_at:
+            first_at.append(time.perf_counter())
+            fetched["first_bytes"] = len(value)
+        fetched["bytes"] += len(value)
+        writer.add(decode(value), msg.offset())
+
+    with measured() as span:
+        consumer = Consumer(consumer_conf(bootstrap))
+        consumer.subscribe([topic])
+        drain(consumer, messages, take, topic)
+        writer.commit()
+        done = time.perf_counter()
+        consumer.close()
+    return LakeRun(
+        span=span,
+        rows=messages,
+        bytes=fetched["bytes"],
+        first_bytes=fetched["first_bytes"],
+        steady_wall_s=done - (first_at[0] if first_at else done),
+        commits=writer.commits,
+    )
+
+
+@dataclass
+class TableStats:
+    """A Delta table as a reader finds it, and the time of one scan query over it."""
+
+    rows: int
+    files: int
+    total_bytes: int
+    scan_s: float
+    fingerprint: str
+
+    @property
+    def mean_file_bytes(self) -> float:
+        return self.total_bytes / self.files if self.files else 0.0
+
+
+def table_stats(table_uri: str, dataset: Dataset, *, scans: int = 3) -> TableStats:
+    """Files, sizes, content fingerprint and the median of ``scans`` timings of the data set's
+    group-by query (open the table, scan the columns, aggregate)."""
+    table = DeltaTable(table_uri)
+    adds = pa.table(table.get_add_actions(flatten=True))
+    data = table.to_pyarrow_table()
+    extra = [c for c in data.column_names if c not in dataset.table.schema.names]
+    if extra:
+        raise CheckFailed(f"{table_uri}: unexpected column(s) {extra}")
+    timings = []
+    query = dataset.scan
+    for _ in range(scans):
+        start = time.perf_counter()
+        scanned = DeltaTable(table_uri).to_pyarrow_dataset().to_table(columns=query.columns)
+        result = scanned.group_by(query.group_by).aggregate(list(query.aggregations))
+        timings.append(time.perf_counter() - start)
+        if result.num_rows == 0 and dataset.rows:
+            raise CheckFailed(f"{table_uri}: the scan query returned no groups")
+    return TableStats(
+        rows=data.num_rows,
+        files=adds.num_rows,
+        total_bytes=int(sum(adds["size_bytes"].to_pylist())),
+        scan_s=statistics.median(timings),
+        fingerprint=fingerprint(data, dataset.table.schema),
+    )

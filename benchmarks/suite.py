@@ -1,0 +1,224 @@
+"""The benchmark suite: ``python -m benchmarks.suite --mode full|quick --out DIR``.
+
+``make bench`` runs the full suite (about 25 minutes on 2 cores), ``make bench-quick`` a reduced
+one (a few minutes). Sections, in order: the encoding matrix (bytes per row, producer and
+consumer CPU), end to end into Delta, issue 3's ingest throughput, the Spark paths. Each run
+writes ``results.json``, ``report.md`` and PNG plots into DIR; any failed check stops the run
+with a non-zero exit and no report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import logging
+import os
+import shlex
+import sys
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from . import datasets as data
+from .broker import Broker
+from .checks import CheckFailed, Checks
+from .encodings import CODECS
+from .endtoend import run_end_to_end
+from .ingest_throughput import run as run_ingest_throughput
+from .machine import machine_info
+from .matrix import MatrixPlan, run_matrix, warm_up
+from .measure import settle
+from .report import write_report
+from .spark import run_spark
+from .targets import evaluate
+
+__all__ = ["PLANS", "Plan", "main"]
+
+log = logging.getLogger("parka.bench")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How much a mode runs: ``rows`` per data set (``None``: all of it) for the end-to-end runs,
+    the first ``matrix_rows`` of them for the encoding matrix."""
+
+    rows: dict[str, int | None]
+    matrix_rows: int
+    batch_sizes: tuple[int, ...]
+    codecs: tuple[str, ...]
+    repeats: int
+    consumer_rows: int
+    per_record_batch: int
+    ingest_copies: dict[int, int]  # rows per segment -> copies of the flights in its topic
+    spark_records: int
+    spark_timeout_s: float
+
+
+PLANS = {
+    "full": Plan(
+        rows={"flights": None, "web_requests": 200_000, "gps": 200_000},
+        matrix_rows=100_000,
+        batch_sizes=(100, 1_000, 10_000, 100_000),
+        codecs=CODECS,
+        repeats=3,
+        consumer_rows=20_000,
+        per_record_batch=10_000,
+        ingest_copies={1_000: 4, 10_000: 12, 100_000: 12},
+        spark_records=2_000_000,  # spark_gps.py's own default: fixed per-query costs fade
+        spark_timeout_s=900,
+    ),
+    "quick": Plan(
+        rows={"flights": 50_000, "web_requests": 50_000, "gps": 50_000},
+        matrix_rows=20_000,
+        batch_sizes=(100, 1_000, 10_000),
+        codecs=("none", "lz4", "zstd"),
+        repeats=1,
+        consumer_rows=5_000,
+        per_record_batch=10_000,
+        ingest_copies={10_000: 4},
+        spark_records=20_000,
+        spark_timeout_s=240,
+    ),
+}
+
+
+def _cleanup(broker: Broker, run_id: str) -> None:
+    try:
+        broker.delete_topics(broker.topics_with_prefix(f"bench-{run_id}-") + broker.topics_with_prefix("parka-bench-"))
+    except Exception as exc:  # cleanup must not hide the run's own outcome
+        log.warning("could not delete leftover topics of run %s: %s", run_id, exc)
+
+
+def run_suite(args: argparse.Namespace) -> dict[str, Any]:
+    """Run every section of the mode's plan; returns the results document."""
+    plan = PLANS[args.mode]
+    started = time.perf_counter()
+    started_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    run_id = uuid.uuid4().hex[:6]
+    broker = Broker(args.bootstrap, args.kafka_data_dir)
+    checks = Checks()
+    timings: dict[str, float] = {}
+    results: dict[str, Any] = {
+        "schema_version": 1,
+        "suite": {
+            "mode": args.mode,
+            "command": args.command,
+            "started_at": started_at,
+            "run_id": run_id,
+            "seed": args.seed,
+            "load_average_at_start": os.getloadavg(),
+        },
+        "machine": machine_info(broker),
+        "config": {**asdict(plan), "dataset_seed": data.DEFAULT_SEED},
+    }
+    try:
+        t0 = time.perf_counter()
+        sets = [data.load(name, plan.rows[name]) for name in data.DATASET_NAMES]
+        matrix_sets = [ds.head(plan.matrix_rows) for ds in sets]
+        settle()
+        timings["datasets_s"] = time.perf_counter() - t0
+        results["datasets"] = [
+            {
+                "name": ds.name,
+                "rows": ds.rows,
+                "matrix_rows": min(ds.rows, plan.matrix_rows),
+                "columns": ds.table.num_columns,
+                "source": ds.source,
+                "seed": ds.seed,
+                "arrow_bytes_per_row": ds.table.nbytes / ds.rows,
+                "scan_query": ds.scan.describe(),
+            }
+            for ds in sets
+        ]
+        log.info("data sets: %s", ", ".join(f"{ds.name} ({ds.rows:,} rows)" for ds in sets))
+        log.info("matrix: the first %d rows of each", plan.matrix_rows)
+        t0 = time.perf_counter()
+        warm_up(broker, matrix_sets[0], run_id)
+        timings["warm_up_s"] = time.perf_counter() - t0
+
+        if "matrix" not in args.skip:
+            t0 = time.perf_counter()
+            matrix_plan = MatrixPlan(
+                plan.batch_sizes, plan.codecs, plan.repeats, plan.consumer_rows, plan.per_record_batch, args.seed
+            )
+            results["matrix"] = run_matrix(broker, matrix_sets, matrix_plan, run_id, checks)
+            timings["matrix_s"] = time.perf_counter() - t0
+        if "e2e" not in args.skip:
+            t0 = time.perf_counter()
+            results["end_to_end"] = run_end_to_end(broker, sets, plan.repeats, run_id, checks, args.seed)
+            timings["end_to_end_s"] = time.perf_counter() - t0
+        if "ingest" not in args.skip:
+            t0 = time.perf_counter()
+            flights = next(ds for ds in sets if ds.name == "flights")
+            results["ingest_throughput"] = run_ingest_throughput(
+                broker,
+                flights,
+                copies=plan.ingest_copies,
+                repeats=plan.repeats,
+                run_id=run_id,
+                checks=checks,
+                seed=args.seed,
+                profile_path=os.path.join(args.out, "profile_ingest.txt"),
+                profile_if_missed=True,
+            )
+            timings["ingest_throughput_s"] = time.perf_counter() - t0
+        if "spark" not in args.skip:
+            t0 = time.perf_counter()
+            log.info("spark: %d GPS records", plan.spark_records)
+            results["spark"] = run_spark(
+                broker, plan.spark_records, os.path.join(args.out, "spark"), timeout_s=plan.spark_timeout_s
+            )
+            timings["spark_s"] = time.perf_counter() - t0
+        else:
+            results["spark"] = {"status": "not run", "reason": "skipped (--skip spark)"}
+    finally:
+        _cleanup(broker, run_id)
+    results["targets"] = evaluate(results)
+    results["checks"] = {"passed": len(checks.passed), "all": checks.passed}
+    results["suite"]["wall_s"] = time.perf_counter() - started
+    results["suite"]["load_average_at_end"] = os.getloadavg()
+    results["suite"]["section_wall_s"] = timings
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mode", choices=sorted(PLANS), default="quick")
+    parser.add_argument("--out", required=True, help="output folder for results.json, report.md and plots")
+    parser.add_argument("--bootstrap", default="localhost:9092")
+    parser.add_argument(
+        "--kafka-data-dir",
+        default=os.environ.get("PARKA_KAFKA_DATA_DIR"),
+        help="the broker's log.dirs, for bytes on disk (scripts/kafka-local.sh data-dir)",
+    )
+    parser.add_argument("--seed", type=int, default=1, help="seed of the run order shuffles")
+    parser.add_argument(
+        "--skip", action="append", default=[], choices=["matrix", "e2e", "ingest", "spark"], help="skip a section"
+    )
+    args = parser.parse_args(argv)
+    if not args.kafka_data_dir:
+        parser.error("--kafka-data-dir is required: bytes per row are read from the broker's log dir")
+    args.command = shlex.join(["python", "-m", "benchmarks.suite", *(sys.argv[1:] if argv is None else argv)])
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    log.setLevel(logging.INFO)
+    os.makedirs(args.out, exist_ok=True)
+    try:
+        results = run_suite(args)
+    except CheckFailed as exc:
+        log.error("correctness check failed, no report written: %s", exc)
+        return 1
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    write_report(results, args.out)
+    log.info("done in %.0f s: %s", results["suite"]["wall_s"], os.path.join(args.out, "report.md"))
+    for target in results["targets"]:
+        ratio = target.get("ratio") or {}
+        median = f"{ratio['median']:.2f}" if ratio.get("median") is not None else "-"
+        log.info("target %s: %s (%s)", target["name"], target["status"], median)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

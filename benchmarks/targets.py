@@ -1,0 +1,109 @@
+"""The targets the report states as met or not met, computed from one run's results.
+
+Every ratio pairs the two variants of the same repeat (they ran interleaved in that repeat),
+then takes the median and the min-max over repeats.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .measure import summarize
+
+__all__ = ["evaluate"]
+
+
+def _cell(results: dict[str, Any], dataset: str, name: str, batch: int) -> dict[str, Any] | None:
+    for cell in results.get("matrix", {}).get("cells", []):
+        if cell["dataset"] == dataset and cell["encoding"]["name"] == name and cell["batch_rows"] == batch:
+            return dict(cell["measures"])
+    return None
+
+
+def _target(
+    name: str, description: str, ratio: dict[str, Any] | None, threshold: float, *, at_most: bool, note: str = ""
+) -> dict[str, Any]:
+    if ratio is None or ratio.get("median") is None:
+        return {"name": name, "description": description, "threshold": threshold, "status": "not run", "note": note}
+    value = ratio["median"]
+    met = value <= threshold if at_most else value >= threshold
+    return {
+        "name": name,
+        "description": description,
+        "threshold": threshold,
+        "comparison": "<=" if at_most else ">=",
+        "ratio": ratio,
+        "status": "met" if met else "not met",
+        "note": note,
+    }
+
+
+def _bytes_target(results: dict[str, Any]) -> dict[str, Any]:
+    seg = _cell(results, "flights", "parquet-zstd", 10_000)
+    avro = _cell(results, "flights", "avro+zstd", 10_000)
+    ratio = None
+    if seg and avro:
+        values = [s / a for s, a in zip(seg["bytes_per_row"]["values"], avro["bytes_per_row"]["values"], strict=True)]
+        ratio = summarize(values, "ratio")
+    return _target(
+        "segments_vs_avro_zstd_bytes",
+        "flights, 10k rows per batch: broker bytes of zstd Parquet segments / Avro + Kafka zstd",
+        ratio,
+        0.8,
+        at_most=True,
+    )
+
+
+def _ingest_cpu_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for ds in results.get("end_to_end", {}).get("datasets", []):
+        out.append(
+            _target(
+                f"ingest_vs_row_baseline_rows_per_cpu_s[{ds['dataset']}]",
+                f"{ds['dataset']}: parka ingest rows per CPU-second / the row baseline's",
+                ds["ratios"]["ingest_over_baseline_rows_per_cpu_s"],
+                10.0,
+                at_most=False,
+            )
+        )
+    return out
+
+
+def _raw_fetch_target(results: dict[str, Any]) -> dict[str, Any]:
+    section = results.get("ingest_throughput") or {}
+    sizes = {s["segment_rows"]: s for s in section.get("segment_sizes", [])}
+    chosen = sizes.get(10_000) or (next(iter(sizes.values())) if sizes else None)
+    ratio = chosen["ratio_steady_mb_per_s"] if chosen else None
+    rows = chosen["segment_rows"] if chosen else 10_000
+    copies = chosen["copies"] if chosen else "?"
+    return _target(
+        "ingest_vs_raw_fetch_throughput",
+        f"flights x {copies}, {rows:,} rows per segment: parka ingest MB/s / raw fetch MB/s (steady)",
+        ratio,
+        0.8,
+        at_most=False,
+    )
+
+
+def _spark_target(results: dict[str, Any]) -> dict[str, Any]:
+    spark = results.get("spark") or {}
+    ratio = spark.get("ratio_parka_over_from_avro_rows_per_cpu_s")
+    note = "" if spark.get("status") == "ok" else spark.get("reason", "not run")
+    return _target(
+        "spark_parka_vs_from_avro_rows_per_cpu_s",
+        "gps: parka's Spark path rows per CPU-second / Structured Streaming with from_avro",
+        ratio,
+        3.0,
+        at_most=False,
+        note=note,
+    )
+
+
+def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """All targets, in the order the report lists them."""
+    return [
+        _bytes_target(results),
+        *_ingest_cpu_targets(results),
+        _raw_fetch_target(results),
+        _spark_target(results),
+    ]
