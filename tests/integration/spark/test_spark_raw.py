@@ -39,7 +39,9 @@ pytestmark = SPARK
 
 def assert_no_orphans(table: Path) -> None:
     assert data_files_on_disk(table) == referenced_files(table)
-    assert not [p for p in table.rglob("*.tmp")]
+    # parka's half-written data files would be ``.*.tmp`` in the table; the checkpoint folder
+    # belongs to Spark, whose own writer may leave a temp file when a query is stopped mid-write.
+    assert not [p for p in table.rglob("*.tmp") if "_parka_checkpoints" not in p.parts]
 
 
 def test_available_now_twice_lands_segments_byte_for_byte(
