@@ -59,19 +59,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-GPS_AVRO: dict[str, Any] = {
-    "type": "record",
-    "name": "Gps",
-    "namespace": "com.michelin.telematic",
-    "fields": [
-        {"name": "timestamp", "type": "long"},
-        {"name": "deviceId", "type": "long"},
-        {"name": "latitude", "type": "double"},
-        {"name": "longitude", "type": "double"},
-        {"name": "altitude", "type": "double"},
-        {"name": "speed", "type": "double"},
-    ],
-}
+from benchmarks.datasets import GPS_AVRO
+
 COLUMNS = [f["name"] for f in GPS_AVRO["fields"]]
 SCHEMA_ID = 42  # what the registry would have assigned; only its 4 bytes matter here
 SEED = 3

@@ -7,37 +7,19 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 import time
 from typing import Any
 
+from parka._cli_util import JsonFormatter, env, env_pairs, pairs
 from parka.errors import ParkaError
 
 from ._ingest import IngestionConsumer, IngestSettings
 
+_PROG = "parka ingest"
 log = logging.getLogger("parka.ingest")
 
 _SECRET_HINTS = ("password", "secret", "token", "key")
-
-
-def _env(name: str, default: Any = None) -> Any:
-    return os.environ.get(f"PARKA_{name}", default)
-
-
-def _pairs(values: list[str], flag: str) -> dict[str, str]:
-    out = {}
-    for item in values:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"parka ingest: {flag} expects key=value, got {item!r}")
-        out[key.strip()] = value
-    return out
-
-
-def _env_pairs(name: str) -> list[str]:
-    raw = _env(name)
-    return [p for p in raw.split(",") if p] if raw else []
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,92 +28,92 @@ def build_parser() -> argparse.ArgumentParser:
         description="Ingest a topic of parka Parquet segments into a Delta table, exactly once. "
         "Each flag's environment variable is shown in brackets.",
     )
-    p.add_argument("topic", nargs="?", default=_env("TOPIC"), help="Kafka topic [PARKA_TOPIC]")
-    p.add_argument("table_uri", nargs="?", default=_env("TABLE_URI"), help="Delta table URI [PARKA_TABLE_URI]")
-    p.add_argument("-k", "--kafka", default=_env("KAFKA", "localhost:9092"), help="bootstrap servers [PARKA_KAFKA]")
+    p.add_argument("topic", nargs="?", default=env("TOPIC"), help="Kafka topic [PARKA_TOPIC]")
+    p.add_argument("table_uri", nargs="?", default=env("TABLE_URI"), help="Delta table URI [PARKA_TABLE_URI]")
+    p.add_argument("-k", "--kafka", default=env("KAFKA", "localhost:9092"), help="bootstrap servers [PARKA_KAFKA]")
     p.add_argument(
         "-g",
         "--consumer-group",
-        default=_env("CONSUMER_GROUP"),
+        default=env("CONSUMER_GROUP"),
         help="consumer group (default: the app id) [PARKA_CONSUMER_GROUP]",
     )
     p.add_argument(
         "-a",
         "--app-id",
-        default=_env("APP_ID"),
+        default=env("APP_ID"),
         help="application id for the Delta txn actions (default: parka-<topic>) [PARKA_APP_ID]",
     )
     p.add_argument(
         "-l",
         "--allowed-latency",
         type=float,
-        default=float(_env("ALLOWED_LATENCY", 30)),
+        default=float(env("ALLOWED_LATENCY", 30)),
         help="seconds a segment may wait before it is committed [PARKA_ALLOWED_LATENCY]",
     )
     p.add_argument(
         "--min-bytes-per-commit",
         type=int,
-        default=int(_env("MIN_BYTES_PER_COMMIT", 64 * 1024 * 1024)),
+        default=int(env("MIN_BYTES_PER_COMMIT", 64 * 1024 * 1024)),
         help="commit once this many bytes are buffered [PARKA_MIN_BYTES_PER_COMMIT]",
     )
     p.add_argument(
         "--max-segments-per-commit",
         type=int,
-        default=int(_env("MAX_SEGMENTS_PER_COMMIT", 1000)),
+        default=int(env("MAX_SEGMENTS_PER_COMMIT", 1000)),
         help="commit once this many segments are buffered [PARKA_MAX_SEGMENTS_PER_COMMIT]",
     )
     p.add_argument(
         "--auto-offset-reset",
         choices=["earliest", "latest"],
-        default=_env("AUTO_OFFSET_RESET", "earliest"),
+        default=env("AUTO_OFFSET_RESET", "earliest"),
         help="where a partition the table has never seen starts [PARKA_AUTO_OFFSET_RESET]",
     )
     p.add_argument(
         "--seek-offsets",
-        default=_env("SEEK_OFFSETS"),
+        default=env("SEEK_OFFSETS"),
         help='JSON {"partition": offset} for partitions the table has never seen [PARKA_SEEK_OFFSETS]',
     )
     p.add_argument(
         "-K",
         "--kafka-setting",
         action="append",
-        default=_env_pairs("KAFKA_SETTINGS"),
+        default=env_pairs("KAFKA_SETTINGS"),
         metavar="KEY=VALUE",
         help="librdkafka setting, repeatable (TLS, SASL, ...) [PARKA_KAFKA_SETTINGS, comma-separated]",
     )
     p.add_argument(
         "--end-at-latest",
         action="store_true",
-        default=_env("END_AT_LATEST", "") in ("1", "true"),
+        default=env("END_AT_LATEST", "") in ("1", "true"),
         help="ingest what is in the topic at start, commit and exit 0 [PARKA_END_AT_LATEST=1]",
     )
     p.add_argument(
         "--checkpoint-interval",
         type=int,
-        default=int(_env("CHECKPOINT_INTERVAL", 10)),
+        default=int(env("CHECKPOINT_INTERVAL", 10)),
         help="write a Delta checkpoint every N commits, 0 never [PARKA_CHECKPOINT_INTERVAL]",
     )
     p.add_argument(
         "--partition-by",
-        default=_env("PARTITION_BY", ""),
+        default=env("PARTITION_BY", ""),
         help="comma-separated table partition columns, for a new table [PARKA_PARTITION_BY]",
     )
     p.add_argument(
         "--schema-evolution",
         choices=["none", "merge"],
-        default=_env("SCHEMA_EVOLUTION", "none"),
+        default=env("SCHEMA_EVOLUTION", "none"),
         help="merge: add new nullable columns to the table [PARKA_SCHEMA_EVOLUTION]",
     )
     p.add_argument(
         "--dlq-table",
-        default=_env("DLQ_TABLE"),
+        default=env("DLQ_TABLE"),
         help="Delta table URI for messages the table cannot take; without it such a message "
         "stops ingestion with an error [PARKA_DLQ_TABLE]",
     )
     p.add_argument(
         "--storage-option",
         action="append",
-        default=_env_pairs("STORAGE_OPTIONS"),
+        default=env_pairs("STORAGE_OPTIONS"),
         metavar="KEY=VALUE",
         help="object store option for deltalake, repeatable [PARKA_STORAGE_OPTIONS, comma-separated]",
     )
@@ -139,28 +121,16 @@ def build_parser() -> argparse.ArgumentParser:
         "-q",
         "--quiet",
         action="store_true",
-        default=_env("QUIET", "") in ("1", "true"),
+        default=env("QUIET", "") in ("1", "true"),
         help="no progress line, warnings and errors only [PARKA_QUIET=1]",
     )
     p.add_argument(
         "--log-format",
         choices=["text", "json"],
-        default=_env("LOG_FORMAT", "text"),
+        default=env("LOG_FORMAT", "text"),
         help="log line format [PARKA_LOG_FORMAT]",
     )
     return p
-
-
-class _JsonFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        return json.dumps(
-            {
-                "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
-                "level": record.levelname.lower(),
-                "logger": record.name,
-                "msg": record.getMessage(),
-            }
-        )
 
 
 class ProgressLine:
@@ -196,7 +166,7 @@ def settings_from_args(args: argparse.Namespace) -> IngestSettings:
     if not args.topic or not args.table_uri:
         raise SystemExit("parka ingest: TOPIC and TABLE_URI are required (or PARKA_TOPIC / PARKA_TABLE_URI)")
     app_id = args.app_id or f"parka-{args.topic}"
-    kafka = _pairs(args.kafka_setting, "-K")
+    kafka = pairs(args.kafka_setting, "-K", _PROG)
     kafka.setdefault("bootstrap.servers", args.kafka)
     kafka.setdefault("group.id", args.consumer_group or app_id)
     try:
@@ -218,7 +188,7 @@ def settings_from_args(args: argparse.Namespace) -> IngestSettings:
         partition_by=tuple(c.strip() for c in args.partition_by.split(",") if c.strip()),
         schema_evolution=args.schema_evolution,
         dlq_table_uri=args.dlq_table,
-        storage_options=_pairs(args.storage_option, "--storage-option"),
+        storage_options=pairs(args.storage_option, "--storage-option", _PROG),
     )
 
 
@@ -230,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handler = logging.StreamHandler(sys.stderr)
     if args.log_format == "json":
-        handler.setFormatter(_JsonFormatter())
+        handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger("parka")

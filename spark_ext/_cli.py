@@ -8,38 +8,19 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import signal
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
+from parka._cli_util import JsonFormatter, env, env_pairs, pairs
 from parka.errors import ParkaError
 
 __all__ = ["build_parser", "main", "settings_from_args"]
 
+_PROG = "parka spark-ingest"
 log = logging.getLogger("parka.spark_ingest")
-
-
-def _env(name: str, default: Any = None) -> Any:
-    return os.environ.get(f"PARKA_{name}", default)
-
-
-def _env_list(name: str) -> list[str]:
-    raw = _env(name)
-    return [p for p in raw.split(",") if p] if raw else []
-
-
-def _pairs(values: list[str], flag: str) -> dict[str, str]:
-    out = {}
-    for item in values:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise SystemExit(f"parka spark-ingest: {flag} expects key=value, got {item!r}")
-        out[key.strip()] = value
-    return out
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,30 +31,28 @@ def build_parser() -> argparse.ArgumentParser:
         "commits with parka ingest's per-partition txn; --mode decode decodes records and writes through "
         "delta-spark. Each flag's environment variable is shown in brackets.",
     )
-    p.add_argument("topic", nargs="?", default=_env("TOPIC"), help="Kafka topic [PARKA_TOPIC]")
-    p.add_argument("table_uri", nargs="?", default=_env("TABLE_URI"), help="Delta table URI [PARKA_TABLE_URI]")
+    p.add_argument("topic", nargs="?", default=env("TOPIC"), help="Kafka topic [PARKA_TOPIC]")
+    p.add_argument("table_uri", nargs="?", default=env("TABLE_URI"), help="Delta table URI [PARKA_TABLE_URI]")
     shared = p.add_argument_group("flags shared with parka ingest")
-    shared.add_argument(
-        "-k", "--kafka", default=_env("KAFKA", "localhost:9092"), help="bootstrap servers [PARKA_KAFKA]"
-    )
+    shared.add_argument("-k", "--kafka", default=env("KAFKA", "localhost:9092"), help="bootstrap servers [PARKA_KAFKA]")
     shared.add_argument(
         "-g",
         "--consumer-group",
-        default=_env("CONSUMER_GROUP"),
+        default=env("CONSUMER_GROUP"),
         help="Kafka group.id for the source's consumers (default: Spark's own, unique per query); "
         "offsets live in the checkpoint either way [PARKA_CONSUMER_GROUP]",
     )
     shared.add_argument(
         "-a",
         "--app-id",
-        default=_env("APP_ID"),
+        default=env("APP_ID"),
         help="application id: the query name and the default checkpoint folder (default: parka-<topic>) [PARKA_APP_ID]",
     )
     shared.add_argument(
         "-l",
         "--allowed-latency",
         type=float,
-        default=float(_env("ALLOWED_LATENCY", 30)),
+        default=float(env("ALLOWED_LATENCY", 30)),
         help="seconds between micro-batches when no --trigger is given (processing-time=<this>s) "
         "[PARKA_ALLOWED_LATENCY]",
     )
@@ -82,19 +61,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-segments-per-commit",
         dest="max_offsets_per_trigger",
         type=int,
-        default=_env("MAX_OFFSETS_PER_TRIGGER", _env("MAX_SEGMENTS_PER_COMMIT")),
+        default=env("MAX_OFFSETS_PER_TRIGGER", env("MAX_SEGMENTS_PER_COMMIT")),
         help="most Kafka messages (segments) per micro-batch, i.e. per Delta commit "
         "[PARKA_MAX_OFFSETS_PER_TRIGGER or PARKA_MAX_SEGMENTS_PER_COMMIT]",
     )
     shared.add_argument(
         "--auto-offset-reset",
         choices=["earliest", "latest"],
-        default=_env("AUTO_OFFSET_RESET", "earliest"),
+        default=env("AUTO_OFFSET_RESET", "earliest"),
         help="where a new query (no checkpoint yet) starts [PARKA_AUTO_OFFSET_RESET]",
     )
     shared.add_argument(
         "--seek-offsets",
-        default=_env("SEEK_OFFSETS"),
+        default=env("SEEK_OFFSETS"),
         help='JSON {"partition": offset} where a new query starts; Spark needs every partition listed '
         "[PARKA_SEEK_OFFSETS]",
     )
@@ -102,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
         "-K",
         "--kafka-setting",
         action="append",
-        default=_env_list("KAFKA_SETTINGS"),
+        default=env_pairs("KAFKA_SETTINGS"),
         metavar="KEY=VALUE",
         help="Kafka client setting, repeatable, passed as kafka.KEY (security.protocol, ssl.*, sasl.*; "
         "sasl.username/sasl.password become sasl.jaas.config) [PARKA_KAFKA_SETTINGS, comma-separated]",
@@ -110,26 +89,26 @@ def build_parser() -> argparse.ArgumentParser:
     shared.add_argument(
         "--end-at-latest",
         action="store_true",
-        default=_env("END_AT_LATEST", "") in ("1", "true"),
+        default=env("END_AT_LATEST", "") in ("1", "true"),
         help="same as --trigger available-now: ingest what is in the topic at start, then exit 0 "
         "[PARKA_END_AT_LATEST=1]",
     )
     shared.add_argument(
         "--partition-by",
-        default=_env("PARTITION_BY", ""),
+        default=env("PARTITION_BY", ""),
         help="comma-separated table partition columns (a new table; an existing one must match) [PARKA_PARTITION_BY]",
     )
     shared.add_argument(
         "--schema-evolution",
         choices=["none", "merge"],
-        default=_env("SCHEMA_EVOLUTION", "none"),
+        default=env("SCHEMA_EVOLUTION", "none"),
         help="merge: new nullable columns are added to the table (raw mode: a segment's; decode mode: "
         "--schema's, Delta mergeSchema) [PARKA_SCHEMA_EVOLUTION]",
     )
     shared.add_argument(
         "--storage-option",
         action="append",
-        default=_env_list("STORAGE_OPTIONS"),
+        default=env_pairs("STORAGE_OPTIONS"),
         metavar="KEY=VALUE",
         help="object store option, repeatable: fs.* Hadoop settings or AWS_ACCESS_KEY_ID, "
         "AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_ENDPOINT_URL, AWS_REGION "
@@ -137,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     shared.add_argument(
         "--dlq-table",
-        default=_env("DLQ_TABLE"),
+        default=env("DLQ_TABLE"),
         help="raw mode: Delta table for messages that are not segments or that the table cannot take; "
         "without it such a message fails its micro-batch, which commits nothing [PARKA_DLQ_TABLE]",
     )
@@ -145,36 +124,36 @@ def build_parser() -> argparse.ArgumentParser:
         "-q",
         "--quiet",
         action="store_true",
-        default=_env("QUIET", "") in ("1", "true"),
+        default=env("QUIET", "") in ("1", "true"),
         help="warnings and errors only [PARKA_QUIET=1]",
     )
     shared.add_argument(
-        "--log-format", choices=["text", "json"], default=_env("LOG_FORMAT", "text"), help="[PARKA_LOG_FORMAT]"
+        "--log-format", choices=["text", "json"], default=env("LOG_FORMAT", "text"), help="[PARKA_LOG_FORMAT]"
     )
     spark = p.add_argument_group("Spark flags")
     spark.add_argument(
         "--mode",
         choices=["raw", "decode"],
-        default=_env("SPARK_MODE", "raw"),
+        default=env("SPARK_MODE", "raw"),
         help="raw: segments land unchanged, committed with a txn per Kafka partition (as parka ingest); "
         "decode: records decoded in Spark and written by delta-spark (needed for --reserved drop, "
         "--metadata) [PARKA_SPARK_MODE]",
     )
     spark.add_argument(
         "--trigger",
-        default=_env("TRIGGER"),
+        default=env("TRIGGER"),
         help="available-now, or processing-time=<n>[ms|s|m|h] (default: processing-time=<allowed latency>s) "
         "[PARKA_TRIGGER]",
     )
     spark.add_argument(
         "--checkpoint-location",
-        default=_env("CHECKPOINT_LOCATION"),
+        default=env("CHECKPOINT_LOCATION"),
         help="Structured Streaming checkpoint (default: <table>/_parka_checkpoints/<app id>) "
         "[PARKA_CHECKPOINT_LOCATION]",
     )
     spark.add_argument(
         "--starting-offsets",
-        default=_env("STARTING_OFFSETS"),
+        default=env("STARTING_OFFSETS"),
         help="Kafka source startingOffsets (earliest, latest or Spark's JSON); overrides "
         "--auto-offset-reset [PARKA_STARTING_OFFSETS]",
     )
@@ -182,40 +161,40 @@ def build_parser() -> argparse.ArgumentParser:
         "-O",
         "--source-option",
         action="append",
-        default=_env_list("SOURCE_OPTIONS"),
+        default=env_pairs("SOURCE_OPTIONS"),
         metavar="KEY=VALUE",
         help="other Kafka source option, repeatable (failOnDataLoss, minPartitions...) "
         "[PARKA_SOURCE_OPTIONS, comma-separated]",
     )
     spark.add_argument(
         "--schema",
-        default=_env("SCHEMA"),
+        default=env("SCHEMA"),
         help="the topic's Avro schema, a file or JSON text (default: the table's, else the first "
         "segment's) [PARKA_SCHEMA]",
     )
     spark.add_argument(
         "--reserved",
         choices=["keep", "drop"],
-        default=_env("RESERVED", "keep"),
+        default=env("RESERVED", "keep"),
         help="keep: the __parka_key/__parka_timestamp/__parka_headers columns go into the table "
         "(as parka ingest does); drop: they do not (decode mode) [PARKA_RESERVED]",
     )
     spark.add_argument(
         "--metadata",
-        default=_env("METADATA", ""),
+        default=env("METADATA", ""),
         help="comma-separated Kafka metadata to add as kafka_<name> columns: topic, partition, offset, "
         "index, timestamp (decode mode) [PARKA_METADATA]",
     )
     spark.add_argument(
         "--master",
-        default=_env("SPARK_MASTER"),
+        default=env("SPARK_MASTER"),
         help="Spark master (default local[*]; an active session is reused) [PARKA_SPARK_MASTER]",
     )
     spark.add_argument(
         "-c",
         "--spark-conf",
         action="append",
-        default=_env_list("SPARK_CONF"),
+        default=env_pairs("SPARK_CONF"),
         metavar="KEY=VALUE",
         help="Spark setting, repeatable [PARKA_SPARK_CONF, comma-separated]",
     )
@@ -254,7 +233,7 @@ def settings_from_args(args: argparse.Namespace) -> Any:
         except (ValueError, AttributeError) as exc:
             raise SystemExit(f'parka spark-ingest: --seek-offsets must be JSON like {{"0": 123}}: {exc}') from None
         starting = json.dumps({args.topic: seek})
-    kafka = _pairs(args.kafka_setting, "-K")
+    kafka = pairs(args.kafka_setting, "-K", _PROG)
     if args.consumer_group:
         kafka.setdefault("group.id", args.consumer_group)
     return SparkIngestSettings(
@@ -262,7 +241,7 @@ def settings_from_args(args: argparse.Namespace) -> Any:
         table_uri=args.table_uri,
         bootstrap_servers=kafka.pop("bootstrap.servers", args.kafka),
         kafka_conf=kafka,
-        source_options=_pairs(args.source_option, "--source-option"),
+        source_options=pairs(args.source_option, "--source-option", _PROG),
         app_id=args.app_id,
         checkpoint_location=args.checkpoint_location,
         trigger=trigger,
@@ -273,29 +252,17 @@ def settings_from_args(args: argparse.Namespace) -> Any:
         schema_evolution=args.schema_evolution,
         reserved=args.reserved,
         metadata=tuple(m.strip() for m in args.metadata.split(",") if m.strip()),
-        storage_options=_pairs(args.storage_option, "--storage-option"),
+        storage_options=pairs(args.storage_option, "--storage-option", _PROG),
         mode=args.mode,
         dlq_table_uri=args.dlq_table,
     )
-
-
-class _JsonFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        return json.dumps(
-            {
-                "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
-                "level": record.levelname.lower(),
-                "logger": record.name,
-                "msg": record.getMessage(),
-            }
-        )
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handler = logging.StreamHandler(sys.stderr)
     if args.log_format == "json":
-        handler.setFormatter(_JsonFormatter())
+        handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger("parka")
@@ -312,7 +279,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = settings_from_args(args)
         log.info("%s", settings_summary(settings))
-        spark = session(args.master, f"parka spark-ingest {settings.app}", extra_conf=_pairs(args.spark_conf, "-c"))
+        spark = session(
+            args.master, f"parka spark-ingest {settings.app}", extra_conf=pairs(args.spark_conf, "-c", _PROG)
+        )
         stats = ingest(spark, settings, stop=stop)
     except ParkaError as exc:
         log.error("stopped: %s: %s", type(exc).__name__, exc)
