@@ -99,7 +99,9 @@ def wait_for_rows(path: Path, n: int, timeout_s: float) -> int:
     deadline = time.monotonic() + timeout_s
     count = -1
     while time.monotonic() < deadline:
-        if (path / "_delta_log").exists():
+        # The log folder appears before the first commit file is renamed into place (delta-spark
+        # creates it early), so wait for a committed version, not for the folder.
+        if any((path / "_delta_log").glob("[0-9]*.json")):
             count = len(table_ids(path))
             if count >= n:
                 return count

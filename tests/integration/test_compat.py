@@ -172,7 +172,9 @@ def test_auto_commit_on_close_is_record_precise(bootstrap: str, new_topic: Calla
     ids: list[int] = []
     with ParquetConsumer(conf) as first:
         first.subscribe([topic])
+        deadline = time.monotonic() + 30
         while len(ids) < 120:
+            assert time.monotonic() < deadline, f"stalled after {len(ids)} records"
             msg = first.poll(1.0)
             if msg is not None:
                 ids.append(msg.value()["id"])
