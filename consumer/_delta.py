@@ -590,14 +590,15 @@ def _render(kind: str, t: pa.DataType, value: Any, is_max: bool) -> Any:
     return None if is_max else text[:STRING_PREFIX_LENGTH]
 
 
-def _column_stats(md: pq.FileMetaData, index: int, t: pa.DataType) -> tuple[int | None, Any, Any]:
-    """(nullCount, min, max) of column ``index`` over all row groups, ``None`` where unknown."""
+def _column_stats(md: pq.FileMetaData, index: int, t: pa.DataType, kind: str | None) -> tuple[int | None, Any, Any]:
+    """(nullCount, min, max) of column ``index`` over all row groups, ``None`` where unknown;
+    ``kind`` is :func:`_stat_kind` of the column."""
     nulls: int | None = 0
     low = high = None
-    kind = _stat_kind(t, md.schema.column(index))
     for rg in range(md.num_row_groups):
-        rows = md.row_group(rg).num_rows
-        stats = md.row_group(rg).column(index).statistics
+        group = md.row_group(rg)
+        rows = group.num_rows
+        stats = group.column(index).statistics
         null_count = stats.null_count if stats is not None and stats.has_null_count else None
         nulls = None if nulls is None or null_count is None else nulls + null_count
         if kind is not None and stats is not None and stats.has_min_max:
@@ -609,6 +610,77 @@ def _column_stats(md: pq.FileMetaData, index: int, t: pa.DataType) -> tuple[int 
     if kind is None or low is None:
         return nulls, None, None
     return nulls, _render(kind, t, low, False), _render(kind, t, high, True)
+
+
+@dataclass(frozen=True)
+class _StatColumn:
+    path: tuple[str, ...]  # the table field's names, outermost first (structs nest in the JSON)
+    index: int  # the file's column
+    type: pa.DataType  # the table's type
+    kind: str | None  # how min/max render (:func:`_stat_kind`); None: nullCount only
+
+
+@dataclass(frozen=True)
+class _StatsPlan:
+    """Which file columns describe which table columns, worked out once per (file schema, table
+    schema): a stream's segments share their schema, so only the row-group numbers vary."""
+
+    columns: tuple[_StatColumn, ...]
+    exact: bool  # a decimal column: rendered by _dumps, which keeps its digits
+
+
+_PLAN_CACHE_SIZE = 8
+_plans: list[tuple[tuple[Any, ...], _StatsPlan]] = []  # most recently used first
+
+
+def _stats_plan(
+    md: pq.FileMetaData, table_schema: pa.Schema, partition_by: Collection[str], num_indexed_cols: int
+) -> _StatsPlan:
+    file_schema = md.schema
+    arrow_meta = (md.metadata or {}).get(b"ARROW:schema")  # decides the Arrow types of the leaves
+    parts = tuple(partition_by)
+    for i, (key, plan) in enumerate(_plans):
+        if (
+            key[2] == parts
+            and key[3] == num_indexed_cols
+            and key[1] == arrow_meta
+            and key[0].equals(file_schema)
+            and key[4].equals(table_schema)
+        ):
+            if i:
+                _plans.insert(0, _plans.pop(i))
+            return plan
+    plan = _build_stats_plan(md, table_schema, parts, num_indexed_cols)
+    _plans.insert(0, ((file_schema, arrow_meta, parts, num_indexed_cols, table_schema), plan))
+    del _plans[_PLAN_CACHE_SIZE:]
+    return plan
+
+
+def _build_stats_plan(
+    md: pq.FileMetaData, table_schema: pa.Schema, partition_by: Collection[str], num_indexed_cols: int
+) -> _StatsPlan:
+    leaves = _leaf_columns(md)
+    budget = math.inf if num_indexed_cols < 0 else num_indexed_cols
+    columns: list[_StatColumn] = []
+
+    def visit(f: pa.Field, path: tuple[str, ...]) -> None:
+        nonlocal budget
+        t = f.type.value_type if pa.types.is_dictionary(f.type) else f.type
+        if pa.types.is_struct(t):
+            for child in t:
+                visit(child, (*path, child.name))
+            return
+        if budget <= 0:
+            return
+        budget -= 1
+        if path in leaves:
+            index = leaves[path]
+            columns.append(_StatColumn(path, index, t, _stat_kind(t, md.schema.column(index))))
+
+    for f in table_schema:
+        if f.name not in partition_by:
+            visit(f, (f.name,))
+    return _StatsPlan(tuple(columns), exact=any(c.kind == "decimal" for c in columns))
 
 
 def data_file_stats(
@@ -638,35 +710,21 @@ def data_file_stats(
             md = pq.read_metadata(pa.BufferReader(parquet))
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise SegmentDecodeError(f"no readable Parquet footer: {exc}", value=parquet) from exc
-    leaves = _leaf_columns(md)
-    budget = math.inf if num_indexed_cols < 0 else num_indexed_cols
+    plan = _stats_plan(md, table_schema, partition_by, num_indexed_cols)
     out: dict[str, dict[str, Any]] = {"minValues": {}, "maxValues": {}, "nullCount": {}}
-
-    def visit(f: pa.Field, path: tuple[str, ...], into: dict[str, dict[str, Any]]) -> None:
-        nonlocal budget
-        t = f.type.value_type if pa.types.is_dictionary(f.type) else f.type
-        if pa.types.is_struct(t):
-            nested: dict[str, dict[str, Any]] = {key: {} for key in into}
-            for child in t:
-                visit(child, (*path, child.name), nested)
-            for key, values in nested.items():
-                if values:
-                    into[key][f.name] = values
-            return
-        if budget <= 0:
-            return
-        budget -= 1
-        if path in leaves:
-            for key, value in zip(
-                ("nullCount", "minValues", "maxValues"), _column_stats(md, leaves[path], t), strict=True
-            ):
-                if value is not None:
-                    into[key][f.name] = value
-
-    for f in table_schema:
-        if f.name not in partition_by:
-            visit(f, (f.name,), out)
-    return _dumps({"numRecords": md.num_rows, **out})
+    for column in plan.columns:
+        for key, value in zip(
+            ("nullCount", "minValues", "maxValues"),
+            _column_stats(md, column.index, column.type, column.kind),
+            strict=True,
+        ):
+            if value is not None:
+                into = out[key]
+                for name in column.path[:-1]:
+                    into = into.setdefault(name, {})
+                into[column.path[-1]] = value
+    stats = {"numRecords": md.num_rows, **out}
+    return _dumps(stats) if plan.exact else json.dumps(stats, separators=(",", ":"))
 
 
 # --- files ------------------------------------------------------------------------------------

@@ -48,9 +48,8 @@ def read_footer(value: bytes, num_records: int) -> tuple[pq.FileMetaData, pa.Sch
             (the ``parka.records`` header). Without coordinates: the caller adds them.
     """
     try:
-        pf = pq.ParquetFile(io.BytesIO(value))
-        meta = pf.metadata
-        schema = pf.schema_arrow
+        meta = pq.read_metadata(pa.BufferReader(value))
+        schema = _arrow_schema(meta)
     except Exception as exc:
         raise SegmentDecodeError(f"segment is not a readable Parquet file: {exc}") from exc
     if meta.num_rows != num_records:
@@ -58,6 +57,27 @@ def read_footer(value: bytes, num_records: int) -> tuple[pq.FileMetaData, pa.Sch
             f"Parquet footer holds {meta.num_rows} rows but the parka.records header says {num_records}"
         )
     return meta, schema
+
+
+_SCHEMA_CACHE_SIZE = 8
+_schemas: list[tuple[Any, dict[bytes, bytes] | None, pa.Schema]] = []  # most recently used first
+
+
+def _arrow_schema(meta: pq.FileMetaData) -> pa.Schema:
+    """The file's Arrow schema, converted once per distinct footer schema: a stream's segments
+    share it. Keyed on what decides it: the Parquet schema and the key-value metadata (which
+    holds the stored Arrow schema)."""
+    file_schema = meta.schema
+    key_values = meta.metadata
+    for i, (cached, cached_key_values, schema) in enumerate(_schemas):
+        if cached_key_values == key_values and cached.equals(file_schema):
+            if i:
+                _schemas.insert(0, _schemas.pop(i))
+            return schema
+    schema = file_schema.to_arrow_schema()
+    _schemas.insert(0, (file_schema, key_values, schema))
+    del _schemas[_SCHEMA_CACHE_SIZE:]
+    return schema
 
 
 def write_segment_files(

@@ -137,6 +137,8 @@ class IngestionConsumer:
         self._crash_counter = 0
         self._last_kafka_warning = float("-inf")
         self._schema_cache: tuple[int, pa.Schema] | None = None
+        # (table version, segment schema) last found to fit the table as it is
+        self._fits: tuple[int, pa.Schema] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -164,7 +166,7 @@ class IngestionConsumer:
             }
         )
         self._table = _delta.open_table(s.table_uri, s.storage_options)
-        self._remove_orphans(only_committed=True)
+        self._remove_orphans()
         self._consumer = ParquetConsumer(conf)
         self._consumer.subscribe([s.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
         try:
@@ -184,7 +186,7 @@ class IngestionConsumer:
                 if s.end_at_latest and self._caught_up():
                     break
             self.commit()
-            self._remove_orphans(only_committed=True)
+            self._remove_orphans()
         finally:
             self._consumer.close()
         return self.stats
@@ -257,7 +259,6 @@ class IngestionConsumer:
     # -- one message ---------------------------------------------------------------------------
 
     def _handle(self, raw: RawSegment) -> None:
-        s = self.settings
         try:
             if raw.info is None:
                 raise _decode_error(raw, "not a parka segment (no parka.format header)", cls=SegmentError)
@@ -279,7 +280,6 @@ class IngestionConsumer:
         self._consumed[raw.partition] = raw.offset
         if self._oldest_at is None:
             self._oldest_at = self._clock()
-        _ = s
 
     def _read_footer(self, raw: RawSegment) -> tuple[pq.FileMetaData, pa.Schema]:
         assert raw.info is not None
@@ -307,7 +307,14 @@ class IngestionConsumer:
                 raise self._mismatch(raw, str(exc), exc.field) from exc
             log.info("created Delta table %s from the segment schema", s.table_uri)
             return
+        version = self._table.version()
+        if self._fits is not None and self._fits[0] == version:
+            fitted = self._fits[1]
+            if fitted is schema or fitted.equals(schema, check_metadata=True):
+                return  # the verdict for this schema and table version stands
         verdict = check_schema(self._table_schema(), schema, partition_by=s.partition_by)
+        if not verdict.problems and not verdict.new_fields:
+            self._fits = (version, schema)
         if verdict.problems:
             raise self._mismatch(raw, "; ".join(verdict.problems), None)
         if verdict.new_fields:
@@ -520,7 +527,7 @@ class IngestionConsumer:
         else:
             _delta.refresh(self._table)
 
-    def _remove_orphans(self, *, only_committed: bool) -> None:
+    def _remove_orphans(self) -> None:
         """Delete data files this topic's ingestion wrote but never committed.
 
         A parka-named file that the table does not reference is an orphan once the table's
@@ -532,7 +539,6 @@ class IngestionConsumer:
         if self._table is None:
             return
         self.stats.orphans_removed += remove_orphans(self._table, s.table_uri, s.topic, s.app_txn, s.storage_options)
-        _ = only_committed
 
     def _crash_point(self, name: str) -> None:
         if os.environ.get(_CRASH_ENV) != name:

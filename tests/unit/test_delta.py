@@ -21,6 +21,7 @@ from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import CommitProperties, Transaction
 from parka.consumer import _delta
 from parka.consumer._delta import CommitConflict, DataFile
+from parka.consumer._files import read_footer
 
 from parka.errors import CommitError, SchemaMismatchError, SegmentDecodeError
 from parka.schema import schema_fingerprint
@@ -304,6 +305,55 @@ def test_stats_from_segment_bytes_and_footer_agree() -> None:
     assert json.loads(from_bytes)["minValues"] == {"x": 1, "s": "q"}  # reserved columns not in the table
     with pytest.raises(SegmentDecodeError):
         _delta.data_file_stats(b"not parquet", data.schema)
+
+
+def test_stats_of_interleaved_schemas_each_describe_their_own_file() -> None:
+    # The column plan is reused per (file schema, table schema): a file or a table that differs
+    # in one type, one name or one partition column must not get another's plan.
+    ints = pa.table({"x": pa.array([5, 2], pa.int64()), "y": ["b", "a"]})
+    strings = pa.table({"x": ["q", "p"], "y": ["b", "a"]})
+    renamed = pa.table({"z": pa.array([5, 2], pa.int64()), "y": ["b", "a"]})
+    millis = pa.table({"x": pa.array([5, 2], pa.timestamp("ms")), "y": ["b", "a"]})
+    as_text = pa.schema([("x", pa.string()), ("y", pa.string())])
+    micros = pa.schema([("x", pa.timestamp("us"))])
+
+    def bare(table: pa.Table) -> dict[str, Any]:  # no stored Arrow schema: the Parquet schema decides
+        stats = _delta.data_file_stats(parquet_bytes(table, store_schema=False), table.schema)
+        return dict(json.loads(stats)["minValues"])
+
+    for _ in range(2):
+        assert stats_of(ints)["minValues"] == {"x": 2, "y": "a"}
+        assert stats_of(strings)["minValues"] == {"x": "p", "y": "a"}
+        assert bare(ints) == {"x": 2, "y": "a"}
+        assert bare(strings) == {"x": "p", "y": "a"}
+        assert stats_of(ints, as_text)["minValues"] == {"y": "a"}  # an int column read as text: no bounds
+        # a stream widening ms to us: same table schema, same names, another file schema
+        for unit, ceiled in (("ms", "00.005"), ("us", "00.001")):
+            stamps = pa.table({"x": pa.array([5], pa.timestamp(unit))})
+            stats = _delta.data_file_stats(parquet_bytes(stamps, store_schema=False), micros)
+            assert json.loads(stats)["maxValues"] == {"x": f"1970-01-01T00:00:{ceiled}"}
+        assert stats_of(renamed, ints.schema)["minValues"] == {"y": "a"}  # no x in that file
+        assert stats_of(millis)["maxValues"] == {"x": "1970-01-01T00:00:00.005", "y": "b"}
+        assert stats_of(ints, ints.schema, partition_by=["y"])["minValues"] == {"x": 2}
+        assert stats_of(ints, ints.schema, num_indexed_cols=1)["maxValues"] == {"x": 5}
+
+
+def test_read_footer_gives_each_segment_its_own_arrow_schema() -> None:
+    # Schemas are converted once per footer schema; string and large_string share a Parquet
+    # schema and differ only in the stored Arrow schema, other metadata only in key-values.
+    small = pa.table({"s": pa.array(["a"], pa.string())})
+    large = pa.table({"s": pa.array(["a"], pa.large_string())})
+    tagged = small.replace_schema_metadata({"origin": "test"})
+    for _ in range(2):
+        assert read_footer(parquet_bytes(small), 1)[1].field("s").type == pa.string()
+        assert read_footer(parquet_bytes(large), 1)[1].field("s").type == pa.large_string()
+        assert read_footer(parquet_bytes(tagged), 1)[1].metadata == {b"origin": b"test"}
+        assert read_footer(parquet_bytes(small), 1)[1].metadata is None
+        ints = pa.table({"s": pa.array([1], pa.int64())})  # no key-values at all: the Parquet schema decides
+        assert read_footer(parquet_bytes(small, store_schema=False), 1)[1].field("s").type == pa.string()
+        assert read_footer(parquet_bytes(ints, store_schema=False), 1)[1].field("s").type == pa.int64()
+    with pytest.raises(SegmentDecodeError, match="footer holds 1 rows"):
+        read_footer(parquet_bytes(small), 2)
 
 
 def test_stats_match_what_delta_rs_writes(tmp_path: Path) -> None:
