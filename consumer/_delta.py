@@ -28,10 +28,10 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
@@ -53,6 +53,7 @@ __all__ = [
     "CommitConflict",
     "DataFile",
     "FileInfo",
+    "RecentCache",
     "add_columns",
     "append_rows",
     "arrow_schema",
@@ -77,6 +78,8 @@ STRING_PREFIX_LENGTH = 32  # Spark's delta.stats string prefix length
 _CONFLICT = re.compile(r"Failed to commit transaction: \d+\s*$|existing table version|[Cc]oncurrent|changed since last")
 _BAD_NAME_CHARS = frozenset(" ,;{}()\n\t=")
 
+
+V = TypeVar("V")
 
 _libc_name = ctypes.util.find_library("c")
 _LIBC = ctypes.CDLL(_libc_name, use_errno=True) if _libc_name else None
@@ -629,31 +632,49 @@ class _StatsPlan:
     exact: bool  # a decimal column: rendered by _dumps, which keeps its digits
 
 
-_PLAN_CACHE_SIZE = 8
-_plans: list[tuple[tuple[Any, ...], _StatsPlan]] = []  # most recently used first
+class RecentCache(Generic[V]):
+    """The last few values built, most recently used first, found by comparing keys in order.
+
+    For keys that are costly to hash but cheap to compare, such as Parquet and Arrow schemas
+    (``equals``); other key parts compare with ``==``. Put the cheapest parts first.
+    """
+
+    def __init__(self, size: int = 8) -> None:
+        self._size = size
+        self._entries: list[tuple[tuple[Any, ...], V]] = []
+
+    def get(self, key: tuple[Any, ...], build: Callable[[], V]) -> V:
+        for i, (cached, value) in enumerate(self._entries):
+            if all(_same(a, b) for a, b in zip(cached, key, strict=True)):
+                if i:
+                    self._entries.insert(0, self._entries.pop(i))
+                return value
+        value = build()
+        self._entries.insert(0, (key, value))
+        del self._entries[self._size :]
+        return value
+
+
+def _same(a: Any, b: Any) -> bool:
+    if a is b:
+        return True
+    if isinstance(a, (pa.Schema, pq.ParquetSchema)) and type(b) is type(a):
+        return bool(a.equals(b))
+    return bool(a == b)
+
+
+_plans: RecentCache[_StatsPlan] = RecentCache()
 
 
 def _stats_plan(
     md: pq.FileMetaData, table_schema: pa.Schema, partition_by: Collection[str], num_indexed_cols: int
 ) -> _StatsPlan:
-    file_schema = md.schema
-    arrow_meta = (md.metadata or {}).get(b"ARROW:schema")  # decides the Arrow types of the leaves
     parts = tuple(partition_by)
-    for i, (key, plan) in enumerate(_plans):
-        if (
-            key[2] == parts
-            and key[3] == num_indexed_cols
-            and key[1] == arrow_meta
-            and key[0].equals(file_schema)
-            and key[4].equals(table_schema)
-        ):
-            if i:
-                _plans.insert(0, _plans.pop(i))
-            return plan
-    plan = _build_stats_plan(md, table_schema, parts, num_indexed_cols)
-    _plans.insert(0, ((file_schema, arrow_meta, parts, num_indexed_cols, table_schema), plan))
-    del _plans[_PLAN_CACHE_SIZE:]
-    return plan
+    arrow_meta = (md.metadata or {}).get(b"ARROW:schema")  # decides the Arrow types of the leaves
+    return _plans.get(
+        (parts, num_indexed_cols, arrow_meta, md.schema, table_schema),
+        lambda: _build_stats_plan(md, table_schema, parts, num_indexed_cols),
+    )
 
 
 def _build_stats_plan(

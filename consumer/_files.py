@@ -59,25 +59,15 @@ def read_footer(value: bytes, num_records: int) -> tuple[pq.FileMetaData, pa.Sch
     return meta, schema
 
 
-_SCHEMA_CACHE_SIZE = 8
-_schemas: list[tuple[Any, dict[bytes, bytes] | None, pa.Schema]] = []  # most recently used first
+_schemas: _delta.RecentCache[pa.Schema] = _delta.RecentCache()
 
 
 def _arrow_schema(meta: pq.FileMetaData) -> pa.Schema:
     """The file's Arrow schema, converted once per distinct footer schema: a stream's segments
-    share it. Keyed on what decides it: the Parquet schema and the key-value metadata (which
-    holds the stored Arrow schema)."""
+    share it. Keyed on what decides it: the key-value metadata (which holds the stored Arrow
+    schema) and the Parquet schema."""
     file_schema = meta.schema
-    key_values = meta.metadata
-    for i, (cached, cached_key_values, schema) in enumerate(_schemas):
-        if cached_key_values == key_values and cached.equals(file_schema):
-            if i:
-                _schemas.insert(0, _schemas.pop(i))
-            return schema
-    schema = file_schema.to_arrow_schema()
-    _schemas.insert(0, (file_schema, key_values, schema))
-    del _schemas[_SCHEMA_CACHE_SIZE:]
-    return schema
+    return _schemas.get((meta.metadata, file_schema), file_schema.to_arrow_schema)
 
 
 def write_segment_files(
