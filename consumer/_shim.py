@@ -29,7 +29,7 @@ import confluent_kafka
 from confluent_kafka import TopicPartition
 
 from parka.errors import KafkaClientError, SegmentDecodeError, SegmentError
-from parka.message import TIMESTAMP_CREATE_TIME, RecordMessage
+from parka.message import RecordMessage, SegmentRecords
 from parka.segment import SegmentInfo, decode_segment, is_segment, read_segment_info, split_reserved
 
 __all__ = ["ParquetConsumer", "RawSegment"]
@@ -317,25 +317,16 @@ class ParquetConsumer:
                 partition=partition,
                 offset=offset,
             ) from exc
-        n = len(values)
-        seg_ts = msg.timestamp()
-        keys = meta.keys
-        stamps = meta.timestamps
-        hdrs = meta.headers
-        return [
-            RecordMessage(
-                topic=topic,
-                partition=partition,
-                offset=offset,
-                index=i,
-                segment_records=n,
-                value=values[i],
-                key=None if keys is None else keys[i],
-                timestamp=seg_ts if stamps is None or stamps[i] is None else (TIMESTAMP_CREATE_TIME, stamps[i]),
-                headers=None if hdrs is None else hdrs[i],
-            )
-            for i in range(n)
-        ]
+        return SegmentRecords(
+            topic=topic,
+            partition=partition,
+            offset=offset,
+            values=values,
+            keys=meta.keys,
+            timestamps=meta.timestamps,
+            headers=meta.headers,
+            segment_timestamp=msg.timestamp(),
+        ).records()
 
     def _resume_index(self, msg: Any) -> int:
         """Records of this segment already consumed before a restart, per committed metadata."""

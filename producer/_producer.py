@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from parka.config import ProducerSettings, parse_producer_config
 from parka.errors import KafkaClientError, RecordError, RecordTooLargeError, SchemaError
-from parka.message import TIMESTAMP_CREATE_TIME, RecordMessage
+from parka.message import RecordMessage, SegmentRecords
 from parka.partitioner import partition_for_key, partitions_for_keys
 from parka.records import compile_validator, records_to_table
 from parka.schema import schema_fingerprint, to_arrow_schema
@@ -515,50 +515,38 @@ class ParquetProducer:
                 log.error("segment of %d records to %s failed: %s", n, topic, err)
             if not wanted:
                 return
-            partition = msg.partition() if msg is not None else buf.partition
-            offset = msg.offset() if msg is not None and err is None else -1
-            seg_ts = msg.timestamp() if msg is not None else (0, 0)
+            delivered = SegmentRecords(
+                topic=topic,
+                partition=msg.partition() if msg is not None else buf.partition,
+                offset=msg.offset() if msg is not None and err is None else -1,
+                values=records,
+                keys=keys,
+                timestamps=timestamps,
+                headers=headers,
+                segment_timestamp=msg.timestamp() if msg is not None else (0, 0),
+                error=err,
+            )
             for i, cb in enumerate(callbacks):
-                if cb is None:
-                    continue
-                ts = (TIMESTAMP_CREATE_TIME, timestamps[i]) if timestamps[i] is not None else seg_ts
-                cb(
-                    err,
-                    RecordMessage(
-                        topic=topic,
-                        partition=partition,
-                        offset=offset,
-                        index=i,
-                        segment_records=n,
-                        value=records[i],
-                        key=keys[i],
-                        timestamp=ts,
-                        headers=headers[i],
-                        error=err,
-                    ),
-                )
+                if cb is not None:
+                    cb(err, RecordMessage(delivered, i))
 
         return on_delivery
 
     def _fail(self, buf: PartitionBuffer, lo: int, hi: int, err: Exception) -> None:
         """Report records that cannot be sent to their callbacks (never a silent drop)."""
         log.error("%s", err)
+        failed = SegmentRecords(
+            topic=buf.topic,
+            partition=buf.partition,
+            offset=-1,
+            values=buf.records[lo:hi],
+            keys=buf.keys[lo:hi],
+            error=err,
+        )
         for i in range(lo, hi):
             cb = buf.callbacks[i]
             if cb is not None:
-                cb(
-                    err,
-                    RecordMessage(
-                        topic=buf.topic,
-                        partition=buf.partition,
-                        offset=-1,
-                        index=i - lo,
-                        segment_records=hi - lo,
-                        value=buf.records[i],
-                        key=buf.keys[i],
-                        error=err,
-                    ),
-                )
+                cb(err, RecordMessage(failed, i - lo))
 
     def _send(self, topic: str, partition: int, seg: Segment, on_delivery: Callable[[Any, Any], None]) -> None:
         pending = _Pending(topic, partition, seg, on_delivery, seg.num_records)
