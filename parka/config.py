@@ -16,6 +16,7 @@ level``
 ``columnar.partition.by``           comma-separated column names: segments are    none
                                     cut so each holds one value of them
 ``linger.ms``                       a segment waits at most this long             ``100``
+``partitioner``                     any of librdkafka's (see :mod:`parka.partitioner`)  ``consistent_random``
 ==================================  ============================================  =========
 
 Every other key goes to the wrapped confluent-kafka client unchanged (TLS and SASL included).
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ConfigError
+from .partitioner import PARTITIONERS
 
 __all__ = [
     "CODECS",
@@ -42,8 +44,6 @@ __all__ = [
 
 ENCODINGS = ("none", "parquet")
 CODECS = ("none", "snappy", "gzip", "lz4", "zstd")
-# Partitioners parka reproduces for keyed records, by librdkafka name.
-PARTITIONERS = ("murmur2_random", "murmur2", "consistent_random", "consistent")
 
 _COLUMNAR_KEYS = frozenset(
     {
@@ -136,10 +136,10 @@ def parse_producer_config(conf: Mapping[str, Any]) -> tuple[ProducerSettings, di
     encoding = _choice(conf, "columnar.encoding", ENCODINGS, "none")
     compression = _choice(conf, "columnar.encoding.compression", CODECS, "none")
     level = _int(conf, "columnar.encoding.compression.level", None, minimum=-131072)
-    # In columnar mode parka partitions keyed records itself, so it must know the algorithm;
-    # with encoding none the wrapped client partitions and any librdkafka value is fine.
+    # In columnar mode parka partitions records itself, exactly as librdkafka would with the same
+    # setting (default consistent_random, as librdkafka's); with encoding none the wrapped client does.
     if encoding != "none":
-        partitioner = _choice(conf, "partitioner", PARTITIONERS, "murmur2_random")
+        partitioner = _choice(conf, "partitioner", PARTITIONERS, "consistent_random")
     else:
         partitioner = str(conf.get("partitioner", "consistent_random"))
 

@@ -1,4 +1,4 @@
-"""KIP-1008's compatibility matrix, partition parity with plain producers, record-precise commits."""
+"""KIP-1008's compatibility matrix and record-precise commits (placement parity: test_placement.py)."""
 
 from __future__ import annotations
 
@@ -81,34 +81,6 @@ def test_shim_passes_plain_messages_through(bootstrap: str, new_topic: Callable[
     assert [(m.value(), m.key(), m.headers(), m.offset()) for m in got] == [
         (f"v{i}".encode(), b"k", [("x", b"y")], i) for i in range(20)
     ]
-
-
-def test_keyed_records_land_where_plain_kafka_puts_them(bootstrap: str, new_topic: Callable[..., str]) -> None:
-    plain_topic, parka_topic = new_topic(partitions=6), new_topic(partitions=6)
-    keys = [f"device-{i}".encode() for i in range(200)] + [b"", b"\x00\xff" * 9]
-    plain = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random"})
-    plain_parts: dict[bytes, int] = {}
-    for k in keys:
-        plain.produce(
-            plain_topic,
-            value=b"x",
-            key=k,
-            on_delivery=lambda e, m: plain_parts.__setitem__(m.key(), m.partition()),
-        )
-    assert plain.flush(30) == 0
-    parka_parts: dict[bytes, int] = {}
-    with ParquetProducer({"bootstrap.servers": bootstrap, "columnar.encoding": "parquet"}) as producer:
-        producer.set_schema(parka_topic, SCHEMA)
-        for i, k in enumerate(keys):
-            producer.produce(
-                parka_topic,
-                value={"id": i, "body": None},
-                key=k,
-                on_delivery=lambda e, m: parka_parts.__setitem__(m.key(), m.partition()),
-            )
-    assert len(plain_parts) == len(keys)
-    assert parka_parts == plain_parts
-    assert len(set(parka_parts.values())) == 6  # the keys really spread
 
 
 def test_commit_mid_segment_then_restart_loses_and_repeats_nothing(

@@ -98,7 +98,7 @@ def test_every_type_round_trips_in_partition_order(
         by_partition[msg.partition()].append(msg)
     expected_by_partition: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for rec in records:
-        expected_by_partition[partition_for_key("murmur2_random", f"k{rec['id'] % 17}".encode(), 3)].append(rec)
+        expected_by_partition[partition_for_key("consistent_random", f"k{rec['id'] % 17}".encode(), 3)].append(rec)
     assert set(by_partition) == set(expected_by_partition)
     for p, msgs in by_partition.items():
         assert [m.value() for m in msgs] == expected_by_partition[p]
@@ -163,7 +163,7 @@ def test_flights_round_trip(bootstrap: str, new_topic: Callable[..., str], group
     tails = table["tailnum"].to_pylist()
     for i, tail in enumerate(tails):
         if tail is not None:
-            expected[partition_for_key("murmur2_random", tail.encode(), 2)].append(i)
+            expected[partition_for_key("consistent_random", tail.encode(), 2)].append(i)
     rows = table.to_pylist()
     seen: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for m in got:

@@ -84,9 +84,14 @@ def test_kafka_compression_untouched_without_columnar_compression() -> None:
     assert client["compression.type"] == "gzip"
 
 
-def test_partitioner_must_be_reproducible_in_columnar_mode() -> None:
+def test_every_librdkafka_partitioner_is_accepted_and_the_default_is_librdkafkas() -> None:
+    for name in ("random", "consistent", "consistent_random", "murmur2", "murmur2_random", "fnv1a", "fnv1a_random"):
+        settings, _ = parse_producer_config({"columnar.encoding": "parquet", "partitioner": name})
+        assert settings.partitioner == name
+    settings, _ = parse_producer_config({"columnar.encoding": "parquet"})
+    assert settings.partitioner == "consistent_random"
     with pytest.raises(ConfigError, match="'partitioner'"):
-        parse_producer_config({"columnar.encoding": "parquet", "partitioner": "fnv1a"})
+        parse_producer_config({"columnar.encoding": "parquet", "partitioner": "murmur3"})
     _, client = parse_producer_config({"partitioner": "fnv1a"})
     assert client["partitioner"] == "fnv1a"
 
