@@ -1,8 +1,10 @@
-"""Python records (dicts) to Arrow: validation that names the bad field, then table building.
+"""Python records (dicts) to Arrow: many at a time in Arrow, one at a time only to explain a bad one.
 
-:func:`compile_validator` walks the Arrow schema once and builds one small converter closure per
-field, so checking a record costs a dict lookup and a type test per field. What each Arrow type
-accepts (``None`` is accepted exactly where the field or item is nullable):
+:func:`records_to_arrow` converts a batch of records column by column in Arrow (values inferred,
+then cast to the declared type with Arrow's *safe* cast, so nothing is truncated or wrapped) and
+checks unknown fields and nullability once per batch. When anything in a batch does not pass, the
+batch takes the slow path: :func:`compile_validator`'s per-record check, which names the bad field
+of each bad record and converts the rest. Both paths accept the same values:
 
 ==========================  ===========================================================
 Arrow type                  Python values
@@ -22,7 +24,8 @@ map                         a mapping with keys of the key type
 struct                      a mapping with no unknown keys
 ==========================  ===========================================================
 
-numpy scalars are accepted where the matching Python type is.
+numpy scalars are accepted where the matching Python type is. A field absent from a record is
+null (an error when the field is not nullable).
 """
 
 from __future__ import annotations
@@ -31,15 +34,18 @@ import datetime as dt
 import decimal
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from parka.errors import RecordError, SchemaError
 from parka.schema import INT_UNIT_KEY
 
-__all__ = ["compile_validator", "records_to_table"]
+__all__ = ["Conversion", "RecordConverter", "compile_validator", "records_to_table"]
 
 _Converter = Callable[[Any], Any]
 
@@ -88,6 +94,239 @@ def records_to_table(records: Sequence[Mapping[str, Any]], schema: pa.Schema) ->
         return pa.Table.from_pylist(list(records), schema=schema)
     except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
         raise RecordError(f"cannot convert records to Arrow: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """A batch of records in Arrow: ``table`` holds the good ones in order; ``bad`` lists
+    ``(index in the batch, error)`` for the others (``field`` set); ``kept`` gives the batch index
+    of each row of ``table``, or is ``None`` when every record is in it."""
+
+    table: pa.Table
+    bad: list[tuple[int, RecordError]]
+    kept: list[int] | None
+
+
+class _Slow(Exception):
+    """The Arrow path cannot take this batch as it is; the per-record path decides."""
+
+
+class RecordConverter:
+    """Converts batches of records (dicts) for one schema; see :func:`records_to_arrow`.
+
+    Raises:
+        SchemaError: ``schema`` holds a type records cannot be given for (at construction).
+    """
+
+    def __init__(self, schema: pa.Schema) -> None:
+        self.schema = schema
+        self.validate = compile_validator(schema)
+        self._names = frozenset(schema.names)
+        self._columns = [(f.name, itemgetter(f.name), f) for f in schema]
+        # time columns have no Arrow inference that keeps ints apart from times: per record
+        self._always_slow = any(_contains_time(f.type) for f in schema)
+
+    def convert(self, records: Sequence[Mapping[str, Any]]) -> Conversion:
+        """Convert ``records`` (already known to be mappings); never raises for a bad record."""
+        if not self._always_slow:
+            try:
+                return Conversion(self._fast(records), [], None)
+            except _Slow:
+                pass
+        return self._slow(records)
+
+    def _fast(self, records: Sequence[Mapping[str, Any]]) -> pa.Table:
+        if set().union(*records) - self._names:
+            raise _Slow("unknown field")
+        arrays = []
+        for name, getter, field in self._columns:
+            try:
+                values = list(map(getter, records))
+            except KeyError:
+                values = [r.get(name) for r in records]
+            except TypeError as exc:  # a Mapping that is not a dict and not subscriptable by name
+                raise _Slow(str(exc)) from None
+            if pa.types.is_map(field.type):
+                array = _map_column(values, field.type)
+            else:
+                try:
+                    array = pa.array(values)
+                except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+                    raise _Slow(str(exc)) from None
+                array = _conform(array, field)
+            if _null_violation(array, field, None):
+                raise _Slow("null in a non-nullable position")
+            arrays.append(array)
+        return pa.Table.from_arrays(arrays, schema=self.schema)
+
+    def _slow(self, records: Sequence[Mapping[str, Any]]) -> Conversion:
+        good: list[dict[str, Any]] = []
+        kept: list[int] = []
+        bad: list[tuple[int, RecordError]] = []
+        for index, record in enumerate(records):
+            try:
+                good.append(self.validate(record))
+            except RecordError as exc:
+                bad.append((index, exc))
+                continue
+            kept.append(index)
+        try:
+            table = records_to_table(good, self.schema)
+        except RecordError:
+            # Arrow refused something the validator let through: isolate it record by record.
+            rows, still = [], []
+            for index, record in zip(kept, good, strict=True):
+                try:
+                    rows.append(records_to_table([record], self.schema))
+                    still.append(index)
+                except RecordError as exc:
+                    bad.append((index, exc))
+            bad.sort(key=lambda item: item[0])
+            kept = still
+            table = pa.concat_tables(rows) if rows else self.schema.empty_table()
+        return Conversion(table, bad, None if not bad else kept)
+
+
+def _contains_time(t: pa.DataType) -> bool:
+    if pa.types.is_time(t):
+        return True
+    if pa.types.is_struct(t):
+        return any(_contains_time(f.type) for f in t)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _contains_time(t.value_type)
+    if pa.types.is_map(t):
+        return _contains_time(t.key_type) or _contains_time(t.item_type)
+    return False
+
+
+def _cast(array: pa.Array, target: pa.DataType) -> pa.Array:
+    try:
+        return array.cast(target, safe=True)
+    except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+        raise _Slow(str(exc)) from None
+
+
+def _conform(array: pa.Array, field: pa.Field) -> pa.Array:
+    """``array`` (as Arrow inferred it from Python values) as ``field``'s type, or :class:`_Slow`
+    when the values are not all of the kinds the table in this module's docstring allows."""
+    target = field.type
+    src = array.type
+    if pa.types.is_null(src):
+        return pa.nulls(len(array), target)
+    if pa.types.is_dictionary(target):
+        return _cast(_conform(array, field.with_type(target.value_type)), target)
+    if pa.types.is_struct(target):
+        if not pa.types.is_struct(src):
+            raise _Slow("not a struct")
+        have = {src.field(i).name: i for i in range(src.num_fields)}
+        if set(have) - {f.name for f in target}:
+            raise _Slow("unknown struct field")
+        children = [
+            _conform(array.field(have[f.name]), f) if f.name in have else pa.nulls(len(array), f.type) for f in target
+        ]
+        mask = array.is_null() if array.null_count else None
+        return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
+    if pa.types.is_list(target) or pa.types.is_large_list(target):
+        if not (pa.types.is_list(src) or pa.types.is_large_list(src)):
+            raise _Slow("not a list")
+        values = _conform(array.values, target.value_field)
+        offsets = array.offsets
+        if pa.types.is_large_list(target) != pa.types.is_large_list(src):
+            offsets = offsets.cast(pa.int64() if pa.types.is_large_list(target) else pa.int32())
+        cls = pa.LargeListArray if pa.types.is_large_list(target) else pa.ListArray
+        mask = array.is_null() if array.null_count else None
+        try:
+            return cls.from_arrays(offsets, values, type=target, mask=mask)
+        except (pa.ArrowException, ValueError) as exc:
+            raise _Slow(str(exc)) from None
+    if src.equals(target):
+        return array
+    if pa.types.is_integer(target):
+        if not pa.types.is_integer(src):
+            raise _Slow("not an integer")
+        return _cast(array, target)
+    if pa.types.is_floating(target):
+        if not (pa.types.is_floating(src) or pa.types.is_integer(src)):
+            raise _Slow("not a number")
+        return _cast(array, target)
+    if pa.types.is_string(target) or pa.types.is_large_string(target):
+        if not (pa.types.is_string(src) or pa.types.is_large_string(src)):
+            raise _Slow("not a string")
+        return _cast(array, target)
+    if pa.types.is_binary(target) or pa.types.is_large_binary(target) or pa.types.is_fixed_size_binary(target):
+        if not (pa.types.is_binary(src) or pa.types.is_large_binary(src)):
+            raise _Slow("not bytes")
+        return _cast(array, target)
+    if pa.types.is_decimal(target):
+        if not (pa.types.is_decimal(src) or pa.types.is_integer(src)):
+            raise _Slow("not a decimal")
+        return _cast(array, target)
+    if pa.types.is_timestamp(target):
+        if pa.types.is_integer(src):
+            return _cast(_scale_ints(array, field), target)
+        if not pa.types.is_timestamp(src):
+            raise _Slow("not a timestamp")
+        if src.tz is None and target.tz is not None:  # naive datetimes are UTC
+            array = _cast(array, pa.timestamp(src.unit, tz="UTC"))
+        return _cast(array, target)
+    if pa.types.is_date32(target):
+        if pa.types.is_integer(src):
+            return _cast(_cast(array, pa.int32()), target)
+        if not pa.types.is_date32(src):
+            raise _Slow("not a date")
+        return array
+    raise _Slow(f"no Arrow path for {target}")
+
+
+def _map_column(values: list[Any], target: pa.DataType) -> pa.Array:
+    """A top-level map column. Arrow infers a struct from a dict, so maps convert typed; a round
+    trip then shows any value Arrow bent on the way (a float in an int map, bytes in a string
+    map). Maps nested in other types take the per-record path."""
+    try:
+        array = pa.array(values, target)
+    except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+        raise _Slow(str(exc)) from None
+    if array.to_pylist(maps_as_pydicts="strict") != values:
+        raise _Slow("a map value changed in conversion")
+    return array
+
+
+def _scale_ints(array: pa.Array, field: pa.Field) -> pa.Array:
+    """Plain ints for a timestamp declared in another unit (Avro ``timestamp-millis``), as
+    microseconds; the per-record path does the same."""
+    unit = (field.metadata or {}).get(INT_UNIT_KEY)
+    try:
+        if unit == b"ms":
+            return pc.multiply_checked(array.cast(pa.int64()), 1000)
+        if unit == b"ns":
+            micros = pc.divide(array, 1000)  # integer division
+            if pc.any(pc.not_equal(pc.multiply(micros, 1000), array)).as_py():
+                raise _Slow("ns not a whole number of microseconds")
+            return micros
+    except (pa.ArrowException, OverflowError) as exc:
+        raise _Slow(str(exc)) from None
+    return array
+
+
+def _null_violation(array: pa.Array, field: pa.Field, relevant: pa.Array | None) -> bool:
+    """Whether a null sits where ``field`` (or a field inside it) is not nullable; ``relevant``
+    masks out rows under a null parent."""
+    if (
+        not field.nullable
+        and array.null_count
+        and (relevant is None or pc.any(pc.and_(array.is_null(), relevant)).as_py())
+    ):
+        return True
+    t = field.type
+    if pa.types.is_struct(t):
+        valid = array.is_valid() if array.null_count else None
+        if relevant is not None:
+            valid = relevant if valid is None else pc.and_(valid, relevant)
+        return any(_null_violation(array.field(i), t.field(i), valid) for i in range(t.num_fields))
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        # flatten() keeps only the items of non-null lists
+        return _null_violation(array.flatten(), t.value_field, None)
+    return False
 
 
 def _join_path(pieces: list[str]) -> str | None:
