@@ -94,7 +94,15 @@ class RecordError(ParkaError, ValueError):
     """A record does not match the schema of its topic.
 
     ``topic`` and ``field`` (dotted path, ``None`` when the record as a whole is wrong) say where.
+
+    When it reaches a delivery callback as ``err`` it also answers confluent-kafka's
+    ``KafkaError`` accessors (``code()``, ``name()``, ``str()``, ``fatal()``, ``retriable()``,
+    ``txn_requires_abort()``), with librdkafka's code for a value that cannot be serialized
+    (``_VALUE_SERIALIZATION``, -161), so callbacks written for confluent-kafka keep working.
     """
+
+    kafka_code = -161  # librdkafka RD_KAFKA_RESP_ERR__VALUE_SERIALIZATION
+    kafka_name = "_VALUE_SERIALIZATION"
 
     def __init__(self, message: str, *, topic: str | None = None, field: str | None = None) -> None:
         self.reason = message
@@ -112,9 +120,30 @@ class RecordError(ParkaError, ValueError):
         """The same error (same class, field and reason) attributed to ``topic``."""
         return type(self)(self.reason, topic=topic, field=self.field)
 
+    def code(self) -> int:
+        return self.kafka_code
+
+    def name(self) -> str:
+        return self.kafka_name
+
+    def str(self) -> str:
+        return super().__str__()
+
+    def fatal(self) -> bool:
+        return False
+
+    def retriable(self) -> bool:
+        return False
+
+    def txn_requires_abort(self) -> bool:
+        return False
+
 
 class RecordTooLargeError(RecordError):
     """A single record encodes to more bytes than ``columnar.batch.bytes`` allows."""
+
+    kafka_code = 10  # Kafka MSG_SIZE_TOO_LARGE
+    kafka_name = "MSG_SIZE_TOO_LARGE"
 
 
 class SegmentError(ParkaError):

@@ -383,14 +383,15 @@ def split_reserved(table: pa.Table) -> tuple[pa.Table, RecordMeta]:
 
 def build_segment_table(
     data: pa.Table,
-    keys: Sequence[bytes | str | None] | None,
-    timestamps: Sequence[int | None] | None,
+    keys: Sequence[bytes | str | None] | pa.Array | None,
+    timestamps: Sequence[int | None] | pa.Array | None,
     headers: Sequence[Sequence[tuple[str, HeaderValue]] | None] | None,
 ) -> pa.Table:
     """Append the reserved columns to ``data`` (user columns), each only when some value is set.
 
-    Keys and header values given as ``str`` are stored UTF-8 encoded. An empty header list is
-    stored as null, as Kafka does not tell an empty header list from none.
+    Keys and header values given as ``str`` are stored UTF-8 encoded; keys and timestamps may
+    also be given as Arrow arrays (binary, int64). An empty header list is stored as null, as
+    Kafka does not tell an empty header list from none.
 
     Raises:
         ValueError: ``data`` already has ``__parka_*`` columns, or a list's length differs from
@@ -403,10 +404,16 @@ def build_segment_table(
     for name, given in (("keys", keys), ("timestamps", timestamps), ("headers", headers)):
         if given is not None and len(given) != data.num_rows:
             raise ValueError(f"{len(given)} {name} for a table of {data.num_rows} rows")
-    rows: dict[pa.Field, list[Any]] = {}
-    if keys is not None and any(k is not None for k in keys):
+    rows: dict[pa.Field, Any] = {}
+    if isinstance(keys, pa.Array):
+        if keys.null_count < len(keys):
+            rows[RESERVED_FIELDS[0]] = keys
+    elif keys is not None and any(k is not None for k in keys):
         rows[RESERVED_FIELDS[0]] = [k.encode() if isinstance(k, str) else k for k in keys]
-    if timestamps is not None and any(t is not None for t in timestamps):
+    if isinstance(timestamps, pa.Array):
+        if timestamps.null_count < len(timestamps):
+            rows[RESERVED_FIELDS[1]] = timestamps
+    elif timestamps is not None and any(t is not None for t in timestamps):
         rows[RESERVED_FIELDS[1]] = list(timestamps)
     if headers is not None and any(headers):
         rows[RESERVED_FIELDS[2]] = [
@@ -415,7 +422,7 @@ def build_segment_table(
         ]
     for field, values in rows.items():
         try:
-            array = pa.array(values, type=field.type)
+            array = values.cast(field.type) if isinstance(values, pa.Array) else pa.array(values, type=field.type)
         except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
             what = field.name.removeprefix(RESERVED_PREFIX)
             raise RecordError(f"invalid Kafka {what}: {exc}", field=what) from exc

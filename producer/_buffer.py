@@ -1,40 +1,50 @@
-"""Pure pieces of the producer: the per-partition buffer and the decision when to cut it.
+"""Pure pieces of the producer: where records wait, and the decision when to cut a segment.
 
-No Kafka and no I/O here, and time comes from an injected clock, so the cutting rules are
-tested without a broker.
+Records travel in two stages. ``produce()`` appends a record to its topic's list of staged
+items (no conversion, no validation, no size estimate per record). A full staging is *drained*:
+unpacked (:meth:`Staging.unpack`), converted to Arrow in one go, split by partition and appended
+to :class:`PartitionBuffer` s as :class:`RowBatch` pieces. A partition buffer is cut into a
+segment by :class:`CutPolicy`.
+
+No Kafka and no I/O here, and time comes from an injected clock, so these rules are tested
+without a broker.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CutPolicy", "PartitionBuffer", "SizeModel", "approx_size"]
+import numpy as np
+import pyarrow as pa
+
+__all__ = ["CutPolicy", "DeliveryCallback", "PartitionBuffer", "RowBatch", "Side", "SizeModel", "Staging", "drain_size"]
 
 DeliveryCallback = Callable[[Any, Any], None]
+Headers = list[tuple[str, bytes | None]]
+
+# Records converted per drain, at most: large enough that Arrow's per-call costs vanish per row,
+# small enough that a partition's buffer fills in steps well below a segment.
+_MAX_DRAIN = 4096
+_MIN_DRAIN = 16
 
 
-def approx_size(value: Any) -> int:
-    """A cheap, deterministic guess of a record's unencoded size in bytes.
-
-    Strings and bytes count their length, containers their members, scalars 8 bytes. It only
-    steers when to cut; the encoded size is always checked exactly afterwards.
-    """
-    if isinstance(value, (str, bytes, bytearray)):
-        return len(value) + 4
-    if isinstance(value, dict):
-        return sum(approx_size(v) for v in value.values()) + 4
-    if isinstance(value, (list, tuple)):
-        return sum(approx_size(v) for v in value) + 4
-    return 8
+def drain_size(batch_records: int, batch_bytes: int, arrow_bytes_per_row: float | None) -> int:
+    """How many staged records to convert at once: at most an eighth of a segment's bytes (so a
+    staging of huge records stays small), at most a segment's records, 16 to 4,096."""
+    by_records = max(1, batch_records)
+    if arrow_bytes_per_row is None:
+        return max(1, min(_MIN_DRAIN, by_records))
+    by_bytes = int(batch_bytes / 8 / max(arrow_bytes_per_row, 1.0))
+    return max(1, min(_MAX_DRAIN, by_records, max(_MIN_DRAIN, by_bytes)))
 
 
 @dataclass
 class SizeModel:
-    """Learns encoded bytes per estimated raw byte for one topic (an exponential average).
+    """Learns encoded bytes per Arrow byte for one topic (an exponential average).
 
-    Starts at 1.0: Parquet with any codec is rarely larger than the raw estimate, so the first
+    Starts at 1.0: Parquet with any codec is rarely larger than the Arrow data, so the first
     segment is cut early rather than late; later segments use what was observed.
     """
 
@@ -73,35 +83,150 @@ class CutPolicy:
         return now - first_at >= self.linger_s
 
 
+Side = tuple[Any, "bytes | None", int, "DeliveryCallback | None", "int | None", "Headers | None"]
+"""A staged record with more than a value: ``(value, key, partition, callback, timestamp, headers)``."""
+
+
+class Staging:
+    """Staged records unpacked for conversion: ``values`` has one entry per record; each other
+    list is ``None`` when no record has anything for it, else has one entry per record."""
+
+    __slots__ = ("callbacks", "headers", "keys", "partitions", "timestamps", "values")
+
+    def __init__(self, values: list[Any]) -> None:
+        self.values = values
+        self.keys: list[bytes | None] | None = None
+        self.partitions: list[int] | None = None
+        self.timestamps: list[int | None] | None = None
+        self.headers: list[Headers | None] | None = None
+        self.callbacks: list[DeliveryCallback | None] | None = None
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    @staticmethod
+    def unpack(items: list[Any], default_callback: DeliveryCallback | None) -> Staging:
+        """``produce()`` appends a record's value alone (the common case: one atomic list append,
+        no lock) or, when it has a key, partition, callback, timestamp or headers, a :data:`Side`
+        tuple. Values are mappings, never tuples, so the two cannot be confused."""
+        if tuple not in set(map(type, items)):
+            out = Staging(items)
+            if default_callback is not None:
+                out.callbacks = [default_callback] * len(items)
+            return out
+        sides = [x if type(x) is tuple else (x, None, -1, None, None, None) for x in items]
+        values, keys, partitions, callbacks, timestamps, headers = (list(col) for col in zip(*sides, strict=True))
+        out = Staging(values)
+        if any(k is not None for k in keys):
+            out.keys = keys
+        if any(p >= 0 for p in partitions):
+            out.partitions = partitions
+        if default_callback is not None:
+            callbacks = [default_callback if cb is None else cb for cb in callbacks]
+        if any(cb is not None for cb in callbacks):
+            out.callbacks = callbacks
+        if any(t is not None for t in timestamps):
+            out.timestamps = timestamps
+        if any(h is not None for h in headers):
+            out.headers = headers
+        return out
+
+
+@dataclass
+class RowBatch:
+    """Converted records: the Arrow ``table`` and, row for row, what travels beside it.
+
+    ``keys`` (binary) and ``timestamps`` (int64, ms) are Arrow arrays, ready for the segment's
+    reserved columns and the partitioner; ``headers``, ``callbacks`` and ``values`` (the records
+    as given, kept for delivery reports only when some row has a callback) are lists. Each is
+    ``None`` when no row has one.
+    """
+
+    table: pa.Table
+    keys: pa.Array | None = None
+    timestamps: pa.Array | None = None
+    headers: list[Headers | None] | None = None
+    callbacks: list[DeliveryCallback | None] | None = None
+    values: list[Any] | None = None
+
+    def __len__(self) -> int:
+        return int(self.table.num_rows)
+
+    def take(self, rows: np.ndarray) -> RowBatch:
+        """The rows at ``rows`` (increasing indices), in that order."""
+        index = pa.array(rows, pa.int64())
+        listed = rows.tolist()
+
+        def pick(col: list[Any] | None) -> list[Any] | None:
+            return None if col is None else [col[i] for i in listed]
+
+        return RowBatch(
+            self.table.take(index),
+            None if self.keys is None else self.keys.take(index),
+            None if self.timestamps is None else self.timestamps.take(index),
+            pick(self.headers),
+            pick(self.callbacks),
+            pick(self.values),
+        )
+
+    def slice(self, start: int, stop: int) -> RowBatch:
+        n = stop - start
+        return RowBatch(
+            self.table.slice(start, n),
+            None if self.keys is None else self.keys.slice(start, n),
+            None if self.timestamps is None else self.timestamps.slice(start, n),
+            None if self.headers is None else self.headers[start:stop],
+            None if self.callbacks is None else self.callbacks[start:stop],
+            None if self.values is None else self.values[start:stop],
+        )
+
+    @staticmethod
+    def concat(batches: Sequence[RowBatch]) -> RowBatch:
+        if len(batches) == 1:
+            return batches[0]
+
+        def arrays(name: str, t: pa.DataType) -> pa.Array | None:
+            cols = [getattr(b, name) for b in batches]
+            if all(c is None for c in cols):
+                return None
+            filled = [c if c is not None else pa.nulls(len(b), t) for b, c in zip(batches, cols, strict=True)]
+            return pa.concat_arrays(filled)
+
+        def lists(name: str) -> list[Any] | None:
+            cols = [getattr(b, name) for b in batches]
+            if all(c is None for c in cols):
+                return None
+            merged: list[Any] = []
+            for b, c in zip(batches, cols, strict=True):
+                merged.extend(c if c is not None else [None] * len(b))
+            return merged
+
+        return RowBatch(
+            pa.concat_tables([b.table for b in batches]),
+            arrays("keys", pa.binary()),
+            arrays("timestamps", pa.int64()),
+            lists("headers"),
+            lists("callbacks"),
+            lists("values"),
+        )
+
+
 @dataclass
 class PartitionBuffer:
-    """Records waiting for one (topic, partition[, table partition values]) segment."""
+    """Converted records waiting for one (topic, partition[, table partition values]) segment."""
 
     topic: str
     partition: int
     created_at: float
-    records: list[dict[str, Any]] = field(default_factory=list)
-    keys: list[bytes | None] = field(default_factory=list)
-    timestamps: list[int | None] = field(default_factory=list)
-    headers: list[list[tuple[str, bytes | None]] | None] = field(default_factory=list)
-    callbacks: list[DeliveryCallback | None] = field(default_factory=list)
-    raw_bytes: int = 0
+    pieces: list[RowBatch] = field(default_factory=list)
+    rows: int = 0
+    arrow_bytes: int = 0
 
-    def append(
-        self,
-        record: dict[str, Any],
-        key: bytes | None,
-        timestamp: int | None,
-        headers: list[tuple[str, bytes | None]] | None,
-        callback: DeliveryCallback | None,
-        size: int,
-    ) -> None:
-        self.records.append(record)
-        self.keys.append(key)
-        self.timestamps.append(timestamp)
-        self.headers.append(headers)
-        self.callbacks.append(callback)
-        self.raw_bytes += size
+    def append(self, batch: RowBatch, staged_at: float) -> None:
+        self.pieces.append(batch)
+        self.rows += len(batch)
+        self.arrow_bytes += int(batch.table.nbytes)
+        self.created_at = min(self.created_at, staged_at)
 
     def __len__(self) -> int:
-        return len(self.records)
+        return self.rows

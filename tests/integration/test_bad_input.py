@@ -1,4 +1,5 @@
-"""Bad input gets a clear error at produce(); the records around it are still delivered."""
+"""Bad input gets a clear error naming topic and field (at produce() where cheap, else through the
+record's delivery callback); the records around it are still delivered."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from .test_roundtrip import consume_records
 SCHEMA = pa.schema([("id", pa.int64(), False), ("name", pa.string(), False), ("note", pa.string())])
 
 
-def test_bad_records_raise_and_neighbours_are_delivered(
+def test_bad_records_are_reported_and_neighbours_are_delivered(
     bootstrap: str, new_topic: Callable[..., str], group_id: str
 ) -> None:
     topic = new_topic()
@@ -31,33 +32,75 @@ def test_bad_records_raise_and_neighbours_are_delivered(
         "columnar.batch.records": 7,
     }
     delivered: list[int] = []
+    failed: dict[int, Exception] = {}
+
+    def report(err: Any, msg: Any) -> None:
+        if err is None:
+            delivered.append(msg.value()["id"])
+        else:
+            failed[msg.value()["id"]] = err
+
     with ParquetProducer(conf) as producer:
         with pytest.raises(RecordError, match=rf"topic '{topic}'.*set_schema"):
             producer.produce(topic, value={"id": 0, "name": "a"})
         producer.set_schema(topic, SCHEMA)
-        ok = 0
         for i in range(40):
             if i % 10 == 3:
-                with pytest.raises(RecordError, match=rf"topic '{topic}', field 'name'"):
-                    producer.produce(topic, value={"id": i})  # missing non-null field
+                value: dict[str, Any] = {"id": i}  # missing non-null field
             elif i % 10 == 5:
-                with pytest.raises(RecordError, match=rf"topic '{topic}', field 'id'"):
-                    producer.produce(topic, value={"id": "five", "name": "x"})  # wrong type
+                value = {"id": i, "name": 5}  # wrong type
             elif i % 10 == 7:
-                with pytest.raises(RecordTooLargeError, match=rf"topic '{topic}'.*columnar.batch.bytes"):
-                    producer.produce(topic, value={"id": i, "name": "n", "note": "z" * 200_000})
+                value = {"id": i, "name": "n", "note": "z" * 200_000}  # alone larger than a segment
             else:
-                producer.produce(
-                    topic,
-                    value={"id": i, "name": f"n{i}"},
-                    on_delivery=lambda e, m: delivered.append(m.value()["id"]) if e is None else None,
-                )
-                ok += 1
+                value = {"id": i, "name": f"n{i}"}
+            producer.produce(topic, value=value, on_delivery=report)
         assert producer.flush(30) == 0
     expected = [i for i in range(40) if i % 10 not in (3, 5, 7)]
     assert sorted(delivered) == expected
-    got = consume_records(bootstrap, topic, group_id, ok)
+    assert sorted(failed) == [i for i in range(40) if i % 10 in (3, 5, 7)]
+    for i, err in failed.items():
+        assert isinstance(err, RecordError)
+        assert err.topic == topic
+        if i % 10 == 3:
+            assert err.field == "name" and "required field is missing" in str(err)
+        elif i % 10 == 5:
+            assert err.field == "name" and "expected str" in str(err)
+        else:
+            assert isinstance(err, RecordTooLargeError) and "columnar.batch.bytes" in str(err)
+    got = consume_records(bootstrap, topic, group_id, len(expected))
     assert [m.value()["id"] for m in got] == expected
+
+
+def test_one_bad_record_among_ten_thousand_costs_only_itself(
+    bootstrap: str, new_topic: Callable[..., str], group_id: str
+) -> None:
+    topic = new_topic()
+    records = [{"id": i, "name": f"name-{i}", "note": None if i % 3 else "x"} for i in range(10_000)]
+    records[5_123] = {"id": 5_123, "name": "fine", "note": 3.5}  # a float where a string belongs
+    errors: list[Any] = []
+    delivered = 0
+
+    def report(err: Any, msg: Any) -> None:
+        nonlocal delivered
+        if err is None:
+            delivered += 1
+        else:
+            errors.append((err, msg.value()))
+
+    conf = {"bootstrap.servers": bootstrap, "columnar.encoding": "parquet", "columnar.encoding.compression": "zstd"}
+    with ParquetProducer(conf) as producer:
+        producer.set_schema(topic, SCHEMA)
+        for rec in records:
+            producer.produce(topic, value=rec, on_delivery=report)
+        assert producer.flush(30) == 0
+    assert delivered == 9_999
+    [(err, value)] = errors
+    assert isinstance(err, RecordError)
+    assert (err.topic, err.field) == (topic, "note")
+    assert "expected str, got float" in str(err)
+    assert value == records[5_123]
+    got = consume_records(bootstrap, topic, group_id, 9_999)
+    assert [m.value() for m in got] == records[:5_123] + records[5_124:]
 
 
 def test_delivery_errors_reach_every_record_callback() -> None:

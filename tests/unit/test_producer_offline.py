@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 import pytest
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 from parka.producer import ParquetProducer
 
 from parka.errors import RecordError, SchemaError
@@ -62,6 +62,7 @@ def test_records_wait_for_linger(producer: ParquetProducer, clock: FakeClock) ->
         "records": 3,
         "segment_bytes": 0,
         "splits": 0,
+        "bad_records": 0,
     }
     assert len(producer) == 3  # in flight, not delivered
 
@@ -78,24 +79,75 @@ def test_partitions_have_separate_buffers(producer: ParquetProducer) -> None:
     for i in range(4):
         producer.produce("t", value={"id": i, "s": None}, partition=i % 2)
     assert producer.stats()["segments"] == 0
-    producer.produce("t", value={"id": 9, "s": None}, partition=0)
-    producer.produce("t", value={"id": 10, "s": None}, partition=0)
-    assert producer.stats()["records"] == 0  # partition 0 holds 4, partition 1 holds 2
-    producer.produce("t", value={"id": 11, "s": None}, partition=0)
-    assert producer.stats()["records"] == 5
+    for i in range(6):  # the 5th record converts the staging: partition 0 holds 3, partition 1 holds 2
+        producer.produce("t", value={"id": 10 + i, "s": None}, partition=i % 2)
+    # ten records converted in two steps: each partition reached 5 and was cut
+    assert (producer.stats()["segments"], producer.stats()["records"]) == (2, 10)
+    assert len(producer) == 10
 
 
-def test_rejected_record_leaves_the_buffer_alone(producer: ParquetProducer) -> None:
+def test_produce_rejects_what_is_cheap_to_check(producer: ParquetProducer) -> None:
     producer.produce("t", value={"id": 1, "s": None}, partition=0)
-    with pytest.raises(RecordError, match="topic 't', field 's'"):
-        producer.produce("t", value={"id": 2, "s": 3}, partition=0)
     with pytest.raises(RecordError, match="topic 't', field 'key'"):
         producer.produce("t", value={"id": 2, "s": None}, key=42, partition=0)
     with pytest.raises(RecordError, match="topic 't', field 'headers'"):
         producer.produce("t", value={"id": 2, "s": None}, headers=[("h", 1)], partition=0)
     with pytest.raises(RecordError, match="topic 't': value must be a dict"):
         producer.produce("t", value=b"raw", partition=0)
+    with pytest.raises(RecordError, match="topic 'u': no schema set"):
+        producer.produce("u", value={"id": 1}, partition=0)
     assert len(producer) == 1
+
+
+def test_a_bad_record_is_reported_through_its_callback_and_its_neighbours_go_on(
+    producer: ParquetProducer, clock: FakeClock
+) -> None:
+    seen: list[tuple[object, object]] = []
+    values = [{"id": 0, "s": "a"}, {"id": 1, "s": 3}, {"id": 2}, {"id": "x", "s": None}, {"id": 4, "t": 1}]
+    for v in values:
+        producer.produce("t", value=v, partition=0, on_delivery=lambda e, m: seen.append((e, m.value())))
+    # the staging converted (5 records): three are bad, two wait in the partition's buffer
+    assert producer.stats()["bad_records"] == 3
+    assert seen == []  # reported in poll(), not before
+    assert producer.poll(0) == 3
+    errors = {m["id"]: e for e, m in seen}  # type: ignore[index]
+    assert set(errors) == {1, "x", 4}
+    assert isinstance(errors[1], RecordError)
+    assert errors[1].field == "s" and "expected str" in str(errors[1])
+    assert isinstance(errors["x"], RecordError)
+    assert errors["x"].field == "id" and errors["x"].topic == "t"
+    assert isinstance(errors[4], RecordError)
+    assert errors[4].field == "t" and "unknown field" in str(errors[4])
+    assert errors[1].code() == KafkaError._VALUE_SERIALIZATION  # answers like a KafkaError
+    assert len(producer) == 2
+    clock.now += 2
+    producer.poll(0)
+    assert producer.stats()["records"] == 2
+
+
+def test_purge_drops_buffered_records_and_reports_each(producer: ParquetProducer) -> None:
+    seen: list[object] = []
+    for i in range(3):
+        producer.produce("t", value={"id": i, "s": None}, partition=0, on_delivery=lambda e, m: seen.append(e))
+    producer.purge()
+    assert seen == []  # reports wait for poll, as confluent-kafka's do
+    assert len(producer) == 3
+    assert producer.poll(0) == 3
+    assert [e.code() for e in seen] == [KafkaError._PURGE_QUEUE] * 3  # type: ignore[attr-defined]
+    assert len(producer) == 0
+
+
+def test_a_transactional_producer_refuses_records_outside_a_transaction() -> None:
+    p = ParquetProducer(
+        {"bootstrap.servers": "127.0.0.1:9", "columnar.encoding": "parquet", "transactional.id": "tx-offline"}
+    )
+    p.set_schema("t", SCHEMA)
+    with pytest.raises(KafkaException) as info:
+        p.produce("t", value={"id": 1, "s": None}, partition=0)
+    assert info.value.args[0].code() == KafkaError._STATE
+    with pytest.raises(KafkaException):
+        p.produce_batch("t", pa.table({"id": [1]}), partition=0)
+    assert len(p) == 0
 
 
 def test_produce_batch_rejects_columns_that_do_not_fit(producer: ParquetProducer) -> None:
