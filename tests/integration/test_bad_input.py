@@ -27,6 +27,7 @@ def test_bad_records_are_reported_and_neighbours_are_delivered(
     topic = new_topic()
     conf = {
         "bootstrap.servers": bootstrap,
+        "enable.idempotence": True,
         "columnar.encoding": "parquet",
         "columnar.batch.bytes": 4096,
         "columnar.batch.records": 7,
@@ -87,7 +88,12 @@ def test_one_bad_record_among_ten_thousand_costs_only_itself(
         else:
             errors.append((err, msg.value()))
 
-    conf = {"bootstrap.servers": bootstrap, "columnar.encoding": "parquet", "columnar.encoding.compression": "zstd"}
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "enable.idempotence": True,
+        "columnar.encoding": "parquet",
+        "columnar.encoding.compression": "zstd",
+    }
     with ParquetProducer(conf) as producer:
         producer.set_schema(topic, SCHEMA)
         for rec in records:
@@ -131,7 +137,7 @@ def test_corrupt_segment_is_reported_with_its_bytes_and_consuming_continues(
 ) -> None:
     topic = new_topic()
     good = encode_segment(pa.table({"id": [1, 2]}), codec="zstd", fingerprint="0" * 16)
-    plain = Producer({"bootstrap.servers": bootstrap})
+    plain = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
     plain.produce(topic, value=good.value, headers=good.headers)
     plain.produce(topic, value=b"PAR1 not really parquet", headers=good.headers)
     plain.produce(topic, value=good.value, headers=good.headers)

@@ -21,7 +21,8 @@ SCHEMA = pa.schema([("id", pa.int64(), False), ("body", pa.string())])
 def test_encoding_none_behaves_as_the_plain_producer(bootstrap: str, new_topic: Callable[..., str]) -> None:
     plain_topic, parka_topic = new_topic(partitions=3), new_topic(partitions=3)
     reports: dict[str, list[tuple[int, bytes]]] = {"plain": [], "parka": []}
-    common = {"bootstrap.servers": bootstrap, "partitioner": "murmur2_random"}
+    # idempotence: without it a retried first batch on a fresh topic can land after later ones
+    common = {"bootstrap.servers": bootstrap, "partitioner": "murmur2_random", "enable.idempotence": True}
     plain = Producer(common)
     shim = ParquetProducer({**common, "columnar.encoding": "none"})
     for i in range(300):
@@ -56,7 +57,12 @@ def test_encoding_none_behaves_as_the_plain_producer(bootstrap: str, new_topic: 
 def test_plain_consumer_reads_segments_as_parquet_bytes(bootstrap: str, new_topic: Callable[..., str]) -> None:
     topic = new_topic()
     with ParquetProducer(
-        {"bootstrap.servers": bootstrap, "columnar.encoding": "parquet", "columnar.batch.records": 50}
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": True,
+            "columnar.encoding": "parquet",
+            "columnar.batch.records": 50,
+        }
     ) as producer:
         producer.set_schema(topic, SCHEMA)
         for i in range(120):
@@ -72,7 +78,7 @@ def test_plain_consumer_reads_segments_as_parquet_bytes(bootstrap: str, new_topi
 
 def test_shim_passes_plain_messages_through(bootstrap: str, new_topic: Callable[..., str], group_id: str) -> None:
     topic = new_topic()
-    plain = Producer({"bootstrap.servers": bootstrap})
+    plain = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
     for i in range(20):
         plain.produce(topic, value=f"v{i}".encode(), key=b"k", headers=[("x", b"y")])
     plain.flush(30)
@@ -88,7 +94,12 @@ def test_commit_mid_segment_then_restart_loses_and_repeats_nothing(
 ) -> None:
     topic = new_topic()
     with ParquetProducer(
-        {"bootstrap.servers": bootstrap, "columnar.encoding": "parquet", "columnar.batch.records": 100}
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": True,
+            "columnar.encoding": "parquet",
+            "columnar.batch.records": 100,
+        }
     ) as producer:
         producer.set_schema(topic, SCHEMA)
         for i in range(250):
@@ -135,7 +146,12 @@ def test_commit_mid_segment_then_restart_loses_and_repeats_nothing(
 def test_auto_commit_on_close_is_record_precise(bootstrap: str, new_topic: Callable[..., str], group_id: str) -> None:
     topic = new_topic()
     with ParquetProducer(
-        {"bootstrap.servers": bootstrap, "columnar.encoding": "parquet", "columnar.batch.records": 1000}
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": True,
+            "columnar.encoding": "parquet",
+            "columnar.batch.records": 1000,
+        }
     ) as producer:
         producer.set_schema(topic, SCHEMA)
         for i in range(300):

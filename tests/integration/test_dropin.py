@@ -60,6 +60,7 @@ def test_aborted_records_never_appear_and_committed_ones_appear_once(
     topic = new_topic(partitions=2)
     conf = {
         "bootstrap.servers": bootstrap,
+        "enable.idempotence": True,
         "transactional.id": f"tx-{uuid.uuid4().hex[:8]}",
         "columnar.encoding": "parquet",
         "columnar.batch.records": 100,
@@ -119,6 +120,7 @@ def test_the_linger_thread_sends_only_inside_a_transaction(
     topic = new_topic()
     conf = {
         "bootstrap.servers": bootstrap,
+        "enable.idempotence": True,
         "transactional.id": f"tx-{uuid.uuid4().hex[:8]}",
         "columnar.encoding": "parquet",
         "linger.ms": 20,
@@ -146,7 +148,7 @@ def test_callbacks_run_only_on_the_callers_thread_inside_poll_and_flush(
     bootstrap: str, new_topic: Callable[..., str]
 ) -> None:
     topic = new_topic()
-    conf = {"bootstrap.servers": bootstrap, "columnar.encoding": "parquet", "linger.ms": 20}
+    conf = {"bootstrap.servers": bootstrap, "enable.idempotence": True, "columnar.encoding": "parquet", "linger.ms": 20}
     calls: list[tuple[int, bool, Any]] = []
     inside = threading.local()
 
@@ -175,7 +177,7 @@ def test_concurrent_producer_threads_lose_and_mix_up_nothing(
     bootstrap: str, new_topic: Callable[..., str], group_id: str
 ) -> None:
     topic = new_topic(partitions=3)
-    conf = {"bootstrap.servers": bootstrap, "columnar.encoding": "parquet", "linger.ms": 5}
+    conf = {"bootstrap.servers": bootstrap, "enable.idempotence": True, "columnar.encoding": "parquet", "linger.ms": 5}
     producer = ParquetProducer(conf)
     producer.set_schema(topic, SCHEMA)
     threads, per_thread = 4, 5_000

@@ -72,6 +72,7 @@ def test_every_type_round_trips_in_partition_order(
 
     conf = {
         "bootstrap.servers": bootstrap,
+        "enable.idempotence": True,
         "columnar.encoding": "parquet",
         "columnar.encoding.compression": "zstd",
         "columnar.batch.records": 200,
@@ -118,6 +119,7 @@ def test_segments_are_standalone_parquet_files(bootstrap: str, new_topic: Callab
     declared = to_arrow_schema(EVERYTHING_AVRO)
     conf = {
         "bootstrap.servers": bootstrap,
+        "enable.idempotence": True,
         "columnar.encoding": "parquet",
         "columnar.encoding.compression": "snappy",
         "columnar.batch.records": 250,
@@ -148,6 +150,7 @@ def test_flights_round_trip(bootstrap: str, new_topic: Callable[..., str], group
     assert table.num_rows == 336_776
     conf = {
         "bootstrap.servers": bootstrap,
+        "enable.idempotence": True,
         "columnar.encoding": "parquet",
         "columnar.encoding.compression": "zstd",
         "columnar.batch.records": 20_000,
@@ -180,7 +183,12 @@ def test_flights_round_trip(bootstrap: str, new_topic: Callable[..., str], group
 def test_segments_respect_the_byte_limit(bootstrap: str, new_topic: Callable[..., str], group_id: str) -> None:
     topic = new_topic()
     limit = 32_768
-    conf = {"bootstrap.servers": bootstrap, "columnar.encoding": "parquet", "columnar.batch.bytes": limit}
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "enable.idempotence": True,
+        "columnar.encoding": "parquet",
+        "columnar.batch.bytes": limit,
+    }
     records = everything_records(6000, seed=11)
     with ParquetProducer(conf) as producer:
         producer.set_schema(topic, EVERYTHING_AVRO)
@@ -199,7 +207,9 @@ def test_segments_respect_the_byte_limit(bootstrap: str, new_topic: Callable[...
 
 def test_linger_sends_an_idle_buffer_without_poll(bootstrap: str, new_topic: Callable[..., str]) -> None:
     topic = new_topic()
-    producer = ParquetProducer({"bootstrap.servers": bootstrap, "columnar.encoding": "parquet", "linger.ms": 300})
+    producer = ParquetProducer(
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "columnar.encoding": "parquet", "linger.ms": 300}
+    )
     producer.set_schema(topic, EVERYTHING_AVRO)
     for rec in everything_records(5):
         producer.produce(topic, value=rec)
