@@ -104,6 +104,15 @@ class Staging:
     def __len__(self) -> int:
         return len(self.values)
 
+    def pick(self, rows: Sequence[int]) -> Staging:
+        """The records at ``rows``."""
+        out = Staging([self.values[i] for i in rows])
+        for name in ("keys", "partitions", "timestamps", "headers", "callbacks"):
+            col = getattr(self, name)
+            if col is not None:
+                setattr(out, name, [col[i] for i in rows])
+        return out
+
     @staticmethod
     def unpack(items: list[Any], default_callback: DeliveryCallback | None) -> Staging:
         """``produce()`` appends a record's value alone (the common case: one atomic list append,

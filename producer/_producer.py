@@ -38,7 +38,6 @@ import logging
 import random
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,18 +45,18 @@ from typing import Any
 import confluent_kafka
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from confluent_kafka import KafkaError, KafkaException
 
 from parka.config import ProducerSettings, parse_producer_config
 from parka.errors import KafkaClientError, RecordError, RecordTooLargeError, SchemaError
-from parka.message import RecordMessage, SegmentRecords
 from parka.partitioner import STICKY, partitions_for_keys
 from parka.records import RecordConverter
 from parka.schema import schema_fingerprint, to_arrow_schema
 from parka.segment import Segment, build_segment_table, encode_segment
 
 from ._buffer import CutPolicy, DeliveryCallback, PartitionBuffer, RowBatch, Side, SizeModel, Staging, drain_size
+from ._inputs import conform_table, key_bytes, normalize_headers, normalize_key, split_by_values
+from ._outbox import BatchCallback, Outbox, SegmentReport
 
 __all__ = ["ParquetProducer"]
 
@@ -65,12 +64,8 @@ log = logging.getLogger("parka.producer")
 
 _METADATA_TIMEOUT_S = 10.0
 _METADATA_REFRESH_S = 300.0
-# Encoded segments that could not be queued (librdkafka queue full) wait here; past this many
-# produce() raises BufferError, as confluent-kafka does, so memory stays bounded.
-_MAX_PENDING_SEGMENTS = 1000
 
 BufferKey = tuple[str, int, tuple[Any, ...]]
-BatchCallback = Callable[[Any, Any, int], None]
 
 
 def _kafka_exception(code: int, reason: str) -> KafkaException:
@@ -91,79 +86,6 @@ class _Topic:
     num_partitions: int = 0
     metadata_at: float = float("-inf")
     sticky: int = -1
-
-
-@dataclass
-class _Group:
-    """Rows of one table-partition value combination (``columnar.partition.by``)."""
-
-    batch: RowBatch
-    pvals: tuple[Any, ...]
-
-
-@dataclass
-class _Pending:
-    topic: str
-    partition: int
-    segment: Segment
-    on_delivery: Callable[[Any, Any], None]
-    records: int
-    on_refused: Callable[[Any], None]
-
-
-def _normalize_headers(
-    headers: Mapping[str, Any] | Sequence[tuple[str, Any]], topic: str
-) -> list[tuple[str, bytes | None]] | None:
-    items = headers.items() if isinstance(headers, Mapping) else headers
-    out: list[tuple[str, bytes | None]] = []
-    for item in items:
-        try:
-            name, value = item
-        except (TypeError, ValueError):
-            raise RecordError("headers must be a dict or a list of (key, value)", topic=topic) from None
-        if not isinstance(name, str):
-            raise RecordError(f"header key {name!r} is not a str", topic=topic, field="headers")
-        if isinstance(value, str):
-            value = value.encode()
-        elif value is not None and not isinstance(value, (bytes, bytearray)):
-            raise RecordError(
-                f"header {name!r} value must be bytes, str or None, not {type(value).__name__}",
-                topic=topic,
-                field="headers",
-            )
-        out.append((name, None if value is None else bytes(value)))
-    return out or None
-
-
-def _normalize_key(key: Any, topic: str) -> bytes:
-    if isinstance(key, str):
-        return key.encode()
-    if isinstance(key, (bytes, bytearray)):
-        return bytes(key)
-    raise RecordError(f"key must be bytes, str or None, not {type(key).__name__}", topic=topic, field="key")
-
-
-def key_bytes(column: pa.Array | pa.ChunkedArray, topic: str, name: str) -> pa.Array:
-    """A key column as Kafka key bytes, exactly what ``produce(key=...)`` sends for each value:
-    strings as UTF-8, binary as is, integers as their decimal text (``str(v)``), nulls as no key.
-
-    Raises:
-        RecordError: any other type (``field`` is the column).
-    """
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
-    t = column.type
-    if pa.types.is_dictionary(t):
-        column, t = column.cast(t.value_type), t.value_type
-    if pa.types.is_binary(t):
-        return column
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_large_binary(t):
-        return column.cast(pa.binary())
-    if pa.types.is_fixed_size_binary(t):
-        return column.cast(pa.binary())
-    if pa.types.is_integer(t):
-        return column.cast(pa.string()).cast(pa.binary())
-    raise RecordError(f"a key column must be string, binary or integer, not {t}", topic=topic, field=name)
 
 
 class ParquetProducer:
@@ -198,11 +120,6 @@ class ParquetProducer:
         )
         self._topics: dict[str, _Topic] = {}
         self._buffers: dict[BufferKey, PartitionBuffer] = {}
-        self._pending: deque[_Pending] = deque()
-        self._full = False  # len(_pending) >= _MAX_PENDING_SEGMENTS: produce() raises BufferError
-        self._in_flight = 0  # records inside segments handed to librdkafka, not yet reported
-        self._reports: deque[tuple[int, Callable[[], None]]] = deque()  # (records, report) for poll()
-        self._reported = 0  # records whose outcome was reported to the application
         # Guards buffers, pending segments and counters; never taken twice by one thread.
         # produce() appends to a topic's staged items without it (see _drain).
         self._lock = threading.Lock()
@@ -212,10 +129,11 @@ class ParquetProducer:
         # A transactional producer takes records only inside a transaction, as librdkafka does.
         self._transactional = bool(client_conf.get("transactional.id"))
         self._outside_txn = self._transactional
-        self._refuse = self._outside_txn  # _outside_txn or _full: the one flag produce() reads
+        self._out = Outbox(self._producer, self._lock)
+        self._refuse = self._outside_txn  # _outside_txn or the outbox full: the one flag produce() reads
         # produce() finds a topic's state here; empty with encoding none, so every call passes through
         self._columnar_topics: dict[str, _Topic] = self._topics if settings.columnar else {}
-        self._stats = {"segments": 0, "records": 0, "segment_bytes": 0, "splits": 0, "bad_records": 0}
+        self._stats = {"splits": 0, "bad_records": 0}
 
     # -- configuration -------------------------------------------------------------------
 
@@ -341,7 +259,7 @@ class ParquetProducer:
             raise RecordError(f"value must be a dict of fields, not {type(value).__name__}", topic=topic)
         if self._outside_txn:
             raise _kafka_exception(KafkaError._STATE, "Unable to produce message: Local: Erroneous state")
-        if self._full:
+        if self._out.full:
             raise BufferError("parka: too many segments wait for the Kafka client; call poll() or flush()")
         return state
 
@@ -359,12 +277,12 @@ class ParquetProducer:
         """The staged form of a record with a key, partition, callback, timestamp or headers.
         Raises as ``produce`` for a key or headers of a wrong type or an unknown partition."""
         if key is not None and type(key) is not bytes:
-            key = _normalize_key(key, topic)
+            key = normalize_key(key, topic)
         if partition is None:
             partition = -1
         elif partition >= 0 and 0 < state.num_partitions <= partition:
             raise _kafka_exception(KafkaError._UNKNOWN_PARTITION, "Local: Unknown partition")
-        hdrs = None if headers is None else _normalize_headers(headers, topic)
+        hdrs = None if headers is None else normalize_headers(headers, topic)
         return (value, key, partition, cb, int(timestamp) if timestamp else None, hdrs)
 
     def produce_batch(
@@ -395,7 +313,7 @@ class ParquetProducer:
             raise RecordError("no schema set for this topic: call set_schema(topic, schema) first", topic=topic)
         if self._outside_txn:
             raise _kafka_exception(KafkaError._STATE, "Unable to produce message: Local: Erroneous state")
-        table = self._conform(topic, state, data)
+        table = conform_table(topic, state.schema, data)
         keys: pa.Array | None = None
         if key_column is not None:
             if key_column not in table.column_names:
@@ -414,7 +332,7 @@ class ParquetProducer:
                 batch = RowBatch(table, keys=keys)
                 if len(rows) != len(table):
                     batch = batch.take(rows)
-                for group in self._split_by_values(state, batch):
+                for group in split_by_values(state.partition_by, batch):
                     queued += self._emit(topic, part, state, group.batch, on_delivery)[0]
                 self._advance_sticky(topic, part)
         return queued
@@ -429,11 +347,11 @@ class ParquetProducer:
         with self._lock:
             self._cut_due()
             self._retry_pending()
-        before = self._reported
-        self._serve_reports()
-        wait = 0 if self._reported != before else (-1 if timeout is None else timeout)
+        before = self._out.reported
+        self._out.serve()
+        wait = 0 if self._out.reported != before else (-1 if timeout is None else timeout)
         self._producer.poll(wait)
-        return self._reported - before
+        return self._out.reported - before
 
     def flush(self, timeout: float | None = None) -> int:
         """Send every buffered record and wait until all are reported (serving callbacks), or
@@ -444,10 +362,10 @@ class ParquetProducer:
         with self._lock:
             self._cut_all()
         while True:
-            self._serve_reports()
+            self._out.serve()
             with self._lock:
                 self._retry_pending()
-                pending = bool(self._pending)
+                pending = self._out.waiting
             if not pending:
                 break
             if deadline is not None and self._clock() >= deadline:
@@ -458,7 +376,7 @@ class ParquetProducer:
             self._producer.flush()
         else:
             self._producer.flush(remaining)
-        self._serve_reports()
+        self._out.serve()
         return len(self)
 
     def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
@@ -486,9 +404,7 @@ class ParquetProducer:
         with self._lock:
             staged = sum(len(t.items) for t in self._topics.values())
             buffered = sum(len(b) for b in self._buffers.values())
-            pending = sum(p.records for p in self._pending)
-            reports = sum(n for n, _ in self._reports)
-            return staged + buffered + pending + self._in_flight + reports
+            return staged + buffered + self._out.unreported()
 
     def __enter__(self) -> ParquetProducer:
         return self
@@ -499,7 +415,7 @@ class ParquetProducer:
     def stats(self) -> dict[str, int]:
         """Counters: segments and records sent, segment bytes, segments split for size, bad records."""
         with self._lock:
-            return dict(self._stats)
+            return {**self._out.stats, **self._stats}
 
     def list_topics(self, *args: Any, **kwargs: Any) -> Any:
         return self._producer.list_topics(*args, **kwargs)
@@ -539,7 +455,7 @@ class ParquetProducer:
             while True:  # hand over segments that wait for room in librdkafka's queue
                 with self._lock:
                     self._retry_pending()
-                    if not self._pending:
+                    if not self._out.waiting:
                         break
                 self._producer.poll(0.05)
             self._producer.commit_transaction(*args)
@@ -557,11 +473,11 @@ class ParquetProducer:
         with self._lock:
             self._set_outside_txn(True)
             self._drop_buffered()
-        self._serve_reports()
+        self._out.serve()
         try:
             self._producer.abort_transaction(*args)
         finally:
-            self._serve_reports()
+            self._out.serve()
 
     def __getattr__(self, name: str) -> Any:
         # Everything else (set_sasl_credentials, ...) is the wrapped client's.
@@ -595,28 +511,16 @@ class ParquetProducer:
         except Exception as exc:
             log.exception("cannot buffer %d record(s) for %s", len(stg), topic)
             err = exc.kafka_error if isinstance(exc, KafkaClientError) and exc.kafka_error is not None else exc
-            self._report(topic, STICKY, len(stg), stg.callbacks, stg.values, stg.keys, stg.timestamps, stg.headers, err)
+            self._out.fail(
+                topic, STICKY, len(stg), stg.callbacks, stg.values, stg.keys, stg.timestamps, stg.headers, err
+            )
 
     def _place(self, topic: str, state: _Topic, stg: Staging, first_at: float) -> None:
         conv = state.converter.convert(stg.values)
         kept = conv.kept
         for index, err in conv.bad:
             self._stats["bad_records"] += 1
-
-            def one(col: list[Any] | None, index: int = index) -> list[Any] | None:
-                return None if col is None else [col[index]]
-
-            self._report(
-                topic,
-                STICKY,
-                1,
-                one(stg.callbacks),
-                one(stg.values),
-                one(stg.keys),
-                one(stg.timestamps),
-                one(stg.headers),
-                err.with_topic(topic),
-            )
+            self._out.fail_staged(topic, stg.pick([index]), err.with_topic(topic))
 
         def keep(col: list[Any] | None) -> list[Any] | None:
             return col if col is None or kept is None else [col[i] for i in kept]
@@ -639,7 +543,7 @@ class ParquetProducer:
         state.drain_at = drain_size(self._settings.batch_records, self._settings.batch_bytes, state.row_bytes)
         for part, idx in self._assign(topic, state, rows, batch.keys, keep(stg.partitions), batch):
             piece = batch if len(idx) == rows else batch.take(idx)
-            for group in self._split_by_values(state, piece):
+            for group in split_by_values(state.partition_by, piece):
                 bkey: BufferKey = (topic, part, group.pvals)
                 buf = self._buffers.get(bkey)
                 if buf is None:
@@ -681,31 +585,10 @@ class ParquetProducer:
         if bad.any() and batch is not None:
             err = KafkaError(KafkaError._UNKNOWN_PARTITION, f"Local: Unknown partition (topic has {n})")
             rows_bad = np.nonzero(bad)[0]
-            self._report_rows(topic, batch.take(rows_bad), int(parts[rows_bad[0]]), err)
+            self._out.fail_rows(topic, int(parts[rows_bad[0]]), batch.take(rows_bad), err)
         out = []
         for p in np.unique(parts[~bad]):
             out.append((int(p), np.nonzero(parts == p)[0]))
-        return out
-
-    @staticmethod
-    def _split_by_values(state: _Topic, batch: RowBatch) -> list[_Group]:
-        """With ``columnar.partition.by``, one batch per distinct value combination, rows in order."""
-        table = batch.table
-        if not state.partition_by or table.num_rows == 0:
-            return [_Group(batch, ())]
-        groups = table.select(list(state.partition_by)).group_by(list(state.partition_by)).aggregate([])
-        if groups.num_rows == 1:
-            only = groups.to_pylist()[0]
-            return [_Group(batch, tuple(only[c] for c in state.partition_by))]
-        out = []
-        for values in groups.to_pylist():
-            mask = pa.array(np.ones(table.num_rows, dtype=bool))
-            for name, value in values.items():
-                col = table[name]
-                cond = pc.is_null(col) if value is None else pc.equal(col, pa.scalar(value, col.type))
-                mask = pc.and_(mask, cond)
-            rows = np.nonzero(np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool))[0]
-            out.append(_Group(batch.take(rows), tuple(values[c] for c in state.partition_by)))
         return out
 
     # -- buffers -> segments -------------------------------------------------------------------
@@ -794,107 +677,14 @@ class ParquetProducer:
                 if on_batch is not None:
                     raise err
                 self._stats["bad_records"] += 1
-                self._report_rows(topic, part, partition, err)
+                self._out.fail_rows(topic, partition, part, err)
                 continue
             if on_batch is not None:
-                self._send(topic, partition, seg, self._batch_delivery(topic, size, on_batch))
+                self._send(topic, partition, seg, self._out.batch_report(topic, size, on_batch))
             else:
-                self._send(topic, partition, seg, self._record_delivery(topic, partition, part))
+                self._send(topic, partition, seg, self._out.record_report(topic, partition, part))
             queued += 1
         return queued, None
-
-    def _batch_delivery(self, topic: str, n: int, on_batch: BatchCallback | None) -> Callable[[Any, Any], None]:
-        def delivered(err: Any, msg: Any) -> None:
-            with self._lock:
-                self._in_flight -= n
-            self._reported += n
-            if err is not None:
-                log.error("segment of %d records to %s failed: %s", n, topic, err)
-            if on_batch is not None:
-                on_batch(err, msg, n)
-
-        return delivered
-
-    def _record_delivery(self, topic: str, partition: int, part: RowBatch) -> Callable[[Any, Any], None]:
-        n = len(part)
-        callbacks = part.callbacks
-        values, keys, timestamps, headers = part.values, part.keys, part.timestamps, part.headers
-
-        def delivered(err: Any, msg: Any) -> None:
-            with self._lock:
-                self._in_flight -= n
-            self._reported += n
-            if err is not None:
-                log.error("segment of %d records to %s failed: %s", n, topic, err)
-            if callbacks is None:
-                return
-            records = SegmentRecords(
-                topic=topic,
-                partition=msg.partition() if msg is not None else partition,
-                offset=msg.offset() if msg is not None and err is None else -1,
-                values=values if values is not None else [None] * n,
-                keys=None if keys is None else keys.to_pylist(),
-                timestamps=None if timestamps is None else timestamps.to_pylist(),
-                headers=headers,
-                segment_timestamp=msg.timestamp() if msg is not None else (0, 0),
-                error=err,
-            )
-            for i, cb in enumerate(callbacks):
-                if cb is not None:
-                    cb(err, RecordMessage(records, i))
-
-        return delivered
-
-    # -- failure reports (served in poll/flush, on the caller's thread) --------------------------
-
-    def _report_rows(self, topic: str, part: RowBatch, partition: int, err: Any) -> None:
-        """Queue a report of ``err`` for every row of ``part`` (none of them will be sent)."""
-        keys = None if part.keys is None else part.keys.to_pylist()
-        stamps = None if part.timestamps is None else part.timestamps.to_pylist()
-        self._report(topic, partition, len(part), part.callbacks, part.values, keys, stamps, part.headers, err)
-
-    def _report(
-        self,
-        topic: str,
-        partition: int,
-        n: int,
-        callbacks: Sequence[DeliveryCallback | None] | None,
-        values: Sequence[Any] | None,
-        keys: Sequence[bytes | None] | None,
-        timestamps: Sequence[int | None] | None,
-        headers: Sequence[Any] | None,
-        err: Any,
-    ) -> None:
-        """Queue, for the next ``poll``/``flush``, the report that ``n`` records failed with ``err``."""
-        log.error("%d record(s) to %s not sent: %s", n, topic, err)
-
-        def report() -> None:
-            self._reported += n
-            if callbacks is None:
-                return
-            records = SegmentRecords(
-                topic=topic,
-                partition=partition,
-                offset=-1,
-                values=values if values is not None else [None] * n,
-                keys=keys,
-                timestamps=timestamps,
-                headers=headers,
-                error=err,
-            )
-            for i, cb in enumerate(callbacks):
-                if cb is not None:
-                    cb(err, RecordMessage(records, i))
-
-        self._reports.append((n, report))
-
-    def _serve_reports(self) -> None:
-        while True:
-            with self._lock:
-                if not self._reports:
-                    return
-                _, report = self._reports.popleft()
-            report()
 
     def _drop_buffered(self) -> None:
         """Drop every staged, buffered and waiting record, each reported ``_PURGE_QUEUE``. Lock held."""
@@ -904,68 +694,27 @@ class ParquetProducer:
                 taken = state.items[:]
                 del state.items[: len(taken)]
                 stg = Staging.unpack(taken, self._default_callback)
-                self._report(
-                    topic, STICKY, len(stg), stg.callbacks, stg.values, stg.keys, stg.timestamps, stg.headers, err
-                )
+                self._out.fail_staged(topic, stg, err)
         for bkey in list(self._buffers):
             buf = self._buffers.pop(bkey)
-            self._report_rows(buf.topic, RowBatch.concat(buf.pieces), buf.partition, err)
-        while self._pending:
-            p = self._pending.popleft()
-            p.on_refused(err)
-        self._set_full(False)
+            self._out.fail_rows(buf.topic, buf.partition, RowBatch.concat(buf.pieces), err)
+        self._out.drop_waiting(err)
+        self._update_refuse()
 
-    # -- the Kafka client --------------------------------------------------------------------
-
-    def _send(self, topic: str, partition: int, seg: Segment, on_delivery: Callable[[Any, Any], None]) -> None:
-        def refused(err: Any) -> None:
-            # the segment never reached librdkafka: report its records as its callback would
-            self._in_flight += seg.num_records
-            self._reports.append((0, lambda: on_delivery(err, None)))
-
-        pending = _Pending(topic, partition, seg, on_delivery, seg.num_records, refused)
-        if self._pending:  # keep order behind segments that already wait
-            self._pending.append(pending)
-            self._retry_pending()
-            return
-        if not self._try_send(pending):
-            self._pending.append(pending)
-            self._set_full(len(self._pending) >= _MAX_PENDING_SEGMENTS)
-
-    def _try_send(self, p: _Pending) -> bool:
-        headers: Any = p.segment.headers  # the client's stub wants a wider, invariant list type
-        try:
-            self._producer.produce(
-                p.topic,
-                value=p.segment.value,
-                partition=p.partition,
-                headers=headers,
-                on_delivery=p.on_delivery,
-            )
-        except BufferError:
-            return False
-        except KafkaException as exc:
-            # refused outright (no transaction, unknown partition, ...): never lost in silence
-            p.on_refused(exc.args[0] if exc.args else exc)
-            return True
-        self._in_flight += p.records
-        self._stats["segments"] += 1
-        self._stats["records"] += p.records
-        self._stats["segment_bytes"] += len(p.segment.value)
-        return True
-
-    def _retry_pending(self) -> None:
-        while self._pending and self._try_send(self._pending[0]):
-            self._pending.popleft()
-        self._set_full(len(self._pending) >= _MAX_PENDING_SEGMENTS)
-
-    def _set_full(self, full: bool) -> None:
-        self._full = full
-        self._refuse = full or self._outside_txn
+    def _update_refuse(self) -> None:
+        self._refuse = self._outside_txn or self._out.full
 
     def _set_outside_txn(self, outside: bool) -> None:
         self._outside_txn = outside
-        self._refuse = outside or self._full
+        self._update_refuse()
+
+    def _send(self, topic: str, partition: int, seg: Segment, on_delivery: SegmentReport) -> None:
+        self._out.send(topic, partition, seg, on_delivery)
+        self._update_refuse()
+
+    def _retry_pending(self) -> None:
+        self._out.retry()
+        self._update_refuse()
 
     def _num_partitions(self, topic: str, state: _Topic) -> int:
         now = time.monotonic()  # a real timeout, whatever clock decides cuts
@@ -1023,38 +772,3 @@ class ParquetProducer:
                     self._retry_pending()
             except Exception:  # a background failure must not kill the thread silently
                 log.exception("parka linger thread failed to cut a segment")
-
-    # -- produce_batch helpers --------------------------------------------------------------
-
-    def _conform(self, topic: str, state: _Topic, data: Any) -> pa.Table:
-        if isinstance(data, pa.RecordBatch):
-            table = pa.Table.from_batches([data])
-        elif isinstance(data, pa.Table):
-            table = data
-        elif type(data).__name__ == "DataFrame" and hasattr(data, "columns"):
-            table = pa.Table.from_pandas(data, preserve_index=False)
-        else:
-            raise RecordError(
-                f"data must be a pyarrow Table/RecordBatch or pandas DataFrame, not {type(data).__name__}",
-                topic=topic,
-            )
-        extra = [c for c in table.column_names if c not in state.schema.names]
-        if extra:
-            raise RecordError("column is not in the topic's schema", topic=topic, field=extra[0])
-        columns = []
-        for f in state.schema:
-            if f.name not in table.column_names:
-                if not f.nullable:
-                    raise RecordError("required column is missing", topic=topic, field=f.name)
-                columns.append(pa.nulls(len(table), f.type))
-                continue
-            col = table[f.name]
-            if not col.type.equals(f.type):
-                try:
-                    col = col.cast(f.type)
-                except (pa.ArrowException, ValueError) as exc:
-                    raise RecordError(f"cannot cast {col.type} to {f.type}: {exc}", topic=topic, field=f.name) from exc
-            if not f.nullable and col.null_count:
-                raise RecordError(f"{col.null_count} nulls in a non-nullable column", topic=topic, field=f.name)
-            columns.append(col)
-        return pa.Table.from_arrays(columns, schema=state.schema)
