@@ -9,15 +9,21 @@ one pass per column. Two things make that pass cheaper than ``pyarrow.Table.to_p
   once: dictionary-encode the column, convert the dictionary, index into it. The objects are
   immutable, so records may share them; a column whose values are all distinct costs a hash
   per value more than before.
-* Rows are built with ``dict(zip(names, row))`` over the columns, which does less work per
-  cell than ``to_pylist``'s comprehension that looks up every cell by column name.
+* ``to_pylist(maps_as_pydicts="strict")`` converts through a Python scalar object per value,
+  even for a column without maps (pyarrow 26, GH-50429); without that argument pyarrow has
+  fast paths. So only columns that hold maps pass it.
+* Rows are built by a function made for the column names, ``lambda _0, _1: {'a': _0, 'b': _1}``
+  mapped over the columns: a dict display with constant keys is CPython's cheapest way to
+  build a dict, about half the cost of ``dict(zip(names, row))`` and of ``to_pylist``'s
+  comprehension that looks each cell up by column name.
 
 Values are exactly what ``to_pylist(maps_as_pydicts="strict")`` returns.
 """
 
 from __future__ import annotations
 
-from itertools import repeat
+from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
 import pyarrow as pa
@@ -76,15 +82,28 @@ def rows(table: pa.Table) -> list[dict[str, Any]]:
     if not names:
         return [{} for _ in range(n)]
     columns = [column_values(column) for column in table.columns]
-    return list(map(dict, map(zip, repeat(names, n), zip(*columns, strict=True))))
+    return list(map(_row_builder(tuple(names)), *columns))
+
+
+@lru_cache(maxsize=64)
+def _row_builder(names: tuple[str, ...]) -> Callable[..., dict[str, Any]]:
+    """``lambda _0, _1, ...: {names[0]: _0, names[1]: _1, ...}`` (a repeated name: the last wins,
+    as in ``to_pylist``). The names come from segments, so each enters the source only as
+    ``repr(name)``, a string literal whatever the name holds."""
+    params = ", ".join(f"_{i}" for i in range(len(names)))
+    items = ", ".join(f"{name!r}: _{i}" for i, name in enumerate(names))
+    builder: Callable[..., dict[str, Any]] = eval(f"lambda {params}: {{{items}}}")  # noqa: S307
+    return builder
 
 
 def column_values(column: pa.ChunkedArray) -> list[Any]:
     """The values of one column as Python objects, each distinct temporal or decimal value
     converted once."""
     kind = column.type
-    if not (pa.types.is_temporal(kind) or pa.types.is_decimal(kind)):
+    if _has_map(kind):
         return column.to_pylist(maps_as_pydicts="strict")
+    if not (pa.types.is_temporal(kind) or pa.types.is_decimal(kind)):
+        return column.to_pylist()
     out: list[Any] = []
     for chunk in column.chunks:
         encoded = chunk.dictionary_encode()
@@ -93,3 +112,15 @@ def column_values(column: pa.ChunkedArray) -> list[Any]:
         indices = encoded.indices.fill_null(len(distinct) - 1).to_pylist()
         out += map(distinct.__getitem__, indices)
     return out
+
+
+def _has_map(kind: pa.DataType) -> bool:
+    """Whether values of ``kind`` contain a map (anywhere inside lists and structs)."""
+    if pa.types.is_map(kind):
+        return True
+    if pa.types.is_struct(kind) or pa.types.is_union(kind):
+        return any(_has_map(kind.field(i).type) for i in range(kind.num_fields))
+    if pa.types.is_dictionary(kind):
+        return _has_map(kind.value_type)
+    value_type = getattr(kind, "value_type", None)  # the list types
+    return value_type is not None and _has_map(value_type)

@@ -39,6 +39,10 @@ def _mixed_table() -> pa.Table:
             ),
             "attrs": pa.array([[("a", i), ("b", None)] for i in range(n)], pa.map_(pa.string(), pa.int64())),
             "tags": pa.array([[f"t{j}" for j in range(i % 3)] for i in range(n)], pa.list_(pa.string())),
+            "nested": pa.array(
+                [{"maps": [[("k", i)]] * (i % 2)} for i in range(n)],
+                pa.struct([("maps", pa.list_(pa.map_(pa.string(), pa.int64())))]),
+            ),
             "place": pa.array(
                 [{"at": hours[i], "label": f"p{i}"} for i in range(n)],
                 pa.struct([("at", pa.timestamp("us", tz="UTC")), ("label", pa.string())]),
@@ -138,3 +142,15 @@ def test_position_after_a_record_or_a_table() -> None:
 def test_bad_commit_settings_are_rejected_by_name(key: str, value: Any) -> None:
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         ParquetConsumer({"bootstrap.servers": "127.0.0.1:9", "group.id": "g", key: value})
+
+
+def test_any_column_name_becomes_the_same_key() -> None:
+    names = ["a'b", 'q"', "back\\slash", "new\nline", "__import__('os').system('false')", "", "é ü", "x", "x"]
+    table = pa.Table.from_arrays([pa.array([i, i + 1]) for i in range(len(names))], names=names)
+    assert rows(table) == table.to_pylist()
+    assert list(rows(table)[0]) == list(dict.fromkeys(names))
+
+
+def test_many_columns() -> None:
+    table = pa.table({f"c{i}": [i, -i] for i in range(600)})
+    assert rows(table) == table.to_pylist()
