@@ -611,6 +611,7 @@ class ParquetConsumer:
                 if final:
                     self._send(final, asynchronous=False)
             self._closed = True
+            self._current = None
         self._consumer.close()
 
     def __enter__(self) -> ParquetConsumer:
