@@ -54,187 +54,28 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import confluent_kafka
-import pyarrow as pa
 from confluent_kafka import TopicPartition
 
 from parka.errors import ConfigError, KafkaClientError, SegmentDecodeError, SegmentError
 from parka.message import RecordMessage, SegmentRecords
-from parka.segment import SegmentInfo, decode_segment, is_segment, read_segment_info
+from parka.segment import decode_segment, is_segment, read_segment_info
 
 from ._rows import segment_records
+from ._segments import Cursor, Key, Position, RawSegment, SegmentTable, decode_position, position_after
 
 __all__ = ["ParquetConsumer", "RawSegment", "SegmentTable"]
 
 log = logging.getLogger("parka.consumer")
 
-_META_PREFIX = "parka:1:"
 _MAX_CONSUME = 1_000_000  # confluent-kafka's bound on consume(num_messages)
 _MAX_INTERVAL_MS = 86_400_000  # librdkafka's bound on auto.commit.interval.ms
-
-Key = tuple[str, int]
-# What a commit sends for a partition: the Kafka offset and the commit metadata.
-Position = tuple[int, str]
 
 # _fetch results besides a message and None
 _SEGMENT = object()  # a segment with records to hand out is now the current cursor
 _NOTHING = object()  # a segment with none left (all skipped on resume, or empty)
-
-
-@dataclass(frozen=True)
-class RawSegment:
-    """One Kafka message as the ingestion API returns it: the bytes, untouched.
-
-    ``info`` describes the segment; it is ``None`` for a plain (non-parka) message, which
-    the caller must handle (parka's ingestion dead-letters it).
-    """
-
-    value: bytes | None
-    headers: Any
-    topic: str
-    partition: int
-    offset: int
-    timestamp: tuple[int, int]
-    info: SegmentInfo | None
-
-    @property
-    def num_records(self) -> int | None:
-        return None if self.info is None else self.info.num_records
-
-
-class SegmentTable:
-    """Records of one segment as one ``pyarrow.Table``, from :meth:`ParquetConsumer.poll_table`.
-
-    ``value()`` is the table: the segment's user columns, then its reserved ``__parka_key``,
-    ``__parka_timestamp`` and ``__parka_headers`` columns when it has them. Its rows are the
-    segment's records ``index()`` to ``index() + len(self) - 1``; the segment is the Kafka
-    message at ``offset()`` and holds ``segment_records()`` records. ``commit(message=t)`` and
-    ``store_offsets(message=t)`` take the position after its last row.
-    """
-
-    __slots__ = ("_index", "_offset", "_partition", "_segment_records", "_table", "_timestamp", "_topic")
-
-    def __init__(
-        self,
-        table: pa.Table,
-        *,
-        topic: str,
-        partition: int,
-        offset: int,
-        index: int,
-        segment_records: int,
-        timestamp: tuple[int, int | None],
-    ) -> None:
-        self._table = table
-        self._topic = topic
-        self._partition = partition
-        self._offset = offset
-        self._index = index
-        self._segment_records = segment_records
-        self._timestamp = timestamp
-
-    def value(self) -> pa.Table:
-        """The records as a ``pyarrow.Table``."""
-        return self._table
-
-    def topic(self) -> str:
-        return self._topic
-
-    def partition(self) -> int:
-        return self._partition
-
-    def offset(self) -> int:
-        """Kafka offset of the segment."""
-        return self._offset
-
-    def index(self) -> int:
-        """Index of the first row inside the segment."""
-        return self._index
-
-    def segment_records(self) -> int:
-        """Number of records in the whole segment."""
-        return self._segment_records
-
-    def timestamp(self) -> tuple[int, int | None]:
-        """The segment's Kafka ``(timestamp type, ms)``; per-record ones are in ``__parka_timestamp``."""
-        return self._timestamp
-
-    def error(self) -> None:
-        """Always ``None``: errors come back as confluent-kafka messages, as from ``poll``."""
-        return None
-
-    def __len__(self) -> int:
-        return int(self._table.num_rows)
-
-    def __repr__(self) -> str:
-        return (
-            f"SegmentTable(topic={self._topic!r}, partition={self._partition}, offset={self._offset}, "
-            f"rows={self._index}..{self._index + len(self)}/{self._segment_records})"
-        )
-
-
-class _Cursor:
-    """Where one partition stands: its last segment and the index of the next record to hand out.
-
-    A plain message, or a segment that could not be decoded, is a cursor with no records
-    (``stop == 0``): its position is the next offset. Only ``next`` changes once a cursor is
-    made (and ``records`` is filled in once), so the auto-commit thread can read a position
-    from it without a lock.
-    """
-
-    __slots__ = ("message", "next", "offset", "partition", "records", "stop", "table", "topic")
-
-    def __init__(
-        self,
-        topic: str,
-        partition: int,
-        offset: int,
-        *,
-        message: Any = None,
-        table: pa.Table | None = None,
-        start: int = 0,
-    ) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.offset = offset
-        self.message = message
-        self.table = table
-        self.stop: int = 0 if table is None else table.num_rows
-        self.next = min(start, self.stop)
-        self.records: SegmentRecords | None = None
-
-    def position(self) -> Position:
-        index = self.next
-        if index >= self.stop:
-            return (self.offset + 1, "")
-        return (self.offset, _encode_position(self.offset, index))
-
-
-def _encode_position(offset: int, index: int) -> str:
-    return f"{_META_PREFIX}{offset}:{index}" if index else ""
-
-
-def _decode_position(metadata: str | None) -> tuple[int, int] | None:
-    if not metadata or not metadata.startswith(_META_PREFIX):
-        return None
-    try:
-        offset, index = metadata[len(_META_PREFIX) :].split(":")
-        return int(offset), int(index)
-    except ValueError:
-        return None
-
-
-def _position_after(message: Any) -> Position:
-    """Where consuming resumes after ``message`` (a record, a segment table or a plain message)."""
-    if isinstance(message, (RecordMessage, SegmentTable)):
-        end = message.index() + (1 if isinstance(message, RecordMessage) else len(message))
-        if end >= message.segment_records():
-            return (message.offset() + 1, "")
-        return (message.offset(), _encode_position(message.offset(), end))
-    return (message.offset() + 1, "")
 
 
 def _tp(key: Key, position: Position) -> TopicPartition:
@@ -311,10 +152,10 @@ class ParquetConsumer:
         elif self._user_on_commit is not None:
             client["on_commit"] = self._user_on_commit
         self._consumer = confluent_kafka.Consumer(client)
-        self._cursors: dict[Key, _Cursor] = {}
+        self._cursors: dict[Key, Cursor] = {}
         # The cursor whose records are being handed out (at most one: a segment is handed out
         # whole before the next Kafka message is fetched).
-        self._current: _Cursor | None = None
+        self._current: Cursor | None = None
         # Positions given to store_offsets (enable.auto.offset.store=false).
         self._stored: dict[Key, Position] = {}
         self._assigned: set[Key] = set()
@@ -443,7 +284,7 @@ class ParquetConsumer:
                     cur.next = index + 1
                     return RecordMessage(records, index)
         got = self._pending(timeout)
-        if not isinstance(got, _Cursor):
+        if not isinstance(got, Cursor):
             return got
         records = got.records if got.records is not None else self._build_records(got)
         index = got.next
@@ -466,14 +307,14 @@ class ParquetConsumer:
         while len(out) < num_messages:
             try:
                 got = self._pending(_remaining(deadline))
-                if isinstance(got, _Cursor) and got.records is None:
+                if isinstance(got, Cursor) and got.records is None:
                     self._build_records(got)
             except (SegmentError, KafkaClientError) as exc:
                 if not out:
                     raise
                 self._deferred = exc
                 break
-            if isinstance(got, _Cursor):
+            if isinstance(got, Cursor):
                 start = got.next
                 stop = min(got.stop, start + num_messages - len(out))
                 got.next = stop
@@ -493,7 +334,7 @@ class ParquetConsumer:
         Raises what :meth:`poll` raises.
         """
         got = self._pending(timeout)
-        if not isinstance(got, _Cursor):
+        if not isinstance(got, Cursor):
             return got
         start, table = got.next, got.table
         assert table is not None  # a cursor with records has its table
@@ -530,7 +371,7 @@ class ParquetConsumer:
                 return None
             raise KafkaClientError(f"consume failed: {err}", kafka_error=err)
         topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
-        self._cursors[(topic, partition)] = _Cursor(topic, partition, offset)
+        self._cursors[(topic, partition)] = Cursor(topic, partition, offset)
         headers = msg.headers()
         info = None
         if is_segment(headers):
@@ -565,7 +406,7 @@ class ParquetConsumer:
         if offsets is not None:
             tps = offsets
         elif message is not None:
-            tps = [_tp((message.topic(), message.partition()), _position_after(message))]
+            tps = [_tp((message.topic(), message.partition()), position_after(message))]
         else:
             tps = [_tp(key, pos) for key, pos in self._positions().items()]
             if not tps:
@@ -588,7 +429,7 @@ class ParquetConsumer:
         if offsets is not None:
             given = {(tp.topic, tp.partition): (tp.offset, tp.metadata or "") for tp in offsets}
         elif message is not None:
-            given = {(message.topic(), message.partition()): _position_after(message)}
+            given = {(message.topic(), message.partition()): position_after(message)}
         else:
             raise TypeError("store_offsets needs message or offsets")
         for key in given:
@@ -660,16 +501,16 @@ class ParquetConsumer:
         key = (topic, partition)
         headers = msg.headers()
         if not is_segment(headers):
-            self._cursors[key] = _Cursor(topic, partition, offset)
+            self._cursors[key] = Cursor(topic, partition, offset)
             return msg
         start = self._resume_index(msg)
         try:
             table = decode_segment(msg.value(), headers, topic=topic, partition=partition, offset=offset)
         except SegmentError:
-            self._cursors[key] = _Cursor(topic, partition, offset)
+            self._cursors[key] = Cursor(topic, partition, offset)
             raise
         except Exception as exc:  # anything pyarrow raises on odd data: keep the raw bytes
-            self._cursors[key] = _Cursor(topic, partition, offset)
+            self._cursors[key] = Cursor(topic, partition, offset)
             raise SegmentDecodeError(
                 f"cannot decode segment: {exc}",
                 value=msg.value(),
@@ -678,14 +519,14 @@ class ParquetConsumer:
                 partition=partition,
                 offset=offset,
             ) from exc
-        cursor = _Cursor(topic, partition, offset, message=msg, table=table, start=start)
+        cursor = Cursor(topic, partition, offset, message=msg, table=table, start=start)
         self._cursors[key] = cursor
         if cursor.next >= cursor.stop:
             return _NOTHING
         self._current = cursor
         return _SEGMENT
 
-    def _build_records(self, cursor: _Cursor) -> SegmentRecords:
+    def _build_records(self, cursor: Cursor) -> SegmentRecords:
         """The Python records of the cursor's segment, from its next record on (once per segment)."""
         msg = cursor.message
         try:
@@ -729,7 +570,7 @@ class ParquetConsumer:
                 log.warning("cannot seek %s[%d] back to %d: %s", key[0], key[1], msg.offset(), seek_exc)
             raise KafkaClientError(f"cannot read committed offset of {key[0]}[{key[1]}]: {exc}") from exc
         self._resume_checked.add(key)
-        pos = _decode_position(getattr(tp, "metadata", None))
+        pos = decode_position(getattr(tp, "metadata", None))
         if pos is None or tp.offset != msg.offset() or pos[0] != msg.offset():
             return 0
         return pos[1]

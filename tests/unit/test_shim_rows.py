@@ -10,7 +10,8 @@ import pyarrow as pa
 import pytest
 from parka.consumer import SegmentTable
 from parka.consumer._rows import column_values, rows, segment_records
-from parka.consumer._shim import ParquetConsumer, _Cursor, _position_after
+from parka.consumer._segments import Cursor, position_after
+from parka.consumer._shim import ParquetConsumer
 
 from parka.errors import ConfigError
 from parka.message import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, SegmentRecords
@@ -105,27 +106,27 @@ def test_segment_records_from_a_start_index_keep_the_segments_indexes() -> None:
 
 def test_cursor_positions_are_record_precise() -> None:
     table = pa.table({"id": list(range(3))})
-    cursor = _Cursor("t", 0, 7, table=table)
+    cursor = Cursor("t", 0, 7, table=table)
     assert cursor.position() == (7, "")
     cursor.next = 2
     assert cursor.position() == (7, "parka:1:7:2")
     cursor.next = 3
     assert cursor.position() == (8, "")
-    assert _Cursor("t", 0, 7, table=table, start=5).position() == (8, "")  # resumed past the end
-    assert _Cursor("t", 0, 7).position() == (8, "")  # a plain message
+    assert Cursor("t", 0, 7, table=table, start=5).position() == (8, "")  # resumed past the end
+    assert Cursor("t", 0, 7).position() == (8, "")  # a plain message
 
 
 def test_position_after_a_record_or_a_table() -> None:
     records = SegmentRecords(topic="t", partition=0, offset=7, values=[{}, {}, {}])
-    assert _position_after(records.record(0)) == (7, "parka:1:7:1")
-    assert _position_after(records.record(2)) == (8, "")
+    assert position_after(records.record(0)) == (7, "parka:1:7:1")
+    assert position_after(records.record(2)) == (8, "")
 
     def table(index: int, rows_: int) -> SegmentTable:
         data = pa.table({"id": list(range(rows_))})
         return SegmentTable(data, topic="t", partition=0, offset=7, index=index, segment_records=3, timestamp=(0, 0))
 
-    assert _position_after(table(1, 2)) == (8, "")
-    assert _position_after(table(0, 2)) == (7, "parka:1:7:2")
+    assert position_after(table(1, 2)) == (8, "")
+    assert position_after(table(0, 2)) == (7, "parka:1:7:2")
     assert len(table(1, 2)) == 2
     assert table(1, 2).error() is None
 
