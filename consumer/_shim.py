@@ -338,12 +338,8 @@ class ParquetConsumer:
             return got
         start, table = got.next, got.table
         assert table is not None  # a cursor with records has its table
-        got.next = got.stop
-        self._current = None
-        if start:
-            table = table.slice(start)
-        return SegmentTable(
-            table,
+        out = SegmentTable(
+            table.slice(start) if start else table,
             topic=got.topic,
             partition=got.partition,
             offset=got.offset,
@@ -351,6 +347,10 @@ class ParquetConsumer:
             segment_records=got.stop,
             timestamp=got.message.timestamp(),
         )
+        got.next = got.stop
+        got.table = got.records = got.message = None  # handed out: keep only what positions need
+        self._current = None
+        return out
 
     def poll_buffer(self, timeout: float | None = None) -> RawSegment | None:
         """The KIP's ingestion API: the next message's raw bytes, undecoded.
