@@ -1,7 +1,7 @@
 """A decoded segment as Python records: :func:`segment_records`, once per segment.
 
 The messaging shim hands records out one by one, but converts a segment's columns to Python in
-one pass per column. Two things make that pass cheaper than ``pyarrow.Table.to_pylist``:
+one pass per column. Four things make that pass cheaper than ``pyarrow.Table.to_pylist``:
 
 * Temporal and decimal values become Python objects through a slow per-value path (about 4 µs
   for a timestamp with a time zone, more than a whole row of numbers). Segments repeat such
@@ -9,6 +9,7 @@ one pass per column. Two things make that pass cheaper than ``pyarrow.Table.to_p
   once: dictionary-encode the column, convert the dictionary, index into it. The objects are
   immutable, so records may share them; a column whose values are all distinct costs a hash
   per value more than before.
+* Structs holding such values are converted field by field, their dicts built as rows are.
 * ``to_pylist(maps_as_pydicts="strict")`` converts through a Python scalar object per value,
   even for a column without maps (pyarrow 26, GH-50429); without that argument pyarrow has
   fast paths. So only columns that hold maps pass it.
@@ -97,21 +98,47 @@ def _row_builder(names: tuple[str, ...]) -> Callable[..., dict[str, Any]]:
 
 
 def column_values(column: pa.ChunkedArray) -> list[Any]:
-    """The values of one column as Python objects, each distinct temporal or decimal value
-    converted once."""
+    """The values of one column as Python objects (see the module docstring)."""
     kind = column.type
     if _has_map(kind):
         return column.to_pylist(maps_as_pydicts="strict")
-    if not (pa.types.is_temporal(kind) or pa.types.is_decimal(kind)):
+    if not _converted_here(kind):
         return column.to_pylist()
     out: list[Any] = []
     for chunk in column.chunks:
-        encoded = chunk.dictionary_encode()
-        distinct = encoded.dictionary.to_pylist()
-        distinct.append(None)  # where null indices point
-        indices = encoded.indices.fill_null(len(distinct) - 1).to_pylist()
-        out += map(distinct.__getitem__, indices)
+        out += _array_values(chunk)
     return out
+
+
+def _converted_here(kind: pa.DataType) -> bool:
+    """Temporal and decimal types, and structs holding them (with distinct field names, which
+    pyarrow requires too); pyarrow's own conversion is quicker for other structs."""
+    if pa.types.is_temporal(kind) or pa.types.is_decimal(kind):
+        return True
+    if not pa.types.is_struct(kind):
+        return False
+    fields = [kind.field(i) for i in range(kind.num_fields)]
+    unique = len({f.name for f in fields}) == len(fields)
+    return unique and any(_converted_here(f.type) for f in fields)
+
+
+def _array_values(array: pa.Array) -> list[Any]:
+    kind = array.type
+    if pa.types.is_struct(kind) and _converted_here(kind):
+        names = tuple(kind.field(i).name for i in range(kind.num_fields))
+        # StructArray.field() applies the array's offset but not its validity
+        children = [_array_values(array.field(i)) for i in range(len(names))]
+        values: list[Any] = list(map(_row_builder(names), *children))
+        if array.null_count:
+            values = [v if valid else None for v, valid in zip(values, array.is_valid().to_pylist(), strict=True)]
+        return values
+    if not (pa.types.is_temporal(kind) or pa.types.is_decimal(kind)):
+        return array.to_pylist()
+    encoded = array.dictionary_encode()
+    distinct = encoded.dictionary.to_pylist()
+    distinct.append(None)  # where null indices point
+    indices = encoded.indices.fill_null(len(distinct) - 1).to_pylist()
+    return list(map(distinct.__getitem__, indices))
 
 
 def _has_map(kind: pa.DataType) -> bool:

@@ -45,9 +45,16 @@ def _mixed_table() -> pa.Table:
                 pa.struct([("maps", pa.list_(pa.map_(pa.string(), pa.int64())))]),
             ),
             "place": pa.array(
-                [{"at": hours[i], "label": f"p{i}"} for i in range(n)],
-                pa.struct([("at", pa.timestamp("us", tz="UTC")), ("label", pa.string())]),
+                [None if i % 4 == 1 else {"at": hours[i], "label": f"p{i}", "inner": {"x": i}} for i in range(n)],
+                pa.struct(
+                    [
+                        ("at", pa.timestamp("us", tz="UTC")),
+                        ("label", pa.string()),
+                        ("inner", pa.struct([("x", pa.int64())])),
+                    ]
+                ),
             ),
+            "empty": pa.array([{}] * n, pa.struct([])),
         }
     )
     return pa.concat_tables([first, first.slice(3, 5)])
