@@ -185,13 +185,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help="folder for results.json and report.md")
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.datasets.split(",") if n.strip()]
+    load_before = os.getloadavg()
     results = run(args.bootstrap, names, args.rows, args.segment_rows, args.repeats)
+    # Other jobs on the machine inflate every figure; the interleaved ratios suffer least.
+    load_average = {"before": load_before, "after": os.getloadavg()}
     command = "python -m benchmarks.shim_cpu " + " ".join(argv if argv is not None else sys.argv[1:])
-    report = f"# ParquetConsumer CPU per row\n\n`{command}`\n\n{_table(results)}\n"
+    loads = ", ".join(f"{when} {v[0]:.1f}" for when, v in load_average.items())
+    report = (
+        f"# ParquetConsumer CPU per row\n\n`{command}`\n\n{_table(results)}\n\n"
+        f"1-minute load average ({os.cpu_count()} cores): {loads}.\n"
+    )
     print("\n" + report)
     if args.out:
         os.makedirs(args.out, exist_ok=True)
-        doc = {"command": command, "machine": _machine(), "settings": vars(args), "results": results}
+        doc = {"command": command, "machine": _machine(), "load_average": load_average, "settings": vars(args)}
+        doc["results"] = results
         with open(os.path.join(args.out, "results.json"), "w") as f:
             json.dump(doc, f, indent=2)
         with open(os.path.join(args.out, "report.md"), "w") as f:
