@@ -34,6 +34,8 @@ __all__ = [
     "consume_decoded",
     "drain",
     "consume_shim",
+    "consume_shim_poll",
+    "consume_shim_tables",
     "fetch_raw",
     "produce_parquet",
     "produce_parquet_records",
@@ -180,6 +182,65 @@ def consume_shim(bootstrap: str, topic: str, want: int) -> tuple[Span, list[dict
     consumer.assign([TopicPartition(topic, 0, 0)])
     with measured() as span:
         drain(consumer, want, lambda msg: append(msg.value()), topic)
+    consumer.close()
+    return span, out
+
+
+def consume_shim_poll(bootstrap: str, topic: str, want: int) -> tuple[Span, list[dict[str, Any]]]:
+    """``ParquetConsumer.poll()``, one record per call (the per-record consumer), over the first
+    ``want`` records of partition 0. Raises ``CheckFailed`` when they stop coming."""
+    out: list[dict[str, Any]] = []
+    append = out.append
+    consumer = ParquetConsumer(consumer_conf(bootstrap))
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    poll = consumer.poll
+    with measured() as span:
+        got = 0
+        idle_since: float | None = None  # no clock read per record
+        while got < want:
+            msg = poll(1.0)
+            if msg is None:
+                now = time.monotonic()
+                idle_since = now if idle_since is None else idle_since
+                if now - idle_since > _IDLE_LIMIT_S:
+                    raise CheckFailed(f"{topic}: only {got:,} of {want:,} records arrived")
+                continue
+            idle_since = None
+            err = msg.error()
+            if err is not None:
+                if err.code() == confluent_kafka.KafkaError._PARTITION_EOF:
+                    continue
+                raise CheckFailed(f"{topic}: consume error {err}")
+            append(msg.value())
+            got += 1
+    consumer.close()
+    return span, out
+
+
+def consume_shim_tables(bootstrap: str, topic: str, want: int) -> tuple[Span, list[pa.Table]]:
+    """``ParquetConsumer.poll_table()``, one Arrow table per segment, until ``want`` rows of
+    partition 0 arrived (whole segments: ``want`` should be a multiple of the segment size).
+    Raises ``CheckFailed`` when they stop coming."""
+    out: list[pa.Table] = []
+    consumer = ParquetConsumer(consumer_conf(bootstrap))
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    with measured() as span:
+        got = 0
+        idle_since = time.monotonic()
+        while got < want:
+            batch = consumer.poll_table(1.0)
+            if batch is None:
+                if time.monotonic() - idle_since > _IDLE_LIMIT_S:
+                    raise CheckFailed(f"{topic}: only {got:,} of {want:,} records arrived")
+                continue
+            err = batch.error()
+            if err is not None:
+                if err.code() == confluent_kafka.KafkaError._PARTITION_EOF:
+                    continue
+                raise CheckFailed(f"{topic}: consume error {err}")
+            out.append(batch.value())
+            got += len(batch)
+            idle_since = time.monotonic()
     consumer.close()
     return span, out
 

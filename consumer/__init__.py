@@ -2,6 +2,6 @@
 consumer :class:`IngestionConsumer` (raw segments into Delta Lake, exactly once)."""
 
 from ._ingest import IngestionConsumer, IngestSettings, IngestStats
-from ._shim import ParquetConsumer, RawSegment
+from ._shim import ParquetConsumer, RawSegment, SegmentTable
 
-__all__ = ["IngestSettings", "IngestStats", "IngestionConsumer", "ParquetConsumer", "RawSegment"]
+__all__ = ["IngestSettings", "IngestStats", "IngestionConsumer", "ParquetConsumer", "RawSegment", "SegmentTable"]

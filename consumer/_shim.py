@@ -10,91 +10,167 @@ the next record to hand out as ``(segment offset, index)`` and commits it as:
   commit metadata ``parka:1:<segment offset>:<index>``. When that segment arrives again
   after a restart or rebalance, its first ``index`` records are skipped.
 
-So a commit taken in the middle of a segment neither loses nor repeats records. The wrapped
-client runs with ``enable.auto.offset.store=false``; parka stores the precise positions
-itself (at segment boundaries, at most every 100 ms, and before close or revocation), so
-``enable.auto.commit`` keeps working as users expect.
+So a commit taken in the middle of a segment neither loses nor repeats records.
+
+Handing records out
+-------------------
+A fetched segment is decoded once (Parquet to Arrow) and becomes its partition's *cursor*:
+the decoded table, the index of the next record to hand out, and the record count. ``poll``
+returns the record at the cursor and moves the cursor one on; ``consume(n)`` takes a slice at
+once; ``poll_table`` takes the rest of the segment as an Arrow table. Python values are built
+from the table once per segment (``_rows.py``), on the first ``poll``/``consume`` that needs
+them, and a record is two references (:class:`~parka.message.RecordMessage`). Per record,
+only the cursor's index moves; positions are worked out from cursors when stored or committed.
+
+Auto-commit
+-----------
+The wrapped client runs with ``enable.auto.commit=false`` and ``enable.auto.offset.store=false``,
+and parka commits by itself. librdkafka's auto-commit compares offsets only: a stored position
+with the same segment offset and new metadata (a later record of the same segment) is not
+committed while that offset is already committed (librdkafka 2.x). A crash would then
+re-deliver up to a whole segment. So, with ``enable.auto.commit`` (the default):
+
+1. A partition's position is its cursor when ``enable.auto.offset.store`` is true (the default:
+   every record handed out counts as stored, as librdkafka stores every message ``poll``
+   returns), else the last position the application passed to ``store_offsets``.
+2. A daemon thread wakes every ``auto.commit.interval.ms`` and commits, asynchronously, the
+   positions that changed since it last sent them. A commit reported failed to the commit
+   callback is sent again at the next tick. The application's ``on_commit`` sees these
+   commits as it would see librdkafka's automatic ones.
+3. Revocation, ``unassign`` and ``close()`` commit synchronously, as librdkafka does with
+   auto-commit (``close()`` stops the thread first). Lost partitions are not committed.
+4. The thread and the release of partitions share one lock, so no commit for a partition is
+   sent once it is released. Nothing is locked per record: the thread reads a cursor's index,
+   which the consuming thread only ever increases, and a new segment gets a new cursor.
+
+A crash (kill -9) therefore re-delivers at most the records handed out during the last
+``auto.commit.interval.ms``, plus what the last commit's round trip takes.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections import deque
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+import weakref
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import confluent_kafka
 from confluent_kafka import TopicPartition
 
-from parka.errors import KafkaClientError, SegmentDecodeError, SegmentError
+from parka.errors import ConfigError, KafkaClientError, SegmentDecodeError, SegmentError
 from parka.message import RecordMessage, SegmentRecords
-from parka.segment import SegmentInfo, decode_segment, is_segment, read_segment_info, split_reserved
+from parka.segment import decode_segment, is_segment, read_segment_info
 
-__all__ = ["ParquetConsumer", "RawSegment"]
+from ._rows import segment_records
+from ._segments import Cursor, Key, Position, RawSegment, SegmentTable, decode_position, position_after
+
+__all__ = ["ParquetConsumer", "RawSegment", "SegmentTable"]
 
 log = logging.getLogger("parka.consumer")
 
-_META_PREFIX = "parka:1:"
-_STORE_INTERVAL_S = 0.1
+_MAX_CONSUME = 1_000_000  # confluent-kafka's bound on consume(num_messages)
+_MAX_INTERVAL_MS = 86_400_000  # librdkafka's bound on auto.commit.interval.ms
+
+# _fetch results besides a message and None
+_SEGMENT = object()  # a segment with records to hand out is now the current cursor
+_NOTHING = object()  # a segment with none left (all skipped on resume, or empty)
 
 
-@dataclass(frozen=True)
-class RawSegment:
-    """One Kafka message as the ingestion API returns it: the bytes, untouched.
-
-    ``info`` describes the segment; it is ``None`` for a plain (non-parka) message, which
-    the caller must handle (parka's ingestion dead-letters it).
-    """
-
-    value: bytes | None
-    headers: Any
-    topic: str
-    partition: int
-    offset: int
-    timestamp: tuple[int, int]
-    info: SegmentInfo | None
-
-    @property
-    def num_records(self) -> int | None:
-        return None if self.info is None else self.info.num_records
+def _tp(key: Key, position: Position) -> TopicPartition:
+    return TopicPartition(key[0], key[1], position[0], position[1])
 
 
-def _encode_position(offset: int, index: int) -> str:
-    return f"{_META_PREFIX}{offset}:{index}" if index else ""
+def _flag(conf: dict[str, Any], key: str) -> bool:
+    """Pop a librdkafka boolean (default true) from ``conf``. Raises ConfigError for other values."""
+    value = conf.pop(key, True)
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "t", "1"):
+        return True
+    if text in ("false", "f", "0"):
+        return False
+    raise ConfigError(key, value, "true, false")
 
 
-def _decode_position(metadata: str | None) -> tuple[int, int] | None:
-    if not metadata or not metadata.startswith(_META_PREFIX):
-        return None
+def _interval_s(conf: dict[str, Any]) -> float:
+    """Pop ``auto.commit.interval.ms`` (default 5000) from ``conf``, in seconds. Raises ConfigError."""
+    value = conf.pop("auto.commit.interval.ms", 5000)
     try:
-        offset, index = metadata[len(_META_PREFIX) :].split(":")
-        return int(offset), int(index)
-    except ValueError:
-        return None
+        ms = int(value)
+    except (TypeError, ValueError):
+        ms = -1
+    if isinstance(value, (bool, float)) or not 0 <= ms <= _MAX_INTERVAL_MS:
+        raise ConfigError("auto.commit.interval.ms", value, f"an integer from 0 to {_MAX_INTERVAL_MS}")
+    return ms / 1000
+
+
+def _deadline(timeout: float | None) -> float | None:
+    return None if timeout is None or timeout < 0 else time.monotonic() + timeout
+
+
+def _remaining(deadline: float | None) -> float:
+    return -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
+
+
+def _expired(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() >= deadline
+
+
+def _auto_commit_loop(ref: weakref.ref[ParquetConsumer], stop: threading.Event, interval_s: float) -> None:
+    # A weak reference: a consumer the application drops without close() can still be collected.
+    while not stop.wait(interval_s):
+        consumer = ref()
+        if consumer is None:
+            return
+        consumer._auto_commit_tick()
+        del consumer
 
 
 class ParquetConsumer:
     """Consume parka segments as individual records; plain messages pass through unchanged.
 
     ``conf`` is a confluent-kafka consumer config; it is copied, never modified.
+
+    Raises:
+        ConfigError: ``enable.auto.commit``, ``enable.auto.offset.store`` or
+            ``auto.commit.interval.ms`` has a value librdkafka would not take.
     """
 
     def __init__(self, conf: Mapping[str, Any]) -> None:
         client = dict(conf)
-        self._auto_store = str(client.pop("enable.auto.offset.store", True)).lower() not in ("false", "0")
+        self._auto_store = _flag(client, "enable.auto.offset.store")
+        self._auto_commit = _flag(client, "enable.auto.commit")
+        self._interval_s = _interval_s(client)
+        self._user_on_commit: Callable[..., None] | None = client.pop("on_commit", None)
         client["enable.auto.offset.store"] = False
+        client["enable.auto.commit"] = False
+        if self._auto_commit:
+            client["on_commit"] = _weak_on_commit(weakref.ref(self))
+        elif self._user_on_commit is not None:
+            client["on_commit"] = self._user_on_commit
         self._consumer = confluent_kafka.Consumer(client)
-        self._pending: deque[RecordMessage] = deque()
-        # (topic, partition) -> (segment offset, index of the next record); plain messages
-        # and finished segments are stored as (offset + 1, 0).
-        self._positions: dict[tuple[str, int], tuple[int, int]] = {}
-        self._dirty: set[tuple[str, int]] = set()
-        self._last_store = 0.0
+        self._cursors: dict[Key, Cursor] = {}
+        # The cursor whose records are being handed out (at most one: a segment is handed out
+        # whole before the next Kafka message is fetched).
+        self._current: Cursor | None = None
+        # Positions given to store_offsets (enable.auto.offset.store=false).
+        self._stored: dict[Key, Position] = {}
+        self._assigned: set[Key] = set()
         # Partitions whose committed metadata was already consulted since assignment.
-        self._resume_checked: set[tuple[str, int]] = set()
-        self._explicit: set[tuple[str, int]] = set()
+        self._resume_checked: set[Key] = set()
+        self._explicit: set[Key] = set()
+        # An error met by consume() after it had records in hand: raised by the next call.
+        self._deferred: Exception | None = None
+        # Auto-commit state (see the module docstring); guarded by _lock.
+        self._lock = threading.RLock()
+        self._sent: dict[Key, Position] = {}
+        self._failed: list[Key] = []  # appended by the commit callback, drained by the thread
+        self._committer: threading.Thread | None = None
+        self._stop_committer = threading.Event()
+        self._closed = False
 
     # -- subscription --------------------------------------------------------------------
 
@@ -110,48 +186,82 @@ class ParquetConsumer:
         def assigned(_: Any, partitions: list[TopicPartition]) -> None:
             for tp in partitions:
                 self._resume_checked.discard((tp.topic, tp.partition))
+                self._assigned.add((tp.topic, tp.partition))
             if on_assign is not None:
                 on_assign(self, partitions)
 
         def revoked(_: Any, partitions: list[TopicPartition]) -> None:
-            self._release(partitions, store=True)
+            self._release(partitions, commit=True)
             if on_revoke is not None:
                 on_revoke(self, partitions)
 
         def lost(_: Any, partitions: list[TopicPartition]) -> None:
-            self._release(partitions, store=False)
+            self._release(partitions, commit=False)
             if on_lost is not None:
                 on_lost(self, partitions)
             elif on_revoke is not None:
                 on_revoke(self, partitions)
 
         self._consumer.subscribe(list(topics), on_assign=assigned, on_revoke=revoked, on_lost=lost)
+        self._start_committer()
 
     def assign(self, partitions: list[TopicPartition]) -> None:
-        """Assign partitions; an explicit offset is taken literally (no mid-segment resume)."""
+        """Replace the assignment; an explicit offset is taken literally (no mid-segment resume).
+
+        Partitions of the previous assignment are released first (and committed, with
+        auto-commit), as librdkafka does.
+        """
+        self._release(self._consumer.assignment() + [TopicPartition(*key) for key in self._assigned], commit=True)
+        self._add(partitions)
+        self._consumer.assign(partitions)
+        self._start_committer()
+
+    def incremental_assign(self, partitions: list[TopicPartition]) -> None:
+        """Add partitions to the assignment (cooperative rebalancing), as :meth:`assign` takes them."""
+        self._add(partitions)
+        self._consumer.incremental_assign(partitions)
+        self._start_committer()
+
+    def incremental_unassign(self, partitions: list[TopicPartition]) -> None:
+        """Remove partitions from the assignment, committing their positions with auto-commit."""
+        self._release(partitions, commit=True)
+        self._consumer.incremental_unassign(partitions)
+
+    def unassign(self) -> None:
+        """Remove the whole assignment, committing its positions with auto-commit."""
+        self._release(self._consumer.assignment() + [TopicPartition(*key) for key in self._assigned], commit=True)
+        self._consumer.unassign()
+
+    def _add(self, partitions: list[TopicPartition]) -> None:
         for tp in partitions:
             key = (tp.topic, tp.partition)
+            self._assigned.add(key)
             self._resume_checked.discard(key)
             if tp.offset >= 0:
                 self._explicit.add(key)
                 self._resume_checked.add(key)
             else:
                 self._explicit.discard(key)
-        self._consumer.assign(partitions)
 
-    def unassign(self) -> None:
-        self._release(self._consumer.assignment(), store=True)
-        self._consumer.unassign()
-
-    def _release(self, partitions: list[TopicPartition], *, store: bool) -> None:
+    def _release(self, partitions: Iterable[TopicPartition], *, commit: bool) -> None:
+        """Forget released partitions; with auto-commit and ``commit``, commit them first."""
         gone = {(tp.topic, tp.partition) for tp in partitions}
-        if store and self._auto_store:
-            self._store(gone)
-        self._pending = deque(m for m in self._pending if (m.topic(), m.partition()) not in gone)
-        for key in gone:
-            self._positions.pop(key, None)
-            self._dirty.discard(key)
-            self._resume_checked.discard(key)
+        if not gone:
+            return
+        with self._lock:
+            if commit and self._auto_commit and not self._closed:
+                due = {key: pos for key, pos in self._positions().items() if key in gone}
+                if due:
+                    self._send(due, asynchronous=False)
+            for key in gone:
+                self._cursors.pop(key, None)
+                self._stored.pop(key, None)
+                self._sent.pop(key, None)
+                self._resume_checked.discard(key)
+            self._assigned -= gone
+            current = self._current
+            if current is not None and (current.topic, current.partition) in gone:
+                self._current = None
 
     # -- consuming -------------------------------------------------------------------------
 
@@ -160,46 +270,86 @@ class ParquetConsumer:
 
         Raises :class:`~parka.errors.SegmentDecodeError` for a segment that cannot be decoded;
         the error keeps the raw bytes, topic, partition and offset, and consuming continues
-        after it on the next call.
+        after it on the next call. Raises :class:`~parka.errors.KafkaClientError` when the
+        committed position of a newly assigned partition cannot be read (the segment is
+        fetched again on the next call).
         """
-        deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
-        while True:
-            if self._pending:
-                return self._hand_out(self._pending.popleft())
-            remaining = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
-            msg: Any = self._consumer.poll(remaining)
-            self._maybe_store()
-            if msg is None:
-                return None
-            if msg.error() is not None:
-                return msg
-            key = (msg.topic(), msg.partition())
-            headers = msg.headers()
-            if not is_segment(headers):
-                self._advance(key, msg.offset() + 1, 0)
-                return msg
-            self._advance(key, msg.offset(), 0)
-            records = self._decode(msg)
-            skip = self._resume_index(msg)
-            if skip:
-                records = records[skip:]
-            if records:
-                self._pending.extend(records)
-                return self._hand_out(self._pending.popleft())
-            self._advance(key, msg.offset() + 1, 0)
-            if deadline is not None and time.monotonic() >= deadline:
-                return None
+        # The path taken for all but the first record of a segment: nothing but the cursor.
+        cur = self._current
+        if cur is not None:
+            index = cur.next
+            if index < cur.stop:
+                records = cur.records
+                if records is not None:
+                    cur.next = index + 1
+                    return RecordMessage(records, index)
+        got = self._pending(timeout)
+        if not isinstance(got, Cursor):
+            return got
+        records = got.records if got.records is not None else self._build_records(got)
+        index = got.next
+        got.next = index + 1
+        return RecordMessage(records, index)
 
-    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Any]:
-        """Up to ``num_messages`` records or messages, waiting at most ``timeout`` seconds."""
+    def consume(self, num_messages: int = 1, timeout: float | None = -1) -> list[Any]:
+        """Up to ``num_messages`` records or messages, as ``confluent_kafka.Consumer.consume``.
+
+        Returns once ``num_messages`` are collected or ``timeout`` seconds (negative or
+        ``None``: no limit) have passed. Records come in slices of their segment; further
+        Kafka messages are fetched only as needed. Plain and error messages are returned in
+        place. Raises what :meth:`poll` raises; an error met after some records were
+        collected is raised by the next call instead, so those records are not lost.
+        """
+        if not 0 <= num_messages <= _MAX_CONSUME:
+            raise ValueError(f"num_messages must be between 0 and {_MAX_CONSUME:,}, got {num_messages}")
         out: list[Any] = []
-        deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
+        deadline = _deadline(timeout)
         while len(out) < num_messages:
-            remaining = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
-            msg = self.poll(remaining)
-            if msg is None:
+            try:
+                got = self._pending(_remaining(deadline))
+                if isinstance(got, Cursor) and got.records is None:
+                    self._build_records(got)
+            except (SegmentError, KafkaClientError) as exc:
+                if not out:
+                    raise
+                self._deferred = exc
                 break
-            out.append(msg)
+            if isinstance(got, Cursor):
+                start = got.next
+                stop = min(got.stop, start + num_messages - len(out))
+                got.next = stop
+                out += got.records.records(start, stop)  # type: ignore[union-attr]
+            elif got is not None:
+                out.append(got)
+            elif _expired(deadline):
+                break
+        return out
+
+    def poll_table(self, timeout: float | None = None) -> Any:
+        """The next segment's records not yet handed out, as one :class:`SegmentTable`.
+
+        When ``poll``/``consume`` already handed out part of a segment, the rest of it. No
+        Python object is built per record. A plain message or an error message is returned
+        as the confluent-kafka ``Message`` itself; ``None`` when ``timeout`` seconds passed.
+        Raises what :meth:`poll` raises.
+        """
+        got = self._pending(timeout)
+        if not isinstance(got, Cursor):
+            return got
+        start, table = got.next, got.table
+        assert table is not None  # a cursor with records has its table
+        out = SegmentTable(
+            table.slice(start) if start else table,
+            topic=got.topic,
+            partition=got.partition,
+            offset=got.offset,
+            index=start,
+            segment_records=got.stop,
+            timestamp=got.message.timestamp(),
+        )
+        got.next = got.stop
+        got.table = got.records = got.message = None  # handed out: keep only what positions need
+        self._current = None
         return out
 
     def poll_buffer(self, timeout: float | None = None) -> RawSegment | None:
@@ -209,10 +359,10 @@ class ParquetConsumer:
         :class:`~parka.errors.SegmentDecodeError` when segment headers are garbled (the error
         keeps the raw message) and :class:`~parka.errors.KafkaClientError` for client errors.
         """
-        if self._pending:
+        current = self._current
+        if current is not None and current.next < current.stop:
             raise SegmentError("records of a decoded segment are still pending: call poll() until it returns them")
         msg: Any = self._consumer.poll(-1 if timeout is None else timeout)
-        self._maybe_store()
         if msg is None:
             return None
         err = msg.error()
@@ -220,20 +370,18 @@ class ParquetConsumer:
             if err.code() == confluent_kafka.KafkaError._PARTITION_EOF:
                 return None
             raise KafkaClientError(f"consume failed: {err}", kafka_error=err)
-        key = (msg.topic(), msg.partition())
-        self._advance(key, msg.offset() + 1, 0)
+        topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+        self._cursors[(topic, partition)] = Cursor(topic, partition, offset)
         headers = msg.headers()
         info = None
         if is_segment(headers):
-            info = read_segment_info(
-                headers, value=msg.value(), topic=msg.topic(), partition=msg.partition(), offset=msg.offset()
-            )
+            info = read_segment_info(headers, value=msg.value(), topic=topic, partition=partition, offset=offset)
         return RawSegment(
             value=msg.value(),
             headers=headers,
-            topic=msg.topic(),
-            partition=msg.partition(),
-            offset=msg.offset(),
+            topic=topic,
+            partition=partition,
+            offset=offset,
             timestamp=msg.timestamp(),
             info=info,
         )
@@ -248,40 +396,63 @@ class ParquetConsumer:
     ) -> list[TopicPartition] | None:
         """Commit record-precise positions.
 
-        With no argument, the position after the last record handed out on every partition;
-        with ``message``, the position after that record; ``offsets`` pass through unchanged.
-        Returns the committed partitions when ``asynchronous=False``.
+        With no argument, the stored position of every partition: after the last record
+        handed out, or with ``enable.auto.offset.store=false`` what was given to
+        :meth:`store_offsets`. With ``message`` (a record, a :class:`SegmentTable` or a plain
+        message), the position after it; ``offsets`` pass through unchanged. Returns the
+        committed partitions when ``asynchronous=False``. Raises
+        :class:`~parka.errors.KafkaClientError` when there is nothing to commit.
         """
         if offsets is not None:
             tps = offsets
         elif message is not None:
-            tps = [self._position_after(message)]
+            tps = [_tp((message.topic(), message.partition()), position_after(message))]
         else:
-            tps = [self._tp(key) for key in self._positions]
+            tps = [_tp(key, pos) for key, pos in self._positions().items()]
             if not tps:
-                raise KafkaClientError("nothing to commit: no record has been consumed yet")
+                raise KafkaClientError("nothing to commit: no position has been stored yet")
         if asynchronous:
             self._consumer.commit(offsets=tps, asynchronous=True)
             return None
         return list(self._consumer.commit(offsets=tps, asynchronous=False))
 
     def store_offsets(self, message: Any = None, offsets: list[TopicPartition] | None = None) -> None:
-        """Store the position after ``message`` (record-precise) or the given ``offsets``."""
+        """Store the position after ``message`` (record-precise) or the given ``offsets``, for
+        the next auto-commit or argument-less :meth:`commit`.
+
+        Raises :class:`~parka.errors.KafkaClientError` unless ``enable.auto.offset.store`` is
+        false (as librdkafka does) or for a partition not assigned, and ``TypeError`` with
+        neither argument.
+        """
+        if self._auto_store:
+            raise KafkaClientError("store_offsets needs 'enable.auto.offset.store' set to false")
         if offsets is not None:
-            self._consumer.store_offsets(offsets=offsets)
+            given = {(tp.topic, tp.partition): (tp.offset, tp.metadata or "") for tp in offsets}
         elif message is not None:
-            self._consumer.store_offsets(offsets=[self._position_after(message)])
+            given = {(message.topic(), message.partition()): position_after(message)}
         else:
             raise TypeError("store_offsets needs message or offsets")
+        for key in given:
+            if key not in self._assigned:
+                raise KafkaClientError(f"cannot store an offset for {key[0]}[{key[1]}]: partition not assigned")
+        self._stored.update(given)
 
     def committed(self, partitions: list[TopicPartition], timeout: float | None = None) -> list[TopicPartition]:
         args = () if timeout is None else (timeout,)
         return list(self._consumer.committed(partitions, *args))
 
     def close(self) -> None:
-        """Store precise positions (so auto-commit on close commits them) and close the client."""
-        if self._auto_store:
-            self._store(set(self._dirty))
+        """Stop auto-committing, commit the final positions (with auto-commit) and close the client."""
+        self._stop_committer.set()
+        if self._committer is not None:
+            self._committer.join()
+        with self._lock:
+            if self._auto_commit and not self._closed:
+                final = {key: pos for key, pos in self._positions().items() if key in self._assigned}
+                if final:
+                    self._send(final, asynchronous=False)
+            self._closed = True
+            self._current = None
         self._consumer.close()
 
     def __enter__(self) -> ParquetConsumer:
@@ -296,92 +467,180 @@ class ParquetConsumer:
             raise AttributeError(name)
         return getattr(self._consumer, name)
 
-    # -- internals -------------------------------------------------------------------------
+    # -- internals: fetching -------------------------------------------------------------------
 
-    def _decode(self, msg: Any) -> list[RecordMessage]:
+    def _pending(self, timeout: float | None) -> Any:
+        """The cursor with records left to hand out, fetching Kafka messages until one has
+        some; else what came instead: a plain or error message, or ``None`` on timeout."""
+        current = self._current
+        if current is not None:
+            if current.next < current.stop:
+                return current
+            # Handed out: the cursor keeps only what positions need.
+            current.table = current.records = current.message = None
+            self._current = None
+        if self._deferred is not None:
+            exc, self._deferred = self._deferred, None
+            raise exc
+        deadline = _deadline(timeout)
+        while True:
+            got = self._fetch(_remaining(deadline))
+            if got is _SEGMENT:
+                return self._current
+            if got is not _NOTHING:
+                return got
+            if _expired(deadline):
+                return None
+
+    def _fetch(self, timeout: float) -> Any:
+        """Poll the client once: a plain or error message, ``None``, ``_SEGMENT`` or ``_NOTHING``."""
+        msg: Any = self._consumer.poll(timeout)
+        if msg is None or msg.error() is not None:
+            return msg
         topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+        key = (topic, partition)
+        headers = msg.headers()
+        if not is_segment(headers):
+            self._cursors[key] = Cursor(topic, partition, offset)
+            return msg
+        start = self._resume_index(msg)
         try:
-            table = decode_segment(msg.value(), msg.headers(), topic=topic, partition=partition, offset=offset)
-            data, meta = split_reserved(table)
-            values = data.to_pylist(maps_as_pydicts="strict")
+            table = decode_segment(msg.value(), headers, topic=topic, partition=partition, offset=offset)
         except SegmentError:
-            self._advance((topic, partition), offset + 1, 0)
+            self._cursors[key] = Cursor(topic, partition, offset)
             raise
         except Exception as exc:  # anything pyarrow raises on odd data: keep the raw bytes
-            self._advance((topic, partition), offset + 1, 0)
+            self._cursors[key] = Cursor(topic, partition, offset)
             raise SegmentDecodeError(
-                f"cannot decode segment records: {exc}",
+                f"cannot decode segment: {exc}",
                 value=msg.value(),
-                headers=msg.headers(),
+                headers=headers,
                 topic=topic,
                 partition=partition,
                 offset=offset,
             ) from exc
-        return SegmentRecords(
-            topic=topic,
-            partition=partition,
-            offset=offset,
-            values=values,
-            keys=meta.keys,
-            timestamps=meta.timestamps,
-            headers=meta.headers,
-            segment_timestamp=msg.timestamp(),
-        ).records()
+        cursor = Cursor(topic, partition, offset, message=msg, table=table, start=start)
+        self._cursors[key] = cursor
+        if cursor.next >= cursor.stop:
+            return _NOTHING
+        self._current = cursor
+        return _SEGMENT
+
+    def _build_records(self, cursor: Cursor) -> SegmentRecords:
+        """The Python records of the cursor's segment, from its next record on (once per segment)."""
+        msg = cursor.message
+        try:
+            records = segment_records(
+                cursor.table,
+                cursor.next,
+                topic=cursor.topic,
+                partition=cursor.partition,
+                offset=cursor.offset,
+                segment_timestamp=msg.timestamp(),
+            )
+        except Exception as exc:  # a value Python cannot hold, a malformed reserved column
+            cursor.next = cursor.stop  # consuming continues after this segment
+            self._current = None
+            raise SegmentDecodeError(
+                f"cannot decode segment records: {exc}",
+                value=msg.value(),
+                headers=msg.headers(),
+                topic=cursor.topic,
+                partition=cursor.partition,
+                offset=cursor.offset,
+            ) from exc
+        cursor.records = records
+        return records
 
     def _resume_index(self, msg: Any) -> int:
-        """Records of this segment already consumed before a restart, per committed metadata."""
+        """Records of this segment already consumed before a restart, per committed metadata.
+
+        Raises KafkaClientError when the committed position cannot be read; the client is
+        sought back to the segment, so the next poll fetches it again.
+        """
         key = (msg.topic(), msg.partition())
         if key in self._resume_checked:
             return 0
-        self._resume_checked.add(key)
         try:
             [tp] = self._consumer.committed([TopicPartition(*key)], timeout=10)
         except confluent_kafka.KafkaException as exc:
+            try:
+                self._consumer.seek(TopicPartition(key[0], key[1], msg.offset()))
+            except confluent_kafka.KafkaException as seek_exc:
+                log.warning("cannot seek %s[%d] back to %d: %s", key[0], key[1], msg.offset(), seek_exc)
             raise KafkaClientError(f"cannot read committed offset of {key[0]}[{key[1]}]: {exc}") from exc
-        pos = _decode_position(getattr(tp, "metadata", None))
+        self._resume_checked.add(key)
+        pos = decode_position(getattr(tp, "metadata", None))
         if pos is None or tp.offset != msg.offset() or pos[0] != msg.offset():
             return 0
         return pos[1]
 
-    def _hand_out(self, rec: RecordMessage) -> RecordMessage:
-        key = (rec.topic(), rec.partition())
-        if rec.index() + 1 >= rec.segment_records():
-            self._advance(key, rec.offset() + 1, 0)
-        else:
-            self._advance(key, rec.offset(), rec.index() + 1)
-        return rec
+    # -- internals: positions and auto-commit ------------------------------------------------
 
-    def _advance(self, key: tuple[str, int], offset: int, index: int) -> None:
-        self._positions[key] = (offset, index)
-        self._dirty.add(key)
+    def _positions(self) -> dict[Key, Position]:
+        """The stored position of every partition that has one (a snapshot; any thread)."""
+        if self._auto_store:
+            return {key: cursor.position() for key, cursor in self._cursors.copy().items()}
+        return self._stored.copy()
 
-    def _tp(self, key: tuple[str, int]) -> TopicPartition:
-        offset, index = self._positions[key]
-        return TopicPartition(key[0], key[1], offset, _encode_position(offset, index))
-
-    def _position_after(self, message: Any) -> TopicPartition:
-        if isinstance(message, RecordMessage):
-            if message.index() + 1 >= message.segment_records():
-                return TopicPartition(message.topic(), message.partition(), message.offset() + 1)
-            offset, index = message.offset(), message.index() + 1
-            return TopicPartition(message.topic(), message.partition(), offset, _encode_position(offset, index))
-        return TopicPartition(message.topic(), message.partition(), message.offset() + 1)
-
-    def _maybe_store(self) -> None:
-        if not self._auto_store or not self._dirty:
+    def _start_committer(self) -> None:
+        if not self._auto_commit or self._interval_s <= 0 or self._committer is not None or self._closed:
             return
-        now = time.monotonic()
-        if now - self._last_store >= _STORE_INTERVAL_S:
-            self._store(set(self._dirty))
-            self._last_store = now
+        self._committer = threading.Thread(
+            target=_auto_commit_loop,
+            args=(weakref.ref(self), self._stop_committer, self._interval_s),
+            name="parka-auto-commit",
+            daemon=True,
+        )
+        self._committer.start()
 
-    def _store(self, keys: set[tuple[str, int]]) -> None:
-        tps = [self._tp(k) for k in keys if k in self._positions]
-        if not tps:
-            return
+    def _auto_commit_tick(self) -> None:
+        """One auto-commit (the committer thread): send the positions that changed."""
+        with self._lock:
+            if self._closed:
+                return
+            while self._failed:
+                self._sent.pop(self._failed.pop(), None)
+            due = {
+                key: pos
+                for key, pos in self._positions().items()
+                if key in self._assigned and self._sent.get(key) != pos
+            }
+            if due:
+                self._send(due, asynchronous=True)
+
+    def _send(self, positions: dict[Key, Position], *, asynchronous: bool) -> None:
+        """Commit ``positions`` (holding ``_lock``); failures are logged, not raised."""
+        offsets = [_tp(key, pos) for key, pos in positions.items()]
         try:
-            self._consumer.store_offsets(offsets=tps)
+            if asynchronous:
+                self._consumer.commit(offsets=offsets, asynchronous=True)
+                result = []
+            else:
+                result = self._consumer.commit(offsets=offsets, asynchronous=False)
         except confluent_kafka.KafkaException as exc:
-            # A partition revoked a moment ago cannot be stored: not an error for the caller.
-            log.debug("store_offsets skipped: %s", exc)
-        self._dirty.difference_update(keys)
+            # E.g. a rebalance in progress: the next tick (or the new owner) carries on.
+            log.info("auto-commit of %d partition(s) failed: %s", len(positions), exc)
+            return
+        failed = set()
+        for tp in result:
+            if tp.error is not None:
+                failed.add((tp.topic, tp.partition))
+                log.info("auto-commit of %s[%d] failed: %s", tp.topic, tp.partition, tp.error)
+        self._sent.update((key, pos) for key, pos in positions.items() if key not in failed)
+
+    def _on_commit(self, err: Any, partitions: list[TopicPartition] | None) -> None:
+        """The client's commit callback: remember failed auto-commits, then the application's."""
+        failed = [(tp.topic, tp.partition) for tp in partitions or () if err is not None or tp.error is not None]
+        self._failed.extend(failed)  # the committer thread resends them at its next tick
+        if self._user_on_commit is not None:
+            self._user_on_commit(err, partitions)
+
+
+def _weak_on_commit(ref: weakref.ref[ParquetConsumer]) -> Callable[[Any, Any], None]:
+    def on_commit(err: Any, partitions: Any) -> None:
+        consumer = ref()
+        if consumer is not None:
+            consumer._on_commit(err, partitions)
+
+    return on_commit
