@@ -11,7 +11,7 @@ Arrow type                  Python values
 ==========================  ===========================================================
 bool                        ``bool`` (not ``int``)
 int8 ... uint64             ``int`` within range (not ``bool``, not ``float``)
-float32, float64            ``float`` or ``int``
+float32, float64            ``float``, ``int`` or ``bool`` (as 1.0 / 0.0, as fastavro takes it)
 string                      ``str``, or ``uuid.UUID`` (stored as its ``str``)
 binary, fixed_size_binary   ``bytes``, ``bytearray``, ``memoryview`` (not ``str``)
 decimal(p, s)               ``decimal.Decimal`` or ``int`` that fits without rounding
@@ -25,7 +25,9 @@ struct                      a mapping with no unknown keys
 ==========================  ===========================================================
 
 numpy scalars are accepted where the matching Python type is. A field absent from a record is
-null (an error when the field is not nullable).
+null (an error when the field is not nullable). One leniency of the batch path: a numpy bool
+among the ints of an integer column is read as 1 / 0 (Arrow cannot tell it from an int, and
+checking every value's type would cost more than the rest of the conversion).
 """
 
 from __future__ import annotations
@@ -122,7 +124,6 @@ class RecordConverter:
         self.schema = schema
         self.validate = compile_validator(schema)
         self._names = frozenset(schema.names)
-        self._columns = [(f.name, itemgetter(f.name), f) for f in schema]
         # time columns have no Arrow inference that keeps ints apart from times: per record
         self._always_slow = any(_contains_time(f.type) for f in schema)
 
@@ -136,28 +137,11 @@ class RecordConverter:
         return self._slow(records)
 
     def _fast(self, records: Sequence[Mapping[str, Any]]) -> pa.Table:
-        if set().union(*records) - self._names:
-            raise _Slow("unknown field")
-        arrays = []
-        for name, getter, field in self._columns:
-            try:
-                values = list(map(getter, records))
-            except KeyError:
-                values = [r.get(name) for r in records]
-            except TypeError as exc:  # a Mapping that is not a dict and not subscriptable by name
-                raise _Slow(str(exc)) from None
-            if pa.types.is_map(field.type):
-                array = _map_column(values, field.type)
-            else:
-                try:
-                    array = pa.array(values)
-                except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
-                    raise _Slow(str(exc)) from None
-                array = _conform(array, field)
+        columns = _columns(records, list(self.schema), self._names)
+        for array, field in zip(columns, self.schema, strict=True):
             if _null_violation(array, field, None):
                 raise _Slow("null in a non-nullable position")
-            arrays.append(array)
-        return pa.Table.from_arrays(arrays, schema=self.schema)
+        return pa.Table.from_arrays(columns, schema=self.schema)
 
     def _slow(self, records: Sequence[Mapping[str, Any]]) -> Conversion:
         good: list[dict[str, Any]] = []
@@ -185,6 +169,84 @@ class RecordConverter:
             kept = still
             table = pa.concat_tables(rows) if rows else self.schema.empty_table()
         return Conversion(table, bad, None if not bad else kept)
+
+
+_EMPTY: dict[str, Any] = {}
+
+
+def _columns(dicts: Sequence[Mapping[str, Any]], fields: list[pa.Field], names: frozenset[str]) -> list[pa.Array]:
+    """One array per field, from mappings (a missing key is null); :class:`_Slow` on an unknown key."""
+    out = []
+    complete = True  # every mapping had every field
+    for field in fields:
+        try:
+            values = list(map(itemgetter(field.name), dicts))
+        except KeyError:
+            complete = False
+            values = [d.get(field.name) for d in dicts]
+        except TypeError as exc:  # a Mapping that is not subscriptable by name
+            raise _Slow(str(exc)) from None
+        out.append(_column(values, field))
+    # A mapping holding every field has no other key unless it is longer than the field list.
+    if (max(map(len, dicts), default=0) > len(fields)) if complete else bool(set().union(*dicts) - names):
+        raise _Slow("unknown field")
+    return out
+
+
+_NONE = type(None)
+
+
+def _kinds_fit(kinds: set[type], t: pa.DataType) -> bool:
+    """Whether Python values of these types are ones the validator takes for ``t``, where Arrow's
+    inference would otherwise blur them (a bool read as a number, text as bytes, a datetime as a
+    date)."""
+    kinds.discard(_NONE)
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+        return kinds <= {bytes, bytearray}
+    if pa.types.is_date32(t):
+        return all(k is dt.date or k is int or issubclass(k, np.integer) for k in kinds)
+    return True
+
+
+_CHECK_KINDS = (pa.types.is_binary, pa.types.is_large_binary, pa.types.is_fixed_size_binary, pa.types.is_date32)
+
+
+def _column(values: list[Any], field: pa.Field) -> pa.Array:
+    t = field.type
+    if pa.types.is_map(t):
+        return _map_column(values, t)
+    if pa.types.is_struct(t):
+        return _struct_column(values, field)
+    # Numbers need no such check: Arrow refuses a str or a Python bool among ints and turns
+    # floats among ints into a float array, which _conform refuses for an int column.
+    checked = t.value_type if pa.types.is_dictionary(t) else t
+    if any(is_kind(checked) for is_kind in _CHECK_KINDS) and not _kinds_fit(set(map(type, values)), checked):
+        raise _Slow("a value of a type the column does not take")
+    try:
+        array = pa.array(values)
+    except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+        raise _Slow(str(exc)) from None
+    return _conform(array, field)
+
+
+def _struct_column(values: list[Any], field: pa.Field) -> pa.Array:
+    """A struct column built child by child (faster than Arrow inferring nested dicts, and each
+    level's keys are checked); other mappings than dicts take the per-record path."""
+    kinds = set(map(type, values))
+    kinds.discard(type(None))
+    if kinds - {dict}:
+        raise _Slow("a struct value that is not a dict")
+    nulls = values.count(None)
+    if nulls == len(values):
+        return pa.nulls(len(values), field.type)
+    mask = None
+    dicts = values
+    if nulls:
+        mask = pa.array([v is None for v in values], pa.bool_())
+        dicts = [_EMPTY if v is None else v for v in values]
+    t = field.type
+    children = _columns(dicts, list(t), frozenset(f.name for f in t))
+    return pa.StructArray.from_arrays(children, fields=list(t), mask=mask)
 
 
 def _contains_time(t: pa.DataType) -> bool:
@@ -532,7 +594,8 @@ def _int_converter(type_name: str, low: int, high: int) -> _Converter:
 def _to_float(value: Any) -> float:
     if type(value) is float:
         return value
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (float, int, np.integer, np.floating)):
+    # bools are taken as 1.0 / 0.0, as fastavro takes them for a double (and Arrow on the batch path)
+    if not isinstance(value, (float, int, np.integer, np.floating, np.bool_)):
         raise _Invalid(f"expected float, got {_describe(value)}")
     try:
         return float(value)

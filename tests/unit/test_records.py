@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from parka.errors import RecordError, SchemaError
-from parka.records import compile_validator, records_to_table
+from parka.records import RecordConverter, compile_validator, records_to_table
 
 UTC = dt.timezone.utc
 
@@ -114,64 +114,63 @@ def test_topic_is_added_by_the_caller() -> None:
     assert str(again).startswith("topic 'orders', field 'i32': ")
 
 
-@pytest.mark.parametrize(
-    ("name", "value", "message"),
-    [
-        ("i32", "1", "expected int32, got str"),
-        ("i32", 1.0, "expected int32, got float"),
-        ("i32", True, "expected int32, got bool"),
-        ("i64", np.bool_(True), "expected int64, got bool"),
-        ("i32", 2**31, "out of range for int32"),
-        ("i32", -(2**31) - 1, "out of range for int32"),
-        ("i64", 2**63, "out of range for int64"),
-        ("u8", 256, "out of range for uint8"),
-        ("u8", -1, "out of range for uint8"),
-        ("flag", 1, "expected bool, got int"),
-        ("f32", "1.5", "expected float, got str"),
-        ("f64", True, "expected float, got bool"),
-        ("f64", decimal.Decimal("1.5"), "expected float, got Decimal"),
-        ("s", b"x", "expected str, got bytes"),
-        ("s", 5, "expected str, got int"),
-        ("blob", "text", "expected bytes, got str"),
-        ("fixed", b"abc", "exactly 4 bytes"),
-        ("amount", 1.5, "expected Decimal or int"),
-        ("amount", decimal.Decimal("1.005"), "more than 2 decimal places"),
-        ("amount", decimal.Decimal("10000.00"), "does not fit decimal(6, 2)"),
-        ("amount", 10_000, "does not fit decimal(6, 2)"),
-        ("amount", decimal.Decimal("NaN"), "not a finite"),
-        ("ts", "2024-01-01", "expected datetime or int"),
-        ("ts", dt.date(2024, 1, 1), "expected datetime or int"),
-        ("ts", 2**63, "out of range for int64"),
-        ("day", dt.datetime(2024, 1, 1), "expected a date, got datetime"),
-        ("day", "2024-01-01", "expected date or int days"),
-        ("day", 2**31, "out of range for date32"),
-        ("t_ms", 86_400_000, "not a time of day"),
-        ("t_us", -1, "not a time of day"),
-        ("t_us", 1.5, "expected time or int"),
-        ("tags", "abc", "expected a list, got str"),
-        ("attrs", [("k", 1)], "expected a mapping for a map"),
-        ("color", 3, "expected str, got int"),
-        ("a", "x", "expected a mapping for a struct"),
-    ],
-)
+WRONG_VALUES: list[tuple[str, Any, str]] = [
+    ("i32", "1", "expected int32, got str"),
+    ("i32", 1.0, "expected int32, got float"),
+    ("i32", True, "expected int32, got bool"),
+    ("i64", np.bool_(True), "expected int64, got bool"),
+    ("i32", 2**31, "out of range for int32"),
+    ("i32", -(2**31) - 1, "out of range for int32"),
+    ("i64", 2**63, "out of range for int64"),
+    ("u8", 256, "out of range for uint8"),
+    ("u8", -1, "out of range for uint8"),
+    ("flag", 1, "expected bool, got int"),
+    ("f32", "1.5", "expected float, got str"),
+    ("f64", decimal.Decimal("1.5"), "expected float, got Decimal"),
+    ("s", b"x", "expected str, got bytes"),
+    ("s", 5, "expected str, got int"),
+    ("blob", "text", "expected bytes, got str"),
+    ("fixed", b"abc", "exactly 4 bytes"),
+    ("amount", 1.5, "expected Decimal or int"),
+    ("amount", decimal.Decimal("1.005"), "more than 2 decimal places"),
+    ("amount", decimal.Decimal("10000.00"), "does not fit decimal(6, 2)"),
+    ("amount", 10_000, "does not fit decimal(6, 2)"),
+    ("amount", decimal.Decimal("NaN"), "not a finite"),
+    ("ts", "2024-01-01", "expected datetime or int"),
+    ("ts", dt.date(2024, 1, 1), "expected datetime or int"),
+    ("ts", 2**63, "out of range for int64"),
+    ("day", dt.datetime(2024, 1, 1), "expected a date, got datetime"),
+    ("day", "2024-01-01", "expected date or int days"),
+    ("day", 2**31, "out of range for date32"),
+    ("t_ms", 86_400_000, "not a time of day"),
+    ("t_us", -1, "not a time of day"),
+    ("t_us", 1.5, "expected time or int"),
+    ("tags", "abc", "expected a list, got str"),
+    ("attrs", [("k", 1)], "expected a mapping for a map"),
+    ("color", 3, "expected str, got int"),
+    ("a", "x", "expected a mapping for a struct"),
+]
+
+
+@pytest.mark.parametrize(("name", "value", "message"), WRONG_VALUES)
 def test_wrong_value_names_the_field(name: str, value: Any, message: str) -> None:
     error = reject({**VALID, name: value})
     assert error.field == name
     assert message in str(error)
 
 
-@pytest.mark.parametrize(
-    ("value", "field", "message"),
-    [
-        ({"b": [{"c": 1}, {"c": 2}, {"c": 3}, {"c": "4"}]}, "a.b[3].c", "expected int32, got str"),
-        ({"b": [{"c": 1, "e": 0}]}, "a.b[0].e", "unknown field"),
-        ({"b": [{"d": "x"}]}, "a.b[0].c", "missing"),
-        ({"b": [{"c": 1, "d": b"x"}]}, "a.b[0].d", "expected str, got bytes"),
-        ({"b": [None, 1]}, "a.b[1]", "expected a mapping for a struct, got int"),
-        ({}, "a.b", "missing"),
-        ({"b": "nope"}, "a.b", "expected a list"),
-    ],
-)
+NESTED_ERRORS: list[tuple[Any, str, str]] = [
+    ({"b": [{"c": 1}, {"c": 2}, {"c": 3}, {"c": "4"}]}, "a.b[3].c", "expected int32, got str"),
+    ({"b": [{"c": 1, "e": 0}]}, "a.b[0].e", "unknown field"),
+    ({"b": [{"d": "x"}]}, "a.b[0].c", "missing"),
+    ({"b": [{"c": 1, "d": b"x"}]}, "a.b[0].d", "expected str, got bytes"),
+    ({"b": [None, 1]}, "a.b[1]", "expected a mapping for a struct, got int"),
+    ({}, "a.b", "missing"),
+    ({"b": "nope"}, "a.b", "expected a list"),
+]
+
+
+@pytest.mark.parametrize(("value", "field", "message"), NESTED_ERRORS)
 def test_nested_errors_carry_the_path(value: Any, field: str, message: str) -> None:
     error = reject({**VALID, "a": value})
     assert error.field == field
@@ -281,3 +280,100 @@ def test_plain_ints_for_timestamp_millis_are_epoch_millis() -> None:
     assert table["ms"][0].as_py() == when
     assert table["opt_ms"][0].as_py() == when
     assert table["us"][0].as_py() == when.replace(microsecond=123456)
+
+
+# -- RecordConverter: the batch path must agree with the validator record for record ------------
+
+# Time columns always take the per-record path; without them the batch path is exercised.
+NO_TIME = pa.schema([fld for fld in SCHEMA if not pa.types.is_time(fld.type)])
+FULL: dict[str, Any] = {
+    **VALID,
+    "u8": 255,
+    "f64": 2,
+    "opt": "o",
+    "fixed": b"abcd",
+    "amount": decimal.Decimal("12.5"),
+    "ts": dt.datetime(2024, 1, 2, 3, 4, 5, 678901, tzinfo=dt.timezone(dt.timedelta(hours=2))),
+    "local_ts": dt.datetime(2024, 1, 2, 3, 4, 5),
+    "day": dt.date(2024, 1, 2),
+    "tags": ["a", "b"],
+    "attrs": {"k": 1, "l": 2},
+    "color": "red",
+    "a": {"b": [{"c": 1}, None, {"c": 2, "d": "x"}]},
+}
+GOOD = [VALID, FULL, {**FULL, "a": None, "ts": 1_700_000_000_000_000, "day": 19_000, "amount": 7}]
+
+
+def _expected(records: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
+    validate = compile_validator(schema)
+    return records_to_table([validate(r) for r in records], schema)
+
+
+def test_good_records_take_the_batch_path_and_equal_the_validators_table() -> None:
+    converter = RecordConverter(NO_TIME)
+    table = converter._fast(GOOD)  # raises if the batch path refused them
+    assert table.equals(_expected(GOOD, NO_TIME))
+    result = converter.convert(GOOD)
+    assert result.bad == [] and result.kept is None and result.table.equals(table)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    # time columns never take the batch path; a numpy bool among ints is its documented leniency
+    [c for c in WRONG_VALUES if not c[0].startswith("t_") and not isinstance(c[1], np.bool_)],
+)
+def test_a_bad_record_in_a_batch_is_named_and_only_it_is_left_out(name: str, value: Any, message: str) -> None:
+    records = [*GOOD, {**VALID, name: value}, FULL]
+    result = RecordConverter(NO_TIME).convert(records)
+    assert [(i, e.field) for i, e in result.bad] == [(3, name)]
+    assert message in str(result.bad[0][1])
+    assert result.kept == [0, 1, 2, 4]
+    assert result.table.equals(_expected([*GOOD, FULL], NO_TIME))
+
+
+@pytest.mark.parametrize(("value", "field", "message"), NESTED_ERRORS)
+def test_a_bad_nested_value_in_a_batch_is_named(value: Any, field: str, message: str) -> None:
+    result = RecordConverter(NO_TIME).convert([FULL, {**VALID, "a": value}])
+    assert [(i, e.field) for i, e in result.bad] == [(1, field)]
+    assert message in str(result.bad[0][1])
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("i32", 1.5),  # Arrow's typed conversion would truncate to 1
+        ("s", b"x"),  # ... and decode bytes as text
+        ("blob", "x"),  # ... and encode text as bytes
+        ("day", dt.datetime(2024, 1, 1, 12)),  # ... and drop the time
+        ("a", {"b": [], "extra": 1}),  # ... and drop the unknown struct field
+        ("attrs", {"k": 1.5}),  # ... and truncate a map value
+        ("extra", 1),  # ... and ignore an unknown column
+    ],
+)
+def test_nothing_arrow_would_bend_gets_through(name: str, value: Any) -> None:
+    result = RecordConverter(NO_TIME).convert([FULL, {**FULL, name: value}])
+    assert [i for i, _ in result.bad] == [1]
+    assert result.table.num_rows == 1
+
+
+def test_bools_are_numbers_in_float_columns_on_both_paths() -> None:
+    records = [{**FULL, "f64": 2.5}, {**FULL, "f64": True}]
+    batch = RecordConverter(NO_TIME)._fast(records)
+    assert batch["f64"].to_pylist() == [2.5, 1.0]
+    assert batch.equals(_expected(records, NO_TIME))
+    with_numpy = [*records, {**FULL, "f32": np.bool_(False)}]  # Arrow refuses this mix: per record
+    result = RecordConverter(NO_TIME).convert(with_numpy)
+    assert result.bad == []
+    assert result.table.equals(_expected(with_numpy, NO_TIME))
+
+
+def test_a_numpy_bool_among_ints_is_the_one_leniency_of_the_batch_path() -> None:
+    records = [{**FULL, "i64": 5}, {**FULL, "i64": np.bool_(True)}]
+    assert RecordConverter(NO_TIME).convert(records).table["i64"].to_pylist() == [5, 1]
+
+
+def test_time_columns_take_the_per_record_path_with_the_same_rules() -> None:
+    schema = pa.schema([f("t", pa.time64("us"), True), f("i", pa.int32())])
+    result = RecordConverter(schema).convert([{"t": dt.time(1, 2, 3), "i": 1}, {"t": 86_400_000_000, "i": 2}])
+    assert [(i, e.field) for i, e in result.bad] == [(1, "t")]
+    assert result.table.to_pylist() == [{"t": dt.time(1, 2, 3), "i": 1}]
