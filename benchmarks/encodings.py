@@ -50,8 +50,9 @@ _MAGIC = 0
 class Encoding:
     """``format`` (json, avro, parquet) and ``codec``: Kafka's batch compression for row
     formats, the Parquet codec for segments (Kafka compression off, as parka sets it).
-    ``per_record`` marks parka fed by ``produce()`` one dict at a time instead of
-    ``produce_batch()`` with an Arrow table."""
+    ``per_record`` marks parka's per-record APIs: fed by ``produce()`` one dict at a time instead
+    of ``produce_batch()`` with an Arrow table, and read by ``poll()`` one record at a time
+    instead of ``consume(10,000)``."""
 
     format: str
     codec: str
@@ -60,7 +61,7 @@ class Encoding:
     @property
     def name(self) -> str:
         if self.format == "parquet":
-            return f"parquet-{self.codec}" + (" (produce per record)" if self.per_record else "")
+            return f"parquet-{self.codec}" + (" (per record: produce, poll)" if self.per_record else "")
         return f"{self.format}+{self.codec}"
 
     @property

@@ -130,8 +130,9 @@ _METHOD = """## Method
 - **Encodings.** JSON (compact UTF-8, timestamps as epoch microseconds) and Avro (fastavro schemaless,
   framed like Confluent's serializer: magic byte, 4-byte schema id, body), one record per Kafka message,
   with Kafka batch compression none/lz4/snappy/zstd/gzip; parka Parquet segments with each Parquet codec
-  (Kafka compression off). parka is fed from Arrow with `produce_batch`, except the "(produce per record)"
-  row, fed one dict at a time through `produce()`.
+  (Kafka compression off). parka is fed from Arrow with `produce_batch` and read with `consume(10,000)`,
+  except the "(per record: produce, poll)" row, fed one dict at a time through `produce()` and read one
+  record at a time through `poll()`.
 - **Batch size.** Row encodings: librdkafka `batch.num.messages` = batch size, `batch.size` = 2^31-1,
   `linger.ms` = 5000, so a record batch is cut when it holds that many records; librdkafka also caps a
   batch at `message.max.bytes` (set to the broker's {max_bytes:,} bytes), which cuts large batches of wide

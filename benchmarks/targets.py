@@ -41,10 +41,7 @@ def _target(
 def _bytes_target(results: dict[str, Any]) -> dict[str, Any]:
     seg = _cell(results, "flights", "parquet-zstd", 10_000)
     avro = _cell(results, "flights", "avro+zstd", 10_000)
-    ratio = None
-    if seg and avro:
-        values = [s / a for s, a in zip(seg["bytes_per_row"]["values"], avro["bytes_per_row"]["values"], strict=True)]
-        ratio = summarize(values, "ratio")
+    ratio = _paired(seg, avro, "bytes_per_row")
     return _target(
         "segments_vs_avro_zstd_bytes",
         "flights, 10k rows per batch: broker bytes of zstd Parquet segments / Avro + Kafka zstd",
@@ -52,6 +49,52 @@ def _bytes_target(results: dict[str, Any]) -> dict[str, Any]:
         0.8,
         at_most=True,
     )
+
+
+def _paired(a: dict[str, Any] | None, b: dict[str, Any] | None, measure: str) -> dict[str, Any] | None:
+    """The per-repeat ratios a/b of ``measure`` (the two cells ran interleaved in each repeat)."""
+    if not a or not b or measure not in a or measure not in b:
+        return None
+    values = [x / y for x, y in zip(a[measure]["values"], b[measure]["values"], strict=True)]
+    return summarize(values, "ratio")
+
+
+def _drop_in_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 8: the per-record APIs against the row encoding they replace, 10k rows, zstd."""
+    out = []
+    datasets = sorted({c["dataset"] for c in results.get("matrix", {}).get("cells", [])})
+    for ds in datasets:
+        avro = _cell(results, ds, "avro+zstd", 10_000)
+        per_record = _cell(results, ds, "parquet-zstd (per record: produce, poll)", 10_000)
+        segments = _cell(results, ds, "parquet-zstd", 10_000)
+        out.append(
+            _target(
+                f"produce_per_record_vs_avro_zstd_cpu[{ds}]",
+                f"{ds}: ParquetProducer.produce() per dict CPU per row / Avro + zstd (serialization included)",
+                _paired(per_record, avro, "producer_cpu_us_per_row"),
+                1 / 3,
+                at_most=True,
+            )
+        )
+        out.append(
+            _target(
+                f"consume_vs_fastavro_cpu[{ds}]",
+                f"{ds}: ParquetConsumer.consume() CPU per row / plain consumer + fastavro",
+                _paired(segments, avro, "consumer_cpu_us_per_row"),
+                0.5,
+                at_most=True,
+            )
+        )
+        out.append(
+            _target(
+                f"poll_vs_fastavro_cpu[{ds}]",
+                f"{ds}: ParquetConsumer.poll() per record CPU per row / plain consumer + fastavro",
+                _paired(per_record, avro, "consumer_cpu_us_per_row"),
+                1.0,
+                at_most=True,
+            )
+        )
+    return out
 
 
 def _ingest_cpu_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
@@ -103,6 +146,7 @@ def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
     """All targets, in the order the report lists them."""
     return [
         _bytes_target(results),
+        *_drop_in_targets(results),
         *_ingest_cpu_targets(results),
         _raw_fetch_target(results),
         _spark_target(results),
