@@ -66,6 +66,7 @@ __all__ = [
     "append_rows",
     "arrow_schema",
     "arrow_schema_of_json",
+    "check_partition_columns",
     "check_relative",
     "check_schema",
     "check_writable",
@@ -333,9 +334,7 @@ def create_table(
         CommitError: any other failure.
     """
     check_schema(schema)
-    for column in partition_by:
-        if column not in schema.names or pa.types.is_nested(schema.field(column).type):
-            raise SchemaMismatchError("a partition column must be a top-level primitive column", field=column)
+    check_partition_columns(schema, partition_by)
     try:
         return DeltaTable.create(
             uri,
@@ -350,6 +349,14 @@ def create_table(
         if DeltaTable.is_deltatable(uri, storage_options):
             raise CommitConflict(f"a Delta table was created at {uri} concurrently") from exc
         raise CommitError(f"cannot create a Delta table at {uri}: {exc}") from exc
+
+
+def check_partition_columns(schema: pa.Schema, partition_by: Collection[str]) -> None:
+    """Raise :class:`SchemaMismatchError` unless each partition column is a top-level primitive
+    column of ``schema`` (a new table's rule, for both engines)."""
+    for column in partition_by:
+        if column not in schema.names or pa.types.is_nested(schema.field(column).type):
+            raise SchemaMismatchError("a partition column must be a top-level primitive column", field=column)
 
 
 def refresh(table: DeltaTable) -> int:

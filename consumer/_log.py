@@ -26,9 +26,12 @@ handle read with :meth:`TableLog.txn_version`, or changed the metadata or protoc
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    from ._delta import DataFile
 
 __all__ = ["LogEngine", "TableLog"]
 
@@ -79,16 +82,16 @@ class TableLog(Protocol):
         ...
 
     def commit_add_files(
-        self, files: Sequence[Any], *, txns: Mapping[str, int], commit_info: Mapping[str, Any] | None = None
+        self, files: Sequence[DataFile], *, txns: Mapping[str, int], commit_info: Mapping[str, Any] | None = None
     ) -> int:
-        """Commit ``files`` (:class:`parka.consumer._delta.DataFile`, already written and
-        durable) with one ``txn`` action per entry of ``txns`` as one table version, and
-        return it. Kafka coordinates (each file's ``tags``) and ``commit_info`` are recorded.
+        """Commit ``files`` (already written under the table root, and durable) with one ``txn``
+        action per entry of ``txns`` as one table version, and return it. Kafka coordinates
+        (each file's ``tags``) and ``commit_info`` are recorded.
         Nothing to commit (no files, txns or added columns): returns the version as is.
 
         Raises:
             CommitConflict: a concurrent commit touched what this handle read.
-            SchemaMismatchError: partition values that do not match the table's.
+            ValueError: a path that is not relative, or partition values for other columns.
             CommitError: any other failure; the commit may still have landed (only the log,
                 read back through :meth:`txn_version`, tells).
         """

@@ -37,20 +37,13 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 import pyarrow as pa
+from parka.consumer import _delta  # the rules both engines share (schema JSON, writability), CommitConflict
 
-from parka.errors import CommitError, ParkaError, SchemaMismatchError
+from parka.errors import CommitError, ParkaError
 
 __all__ = ["SparkEngine", "SparkTableLog"]
 
 _CONFLICT = "org.apache.spark.sql.delta.DeltaConcurrentModificationException"
-
-
-def _delta_rs() -> Any:
-    # parka.consumer._delta: the delta-rs boundary, for the engine-neutral helpers (schema JSON,
-    # the writability rule, CommitConflict). Imported here by its installed name.
-    from parka.consumer import _delta
-
-    return _delta
 
 
 def _java_classes(exc: BaseException) -> list[str]:
@@ -82,7 +75,7 @@ def _translating(what: str) -> Iterator[None]:
         raise
     except Exception as exc:
         if _CONFLICT in _java_classes(exc):
-            raise _delta_rs().CommitConflict(f"{what}: a concurrent commit won ({_message(exc)})") from exc
+            raise _delta.CommitConflict(f"{what}: a concurrent commit won ({_message(exc)})") from exc
         raise CommitError(f"{what}: {_message(exc)}") from exc
 
 
@@ -127,7 +120,7 @@ class SparkTableLog:
         self._txn, self._version, self._metadata, self._schema_changed = txn, version, metadata, False
         if metadata:
             fields = json.loads(metadata["schemaString"])["fields"]
-            _delta_rs().check_writable(metadata.get("configuration") or {}, [f.get("metadata") or {} for f in fields])
+            _delta.check_writable(metadata.get("configuration") or {}, [f.get("metadata") or {} for f in fields])
         return version
 
     def version(self) -> int:
@@ -142,7 +135,7 @@ class SparkTableLog:
 
     def arrow_schema(self) -> pa.Schema:
         self._current()
-        schema: pa.Schema = _delta_rs().arrow_schema_of_json(self._metadata["schemaString"])
+        schema: pa.Schema = _delta.arrow_schema_of_json(self._metadata["schemaString"])
         return schema
 
     def partition_columns(self) -> list[str]:
@@ -161,7 +154,7 @@ class SparkTableLog:
 
     def add_columns(self, fields: Collection[pa.Field]) -> None:
         txn = self._current()
-        merged = _delta_rs().schema_with_columns(self._metadata["schemaString"], fields)
+        merged = _delta.schema_with_columns(self._metadata["schemaString"], fields)
         if merged is None:
             return
         if self._schema_changed:  # delta-spark takes one metadata update per transaction
@@ -181,10 +174,9 @@ class SparkTableLog:
         now_ms = int(time.time() * 1000)
         actions = []
         for f in files:
-            _delta_rs().check_relative(f.path)
+            _delta.check_relative(f.path)
             if set(f.partition_values) != set(partitions):
-                given = sorted(f.partition_values)
-                raise SchemaMismatchError(f"{f.path}: partition values for {given}, the table's are {partitions}")
+                raise ValueError(f"{f.path}: partition values for {sorted(f.partition_values)}, not {partitions}")
             add = {
                 "path": log_path(f.path),
                 "partitionValues": dict(f.partition_values),
@@ -249,13 +241,11 @@ class SparkEngine:
         partition_by: Collection[str],
         storage_options: Mapping[str, str] | None = None,
     ) -> SparkTableLog:
-        for column in partition_by:
-            if column not in schema.names or pa.types.is_nested(schema.field(column).type):
-                raise SchemaMismatchError("a partition column must be a top-level primitive column", field=column)
+        _delta.check_partition_columns(schema, partition_by)
         metadata = {
             "id": str(uuid.uuid4()),
             "format": {"provider": "parquet", "options": {}},
-            "schemaString": _delta_rs().schema_json(schema),
+            "schemaString": _delta.schema_json(schema),
             "partitionColumns": list(partition_by),
             "configuration": {},
             "createdTime": int(time.time() * 1000),
@@ -268,7 +258,7 @@ class SparkEngine:
             # choose the protocol and table features.
             txn = handle._log.startTransaction()
             if int(txn.readVersion()) >= 0:
-                raise _delta_rs().CommitConflict(f"a Delta table was created at {uri} concurrently")
+                raise _delta.CommitConflict(f"a Delta table was created at {uri} concurrently")
             action = handle._action({"metaData": metadata})
             txn.updateMetadataForNewTable(action)
             create = getattr(jvm.org.apache.spark.sql.delta, "DeltaOperations$CreateTable")
@@ -278,7 +268,7 @@ class SparkEngine:
             raise
         except Exception as exc:
             if self.open(uri) is not None:
-                raise _delta_rs().CommitConflict(f"a Delta table was created at {uri} concurrently") from exc
+                raise _delta.CommitConflict(f"a Delta table was created at {uri} concurrently") from exc
             raise CommitError(f"cannot create a Delta table at {uri}: {_message(exc)}") from exc
         handle.refresh()
         return handle

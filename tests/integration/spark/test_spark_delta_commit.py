@@ -10,11 +10,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
+from parka.consumer._delta import CommitConflict, DataFile
 from parka.consumer._plan import FileName
 from parka.spark_ext import SparkIngestSettings, ingest
 from parka.spark_ext._cli import main
+from parka.spark_ext._delta_spark import SparkEngine
 
 from parka.errors import CommitError
 
@@ -147,3 +150,35 @@ def test_the_delta_rs_engine_is_a_flag_and_both_engines_continue_one_txn(
     assert by_rs and by_spark and len(by_rs) + len(by_spark) == len(infos)
     assert sorted(r["id"] for r in rows_via_spark(spark, table)) == list(range(400))
     assert rows_via_spark(spark, table) == rows_via_deltalake(table)
+
+
+def test_the_delta_spark_log_turns_delta_spark_exceptions_into_parka_errors(spark: Any, tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    engine = SparkEngine(spark)
+    engine.create(uri, pa.schema([("x", pa.int64())]), partition_by=[])
+    with pytest.raises(CommitConflict, match=r"created at .* concurrently"):
+        engine.create(uri, pa.schema([("x", pa.int64())]), partition_by=[])
+    first, second = engine.open(uri), engine.open(uri)
+    assert first is not None and second is not None
+    for handle in (first, second):
+        handle.refresh()
+        assert handle.txn_version("app-0") is None
+    version = first.commit_add_files([], txns={"app-0": 5})
+    # the second read app-0 before the first committed it: ConcurrentTransactionException
+    with pytest.raises(CommitConflict, match="ConcurrentTransactionException"):
+        second.commit_add_files([], txns={"app-0": 7})
+    second.refresh()
+    assert second.txn_version("app-0") == 5
+    # a commit that moved no txn this handle read is rebased by delta-spark, not a conflict
+    third = engine.open(uri)
+    assert third is not None
+    third.txn_version("app-1")
+    assert third.commit_add_files([], txns={"app-1": 1}) == version + 1
+    assert second.commit_add_files([], txns={"app-0": 6}) == version + 2
+    # any other failure is a CommitError: here row tracking needs numRecords in each file's stats
+    rows = tmp_path / "rows"
+    spark.sql(f"CREATE TABLE delta.`{rows}` (x BIGINT) USING delta TBLPROPERTIES (delta.enableRowTracking = true)")
+    tracked = engine.open(str(rows))
+    assert tracked is not None
+    with pytest.raises(CommitError, match="commit on version 0 failed"):
+        tracked.commit_add_files([DataFile(path="a.parquet", size=10, stats="{}")], txns={"app-0": 1})
