@@ -15,13 +15,14 @@ import pytest
 from deltalake import DeltaTable
 from parka.consumer._delta import CommitConflict, DataFile
 from parka.consumer._plan import FileName
+from parka.producer import ParquetProducer
 from parka.spark_ext import SparkIngestSettings, ingest
 from parka.spark_ext._cli import main
 from parka.spark_ext._delta_spark import SparkEngine
 
-from parka.errors import CommitError
+from parka.errors import CommitError, SchemaMismatchError
 
-from .._ingest_util import events, message_values, produce_events, referenced_files, sha256
+from .._ingest_util import EVENTS, events, message_values, produce_events, referenced_files, sha256
 from ._util import SPARK, USER, rows_via_deltalake, rows_via_spark
 
 pytestmark = SPARK
@@ -182,3 +183,37 @@ def test_the_delta_spark_log_turns_delta_spark_exceptions_into_parka_errors(spar
     assert tracked is not None
     with pytest.raises(CommitError, match="commit on version 0 failed"):
         tracked.commit_add_files([DataFile(path="a.parquet", size=10, stats="{}")], txns={"app-0": 1})
+
+
+def test_new_columns_join_the_delta_spark_commit_with_merge(
+    spark: Any, bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=1)
+    table = tmp_path / "events"
+    spark.sql(f"CREATE TABLE delta.`{table}` ({COLUMNS}) USING delta {FEATURES['row-tracking']}")
+    produce_events(bootstrap, topic, 0, 100, batch=50)
+    wider = pa.schema([*EVENTS, pa.field("note", pa.string())])
+    later = events(100, 50)
+    later = later.append_column("note", pa.array([f"n{i}" for i in range(100, 150)]))
+    with ParquetProducer({"bootstrap.servers": bootstrap, "columnar.encoding": "parquet"}) as producer:
+        producer.set_schema(topic, wider)
+        producer.produce_batch(topic, later.cast(wider))
+        assert producer.flush(30) == 0
+    settings = SparkIngestSettings(topic=topic, table_uri=str(table), bootstrap_servers=bootstrap)
+    with pytest.raises(SchemaMismatchError, match="rerun with --schema-evolution merge"):
+        ingest(spark, settings)
+    merged = SparkIngestSettings(**{**settings.__dict__, "schema_evolution": "merge"})
+    assert ingest(spark, merged).records == 150
+    rows = rows_via_spark(spark, table)
+    assert rows == rows_via_deltalake(table)
+    assert [r["note"] for r in rows] == [None] * 100 + [f"n{i}" for i in range(100, 150)]
+    # each column arrived with the data that brought it: no metadata-only commit
+    metadata = [
+        [json.loads(line) for line in commit.read_text().splitlines()]
+        for commit in sorted((table / "_delta_log").glob("[0-9]*.json"))
+    ]
+    with_metadata = [actions for actions in metadata if any("metaData" in a for a in actions)]
+    # the CREATE, then __parka_key and note together in the commit of the files that brought them
+    assert len(with_metadata) == 2 and any("add" in a for a in with_metadata[1])
+    [added] = [json.loads(a["metaData"]["schemaString"]) for a in with_metadata[1] if "metaData" in a]
+    assert [f["name"] for f in added["fields"]][-2:] == ["__parka_key", "note"]
