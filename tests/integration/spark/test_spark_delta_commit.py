@@ -176,6 +176,11 @@ def test_the_delta_spark_log_turns_delta_spark_exceptions_into_parka_errors(spar
     third.txn_version("app-1")
     assert third.commit_add_files([], txns={"app-1": 1}) == version + 1
     assert second.commit_add_files([], txns={"app-0": 6}) == version + 2
+    second.checkpoint()  # of the latest version, once
+    second.checkpoint()
+    assert [p.name for p in (tmp_path / "t" / "_delta_log").glob("*.checkpoint*.parquet")] == [
+        f"{version + 2:020d}.checkpoint.parquet"
+    ]
     # any other failure is a CommitError: here row tracking needs numRecords in each file's stats
     rows = tmp_path / "rows"
     spark.sql(f"CREATE TABLE delta.`{rows}` (x BIGINT) USING delta TBLPROPERTIES (delta.enableRowTracking = true)")
