@@ -66,6 +66,7 @@ __all__ = [
     "append_rows",
     "arrow_schema",
     "arrow_schema_of_json",
+    "check_commit",
     "check_partition_columns",
     "check_relative",
     "check_schema",
@@ -493,10 +494,25 @@ def check_relative(path: str) -> None:
         raise ValueError(f"not a clean data file path relative to the table root: {path!r}")
 
 
-def _transactions(txns: Mapping[str, int]) -> list[Transaction]:
+def check_commit(files: Collection[DataFile], txns: Mapping[str, int], partitions: Collection[str]) -> None:
+    """What a commit of ``files`` and ``txns`` into a table partitioned by ``partitions`` must
+    satisfy, whichever engine commits it.
+
+    Raises:
+        ValueError: a path that is not relative, partition values for other columns, or a txn
+            version that is not a non-negative int.
+    """
+    for f in files:
+        check_relative(f.path)
+        if set(f.partition_values) != set(partitions):
+            raise ValueError(f"{f.path}: partition values for {sorted(f.partition_values)}, not {list(partitions)}")
     for app_id, version in txns.items():
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
             raise ValueError(f"txn version of '{app_id}' must be a non-negative int, got {version!r}")
+
+
+def _transactions(txns: Mapping[str, int]) -> list[Transaction]:
+    check_commit((), txns, ())
     return [Transaction(app_id, version) for app_id, version in txns.items()]
 
 
@@ -545,13 +561,11 @@ def commit_add_files(
         raise SchemaMismatchError(f"the table is partitioned by {partitions}, not {list(partition_by)}")
     if schema is not None:
         _check_files_schema(table, schema)
+    check_commit(files, txns, partitions)
     now_ms = int(time.time() * 1000)
-    actions: list[AddAction | RemoveAction] = []
-    for f in files:
-        check_relative(f.path)
-        if set(f.partition_values) != set(partitions):
-            raise ValueError(f"{f.path}: partition values for {sorted(f.partition_values)}, not {partitions}")
-        actions.append(AddAction(f.path, f.size, dict(f.partition_values), now_ms, True, f.stats))
+    actions: list[AddAction | RemoveAction] = [
+        AddAction(f.path, f.size, dict(f.partition_values), now_ms, True, f.stats) for f in files
+    ]
     metadata = dict(commit_info or {})
     if any(f.tags for f in files):
         metadata[FILE_TAGS_KEY] = {f.path: dict(f.tags) for f in files if f.tags}

@@ -170,14 +170,10 @@ class SparkTableLog:
         txn = self._current()
         if not files and not txns and not self._schema_changed:
             return self._version
-        partitions = self.partition_columns()
+        _delta.check_commit(files, txns, self.partition_columns())
         now_ms = int(time.time() * 1000)
-        actions = []
-        for f in files:
-            _delta.check_relative(f.path)
-            if set(f.partition_values) != set(partitions):
-                raise ValueError(f"{f.path}: partition values for {sorted(f.partition_values)}, not {partitions}")
-            add = {
+        adds = [
+            {
                 "path": log_path(f.path),
                 "partitionValues": dict(f.partition_values),
                 "size": f.size,
@@ -186,11 +182,10 @@ class SparkTableLog:
                 "stats": f.stats,
                 "tags": dict(f.tags) or None,
             }
-            actions.append(self._action({"add": add}))
-        for app_id, version in txns.items():
-            if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-                raise ValueError(f"txn version of '{app_id}' must be a non-negative int, got {version!r}")
-            actions.append(self._action({"txn": {"appId": app_id, "version": version, "lastUpdated": now_ms}}))
+            for f in files
+        ]
+        txn_actions = [{"appId": app_id, "version": v, "lastUpdated": now_ms} for app_id, v in txns.items()]
+        actions = [self._action({"add": a}) for a in adds] + [self._action({"txn": t}) for t in txn_actions]
         jvm = self._jvm
         user_metadata = json.dumps(dict(commit_info), sort_keys=True) if commit_info else None
         write = getattr(jvm.org.apache.spark.sql.delta, "DeltaOperations$Write")
