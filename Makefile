@@ -10,7 +10,7 @@ BENCH_FULL_OUT = $(if $(filter file,$(origin BENCH_OUT)),bench-out/full,$(BENCH_
 BENCH_ARGS = --bootstrap localhost:$(PARKA_KAFKA_PORT) --kafka-data-dir "$$(scripts/kafka-local.sh data-dir)"
 
 .DEFAULT_GOAL := help
-.PHONY: help setup kafka-up kafka-down kafka-status lint test test-unit test-integration demo bench bench-quick clean
+.PHONY: help setup kafka-up kafka-down kafka-status spark-cluster-up spark-cluster-down lint test test-unit test-integration demo bench bench-quick clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 20
@@ -31,6 +31,12 @@ kafka-down: ## stop the local Kafka broker
 
 kafka-status: ## exit 0 when the local broker answers
 	scripts/kafka-local.sh status
+
+spark-cluster-up: setup ## a Spark standalone cluster on loopback (1 master, 2 workers; pyspark's own daemon script)
+	scripts/spark-standalone.sh up
+
+spark-cluster-down: ## stop that cluster
+	scripts/spark-standalone.sh down
 
 lint: setup ## ruff and mypy
 	$(BIN)/ruff check .

@@ -1,5 +1,11 @@
 """The one module that talks to deltalake (delta-rs) and to a Delta table's filesystem.
 
+:class:`RsTableLog` is delta-rs' implementation of the Delta-log interface the raw commit
+protocol uses (:class:`parka.consumer._log.TableLog`; delta-spark's is in
+``spark_ext/_delta_spark.py``). The rules both engines share live here once: which tables raw
+files may join (:func:`check_writable`), the schema JSON a new table gets (:func:`schema_json`)
+and how new columns merge in (:func:`new_columns`, :func:`schema_with_columns`).
+
 Whatever deltalake or the filesystem raises leaves as a parka error::
 
     ParkaError
@@ -54,19 +60,29 @@ __all__ = [
     "DataFile",
     "FileInfo",
     "RecentCache",
+    "RsEngine",
+    "RsTableLog",
     "add_columns",
     "append_rows",
     "arrow_schema",
+    "arrow_schema_of_json",
+    "check_commit",
+    "check_partition_columns",
+    "check_relative",
     "check_schema",
+    "check_writable",
     "checkpoint",
     "commit_add_files",
     "create_table",
     "data_file_stats",
     "delete_files",
     "list_files",
+    "new_columns",
     "open_table",
     "referenced_files",
     "refresh",
+    "schema_json",
+    "schema_with_columns",
     "txn_version",
     "write_data_file",
 ]
@@ -270,15 +286,36 @@ def _check_writable(table: DeltaTable) -> None:
     with _translating("cannot read the table metadata"):
         config = table.metadata().configuration
         fields = table.schema().fields
-    if config.get("delta.columnMapping.mode", "none") != "none":
-        problem = "column mapping (its files use physical column names)"
-    elif any(key.startswith("delta.constraints.") for key in config):
-        problem = "CHECK constraints (raw files would bypass them)"
-    elif any("delta.generationExpression" in f.metadata for f in fields):
-        problem = "generated columns (raw files would bypass them)"
+    check_writable(config, [f.metadata for f in fields])
+
+
+def check_writable(configuration: Mapping[str, str], field_metadata: Collection[Mapping[str, Any]]) -> None:
+    """Refuse a table whose features raw Parquet files would bypass or break, naming the table
+    property: column mapping (``delta.columnMapping.mode``: data files use physical column
+    names, raw segments logical ones), CHECK constraints (``delta.constraints.*``) and generated
+    columns (``delta.generationExpression`` in a column's metadata). ``field_metadata``: each
+    top-level column's metadata. One rule for both commit engines.
+
+    Raises:
+        CommitError: the message names the property and what to do instead.
+    """
+    mode = configuration.get("delta.columnMapping.mode", "none")
+    constraint = next((key for key in configuration if key.startswith("delta.constraints.")), None)
+    if mode != "none":
+        problem = (
+            f"column mapping (delta.columnMapping.mode={mode}): its data files use physical column names, "
+            "raw segments logical ones"
+        )
+    elif constraint is not None:
+        problem = f"CHECK constraints ({constraint}): raw files would bypass them"
+    elif any("delta.generationExpression" in m for m in field_metadata):
+        problem = "generated columns (delta.generationExpression): raw files would bypass them"
     else:
         return
-    raise CommitError(f"parka cannot add raw Parquet files to a table with {problem}")
+    raise CommitError(
+        f"parka cannot add raw Parquet files to a table with {problem}; "
+        "use parka spark-ingest --mode decode, or a table without it"
+    )
 
 
 def create_table(
@@ -298,9 +335,7 @@ def create_table(
         CommitError: any other failure.
     """
     check_schema(schema)
-    for column in partition_by:
-        if column not in schema.names or pa.types.is_nested(schema.field(column).type):
-            raise SchemaMismatchError("a partition column must be a top-level primitive column", field=column)
+    check_partition_columns(schema, partition_by)
     try:
         return DeltaTable.create(
             uri,
@@ -315,6 +350,14 @@ def create_table(
         if DeltaTable.is_deltatable(uri, storage_options):
             raise CommitConflict(f"a Delta table was created at {uri} concurrently") from exc
         raise CommitError(f"cannot create a Delta table at {uri}: {exc}") from exc
+
+
+def check_partition_columns(schema: pa.Schema, partition_by: Collection[str]) -> None:
+    """Raise :class:`SchemaMismatchError` unless each partition column is a top-level primitive
+    column of ``schema`` (a new table's rule, for both engines)."""
+    for column in partition_by:
+        if column not in schema.names or pa.types.is_nested(schema.field(column).type):
+            raise SchemaMismatchError("a partition column must be a top-level primitive column", field=column)
 
 
 def refresh(table: DeltaTable) -> int:
@@ -354,11 +397,26 @@ def add_columns(table: DeltaTable, fields: list[pa.Field]) -> int:
             column that exists with another type.
         CommitConflict, CommitError: the metadata commit failed.
     """
-    check_schema(pa.schema(fields))
-    current = {f.name.lower(): f for f in table.schema().fields}
+    new = new_columns(table.schema().fields, fields)
+    if new:
+        with _translating("cannot add columns", read_version=table.version()):
+            table.alter.add_columns(new)
+    return table.version()
+
+
+def new_columns(current: Collection[DeltaField], fields: Collection[pa.Field]) -> list[DeltaField]:
+    """Which of ``fields`` a table with columns ``current`` lacks, as Delta fields: new nullable
+    columns, and struct columns with new fields (to merge into the existing ones).
+
+    Raises:
+        SchemaMismatchError: a type Delta cannot store, a new column that is not nullable, or a
+            column that exists with another type (or another case).
+    """
+    check_schema(pa.schema(list(fields)))
+    by_name = {f.name.lower(): f for f in current}
     new: list[DeltaField] = []
     for f in fields:
-        wanted, existing = DeltaField.from_arrow(f), current.get(f.name.lower())
+        wanted, existing = DeltaField.from_arrow(f), by_name.get(f.name.lower())
         if existing is None:
             if not f.nullable:
                 raise SchemaMismatchError("an added column must be nullable: older files have no values", field=f.name)
@@ -371,23 +429,90 @@ def add_columns(table: DeltaTable, fields: list[pa.Field]) -> int:
             continue
         if not (pa.types.is_struct(f.type) and isinstance(old_type, dict) and old_type.get("type") == "struct"):
             raise SchemaMismatchError(f"the column exists with type {existing.type}", field=f.name)
-        new.append(wanted)  # new fields of a struct: delta-rs merges them, and rejects changed types
-    if new:
-        with _translating("cannot add columns", read_version=table.version()):
-            table.alter.add_columns(new)
-    return table.version()
+        new.append(wanted)  # new fields of a struct: merged into the existing ones
+    return new
 
 
-def _check_relative(path: str) -> None:
+def schema_with_columns(schema_json: str, fields: Collection[pa.Field]) -> str | None:
+    """A Delta schema (its JSON, as in the ``metaData`` action) with ``fields`` added as
+    :func:`add_columns` adds them (new fields of a struct column merge into it); ``None`` when
+    nothing is missing. For an engine that commits the metadata itself.
+
+    Raises:
+        SchemaMismatchError: as :func:`new_columns`.
+    """
+    try:
+        current = DeltaSchema.from_json(schema_json)
+    except Exception as exc:
+        raise CommitError(f"cannot read the table schema: {exc}") from exc
+    new = new_columns(current.fields, fields)
+    if not new:
+        return None
+    merged = json.loads(schema_json)
+    for f in new:
+        _merge_field(merged["fields"], json.loads(f.to_json()))
+    return json.dumps(merged, separators=(",", ":"))
+
+
+def _merge_field(fields: list[dict[str, Any]], new: dict[str, Any]) -> None:
+    """Add the Delta field ``new`` (JSON) to ``fields``, or merge its struct fields into the one there."""
+    for existing in fields:
+        if existing["name"].lower() == new["name"].lower():
+            kind, added = existing["type"], new["type"]
+            if isinstance(kind, dict) and kind.get("type") == "struct" and isinstance(added, dict):
+                for child in added.get("fields", []):
+                    _merge_field(kind["fields"], child)
+            return
+    fields.append(new)
+
+
+def schema_json(schema: pa.Schema) -> str:
+    """The Delta schema JSON (``schemaString``) of an Arrow schema, converted as delta-rs creates
+    tables, so that both engines give a new table the same column types.
+
+    Raises:
+        SchemaMismatchError: a column Delta cannot store.
+    """
+    check_schema(schema)
+    return str(DeltaSchema.from_arrow(schema).to_json())
+
+
+def arrow_schema_of_json(text: str) -> pa.Schema:
+    """The Arrow schema of a Delta schema JSON, as :func:`arrow_schema` converts a table's.
+
+    Raises:
+        CommitError: JSON delta-rs cannot read as a schema.
+    """
+    with _translating("cannot read the table schema"):
+        return pa.schema(DeltaSchema.from_json(text).to_arrow())
+
+
+def check_relative(path: str) -> None:
+    """Raise ``ValueError`` unless ``path`` is a clean data file path relative to the table root."""
     parts = path.split("/")
     if not path or "://" in path or parts[0] == "_delta_log" or any(p in ("", ".", "..") for p in parts):
         raise ValueError(f"not a clean data file path relative to the table root: {path!r}")
 
 
-def _transactions(txns: Mapping[str, int]) -> list[Transaction]:
+def check_commit(files: Collection[DataFile], txns: Mapping[str, int], partitions: Collection[str]) -> None:
+    """What a commit of ``files`` and ``txns`` into a table partitioned by ``partitions`` must
+    satisfy, whichever engine commits it.
+
+    Raises:
+        ValueError: a path that is not relative, partition values for other columns, or a txn
+            version that is not a non-negative int.
+    """
+    for f in files:
+        check_relative(f.path)
+        if set(f.partition_values) != set(partitions):
+            raise ValueError(f"{f.path}: partition values for {sorted(f.partition_values)}, not {list(partitions)}")
     for app_id, version in txns.items():
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
             raise ValueError(f"txn version of '{app_id}' must be a non-negative int, got {version!r}")
+
+
+def _transactions(txns: Mapping[str, int]) -> list[Transaction]:
+    check_commit((), txns, ())
     return [Transaction(app_id, version) for app_id, version in txns.items()]
 
 
@@ -436,13 +561,11 @@ def commit_add_files(
         raise SchemaMismatchError(f"the table is partitioned by {partitions}, not {list(partition_by)}")
     if schema is not None:
         _check_files_schema(table, schema)
+    check_commit(files, txns, partitions)
     now_ms = int(time.time() * 1000)
-    actions: list[AddAction | RemoveAction] = []
-    for f in files:
-        _check_relative(f.path)
-        if set(f.partition_values) != set(partitions):
-            raise ValueError(f"{f.path}: partition values for {sorted(f.partition_values)}, not {partitions}")
-        actions.append(AddAction(f.path, f.size, dict(f.partition_values), now_ms, True, f.stats))
+    actions: list[AddAction | RemoveAction] = [
+        AddAction(f.path, f.size, dict(f.partition_values), now_ms, True, f.stats) for f in files
+    ]
     metadata = dict(commit_info or {})
     if any(f.tags for f in files):
         metadata[FILE_TAGS_KEY] = {f.path: dict(f.tags) for f in files if f.tags}
@@ -489,6 +612,68 @@ def append_rows(
     with _translating(f"append on version {read_version} failed", read_version=read_version):
         write_deltalake(table, rows, mode="append", partition_by=partition_by, commit_properties=properties)
     return read_version + 1
+
+
+class RsTableLog:
+    """:class:`parka.consumer._log.TableLog` over a delta-rs handle: the functions above, bound
+    to one table. Commits go to exactly the read version + 1 (:func:`commit_add_files`)."""
+
+    def __init__(self, uri: str, table: DeltaTable) -> None:
+        self.uri = uri
+        self.table = table
+
+    def version(self) -> int:
+        return int(self.table.version())
+
+    def refresh(self) -> int:
+        return refresh(self.table)
+
+    def txn_version(self, app_id: str) -> int | None:
+        return txn_version(self.table, app_id)
+
+    def arrow_schema(self) -> pa.Schema:
+        return arrow_schema(self.table)
+
+    def partition_columns(self) -> list[str]:
+        with _translating("cannot read the table metadata"):
+            return list(self.table.metadata().partition_columns)
+
+    def referenced_files(self) -> set[str]:
+        return referenced_files(self.table)
+
+    def add_columns(self, fields: Collection[pa.Field]) -> None:
+        add_columns(self.table, list(fields))
+
+    def commit_add_files(
+        self, files: Collection[DataFile], *, txns: Mapping[str, int], commit_info: Mapping[str, Any] | None = None
+    ) -> int:
+        return commit_add_files(
+            self.table, list(files), txns=txns, partition_by=self.partition_columns(), commit_info=commit_info
+        )
+
+    def checkpoint(self) -> None:
+        checkpoint(self.table)
+
+
+class RsEngine:
+    """:class:`parka.consumer._log.LogEngine` of delta-rs."""
+
+    name = "delta-rs"
+
+    def open(self, uri: str, storage_options: Mapping[str, str] | None = None) -> RsTableLog | None:
+        table = open_table(uri, dict(storage_options or {}))
+        return None if table is None else RsTableLog(uri, table)
+
+    def create(
+        self,
+        uri: str,
+        schema: pa.Schema,
+        *,
+        partition_by: Collection[str],
+        storage_options: Mapping[str, str] | None = None,
+    ) -> RsTableLog:
+        table = create_table(uri, schema, partition_by=list(partition_by), storage_options=dict(storage_options or {}))
+        return RsTableLog(uri, table)
 
 
 # --- statistics -------------------------------------------------------------------------------
@@ -799,7 +984,7 @@ def write_data_file(
         ValueError: ``relative_path`` is not a clean relative path.
         CommitError: the write failed.
     """
-    _check_relative(relative_path)
+    check_relative(relative_path)
     filesystem, root = _filesystem(table_uri, storage_options)
     try:
         if isinstance(filesystem, pafs.LocalFileSystem):
@@ -862,7 +1047,7 @@ def delete_files(
     """
     filesystem, root = _filesystem(table_uri, storage_options)
     for path in relative_paths:
-        _check_relative(path)
+        check_relative(path)
         try:
             filesystem.delete_file(f"{root}/{path}")
         except FileNotFoundError:

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 from parka.errors import SegmentDecodeError
 
 from . import _delta
+from ._log import TableLog
 from ._plan import FileName, partition_path, partition_value_string
 
 __all__ = ["DLQ_SCHEMA", "append_dead_letters", "read_footer", "remove_orphans", "write_segment_files"]
@@ -160,11 +161,10 @@ def append_dead_letters(
 
 
 def remove_orphans(
-    table: Any,
-    table_uri: str,
+    table: TableLog,
     topic: str,
     app_txn: Callable[[int], str],
-    storage_options: dict[str, str] | None = None,
+    storage_options: Mapping[str, str] | None = None,
 ) -> int:
     """Delete data files this topic's ingestion wrote but never committed; returns how many.
 
@@ -177,20 +177,20 @@ def remove_orphans(
     Raises:
         CommitError: listing or deleting failed.
     """
-    _delta.refresh(table)
-    referenced = _delta.referenced_files(table)
+    table.refresh()
+    referenced = table.referenced_files()
     versions: dict[int, int | None] = {}
     doomed = []
-    for info in _delta.list_files(table_uri, storage_options):
+    for info in _delta.list_files(table.uri, storage_options):
         name = FileName.parse(info.path)
         if name is None or name.topic != topic or info.path in referenced:
             continue
         if name.partition not in versions:
-            versions[name.partition] = _delta.txn_version(table, app_txn(name.partition))
+            versions[name.partition] = table.txn_version(app_txn(name.partition))
         version = versions[name.partition]
         if version is not None and name.offset <= version:
             doomed.append(info.path)
     if doomed:
-        _delta.delete_files(table_uri, doomed, storage_options)
+        _delta.delete_files(table.uri, doomed, storage_options)
         log.info("removed %d orphan data file(s) left by interrupted commits", len(doomed))
     return len(doomed)

@@ -11,7 +11,6 @@ afterwards for lag tools only. The protocol is :meth:`IngestionConsumer.commit`.
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import threading
 import time
@@ -23,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaException, TopicPartition
 
+from parka._crash import crash_point
 from parka.errors import KafkaClientError, ParkaError, SchemaMismatchError, SegmentDecodeError, SegmentError
 
 from . import _delta
@@ -34,9 +34,6 @@ __all__ = ["DLQ_SCHEMA", "IngestSettings", "IngestStats", "IngestionConsumer"]
 
 log = logging.getLogger("parka.ingest")
 
-# Test hook: kill -9 this process at a named point of the protocol (see tests/integration).
-_CRASH_ENV = "PARKA_TEST_CRASH_AT"
-_CRASH_AFTER_ENV = "PARKA_TEST_CRASH_AFTER"
 _MAX_COMMIT_ATTEMPTS = 20
 
 
@@ -134,7 +131,6 @@ class IngestionConsumer:
         self._start: dict[int, int] = {}
         self._high: dict[int, int] = {}
         self._stop = threading.Event()
-        self._crash_counter = 0
         self._last_kafka_warning = float("-inf")
         self._schema_cache: tuple[int, pa.Schema] | None = None
         # (table version, segment schema) last found to fit the table as it is
@@ -264,9 +260,9 @@ class IngestionConsumer:
                 raise _decode_error(raw, "not a parka segment (no parka.format header)", cls=SegmentError)
             meta, schema = self._read_footer(raw)
             self._fit_schema(raw, schema)
-            self._crash_point("before-write")
+            crash_point("before-write")
             files = self._write(raw, meta)
-            self._crash_point("after-write")
+            crash_point("after-write")
         except (SegmentError, SchemaMismatchError) as exc:  # bad input, not a failure of ours
             self._dead_letter(raw, exc)
             return
@@ -450,7 +446,7 @@ class IngestionConsumer:
                 log.info("commit conflict (attempt %d): re-reading the table", attempt + 1)
                 time.sleep(min(0.05 * 2**attempt, 2.0))
                 continue
-            self._crash_point("after-delta-commit")
+            crash_point("after-delta-commit")
             for p, off in last.items():
                 self._expected[p] = off
             self.stats.commits += 1
@@ -538,14 +534,8 @@ class IngestionConsumer:
         s = self.settings
         if self._table is None:
             return
-        self.stats.orphans_removed += remove_orphans(self._table, s.table_uri, s.topic, s.app_txn, s.storage_options)
-
-    def _crash_point(self, name: str) -> None:
-        if os.environ.get(_CRASH_ENV) != name:
-            return
-        self._crash_counter += 1
-        if self._crash_counter >= int(os.environ.get(_CRASH_AFTER_ENV, "1")):
-            os.kill(os.getpid(), signal.SIGKILL)
+        handle = _delta.RsTableLog(s.table_uri, self._table)
+        self.stats.orphans_removed += remove_orphans(handle, s.topic, s.app_txn, s.storage_options)
 
     # -- introspection for the progress line ----------------------------------------------------
 

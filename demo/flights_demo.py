@@ -6,19 +6,25 @@
    they equal the input.
 4. Ingest the segments into a local Delta table with the ingestion consumer (each segment
    becomes a data file byte for byte, exactly once), query the table and summarise it.
-5. Print counts, bytes per row on the wire and rates.
+5. Land the same segments on Spark with ``parka spark-ingest`` (raw mode: executors write the
+   segments as data files, the driver commits them through delta-spark's transaction API),
+   check that table equals the input too, and run the query in Spark SQL.
+6. Print counts, bytes per row on the wire and rates.
 
-Run it with ``make demo`` (starts the local broker first).
+Run it with ``make demo`` (starts the local broker first). ``--no-spark`` skips step 5.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
+import json
 import os
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import fastavro
@@ -131,20 +137,26 @@ def ingest_to_delta(bootstrap: str, topic: str, table_uri: str) -> tuple[Any, fl
     return stats, time.perf_counter() - start, time.process_time() - cpu
 
 
-def summarise(table_uri: str, expected: pa.Table) -> None:
+def check_table(table_uri: str, expected: pa.Table) -> pa.Table:
+    """Read the table with deltalake, check it equals ``expected`` (rows in any order), print a
+    line about it and return its rows."""
     dt = DeltaTable(table_uri)
-    table = dt.to_pyarrow_table()
-    rows = table.select(expected.column_names)
+    rows = dt.to_pyarrow_table().select(expected.column_names)
     if rows.num_rows != expected.num_rows:
         raise SystemExit(f"Delta table holds {rows.num_rows:,} rows, expected {expected.num_rows:,}")
     order = [(name, "ascending") for name in expected.column_names]
     if not rows.cast(expected.schema).sort_by(order).equals(expected.sort_by(order)):
-        raise SystemExit("Delta table content differs from the input")
+        raise SystemExit(f"Delta table {table_uri} differs from the input")
     files = dt.file_uris()
     print(
         f"Delta table {table_uri}: version {dt.version()}, {len(files)} data files, {rows.num_rows:,} rows "
         "(equal to the input)"
     )
+    return rows
+
+
+def summarise(table_uri: str, expected: pa.Table) -> None:
+    rows = check_table(table_uri, expected)
     by_carrier = (
         rows.group_by("carrier")
         .aggregate([("arr_delay", "mean"), ("carrier", "count")])
@@ -158,12 +170,75 @@ def summarise(table_uri: str, expected: pa.Table) -> None:
     print(f"  {late:,} flights ({late / rows.num_rows:.1%}) arrived more than 15 minutes late")
 
 
+@contextlib.contextmanager
+def output_to(path: str) -> Iterator[None]:
+    """Send this process's stdout and stderr (file descriptors 1 and 2) to ``path`` meanwhile: the
+    JVM Spark starts inherits them and keeps writing its own log (Ivy, warnings) there."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    with open(path, "ab") as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for fd, copy in zip((1, 2), saved, strict=True):
+            os.dup2(copy, fd)
+            os.close(copy)
+
+
+def spark_ingest_and_query(bootstrap: str, topic: str, table_uri: str, expected: pa.Table, log_path: str) -> None:
+    """``parka spark-ingest`` (raw mode, delta-spark commit) into a new table, in this process,
+    then check the table and query it in Spark SQL."""
+    from parka.spark_ext import session
+    from parka.spark_ext._cli import main as spark_ingest
+
+    argv = [topic, table_uri, "-k", bootstrap, "--end-at-latest", "-a", f"demo-spark-{topic}", "-q"]
+    argv += ["-c", "spark.ui.enabled=false"]
+    print()
+    print(f"$ parka spark-ingest {' '.join(argv)}")
+    start = time.perf_counter()
+    result = io.StringIO()
+    with output_to(log_path), contextlib.redirect_stdout(result):
+        code = spark_ingest(argv)  # Spark's own output goes to the log file
+    wall_s = time.perf_counter() - start
+    if code != 0:
+        raise SystemExit(f"parka spark-ingest exited {code}; see {log_path}")
+    stats = json.loads(result.getvalue().strip().splitlines()[-1])
+    print(
+        f"parka spark-ingest: {stats['records']:,} records in {stats['segments']} segments -> {stats['files']} data "
+        f"files, {stats['batches']} commit(s) through delta-spark, {wall_s:.1f} s wall (Spark start-up included); "
+        f"no record decoded (Spark's own log: {os.path.relpath(log_path)})"
+    )
+    check_table(table_uri, expected)
+    spark = session()  # the session parka spark-ingest started
+    by_carrier = spark.sql(
+        "SELECT carrier, avg(arr_delay) AS mean_delay, count(*) AS flights "
+        f"FROM delta.`{table_uri}` GROUP BY carrier ORDER BY mean_delay DESC LIMIT 5"
+    ).collect()
+    late, total = spark.sql(f"SELECT count_if(arr_delay > 15), count(*) FROM delta.`{table_uri}`").collect()[0]
+    print()
+    print("the same query in Spark SQL, on the table parka spark-ingest landed:")
+    for row in by_carrier:
+        print(f"  {row['carrier']:3} {row['mean_delay']:6.1f}   {row['flights']:>7,} flights")
+    print(f"  {late:,} flights ({late / total:.1%}) arrived more than 15 minutes late")
+    with output_to(log_path):
+        spark.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bootstrap", default="localhost:9092")
     parser.add_argument("--codec", default="zstd", choices=["none", "snappy", "gzip", "lz4", "zstd"])
     parser.add_argument("--limit", type=int, default=None, help="use only the first N flights")
     parser.add_argument("--table", default="demo-out/flights_delta", help="where the Delta table is written")
+    parser.add_argument(
+        "--spark-table", default="demo-out/flights_spark", help="where parka spark-ingest writes its Delta table"
+    )
+    parser.add_argument("--no-spark", action="store_true", help="skip the Spark part (parka spark-ingest, Spark SQL)")
     parser.add_argument(
         "--kafka-data-dir",
         default=os.environ.get("PARKA_KAFKA_DATA_DIR"),
@@ -226,6 +301,10 @@ def main(argv: list[str] | None = None) -> int:
         f"({stats.records / max(wall_s, 1e-9):,.0f} records/s); no record decoded"
     )
     summarise(table_uri, table)
+    if not args.no_spark:
+        spark_uri = os.path.abspath(os.path.join(args.spark_table, run))
+        os.makedirs(os.path.dirname(spark_uri), exist_ok=True)
+        spark_ingest_and_query(args.bootstrap, seg_topic, spark_uri, table, f"{spark_uri}-spark.log")
     return 0
 
 

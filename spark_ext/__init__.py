@@ -16,6 +16,8 @@ and a columnar decoder (``mapInArrow``): see :mod:`._reader` for why this is not
     ├── SparkSetupError   Java missing or too old, pyspark missing, jars unresolvable
     ├── SparkIngestError  the streaming query failed for a reason other than bad input
     ├── SegmentError / SegmentDecodeError / SchemaMismatchError  a bad segment, with its coordinates
+    ├── CommitError       raw mode: a table raw files cannot join (the message names the table
+    │                     property, e.g. delta.columnMapping.mode), or a Delta commit that failed
     └── ConfigError / SchemaError                                 rejected before anything runs
 
 pyspark and delta-spark are the ``spark`` extra (``pip install 'parka[spark]'``); nothing here

@@ -140,6 +140,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--metadata) [PARKA_SPARK_MODE]",
     )
     spark.add_argument(
+        "--commit-engine",
+        choices=["delta-spark", "delta-rs"],
+        default=env("COMMIT_ENGINE", "delta-spark"),
+        help="raw mode: who commits the data files. delta-spark: delta-spark's transaction API in the JVM, "
+        "which applies the table's features (row tracking, in-commit timestamps, liquid clustering...); "
+        "delta-rs: deltalake on the driver, as parka ingest [PARKA_COMMIT_ENGINE]",
+    )
+    spark.add_argument(
         "--trigger",
         default=env("TRIGGER"),
         help="available-now, or processing-time=<n>[ms|s|m|h] (default: processing-time=<allowed latency>s) "
@@ -255,6 +263,7 @@ def settings_from_args(args: argparse.Namespace) -> Any:
         storage_options=pairs(args.storage_option, "--storage-option", _PROG),
         mode=args.mode,
         dlq_table_uri=args.dlq_table,
+        commit_engine=args.commit_engine if args.mode == "raw" else "delta-spark",
     )
 
 

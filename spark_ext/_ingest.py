@@ -2,8 +2,10 @@
 
 ``raw`` (the default): each micro-batch's segments land in the table as they are, written by
 the executors and committed by the driver with one ``txn`` per Kafka partition, the scheme of
-``parka ingest`` (:mod:`._raw`; the protocol is :meth:`._raw.RawCommitter.commit`). No record
-is decoded (for an unpartitioned table), and the two ingestions can take turns on one table.
+``parka ingest`` (:mod:`._raw`; the protocol is :meth:`._raw.RawCommitter.commit`), through
+delta-spark's transaction API (``commit_engine="delta-spark"``, :mod:`._delta_spark`) or
+delta-rs. No record is decoded (for an unpartitioned table), and the two ingestions can take
+turns on one table.
 
 ``decode``: segments are decoded into records (``mapInArrow``) and written by delta-spark's
 streaming sink, for tables that need Spark's own writer. Its exactly-once argument is Spark's
@@ -40,6 +42,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from parka._crash import crash_point
 from parka.errors import ConfigError, ParkaError, SchemaMismatchError
 from parka.schema import RESERVED_PREFIX, to_arrow_schema
 from parka.segment import FORMAT_HEADER, RESERVED_FIELDS
@@ -55,6 +58,7 @@ log = logging.getLogger("parka.spark_ingest")
 CHECKPOINTS_DIR = "_parka_checkpoints"
 SCHEMA_EVOLUTION = ("none", "merge")
 MODES = ("raw", "decode")
+COMMIT_ENGINES = ("delta-spark", "delta-rs")
 
 # Kafka consumer settings the Spark Kafka source manages itself and refuses, with what to use instead.
 _SPARK_OWNED = {
@@ -98,6 +102,10 @@ class SparkIngestSettings:
     ``mode``: ``raw`` lands segments unchanged with parka's own commits; ``decode`` decodes
     them and writes through delta-spark (``reserved``, ``metadata`` and transforms need it).
     ``dlq_table_uri`` (raw mode): bad segments go there instead of failing the batch.
+    ``commit_engine`` (raw mode): ``delta-spark`` commits through delta-spark's transaction
+    API in the JVM (table features such as row tracking, in-commit timestamps and liquid
+    clustering are applied by delta-spark); ``delta-rs`` through deltalake on the driver (what
+    ``parka ingest`` uses; refuses tables with features delta-rs cannot write).
 
     Raises (on construction):
         ConfigError: a value that is out of range, unknown or contradicts another.
@@ -121,6 +129,7 @@ class SparkIngestSettings:
     storage_options: Mapping[str, str] = field(default_factory=dict)
     mode: str = "raw"
     dlq_table_uri: str | None = None
+    commit_engine: str = "delta-spark"
 
     def __post_init__(self) -> None:
         if not self.topic or not self.table_uri:
@@ -139,6 +148,12 @@ class SparkIngestSettings:
                 )
         elif self.dlq_table_uri is not None:
             raise ConfigError("dlq_table_uri", self.dlq_table_uri, "none", reason="a dead-letter table needs mode raw")
+        elif self.commit_engine != "delta-spark":
+            raise ConfigError(
+                "commit_engine", self.commit_engine, "delta-spark", reason="decode mode writes with delta-spark"
+            )
+        if self.commit_engine not in COMMIT_ENGINES:
+            raise ConfigError("commit_engine", self.commit_engine, ", ".join(COMMIT_ENGINES))
         trigger_ms(self.trigger)
         if self.schema_evolution not in SCHEMA_EVOLUTION:
             raise ConfigError("schema_evolution", self.schema_evolution, ", ".join(SCHEMA_EVOLUTION))
@@ -372,12 +387,24 @@ def _local_path(uri: str) -> str:
     return os.path.abspath(uri) if "://" not in uri and not uri.startswith("file:") else uri
 
 
+def _engine(spark: Any, name: str) -> Any:
+    """The :class:`parka.consumer._log.LogEngine` called ``name``."""
+    if name == "delta-rs":
+        from parka.consumer._delta import RsEngine
+
+        return RsEngine()
+    from ._delta_spark import SparkEngine
+
+    return SparkEngine(spark)
+
+
 def _start_raw(spark: Any, s: SparkIngestSettings) -> tuple[Any, str, Any]:
     from ._raw import FILE_ROWS, RawCommitter, segment_schema, table_schema_from_segment
 
     options = _source_options(spark, s)
     uri = _local_path(s.table_uri)
     committer = RawCommitter(
+        engine=_engine(spark, s.commit_engine),
         table_uri=uri,
         topic=s.topic,
         app_id=s.app,
@@ -425,7 +452,9 @@ def _start_raw(spark: Any, s: SparkIngestSettings) -> tuple[Any, str, Any]:
                         row["value"], headers, topic=row["topic"], partition=row["partition"], offset=row["offset"]
                     )
                     committer.create_table(schema)
+            crash_point("before-write")
             rows = kafka.mapInArrow(committer.writer(), rows_schema).toArrow()
+            crash_point("after-write")
             committer.commit(rows, batch_id=batch_id)
         except ParkaError as exc:
             committer.failure = exc
@@ -446,10 +475,9 @@ def _check_given_schema(committer: Any, given: pa.Schema, s: SparkIngestSettings
     Raises:
         SchemaMismatchError: it cannot.
     """
-    from parka.consumer import _delta
     from parka.consumer._plan import check_schema
 
-    verdict = check_schema(_delta.arrow_schema(committer.table), given, partition_by=committer.partition_by)
+    verdict = check_schema(committer.table.arrow_schema(), given, partition_by=committer.partition_by)
     if verdict.problems:
         raise SchemaMismatchError("the table cannot take the given schema: " + "; ".join(verdict.problems))
     user_new = [f for f in verdict.new_fields if not f.name.startswith(RESERVED_PREFIX)]
@@ -458,7 +486,8 @@ def _check_given_schema(committer: Any, given: pa.Schema, s: SparkIngestSettings
             "the table has no such column; rerun with --schema-evolution merge to add it", field=user_new[0].name
         )
     if user_new:
-        _delta.add_columns(committer.table, user_new)
+        committer.table.add_columns(user_new)
+        committer.table.commit_add_files([], txns={}, commit_info={"parka.app_id": s.app, "parka.topic": s.topic})
 
 
 def _resume_from_table(spark: Any, s: SparkIngestSettings, options: dict[str, str], committer: Any) -> None:
@@ -467,14 +496,12 @@ def _resume_from_table(spark: Any, s: SparkIngestSettings, options: dict[str, st
     ``startingOffsets`` (ignored when the checkpoint exists) becomes ``txn`` version + 1 per
     partition that has one, and the configured start for the others. Only an optimisation: the
     commit skips offsets at or below the ``txn`` anyway."""
-    from parka.consumer import _delta
-
     try:
         partitions = _topic_partitions(spark, s.topic, options)
     except Exception as exc:  # py4j or Kafka: fall back to the configured start
         log.warning("cannot list the partitions of %s (%s); starting from %s", s.topic, exc, s.starting_offsets)
         return
-    versions = {p: _delta.txn_version(committer.table, committer.app_txn(p)) for p in partitions}
+    versions = {p: committer.table.txn_version(committer.app_txn(p)) for p in partitions}
     if all(v is None for v in versions.values()):
         return
     configured = s.starting_offsets.strip()
@@ -582,7 +609,8 @@ def settings_summary(s: SparkIngestSettings, hidden: Sequence[str] = ("password"
     """One log line describing ``s`` with secrets masked."""
     kafka = {k: ("***" if any(h in k.lower() for h in hidden) else v) for k, v in s.kafka_conf.items()}
     return (
-        f"ingesting {s.topic} into {s.table_uri} as {s.app} ({s.mode} mode, trigger {s.trigger}, "
+        f"ingesting {s.topic} into {s.table_uri} as {s.app} ({s.mode} mode"
+        f"{', ' + s.commit_engine + ' commits' if s.mode == 'raw' else ''}, trigger {s.trigger}, "
         f"checkpoint {s.checkpoint}, "
         f"kafka settings {kafka})"
     )

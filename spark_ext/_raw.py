@@ -12,7 +12,8 @@ Two halves, neither importing pyspark (tested without Spark; :mod:`._ingest` wir
   with its error.
 * :class:`RawCommitter` runs on the driver: it commits a micro-batch's files with one ``txn``
   per Kafka partition, the scheme ``parka ingest`` uses. :meth:`RawCommitter.commit` is the
-  protocol.
+  protocol. It talks to the Delta log through a :class:`parka.consumer._log.LogEngine`:
+  delta-spark in Spark's JVM (:mod:`._delta_spark`, the default) or delta-rs.
 """
 
 from __future__ import annotations
@@ -27,8 +28,10 @@ from typing import Any
 import pyarrow as pa
 from parka.consumer import _delta
 from parka.consumer._files import append_dead_letters, read_footer, remove_orphans, write_segment_files
+from parka.consumer._log import LogEngine, TableLog
 from parka.consumer._plan import RESERVED_COLUMNS, check_schema
 
+from parka._crash import crash_point
 from parka.errors import CommitError, ParkaError, SchemaMismatchError, SegmentDecodeError, SegmentError
 from parka.segment import is_segment, read_segment_info
 
@@ -239,6 +242,7 @@ class RawCommitter:
     def __init__(
         self,
         *,
+        engine: LogEngine,
         table_uri: str,
         topic: str,
         app_id: str,
@@ -247,6 +251,13 @@ class RawCommitter:
         dlq_table_uri: str | None = None,
         storage_options: Mapping[str, str] | None = None,
     ) -> None:
+        """Opens the table (if there is one) through ``engine``.
+
+        Raises:
+            CommitError: the table cannot be read, or uses a feature raw files would bypass
+                (column mapping...): before any query starts.
+        """
+        self.engine = engine
         self.table_uri = table_uri
         self.topic = topic
         self.app_id = app_id
@@ -256,9 +267,9 @@ class RawCommitter:
         self.storage_options = dict(storage_options or {})
         self.stats = RawStats()
         self.failure: ParkaError | None = None  # what failed the query, for ingest() to raise as is
-        self.table: Any = _delta.open_table(table_uri, self.storage_options)
+        self.table: TableLog | None = engine.open(table_uri, self.storage_options)
         if self.table is not None:
-            self.partition_by = tuple(self.table.metadata().partition_columns)
+            self.partition_by = tuple(self.table.partition_columns())
 
     def app_txn(self, partition: int) -> str:
         return f"{self.app_id}-{partition}"
@@ -273,24 +284,24 @@ class RawCommitter:
         if self.table is not None:
             return
         try:
-            self.table = _delta.create_table(
+            self.table = self.engine.create(
                 self.table_uri,
                 table_schema_from_segment(segment_schema),
-                partition_by=list(self.partition_by),
+                partition_by=self.partition_by,
                 storage_options=self.storage_options,
             )
-            log.info("created Delta table %s from the segment schema", self.table_uri)
+            log.info("created Delta table %s from the segment schema (%s)", self.table_uri, self.engine.name)
         except _delta.CommitConflict:
-            self.table = _delta.open_table(self.table_uri, self.storage_options)
+            self.table = self.engine.open(self.table_uri, self.storage_options)
 
     def writer(self) -> SegmentFileWriter:
         """The executors' function for the next micro-batch, with the table's current schema
         (none yet: the batch holds no segment, only bad rows)."""
         if self.table is not None:
-            _delta.refresh(self.table)
+            self.table.refresh()
         return SegmentFileWriter(
             self.table_uri,
-            pa.schema([]) if self.table is None else _delta.arrow_schema(self.table),
+            pa.schema([]) if self.table is None else self.table.arrow_schema(),
             self.partition_by,
             self.storage_options,
             merge=self.merge,
@@ -301,7 +312,7 @@ class RawCommitter:
         """Delete files of interrupted commits (see :func:`parka.consumer._files.remove_orphans`)."""
         if self.table is None:
             return 0
-        removed = remove_orphans(self.table, self.table_uri, self.topic, self.app_txn, self.storage_options)
+        removed = remove_orphans(self.table, self.topic, self.app_txn, self.storage_options)
         self.stats.orphans_removed += removed
         return removed
 
@@ -323,12 +334,14 @@ class RawCommitter:
            got there first): delete it, never commit it. The rest is new.
         4. Dead letters above ``v`` go to the dead-letter table first, with its own ``txn``
            (``<app_id>-dlq-<partition>``), so a retry never duplicates them.
-        5. Columns the new files bring (reserved ones, or user ones with ``merge``) are added.
-        6. One Delta commit: the new files plus, per partition with anything new, ``txn`` =
-           the batch's highest offset in it; no automatic retries. ``CommitConflict``: back to
-           3 (a concurrent writer may have moved a partition). A ``CommitError`` is raised with
-           the files left in place: the commit may have landed, and only the log tells; the
-           orphan rule sorts it out later.
+        5. Columns the new files bring (reserved ones, or user ones with ``merge``) are added
+           (delta-rs: a commit of their own; delta-spark: part of the commit in 6).
+        6. One Delta commit through the engine: the new files (Kafka coordinates in their
+           tags) plus, per partition with anything new, ``txn`` = the batch's highest offset
+           in it. ``CommitConflict`` (delta-rs: any commit since 3; delta-spark: one that moved
+           a ``txn`` read in 3, or the metadata): back to 3, a concurrent writer may have moved
+           a partition. A ``CommitError`` is raised with the files left in place: the commit
+           may have landed, and only the log tells; the orphan rule sorts it out later.
         7. Return: Spark then marks the batch done in its checkpoint. A crash before that makes
            Spark replay the batch (same offsets) and 3 makes the replay a no-op.
 
@@ -349,11 +362,12 @@ class RawCommitter:
             raise self.failure
         files = [r for r in entries if r["path"] is not None]
         for attempt in range(_MAX_COMMIT_ATTEMPTS):
-            if self.table is None:  # only bad segments so far, and no table to record progress in
+            table = self.table
+            if table is None:  # only bad segments so far, and no table to record progress in
                 self._dead_letter(bad, {})
                 return
-            _delta.refresh(self.table)
-            done = {p: _delta.txn_version(self.table, self.app_txn(p)) for p in {r["partition"] for r in entries}}
+            table.refresh()
+            done = {p: table.txn_version(self.app_txn(p)) for p in {r["partition"] for r in entries}}
 
             def new(r: Mapping[str, Any], done: dict[int, int | None] = done) -> bool:
                 v = done[r["partition"]]
@@ -372,7 +386,7 @@ class RawCommitter:
             last: dict[int, int] = {}
             for r in fresh + dead:
                 last[r["partition"]] = max(r["offset"], last.get(r["partition"], -1))
-            self._evolve(fresh)
+            self._evolve(table, fresh)
             data_files = [
                 _delta.DataFile(
                     path=r["path"],
@@ -388,11 +402,9 @@ class RawCommitter:
                 for r in fresh
             ]
             try:
-                _delta.commit_add_files(
-                    self.table,
+                version = table.commit_add_files(
                     data_files,
                     txns={self.app_txn(p): off for p, off in last.items()},
-                    partition_by=list(self.partition_by),
                     commit_info={"parka.app_id": self.app_id, "parka.topic": self.topic, "parka.spark_batch": batch_id},
                 )
             except _delta.CommitConflict:
@@ -400,12 +412,13 @@ class RawCommitter:
                 log.info("commit conflict (attempt %d): re-reading the table", attempt + 1)
                 time.sleep(min(0.05 * 2**attempt, 2.0))
                 continue
+            crash_point("after-delta-commit")
             self._discard(stale)
             self.stats.replayed_files += len(stale)
             if last:
                 self.stats.batches += 1
                 if self.stats.batches % _CHECKPOINT_INTERVAL == 0:
-                    _delta.checkpoint(self.table)
+                    table.checkpoint()
             self.stats.segments += len({(r["partition"], r["offset"]) for r in fresh})
             self.stats.records += sum(r["records"] for r in fresh)
             self.stats.files += len(fresh)
@@ -415,7 +428,7 @@ class RawCommitter:
                 batch_id,
                 len(fresh),
                 sum(r["records"] for r in fresh),
-                self.table.version(),
+                version,
                 f"; {len(stale)} replayed file(s) deleted" if stale else "",
             )
             return
@@ -447,17 +460,17 @@ class RawCommitter:
         for r in dead:
             log.error("dead-lettered: %s: %s", r["error_class"], _rebuild(r))
 
-    def _evolve(self, fresh: Sequence[Mapping[str, Any]]) -> None:
+    def _evolve(self, table: TableLog, fresh: Sequence[Mapping[str, Any]]) -> None:
         """Add the columns the new files bring that the table lacks (idempotent)."""
         wanted: dict[str, pa.Field] = {}
         for r in fresh:
             if r["new_fields"] is not None:
                 for f in pa.ipc.read_schema(pa.py_buffer(r["new_fields"])):
                     wanted.setdefault(f.name, f)
-        present = set(_delta.arrow_schema(self.table).names)
+        present = set(table.arrow_schema().names)
         missing = [f for name, f in wanted.items() if name not in present]
         if missing:
-            _delta.add_columns(self.table, missing)
+            table.add_columns(missing)
             self.stats.schema_evolutions += 1
             log.info("table schema evolved: added %s", ", ".join(f.name for f in missing))
 

@@ -97,9 +97,10 @@ def session(
 ) -> Any:
     """Get or create a SparkSession with Delta Lake and the Kafka source.
 
-    ``master`` defaults to ``$PARKA_SPARK_MASTER``, else ``local[*]``. ``extra_conf`` is applied
+    ``master`` defaults to ``$PARKA_SPARK_MASTER``, else spark-submit's ``--master`` (a driver
+    it launched), else ``local[*]``. ``extra_conf`` is applied
     last (it may override anything here, ``spark.jars.packages`` included). Python workers run
-    this interpreter unless ``PYSPARK_PYTHON`` says otherwise, forked from
+    this interpreter unless ``PYSPARK_PYTHON`` says otherwise, forked (local masters) from
     :mod:`._daemon`. With a local master, shuffles and Delta log replays use as many partitions
     as cores (Spark's 200 and Delta's 50 cost seconds per small batch). When a session is already active (a notebook, a
     test run), it is returned as is: static settings cannot change in a running JVM.
@@ -117,7 +118,7 @@ def session(
     if active is not None:
         return active
     find_java()
-    master = master or os.environ.get("PARKA_SPARK_MASTER") or "local[*]"
+    master = master or os.environ.get("PARKA_SPARK_MASTER") or _submitted_master() or "local[*]"
     conf: dict[str, Any] = {
         "spark.jars.packages": ",".join(packages(extra_packages)),
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -129,9 +130,11 @@ def session(
         # spark.pyspark.python setting, when not launched by spark-submit); that one need not
         # have parka installed.
         os.environ["PYSPARK_PYTHON"] = sys.executable
-    # workers fork from a daemon that has the decoder imported (executors need parka anyway)
-    conf["spark.python.daemon.module"] = "parka.spark_ext._daemon"
     if master.startswith("local"):
+        # workers fork from a daemon that has the decoder imported. Local executors run this
+        # interpreter, so parka is there; on a cluster it may come with --py-files, which the
+        # daemon cannot see, so there it is opt-in (-c spark.python.daemon.module=...).
+        conf["spark.python.daemon.module"] = "parka.spark_ext._daemon"
         cores = os.cpu_count() or 2
         conf.update(
             {
@@ -152,6 +155,19 @@ def session(
             f"jars {conf['spark.jars.packages']} are not all on Maven Central: {_INSTALL_HINT} "
             "installs a pair that resolves"
         ) from exc
+
+
+def _submitted_master() -> str | None:
+    """The ``--master`` spark-submit gave, when it launched this driver (it passes the JVM's
+    gateway in the environment); ``None`` otherwise, so that a job run with
+    ``spark-submit --master yarn ... job.py`` is not forced onto ``local[*]``."""
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return None
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()
+    master = SparkConf().get("spark.master", None)
+    return str(master) if master else None
 
 
 # "parka.errors.SegmentDecodeError: <message> at <topic>[<partition>]@<offset>" in a Python

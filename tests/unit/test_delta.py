@@ -670,6 +670,38 @@ def test_add_columns_rejects_what_older_files_or_delta_cannot_take(
     assert table.version() == 0
 
 
+def test_schema_with_columns_merges_as_add_columns_does() -> None:
+    # the delta-spark engine commits this JSON itself: it must say what add_columns makes delta-rs say
+    schema = pa.schema([("x", pa.int64()), ("s", pa.struct([("a", pa.int32())]))])
+    text = _delta.schema_json(schema)
+    assert _delta.schema_with_columns(text, [pa.field("x", pa.int64())]) is None  # nothing missing
+    wider_s = pa.field("s", pa.struct([("a", pa.int32()), ("b", pa.string())]))
+    merged = _delta.schema_with_columns(text, [pa.field("y", pa.string()), wider_s])
+    assert merged is not None
+    assert _delta.arrow_schema_of_json(merged) == pa.schema([("x", pa.int64()), wider_s, ("y", pa.string())])
+    with pytest.raises(SchemaMismatchError, match="exists with type") as err:
+        _delta.schema_with_columns(text, [pa.field("x", pa.string())])
+    assert err.value.field == "x"
+
+
+@pytest.mark.parametrize(
+    ("configuration", "field_metadata", "names"),
+    [
+        ({"delta.columnMapping.mode": "name"}, [], "delta.columnMapping.mode=name"),
+        ({"delta.columnMapping.mode": "id"}, [], "delta.columnMapping.mode=id"),
+        ({"delta.constraints.positive": "x > 0"}, [], "delta.constraints.positive"),
+        ({}, [{"delta.generationExpression": "x + 1"}], "delta.generationExpression"),
+    ],
+)
+def test_tables_raw_files_cannot_join_are_refused_naming_the_property(
+    configuration: dict[str, str], field_metadata: list[dict[str, str]], names: str
+) -> None:
+    with pytest.raises(CommitError, match=names.replace(".", r"\.")) as err:
+        _delta.check_writable(configuration, field_metadata)
+    assert "--mode decode" in str(err.value)
+    _delta.check_writable({"delta.columnMapping.mode": "none", "delta.enableRowTracking": "true"}, [{}])
+
+
 def test_checkpoint_is_written_and_readable(tmp_path: Path) -> None:
     uri = str(tmp_path)
     schema = pa.schema([("x", pa.int64())])

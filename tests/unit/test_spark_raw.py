@@ -7,6 +7,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
+from parka.consumer._delta import RsEngine
 from parka.spark_ext import SparkIngestSettings
 from parka.spark_ext._raw import FILE_ROWS, RawCommitter, SegmentFileWriter
 
@@ -20,7 +21,7 @@ def written(writer: SegmentFileWriter, batch: pa.RecordBatch) -> pa.Table:
 
 
 def new_table(tmp_path: Path) -> RawCommitter:
-    committer = RawCommitter(table_uri=str(tmp_path / "t"), topic="gps", app_id="app")
+    committer = RawCommitter(engine=RsEngine(), table_uri=str(tmp_path / "t"), topic="gps", app_id="app")
     committer.create_table(SCHEMA)
     return committer
 
@@ -37,6 +38,12 @@ def test_raw_mode_settings_are_validated_where_they_enter() -> None:
     with pytest.raises(ConfigError, match="'dlq_table_uri'"):
         SparkIngestSettings(**base, mode="decode", dlq_table_uri="/dlq")
     assert SparkIngestSettings(**base, mode="decode", reserved="drop").reserved == "drop"
+    assert SparkIngestSettings(**base).commit_engine == "delta-spark"
+    assert SparkIngestSettings(**base, commit_engine="delta-rs").commit_engine == "delta-rs"
+    with pytest.raises(ConfigError, match=r"'commit_engine'.*allowed: delta-spark, delta-rs"):
+        SparkIngestSettings(**base, commit_engine="delta-go")
+    with pytest.raises(ConfigError, match=r"'commit_engine'.*decode mode writes with delta-spark"):
+        SparkIngestSettings(**base, mode="decode", commit_engine="delta-rs")
 
 
 def test_segments_are_written_unchanged_and_bad_ones_reported(tmp_path: Path) -> None:

@@ -1,15 +1,23 @@
 """One SparkSession for every Spark test of a run (a JVM start costs ~10 s, the first jar
 download ~10 s more). Small and local: 2 cores, 2 shuffle partitions, no UI. Spark and Java
-must be there: a missing one fails the run, it never skips."""
+must be there: a missing one fails the run, it never skips. The cluster tests get a standalone
+cluster of their own (:func:`spark_cluster`)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+CLUSTER_PORT = os.environ.get("PARKA_TEST_SPARK_PORT", "17177")
 
 
 @pytest.fixture(scope="session")
@@ -31,3 +39,29 @@ def spark() -> Iterator[Any]:
     print(f"\nSpark session ready in {time.monotonic() - started:.1f} s", file=sys.stderr)
     yield spark
     spark.stop()
+
+
+@dataclass(frozen=True)
+class Cluster:
+    url: str  # spark://127.0.0.1:<port>
+    home: Path  # the script's logs, pids and the workers' work dirs (work/worker-<i>/<app id>/...)
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A Spark standalone cluster, one master and two workers, started by the repo's
+    ``scripts/spark-standalone.sh`` (the installed pyspark's own daemon script) on ports of its
+    own (``PARKA_TEST_SPARK_PORT``, default 17177) and stopped at the end. It never skips."""
+    home = tmp_path_factory.mktemp("spark-standalone")
+    env = dict(
+        os.environ,
+        PARKA_SPARK_MASTER_PORT=CLUSTER_PORT,
+        PARKA_SPARK_CLUSTER_HOME=str(home),
+        PARKA_PYTHON=sys.executable,
+    )
+    script = str(REPO / "scripts" / "spark-standalone.sh")
+    subprocess.run([script, "up"], check=True, env=env, timeout=240)
+    try:
+        yield Cluster(f"spark://127.0.0.1:{CLUSTER_PORT}", home)
+    finally:
+        subprocess.run([script, "down"], check=False, env=env, timeout=120)

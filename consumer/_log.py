@@ -1,0 +1,134 @@
+"""The Delta-log operations the raw commit protocol needs, as one small interface.
+
+Two implementations, each the one module that talks to its Delta library:
+
+* :class:`parka.consumer._delta.RsTableLog` (delta-rs, in this process): ``parka ingest``, and
+  ``parka spark-ingest --commit-engine delta-rs``;
+* :class:`parka.spark_ext._delta_spark.SparkTableLog` (delta-spark's ``DeltaLog`` and
+  ``OptimisticTransaction`` in Spark's JVM, through py4j): ``parka spark-ingest``'s default.
+  delta-spark then applies what a table's features ask of a commit (row ids for row
+  tracking, in-commit timestamps, domain metadata, checkpoints) and its own conflict checks.
+
+The protocol itself (which files, which ``txn`` versions, in which order) is written once, in
+the committer; it sees only this interface. Errors (:mod:`parka.errors`)::
+
+    CommitConflict       another commit touched what this one read (a txn version, the schema):
+                         refresh, read the txn versions again, decide again
+    SchemaMismatchError  files or columns the table cannot take
+    CommitError          any other failure of the engine or the storage
+
+Neither engine lets a commit through that could overwrite or duplicate another writer's
+``txn``: delta-rs commits only on exactly the version it read (no retries), delta-spark
+rebases a commit over newer versions unless one of them carries a ``txn`` whose app id this
+handle read with :meth:`TableLog.txn_version`, or changed the metadata or protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+import pyarrow as pa
+
+if TYPE_CHECKING:
+    from ._delta import DataFile
+
+__all__ = ["LogEngine", "TableLog"]
+
+
+class TableLog(Protocol):
+    """A handle on one Delta table's log: a snapshot that :meth:`refresh` moves forward."""
+
+    uri: str
+
+    def version(self) -> int:
+        """The snapshot's table version."""
+        ...
+
+    def refresh(self) -> int:
+        """Move to the latest version (and start reading for the next commit); returns it.
+
+        Raises:
+            CommitError: the log cannot be read, or the table now uses a feature raw files
+                would bypass (see :func:`parka.consumer._delta.check_writable`).
+        """
+        ...
+
+    def txn_version(self, app_id: str) -> int | None:
+        """The snapshot's ``txn`` version of ``app_id``; ``None`` when it has none. A later
+        :meth:`commit_add_files` conflicts with any commit that moved it meanwhile."""
+        ...
+
+    def arrow_schema(self) -> pa.Schema:
+        """The table schema in Arrow (timestamp -> timestamp[us, UTC], timestamp_ntz -> timestamp[us])."""
+        ...
+
+    def partition_columns(self) -> list[str]: ...
+
+    def referenced_files(self) -> set[str]:
+        """The snapshot's data files, relative to the table root and decoded (as on disk)."""
+        ...
+
+    def add_columns(self, fields: Sequence[pa.Field]) -> None:
+        """Add nullable columns (or new fields of struct columns); present ones are skipped.
+        They are in the table once the next :meth:`commit_add_files` returns (delta-rs commits
+        them at once, delta-spark with that commit).
+
+        Raises:
+            SchemaMismatchError: a type Delta cannot store, a column that is not nullable, or
+                one that exists with another type.
+            CommitConflict, CommitError: the metadata commit failed.
+        """
+        ...
+
+    def commit_add_files(
+        self, files: Sequence[DataFile], *, txns: Mapping[str, int], commit_info: Mapping[str, Any] | None = None
+    ) -> int:
+        """Commit ``files`` (already written under the table root, and durable) with one ``txn``
+        action per entry of ``txns`` as one table version, and return it. Kafka coordinates
+        (each file's ``tags``) and ``commit_info`` are recorded.
+        Nothing to commit (no files, txns or added columns): returns the version as is.
+
+        Raises:
+            CommitConflict: a concurrent commit touched what this handle read.
+            ValueError: a path that is not relative, or partition values for other columns.
+            CommitError: any other failure; the commit may still have landed (only the log,
+                read back through :meth:`txn_version`, tells).
+        """
+        ...
+
+    def checkpoint(self) -> None:
+        """Write a checkpoint of the latest version, unless it has one."""
+        ...
+
+
+class LogEngine(Protocol):
+    """Opens and creates :class:`TableLog` handles; ``name`` is what ``--commit-engine`` says."""
+
+    name: str
+
+    def open(self, uri: str, storage_options: Mapping[str, str] | None = None) -> TableLog | None:
+        """The latest version of the table at ``uri``; ``None`` when there is none.
+
+        Raises:
+            CommitError: the location cannot be read, or the table uses a feature raw files
+                would bypass (the message names the table property).
+        """
+        ...
+
+    def create(
+        self,
+        uri: str,
+        schema: pa.Schema,
+        *,
+        partition_by: Sequence[str],
+        storage_options: Mapping[str, str] | None = None,
+    ) -> TableLog:
+        """Create an empty table (no data) at ``uri``.
+
+        Raises:
+            SchemaMismatchError: a column Delta cannot store, or a bad partition column.
+            CommitConflict: a table appeared at ``uri`` meanwhile: open it instead.
+            CommitError: any other failure.
+        """
+        ...

@@ -1,0 +1,269 @@
+"""The one module that talks to delta-spark's JVM classes: raw mode's commits through delta-spark.
+
+:class:`SparkTableLog` is the delta-spark implementation of :class:`parka.consumer._log.TableLog`
+(the other is delta-rs'); the commit protocol, written once in the committer, sees only that
+interface. Through py4j, on the driver:
+
+* ``DeltaLog.forTable(spark, uri)`` holds the table; :meth:`SparkTableLog.refresh` starts an
+  ``OptimisticTransaction`` on its latest snapshot, and every read for the next commit goes
+  through it: ``txnVersion(appId)`` records the app id, so a concurrent commit carrying a
+  ``txn`` of that app id makes this one fail (``ConcurrentTransactionException``) instead of
+  landing on top of it.
+* :meth:`SparkTableLog.commit_add_files` commits ``AddFile`` actions (Kafka coordinates in
+  their ``tags``) and one ``SetTransaction`` per Kafka partition, built from their JSON with
+  ``Action.fromJson``, as a ``WRITE`` (append) whose ``userMetadata`` holds parka's commit
+  info. delta-spark itself then assigns row ids (row tracking), in-commit timestamps and domain
+  metadata, checks the protocol and writes checkpoints, as its own writer would.
+* New columns join that commit as a metadata update (``updateMetadata``): one version.
+
+Exceptions leave as parka's::
+
+    DeltaConcurrentModificationException (ConcurrentAppendException, ConcurrentTransactionException,
+    MetadataChangedException, ProtocolChangedException...)  ->  CommitConflict (refresh, decide again)
+    any other JVM or py4j failure                            ->  CommitError
+
+Storage settings are the session's Hadoop configuration (``fs.*``, s3a), not delta-rs storage
+options: the engine ignores those.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Collection, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import quote, unquote
+
+import pyarrow as pa
+from parka.consumer import _delta  # the rules both engines share (schema JSON, writability), CommitConflict
+
+from parka.errors import CommitError, ParkaError
+
+__all__ = ["SparkEngine", "SparkTableLog"]
+
+_CONFLICT = "org.apache.spark.sql.delta.DeltaConcurrentModificationException"
+
+
+def _java_classes(exc: BaseException) -> list[str]:
+    """The class names, most specific first, of the JVM exception inside a py4j error (a raw
+    ``Py4JJavaError``, or one pyspark converted, which keeps it as ``_origin``)."""
+    throwable = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
+    names: list[str] = []
+    try:
+        cls = throwable.getClass() if throwable is not None else None
+        while cls is not None:
+            names.append(str(cls.getName()))
+            cls = cls.getSuperclass()
+    except Exception:  # the gateway is gone: no class to tell
+        return names
+    return names
+
+
+def _message(exc: BaseException) -> str:
+    throwable = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
+    text = str(throwable.toString()) if throwable is not None else f"{type(exc).__name__}: {exc}"
+    return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+
+
+@contextmanager
+def _translating(what: str) -> Iterator[None]:
+    try:
+        yield
+    except ParkaError:
+        raise
+    except Exception as exc:
+        if _CONFLICT in _java_classes(exc):
+            raise _delta.CommitConflict(f"{what}: a concurrent commit won ({_message(exc)})") from exc
+        raise CommitError(f"{what}: {_message(exc)}") from exc
+
+
+def _seq(jvm: Any, items: Collection[Any]) -> Any:
+    """A Scala immutable ``Seq`` of JVM objects."""
+    listed = jvm.java.util.ArrayList()
+    for item in items:
+        listed.add(item)
+    return jvm.scala.jdk.javaapi.CollectionConverters.asScala(listed).toList()
+
+
+def log_path(path: str) -> str:
+    """A data file's path as the Delta log holds it: URL-encoded (readers decode it once)."""
+    return quote(path, safe="/=")
+
+
+class SparkTableLog:
+    """One table's log in delta-spark; see the module docstring. Not thread-safe."""
+
+    def __init__(self, spark: Any, uri: str, delta_log: Any) -> None:
+        self.spark = spark
+        self.uri = uri
+        self._jvm = spark.sparkContext._jvm
+        self._log = delta_log
+        self._txn: Any = None  # the transaction reads go through; None once it committed
+        self._version = -1
+        self._metadata: dict[str, Any] = {}
+        self._schema_changed = False
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def _current(self) -> Any:
+        if self._txn is None:
+            self.refresh()
+        return self._txn
+
+    def refresh(self) -> int:
+        with _translating("cannot read the Delta log"):
+            txn = self._log.startTransaction()
+            version = int(txn.readVersion())
+            metadata = json.loads(str(txn.metadata().json()))["metaData"] if version >= 0 else {}
+        self._txn, self._version, self._metadata, self._schema_changed = txn, version, metadata, False
+        if metadata:
+            fields = json.loads(metadata["schemaString"])["fields"]
+            _delta.check_writable(metadata.get("configuration") or {}, [f.get("metadata") or {} for f in fields])
+        return version
+
+    def version(self) -> int:
+        if self._txn is None and self._version < 0:
+            self.refresh()
+        return self._version
+
+    def txn_version(self, app_id: str) -> int | None:
+        with _translating(f"cannot read the txn version of '{app_id}'"):
+            version = int(self._current().txnVersion(app_id))
+        return None if version < 0 else version
+
+    def arrow_schema(self) -> pa.Schema:
+        self._current()
+        schema: pa.Schema = _delta.arrow_schema_of_json(self._metadata["schemaString"])
+        return schema
+
+    def partition_columns(self) -> list[str]:
+        self._current()
+        return [str(c) for c in self._metadata.get("partitionColumns") or []]
+
+    def referenced_files(self) -> set[str]:
+        from pyspark.sql import DataFrame
+
+        with _translating("cannot list the table's add actions"):
+            files = DataFrame(self._current().snapshot().allFiles().toDF(), self.spark).select("path")
+            paths = files.toArrow().column("path").to_pylist()
+        return {unquote(p) for p in paths}
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def add_columns(self, fields: Collection[pa.Field]) -> None:
+        txn = self._current()
+        merged = _delta.schema_with_columns(self._metadata["schemaString"], fields)
+        if merged is None:
+            return
+        if self._schema_changed:  # delta-spark takes one metadata update per transaction
+            raise CommitError("add_columns twice before a commit: add all new columns at once")
+        metadata = {**self._metadata, "schemaString": merged}
+        with _translating("cannot add columns"):
+            txn.updateMetadata(self._action({"metaData": metadata}), False)
+        self._metadata, self._schema_changed = metadata, True
+
+    def commit_add_files(
+        self, files: Collection[Any], *, txns: Mapping[str, int], commit_info: Mapping[str, Any] | None = None
+    ) -> int:
+        txn = self._current()
+        if not files and not txns and not self._schema_changed:
+            return self._version
+        _delta.check_commit(files, txns, self.partition_columns())
+        now_ms = int(time.time() * 1000)
+        adds = [
+            {
+                "path": log_path(f.path),
+                "partitionValues": dict(f.partition_values),
+                "size": f.size,
+                "modificationTime": now_ms,
+                "dataChange": True,
+                "stats": f.stats,
+                "tags": dict(f.tags) or None,
+            }
+            for f in files
+        ]
+        txn_actions = [{"appId": app_id, "version": v, "lastUpdated": now_ms} for app_id, v in txns.items()]
+        actions = [self._action({"add": a}) for a in adds] + [self._action({"txn": t}) for t in txn_actions]
+        jvm = self._jvm
+        user_metadata = json.dumps(dict(commit_info), sort_keys=True) if commit_info else None
+        write = getattr(jvm.org.apache.spark.sql.delta, "DeltaOperations$Write")
+        operation = write(
+            jvm.org.apache.spark.sql.SaveMode.Append, jvm.scala.Option.empty(), jvm.scala.Option.empty(),
+            jvm.scala.Option.apply(user_metadata),
+        )  # fmt: skip
+        read_version = self._version
+        self._txn = None  # used up, whatever happens
+        with _translating(f"commit on version {read_version} failed"):
+            version = int(txn.commit(_seq(jvm, actions), operation))
+        self._version = version
+        return version
+
+    def checkpoint(self) -> None:
+        with _translating("cannot write a checkpoint"):
+            none = self._jvm.scala.Option.empty()
+            snapshot = self._log.update(False, none, none)
+            if int(snapshot.checkpointProvider().version()) < int(snapshot.version()):
+                self._log.checkpoint(snapshot, none)
+
+    def _action(self, action: Mapping[str, Any]) -> Any:
+        return self._jvm.org.apache.spark.sql.delta.actions.Action.fromJson(json.dumps(action))
+
+
+class SparkEngine:
+    """:class:`parka.consumer._log.LogEngine` of delta-spark, in ``spark``'s JVM."""
+
+    name = "delta-spark"
+
+    def __init__(self, spark: Any) -> None:
+        self.spark = spark
+
+    def _delta_log(self, uri: str) -> Any:
+        jvm = self.spark.sparkContext._jvm
+        with _translating(f"cannot open the Delta log at {uri}"):
+            return jvm.org.apache.spark.sql.delta.DeltaLog.forTable(self.spark._jsparkSession, uri)
+
+    def open(self, uri: str, storage_options: Mapping[str, str] | None = None) -> SparkTableLog | None:
+        handle = SparkTableLog(self.spark, uri, self._delta_log(uri))
+        return handle if handle.refresh() >= 0 else None
+
+    def create(
+        self,
+        uri: str,
+        schema: pa.Schema,
+        *,
+        partition_by: Collection[str],
+        storage_options: Mapping[str, str] | None = None,
+    ) -> SparkTableLog:
+        _delta.check_partition_columns(schema, partition_by)
+        metadata = {
+            "id": str(uuid.uuid4()),
+            "format": {"provider": "parquet", "options": {}},
+            "schemaString": _delta.schema_json(schema),
+            "partitionColumns": list(partition_by),
+            "configuration": {},
+            "createdTime": int(time.time() * 1000),
+        }
+        handle = SparkTableLog(self.spark, uri, self._delta_log(uri))
+        jvm = self.spark.sparkContext._jvm
+        try:
+            # What CREATE TABLE does, without its catalog check (which refuses any existing
+            # directory, and the query's checkpoint lives in this one): the session's defaults
+            # choose the protocol and table features.
+            txn = handle._log.startTransaction()
+            if int(txn.readVersion()) >= 0:
+                raise _delta.CommitConflict(f"a Delta table was created at {uri} concurrently")
+            action = handle._action({"metaData": metadata})
+            txn.updateMetadataForNewTable(action)
+            create = getattr(jvm.org.apache.spark.sql.delta, "DeltaOperations$CreateTable")
+            operation = create(action, False, False, jvm.scala.Option.empty())
+            txn.commit(_seq(jvm, []), operation)
+        except ParkaError:
+            raise
+        except Exception as exc:
+            if self.open(uri) is not None:
+                raise _delta.CommitConflict(f"a Delta table was created at {uri} concurrently") from exc
+            raise CommitError(f"cannot create a Delta table at {uri}: {_message(exc)}") from exc
+        handle.refresh()
+        return handle

@@ -1,0 +1,127 @@
+"""``parka spark-ingest`` and ``read_stream`` on a Spark standalone cluster (one master, two
+workers, started by ``scripts/spark-standalone.sh``), with parka shipped to the executors as users
+ship it: a zip of the wheel in ``spark.submit.pyFiles`` / ``--py-files``. The executors' Python
+has parka's dependencies but not parka, so every task that decodes or writes a segment runs the
+shipped code."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from collections.abc import Callable
+from pathlib import Path
+
+import pyspark
+from parka.consumer._plan import FileName
+from parka.spark_ext import packages
+
+from .._ingest_util import last_json, message_values, produce_events, referenced_files, sha256, table_ids
+from ._util import SPARK
+from .conftest import REPO, Cluster
+from .test_spark_raw import assert_no_orphans
+
+pytestmark = SPARK
+
+# Small executors on 1-core workers; two of them, one per worker. Delta's log replays and
+# shuffles in few partitions (its defaults, 50 and 200 tasks, cost a minute on two cores).
+CLUSTER_CONF = {
+    "spark.executor.memory": "512m",
+    "spark.executor.cores": "1",
+    "spark.cores.max": "2",
+    "spark.databricks.delta.snapshotPartitions": "2",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+}
+
+
+def parka_zip(into: Path) -> Path:
+    """parka as users ship it to executors: its wheel (pure Python) renamed to .zip for --py-files."""
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(into), str(REPO)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    [wheel] = into.glob("parka-*.whl")
+    return Path(shutil.copyfile(wheel, into / "parka.zip"))
+
+
+def python_without_parka(into: Path) -> Path:
+    """A Python that has parka's dependencies (this environment's site-packages, as a plain path
+    entry, so the editable install's hook is not run) but not parka itself."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(into)], check=True, timeout=120)
+    python = into / "bin" / "python"
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    Path(purelib, "parka-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    # (run outside the repo: its root holds the folder parka/, which a script's directory would put first)
+    probe = subprocess.run(
+        [str(python), "-c", "import pyarrow, deltalake, pyspark, parka"], capture_output=True, cwd=into
+    )
+    assert b"No module named 'parka'" in probe.stderr, probe.stderr
+    return python
+
+
+def test_spark_ingest_and_read_stream_run_on_a_standalone_cluster(
+    spark_cluster: Cluster, bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=4)
+    segments = produce_events(bootstrap, topic, 0, 2000, batch=100)
+    shipped = parka_zip(tmp_path / "dist")
+    executor_python = python_without_parka(tmp_path / "executor-venv")
+    env = {**os.environ, "PYSPARK_PYTHON": str(executor_python), "SPARK_LOCAL_IP": "127.0.0.1"}
+
+    # parka spark-ingest, the driver here, the executors on the workers
+    table = tmp_path / "events"
+    confs = [arg for key, value in CLUSTER_CONF.items() for arg in ("-c", f"{key}={value}")]
+    command = [sys.executable, "-m", "parka.cli", "spark-ingest", topic, str(table), "-k", bootstrap, "-q"]
+    ingest = subprocess.run(
+        [*command, "--end-at-latest", "--master", spark_cluster.url, "-c", f"spark.submit.pyFiles={shipped}", *confs],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=400,
+    )
+    assert ingest.returncode == 0, ingest.stderr[-5000:]
+    result = last_json(ingest)
+    assert (result["mode"], result["segments"], result["records"]) == ("raw", segments, 2000)
+    assert sorted(table_ids(table)) == list(range(2000))
+    values = {(m.partition(), m.offset()): sha256(m.value()) for m in message_values(bootstrap, topic, segments)}
+    on_disk = {}
+    for path in referenced_files(table):
+        name = FileName.parse(path)
+        assert name is not None
+        on_disk[(name.partition, name.offset)] = sha256((table / path).read_bytes())
+    assert on_disk == values  # every segment once, byte for byte
+    assert_no_orphans(table)
+    # both workers ran executors for it
+    apps = [{p.name for p in (spark_cluster.home / "work" / f"worker-{i}").glob("app-*")} for i in (1, 2)]
+    assert apps[0] & apps[1], apps
+
+    # read_stream in a job launched by spark-submit, parka in --py-files (driver and executors)
+    submit = [str(Path(pyspark.__file__).parent / "bin" / "spark-submit"), "--master", spark_cluster.url]
+    submit += ["--packages", ",".join(packages()), "--py-files", str(shipped)]
+    submit += [arg for key, value in CLUSTER_CONF.items() for arg in ("--conf", f"{key}={value}")]
+    job = Path(__file__).parent / "_cluster_read.py"
+    read = subprocess.run(
+        [*submit, str(job), topic, bootstrap, str(tmp_path / "records")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=400,
+    )
+    assert read.returncode == 0, read.stderr[-5000:]
+    out = json.loads([line for line in read.stdout.splitlines() if line.startswith("{")][-1])
+    assert out["master"] == spark_cluster.url
+    assert out["ids"] == list(range(2000))

@@ -1,0 +1,172 @@
+"""Faults on Spark raw mode (delta-spark commits): kill -9 of the driver running ``parka spark-ingest``
+before writing a micro-batch's files, between writing and committing them, and after committing
+(before Spark marks the batch done in its checkpoint), then a restart; and ``parka ingest``
+running at the same time on the same table with the same app id. Every record lands once, and no
+orphan file is left.
+
+The kills come from the test hook ``PARKA_TEST_CRASH_AT`` (``parka/_crash.py``): the driver sends
+itself SIGKILL at the named point, after logging a line the test checks. Its JVM and Python
+workers go with it (the JVM exits when its parent's pipe closes); the test waits for the process
+group to be empty before restarting."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from parka.spark_ext._ingest import CHECKPOINTS_DIR
+
+from .._ingest_util import (
+    FAST_GROUP,
+    data_files_on_disk,
+    last_json,
+    produce_events,
+    referenced_files,
+    run_ingest,
+    table_ids,
+)
+from ._util import SPARK
+from .test_spark_raw import assert_no_orphans
+
+pytestmark = SPARK
+
+# A small local driver: the kill tests start four JVMs each.
+LOCAL = ("--master", "local[2]", "-c", "spark.ui.enabled=false", "-c", "spark.sql.shuffle.partitions=2")
+
+
+def spark_ingest(topic: str, table: Path, bootstrap: str, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "parka.cli", "spark-ingest", topic, str(table), "-k", bootstrap, *LOCAL, *extra]
+
+
+def committed_batches(table: Path) -> dict[int, int]:
+    """Spark micro-batch id -> data files its Delta commit added, from the log (parka records the
+    batch id in each commit's ``userMetadata``)."""
+    out: dict[int, int] = {}
+    for commit in sorted((table / "_delta_log").glob("[0-9]*.json")):
+        actions = [json.loads(line) for line in commit.read_text().splitlines()]
+        info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+        meta = json.loads(info.get("userMetadata") or "{}")
+        if meta.get("parka.spark_batch") is not None:
+            batch = meta["parka.spark_batch"]
+            assert batch not in out, f"batch {batch} committed twice"
+            out[batch] = sum("add" in a for a in actions)
+    return out
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process of process group ``pgid`` is alive (Linux /proc)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.2)
+
+
+def run_in_own_group(command: list[str], *, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` in a process group of its own and return once every process of the group
+    (the driver, its JVM, their Python workers) is gone."""
+    proc = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=300)
+        wait_until(lambda: not group_alive(proc.pid), 120, f"process group {proc.pid} to exit")
+    finally:
+        if group_alive(proc.pid):
+            os.killpg(proc.pid, signal.SIGKILL)
+    return subprocess.CompletedProcess(command, proc.returncode, out, err)
+
+
+@pytest.mark.parametrize("point", ["before-write", "after-write", "after-delta-commit"])
+def test_kill_9_of_the_spark_driver_then_restart_is_exactly_once_without_orphans(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path, point: str
+) -> None:
+    topic = new_topic(partitions=2)
+    segments = produce_events(bootstrap, topic, 0, 600, batch=60)  # keyed: split over the 2 partitions
+    assert segments >= 10  # at least 3 micro-batches of up to 4
+    table = tmp_path / "t"
+    flags = ("--end-at-latest", "--max-offsets-per-trigger", "4", "-q")
+    # killed at the second micro-batch (batch id 1): batch 0 is in the table
+    crash = {"PARKA_TEST_CRASH_AT": point, "PARKA_TEST_CRASH_AFTER": "2"}
+    crashed = run_in_own_group(spark_ingest(topic, table, bootstrap, *flags), env=crash)
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-4000:]
+    assert f"crash point {point}: SIGKILL" in crashed.stderr
+    checkpoint = table / CHECKPOINTS_DIR / f"parka-{topic}"
+    assert (checkpoint / "offsets" / "1").exists() and not (checkpoint / "commits" / "1").exists()
+    stray = data_files_on_disk(table) - referenced_files(table)
+    in_table = len(table_ids(table))
+    # batch 0 is in the table; after-write left batch 1's files unreferenced; after-delta-commit
+    # committed batch 1 too, and Spark will replay it (its commits/1 is missing)
+    batches = committed_batches(table)
+    assert list(batches) == ([0, 1] if point == "after-delta-commit" else [0])
+    assert (len(stray) > 0) == (point == "after-write")
+
+    restarted = run_in_own_group(spark_ingest(topic, table, bootstrap, *flags))
+    assert restarted.returncode == 0, restarted.stderr[-4000:]
+    result = last_json(restarted)
+    # Spark replays batch 1 with the same offsets; when it had committed, that is a no-op
+    assert result["records"] == 600 - in_table
+    assert result["replayed_files"] == batches.get(1, 0)  # the replay deleted its new copies
+    assert result["orphans_removed"] == len(stray)
+    assert sorted(table_ids(table)) == list(range(600))  # every record once
+    assert sorted(committed_batches(table)) == list(range(max(committed_batches(table)) + 1))  # each batch once
+    assert_no_orphans(table)
+
+
+def test_parka_ingest_and_spark_ingest_at_the_same_time_on_one_table(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=3)
+    table = tmp_path / "t"
+    produce_events(bootstrap, topic, 0, 150, batch=50)
+    run_ingest(topic, table, bootstrap, "--end-at-latest")  # the table exists before both start
+    produce_events(bootstrap, topic, 150, 2850, batch=50)  # 57 more segments, 19 per partition
+    spark_log, ingest_log = tmp_path / "spark.log", tmp_path / "ingest.log"
+    # same app id for both (the default, parka-<topic>); small commits so that they interleave
+    spark_cmd = spark_ingest(topic, table, bootstrap, "--end-at-latest", "--max-offsets-per-trigger", "3")
+    ingest_cmd = [sys.executable, "-m", "parka.cli", "ingest", topic, str(table), "-k", bootstrap, *FAST_GROUP]
+    ingest_cmd += ["--end-at-latest", "--max-segments-per-commit", "2"]
+    with open(spark_log, "wb") as out:
+        spark = subprocess.Popen(spark_cmd, stdout=subprocess.PIPE, stderr=out, start_new_session=True)
+    try:
+        # parka ingest joins once Spark has committed its first micro-batch
+        wait_until(lambda: "batch 0: " in spark_log.read_text(), 120, "Spark's first commit")
+        with open(ingest_log, "wb") as out:
+            ingest = subprocess.Popen(ingest_cmd, stdout=subprocess.PIPE, stderr=out)
+            ingest_out, _ = ingest.communicate(timeout=300)
+        spark_out, _ = spark.communicate(timeout=300)
+    finally:
+        if spark.poll() is None:
+            os.killpg(spark.pid, signal.SIGKILL)
+    assert ingest.returncode == 0, ingest_log.read_text()[-4000:]
+    assert spark.returncode == 0, spark_log.read_text()[-4000:]
+    by_spark = last_json(subprocess.CompletedProcess([], 0, spark_out.decode(), ""))
+    by_ingest = last_json(subprocess.CompletedProcess([], 0, ingest_out.decode(), ""))
+    # both landed records, and Spark deleted uncommitted the files of offsets parka ingest took first
+    assert by_spark["records"] > 0 and by_ingest["records"] > 0
+    assert by_spark["replayed_files"] > 0
+    assert sorted(table_ids(table)) == list(range(3000))
+    assert_no_orphans(table)
