@@ -19,8 +19,10 @@ import pyarrow.parquet as pq
 from parka.errors import SegmentDecodeError
 
 from . import _delta
-from ._log import TableLog
+from ._log import DataFile, TableLog
 from ._plan import FileName, partition_path, partition_value_string
+from ._stats import RecentCache, data_file_stats
+from ._storage import delete_files, list_files, write_data_file
 
 __all__ = ["DLQ_SCHEMA", "append_dead_letters", "read_footer", "remove_orphans", "write_segment_files"]
 
@@ -60,7 +62,7 @@ def read_footer(value: bytes, num_records: int) -> tuple[pq.FileMetaData, pa.Sch
     return meta, schema
 
 
-_schemas: _delta.RecentCache[pa.Schema] = _delta.RecentCache()
+_schemas: RecentCache[pa.Schema] = RecentCache()
 
 
 def _arrow_schema(meta: pq.FileMetaData) -> pa.Schema:
@@ -82,7 +84,7 @@ def write_segment_files(
     table_schema: pa.Schema,
     partition_by: Sequence[str] = (),
     storage_options: Mapping[str, str] | None = None,
-) -> tuple[list[_delta.DataFile], bool]:
+) -> tuple[list[DataFile], bool]:
     """Write one segment as data file(s) of the table; returns them and whether it was split.
 
     Unpartitioned table: the bytes unchanged, one file, nothing decoded. Partitioned: the
@@ -96,10 +98,10 @@ def write_segment_files(
     """
     tags = {"kafka.topic": topic, "kafka.partition": str(partition), "kafka.offset": str(offset)}
 
-    def put(name: str, data: bytes, md: pq.FileMetaData | None, values: dict[str, str | None]) -> _delta.DataFile:
-        size = _delta.write_data_file(table_uri, name, data, storage_options)
-        stats = _delta.data_file_stats(md if md is not None else data, table_schema, partition_by=partition_by)
-        return _delta.DataFile(path=name, size=size, partition_values=values, stats=stats, tags=tags)
+    def put(name: str, data: bytes, md: pq.FileMetaData | None, values: dict[str, str | None]) -> DataFile:
+        size = write_data_file(table_uri, name, data, storage_options)
+        stats = data_file_stats(md if md is not None else data, table_schema, partition_by=partition_by)
+        return DataFile(path=name, size=size, partition_values=values, stats=stats, tags=tags)
 
     if not partition_by:
         return [put(str(FileName.new(topic, partition, offset)), value, meta, {})], False
@@ -181,7 +183,7 @@ def remove_orphans(
     referenced = table.referenced_files()
     versions: dict[int, int | None] = {}
     doomed = []
-    for info in _delta.list_files(table.uri, storage_options):
+    for info in list_files(table.uri, storage_options):
         name = FileName.parse(info.path)
         if name is None or name.topic != topic or info.path in referenced:
             continue
@@ -191,6 +193,6 @@ def remove_orphans(
         if version is not None and name.offset <= version:
             doomed.append(info.path)
     if doomed:
-        _delta.delete_files(table.uri, doomed, storage_options)
+        delete_files(table.uri, doomed, storage_options)
         log.info("removed %d orphan data file(s) left by interrupted commits", len(doomed))
     return len(doomed)

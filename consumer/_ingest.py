@@ -23,12 +23,21 @@ import pyarrow.parquet as pq
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaException, TopicPartition
 
 from parka._crash import crash_point
-from parka.errors import KafkaClientError, ParkaError, SchemaMismatchError, SegmentDecodeError, SegmentError
+from parka.errors import (
+    CommitConflict,
+    KafkaClientError,
+    ParkaError,
+    SchemaMismatchError,
+    SegmentDecodeError,
+    SegmentError,
+)
 
 from . import _delta
 from ._files import DLQ_SCHEMA, append_dead_letters, read_footer, remove_orphans, write_segment_files
+from ._log import DataFile
 from ._plan import RESERVED_COLUMNS, CommitPolicy, check_schema
 from ._shim import ParquetConsumer, RawSegment
+from ._storage import delete_files, make_durable
 
 __all__ = ["DLQ_SCHEMA", "IngestSettings", "IngestStats", "IngestionConsumer"]
 
@@ -80,7 +89,7 @@ class IngestStats:
 
 @dataclass
 class _Buffered:
-    file: _delta.DataFile
+    file: DataFile
     partition: int
     offset: int
     records: int
@@ -339,7 +348,7 @@ class IngestionConsumer:
         err.topic, err.partition, err.offset = raw.topic, raw.partition, raw.offset
         return err
 
-    def _write(self, raw: RawSegment, meta: pq.FileMetaData) -> list[_delta.DataFile]:
+    def _write(self, raw: RawSegment, meta: pq.FileMetaData) -> list[DataFile]:
         """Write the segment as data file(s): raw bytes, or split by table partition values."""
         s = self.settings
         files, split = write_segment_files(
@@ -414,7 +423,7 @@ class IngestionConsumer:
         if self._dead:
             self._write_dead_letters()
         if self._buffer:
-            _delta.make_durable(s.table_uri, s.storage_options)
+            make_durable(s.table_uri, s.storage_options)
         for attempt in range(_MAX_COMMIT_ATTEMPTS):
             self._refresh_table()
             self._drop_moved_partitions()
@@ -441,7 +450,7 @@ class IngestionConsumer:
                     partition_by=list(s.partition_by),
                     commit_info={"parka.app_id": s.app_id, "parka.topic": s.topic},
                 )
-            except _delta.CommitConflict:
+            except CommitConflict:
                 self.stats.conflicts += 1
                 log.info("commit conflict (attempt %d): re-reading the table", attempt + 1)
                 time.sleep(min(0.05 * 2**attempt, 2.0))
@@ -459,7 +468,7 @@ class IngestionConsumer:
                 _delta.checkpoint(self._table)
             return
         else:
-            raise _delta.CommitConflict(f"gave up after {_MAX_COMMIT_ATTEMPTS} conflicting commit attempts")
+            raise CommitConflict(f"gave up after {_MAX_COMMIT_ATTEMPTS} conflicting commit attempts")
         self._buffer.clear()
         self._dead.clear()
         self._buffered_bytes = 0
@@ -489,7 +498,7 @@ class IngestionConsumer:
                 self._expected.get(p),
                 len(dropped),
             )
-            _delta.delete_files(s.table_uri, [b.file.path for b in dropped], s.storage_options)
+            delete_files(s.table_uri, [b.file.path for b in dropped], s.storage_options)
             self._buffer = [b for b in self._buffer if b.partition != p]
             self._dead = [d for d in self._dead if d.partition != p]
             self._buffered_bytes = sum(b.file.size for b in self._buffer)

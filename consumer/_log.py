@@ -26,14 +26,29 @@ handle read with :meth:`TableLog.txn_version`, or changed the metadata or protoc
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import pyarrow as pa
 
-if TYPE_CHECKING:
-    from ._delta import DataFile
+__all__ = ["DataFile", "LogEngine", "TableLog"]
 
-__all__ = ["LogEngine", "TableLog"]
+
+@dataclass(frozen=True)
+class DataFile:
+    """A data file written under the table root, for :meth:`TableLog.commit_add_files`.
+
+    ``path`` is relative to the table root, ``/``-separated and not URL-encoded (as on disk);
+    ``stats`` is the add action's JSON (:func:`parka.consumer._stats.data_file_stats`); ``tags``
+    (Kafka coordinates) are recorded with the commit (delta-spark: in the add actions' ``tags``;
+    delta-rs, whose add actions carry none: in ``commitInfo`` under ``parka.fileTags``).
+    """
+
+    path: str
+    size: int
+    stats: str
+    partition_values: Mapping[str, str | None] = field(default_factory=dict)
+    tags: Mapping[str, str] = field(default_factory=dict)
 
 
 class TableLog(Protocol):

@@ -11,7 +11,10 @@
     ├── SegmentError           a Kafka message that is not a readable parka segment
     │   └── SegmentDecodeError   header or Parquet bytes are corrupt; keeps the raw bytes
     ├── KafkaClientError       the Kafka client reported an error (delivery, consume, commit)
-    └── CommitError            a Delta commit failed for a reason other than a retryable conflict
+    └── CommitError            a Delta commit (or a write under the table) failed
+        └── CommitConflict       another commit won: raised by a Delta engine for the committer
+                                 to re-read and decide again, and by the committer when that
+                                 kept failing
 
 Errors that concern one Kafka message keep ``topic``, ``partition``, ``offset`` and the raw
 ``value`` so that a dead-letter path can store exactly what arrived.
@@ -22,6 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "CommitConflict",
     "CommitError",
     "ConfigError",
     "KafkaClientError",
@@ -186,3 +190,15 @@ class KafkaClientError(ParkaError):
 
 class CommitError(ParkaError):
     """A Delta commit failed for a reason other than a retryable conflict."""
+
+
+class CommitConflict(CommitError):
+    """Another commit landed on the table after ``read_version`` (the version this one read).
+
+    A Delta engine raises it so that the committer re-reads the table's ``txn`` versions and
+    decides again; the committer raises it when conflicts did not resolve within its attempts.
+    """
+
+    def __init__(self, message: str, *, read_version: int | None = None) -> None:
+        self.read_version = read_version
+        super().__init__(message)

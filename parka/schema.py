@@ -38,7 +38,7 @@ from fastavro.schema import SchemaParseException, UnknownType
 
 from parka.errors import SchemaError
 
-__all__ = ["INT_UNIT_KEY", "RESERVED_PREFIX", "schema_fingerprint", "to_arrow_schema"]
+__all__ = ["INT_UNIT_KEY", "RESERVED_PREFIX", "child_fields", "schema_fingerprint", "to_arrow_schema"]
 
 # Field metadata key: the unit of plain ints given for a timestamp column (see _int_unit).
 INT_UNIT_KEY = b"parka.int.unit"
@@ -313,3 +313,13 @@ def _canonical_type(t: pa.DataType) -> Any:
     if pa.types.is_fixed_size_binary(t):
         return ["fixed_size_binary", t.byte_width]
     return str(t)
+
+
+def child_fields(t: pa.DataType) -> list[pa.Field]:
+    """The fields directly inside ``t``: a struct's fields, a list's item, a map's key and value."""
+    t = t.storage_type if isinstance(t, pa.ExtensionType) else t
+    if pa.types.is_struct(t):
+        return list(t)
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return [t.value_field]
+    return [t.key_field, t.item_field] if pa.types.is_map(t) else []

@@ -39,7 +39,7 @@ from urllib.parse import quote, unquote
 import pyarrow as pa
 from parka.consumer import _delta  # the rules both engines share (schema JSON, writability), CommitConflict
 
-from parka.errors import CommitError, ParkaError
+from parka.errors import CommitConflict, CommitError, ParkaError
 
 __all__ = ["SparkEngine", "SparkTableLog"]
 
@@ -75,7 +75,7 @@ def _translating(what: str) -> Iterator[None]:
         raise
     except Exception as exc:
         if _CONFLICT in _java_classes(exc):
-            raise _delta.CommitConflict(f"{what}: a concurrent commit won ({_message(exc)})") from exc
+            raise CommitConflict(f"{what}: a concurrent commit won ({_message(exc)})") from exc
         raise CommitError(f"{what}: {_message(exc)}") from exc
 
 
@@ -253,7 +253,7 @@ class SparkEngine:
             # choose the protocol and table features.
             txn = handle._log.startTransaction()
             if int(txn.readVersion()) >= 0:
-                raise _delta.CommitConflict(f"a Delta table was created at {uri} concurrently")
+                raise CommitConflict(f"a Delta table was created at {uri} concurrently")
             action = handle._action({"metaData": metadata})
             txn.updateMetadataForNewTable(action)
             create = getattr(jvm.org.apache.spark.sql.delta, "DeltaOperations$CreateTable")
@@ -263,7 +263,7 @@ class SparkEngine:
             raise
         except Exception as exc:
             if self.open(uri) is not None:
-                raise _delta.CommitConflict(f"a Delta table was created at {uri} concurrently") from exc
+                raise CommitConflict(f"a Delta table was created at {uri} concurrently") from exc
             raise CommitError(f"cannot create a Delta table at {uri}: {_message(exc)}") from exc
         handle.refresh()
         return handle

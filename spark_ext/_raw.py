@@ -28,11 +28,12 @@ from typing import Any
 import pyarrow as pa
 from parka.consumer import _delta
 from parka.consumer._files import append_dead_letters, read_footer, remove_orphans, write_segment_files
-from parka.consumer._log import LogEngine, TableLog
+from parka.consumer._log import DataFile, LogEngine, TableLog
 from parka.consumer._plan import RESERVED_COLUMNS, check_schema
+from parka.consumer._storage import delete_files, make_durable
 
 from parka._crash import crash_point
-from parka.errors import CommitError, ParkaError, SchemaMismatchError, SegmentDecodeError, SegmentError
+from parka.errors import CommitConflict, CommitError, ParkaError, SchemaMismatchError, SegmentDecodeError, SegmentError
 from parka.segment import is_segment, read_segment_info
 
 __all__ = ["FILE_ROWS", "RawCommitter", "RawStats", "SegmentFileWriter", "segment_schema", "table_schema_from_segment"]
@@ -108,7 +109,7 @@ class SegmentFileWriter:
         if wrote:
             # Files are not fsynced one by one: flush them once per task, before the task (and
             # so the collect the driver commits after) completes.
-            _delta.make_durable(self.table_uri, self.storage_options)
+            make_durable(self.table_uri, self.storage_options)
 
     def _one(self, batch: pa.RecordBatch, i: int) -> list[dict[str, Any]]:
         col = batch.column
@@ -291,7 +292,7 @@ class RawCommitter:
                 storage_options=self.storage_options,
             )
             log.info("created Delta table %s from the segment schema (%s)", self.table_uri, self.engine.name)
-        except _delta.CommitConflict:
+        except CommitConflict:
             self.table = self.engine.open(self.table_uri, self.storage_options)
 
     def writer(self) -> SegmentFileWriter:
@@ -388,7 +389,7 @@ class RawCommitter:
                 last[r["partition"]] = max(r["offset"], last.get(r["partition"], -1))
             self._evolve(table, fresh)
             data_files = [
-                _delta.DataFile(
+                DataFile(
                     path=r["path"],
                     size=r["size"],
                     stats=r["stats"],
@@ -407,7 +408,7 @@ class RawCommitter:
                     txns={self.app_txn(p): off for p, off in last.items()},
                     commit_info={"parka.app_id": self.app_id, "parka.topic": self.topic, "parka.spark_batch": batch_id},
                 )
-            except _delta.CommitConflict:
+            except CommitConflict:
                 self.stats.conflicts += 1
                 log.info("commit conflict (attempt %d): re-reading the table", attempt + 1)
                 time.sleep(min(0.05 * 2**attempt, 2.0))
@@ -479,7 +480,7 @@ class RawCommitter:
         if not paths:
             return
         try:
-            _delta.delete_files(self.table_uri, paths, self.storage_options)
+            delete_files(self.table_uri, paths, self.storage_options)
         except CommitError as exc:
             log.warning("could not delete %d uncommitted file(s), left to the orphan cleanup: %s", len(paths), exc)
 

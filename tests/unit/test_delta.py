@@ -19,11 +19,11 @@ import pytest
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
 from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import CommitProperties, Transaction
-from parka.consumer import _delta
-from parka.consumer._delta import CommitConflict, DataFile
+from parka.consumer import _delta, _stats, _storage
 from parka.consumer._files import read_footer
+from parka.consumer._log import DataFile
 
-from parka.errors import CommitError, SchemaMismatchError, SegmentDecodeError
+from parka.errors import CommitConflict, CommitError, SchemaMismatchError, SegmentDecodeError
 from parka.schema import schema_fingerprint
 from parka.segment import build_segment_table, encode_segment
 
@@ -40,15 +40,15 @@ def parquet_bytes(table: pa.Table, **kwargs: Any) -> bytes:
 def stats_of(table: pa.Table, schema: pa.Schema | None = None, **kwargs: Any) -> dict[str, Any]:
     write_kwargs = {k: kwargs.pop(k) for k in ("row_group_size", "write_statistics") if k in kwargs}
     data = parquet_bytes(table, **write_kwargs)
-    return json.loads(_delta.data_file_stats(data, schema or table.schema, **kwargs))
+    return json.loads(_stats.data_file_stats(data, schema or table.schema, **kwargs))
 
 
 def add_file(
     uri: str, rel: str, table: pa.Table, schema: pa.Schema, pv: dict[str, str | None] | None = None
 ) -> DataFile:
     data = parquet_bytes(table)
-    size = _delta.write_data_file(uri, rel, data)
-    return DataFile(rel, size, _delta.data_file_stats(data, schema, partition_by=list(pv or {})), dict(pv or {}))
+    size = _storage.write_data_file(uri, rel, data)
+    return DataFile(rel, size, _stats.data_file_stats(data, schema, partition_by=list(pv or {})), dict(pv or {}))
 
 
 def commit(table: DeltaTable, files: list[DataFile], **txns: int) -> int:
@@ -196,7 +196,7 @@ def test_stats_values_of_every_supported_type() -> None:
             "allnull": pa.array([None, None, None], pa.int32()),
         }
     )
-    raw = _delta.data_file_stats(parquet_bytes(data), data.schema)
+    raw = _stats.data_file_stats(parquet_bytes(data), data.schema)
     assert '"big":-12345678901234567890123456789012345678' in raw  # exact, not through float
     assert json.loads(raw, parse_float=D) == {
         "numRecords": 3,
@@ -300,11 +300,11 @@ def test_file_columns_of_another_type_get_no_bounds() -> None:
 def test_stats_from_segment_bytes_and_footer_agree() -> None:
     data = pa.table({"x": pa.array([3, 1], pa.int64()), "s": ["q", "r"]})
     value = segment(data)
-    from_bytes = _delta.data_file_stats(value, data.schema)
-    assert from_bytes == _delta.data_file_stats(pq.read_metadata(pa.BufferReader(value)), data.schema)
+    from_bytes = _stats.data_file_stats(value, data.schema)
+    assert from_bytes == _stats.data_file_stats(pq.read_metadata(pa.BufferReader(value)), data.schema)
     assert json.loads(from_bytes)["minValues"] == {"x": 1, "s": "q"}  # reserved columns not in the table
     with pytest.raises(SegmentDecodeError):
-        _delta.data_file_stats(b"not parquet", data.schema)
+        _stats.data_file_stats(b"not parquet", data.schema)
 
 
 def test_stats_of_interleaved_schemas_each_describe_their_own_file() -> None:
@@ -318,7 +318,7 @@ def test_stats_of_interleaved_schemas_each_describe_their_own_file() -> None:
     micros = pa.schema([("x", pa.timestamp("us"))])
 
     def bare(table: pa.Table) -> dict[str, Any]:  # no stored Arrow schema: the Parquet schema decides
-        stats = _delta.data_file_stats(parquet_bytes(table, store_schema=False), table.schema)
+        stats = _stats.data_file_stats(parquet_bytes(table, store_schema=False), table.schema)
         return dict(json.loads(stats)["minValues"])
 
     for _ in range(2):
@@ -330,7 +330,7 @@ def test_stats_of_interleaved_schemas_each_describe_their_own_file() -> None:
         # a stream widening ms to us: same table schema, same names, another file schema
         for unit, ceiled in (("ms", "00.005"), ("us", "00.001")):
             stamps = pa.table({"x": pa.array([5], pa.timestamp(unit))})
-            stats = _delta.data_file_stats(parquet_bytes(stamps, store_schema=False), micros)
+            stats = _stats.data_file_stats(parquet_bytes(stamps, store_schema=False), micros)
             assert json.loads(stats)["maxValues"] == {"x": f"1970-01-01T00:00:{ceiled}"}
         assert stats_of(renamed, ints.schema)["minValues"] == {"y": "a"}  # no x in that file
         assert stats_of(millis)["maxValues"] == {"x": "1970-01-01T00:00:00.005", "y": "b"}
@@ -382,7 +382,7 @@ def test_stats_match_what_delta_rs_writes(tmp_path: Path) -> None:
     write_deltalake(str(tmp_path), data)
     log = (tmp_path / "_delta_log" / "00000000000000000000.json").read_text().splitlines()
     theirs = json.loads(next(json.loads(line)["add"]["stats"] for line in log if '"add"' in line), parse_float=D)
-    ours = json.loads(_delta.data_file_stats(parquet_bytes(data), data.schema), parse_float=D)
+    ours = json.loads(_stats.data_file_stats(parquet_bytes(data), data.schema), parse_float=D)
 
     def normalized(stats: dict[str, Any]) -> dict[str, Any]:
         for key in ("minValues", "maxValues"):  # delta-rs writes timestamp_ntz as 'YYYY-MM-DD HH:MM:SS.fff'
@@ -490,8 +490,8 @@ def test_segment_committed_raw_reads_back_identically(tmp_path: Path) -> None:
     full = pq.read_table(pa.BufferReader(value))  # user columns + __parka_key/_timestamp/_headers
     table = _delta.create_table(uri, full.schema, partition_by=[])
     target = _delta.arrow_schema(table)
-    size = _delta.write_data_file(uri, "seg/0001.parquet", value)
-    file = DataFile("seg/0001.parquet", size, _delta.data_file_stats(value, target), tags={"offset": "17"})
+    size = _storage.write_data_file(uri, "seg/0001.parquet", value)
+    file = DataFile("seg/0001.parquet", size, _stats.data_file_stats(value, target), tags={"offset": "17"})
     version = _delta.commit_add_files(table, [file], txns={"app-0": 17}, schema=full.schema)
     assert version == 1 == table.version()
     assert (tmp_path / "seg" / "0001.parquet").read_bytes() == value  # byte for byte
@@ -506,7 +506,7 @@ def test_reserved_columns_outside_the_table_are_ignored(tmp_path: Path) -> None:
     data = pa.table({"id": pa.array([1, 2], pa.int64())})
     value = segment(data)
     table = _delta.create_table(uri, data.schema, partition_by=[])
-    size = _delta.write_data_file(uri, "s.parquet", value)
+    size = _storage.write_data_file(uri, "s.parquet", value)
     file_schema = pq.read_schema(pa.BufferReader(value))
     _delta.commit_add_files(table, [DataFile("s.parquet", size, "{}")], txns={"a": 0}, schema=file_schema)
     assert DeltaTable(uri).to_pyarrow_table() == data
@@ -519,8 +519,8 @@ def test_partitioned_segment_takes_partition_values_from_the_add_action(tmp_path
     data = pa.table({"x": pa.array([1, 2], pa.int64()), "region": ["eu west/1", "eu west/1"]})
     value = segment(data)  # the file keeps the partition column too
     rel = "region=eu%20west%2F1/00001.parquet"  # Hive-escaped directory name, as Spark writes it
-    size = _delta.write_data_file(uri, rel, value)
-    stats = _delta.data_file_stats(value, schema, partition_by=["region"])
+    size = _storage.write_data_file(uri, rel, value)
+    stats = _stats.data_file_stats(value, schema, partition_by=["region"])
     file = DataFile(rel, size, stats, {"region": "eu west/1"})
     _delta.commit_add_files(table, [file], txns={"a-0": 1}, schema=data.schema, partition_by=["region"])
     assert _delta.referenced_files(table) == {rel}  # the log holds it URL-encoded once more
@@ -529,7 +529,7 @@ def test_partitioned_segment_takes_partition_values_from_the_add_action(tmp_path
     assert reread.to_pyarrow_table().sort_by("x") == data
     assert reread.to_pyarrow_table(filters=[("region", "=", "eu west/1")]).num_rows == 2
     # delta-rs reads the value from the add action, not from the copy inside the file
-    other = DataFile("other.parquet", _delta.write_data_file(uri, "other.parquet", value), stats, {"region": "x"})
+    other = DataFile("other.parquet", _storage.write_data_file(uri, "other.parquet", value), stats, {"region": "x"})
     commit(table, [other])
     got = DeltaTable(uri).to_pyarrow_dataset().to_table(filter=ds.field("region") == "x")
     assert got.column("region").to_pylist() == ["x", "x"]
@@ -737,10 +737,10 @@ def test_append_rows_creates_then_appends_with_txns(tmp_path: Path) -> None:
 
 def test_write_data_file_is_complete_and_leaves_no_temporary(tmp_path: Path) -> None:
     data = os.urandom(100_000)
-    assert _delta.write_data_file(str(tmp_path), "p=1/q=2/f.parquet", data) == len(data)
+    assert _storage.write_data_file(str(tmp_path), "p=1/q=2/f.parquet", data) == len(data)
     assert (tmp_path / "p=1" / "q=2" / "f.parquet").read_bytes() == data
     assert os.listdir(tmp_path / "p=1" / "q=2") == ["f.parquet"]
-    _delta.write_data_file(f"file://{tmp_path}", "p=1/q=2/f.parquet", b"again")  # a retry replaces it
+    _storage.write_data_file(f"file://{tmp_path}", "p=1/q=2/f.parquet", b"again")  # a retry replaces it
     assert (tmp_path / "p=1" / "q=2" / "f.parquet").read_bytes() == b"again"
 
 
@@ -748,7 +748,7 @@ def test_failed_write_leaves_neither_file_nor_temporary(tmp_path: Path) -> None:
     (tmp_path / "taken").mkdir()
     (tmp_path / "taken" / "x").write_bytes(b"")  # a non-empty directory: the rename must fail
     with pytest.raises(CommitError, match="cannot write"):
-        _delta.write_data_file(str(tmp_path), "taken", b"data")
+        _storage.write_data_file(str(tmp_path), "taken", b"data")
     assert sorted(os.listdir(tmp_path)) == ["taken"]
 
 
@@ -757,25 +757,28 @@ def test_failed_write_leaves_neither_file_nor_temporary(tmp_path: Path) -> None:
 )
 def test_file_paths_must_be_clean_and_relative(tmp_path: Path, bad: str) -> None:
     with pytest.raises(ValueError, match="relative"):
-        _delta.write_data_file(str(tmp_path), bad, b"x")
+        _storage.write_data_file(str(tmp_path), bad, b"x")
     with pytest.raises(ValueError, match="relative"):
-        _delta.delete_files(str(tmp_path), [bad])
+        _storage.delete_files(str(tmp_path), [bad])
 
 
 def test_list_and_delete_files(tmp_path: Path) -> None:
     uri = str(tmp_path)
     _delta.create_table(uri, pa.schema([("x", pa.int64())]), partition_by=[])
     before = time.time()
-    _delta.write_data_file(uri, "a.parquet", b"12345")
-    _delta.write_data_file(uri, "p=1/b.parquet", b"1")
+    _storage.write_data_file(uri, "a.parquet", b"12345")
+    _storage.write_data_file(uri, "p=1/b.parquet", b"1")
     (tmp_path / "p=1" / ".c.parquet.abc.tmp").write_bytes(b"half")  # left by a crash
-    listed = _delta.list_files(uri)
+    listed = _storage.list_files(uri)
     assert [(f.path, f.size) for f in listed] == [("a.parquet", 5), ("p=1/.c.parquet.abc.tmp", 4), ("p=1/b.parquet", 1)]
     assert all(f.mtime is not None and f.mtime.tzinfo is not None and f.mtime.timestamp() >= before - 2 for f in listed)
-    assert [f.path for f in _delta.list_files(uri, prefix_dirs=["p=1/"])] == ["p=1/.c.parquet.abc.tmp", "p=1/b.parquet"]
-    assert _delta.list_files(uri, prefix_dirs=["missing"]) == []
-    _delta.delete_files(uri, ["a.parquet", "p=1/.c.parquet.abc.tmp", "never-existed.parquet"])
-    assert [f.path for f in _delta.list_files(uri)] == ["p=1/b.parquet"]
+    assert [f.path for f in _storage.list_files(uri, prefix_dirs=["p=1/"])] == [
+        "p=1/.c.parquet.abc.tmp",
+        "p=1/b.parquet",
+    ]
+    assert _storage.list_files(uri, prefix_dirs=["missing"]) == []
+    _storage.delete_files(uri, ["a.parquet", "p=1/.c.parquet.abc.tmp", "never-existed.parquet"])
+    assert [f.path for f in _storage.list_files(uri)] == ["p=1/b.parquet"]
     assert (tmp_path / "_delta_log").is_dir()
 
 
@@ -787,20 +790,20 @@ def test_s3_storage_options_map_to_pyarrow_arguments() -> None:
         "AWS_ENDPOINT_URL": "http://localhost:9000",
         "AWS_S3_LOCKING_PROVIDER": "dynamodb",
     }
-    assert _delta._s3_kwargs(options) == {
+    assert _storage._s3_kwargs(options) == {
         "access_key": "id",
         "secret_key": "secret",
         "region": "eu-west-1",
         "endpoint_override": "localhost:9000",
         "scheme": "http",
     }
-    filesystem, root = _delta._filesystem("s3://bucket/tables/t/", options)
+    filesystem, root = _storage._filesystem("s3://bucket/tables/t/", options)
     assert (filesystem.region, root) == ("eu-west-1", "bucket/tables/t")
 
 
 def test_make_durable_flushes_a_local_table_and_fails_loudly_on_a_missing_one(tmp_path: Path) -> None:
-    from parka.consumer._delta import CommitError as _CommitError
-    from parka.consumer._delta import make_durable, write_data_file
+    from parka.consumer._storage import CommitError as _CommitError
+    from parka.consumer._storage import make_durable, write_data_file
 
     write_data_file(str(tmp_path), "a.parquet", b"x" * 10)
     make_durable(str(tmp_path))  # no error: the directory exists and syncfs succeeds

@@ -13,14 +13,14 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
-from parka.consumer._delta import CommitConflict, DataFile
+from parka.consumer._log import DataFile
 from parka.consumer._plan import FileName
 from parka.producer import ParquetProducer
 from parka.spark_ext import SparkIngestSettings, ingest
 from parka.spark_ext._cli import main
 from parka.spark_ext._delta_spark import SparkEngine
 
-from parka.errors import CommitError, SchemaMismatchError
+from parka.errors import CommitConflict, CommitError, SchemaMismatchError
 
 from .._ingest_util import EVENTS, events, message_values, produce_events, referenced_files, sha256
 from ._util import SPARK, USER, rows_via_deltalake, rows_via_spark
