@@ -41,7 +41,7 @@ spark-cluster-down: ## stop that cluster
 lint: setup ## ruff and mypy
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy
+	scripts/typecheck.sh $(BIN)/mypy
 
 test-unit: setup ## unit tests only (no network)
 	$(BIN)/pytest tests/unit -q

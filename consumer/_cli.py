@@ -11,15 +11,13 @@ import sys
 import time
 from typing import Any
 
-from parka._cli_util import JsonFormatter, env, env_pairs, pairs
+from parka._cli_util import add_shared_flags, columns, env, pairs, redacted, seek_offsets, setup_logging
 from parka.errors import ParkaError
 
 from ._ingest import IngestionConsumer, IngestSettings
 
 _PROG = "parka ingest"
 log = logging.getLogger("parka.ingest")
-
-_SECRET_HINTS = ("password", "secret", "token", "key")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,105 +28,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("topic", nargs="?", default=env("TOPIC"), help="Kafka topic [PARKA_TOPIC]")
     p.add_argument("table_uri", nargs="?", default=env("TABLE_URI"), help="Delta table URI [PARKA_TABLE_URI]")
-    p.add_argument("-k", "--kafka", default=env("KAFKA", "localhost:9092"), help="bootstrap servers [PARKA_KAFKA]")
-    p.add_argument(
-        "-g",
-        "--consumer-group",
-        default=env("CONSUMER_GROUP"),
-        help="consumer group (default: the app id) [PARKA_CONSUMER_GROUP]",
-    )
-    p.add_argument(
-        "-a",
-        "--app-id",
-        default=env("APP_ID"),
-        help="application id for the Delta txn actions (default: parka-<topic>) [PARKA_APP_ID]",
-    )
-    p.add_argument(
-        "-l",
-        "--allowed-latency",
-        type=float,
-        default=float(env("ALLOWED_LATENCY", 30)),
-        help="seconds a segment may wait before it is committed [PARKA_ALLOWED_LATENCY]",
-    )
+    add_shared_flags(p)
     p.add_argument(
         "--min-bytes-per-commit",
         type=int,
         default=int(env("MIN_BYTES_PER_COMMIT", 64 * 1024 * 1024)),
         help="commit once this many bytes are buffered [PARKA_MIN_BYTES_PER_COMMIT]",
-    )
-    p.add_argument(
-        "--max-segments-per-commit",
-        type=int,
-        default=int(env("MAX_SEGMENTS_PER_COMMIT", 1000)),
-        help="commit once this many segments are buffered [PARKA_MAX_SEGMENTS_PER_COMMIT]",
-    )
-    p.add_argument(
-        "--auto-offset-reset",
-        choices=["earliest", "latest"],
-        default=env("AUTO_OFFSET_RESET", "earliest"),
-        help="where a partition the table has never seen starts [PARKA_AUTO_OFFSET_RESET]",
-    )
-    p.add_argument(
-        "--seek-offsets",
-        default=env("SEEK_OFFSETS"),
-        help='JSON {"partition": offset} for partitions the table has never seen [PARKA_SEEK_OFFSETS]',
-    )
-    p.add_argument(
-        "-K",
-        "--kafka-setting",
-        action="append",
-        default=env_pairs("KAFKA_SETTINGS"),
-        metavar="KEY=VALUE",
-        help="librdkafka setting, repeatable (TLS, SASL, ...) [PARKA_KAFKA_SETTINGS, comma-separated]",
-    )
-    p.add_argument(
-        "--end-at-latest",
-        action="store_true",
-        default=env("END_AT_LATEST", "") in ("1", "true"),
-        help="ingest what is in the topic at start, commit and exit 0 [PARKA_END_AT_LATEST=1]",
-    )
-    p.add_argument(
-        "--checkpoint-interval",
-        type=int,
-        default=int(env("CHECKPOINT_INTERVAL", 10)),
-        help="write a Delta checkpoint every N commits, 0 never [PARKA_CHECKPOINT_INTERVAL]",
-    )
-    p.add_argument(
-        "--partition-by",
-        default=env("PARTITION_BY", ""),
-        help="comma-separated table partition columns, for a new table [PARKA_PARTITION_BY]",
-    )
-    p.add_argument(
-        "--schema-evolution",
-        choices=["none", "merge"],
-        default=env("SCHEMA_EVOLUTION", "none"),
-        help="merge: add new nullable columns to the table [PARKA_SCHEMA_EVOLUTION]",
-    )
-    p.add_argument(
-        "--dlq-table",
-        default=env("DLQ_TABLE"),
-        help="Delta table URI for messages the table cannot take; without it such a message "
-        "stops ingestion with an error [PARKA_DLQ_TABLE]",
-    )
-    p.add_argument(
-        "--storage-option",
-        action="append",
-        default=env_pairs("STORAGE_OPTIONS"),
-        metavar="KEY=VALUE",
-        help="object store option for deltalake, repeatable [PARKA_STORAGE_OPTIONS, comma-separated]",
-    )
-    p.add_argument(
-        "-q",
-        "--quiet",
-        action="store_true",
-        default=env("QUIET", "") in ("1", "true"),
-        help="no progress line, warnings and errors only [PARKA_QUIET=1]",
-    )
-    p.add_argument(
-        "--log-format",
-        choices=["text", "json"],
-        default=env("LOG_FORMAT", "text"),
-        help="log line format [PARKA_LOG_FORMAT]",
     )
     return p
 
@@ -163,16 +68,18 @@ class ProgressLine:
 
 
 def settings_from_args(args: argparse.Namespace) -> IngestSettings:
+    """The :class:`IngestSettings` the flags describe.
+
+    Raises:
+        SystemExit: a malformed flag (argparse style).
+        ConfigError: a value the settings reject.
+    """
     if not args.topic or not args.table_uri:
         raise SystemExit("parka ingest: TOPIC and TABLE_URI are required (or PARKA_TOPIC / PARKA_TABLE_URI)")
     app_id = args.app_id or f"parka-{args.topic}"
     kafka = pairs(args.kafka_setting, "-K", _PROG)
     kafka.setdefault("bootstrap.servers", args.kafka)
     kafka.setdefault("group.id", args.consumer_group or app_id)
-    try:
-        seek = {int(k): int(v) for k, v in json.loads(args.seek_offsets).items()} if args.seek_offsets else {}
-    except (ValueError, AttributeError) as exc:
-        raise SystemExit(f'parka ingest: --seek-offsets must be JSON like {{"0": 123}}: {exc}') from None
     return IngestSettings(
         topic=args.topic,
         table_uri=args.table_uri,
@@ -182,37 +89,31 @@ def settings_from_args(args: argparse.Namespace) -> IngestSettings:
         min_bytes_per_commit=args.min_bytes_per_commit,
         max_segments_per_commit=args.max_segments_per_commit,
         auto_offset_reset=args.auto_offset_reset,
-        seek_offsets=seek,
+        seek_offsets=seek_offsets(args.seek_offsets, _PROG),
         end_at_latest=args.end_at_latest,
         checkpoint_interval=args.checkpoint_interval,
-        partition_by=tuple(c.strip() for c in args.partition_by.split(",") if c.strip()),
+        partition_by=columns(args.partition_by),
         schema_evolution=args.schema_evolution,
         dlq_table_uri=args.dlq_table,
         storage_options=pairs(args.storage_option, "--storage-option", _PROG),
     )
 
 
-def _redacted(conf: dict[str, Any]) -> dict[str, Any]:
-    return {k: ("***" if any(h in k.lower() for h in _SECRET_HINTS) else v) for k, v in conf.items()}
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    handler = logging.StreamHandler(sys.stderr)
-    if args.log_format == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger("parka")
-    root.handlers[:] = [handler]
-    root.setLevel(logging.WARNING if args.quiet else logging.INFO)
-    settings = settings_from_args(args)
+    setup_logging(quiet=args.quiet, log_format=args.log_format)
+    try:
+        settings = settings_from_args(args)
+    except ParkaError as exc:
+        log.error("stopped: %s: %s", type(exc).__name__, exc)
+        return 2
     log.info(
-        "ingesting %s into %s as app %s (kafka settings: %s)",
+        "ingesting %s into %s as app %s (kafka settings: %s; storage options: %s)",
         settings.topic,
         settings.table_uri,
         settings.app_id,
-        _redacted(settings.kafka_conf),
+        redacted(settings.kafka_conf),
+        redacted(settings.storage_options),
     )
     progress = None if args.quiet else ProgressLine()
     ingest = IngestionConsumer(settings, progress=progress)

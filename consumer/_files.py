@@ -1,8 +1,8 @@
 """Segments to data files, shared by ``parka ingest`` and ``parka spark-ingest --mode raw``: read a
-segment's footer, write its bytes as data file(s) of the table, append dead letters, and remove
-the orphans of interrupted commits. Everything here talks to Delta through :mod:`._delta` only,
-and nothing imports confluent_kafka or pyspark (Spark runs :func:`write_segment_files` on its
-executors).
+segment (headers, footer), check it against the table, write its bytes as data file(s) of the
+table (:func:`land_segment`), append dead letters, and remove the orphans of interrupted commits.
+Nothing here imports confluent_kafka or pyspark: Spark runs :func:`read_segment` and
+:func:`land_segment` on its executors, ``parka ingest`` in its loop.
 """
 
 from __future__ import annotations
@@ -10,21 +10,33 @@ from __future__ import annotations
 import io
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from parka.errors import SegmentDecodeError
+from parka._crash import crash_point
+from parka.errors import SchemaMismatchError, SegmentDecodeError, SegmentError
+from parka.segment import SegmentInfo, is_segment, read_segment_info
 
 from . import _delta
 from ._log import DataFile, TableLog
-from ._plan import FileName, partition_path, partition_value_string
+from ._plan import FileName, Fit, LandedSegment, fit_segment, partition_path, partition_value_string
 from ._stats import RecentCache, data_file_stats
 from ._storage import delete_files, list_files, write_data_file
 
-__all__ = ["DLQ_SCHEMA", "append_dead_letters", "read_footer", "remove_orphans", "write_segment_files"]
+__all__ = [
+    "DLQ_SCHEMA",
+    "SegmentRead",
+    "append_dead_letters",
+    "land_segment",
+    "read_footer",
+    "read_segment",
+    "remove_orphans",
+    "write_segment_files",
+]
 
 log = logging.getLogger("parka.ingest")
 
@@ -41,6 +53,114 @@ DLQ_SCHEMA = pa.schema(
         ("app_id", pa.string()),
     ]
 )
+
+
+@dataclass(frozen=True)
+class SegmentRead:
+    """A Kafka message read as a segment: its coordinates, bytes, headers, what the headers say
+    and its Parquet footer with the Arrow schema in it. No data page has been read."""
+
+    topic: str
+    partition: int
+    offset: int
+    value: bytes
+    headers: list[tuple[str, bytes | None]]
+    info: SegmentInfo
+    meta: pq.FileMetaData
+    schema: pa.Schema
+
+
+def read_segment(
+    *, topic: str, partition: int, offset: int, value: bytes | None, headers: list[tuple[str, bytes | None]] | None
+) -> SegmentRead:
+    """Read one Kafka message as a segment (headers and footer only).
+
+    Raises:
+        SegmentError: not a parka segment (no ``parka.format`` header).
+        SegmentDecodeError: garbled headers, no value, an unreadable footer, or a row count that
+            differs from ``parka.records``. Both keep the raw message and its coordinates.
+    """
+    hdrs = list(headers or [])
+    where: dict[str, Any] = {"topic": topic, "partition": partition, "offset": offset}
+    if not is_segment(hdrs):
+        raise SegmentError("not a parka segment (no parka.format header)", value=value, headers=hdrs, **where)
+    info = read_segment_info(hdrs, value=value, **where)
+    if value is None:
+        raise SegmentDecodeError("segment has no value (a tombstone?)", value=value, headers=hdrs, **where)
+    try:
+        meta, schema = read_footer(value, info.num_records)
+    except SegmentDecodeError as exc:
+        raise SegmentDecodeError(str(exc), value=value, headers=hdrs, **where) from exc.__cause__
+    return SegmentRead(topic, partition, offset, value, hdrs, info, meta, schema)
+
+
+_fits: RecentCache[Fit] = RecentCache()
+
+
+def _fit(table_schema: pa.Schema, segment_schema: pa.Schema, partition_by: tuple[str, ...], merge: bool) -> Fit:
+    """:func:`fit_segment`, and Delta's own rules for the columns the segment would add; worked
+    out once per (table schema, segment schema): a stream's segments share theirs."""
+    fit = fit_segment(table_schema, segment_schema, partition_by=partition_by, merge=merge)
+    if fit.problem is None and fit.new_fields:
+        try:
+            _delta.check_schema(pa.schema(list(fit.new_fields)))
+        except SchemaMismatchError as exc:
+            return Fit(problem=str(exc).removeprefix(f"field '{exc.field}': "), field=exc.field)
+    return fit
+
+
+def land_segment(
+    seg: SegmentRead,
+    *,
+    table_uri: str,
+    table_schema: pa.Schema,
+    partition_by: tuple[str, ...],
+    merge: bool,
+    storage_options: Mapping[str, str] | None = None,
+) -> LandedSegment:
+    """Check ``seg`` against the table (:func:`parka.consumer._plan.fit_segment`) and write it as
+    data file(s) of the table (:func:`write_segment_files`); nothing is committed.
+
+    Raises:
+        SchemaMismatchError: the table cannot take the segment (keeps the raw message).
+        CommitError: a write failed.
+    """
+    fit = _fits.get(
+        (partition_by, merge, seg.schema, table_schema), lambda: _fit(table_schema, seg.schema, partition_by, merge)
+    )
+    if fit.problem is not None:
+        raise SchemaMismatchError(
+            f"the table cannot take this segment: {fit.problem}",
+            field=fit.field,
+            value=seg.value,
+            headers=seg.headers,
+            topic=seg.topic,
+            partition=seg.partition,
+            offset=seg.offset,
+        )
+    crash_point("before-write")
+    files, split = write_segment_files(
+        table_uri,
+        seg.value,
+        seg.meta,
+        topic=seg.topic,
+        partition=seg.partition,
+        offset=seg.offset,
+        table_schema=pa.schema([*table_schema, *fit.new_fields]),
+        partition_by=partition_by,
+        storage_options=storage_options,
+    )
+    crash_point("after-write")
+    return LandedSegment(
+        seg.topic,
+        seg.partition,
+        seg.offset,
+        seg.info.num_records,
+        tuple(files),
+        split,
+        fit.new_fields,
+        len(seg.value),
+    )
 
 
 def read_footer(value: bytes, num_records: int) -> tuple[pq.FileMetaData, pa.Schema]:
@@ -173,8 +293,9 @@ def remove_orphans(
     A parka-named file that the table does not reference is an orphan once the table's
     ``txn`` for its partition (``app_txn(partition)``) has reached its offset: that offset's
     data was committed in another file (or dead-lettered), so nobody will ever commit this one.
-    Files above the ``txn`` version may still belong to a live worker's open commit and are
-    left alone.
+    The same holds for the temporary file of a write a crash interrupted (``.<name>.<id>.tmp``,
+    which no reader, VACUUM included, ever looks at). Files above the ``txn`` version may still
+    belong to a live worker's open commit and are left alone.
 
     Raises:
         CommitError: listing or deleting failed.
@@ -184,7 +305,7 @@ def remove_orphans(
     versions: dict[int, int | None] = {}
     doomed = []
     for info in list_files(table.uri, storage_options):
-        name = FileName.parse(info.path)
+        name = FileName.parse(info.path, temporary=True)
         if name is None or name.topic != topic or info.path in referenced:
             continue
         if name.partition not in versions:

@@ -1,5 +1,6 @@
-"""Pure decisions of the ingestion consumer: when to commit, how data files are named, whether a
-segment's schema fits the table. No Kafka, no Delta, no I/O: tested without either.
+"""Pure decisions of the ingestion: when to commit, how data files are named, whether a segment's
+schema fits the table, and the committer's input (what a segment became, or why it was refused).
+No Kafka, no Delta, no I/O: tested without either.
 """
 
 from __future__ import annotations
@@ -12,14 +13,22 @@ from urllib.parse import quote
 
 import pyarrow as pa
 
+from parka.errors import SchemaMismatchError, SegmentError
 from parka.segment import HEADERS_COLUMN, KEY_COLUMN, TIMESTAMP_COLUMN
+
+from ._log import DataFile
 
 __all__ = [
     "RESERVED_COLUMNS",
     "CommitPolicy",
     "FileName",
+    "Fit",
+    "LandedSegment",
+    "Refused",
     "SchemaVerdict",
     "check_schema",
+    "fit_segment",
+    "table_schema_from_segment",
     "partition_path",
     "partition_value_string",
 ]
@@ -49,6 +58,9 @@ _NAME = re.compile(
 )
 
 
+_TEMPORARY = re.compile(r"^\.(?P<name>.+)\.[0-9a-f]{32}\.tmp$")
+
+
 @dataclass(frozen=True)
 class FileName:
     """A data file's name carries the Kafka coordinates of the segment it holds.
@@ -72,9 +84,16 @@ class FileName:
         return f"{self.topic}-p{self.partition}-o{self.offset:020d}-{self.uid}{suffix}.parquet"
 
     @classmethod
-    def parse(cls, name: str) -> FileName | None:
-        """The coordinates in a file's base name, or None for a file parka did not name."""
-        m = _NAME.match(name.rsplit("/", 1)[-1])
+    def parse(cls, name: str, *, temporary: bool = False) -> FileName | None:
+        """The coordinates in a file's base name, or None for a file parka did not name. With
+        ``temporary``, also of a write's temporary file (``.<name>.<32 hex>.tmp``), which a
+        crash in the middle of the write leaves behind."""
+        base = name.rsplit("/", 1)[-1]
+        if temporary:
+            t = _TEMPORARY.match(base)
+            if t is not None:
+                base = t.group("name")
+        m = _NAME.match(base)
         if m is None:
             return None
         split = m.group("split")
@@ -114,13 +133,15 @@ def partition_path(values: dict[str, str | None]) -> str:
 
 def _norm(t: pa.DataType) -> Any:
     """A type's identity for compatibility: ignores large/view variants, child field names and
-    timestamp units (Parquet readers convert units), keeps everything else."""
+    timestamp units down to milliseconds (Delta readers take Parquet's MILLIS and MICROS alike),
+    keeps everything else: a nanosecond timestamp (which Spark and delta-rs do not read as a
+    Delta timestamp) and a timestamp with a time zone (UTC instants) against one without differ."""
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
         return "string"
     if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
         return "binary"
     if pa.types.is_timestamp(t):
-        return ("timestamp", t.tz is not None)
+        return ("timestamp", t.tz is not None, t.unit == "ns")
     if pa.types.is_map(t):
         return ("map", _norm(t.key_type), _norm(t.item_type))
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t):
@@ -168,3 +189,73 @@ def check_schema(table: pa.Schema, segment: pa.Schema, *, partition_by: tuple[st
         if field.name not in segment.names and not field.nullable and field.name not in partition_by:
             problems.append(f"non-nullable table column '{field.name}' is missing from the segment")
     return SchemaVerdict(tuple(new_fields), tuple(problems))
+
+
+def table_schema_from_segment(schema: pa.Schema) -> pa.Schema:
+    """A new table's schema from a segment's: its user columns, then its reserved ones nullable."""
+    return pa.schema(
+        [f for f in schema if f.name not in RESERVED_COLUMNS]
+        + [f.with_nullable(True) for f in schema if f.name in RESERVED_COLUMNS]
+    )
+
+
+@dataclass(frozen=True)
+class Fit:
+    """Whether a segment fits the table: ``problem`` says why not (``field`` names the column
+    when one is to blame); otherwise ``new_fields`` are the columns it adds."""
+
+    new_fields: tuple[pa.Field, ...] = ()
+    problem: str | None = None
+    field: str | None = None
+
+
+def fit_segment(table: pa.Schema, segment: pa.Schema, *, partition_by: tuple[str, ...], merge: bool) -> Fit:
+    """The one rule for a segment against the table, for ``parka ingest`` and Spark raw mode alike.
+
+    It fits when it has the partition columns, :func:`check_schema` finds no problem, and every
+    column it adds is nullable: reserved columns (keys, timestamps, headers) always, user columns
+    only with ``merge`` (``--schema-evolution merge``).
+    """
+    missing = [c for c in partition_by if c not in segment.names]
+    if missing:
+        return Fit(problem=f"partition column '{missing[0]}' is not in the segment", field=missing[0])
+    verdict = check_schema(table, segment, partition_by=partition_by)
+    if verdict.problems:
+        return Fit(problem="; ".join(verdict.problems))
+    user_new = [f for f in verdict.new_fields if f.name not in RESERVED_COLUMNS]
+    if user_new and not merge:
+        names = ", ".join(f.name for f in user_new)
+        return Fit(
+            problem=f"new column(s) {names}: rerun with --schema-evolution merge to add them", field=user_new[0].name
+        )
+    return Fit(new_fields=verdict.new_fields)
+
+
+@dataclass(frozen=True)
+class LandedSegment:
+    """A segment written as data file(s) under the table root, not yet committed.
+
+    ``records`` is the segment's; ``split`` says its rows spanned several table partitions (so
+    it was decoded and written as one file per partition); ``new_fields`` are columns the table
+    lacks that its files need; ``value_bytes`` is the Kafka value's size.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    records: int
+    files: tuple[DataFile, ...]
+    split: bool = False
+    new_fields: tuple[pa.Field, ...] = ()
+    value_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A Kafka message the table cannot take. ``error`` says why and keeps the raw message
+    (value, headers, topic, partition, offset) for the dead-letter table."""
+
+    partition: int
+    offset: int
+    error: SegmentError | SchemaMismatchError
+    timestamp_ms: int | None = None

@@ -20,6 +20,7 @@ from urllib.parse import unquote, urlparse
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from parka._crash import crash_point, crash_point_armed
 from parka.errors import CommitError
 
 __all__ = ["FileInfo", "check_relative", "delete_files", "list_files", "make_durable", "write_data_file"]
@@ -112,7 +113,12 @@ def _write_local(target: str, data: bytes) -> None:
     temp = os.path.join(directory, f".{os.path.basename(target)}.{uuid.uuid4().hex}.tmp")
     try:
         with open(temp, "wb") as fh:
-            fh.write(data)
+            half = len(data) // 2
+            fh.write(data[:half])
+            if crash_point_armed("mid-write"):
+                fh.flush()
+                crash_point("mid-write")  # a test's kill -9 in the middle of a write
+            fh.write(data[half:])
         os.replace(temp, target)
     except BaseException:
         with suppress(OSError):

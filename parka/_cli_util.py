@@ -1,16 +1,42 @@
-"""Pieces both daemons' command lines share (``parka ingest``, ``parka spark-ingest``): flag
-defaults from ``PARKA_*`` environment variables, ``key=value`` flags, JSON log lines.
-Standard library only, so the core stays free of the consumer and Spark layers."""
+"""What both daemons' command lines share (``parka ingest``, ``parka spark-ingest``), defined once:
+the shared flags (each with its ``PARKA_*`` environment variable), their parsing, the masking
+of secrets in what is logged, and the logging set-up. Standard library only, so the core stays
+free of the consumer and Spark layers.
+"""
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import os
+import sys
 import time
+from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["JsonFormatter", "env", "env_pairs", "pairs"]
+__all__ = [
+    "SECRET_HINTS",
+    "JsonFormatter",
+    "add_shared_flags",
+    "columns",
+    "env",
+    "env_pairs",
+    "pairs",
+    "redacted",
+    "seek_offsets",
+    "setup_logging",
+]
+
+SECRET_HINTS = ("password", "secret", "token", "jaas", "key", "credential")
+"""A setting whose name contains one of these is never logged: its value shows as ``***``
+(``sasl.password``, ``ssl.keystore.key``, ``ssl.key.password``, ``sasl.jaas.config``,
+``sasl.oauthbearer.client.secret``, ``AWS_SECRET_ACCESS_KEY``, ...)."""
+
+
+def redacted(conf: Mapping[str, Any]) -> dict[str, Any]:
+    """``conf`` with the value of every setting that may hold a secret replaced by ``***``."""
+    return {k: ("***" if any(h in k.lower() for h in SECRET_HINTS) else v) for k, v in conf.items()}
 
 
 def env(name: str, default: Any = None) -> Any:
@@ -33,6 +59,177 @@ def pairs(values: list[str], flag: str, prog: str) -> dict[str, str]:
             raise SystemExit(f"{prog}: {flag} expects key=value, got {item!r}")
         out[key.strip()] = value
     return out
+
+
+def seek_offsets(text: str | None, prog: str) -> dict[int, int]:
+    """``--seek-offsets`` JSON (``{"0": 123}``) as partition -> offset; exits naming ``prog`` when
+    it is not that."""
+    if not text:
+        return {}
+    try:
+        parsed = json.loads(text)
+        out = {int(k): int(v) for k, v in parsed.items()}
+    except (ValueError, AttributeError, TypeError) as exc:
+        raise SystemExit(f'{prog}: --seek-offsets must be JSON like {{"0": 123}}: {exc}') from None
+    bad = [p for p, off in out.items() if p < 0 or off < 0]
+    if bad:
+        raise SystemExit(f"{prog}: --seek-offsets: partition {bad[0]} has a negative partition or offset")
+    return out
+
+
+def columns(text: str) -> tuple[str, ...]:
+    """A comma-separated column list (``--partition-by``)."""
+    return tuple(c.strip() for c in text.split(",") if c.strip())
+
+
+def _flags(overrides: Mapping[str, Mapping[str, Any]]) -> list[tuple[tuple[str, ...], dict[str, Any]]]:
+    flags: list[tuple[tuple[str, ...], dict[str, Any]]] = [
+        (("-k", "--kafka"), {"default": env("KAFKA", "localhost:9092"), "help": "bootstrap servers [PARKA_KAFKA]"}),
+        (
+            ("-g", "--consumer-group"),
+            {"default": env("CONSUMER_GROUP"), "help": "consumer group (default: the app id) [PARKA_CONSUMER_GROUP]"},
+        ),
+        (
+            ("-a", "--app-id"),
+            {
+                "default": env("APP_ID"),
+                "help": "application id: the Delta txn actions' <app id>-<partition> (default: parka-<topic>) "
+                "[PARKA_APP_ID]",
+            },
+        ),
+        (
+            ("-l", "--allowed-latency"),
+            {
+                "type": float,
+                "default": float(env("ALLOWED_LATENCY", 30)),
+                "help": "seconds a segment may wait before it is committed [PARKA_ALLOWED_LATENCY]",
+            },
+        ),
+        (
+            ("--max-segments-per-commit",),
+            {
+                "type": int,
+                "default": int(env("MAX_SEGMENTS_PER_COMMIT", 1000)),
+                "help": "commit once this many segments are buffered [PARKA_MAX_SEGMENTS_PER_COMMIT]",
+            },
+        ),
+        (
+            ("--auto-offset-reset",),
+            {
+                "choices": ["earliest", "latest"],
+                "default": env("AUTO_OFFSET_RESET", "earliest"),
+                "help": "where a partition the table has never seen starts [PARKA_AUTO_OFFSET_RESET]",
+            },
+        ),
+        (
+            ("--seek-offsets",),
+            {
+                "default": env("SEEK_OFFSETS"),
+                "help": 'JSON {"partition": offset} for partitions the table has never seen [PARKA_SEEK_OFFSETS]',
+            },
+        ),
+        (
+            ("-K", "--kafka-setting"),
+            {
+                "action": "append",
+                "default": env_pairs("KAFKA_SETTINGS"),
+                "metavar": "KEY=VALUE",
+                "help": "Kafka client setting, repeatable (TLS, SASL, ...); secrets are never logged "
+                "[PARKA_KAFKA_SETTINGS, comma-separated]",
+            },
+        ),
+        (
+            ("--end-at-latest",),
+            {
+                "action": "store_true",
+                "default": env("END_AT_LATEST", "") in ("1", "true"),
+                "help": "ingest what is in the topic at start, commit and exit 0 [PARKA_END_AT_LATEST=1]",
+            },
+        ),
+        (
+            ("--partition-by",),
+            {
+                "default": env("PARTITION_BY", ""),
+                "help": "comma-separated partition columns of a new table; an existing table's own win, and a "
+                "different list is refused [PARKA_PARTITION_BY]",
+            },
+        ),
+        (
+            ("--schema-evolution",),
+            {
+                "choices": ["none", "merge"],
+                "default": env("SCHEMA_EVOLUTION", "none"),
+                "help": "merge: add new nullable columns to the table [PARKA_SCHEMA_EVOLUTION]",
+            },
+        ),
+        (
+            ("--dlq-table",),
+            {
+                "default": env("DLQ_TABLE"),
+                "help": "Delta table URI for messages the table cannot take; without it such a message stops "
+                "ingestion with an error, after what came before it is committed [PARKA_DLQ_TABLE]",
+            },
+        ),
+        (
+            ("--storage-option",),
+            {
+                "action": "append",
+                "default": env_pairs("STORAGE_OPTIONS"),
+                "metavar": "KEY=VALUE",
+                "help": "object store option, repeatable [PARKA_STORAGE_OPTIONS, comma-separated]",
+            },
+        ),
+        (
+            ("--checkpoint-interval",),
+            {
+                "type": int,
+                "default": int(env("CHECKPOINT_INTERVAL", 10)),
+                "help": "every N commits, write a Delta checkpoint and remove orphan files; 0 never "
+                "[PARKA_CHECKPOINT_INTERVAL]",
+            },
+        ),
+        (
+            ("-q", "--quiet"),
+            {
+                "action": "store_true",
+                "default": env("QUIET", "") in ("1", "true"),
+                "help": "warnings and errors only [PARKA_QUIET=1]",
+            },
+        ),
+        (
+            ("--log-format",),
+            {"choices": ["text", "json"], "default": env("LOG_FORMAT", "text"), "help": "[PARKA_LOG_FORMAT]"},
+        ),
+    ]
+    out = []
+    for names, kwargs in flags:
+        dest = names[-1].lstrip("-").replace("-", "_")
+        change = dict(overrides.get(dest, {}))
+        aliases = tuple(change.pop("aliases", ()))
+        out.append(((*names, *aliases), {**kwargs, **change}))
+    return out
+
+
+def add_shared_flags(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, overrides: Mapping[str, Mapping[str, Any]] = {}
+) -> None:
+    """Add the flags both daemons take, with their help, defaults and ``PARKA_*`` variables.
+    ``overrides`` changes a flag's ``help`` or ``default`` (keyed by its ``dest``) or adds
+    ``aliases``, where a command means something more precise by it."""
+    for names, kwargs in _flags(overrides):
+        parser.add_argument(*names, **kwargs)
+
+
+def setup_logging(*, quiet: bool, log_format: str) -> None:
+    """parka's loggers to stderr: text or one JSON object per line; warnings only when ``quiet``."""
+    handler = logging.StreamHandler(sys.stderr)
+    if log_format == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger("parka")
+    root.handlers[:] = [handler]
+    root.setLevel(logging.WARNING if quiet else logging.INFO)
 
 
 class JsonFormatter(logging.Formatter):

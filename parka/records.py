@@ -45,7 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from parka.errors import RecordError, SchemaError
-from parka.schema import INT_UNIT_KEY
+from parka.schema import INT_UNIT_KEY, TIME_UNIT_KEY, child_fields
 
 __all__ = ["Conversion", "RecordConverter", "compile_validator", "records_to_table"]
 
@@ -125,7 +125,7 @@ class RecordConverter:
         self.validate = compile_validator(schema)
         self._names = frozenset(schema.names)
         # time columns have no Arrow inference that keeps ints apart from times: per record
-        self._always_slow = any(_contains_time(f.type) for f in schema)
+        self._always_slow = any(_contains_time(f) for f in schema)
 
     def convert(self, records: Sequence[Mapping[str, Any]]) -> Conversion:
         """Convert ``records`` (already known to be mappings); never raises for a bad record."""
@@ -249,16 +249,12 @@ def _struct_column(values: list[Any], field: pa.Field) -> pa.Array:
     return pa.StructArray.from_arrays(children, fields=list(t), mask=mask)
 
 
-def _contains_time(t: pa.DataType) -> bool:
-    if pa.types.is_time(t):
+def _contains_time(field: pa.Field) -> bool:
+    """A time-of-day column anywhere in ``field``: an Arrow time type, or an Avro time held as an int."""
+    t = field.type
+    if pa.types.is_time(t) or TIME_UNIT_KEY in (field.metadata or {}):
         return True
-    if pa.types.is_struct(t):
-        return any(_contains_time(f.type) for f in t)
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return _contains_time(t.value_type)
-    if pa.types.is_map(t):
-        return _contains_time(t.key_type) or _contains_time(t.item_type)
-    return False
+    return any(_contains_time(child) for child in child_fields(t))
 
 
 def _cast(array: pa.Array, target: pa.DataType) -> pa.Array:
@@ -435,8 +431,12 @@ def _converter(t: pa.DataType) -> _Converter:
 
 
 def _field_converter(field: pa.Field) -> _Converter:
-    """The type's converter, scaling plain ints for timestamps declared in another unit."""
+    """The type's converter, scaling plain ints for timestamps declared in another unit, and
+    turning ``datetime.time`` values into the int an Avro time column holds."""
     conv = _converter(field.type)
+    time_unit = (field.metadata or {}).get(TIME_UNIT_KEY)
+    if time_unit is not None and pa.types.is_integer(field.type):
+        return _time_of_day_converter(conv, time_unit)
     unit = (field.metadata or {}).get(INT_UNIT_KEY)
     if unit is None or not pa.types.is_timestamp(field.type):
         return conv
@@ -454,9 +454,27 @@ def _field_converter(field: pa.Field) -> _Converter:
     return scaled
 
 
+def _time_of_day_converter(conv: _Converter, unit: bytes) -> _Converter:
+    per_second = 1000 if unit == b"ms" else 1_000_000
+    day = 86_400 * per_second
+
+    def convert(value: Any) -> Any:
+        if isinstance(value, dt.time):
+            micros = ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000_000 + value.microsecond
+            if per_second == 1000 and micros % 1000:
+                raise _Invalid(f"{value} has sub-millisecond precision; a time-millis holds milliseconds")
+            return micros // (1_000_000 // per_second)
+        number = conv(value)
+        if not 0 <= number < day:
+            raise _Invalid(f"{number} is not a time of day in {unit.decode()}")
+        return number
+
+    return convert
+
+
 def _struct_converter(fields: list[pa.Field], *, top_level: bool) -> _Converter:
     # (name, converter, nullable, type whose values pass unchanged so the call can be skipped)
-    specs = tuple((f.name, _field_converter(f), f.nullable, *_fast_path(f.type)) for f in fields)
+    specs = tuple((f.name, _field_converter(f), f.nullable, *_fast_path(f)) for f in fields)
     names = frozenset(f.name for f in fields)
     what = "record" if top_level else "struct"
 
@@ -508,9 +526,13 @@ _PASS_THROUGH: dict[int, type] = {
 }
 
 
-def _fast_path(t: pa.DataType) -> tuple[type | None, Any, Any]:
+def _fast_path(field: pa.Field) -> tuple[type | None, Any, Any]:
     """``(type, low, high)``: values of exactly ``type`` (within ``low..high`` for ints) pass as they are."""
+    t = field.type
     if pa.types.is_integer(t):
+        time_unit = (field.metadata or {}).get(TIME_UNIT_KEY)
+        if time_unit is not None:  # an Avro time of day: ints within one day
+            return int, 0, 86_400 * (1000 if time_unit == b"ms" else 1_000_000) - 1
         return (int, *_int_range(t))
     return _PASS_THROUGH.get(t.id), None, None
 

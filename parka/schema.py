@@ -13,16 +13,23 @@ string, enum, uuid                     string
 bytes, fixed                           binary (Delta has no fixed-size binary)
 array / map / record                   list<element> / map<string, value> / struct
 date                                   date32
-time-millis / time-micros              time32[ms] / time64[us]
+time-millis / time-micros              int32 ms / int64 µs since midnight (*)
 timestamp-{millis,micros,nanos}        timestamp[us, tz=UTC] (Delta keeps microseconds)
 local-timestamp-{millis,micros,nanos}  timestamp[us] (no time zone)
 decimal(p, s) on bytes or fixed        decimal128(p, s), decimal256 when p > 38
 =====================================  ==========================================
 
+(*) Delta Lake and Spark have no time-of-day type (Spark's ``from_avro`` maps these to int
+and long too), so a time column stays the Avro value: records may give ``datetime.time`` or
+that int. An Arrow schema given with ``time32``/``time64`` columns works for Kafka, but such a
+topic cannot be ingested into Delta; ``ParquetProducer.set_schema`` warns about it.
+
 As the Avro specification asks, an unknown logical type, or one on a base type it does not
 apply to, is ignored and the base type is used. Avro ``doc``, ``default`` and ``aliases`` are
-not carried over. The one field metadata parka sets is ``parka.int.unit`` on timestamp fields
-from ``*-millis``/``*-nanos``, so that plain ints given for them are scaled to microseconds.
+not carried over. Field metadata parka sets: ``parka.int.unit`` on timestamp fields from
+``*-millis``/``*-nanos``, so that plain ints given for them are scaled to microseconds, and
+``parka.time.unit`` (``ms``, ``us``) on time fields, so that ``datetime.time`` values are
+turned into that int.
 """
 
 from __future__ import annotations
@@ -38,7 +45,16 @@ from fastavro.schema import SchemaParseException, UnknownType
 
 from parka.errors import SchemaError
 
-__all__ = ["INT_UNIT_KEY", "RESERVED_PREFIX", "child_fields", "schema_fingerprint", "to_arrow_schema"]
+__all__ = [
+    "INT_UNIT_KEY",
+    "RESERVED_PREFIX",
+    "TIME_UNIT_KEY",
+    "ParkaSchemaWarning",
+    "child_fields",
+    "schema_fingerprint",
+    "time_of_day_fields",
+    "to_arrow_schema",
+]
 
 # Field metadata key: the unit of plain ints given for a timestamp column (see _int_unit).
 INT_UNIT_KEY = b"parka.int.unit"
@@ -48,6 +64,10 @@ _INT_UNITS = {
     "timestamp-nanos": b"ns",
     "local-timestamp-nanos": b"ns",
 }
+
+# Field metadata key: an int column holding an Avro time of day, in this unit (ms or us).
+TIME_UNIT_KEY = b"parka.time.unit"
+_TIME_UNITS = {"time-millis": (b"ms", "int"), "time-micros": (b"us", "long")}
 
 RESERVED_PREFIX = "__parka_"
 """Top-level column names starting with this are parka's own (see :mod:`parka.segment`)."""
@@ -65,8 +85,8 @@ _PRIMITIVES: dict[str, pa.DataType] = {
 # logical type -> (base Avro type it applies to, Arrow type)
 _LOGICAL: dict[str, tuple[str, pa.DataType]] = {
     "date": ("int", pa.date32()),
-    "time-millis": ("int", pa.time32("ms")),
-    "time-micros": ("long", pa.time64("us")),
+    "time-millis": ("int", pa.int32()),
+    "time-micros": ("long", pa.int64()),
     "timestamp-millis": ("long", pa.timestamp("us", tz="UTC")),
     "timestamp-micros": ("long", pa.timestamp("us", tz="UTC")),
     "timestamp-nanos": ("long", pa.timestamp("us", tz="UTC")),
@@ -160,7 +180,11 @@ class _AvroConverter:
             return None
         if not isinstance(avro.get("type"), str):
             return self._int_unit(avro.get("type"))
-        unit = _INT_UNITS.get(str(avro.get("logicalType")))
+        logical = str(avro.get("logicalType"))
+        time_unit = _TIME_UNITS.get(logical)
+        if time_unit is not None and avro.get("type") == time_unit[1]:
+            return {TIME_UNIT_KEY: time_unit[0]}
+        unit = _INT_UNITS.get(logical)
         return None if unit is None or avro.get("type") != "long" else {INT_UNIT_KEY: unit}
 
     def convert(self, avro: Any, path: str, defining: tuple[str, ...]) -> tuple[pa.DataType, bool]:
@@ -323,3 +347,23 @@ def child_fields(t: pa.DataType) -> list[pa.Field]:
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
         return [t.value_field]
     return [t.key_field, t.item_field] if pa.types.is_map(t) else []
+
+
+class ParkaSchemaWarning(UserWarning):
+    """A schema parka accepts for Kafka but that a Delta table cannot store as it is."""
+
+
+def time_of_day_fields(schema: pa.Schema) -> list[str]:
+    """Dotted paths of ``time32``/``time64`` columns: Delta Lake has no time-of-day type, so a
+    topic with them can be produced and consumed, not ingested."""
+    out: list[str] = []
+
+    def visit(field: pa.Field, path: str) -> None:
+        if pa.types.is_time(field.type):
+            out.append(path)
+        for child in child_fields(field.type):
+            visit(child, f"{path}.{child.name}")
+
+    for field in schema:
+        visit(field, field.name)
+    return out

@@ -38,6 +38,7 @@ import logging
 import random
 import threading
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,7 +52,7 @@ from parka.config import ProducerSettings, parse_producer_config
 from parka.errors import KafkaClientError, RecordError, RecordTooLargeError, SchemaError
 from parka.partitioner import STICKY, partitions_for_keys
 from parka.records import RecordConverter
-from parka.schema import schema_fingerprint, to_arrow_schema
+from parka.schema import ParkaSchemaWarning, schema_fingerprint, time_of_day_fields, to_arrow_schema
 from parka.segment import Segment, build_segment_table, encode_segment
 
 from ._buffer import CutPolicy, DeliveryCallback, PartitionBuffer, RowBatch, Side, SizeModel, Staging, drain_size
@@ -149,6 +150,15 @@ class ParquetProducer:
         field when the schema cannot be used.
         """
         arrow = to_arrow_schema(schema)
+        times = time_of_day_fields(arrow)
+        if times:
+            warnings.warn(
+                f"topic '{topic}': column {times[0]} is a time of day ({len(times)} such column(s)); Delta Lake "
+                "has no time type, so parka ingest will refuse this topic's segments. Declare it as an int "
+                "(ms or us since midnight), as an Avro time-millis/time-micros field becomes.",
+                ParkaSchemaWarning,
+                stacklevel=2,
+            )
         missing = [c for c in self._settings.partition_by if c not in arrow.names]
         if missing:
             raise SchemaError(
@@ -418,7 +428,16 @@ class ParquetProducer:
             return {**self._out.stats, **self._stats}
 
     def list_topics(self, *args: Any, **kwargs: Any) -> Any:
-        return self._producer.list_topics(*args, **kwargs)
+        """The wrapped client's ``list_topics``; partition counts it returns for topics with a
+        schema are kept, so the first batch of records needs no metadata round trip of its own."""
+        md = self._producer.list_topics(*args, **kwargs)
+        now = time.monotonic()
+        with self._lock:
+            for name, tmd in getattr(md, "topics", {}).items():
+                state = self._topics.get(name)
+                if state is not None and tmd.error is None and tmd.partitions:
+                    state.num_partitions, state.metadata_at = len(tmd.partitions), now
+        return md
 
     # -- transactions ----------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from parka._cli_util import JsonFormatter, env, env_pairs, pairs
+from parka._cli_util import add_shared_flags, columns, env, env_pairs, pairs, seek_offsets, setup_logging
 from parka.errors import ParkaError
 
 __all__ = ["build_parser", "main", "settings_from_args"]
@@ -34,101 +34,60 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("topic", nargs="?", default=env("TOPIC"), help="Kafka topic [PARKA_TOPIC]")
     p.add_argument("table_uri", nargs="?", default=env("TABLE_URI"), help="Delta table URI [PARKA_TABLE_URI]")
     shared = p.add_argument_group("flags shared with parka ingest")
-    shared.add_argument("-k", "--kafka", default=env("KAFKA", "localhost:9092"), help="bootstrap servers [PARKA_KAFKA]")
-    shared.add_argument(
-        "-g",
-        "--consumer-group",
-        default=env("CONSUMER_GROUP"),
-        help="Kafka group.id for the source's consumers (default: Spark's own, unique per query); "
-        "offsets live in the checkpoint either way [PARKA_CONSUMER_GROUP]",
-    )
-    shared.add_argument(
-        "-a",
-        "--app-id",
-        default=env("APP_ID"),
-        help="application id: the query name and the default checkpoint folder (default: parka-<topic>) [PARKA_APP_ID]",
-    )
-    shared.add_argument(
-        "-l",
-        "--allowed-latency",
-        type=float,
-        default=float(env("ALLOWED_LATENCY", 30)),
-        help="seconds between micro-batches when no --trigger is given (processing-time=<this>s) "
-        "[PARKA_ALLOWED_LATENCY]",
-    )
-    shared.add_argument(
-        "--max-offsets-per-trigger",
-        "--max-segments-per-commit",
-        dest="max_offsets_per_trigger",
-        type=int,
-        default=env("MAX_OFFSETS_PER_TRIGGER", env("MAX_SEGMENTS_PER_COMMIT")),
-        help="most Kafka messages (segments) per micro-batch, i.e. per Delta commit "
-        "[PARKA_MAX_OFFSETS_PER_TRIGGER or PARKA_MAX_SEGMENTS_PER_COMMIT]",
-    )
-    shared.add_argument(
-        "--auto-offset-reset",
-        choices=["earliest", "latest"],
-        default=env("AUTO_OFFSET_RESET", "earliest"),
-        help="where a new query (no checkpoint yet) starts [PARKA_AUTO_OFFSET_RESET]",
-    )
-    shared.add_argument(
-        "--seek-offsets",
-        default=env("SEEK_OFFSETS"),
-        help='JSON {"partition": offset} where a new query starts; Spark needs every partition listed '
-        "[PARKA_SEEK_OFFSETS]",
-    )
-    shared.add_argument(
-        "-K",
-        "--kafka-setting",
-        action="append",
-        default=env_pairs("KAFKA_SETTINGS"),
-        metavar="KEY=VALUE",
-        help="Kafka client setting, repeatable, passed as kafka.KEY (security.protocol, ssl.*, sasl.*; "
-        "sasl.username/sasl.password become sasl.jaas.config) [PARKA_KAFKA_SETTINGS, comma-separated]",
-    )
-    shared.add_argument(
-        "--end-at-latest",
-        action="store_true",
-        default=env("END_AT_LATEST", "") in ("1", "true"),
-        help="same as --trigger available-now: ingest what is in the topic at start, then exit 0 "
-        "[PARKA_END_AT_LATEST=1]",
-    )
-    shared.add_argument(
-        "--partition-by",
-        default=env("PARTITION_BY", ""),
-        help="comma-separated table partition columns (a new table; an existing one must match) [PARKA_PARTITION_BY]",
-    )
-    shared.add_argument(
-        "--schema-evolution",
-        choices=["none", "merge"],
-        default=env("SCHEMA_EVOLUTION", "none"),
-        help="merge: new nullable columns are added to the table (raw mode: a segment's; decode mode: "
-        "--schema's, Delta mergeSchema) [PARKA_SCHEMA_EVOLUTION]",
-    )
-    shared.add_argument(
-        "--storage-option",
-        action="append",
-        default=env_pairs("STORAGE_OPTIONS"),
-        metavar="KEY=VALUE",
-        help="object store option, repeatable: fs.* Hadoop settings or AWS_ACCESS_KEY_ID, "
-        "AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_ENDPOINT_URL, AWS_REGION "
-        "[PARKA_STORAGE_OPTIONS, comma-separated]",
-    )
-    shared.add_argument(
-        "--dlq-table",
-        default=env("DLQ_TABLE"),
-        help="raw mode: Delta table for messages that are not segments or that the table cannot take; "
-        "without it such a message fails its micro-batch, which commits nothing [PARKA_DLQ_TABLE]",
-    )
-    shared.add_argument(
-        "-q",
-        "--quiet",
-        action="store_true",
-        default=env("QUIET", "") in ("1", "true"),
-        help="warnings and errors only [PARKA_QUIET=1]",
-    )
-    shared.add_argument(
-        "--log-format", choices=["text", "json"], default=env("LOG_FORMAT", "text"), help="[PARKA_LOG_FORMAT]"
+    add_shared_flags(
+        shared,
+        {
+            "consumer_group": {
+                "help": "Kafka group.id for the source's consumers (default: Spark's own, unique per query); "
+                "offsets live in the checkpoint either way [PARKA_CONSUMER_GROUP]"
+            },
+            "app_id": {
+                "help": "application id: the Delta txn actions' <app id>-<partition> (raw mode), the query name "
+                "and the default checkpoint folder (default: parka-<topic>) [PARKA_APP_ID]"
+            },
+            "allowed_latency": {
+                "help": "seconds between micro-batches when no --trigger is given (processing-time=<this>s) "
+                "[PARKA_ALLOWED_LATENCY]"
+            },
+            "max_segments_per_commit": {
+                "aliases": ["--max-offsets-per-trigger"],
+                "default": env("MAX_OFFSETS_PER_TRIGGER", env("MAX_SEGMENTS_PER_COMMIT")),
+                "help": "most Kafka messages (segments) per micro-batch, i.e. per Delta commit; no limit by "
+                "default [PARKA_MAX_SEGMENTS_PER_COMMIT or PARKA_MAX_OFFSETS_PER_TRIGGER]",
+            },
+            "auto_offset_reset": {"help": "where a new query (no checkpoint yet) starts [PARKA_AUTO_OFFSET_RESET]"},
+            "seek_offsets": {
+                "help": 'JSON {"partition": offset} where a new query starts; Spark needs every partition listed '
+                "[PARKA_SEEK_OFFSETS]"
+            },
+            "kafka_setting": {
+                "help": "Kafka client setting, repeatable, passed as kafka.KEY (security.protocol, ssl.*, sasl.*; "
+                "sasl.username/sasl.password become sasl.jaas.config); secrets are never logged "
+                "[PARKA_KAFKA_SETTINGS, comma-separated]"
+            },
+            "end_at_latest": {
+                "help": "same as --trigger available-now: ingest what is in the topic at start, then exit 0 "
+                "[PARKA_END_AT_LATEST=1]"
+            },
+            "schema_evolution": {
+                "help": "merge: new nullable columns are added to the table (raw mode: a segment's; decode mode: "
+                "--schema's, Delta mergeSchema) [PARKA_SCHEMA_EVOLUTION]"
+            },
+            "dlq_table": {
+                "help": "raw mode: Delta table for messages that are not segments or that the table cannot take; "
+                "without it such a message fails its micro-batch after what came before it in its partition "
+                "is committed [PARKA_DLQ_TABLE]"
+            },
+            "storage_option": {
+                "help": "object store option, repeatable: fs.* Hadoop settings or AWS_ACCESS_KEY_ID, "
+                "AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_ENDPOINT_URL, AWS_REGION "
+                "[PARKA_STORAGE_OPTIONS, comma-separated]"
+            },
+            "checkpoint_interval": {
+                "help": "raw mode: every N commits, write a Delta checkpoint and remove orphan files; 0 never "
+                "[PARKA_CHECKPOINT_INTERVAL]"
+            },
+        },
     )
     spark = p.add_argument_group("Spark flags")
     spark.add_argument(
@@ -233,14 +192,11 @@ def settings_from_args(args: argparse.Namespace) -> Any:
         raise SystemExit(f"parka spark-ingest: --end-at-latest contradicts --trigger {args.trigger}")
     trigger = args.trigger or ("available-now" if args.end_at_latest else f"processing-time={args.allowed_latency}s")
     starting = args.starting_offsets or args.auto_offset_reset
-    if args.seek_offsets:
+    seek = seek_offsets(args.seek_offsets, _PROG)
+    if seek:
         if args.starting_offsets:
             raise SystemExit("parka spark-ingest: give --seek-offsets or --starting-offsets, not both")
-        try:
-            seek = {str(int(k)): int(v) for k, v in json.loads(args.seek_offsets).items()}
-        except (ValueError, AttributeError) as exc:
-            raise SystemExit(f'parka spark-ingest: --seek-offsets must be JSON like {{"0": 123}}: {exc}') from None
-        starting = json.dumps({args.topic: seek})
+        starting = json.dumps({args.topic: {str(p): off for p, off in seek.items()}})
     kafka = pairs(args.kafka_setting, "-K", _PROG)
     if args.consumer_group:
         kafka.setdefault("group.id", args.consumer_group)
@@ -254,8 +210,8 @@ def settings_from_args(args: argparse.Namespace) -> Any:
         checkpoint_location=args.checkpoint_location,
         trigger=trigger,
         starting_offsets=starting,
-        max_offsets_per_trigger=None if args.max_offsets_per_trigger is None else int(args.max_offsets_per_trigger),
-        partition_by=tuple(c.strip() for c in args.partition_by.split(",") if c.strip()),
+        max_offsets_per_trigger=None if args.max_segments_per_commit is None else int(args.max_segments_per_commit),
+        partition_by=columns(args.partition_by),
         schema=_read_schema(args.schema),
         schema_evolution=args.schema_evolution,
         reserved=args.reserved,
@@ -264,19 +220,13 @@ def settings_from_args(args: argparse.Namespace) -> Any:
         mode=args.mode,
         dlq_table_uri=args.dlq_table,
         commit_engine=args.commit_engine if args.mode == "raw" else "delta-spark",
+        checkpoint_interval=args.checkpoint_interval,
     )
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    handler = logging.StreamHandler(sys.stderr)
-    if args.log_format == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger("parka")
-    root.handlers[:] = [handler]
-    root.setLevel(logging.WARNING if args.quiet else logging.INFO)
+    setup_logging(quiet=args.quiet, log_format=args.log_format)
     from ._ingest import ingest, settings_summary
     from ._session import session
 

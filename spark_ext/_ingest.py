@@ -2,7 +2,8 @@
 
 ``raw`` (the default): each micro-batch's segments land in the table as they are, written by
 the executors and committed by the driver with one ``txn`` per Kafka partition, the scheme of
-``parka ingest`` (:mod:`._raw`; the protocol is :meth:`._raw.RawCommitter.commit`), through
+``parka ingest`` (:mod:`._raw`; the protocol is the one committer both share,
+:meth:`parka.consumer._committer.Committer.commit`), through
 delta-spark's transaction API (``commit_engine="delta-spark"``, :mod:`._delta_spark`) or
 delta-rs. No record is decoded (for an unpartitioned table), and the two ingestions can take
 turns on one table.
@@ -36,12 +37,15 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+from parka.consumer._committer import Committer
+from parka.consumer._plan import fit_segment
 
+from parka._cli_util import redacted
 from parka._crash import crash_point
 from parka.errors import ConfigError, ParkaError, SchemaMismatchError
 from parka.schema import RESERVED_PREFIX, to_arrow_schema
@@ -130,6 +134,7 @@ class SparkIngestSettings:
     mode: str = "raw"
     dlq_table_uri: str | None = None
     commit_engine: str = "delta-spark"
+    checkpoint_interval: int = 10
 
     def __post_init__(self) -> None:
         if not self.topic or not self.table_uri:
@@ -162,6 +167,8 @@ class SparkIngestSettings:
         for name in self.metadata:
             if name not in METADATA_COLUMNS:
                 raise ConfigError("metadata", name, ", ".join(METADATA_COLUMNS))
+        if self.checkpoint_interval < 0:
+            raise ConfigError("checkpoint_interval", self.checkpoint_interval, "an integer >= 0 (0: never)")
         if self.max_offsets_per_trigger is not None and self.max_offsets_per_trigger < 1:
             raise ConfigError("max_offsets_per_trigger", self.max_offsets_per_trigger, "a positive integer")
         for key in self.kafka_conf:
@@ -200,7 +207,7 @@ class SparkIngestStats:
     mode: str = "decode"
     files: int = 0  # raw mode: data files committed
     dead_letters: int = 0  # raw mode
-    replayed_files: int = 0  # raw mode: files of already-committed offsets, deleted uncommitted
+    covered_files: int = 0  # raw mode: files of offsets the table already had, deleted uncommitted
     orphans_removed: int = 0  # raw mode
 
 
@@ -326,8 +333,8 @@ def _with_trigger(writer: Any, s: SparkIngestSettings) -> Any:
     return writer.trigger(processingTime=f"{interval} milliseconds")
 
 
-def _start(spark: Any, settings: SparkIngestSettings) -> tuple[Any, str, Any]:
-    """The started query, where its schema came from, and (raw mode) its committer."""
+def _start(spark: Any, settings: SparkIngestSettings) -> tuple[Any, str, _RawRun | None]:
+    """The started query, where its schema came from, and (raw mode) its committer's run."""
     if settings.mode == "raw":
         return _start_raw(spark, settings)
     query, source = _start_decode(spark, settings)
@@ -398,28 +405,36 @@ def _engine(spark: Any, name: str) -> Any:
     return SparkEngine(spark)
 
 
-def _start_raw(spark: Any, s: SparkIngestSettings) -> tuple[Any, str, Any]:
-    from ._raw import FILE_ROWS, RawCommitter, segment_schema, table_schema_from_segment
+@dataclass
+class _RawRun:
+    """Raw mode's state on the driver: the committer, and what failed the query (to raise as is)."""
+
+    committer: Committer
+    failure: ParkaError | None = None
+
+
+def _start_raw(spark: Any, s: SparkIngestSettings) -> tuple[Any, str, _RawRun]:
+    from ._raw import FILE_ROWS, SegmentFileWriter, committer_input, segment_schema
 
     options = _source_options(spark, s)
     uri = _local_path(s.table_uri)
-    committer = RawCommitter(
-        engine=_engine(spark, s.commit_engine),
+    # delta-rs keys go to deltalake as they are; fs.* ones are for Hadoop (the checkpoint)
+    storage = {k: v for k, v in s.storage_options.items() if not k.startswith("fs.")}
+    committer = Committer(
+        _engine(spark, s.commit_engine),
         table_uri=uri,
         topic=s.topic,
         app_id=s.app,
         partition_by=s.partition_by,
         merge=s.schema_evolution == "merge",
         dlq_table_uri=s.dlq_table_uri,
-        # delta-rs keys go to deltalake as they are; fs.* ones are for Hadoop (the checkpoint)
-        storage_options={k: v for k, v in s.storage_options.items() if not k.startswith("fs.")},
+        storage_options=storage,
+        checkpoint_interval=s.checkpoint_interval,
     )
+    run = _RawRun(committer)
     given = None if s.schema is None else to_arrow_schema(s.schema)
     if committer.table is not None:
         source = "table"
-        if s.partition_by and tuple(s.partition_by) != committer.partition_by:
-            table_partitions = ",".join(committer.partition_by) or "none"
-            raise ConfigError("partition_by", ",".join(s.partition_by), f"the table's: {table_partitions}")
         if given is not None:
             _check_given_schema(committer, given, s)
         removed = committer.remove_orphans()
@@ -428,8 +443,7 @@ def _start_raw(spark: Any, s: SparkIngestSettings) -> tuple[Any, str, Any]:
         _resume_from_table(spark, s, options, committer)
     elif given is not None:
         source = "given"
-        reserved = [f.with_nullable(True) for f in RESERVED_FIELDS]
-        committer.create_table(table_schema_from_segment(pa.schema([*given, *reserved])))
+        committer.ensure_table(pa.schema([*given, *(f.with_nullable(True) for f in RESERVED_FIELDS)]))
     else:
         source = "first segment"  # of the first micro-batch, when it runs (as parka ingest does)
 
@@ -451,46 +465,53 @@ def _start_raw(spark: Any, s: SparkIngestSettings) -> tuple[Any, str, Any]:
                     schema = segment_schema(
                         row["value"], headers, topic=row["topic"], partition=row["partition"], offset=row["offset"]
                     )
-                    committer.create_table(schema)
-            crash_point("before-write")
-            rows = kafka.mapInArrow(committer.writer(), rows_schema).toArrow()
-            crash_point("after-write")
-            committer.commit(rows, batch_id=batch_id)
+                    committer.ensure_table(schema)
+            committer.refresh()
+            writer = SegmentFileWriter(
+                uri,
+                pa.schema([]) if committer.table is None else committer.table_schema(),
+                committer.partition_by,
+                storage,
+                merge=committer.merge,
+                keep_bad_values=s.dlq_table_uri is not None,
+            )
+            crash_point("batch-before-write")
+            rows = kafka.mapInArrow(writer, rows_schema).toArrow()
+            crash_point("batch-after-write")
+            landed, refused = committer_input(rows)
+            # the executors flushed their files before their tasks ended: durable already
+            committer.commit(landed, refused, durable=True, commit_info={"parka.spark_batch": batch_id})
         except ParkaError as exc:
-            committer.failure = exc
+            run.failure = exc
             raise
 
     writer = raw_stream(spark, options).writeStream.queryName(s.app).option("checkpointLocation", s.checkpoint)
     query = _with_trigger(writer.foreachBatch(run_batch), s).start()
-    return query, source, committer
+    return query, source, run
 
 
 def raw_stream(spark: Any, options: Mapping[str, str]) -> Any:
     return spark.readStream.format("kafka").options(**options).load()
 
 
-def _check_given_schema(committer: Any, given: pa.Schema, s: SparkIngestSettings) -> None:
-    """An existing table must take ``--schema``; with merge, its new columns are added now.
+def _check_given_schema(committer: Committer, given: pa.Schema, s: SparkIngestSettings) -> None:
+    """An existing table must take ``--schema`` by the rule segments are held to; with merge, its
+    new columns are added now.
 
     Raises:
         SchemaMismatchError: it cannot.
     """
-    from parka.consumer._plan import check_schema
-
-    verdict = check_schema(committer.table.arrow_schema(), given, partition_by=committer.partition_by)
-    if verdict.problems:
-        raise SchemaMismatchError("the table cannot take the given schema: " + "; ".join(verdict.problems))
-    user_new = [f for f in verdict.new_fields if not f.name.startswith(RESERVED_PREFIX)]
-    if user_new and s.schema_evolution != "merge":
-        raise SchemaMismatchError(
-            "the table has no such column; rerun with --schema-evolution merge to add it", field=user_new[0].name
-        )
-    if user_new:
-        committer.table.add_columns(user_new)
-        committer.table.commit_add_files([], txns={}, commit_info={"parka.app_id": s.app, "parka.topic": s.topic})
+    table = committer.table
+    assert table is not None, "only for an existing table"
+    fit = fit_segment(committer.table_schema(), given, partition_by=committer.partition_by, merge=committer.merge)
+    if fit.problem is not None:
+        raise SchemaMismatchError(f"the table cannot take the given schema: {fit.problem}", field=fit.field)
+    if fit.new_fields:
+        table.add_columns(list(fit.new_fields))
+        table.commit_add_files([], txns={}, commit_info={"parka.app_id": s.app, "parka.topic": s.topic})
 
 
-def _resume_from_table(spark: Any, s: SparkIngestSettings, options: dict[str, str], committer: Any) -> None:
+def _resume_from_table(spark: Any, s: SparkIngestSettings, options: dict[str, str], committer: Committer) -> None:
     """Start a new query (no checkpoint yet) after the table's ``txn`` versions, so that a table
     ``parka ingest`` or an earlier query filled continues where it is: Spark's
     ``startingOffsets`` (ignored when the checkpoint exists) becomes ``txn`` version + 1 per
@@ -501,7 +522,7 @@ def _resume_from_table(spark: Any, s: SparkIngestSettings, options: dict[str, st
     except Exception as exc:  # py4j or Kafka: fall back to the configured start
         log.warning("cannot list the partitions of %s (%s); starting from %s", s.topic, exc, s.starting_offsets)
         return
-    versions = {p: committer.table.txn_version(committer.app_txn(p)) for p in partitions}
+    versions = committer.txn_versions(partitions)
     if all(v is None for v in versions.values()):
         return
     configured = s.starting_offsets.strip()
@@ -542,13 +563,13 @@ def ingest(spark: Any, settings: SparkIngestSettings, *, stop: threading.Event |
     """
     from pyspark.errors import StreamingQueryException
 
-    query, source, committer = _start(spark, settings)
+    query, source, raw = _start(spark, settings)
     # batch id -> (segments, records) of each batch that completed, i.e. whose Delta commit
     # landed (recentProgress keeps only the last 100, so it is read as the query goes)
     seen: dict[int, tuple[int, int]] = {}
 
     def collect() -> None:
-        if committer is not None:  # raw mode counts its own commits
+        if raw is not None:  # raw mode counts its own commits
             return
         for progress in query.recentProgress:
             if progress.batchId not in seen:
@@ -572,7 +593,7 @@ def ingest(spark: Any, settings: SparkIngestSettings, *, stop: threading.Event |
             collect()
         query.awaitTermination()
     except StreamingQueryException as exc:
-        failure = committer.failure if committer is not None else None
+        failure = raw.failure if raw is not None else None
         parka_error = failure if failure is not None else translate(exc)
         if parka_error is not None:
             raise parka_error from None
@@ -581,7 +602,7 @@ def ingest(spark: Any, settings: SparkIngestSettings, *, stop: threading.Event |
         if query.isActive:
             query.stop()
     collect()
-    if committer is None:
+    if raw is None:
         return SparkIngestStats(
             batches=len(seen),
             segments=sum(s for s, _ in seen.values()),
@@ -589,10 +610,10 @@ def ingest(spark: Any, settings: SparkIngestSettings, *, stop: threading.Event |
             query_id=str(query.id),
             schema_source=source,
         )
-    committer.remove_orphans()
-    r = committer.stats
+    raw.committer.remove_orphans()
+    r = raw.committer.stats
     return SparkIngestStats(
-        batches=r.batches,
+        batches=r.commits,
         segments=r.segments,
         records=r.records,
         query_id=str(query.id),
@@ -600,17 +621,16 @@ def ingest(spark: Any, settings: SparkIngestSettings, *, stop: threading.Event |
         mode="raw",
         files=r.files,
         dead_letters=r.dead_letters,
-        replayed_files=r.replayed_files,
+        covered_files=r.covered_files,
         orphans_removed=r.orphans_removed,
     )
 
 
-def settings_summary(s: SparkIngestSettings, hidden: Sequence[str] = ("password", "secret", "token", "jaas")) -> str:
-    """One log line describing ``s`` with secrets masked."""
-    kafka = {k: ("***" if any(h in k.lower() for h in hidden) else v) for k, v in s.kafka_conf.items()}
+def settings_summary(s: SparkIngestSettings) -> str:
+    """One log line describing ``s``, secrets masked (:func:`parka._cli_util.redacted`)."""
     return (
         f"ingesting {s.topic} into {s.table_uri} as {s.app} ({s.mode} mode"
         f"{', ' + s.commit_engine + ' commits' if s.mode == 'raw' else ''}, trigger {s.trigger}, "
         f"checkpoint {s.checkpoint}, "
-        f"kafka settings {kafka})"
+        f"kafka settings {redacted(s.kafka_conf)}, storage options {redacted(s.storage_options)})"
     )

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -78,10 +79,12 @@ def run_ingest(
     return proc
 
 
-def start_ingest(topic: str, table: Path | str, bootstrap: str, *extra: str, log: Path) -> subprocess.Popen[bytes]:
+def start_ingest(
+    topic: str, table: Path | str, bootstrap: str, *extra: str, log: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     cmd = [sys.executable, "-m", "parka.cli", "ingest", topic, str(table), "-k", bootstrap, *FAST_GROUP, *extra]
     with open(log, "ab") as handle:  # the child keeps its own descriptor
-        return subprocess.Popen(cmd, stdout=handle, stderr=subprocess.STDOUT)
+        return subprocess.Popen(cmd, stdout=handle, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
 
 
 def last_json(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
@@ -110,7 +113,26 @@ def wait_for_rows(path: Path, n: int, timeout_s: float) -> int:
 
 
 def data_files_on_disk(path: Path) -> set[str]:
-    return {str(p.relative_to(path)) for p in path.rglob("*.parquet") if "_delta_log" not in p.parts}
+    """Every file under the table but its log and checkpoints (``_*`` folders): data files, and
+    the temporary files a write killed half way leaves (``.<name>.<id>.tmp``)."""
+    return {
+        str(p.relative_to(path))
+        for p in path.rglob("*")
+        if p.is_file() and not any(part.startswith("_") for part in p.relative_to(path).parts[:-1])
+    }
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
+    """Return once ``condition()`` holds; fail naming ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+        time.sleep(0.1)  # between reads of the condition
+
+
+def log_has(log: Path, text: str) -> bool:
+    return log.exists() and text in log.read_text(errors="replace")
 
 
 def referenced_files(path: Path) -> set[str]:

@@ -108,3 +108,43 @@ def test_security_settings_pass_through_untouched() -> None:
     _, client = parse_producer_config(conf)
     for key in ("security.protocol", "sasl.mechanisms", "sasl.username", "sasl.password", "ssl.ca.location"):
         assert client[key] == conf[key]
+
+
+def test_ingest_settings_refuse_what_they_cannot_do() -> None:
+    from parka.consumer import IngestSettings
+
+    base = {"topic": "t", "table_uri": "/tmp/t", "kafka_conf": {}, "app_id": "a"}
+    # issue 10: "merged" was taken and silently behaved as "none"
+    with pytest.raises(ConfigError, match=r"'merged' for 'schema_evolution'.*none \| merge"):
+        IngestSettings(**base, schema_evolution="merged")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="'auto_offset_reset'"):
+        IngestSettings(**base, auto_offset_reset="newest")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="'allowed_latency_s'"):
+        IngestSettings(**base, allowed_latency_s=0)
+    with pytest.raises(ConfigError, match="'checkpoint_interval'"):
+        IngestSettings(**base, checkpoint_interval=-1)
+    with pytest.raises(ConfigError, match="'seek_offsets'"):
+        IngestSettings(**base, seek_offsets={0: -5})
+    assert IngestSettings(**base, schema_evolution="merge").schema_evolution == "merge"
+
+
+def test_both_commands_mask_the_same_secrets() -> None:
+    from parka.spark_ext._ingest import SparkIngestSettings, settings_summary
+
+    from parka._cli_util import redacted
+
+    conf = {
+        "ssl.keystore.key": "-----BEGIN PRIVATE KEY-----",
+        "ssl.key.password": "pw1",
+        "sasl.password": "pw2",
+        "sasl.jaas.config": "... password='pw3';",
+        "sasl.oauthbearer.client.secret": "pw4",
+        "security.protocol": "SASL_SSL",
+    }
+    masked = redacted(conf)
+    assert masked["security.protocol"] == "SASL_SSL"
+    assert all(masked[k] == "***" for k in conf if k != "security.protocol")
+    # issue 10: parka spark-ingest logged ssl.keystore.key (its own list lacked "key")
+    line = settings_summary(SparkIngestSettings(topic="t", table_uri="/t", bootstrap_servers="b:9092", kafka_conf=conf))
+    assert not any(secret in line for secret in ("PRIVATE KEY", "pw1", "pw2", "pw3", "pw4"))
+    assert "SASL_SSL" in line

@@ -72,3 +72,38 @@ def test_type_change_and_nullability_widening_are_problems() -> None:
     assert check_schema(TABLE, seg).problems == ("column 'id' is int32 in the segment but int64 in the table",)
     seg = pa.schema([("id", pa.int64(), True)])
     assert check_schema(TABLE, seg).problems == ("column 'id' is nullable in the segment but not in the table",)
+
+
+def test_a_nanosecond_or_zoneless_timestamp_does_not_enter_a_microsecond_utc_table() -> None:
+    # issue 10: the check ignored unit and zone, so a nanosecond segment entered a microsecond table
+    nanos = pa.schema([("id", pa.int64(), False), ("at", pa.timestamp("ns", tz="UTC"))])
+    assert check_schema(TABLE, nanos).problems == (
+        "column 'at' is timestamp[ns, tz=UTC] in the segment but timestamp[us, tz=UTC] in the table",
+    )
+    nested = pa.schema([("id", pa.int64(), False), ("s", pa.struct([("at", pa.timestamp("ns"))]))])
+    wider = TABLE.append(pa.field("s", pa.struct([("at", pa.timestamp("us"))])))
+    assert check_schema(wider, nested).problems
+    zoneless = pa.schema([("id", pa.int64(), False), ("at", pa.timestamp("us"))])
+    assert check_schema(TABLE, zoneless).problems
+
+
+def test_fit_segment_is_the_one_rule_for_new_columns() -> None:
+    from parka.consumer._plan import fit_segment
+
+    with_key = TABLE.append(pa.field("__parka_key", pa.binary()))
+    assert [f.name for f in fit_segment(TABLE, with_key, partition_by=(), merge=False).new_fields] == ["__parka_key"]
+    extra = TABLE.append(pa.field("extra", pa.int32()))
+    refused = fit_segment(TABLE, extra, partition_by=(), merge=False)
+    assert (refused.field, refused.new_fields) == ("extra", ())
+    assert refused.problem is not None and "--schema-evolution merge" in refused.problem
+    assert [f.name for f in fit_segment(TABLE, extra, partition_by=(), merge=True).new_fields] == ["extra"]
+    lacking = fit_segment(TABLE, TABLE, partition_by=("day",), merge=True)
+    assert (lacking.field, lacking.problem) == ("day", "partition column 'day' is not in the segment")
+
+
+def test_temporary_files_of_interrupted_writes_carry_their_coordinates() -> None:
+    name = FileName.new("t", 3, 42)
+    temporary = f"day=1/.{name}.{'ab' * 16}.tmp"
+    assert FileName.parse(temporary) is None  # not a data file
+    assert FileName.parse(temporary, temporary=True) == name
+    assert FileName.parse(f".{name}.tmp", temporary=True) is None  # not the writer's pattern

@@ -1,4 +1,5 @@
-"""Raw mode's two halves without Spark: the executors' file writer and the driver's commit."""
+"""Raw mode's two halves without Spark: the executors' file writer, and the driver handing its
+rows to the one committer."""
 
 from __future__ import annotations
 
@@ -7,22 +8,33 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
+from parka.consumer._committer import Committer
 from parka.consumer._delta import RsEngine
 from parka.spark_ext import SparkIngestSettings
-from parka.spark_ext._raw import FILE_ROWS, RawCommitter, SegmentFileWriter
+from parka.spark_ext._raw import FILE_ROWS, SegmentFileWriter, committer_input
 
 from parka.errors import ConfigError, SegmentError
 
 from .test_spark_decoder import SCHEMA, kafka_rows, rows, segment
 
 
-def written(writer: SegmentFileWriter, batch: pa.RecordBatch) -> pa.Table:
+def written(committer: Committer, batch: pa.RecordBatch) -> pa.Table:
+    """What the executors return for ``batch``, written against the table as it is now."""
+    committer.refresh()
+    writer = SegmentFileWriter(
+        committer.table_uri, committer.table_schema(), committer.partition_by, merge=committer.merge
+    )
     return pa.Table.from_batches(list(writer([batch])), schema=FILE_ROWS)
 
 
-def new_table(tmp_path: Path) -> RawCommitter:
-    committer = RawCommitter(engine=RsEngine(), table_uri=str(tmp_path / "t"), topic="gps", app_id="app")
-    committer.create_table(SCHEMA)
+def commit(committer: Committer, rows: pa.Table | list[dict[str, object]]) -> None:
+    table = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows, schema=FILE_ROWS)
+    committer.commit(*committer_input(table), durable=True)
+
+
+def new_table(tmp_path: Path) -> Committer:
+    committer = Committer(RsEngine(), table_uri=str(tmp_path / "t"), topic="gps", app_id="app")
+    committer.ensure_table(SCHEMA)
     return committer
 
 
@@ -50,7 +62,7 @@ def test_segments_are_written_unchanged_and_bad_ones_reported(tmp_path: Path) ->
     committer = new_table(tmp_path)
     good = segment(rows(0, 3), keys=[b"a", None, b"c"])
     wrong = segment(pa.table({"id": ["x"]}))
-    out = written(committer.writer(), kafka_rows(good, (b"plain", []), wrong)).to_pylist()
+    out = written(committer, kafka_rows(good, (b"plain", []), wrong)).to_pylist()
     assert [(r["offset"], r["records"], r["error_class"]) for r in out] == [
         (10, 3, None),
         (11, 0, "SegmentError"),
@@ -61,27 +73,29 @@ def test_segments_are_written_unchanged_and_bad_ones_reported(tmp_path: Path) ->
     assert "column 'id' is string in the segment but int64 in the table" in out[2]["error"]
     assert out[1]["value"] is None  # no dead-letter table: bad bytes stay on the executor
     with pytest.raises(SegmentError) as info:
-        committer.commit(pa.Table.from_pylist(out, schema=FILE_ROWS))
+        commit(committer, out)
     assert (info.value.topic, info.value.partition, info.value.offset) == ("gps", 3, 11)
-    assert committer.failure is info.value
-    assert not (tmp_path / "t" / out[0]["path"]).exists()  # the batch's files are gone
+    # what came before the bad message is committed; the txn stops before it, so a rerun stops there again
+    table = DeltaTable(str(tmp_path / "t"))
+    assert sorted(table.to_pyarrow_table()["id"].to_pylist()) == [0, 1, 2]
+    assert table.transaction_version("app-3") == 10
 
 
 def test_a_replayed_batch_commits_nothing_and_leaves_no_file(tmp_path: Path) -> None:
     committer = new_table(tmp_path)
     batch = kafka_rows(segment(rows(0, 3)), segment(rows(3, 2)))
-    committer.commit(written(committer.writer(), batch), batch_id=0)
+    commit(committer, written(committer, batch))
     table = DeltaTable(str(tmp_path / "t"))
     assert (table.version(), table.transaction_version("app-3")) == (1, 11)
     assert sorted(table.to_pyarrow_table()["id"].to_pylist()) == [0, 1, 2, 3, 4]
-    replay = written(committer.writer(), batch)  # Spark re-runs a batch it did not mark done
-    committer.commit(replay, batch_id=0)
+    replay = written(committer, batch)  # Spark re-runs a batch it did not mark done
+    commit(committer, replay)
     assert DeltaTable(str(tmp_path / "t")).version() == 1
-    assert committer.stats.replayed_files == 2
+    assert committer.stats.covered_files == 2
     assert not any((tmp_path / "t" / p).exists() for p in replay.column("path").to_pylist())
     # a batch overlapping the txn version (another writer got part of it) commits the rest only
-    overlap = written(committer.writer(), kafka_rows(segment(rows(3, 2)), segment(rows(5, 1)), first_offset=11))
-    committer.commit(overlap, batch_id=1)
+    overlap = written(committer, kafka_rows(segment(rows(3, 2)), segment(rows(5, 1)), first_offset=11))
+    commit(committer, overlap)
     table = DeltaTable(str(tmp_path / "t"))
     assert sorted(table.to_pyarrow_table()["id"].to_pylist()) == [0, 1, 2, 3, 4, 5]
     assert table.transaction_version("app-3") == 12
@@ -90,11 +104,11 @@ def test_a_replayed_batch_commits_nothing_and_leaves_no_file(tmp_path: Path) -> 
 def test_new_user_columns_need_merge(tmp_path: Path) -> None:
     committer = new_table(tmp_path)
     wider = rows(0, 1).append_column(pa.field("extra", pa.float64()), pa.array([1.5]))
-    out = written(committer.writer(), kafka_rows(segment(wider))).to_pylist()
+    out = written(committer, kafka_rows(segment(wider))).to_pylist()
     assert out[0]["error_class"] == "SchemaMismatchError" and out[0]["error_field"] == "extra"
     committer.merge = True
-    out = written(committer.writer(), kafka_rows(segment(wider))).to_pylist()
-    committer.commit(pa.Table.from_pylist(out, schema=FILE_ROWS))
+    out = written(committer, kafka_rows(segment(wider))).to_pylist()
+    commit(committer, out)
     assert "extra" in DeltaTable(str(tmp_path / "t")).schema().to_arrow().names
 
 

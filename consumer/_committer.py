@@ -1,0 +1,373 @@
+"""The exactly-once commit of raw segments into a Delta table, written once.
+
+``parka ingest`` (:mod:`._ingest`) and Spark raw mode's driver (``spark_ext/_raw.py``) both hand
+:meth:`Committer.commit` what they have: segments already written as data files
+(:class:`~parka.consumer._plan.LandedSegment`) and messages the table cannot take
+(:class:`~parka.consumer._plan.Refused`). The committer reaches the Delta log only through
+:class:`~parka.consumer._log.TableLog` (delta-rs or delta-spark). The Delta log is the source of
+truth for progress: for every Kafka partition, the ``txn`` action of app id
+``<app_id>-<partition>`` holds the last offset in the table. What a caller does about Kafka
+(seeking, committing offsets for lag tools, Spark's checkpoint) stays with the caller.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from parka._crash import crash_point
+from parka.errors import CommitConflict, CommitError, ConfigError
+
+from ._files import append_dead_letters, remove_orphans
+from ._log import LogEngine, TableLog
+from ._plan import LandedSegment, Refused, table_schema_from_segment
+from ._storage import delete_files, make_durable
+
+__all__ = ["CommitResult", "CommitStats", "Committer"]
+
+log = logging.getLogger("parka.commit")
+
+MAX_COMMIT_ATTEMPTS = 20
+
+
+@dataclass
+class CommitStats:
+    """What the commits did: committed segments, records and data files, segments split across
+    table partitions, dead letters, conflicts retried, files of data the table already covered
+    (deleted, not committed), orphan files removed, schema evolutions."""
+
+    commits: int = 0
+    segments: int = 0
+    records: int = 0
+    files: int = 0
+    split_segments: int = 0
+    dead_letters: int = 0
+    conflicts: int = 0
+    covered_files: int = 0
+    orphans_removed: int = 0
+    schema_evolutions: int = 0
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """One :meth:`Committer.commit`: the table ``version`` it made (``None``: nothing to commit),
+    ``last``: partition -> offset its ``txn`` now records, and ``table_txn``: partition -> the
+    ``txn`` version the table had just before (what another writer may have moved)."""
+
+    version: int | None = None
+    last: Mapping[int, int] = field(default_factory=dict)
+    table_txn: Mapping[int, int | None] = field(default_factory=dict)
+
+
+def _dead_letter_row(r: Refused, app_id: str, now: Any) -> tuple[int, int, dict[str, Any]]:
+    err = r.error
+    return (
+        r.partition,
+        r.offset,
+        {
+            "topic": err.topic,
+            "partition": r.partition,
+            "offset": r.offset,
+            "error": f"{type(err).__name__}: {err}",
+            "value": err.value,
+            "headers": [{"key": k, "value": v} for k, v in (err.headers or [])],
+            "kafka_timestamp_ms": r.timestamp_ms,
+            "ingested_at": now,
+            "app_id": app_id,
+        },
+    )
+
+
+class Committer:
+    """Commits one topic's raw segments into one Delta table for one app id; see :meth:`commit`.
+
+    Opens the table when there is one. ``partition_by`` is what the caller was told; an
+    existing table's own partition columns win, and a different non-empty ``partition_by`` is
+    refused.
+
+    Raises:
+        ConfigError: ``partition_by`` contradicts the existing table's partition columns.
+        CommitError: the table cannot be read, or uses a feature raw files would bypass.
+    """
+
+    def __init__(
+        self,
+        engine: LogEngine,
+        *,
+        table_uri: str,
+        topic: str,
+        app_id: str,
+        partition_by: Sequence[str] = (),
+        merge: bool = False,
+        dlq_table_uri: str | None = None,
+        storage_options: Mapping[str, str] | None = None,
+        checkpoint_interval: int = 10,
+        stats: CommitStats | None = None,
+    ) -> None:
+        if checkpoint_interval < 0:
+            raise ConfigError("checkpoint_interval", checkpoint_interval, "an integer >= 0 (0: never)")
+        self.engine = engine
+        self.table_uri = table_uri
+        self.topic = topic
+        self.app_id = app_id
+        self.merge = merge
+        self.dlq_table_uri = dlq_table_uri
+        self.storage_options = dict(storage_options or {})
+        self.checkpoint_interval = checkpoint_interval
+        self.stats = CommitStats() if stats is None else stats
+        self.partition_by = tuple(partition_by)
+        self.table: TableLog | None = engine.open(table_uri, self.storage_options)
+        if self.table is not None:
+            self._adopt_partitioning()
+        self._schema: tuple[int, pa.Schema] | None = None
+
+    def _adopt_partitioning(self) -> None:
+        assert self.table is not None
+        actual = tuple(self.table.partition_columns())
+        if self.partition_by and self.partition_by != actual:
+            raise ConfigError(
+                "--partition-by",
+                ",".join(self.partition_by),
+                f"the table's own partition columns ({','.join(actual) or 'none'}), or nothing",
+                reason=f"{self.table_uri} exists",
+            )
+        self.partition_by = actual
+
+    # -- the table ---------------------------------------------------------------------------
+
+    def app_txn(self, partition: int) -> str:
+        return f"{self.app_id}-{partition}"
+
+    def txn_versions(self, partitions: Iterable[int]) -> dict[int, int | None]:
+        """The table's latest ``txn`` version of each partition (``None``: nothing of it yet)."""
+        if self.table is None:
+            self.table = self.engine.open(self.table_uri, self.storage_options)
+            if self.table is None:
+                return {p: None for p in partitions}
+            self._adopt_partitioning()
+        self.table.refresh()
+        return {p: self.table.txn_version(self.app_txn(p)) for p in partitions}
+
+    def ensure_table(self, segment_schema: pa.Schema) -> None:
+        """Create the table from a segment's schema (user columns, then its reserved ones as
+        nullable columns), unless it exists (or another writer just created it).
+
+        Raises:
+            SchemaMismatchError: a column Delta cannot store, or a partition column it lacks.
+        """
+        if self.table is not None:
+            return
+        try:
+            self.table = self.engine.create(
+                self.table_uri,
+                table_schema_from_segment(segment_schema),
+                partition_by=self.partition_by,
+                storage_options=self.storage_options,
+            )
+            log.info("created Delta table %s from the segment schema (%s)", self.table_uri, self.engine.name)
+        except CommitConflict:
+            self.table = self.engine.open(self.table_uri, self.storage_options)
+            self._adopt_partitioning()
+
+    def table_schema(self) -> pa.Schema:
+        """The table's Arrow schema at its current snapshot (converted once per version)."""
+        assert self.table is not None, "no table yet: ensure_table first"
+        version = self.table.version()
+        if self._schema is None or self._schema[0] != version:
+            self._schema = (version, self.table.arrow_schema())
+        return self._schema[1]
+
+    def refresh(self) -> None:
+        if self.table is not None:
+            self.table.refresh()
+
+    def remove_orphans(self) -> int:
+        """Delete files (and half-written temporary files) of commits that never happened, once
+        the table's ``txn`` covers their offsets (see :func:`parka.consumer._files.remove_orphans`)."""
+        if self.table is None:
+            return 0
+        removed = remove_orphans(self.table, self.topic, self.app_txn, self.storage_options)
+        self.stats.orphans_removed += removed
+        return removed
+
+    # -- the protocol ------------------------------------------------------------------------
+
+    def commit(
+        self,
+        landed: Sequence[LandedSegment],
+        refused: Sequence[Refused] = (),
+        *,
+        durable: bool = False,
+        commit_info: Mapping[str, Any] | None = None,
+    ) -> CommitResult:
+        """Commit ``landed`` segments and dead-letter ``refused`` messages, exactly once.
+
+        1. The data files are written under fresh names nothing references. Unless the caller
+           says they are ``durable`` already (Spark's executors flush their own), one flush of
+           the table's file system makes them durable before a log entry can name them.
+        2. Without a dead-letter table, a refused message stops its partition: what comes
+           before it is committed (3-7), its files and any after it are deleted, and its error
+           is raised at the end (the first one, by partition and offset). Ingestion resumes
+           from the table's ``txn``, so the same message stops it again until the topic is
+           fixed or a dead-letter table is given.
+        3. Re-read the table. For each partition, ``v`` = its ``txn`` version. A segment or
+           message at an offset <= ``v`` is already covered (committed by an earlier attempt,
+           a replayed Spark batch, or another writer with this app id): its files are deleted
+           in 7, never committed. The rest is new. (The caller's data for a partition starts
+           right after the ``txn`` it last saw, and ``txn`` versions only grow, so the new
+           data always continues the table's without a gap.)
+        4. New refused messages go to the dead-letter table first, with its own ``txn``
+           (``<app_id>-dlq-<partition>``), so a retry never duplicates a row.
+        5. Columns the new files need (reserved ones; user ones with ``merge``) are added
+           (delta-rs: a commit of their own; delta-spark: part of the commit in 6).
+        6. One Delta commit, with no automatic retries: the new files (Kafka coordinates in
+           their tags) and, per partition with anything new, ``txn`` = its highest new offset.
+           A ``CommitConflict`` (a concurrent commit the engine could not rebase this one on)
+           goes back to 3 after a short backoff; after :data:`MAX_COMMIT_ATTEMPTS` it is raised.
+           Any other ``CommitError`` is raised with the files left in place: the commit may
+           have landed, and only the log tells; step 3 of the next attempt sorts it out.
+        7. Delete the covered files. Every ``checkpoint_interval`` commits, write a Delta
+           checkpoint and remove orphan files.
+
+        A crash between 1 and 6 leaves files no log entry names, above the ``txn``: the data is
+        consumed again (from the ``txn`` version + 1, or Spark's checkpoint), committed in new
+        files, after which the old ones are at or below the ``txn`` and :meth:`remove_orphans`
+        deletes them. A crash after 6 loses nothing: the ``txn`` says what is in.
+
+        Raises:
+            SegmentError, SegmentDecodeError, SchemaMismatchError: a refused message without a
+                dead-letter table (step 2), after the rest was committed.
+            CommitConflict: conflicts that did not resolve (step 6).
+            CommitError: the commit, a write or a deletion failed.
+        """
+        if not landed and not refused:
+            return CommitResult()
+        if landed and not durable:
+            make_durable(self.table_uri, self.storage_options)
+        failure: Refused | None = None
+        if refused and self.dlq_table_uri is None:
+            failure = min(refused, key=lambda r: (r.partition, r.offset))
+            first_bad: dict[int, int] = {}
+            for r in refused:
+                first_bad[r.partition] = min(r.offset, first_bad.get(r.partition, r.offset))
+            stopped = [s for s in landed if s.offset >= first_bad.get(s.partition, s.offset + 1)]
+            self._discard(stopped)
+            landed = [s for s in landed if s.offset < first_bad.get(s.partition, s.offset + 1)]
+            refused = []
+        result = self._commit(landed, refused, commit_info or {})
+        if failure is not None:
+            log.error("stopped at %s[%d]@%d: %s", self.topic, failure.partition, failure.offset, failure.error)
+            raise failure.error
+        return result
+
+    def _commit(
+        self, landed: Sequence[LandedSegment], refused: Sequence[Refused], commit_info: Mapping[str, Any]
+    ) -> CommitResult:
+        partitions = {s.partition for s in landed} | {r.partition for r in refused}
+        for attempt in range(MAX_COMMIT_ATTEMPTS):
+            table_txn = self.txn_versions(partitions)
+            table = self.table
+            if table is None:  # refused messages only, and no table yet to record progress in
+                self._dead_letter(refused)
+                return CommitResult(table_txn=table_txn)
+
+            def covered(partition: int, offset: int, done: Mapping[int, int | None] = table_txn) -> bool:
+                v = done[partition]
+                return v is not None and offset <= v
+
+            fresh = [s for s in landed if not covered(s.partition, s.offset)]
+            stale = [s for s in landed if covered(s.partition, s.offset)]
+            dead = [r for r in refused if not covered(r.partition, r.offset)]
+            if self._dead_letter(dead):
+                crash_point("after-dead-letters")
+            last: dict[int, int] = {}
+            for p, off in [(s.partition, s.offset) for s in fresh] + [(r.partition, r.offset) for r in dead]:
+                last[p] = max(off, last.get(p, -1))
+            self._evolve(table, fresh)
+            try:
+                version = table.commit_add_files(
+                    [f for s in fresh for f in s.files],
+                    txns={self.app_txn(p): off for p, off in last.items()},
+                    commit_info={"parka.app_id": self.app_id, "parka.topic": self.topic, **commit_info},
+                )
+            except CommitConflict as exc:
+                self.stats.conflicts += 1
+                log.info("commit conflict (attempt %d): re-reading the table (%s)", attempt + 1, exc)
+                time.sleep(min(0.05 * 2**attempt, 2.0))
+                continue
+            crash_point("after-delta-commit")
+            if stale:
+                log.info(
+                    "dropped %d segment(s) the table already had: partitions %s (another writer with app id %s, "
+                    "or a replay)",
+                    len(stale),
+                    sorted({s.partition for s in stale}),
+                    self.app_id,
+                )
+            self._discard(stale)
+            self._count(fresh, stale, version, last)
+            return CommitResult(version, last, table_txn)
+        raise CommitConflict(f"gave up after {MAX_COMMIT_ATTEMPTS} conflicting commit attempts on {self.table_uri}")
+
+    def _count(self, fresh: Sequence[LandedSegment], stale: Sequence[LandedSegment], version: int, last: Any) -> None:
+        st = self.stats
+        st.covered_files += sum(len(s.files) for s in stale)
+        if not last:
+            return
+        st.commits += 1
+        st.segments += len(fresh)
+        st.records += sum(s.records for s in fresh)
+        st.files += sum(len(s.files) for s in fresh)
+        st.split_segments += sum(1 for s in fresh if s.split)
+        log.info(
+            "committed %d segment(s), %d records in %d file(s): table version %d",
+            len(fresh),
+            sum(s.records for s in fresh),
+            sum(len(s.files) for s in fresh),
+            version,
+        )
+        if self.checkpoint_interval and st.commits % self.checkpoint_interval == 0:
+            assert self.table is not None
+            self.table.checkpoint()
+            self.remove_orphans()
+
+    def _dead_letter(self, dead: Sequence[Refused]) -> int:
+        """Append dead letters not yet in the dead-letter table; returns how many were appended."""
+        if not dead or self.dlq_table_uri is None:
+            return 0
+        now = pa.scalar(time.time_ns() // 1000, pa.timestamp("us", tz="UTC")).as_py()
+        rows = [_dead_letter_row(r, self.app_id, now) for r in dead]
+        appended = append_dead_letters(self.dlq_table_uri, self.app_id, rows, self.storage_options)
+        self.stats.dead_letters += appended
+        for r in dead:
+            log.error("dead-lettered %s[%d]@%d: %s", self.topic, r.partition, r.offset, r.error)
+        return appended
+
+    def _evolve(self, table: TableLog, fresh: Sequence[LandedSegment]) -> None:
+        """Add the columns the new files need that the table lacks (idempotent)."""
+        wanted: dict[str, pa.Field] = {}
+        for s in fresh:
+            for f in s.new_fields:
+                wanted.setdefault(f.name, f)
+        present = set(table.arrow_schema().names)
+        missing = [f for name, f in wanted.items() if name not in present]
+        if missing:
+            table.add_columns(missing)
+            self.stats.schema_evolutions += 1
+            log.info("table schema evolved: added %s", ", ".join(f.name for f in missing))
+
+    def _discard(self, segments: Sequence[LandedSegment]) -> None:
+        """Delete files that will never be committed, best effort: what stays is an orphan the
+        cleanup removes once the table's ``txn`` covers it."""
+        paths = [f.path for s in segments for f in s.files]
+        if not paths:
+            return
+        try:
+            delete_files(self.table_uri, paths, self.storage_options)
+        except CommitError as exc:
+            log.warning("could not delete %d uncommitted file(s), left to the orphan cleanup: %s", len(paths), exc)

@@ -1,0 +1,110 @@
+"""The one committer, against real delta-rs tables in temporary folders (no Kafka, no Spark):
+the covered rule, a refused message without and with a dead-letter table, orphans of
+interrupted writes, and the table's own partitioning."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+from parka.consumer._committer import Committer
+from parka.consumer._delta import RsEngine
+from parka.consumer._files import land_segment, read_segment
+from parka.consumer._plan import FileName, LandedSegment, Refused
+
+from parka.errors import ConfigError, SegmentError
+from parka.schema import schema_fingerprint
+from parka.segment import encode_segment
+
+SCHEMA = pa.schema([("id", pa.int64(), False), ("day", pa.string(), False)])
+
+
+def committer(path: Path, **kwargs: object) -> Committer:
+    return Committer(RsEngine(), table_uri=str(path), topic="t", app_id="app", **kwargs)  # type: ignore[arg-type]
+
+
+def landed(c: Committer, partition: int, offset: int, ids: list[int], day: str = "d1") -> LandedSegment:
+    table = pa.table({"id": ids, "day": [day] * len(ids)}, schema=SCHEMA)
+    seg = encode_segment(table, codec="zstd", fingerprint=schema_fingerprint(SCHEMA))
+    read = read_segment(topic="t", partition=partition, offset=offset, value=seg.value, headers=seg.headers)
+    c.ensure_table(read.schema)
+    return land_segment(
+        read, table_uri=c.table_uri, table_schema=c.table_schema(), partition_by=c.partition_by, merge=False
+    )
+
+
+def refused(partition: int, offset: int) -> Refused:
+    err = SegmentError("not a parka segment", value=b"{}", headers=[], topic="t", partition=partition, offset=offset)
+    return Refused(partition, offset, err, 1_700_000_000_000)
+
+
+def ids(path: Path) -> list[int]:
+    return sorted(DeltaTable(str(path)).to_pyarrow_table(columns=["id"])["id"].to_pylist())
+
+
+def test_data_the_table_already_covers_is_deleted_not_committed(tmp_path: Path) -> None:
+    c = committer(tmp_path / "t")
+    first = [landed(c, 0, 0, [1, 2]), landed(c, 0, 1, [3])]
+    result = c.commit(first)
+    assert (dict(result.last), dict(result.table_txn)) == ({0: 1}, {0: None})
+    again = [landed(c, 0, 0, [1, 2]), landed(c, 0, 1, [3]), landed(c, 0, 2, [4])]  # a replay, and one more
+    result = c.commit(again)
+    assert (dict(result.last), dict(result.table_txn)) == ({0: 2}, {0: 1})
+    assert ids(tmp_path / "t") == [1, 2, 3, 4]
+    assert c.stats.covered_files == 2
+    assert not any((tmp_path / "t" / f.path).exists() for s in again[:2] for f in s.files)
+
+
+def test_a_refused_message_without_a_dead_letter_table_stops_its_partition(tmp_path: Path) -> None:
+    c = committer(tmp_path / "t")
+    before, after = landed(c, 0, 0, [1]), landed(c, 0, 2, [3])
+    other = landed(c, 1, 5, [9])
+    with pytest.raises(SegmentError) as info:
+        c.commit([before, after, other], [refused(0, 1)])
+    assert (info.value.partition, info.value.offset) == (0, 1)
+    table = DeltaTable(str(tmp_path / "t"))
+    assert ids(tmp_path / "t") == [1, 9]  # what came before it, and the other partition
+    assert (table.transaction_version("app-0"), table.transaction_version("app-1")) == (0, 5)
+    assert not (tmp_path / "t" / after.files[0].path).exists()  # never to be committed
+
+
+def test_refused_messages_go_to_the_dead_letter_table_once(tmp_path: Path) -> None:
+    c = committer(tmp_path / "t", dlq_table_uri=str(tmp_path / "dlq"))
+    batch = [landed(c, 0, 0, [1]), landed(c, 0, 2, [3])]
+    c.commit(batch, [refused(0, 1)])
+    c.commit([], [refused(0, 1)])  # a retry after a crash: the dead-letter txn says it is in
+    dead = DeltaTable(str(tmp_path / "dlq")).to_pyarrow_table().to_pylist()
+    assert [(d["partition"], d["offset"], d["value"]) for d in dead] == [(0, 1, b"{}")]
+    assert dead[0]["error"].startswith("SegmentError: not a parka segment")
+    assert ids(tmp_path / "t") == [1, 3]
+    assert DeltaTable(str(tmp_path / "t")).transaction_version("app-0") == 2
+    assert c.stats.dead_letters == 1
+
+
+def test_orphans_and_half_written_files_are_removed_once_covered(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    c = committer(root)
+    c.commit([landed(c, 0, 0, [1]), landed(c, 0, 1, [2])])
+    crashed = landed(c, 0, 1, [2])  # written by a worker that crashed before committing
+    temporary = root / f".{FileName.new('t', 0, 0)}.{'0' * 32}.tmp"  # a write killed half way
+    temporary.write_bytes(b"PAR1 half")
+    live = landed(c, 0, 7, [8])  # above the txn: may be a live worker's
+    assert c.remove_orphans() == 2
+    assert not (root / crashed.files[0].path).exists()
+    assert not temporary.exists()
+    assert (root / live.files[0].path).exists()
+
+
+def test_an_existing_tables_partitioning_wins_and_a_different_one_is_refused(tmp_path: Path) -> None:
+    first = committer(tmp_path / "t", partition_by=("day",))
+    first.commit([landed(first, 0, 0, [1], day="d1")])
+    again = committer(tmp_path / "t")  # no --partition-by: the table's own
+    assert again.partition_by == ("day",)
+    seg = landed(again, 0, 1, [2], day="d2")
+    assert seg.files[0].path.startswith("day=d2/")
+    again.commit([seg])
+    assert ids(tmp_path / "t") == [1, 2]
+    with pytest.raises(ConfigError, match=r"'--partition-by'.*the table's own partition columns \(day\)"):
+        committer(tmp_path / "t", partition_by=("id",))
