@@ -32,3 +32,18 @@ def rows_via_spark(spark: Any, path: Path | str, columns: list[str] | None = Non
 
 def ids(rows: list[dict[str, Any]]) -> list[int]:
     return [r["id"] for r in rows]
+
+
+def wait_until_idle(query: Any, timeout_s: float = 60.0) -> None:
+    """Return once ``query`` has nothing left to process: no trigger running and no data
+    available (a duplicate micro-batch would have run by then). Fails after ``timeout_s``."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        status = query.status
+        if not status["isTriggerActive"] and not status["isDataAvailable"]:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"query still busy after {timeout_s:.0f} s: {status}")
+        time.sleep(0.1)  # between reads of the condition

@@ -4,7 +4,6 @@ restarts, and a segment the table cannot take fails its whole batch. (Raw mode: 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from parka.spark_ext._cli import main
 from parka.errors import SchemaMismatchError
 
 from .._ingest_util import produce_events, table_ids, wait_for_rows
-from ._util import SPARK, USER, rows_via_deltalake
+from ._util import SPARK, USER, rows_via_deltalake, wait_until_idle
 
 pytestmark = SPARK
 
@@ -71,7 +70,7 @@ def test_stopped_and_restarted_stream_is_exactly_once(
     query = start_ingest(spark, settings)
     try:
         assert wait_for_rows(table, 600, timeout_s=90) == 600
-        time.sleep(1.0)  # a duplicate batch would land now
+        wait_until_idle(query)  # a duplicate batch would have landed by then
     finally:
         query.stop()
     assert sorted(table_ids(table)) == list(range(600))

@@ -5,7 +5,6 @@ which leaves nothing behind."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ from .._ingest_util import (
     table_ids,
     wait_for_rows,
 )
-from ._util import SPARK, USER, rows_via_deltalake, rows_via_spark
+from ._util import SPARK, USER, rows_via_deltalake, rows_via_spark, wait_until_idle
 
 pytestmark = SPARK
 
@@ -110,7 +109,7 @@ def test_stopped_and_restarted_stream_is_exactly_once(
     query = start_ingest(spark, settings)
     try:
         assert wait_for_rows(table, 600, timeout_s=90) == 600
-        time.sleep(1.0)  # a duplicate batch would land now
+        wait_until_idle(query)  # a duplicate batch would have landed by then
     finally:
         query.stop()
     assert sorted(table_ids(table)) == list(range(600))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -92,8 +91,7 @@ def test_a_bad_row_fails_the_job_naming_topic_partition_offset(
         wrong, expected = (b'{"id": 1}', []), SegmentError
     else:
         wrong, expected = (value[:50] + bytes(30) + value[80:], headers), SegmentDecodeError
-    produce_raw(bootstrap, topic, [(value, headers), wrong, good_segment(50, 50)])
-    time.sleep(0.2)
+    produce_raw(bootstrap, topic, [(value, headers), wrong, good_segment(50, 50)])  # acknowledged: readable
     df = read(spark, topic, bootstrap_servers=bootstrap, schema=EVENTS)
     with pytest.raises(PythonException) as info:  # Spark's, with ours inside: translate() gets it out
         df.count()
