@@ -192,11 +192,30 @@ def check_schema(table: pa.Schema, segment: pa.Schema, *, partition_by: tuple[st
 
 
 def table_schema_from_segment(schema: pa.Schema) -> pa.Schema:
-    """A new table's schema from a segment's: its user columns, then its reserved ones nullable."""
+    """A new table's schema from a segment's: its user columns, then its reserved ones nullable.
+
+    Everything inside a list or a map is made nullable: Delta (delta-spark) refuses NOT NULL
+    nested within arrays or maps, and a file whose items are never null reads the same through
+    a table that would allow them.
+    """
     return pa.schema(
-        [f for f in schema if f.name not in RESERVED_COLUMNS]
-        + [f.with_nullable(True) for f in schema if f.name in RESERVED_COLUMNS]
+        [_relaxed(f) for f in schema if f.name not in RESERVED_COLUMNS]
+        + [_relaxed(f).with_nullable(True) for f in schema if f.name in RESERVED_COLUMNS]
     )
+
+
+def _relaxed(field: pa.Field, *, inside: bool = False) -> pa.Field:
+    """``field`` with every field under a list or map nullable (``inside``: it is under one)."""
+    t = field.type
+    if pa.types.is_struct(t):
+        t = pa.struct([_relaxed(f, inside=inside) for f in t])
+    elif pa.types.is_list(t) or pa.types.is_large_list(t):
+        item = _relaxed(t.value_field, inside=True)
+        t = pa.large_list(item) if pa.types.is_large_list(t) else pa.list_(item)
+    elif pa.types.is_map(t):
+        t = pa.map_(t.key_type, _relaxed(t.item_field, inside=True))
+    out = field.with_type(t)
+    return out.with_nullable(True) if inside else out
 
 
 @dataclass(frozen=True)

@@ -107,3 +107,32 @@ def test_temporary_files_of_interrupted_writes_carry_their_coordinates() -> None
     assert FileName.parse(temporary) is None  # not a data file
     assert FileName.parse(temporary, temporary=True) == name
     assert FileName.parse(f".{name}.tmp", temporary=True) is None  # not the writer's pattern
+
+
+def test_a_new_tables_schema_allows_nulls_inside_lists_and_maps() -> None:
+    """delta-spark refuses NOT NULL nested within arrays or maps (the reserved headers column
+    is a list of non-null structs), so a table made from a segment relaxes them."""
+    from parka.consumer._plan import table_schema_from_segment
+
+    from parka.segment import RESERVED_FIELDS
+
+    item = pa.struct([pa.field("k", pa.string(), nullable=False)])
+    segment = pa.schema(
+        [
+            pa.field("id", pa.int64(), nullable=False),
+            pa.field("tags", pa.list_(pa.field("element", pa.string(), nullable=False)), nullable=False),
+            pa.field("s", pa.struct([pa.field("xs", pa.list_(pa.field("element", item, nullable=False)))])),
+            pa.field("m", pa.map_(pa.string(), pa.field("value", pa.int64(), nullable=False))),
+            RESERVED_FIELDS[2].with_nullable(False),
+        ]
+    )
+    table = table_schema_from_segment(segment)
+    assert not table.field("id").nullable and not table.field("tags").nullable  # top level kept
+    assert table.field("tags").type.value_field.nullable
+    inner = table.field("s").type.field("xs").type.value_field
+    assert inner.nullable and inner.type.field("k").nullable
+    assert table.field("m").type.item_field.nullable
+    headers = table.field("__parka_headers")
+    assert headers.nullable and headers.type.value_field.nullable
+    assert headers.type.value_field.type.field("key").nullable
+    assert check_schema(table, segment).fits  # the segment's own files still fit the table

@@ -227,3 +227,35 @@ def test_new_columns_join_the_delta_spark_commit_with_merge(
         if "metaData" in a
     ]
     assert (names[0][-1], names[1][-2:]) == ("__parka_key", ["__parka_key", "note"])
+
+
+def test_a_table_made_from_segments_with_headers_and_nested_lists(
+    spark: Any, bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """delta-spark refuses NOT NULL nested within arrays; a segment's headers column is a list of
+    non-null structs, and Avro arrays have non-null items. The table made from such a segment
+    relaxes them, and the segments still land raw."""
+    topic = new_topic(partitions=1)
+    table = tmp_path / "events"
+    avro = {
+        "type": "record",
+        "name": "E",
+        "fields": [
+            {"name": "id", "type": "long"},
+            {"name": "tags", "type": {"type": "array", "items": "string"}},
+        ],
+    }
+    with ParquetProducer(
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "columnar.encoding": "parquet"}
+    ) as producer:
+        producer.set_schema(topic, avro)
+        for i in range(30):
+            producer.produce(topic, value={"id": i, "tags": [f"t{i}"]}, key=str(i), headers=[("h", str(i).encode())])
+        assert producer.flush(30) == 0
+    stats = ingest(spark, SparkIngestSettings(topic=topic, table_uri=str(table), bootstrap_servers=bootstrap))
+    assert stats.records == 30
+    rows = rows_via_spark(spark, table)
+    assert rows == rows_via_deltalake(table)
+    assert [(r["id"], r["tags"], r["__parka_headers"]) for r in rows] == [
+        (i, [f"t{i}"], [{"key": "h", "value": str(i).encode()}]) for i in range(30)
+    ]
