@@ -65,6 +65,7 @@ __all__ = [
     "create_table",
     "new_columns",
     "open_table",
+    "read_version",
     "referenced_files",
     "refresh",
     "schema_json",
@@ -216,6 +217,16 @@ def open_table(uri: str, storage_options: dict[str, str] | None = None) -> Delta
         raise CommitError(f"cannot open the Delta table at {uri}: {exc}") from exc
     _check_writable(table)
     return table
+
+
+def read_version(uri: str, version: int, storage_options: Mapping[str, str] | None = None) -> DeltaTable | None:
+    """The Delta table at ``uri`` as of ``version``, to read (``txn`` versions, add actions), or
+    ``None`` when delta-rs cannot read it (a reader feature it lacks, storage it cannot reach):
+    the caller then reads through its own engine. Never raises."""
+    try:
+        return DeltaTable(uri, version=version, storage_options=dict(storage_options or {}))
+    except Exception:  # deltalake raises bare Exception for many reasons; None says "ask someone else"
+        return None
 
 
 def _check_writable(table: DeltaTable) -> None:

@@ -95,15 +95,18 @@ def log_path(path: str) -> str:
 class SparkTableLog:
     """One table's log in delta-spark; see the module docstring. Not thread-safe."""
 
-    def __init__(self, spark: Any, uri: str, delta_log: Any) -> None:
+    def __init__(self, spark: Any, uri: str, delta_log: Any, storage_options: Mapping[str, str] | None = None) -> None:
         self.spark = spark
         self.uri = uri
         self._jvm = spark.sparkContext._jvm
         self._log = delta_log
+        self._storage_options = dict(storage_options or {})
         self._txn: Any = None  # the transaction reads go through; None once it committed
         self._version = -1
         self._metadata: dict[str, Any] = {}
         self._schema_changed = False
+        # delta-rs' read of the same version, for what delta-spark answers only with Spark jobs
+        self._reader: tuple[int, Any] | None = None
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -128,10 +131,28 @@ class SparkTableLog:
             self.refresh()
         return self._version
 
+    def _rs(self) -> Any:
+        """delta-rs' handle on exactly the version this transaction read, or None when delta-rs
+        cannot read the table. delta-spark answers ``txnVersion`` and the list of files from a
+        reconstruction of the table's state, a few Spark jobs (more than a CPU-second) per new
+        snapshot, i.e. per commit; delta-rs reads the same log natively in milliseconds."""
+        self._current()  # a transaction, and the version it read
+        if self._reader is None or self._reader[0] != self._version:
+            self._reader = (self._version, _delta.read_version(self.uri, self._version, self._storage_options))
+        return self._reader[1]
+
     def txn_version(self, app_id: str) -> int | None:
+        """The ``txn`` version of ``app_id`` in the version this transaction read. The app id is
+        registered as read by the transaction either way, so that delta-spark's conflict check
+        fails a commit if another one moved it meanwhile."""
+        txn = self._current()
+        reader = self._rs()
         with _translating(f"cannot read the txn version of '{app_id}'"):
-            version = int(self._current().txnVersion(app_id))
-        return None if version < 0 else version
+            if reader is not None:
+                txn.readTxn().addOne(app_id)  # what txnVersion() records, without its Spark jobs
+                return _delta.txn_version(reader, app_id)
+            found = int(txn.txnVersion(app_id))
+        return None if found < 0 else found
 
     def arrow_schema(self) -> pa.Schema:
         self._current()
@@ -143,6 +164,9 @@ class SparkTableLog:
         return [str(c) for c in self._metadata.get("partitionColumns") or []]
 
     def referenced_files(self) -> set[str]:
+        reader = self._rs()
+        if reader is not None:
+            return _delta.referenced_files(reader)
         from pyspark.sql import DataFrame
 
         with _translating("cannot list the table's add actions"):
@@ -225,7 +249,7 @@ class SparkEngine:
             return jvm.org.apache.spark.sql.delta.DeltaLog.forTable(self.spark._jsparkSession, uri)
 
     def open(self, uri: str, storage_options: Mapping[str, str] | None = None) -> SparkTableLog | None:
-        handle = SparkTableLog(self.spark, uri, self._delta_log(uri))
+        handle = SparkTableLog(self.spark, uri, self._delta_log(uri), storage_options)
         return handle if handle.refresh() >= 0 else None
 
     def create(
@@ -245,7 +269,7 @@ class SparkEngine:
             "configuration": {},
             "createdTime": int(time.time() * 1000),
         }
-        handle = SparkTableLog(self.spark, uri, self._delta_log(uri))
+        handle = SparkTableLog(self.spark, uri, self._delta_log(uri), storage_options)
         jvm = self.spark.sparkContext._jvm
         try:
             # What CREATE TABLE does, without its catalog check (which refuses any existing
