@@ -175,21 +175,23 @@ _EMPTY: dict[str, Any] = {}
 
 
 def _columns(dicts: Sequence[Mapping[str, Any]], fields: list[pa.Field], names: frozenset[str]) -> list[pa.Array]:
-    """One array per field, from mappings (a missing key is null); :class:`_Slow` on an unknown key."""
+    """One array per field, from mappings (a missing key is null); :class:`_Slow` on an unknown
+    key, or on a value that is not a mapping at all (the per-record path says so by name)."""
     out = []
     complete = True  # every mapping had every field
-    for field in fields:
-        try:
-            values = list(map(itemgetter(field.name), dicts))
-        except KeyError:
-            complete = False
-            values = [d.get(field.name) for d in dicts]
-        except TypeError as exc:  # a Mapping that is not subscriptable by name
-            raise _Slow(str(exc)) from None
-        out.append(_column(values, field))
-    # A mapping holding every field has no other key unless it is longer than the field list.
-    if (max(map(len, dicts), default=0) > len(fields)) if complete else bool(set().union(*dicts) - names):
-        raise _Slow("unknown field")
+    try:
+        for field in fields:
+            try:
+                values = list(map(itemgetter(field.name), dicts))
+            except KeyError:
+                complete = False
+                values = [d.get(field.name) for d in dicts]
+            out.append(_column(values, field))
+        # A mapping holding every field has no other key unless it is longer than the field list.
+        if (max(map(len, dicts), default=0) > len(fields)) if complete else bool(set().union(*dicts) - names):
+            raise _Slow("unknown field")
+    except (TypeError, AttributeError) as exc:  # not subscriptable by name, no len, no .get
+        raise _Slow(str(exc)) from None
     return out
 
 
@@ -231,11 +233,7 @@ def _column(values: list[Any], field: pa.Field) -> pa.Array:
 
 def _struct_column(values: list[Any], field: pa.Field) -> pa.Array:
     """A struct column built child by child (faster than Arrow inferring nested dicts, and each
-    level's keys are checked); other mappings than dicts take the per-record path."""
-    kinds = set(map(type, values))
-    kinds.discard(type(None))
-    if kinds - {dict}:
-        raise _Slow("a struct value that is not a dict")
+    level's keys are checked)."""
     nulls = values.count(None)
     if nulls == len(values):
         return pa.nulls(len(values), field.type)
