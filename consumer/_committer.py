@@ -169,7 +169,7 @@ class Committer:
                 partition_by=self.partition_by,
                 storage_options=self.storage_options,
             )
-            log.info("created Delta table %s from the segment schema (%s)", self.table_uri, self.engine.name)
+            log.info("new Delta table %s from the segment schema (%s)", self.table_uri, self.engine.name)
         except CommitConflict:
             self.table = self.engine.open(self.table_uri, self.storage_options)
             self._adopt_partitioning()

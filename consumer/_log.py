@@ -139,7 +139,10 @@ class LogEngine(Protocol):
         partition_by: Sequence[str],
         storage_options: Mapping[str, str] | None = None,
     ) -> TableLog:
-        """Create an empty table (no data) at ``uri``.
+        """A new table at ``uri``. delta-rs creates it at once, empty (version 0); delta-spark
+        creates it with the handle's first :meth:`TableLog.commit_add_files` (one version
+        instead of two), and until then the handle reads as the new table at version -1
+        (no ``txn`` versions, no files).
 
         Raises:
             SchemaMismatchError: a column Delta cannot store, or a bad partition column.

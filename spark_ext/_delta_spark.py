@@ -15,6 +15,9 @@ interface. Through py4j, on the driver:
   info. delta-spark itself then assigns row ids (row tracking), in-commit timestamps and domain
   metadata, checks the protocol and writes checkpoints, as its own writer would.
 * New columns join that commit as a metadata update (``updateMetadata``): one version.
+* A table :meth:`SparkEngine.create` makes is created by the first commit, with its data (the
+  ``metaData`` through ``updateMetadataForNewTable``, what ``CREATE TABLE`` does without its
+  catalog check): one version, where a commit of its own would cost about a CPU-second more.
 
 Exceptions leave as parka's::
 
@@ -79,14 +82,6 @@ def _translating(what: str) -> Iterator[None]:
         raise CommitError(f"{what}: {_message(exc)}") from exc
 
 
-def _seq(jvm: Any, items: Collection[Any]) -> Any:
-    """A Scala immutable ``Seq`` of JVM objects."""
-    listed = jvm.java.util.ArrayList()
-    for item in items:
-        listed.add(item)
-    return jvm.scala.jdk.javaapi.CollectionConverters.asScala(listed).toList()
-
-
 def log_path(path: str) -> str:
     """A data file's path as the Delta log holds it: URL-encoded (readers decode it once)."""
     return quote(path, safe="/=")
@@ -105,6 +100,11 @@ class SparkTableLog:
         self._version = -1
         self._metadata: dict[str, Any] = {}
         self._schema_changed = False
+        # A table this handle creates: its metaData, committed with the first data (one version
+        # instead of two: a commit of its own costs delta-spark about a CPU-second). None once
+        # the table exists.
+        self._pending: dict[str, Any] | None = None
+        self._read_app_ids: list[str] = []
         # delta-rs' read of the same version, for what delta-spark answers only with Spark jobs
         self._reader: tuple[int, Any] | None = None
 
@@ -120,13 +120,37 @@ class SparkTableLog:
             txn = self._log.startTransaction()
             version = int(txn.readVersion())
             metadata = json.loads(str(txn.metadata().json()))["metaData"] if version >= 0 else {}
+        pending = self._pending
+        if pending is not None and version < 0:
+            # What CREATE TABLE does, without its catalog check (which refuses any existing
+            # directory, and a Spark query's checkpoint lives in this one): the session's
+            # defaults choose the protocol and table features.
+            with _translating(f"cannot create a Delta table at {self.uri}"):
+                txn.updateMetadataForNewTable(self._action({"metaData": pending}))
+            metadata = pending
+        elif pending is not None:
+            self._adopt(pending, metadata)
         self._txn, self._version, self._metadata, self._schema_changed = txn, version, metadata, False
+        self._read_app_ids = []
         if metadata:
             fields = json.loads(metadata["schemaString"])["fields"]
             _delta.check_writable(metadata.get("configuration") or {}, [f.get("metadata") or {} for f in fields])
         return version
 
+    def _adopt(self, pending: Mapping[str, Any], found: Mapping[str, Any]) -> None:
+        """Another writer created the table this handle was about to create: take it if it is
+        the one this handle would have made (the data it holds was fitted to that)."""
+        same_schema = json.loads(found["schemaString"]) == json.loads(pending["schemaString"])
+        same_partitioning = list(found.get("partitionColumns") or []) == list(pending["partitionColumns"])
+        if not (same_schema and same_partitioning):
+            raise CommitError(
+                f"another writer created the Delta table at {self.uri} with another schema or partitioning "
+                "while this one was creating it; nothing was committed: restart to fit the data to that table"
+            )
+        self._pending = None
+
     def version(self) -> int:
+        """The snapshot's version; -1 while the table is still to be created by the next commit."""
         if self._txn is None and self._version < 0:
             self.refresh()
         return self._version
@@ -146,6 +170,11 @@ class SparkTableLog:
         registered as read by the transaction either way, so that delta-spark's conflict check
         fails a commit if another one moved it meanwhile."""
         txn = self._current()
+        self._read_app_ids.append(app_id)
+        if self._version < 0:  # a table still to be created: no txn yet
+            with _translating(f"cannot read the txn version of '{app_id}'"):
+                txn.readTxn().addOne(app_id)
+            return None
         reader = self._rs()
         with _translating(f"cannot read the txn version of '{app_id}'"):
             if reader is not None:
@@ -164,6 +193,8 @@ class SparkTableLog:
         return [str(c) for c in self._metadata.get("partitionColumns") or []]
 
     def referenced_files(self) -> set[str]:
+        if self.version() < 0:
+            return set()
         reader = self._rs()
         if reader is not None:
             return _delta.referenced_files(reader)
@@ -184,6 +215,13 @@ class SparkTableLog:
         if self._schema_changed:  # delta-spark takes one metadata update per transaction
             raise CommitError("add_columns twice before a commit: add all new columns at once")
         metadata = {**self._metadata, "schemaString": merged}
+        if self._pending is not None:  # not created yet: create it with these columns
+            self._pending = metadata
+            read = list(self._read_app_ids)
+            self.refresh()
+            for app_id in read:
+                self.txn_version(app_id)
+            return
         with _translating("cannot add columns"):
             txn.updateMetadata(self._action({"metaData": metadata}), False)
         self._metadata, self._schema_changed = metadata, True
@@ -193,7 +231,7 @@ class SparkTableLog:
     ) -> int:
         txn = self._current()
         if not files and not txns and not self._schema_changed:
-            return self._version
+            return self._version  # a table still to be created stays so: nothing to create it with
         _delta.check_commit(files, txns, self.partition_columns())
         now_ms = int(time.time() * 1000)
         adds = [
@@ -223,10 +261,12 @@ class SparkTableLog:
         self._txn = None  # used up, whatever happens
         with _translating(f"commit on version {read_version} failed"):
             version = int(txn.commit(jvm.scala.jdk.javaapi.CollectionConverters.asScala(actions).toList(), operation))
-        self._version = version
+        self._version, self._pending = version, None
         return version
 
     def checkpoint(self) -> None:
+        if self._pending is not None:
+            return
         with _translating("cannot write a checkpoint"):
             none = self._jvm.scala.Option.empty()
             snapshot = self._log.update(False, none, none)
@@ -285,24 +325,8 @@ class SparkEngine:
             "createdTime": int(time.time() * 1000),
         }
         handle = SparkTableLog(self.spark, uri, self._delta_log(uri), storage_options)
-        jvm = self.spark.sparkContext._jvm
-        try:
-            # What CREATE TABLE does, without its catalog check (which refuses any existing
-            # directory, and the query's checkpoint lives in this one): the session's defaults
-            # choose the protocol and table features.
-            txn = handle._log.startTransaction()
-            if int(txn.readVersion()) >= 0:
-                raise CommitConflict(f"a Delta table was created at {uri} concurrently")
-            action = handle._action({"metaData": metadata})
-            txn.updateMetadataForNewTable(action)
-            create = getattr(jvm.org.apache.spark.sql.delta, "DeltaOperations$CreateTable")
-            operation = create(action, False, False, jvm.scala.Option.empty())
-            txn.commit(_seq(jvm, []), operation)
-        except ParkaError:
-            raise
-        except Exception as exc:
-            if self.open(uri) is not None:
-                raise CommitConflict(f"a Delta table was created at {uri} concurrently") from exc
-            raise CommitError(f"cannot create a Delta table at {uri}: {_message(exc)}") from exc
+        if handle.refresh() >= 0:
+            raise CommitConflict(f"a Delta table was created at {uri} concurrently")
+        handle._pending = metadata  # created by the first commit_add_files, with its data
         handle.refresh()
         return handle

@@ -156,7 +156,7 @@ def test_the_delta_rs_engine_is_a_flag_and_both_engines_continue_one_txn(
 def test_the_delta_spark_log_turns_delta_spark_exceptions_into_parka_errors(spark: Any, tmp_path: Path) -> None:
     uri = str(tmp_path / "t")
     engine = SparkEngine(spark)
-    engine.create(uri, pa.schema([("x", pa.int64())]), partition_by=[])
+    engine.create(uri, pa.schema([("x", pa.int64())]), partition_by=[]).commit_add_files([], txns={"setup-0": 0})
     with pytest.raises(CommitConflict, match=r"created at .* concurrently"):
         engine.create(uri, pa.schema([("x", pa.int64())]), partition_by=[])
     first, second = engine.open(uri), engine.open(uri)
@@ -259,3 +259,39 @@ def test_a_table_made_from_segments_with_headers_and_nested_lists(
     assert [(r["id"], r["tags"], r["__parka_headers"]) for r in rows] == [
         (i, [f"t{i}"], [{"key": "h", "value": str(i).encode()}]) for i in range(30)
     ]
+
+
+def test_a_table_the_delta_spark_engine_creates_arrives_with_its_first_data(spark: Any, tmp_path: Path) -> None:
+    """One version, not a CREATE then a WRITE; a writer that raced to create the same table takes
+    it (and its commit conflicts, then lands on top), one with another schema is refused."""
+    uri = str(tmp_path / "t")
+    schema = pa.schema([("x", pa.int64())])
+    engine = SparkEngine(spark)
+    first, second = (engine.create(uri, schema, partition_by=[]) for _ in range(2))
+    other = engine.create(uri, pa.schema([("y", pa.string())]), partition_by=[])
+    for handle in (first, second, other):
+        assert (handle.version(), handle.txn_version("app-0"), handle.referenced_files()) == (-1, None, set())
+        assert handle.arrow_schema().names in (["x"], ["y"])
+    first.checkpoint()  # nothing to checkpoint yet: no table
+    assert not (tmp_path / "t" / "_delta_log").exists() or not list((tmp_path / "t" / "_delta_log").glob("*.json"))
+    first.add_columns([pa.field("note", pa.string())])  # joins the new table's metaData
+    assert first.commit_add_files([], txns={"app-0": 3}, commit_info={"who": "first"}) == 0
+    (commit,) = sorted((tmp_path / "t" / "_delta_log").glob("[0-9]*.json"))
+    actions = [json.loads(line) for line in commit.read_text().splitlines()]
+    assert {next(iter(a)) for a in actions} == {"commitInfo", "protocol", "metaData", "txn"}
+    (metadata,) = [a["metaData"] for a in actions if "metaData" in a]
+    assert [f["name"] for f in json.loads(metadata["schemaString"])["fields"]] == ["x", "note"]
+    assert [a["commitInfo"]["operation"] for a in actions if "commitInfo" in a] == ["WRITE"]
+    # the second read no txn of app-0 in a table that did not exist: its commit conflicts...
+    with pytest.raises(CommitConflict):
+        second.commit_add_files([], txns={"app-0": 2})
+    with pytest.raises(CommitError, match="another schema or partitioning"):
+        second.refresh()  # it made ['x'], the table has ['x', 'note']: refused, nothing committed
+    third = engine.create(str(tmp_path / "u"), schema, partition_by=[])
+    SparkEngine(spark).create(str(tmp_path / "u"), schema, partition_by=[]).commit_add_files([], txns={"b-0": 1})
+    assert third.refresh() == 0  # ...and one with the same schema takes the table
+    assert (third.txn_version("b-0"), third.txn_version("app-0")) == (1, None)
+    assert third.commit_add_files([], txns={"app-0": 1}) == 1
+    with pytest.raises(CommitError, match="another schema or partitioning"):
+        other.refresh()
+    assert DeltaTable(uri).version() == 0
