@@ -15,6 +15,9 @@ header             value (ASCII)          meaning
 ``parka.records``  decimal count          number of rows in the Parquet file
 ``parka.schema``   16 hex digits          :func:`parka.schema.schema_fingerprint` of the user
                                           columns (reserved columns excluded)
+``parka.crc32``    8 hex digits           CRC-32 (zlib's) of the value; optional (parka's
+                                          producer writes it), checked by every reader
+                                          when present
 =================  =====================  ==================================================
 
 Per-record Kafka metadata travels as reserved columns after the user columns, each present only
@@ -31,6 +34,7 @@ carried untouched; names starting with ``parka.`` are reserved.
 from __future__ import annotations
 
 import re
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +48,7 @@ from parka.schema import RESERVED_PREFIX, schema_fingerprint
 __all__ = [
     "CODECS",
     "CODEC_HEADER",
+    "CRC_HEADER",
     "FORMAT_HEADER",
     "HEADERS_COLUMN",
     "KEY_COLUMN",
@@ -69,6 +74,7 @@ VERSION_HEADER = "parka.version"
 CODEC_HEADER = "parka.codec"
 RECORDS_HEADER = "parka.records"
 SCHEMA_HEADER = "parka.schema"
+CRC_HEADER = "parka.crc32"
 FORMAT = b"parquet"
 VERSION = 1
 
@@ -88,6 +94,7 @@ _RESERVED_FINGERPRINTS = {f.name: schema_fingerprint(pa.schema([f])) for f in RE
 
 _FORMAT_KEYS = frozenset({FORMAT_HEADER, FORMAT_HEADER.encode()})
 _FINGERPRINT = re.compile(rb"[0-9a-f]{16}")
+_CRC = re.compile(rb"[0-9a-f]{8}")
 
 HeaderValue = bytes | str | None
 HeadersInput = Sequence[tuple[str | bytes, HeaderValue]] | Mapping[str, HeaderValue] | None
@@ -110,6 +117,7 @@ class SegmentInfo:
     codec: str
     num_records: int
     fingerprint: str
+    crc32: int | None = None  # of the value, when the producer wrote ``parka.crc32``
 
 
 @dataclass(frozen=True)
@@ -169,15 +177,20 @@ def encode_segment(
         )
     except (pa.ArrowException, OSError) as exc:
         raise SegmentError(f"cannot encode segment as Parquet: {exc}") from exc
+    value = sink.getvalue().to_pybytes()
     headers = [
         (FORMAT_HEADER, FORMAT),
         (VERSION_HEADER, str(VERSION).encode()),
         (CODEC_HEADER, codec.encode()),
         (RECORDS_HEADER, str(table.num_rows).encode()),
         (SCHEMA_HEADER, fingerprint.encode()),
+        # The ingestion path lands the bytes without reading their pages: this is what tells
+        # it a segment was altered after it was written (Kafka's own batch CRC covers only
+        # the way from the producer's client to the broker and back).
+        (CRC_HEADER, f"{zlib.crc32(value):08x}".encode()),
         *extra_headers,
     ]
-    return Segment(value=sink.getvalue().to_pybytes(), headers=headers, num_records=table.num_rows)
+    return Segment(value=value, headers=headers, num_records=table.num_rows)
 
 
 def _check_codec(codec: str, level: int | None) -> str:
@@ -212,11 +225,14 @@ def read_segment_info(
 ) -> SegmentInfo:
     """Parse and check a segment's headers (the last one wins when a name repeats).
 
-    ``value`` and the coordinates only go into the error, so that it keeps the raw message.
+    With ``value``, its CRC-32 is checked against ``parka.crc32`` when the segment has one
+    (parka's producer always writes it; segments from elsewhere may lack it). ``value`` and
+    the coordinates also go into the error, so that it keeps the raw message.
 
     Raises:
         SegmentDecodeError: a ``parka.*`` header is missing or malformed, the format is not
-            ``parquet``, or the version is newer than this parka reads.
+            ``parquet``, the version is newer than this parka reads, or ``value`` is not the
+            bytes ``parka.crc32`` was computed over.
     """
     raw = _normalize_headers(headers)
     found = {key: val for key, val in raw if key.startswith("parka.")}
@@ -242,7 +258,20 @@ def read_segment_info(
     fingerprint = found.get(SCHEMA_HEADER)
     if fingerprint is None or not _FINGERPRINT.fullmatch(fingerprint):
         raise fail(f"missing or malformed '{SCHEMA_HEADER}' header: {fingerprint!r}")
-    return SegmentInfo(version=version, codec=codec.decode(), num_records=num_records, fingerprint=fingerprint.decode())
+    crc: int | None = None
+    if CRC_HEADER in found:
+        raw_crc = found[CRC_HEADER]
+        if raw_crc is None or not _CRC.fullmatch(raw_crc):
+            raise fail(f"malformed '{CRC_HEADER}' header (8 lowercase hex digits): {raw_crc!r}")
+        crc = int(raw_crc, 16)
+        if value is not None and zlib.crc32(value) != crc:
+            raise fail(
+                f"segment value ({len(value)} bytes) has CRC-32 {zlib.crc32(value):08x}, but '{CRC_HEADER}' "
+                f"says {crc:08x}: the bytes changed after the producer wrote them"
+            )
+    return SegmentInfo(
+        version=version, codec=codec.decode(), num_records=num_records, fingerprint=fingerprint.decode(), crc32=crc
+    )
 
 
 def _normalize_headers(headers: HeadersInput) -> list[tuple[str, bytes | None]]:

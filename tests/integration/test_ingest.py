@@ -272,22 +272,24 @@ def test_bad_messages_go_to_the_dead_letter_table_and_nothing_is_lost(
     plain = (b'{"id": 1}', None)
     wrong_type = _segment(events(100, 5).set_column(0, "id", pa.array([str(i) for i in range(5)])))
     new_column = _segment(events(200, 5).append_column("extra", pa.array([1] * 5, pa.int32())))
-    _send(bootstrap, topic, [good1, corrupt, good2, plain, wrong_type, new_column, good3])
+    unreadable = (b"PAR1 garbage", [(k, v) for k, v in good1[1] if k != "parka.crc32"])  # another producer's
+    _send(bootstrap, topic, [good1, corrupt, good2, plain, wrong_type, new_column, good3, unreadable])
     table, dlq = tmp_path / "t", tmp_path / "dlq"
     result = last_json(run_ingest(topic, table, bootstrap, "--end-at-latest", "--dlq-table", str(dlq)))
-    assert result["dead_letters"] == 4
+    assert result["dead_letters"] == 5
     assert sorted(table_ids(table)) == list(range(30))
     dead = DeltaTable(str(dlq)).to_pyarrow_table().sort_by("offset").to_pylist()
-    assert [d["offset"] for d in dead] == [1, 3, 4, 5]
-    assert [d["value"] for d in dead] == [corrupt[0], plain[0], wrong_type[0], new_column[0]]
-    assert "not a readable Parquet file" in dead[0]["error"]
+    assert [d["offset"] for d in dead] == [1, 3, 4, 5, 7]
+    assert [d["value"] for d in dead] == [corrupt[0], plain[0], wrong_type[0], new_column[0], unreadable[0]]
+    assert "but 'parka.crc32' says" in dead[0]["error"]  # a good segment's headers on other bytes
     assert "not a parka segment" in dead[1]["error"]
     assert "column 'id' is string in the segment but int64 in the table" in dead[2]["error"]
     assert "--schema-evolution merge" in dead[3]["error"]
+    assert "not a readable Parquet file" in dead[4]["error"]
     assert all(d["topic"] == topic and d["partition"] == 0 for d in dead)
     # a second run re-reads nothing and duplicates no dead letter
     run_ingest(topic, table, bootstrap, "--end-at-latest", "--dlq-table", str(dlq))
-    assert DeltaTable(str(dlq)).to_pyarrow_table().num_rows == 4
+    assert DeltaTable(str(dlq)).to_pyarrow_table().num_rows == 5
 
 
 def test_without_dead_letter_table_a_bad_message_stops_with_progress_committed(

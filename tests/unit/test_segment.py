@@ -6,6 +6,7 @@ import io
 import json
 import re
 import uuid
+import zlib
 from typing import Any
 
 import pyarrow as pa
@@ -199,16 +200,37 @@ def test_value_is_a_standalone_parquet_file(codec: str) -> None:
 
 
 def test_headers() -> None:
-    _, headers = encode(sample_table(), "snappy", extra_headers=[("app", b"x")])
+    value, headers = encode(sample_table(), "snappy", extra_headers=[("app", b"x")])
+    crc = zlib.crc32(value)
     assert headers == [
         ("parka.format", b"parquet"),
         ("parka.version", b"1"),
         ("parka.codec", b"snappy"),
         ("parka.records", b"3"),
         ("parka.schema", FINGERPRINT.encode()),
+        ("parka.crc32", f"{crc:08x}".encode()),
         ("app", b"x"),
     ]
-    assert read_segment_info(headers) == SegmentInfo(version=1, codec="snappy", num_records=3, fingerprint=FINGERPRINT)
+    assert read_segment_info(headers, value=value) == SegmentInfo(
+        version=1, codec="snappy", num_records=3, fingerprint=FINGERPRINT, crc32=crc
+    )
+
+
+def test_a_value_that_changed_after_the_producer_wrote_it_is_refused_by_its_crc() -> None:
+    """The footer and the headers still parse, so only the CRC tells: ingestion would land it."""
+    value, headers = encode(sample_table(), "none")
+    middle = len(value) // 2
+    altered = value[:middle] + bytes([value[middle] ^ 0x01]) + value[middle + 1 :]
+    with pytest.raises(SegmentDecodeError, match=r"has CRC-32 [0-9a-f]{8}, but 'parka.crc32' says") as caught:
+        read_segment_info(headers, value=altered, topic="t", partition=1, offset=7)
+    assert (caught.value.value, caught.value.offset) == (altered, 7)  # the raw message is kept
+    with pytest.raises(SegmentDecodeError, match=r"parka\.crc32"):
+        decode_segment(altered, headers)
+    # without the header (another producer's segment) the same bytes are not checked this way
+    bare = [(k, v) for k, v in headers if k != "parka.crc32"]
+    assert read_segment_info(bare, value=altered).crc32 is None
+    with pytest.raises(SegmentDecodeError, match=r"malformed .parka\.crc32."):
+        read_segment_info([*bare, ("parka.crc32", b"XYZ")], value=value)
 
 
 def test_reserved_columns_only_when_some_value_is_set() -> None:
@@ -262,9 +284,10 @@ def test_encode_rejects_bad_options() -> None:
 
 def test_compression_level_changes_the_bytes_not_the_data() -> None:
     table = sample_table()
-    low, _ = encode(table, "zstd", compression_level=1)
+    low, low_headers = encode(table, "zstd", compression_level=1)
     high, headers = encode(table, "zstd", compression_level=19)
-    assert decode_segment(low, headers).equals(decode_segment(high, headers))
+    assert low != high
+    assert decode_segment(low, low_headers).equals(decode_segment(high, headers))
 
 
 def test_is_segment() -> None:
@@ -359,10 +382,15 @@ def corrupt_middle(value: bytes) -> bytes:
     ],
     ids=["empty", "not-parquet", "truncated-half", "truncated-magic", "bad-footer", "corrupt-pages"],
 )
-def test_bad_bytes_raise_decode_error_keeping_raw_bytes(mangle: Any, message: str) -> None:
+@pytest.mark.parametrize("crc", [True, False], ids=["crc-header", "no-crc-header"])
+def test_bad_bytes_raise_decode_error_keeping_raw_bytes(mangle: Any, message: str, crc: bool) -> None:
+    """With ``parka.crc32`` the checksum refuses them first; without (another producer's
+    segment), Parquet's own checks do."""
     value, headers = encode(sample_table(), "snappy")
+    if not crc:
+        headers = [(k, v) for k, v in headers if k != "parka.crc32"]
     bad = mangle(value)
-    with pytest.raises(SegmentDecodeError, match=message) as info:
+    with pytest.raises(SegmentDecodeError, match=r"but 'parka\.crc32' says" if crc else message) as info:
         decode_segment(bad, headers, topic="orders", partition=1, offset=77)
     error = info.value
     assert error.value == bad
@@ -372,6 +400,7 @@ def test_bad_bytes_raise_decode_error_keeping_raw_bytes(mangle: Any, message: st
 
 def test_page_checksums_catch_corruption_of_uncompressed_pages() -> None:
     value, headers = encode(sample_table(), "none")
+    headers = [(k, v) for k, v in headers if k != "parka.crc32"]  # the pages' own CRCs, not the value's
     footer_start = len(value) - 8 - int.from_bytes(value[-8:-4], "little")
     for position in range(4, footer_start, max(1, footer_start // 50)):
         bad = bytearray(value)

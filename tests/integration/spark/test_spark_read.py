@@ -98,4 +98,4 @@ def test_a_bad_row_fails_the_job_naming_topic_partition_offset(
     err = translate(info.value)
     assert type(err) is expected
     assert (err.topic, err.partition, err.offset) == (topic, 0, 1)
-    assert ("not a parka segment" if bad == "plain" else "not a readable Parquet file") in str(err)
+    assert ("not a parka segment" if bad == "plain" else "but 'parka.crc32' says") in str(err)
