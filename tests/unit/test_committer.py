@@ -4,6 +4,7 @@ interrupted writes, and the table's own partitioning."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pyarrow as pa
@@ -108,3 +109,33 @@ def test_an_existing_tables_partitioning_wins_and_a_different_one_is_refused(tmp
     assert ids(tmp_path / "t") == [1, 2]
     with pytest.raises(ConfigError, match=r"'--partition-by'.*the table's own partition columns \(day\)"):
         committer(tmp_path / "t", partition_by=("id",))
+
+
+def test_dead_letter_appends_racing_another_writer_are_retried(tmp_path: Path) -> None:
+    """Found by the fault suite: two workers of one group dead-lettering at the same time. The
+    loser's dead-letter append raised CommitConflict out of the committer (the worker exited 1,
+    and again on every restart while the other kept writing) instead of re-reading and retrying
+    as a conflicting main commit does."""
+    first = committer(tmp_path / "t")
+    first.commit([landed(first, 0, 0, [1]), landed(first, 1, 0, [2])])
+    dlq = tmp_path / "dlq"
+    errors: list[BaseException] = []
+
+    def worker(partition: int) -> None:
+        c = committer(tmp_path / "t", dlq_table_uri=str(dlq))
+        try:
+            for offset in range(1, 21):
+                c.commit([], [refused(partition, offset)])
+        except BaseException as exc:  # reported below, from the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(p,)) for p in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    dead = DeltaTable(str(dlq)).to_pyarrow_table().to_pylist()
+    assert sorted((d["partition"], d["offset"]) for d in dead) == [(p, o) for p in (0, 1) for o in range(1, 21)]
+    table = DeltaTable(str(tmp_path / "t"))
+    assert (table.transaction_version("app-0"), table.transaction_version("app-1")) == (20, 20)
