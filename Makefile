@@ -69,7 +69,7 @@ bench: setup kafka-up $(BIN)/.bench-installed ## the full benchmark suite (~25 m
 bench-quick: setup kafka-up $(BIN)/.bench-installed ## a reduced benchmark suite (a few minutes) into BENCH_OUT (default bench-out/quick)
 	$(BIN)/python -m benchmarks.suite --mode quick --out $(BENCH_OUT) $(BENCH_ARGS)
 
-reliability: setup kafka-up ## the full fault suite (~20 min on 2 cores): kills, restarts, bad inputs; summary in reliability-out/full
+reliability: setup kafka-up ## the full fault suite (~13 min on 2 cores): kills, restarts, bad inputs; summary in reliability-out/full
 	PARKA_FUZZ_EXAMPLES=1000 $(BIN)/pytest tests/unit/test_segment_fuzz.py -q -p no:cacheprovider
 	$(BIN)/python -m reliability --mode full --bootstrap 127.0.0.1:$(PARKA_KAFKA_PORT) --seed $(SEED) \
 	  --out $(RELIABILITY_OUT)/full

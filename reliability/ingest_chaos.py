@@ -364,9 +364,15 @@ class IngestChaos:
                 "append_errors": foreign.errors[:5],
             },
             "orphans": len(orphans),
+            "dead_letter_table_orphans": len(dlq_orphans),
             # write_deltalake writes its file before it commits: a dead-letter append that loses
             # a race leaves one behind (reported, not counted: no record is affected)
-            "dead_letter_table_orphans": len(dlq_orphans),
+            "notes": [
+                f"{len(dlq_orphans)} unreferenced file(s) under the dead-letter table, left by dead-letter "
+                "appends that lost a race (deltalake's write_deltalake writes its file before it commits)"
+            ]
+            if dlq_orphans
+            else [],
             "final_pass": final.stdout.strip().splitlines()[-1] if final and final.stdout.strip() else None,
             "workers_started": self.started,
             "problems": problems,

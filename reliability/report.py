@@ -80,9 +80,11 @@ def summarize(
             n = ingest_faults.get(f"crash point {point}", 0)
             requirements.append((f"parka ingest killed at crash point {point} ({n})", n > 0))
     if "spark" in results:
-        spark_kills = sum(n for kind, n in results["spark"].get("faults", {}).items() if _is_crash(kind))
-        requirements.append((f"Spark drivers killed ({spark_kills})", spark_kills > 0))
+        done = sum(n for kind, n in results["spark"].get("faults", {}).items() if _is_crash(kind) and "not" not in kind)
+        planned = results["spark"].get("planned_kills", 1)
+        requirements.append((f"Spark drivers killed as planned ({done} of {planned})", done >= planned))
     problems = [f"{name}: {p}" for name, res in results.items() for p in res.get("problems", [])]
+    notes = [f"{CHAOS.get(name, name)}: {n}" for name, res in results.items() for n in res.get("notes", [])]
     ok = (
         totals["lost"] == 0
         and totals["duplicated"] == 0
@@ -103,6 +105,7 @@ def summarize(
         "bad_inputs": bad_inputs,
         "requirements": [{"what": what, "met": met} for what, met in requirements],
         "problems": problems,
+        "notes": notes,
         "ok": ok,
         "results": results,
     }
@@ -162,6 +165,7 @@ def render(s: dict[str, Any]) -> str:
             lines += [f"        PROBLEM: {p}" for p in o.get("problems", [])[:3]]
     lines.append("")
     lines += [f"{'met ' if r['met'] else 'NOT '} {r['what']}" for r in s["requirements"]]
+    lines += [f"note: {n}" for n in s["notes"]]
     lines += [f"PROBLEM {p[:600]}" for p in s["problems"]]
     verdict = "PASS" if s["ok"] else "FAIL"
     lines.append(

@@ -7,10 +7,10 @@ group of its own, armed with one of the driver's crash points (``PARKA_TEST_CRAS
 ``batch-before-write``, ``batch-after-write``, ``after-dead-letters``, ``after-delta-commit``;
 ``PARKA_TEST_CRASH_AFTER`` drawn by the seed), or killed from outside: SIGKILL to the whole
 process group (driver, JVM, Python workers) right after a commit. Each is followed by the
-next run, which must replay or skip what the killed one left. During one run ``parka ingest``
-with the same app id ingests the same topic into the same table (another writer). A last run
-without faults must exit 0; then every acknowledged id is in the table once, every bad message
-once in the dead-letter table, and no data file is unreferenced.
+next run, which must replay or skip what the killed one left. A last run without faults must
+exit 0, with ``parka ingest`` (same app id: another writer) racing it on the same table. Then
+every acknowledged id is in the table once, every bad message once in the dead-letter table,
+and no data file is unreferenced.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ RUN_TIMEOUT_S = 420
 @dataclass(frozen=True)
 class SparkPlan:
     """``crashes`` runs killed at a crash point (cycling through :data:`SPARK_POINTS` in a seeded
-    order), ``group_kills`` runs whose process group the suite kills after a commit."""
+    order), ``group_kills`` runs whose process group the suite kills after a commit; with
+    ``racer``, ``parka ingest`` races the last run on the same table."""
 
     crashes: int
     group_kills: int
@@ -122,33 +123,45 @@ class SparkChaos:
         else:
             self.problems.append(f"{run.name} exited {code}: {run.tail(2000)}")
 
-    def group_kill_run(self, racer: bool) -> None:
-        """A run killed from outside (SIGKILL to its process group) after its k-th commit; with
-        ``racer``, ``parka ingest`` (same app id) joins after Spark's first commit."""
+    def group_kill_run(self) -> None:
+        """A run killed from outside, SIGKILL to its whole process group, right after its k-th
+        commit (k drawn by the seed)."""
         run = self.start()
-        commits = self.rng.randint(1, 3)
+        commits = self.rng.randint(1, 2)
         self.events.append(f"{run.name}: SIGKILL of its process group after commit {commits}")
-        wait_for(lambda: run.count("committed ") >= 1 or not run.alive(), f"{run.name}'s first commit", RUN_TIMEOUT_S)
+        wait_for(lambda: run.count("committed ") >= commits or not run.alive(), f"{run.name}'s commits", RUN_TIMEOUT_S)
+        if run.alive():
+            run.kill_group()
+            self.faults["SIGKILL of the process group after a commit"] += 1
+        else:
+            self.faults["SIGKILL of the process group not done (the run finished first)"] += 1
+        code = run.wait_exit(60)
+        run.wait_group_gone(60)
+        if code not in (-signal.SIGKILL, 0):
+            self.problems.append(f"{run.name} exited {code}: {run.tail(2000)}")
+
+    def final_run(self) -> Proc:
+        """The last run, without faults; with ``racer``, ``parka ingest`` (same app id) joins it
+        on the same table once Spark has committed. Both must exit 0."""
+        run = self.start()
         other = None
-        if racer and run.alive():
+        if self.plan.racer:
+            wait_for(lambda: run.has("committed ") or not run.alive(), f"{run.name}'s first commit", RUN_TIMEOUT_S)
             command = ingest_command(self.topic, self.table, self.bootstrap, "--end-at-latest")
             command += ["--max-segments-per-commit", "2", "--dlq-table", str(self.dlq)]
             other = Proc.start("racer-parka-ingest", command, self.out / "logs" / "racer-parka-ingest.log")
             self.everyone.append(other)
-            self.events.append("parka ingest (same app id) races it on the same table")
-        wait_for(lambda: run.count("committed ") >= commits or not run.alive(), f"{run.name}'s commits", 300)
-        if run.alive():
-            run.kill_group()
-            self.faults["SIGKILL of the process group after a commit"] += 1
-        code = run.wait_exit(60)
+            self.events.append(f"{run.name}: parka ingest (same app id) races it on the same table")
+        code = run.wait_exit(RUN_TIMEOUT_S)
         run.wait_group_gone(60)
-        if code != -signal.SIGKILL and code != 0:
-            self.problems.append(f"{run.name} exited {code}: {run.tail(2000)}")
+        if code != 0:
+            self.problems.append(f"the last spark-ingest run exited {code}: {run.tail(2000)}")
         if other is not None:
             other_code = other.wait_exit(300)
             self.events.append(f"the racing parka ingest exited {other_code}")
             if other_code != 0:
                 self.problems.append(f"the racing parka ingest exited {other_code}: {other.tail(2000)}")
+        return run
 
     def run(self, ids: IdSource) -> dict[str, Any]:
         started = time.monotonic()
@@ -171,7 +184,6 @@ class SparkChaos:
             )
             if created.returncode != 0:
                 raise RuntimeError(f"parka ingest could not create the table: {created.stderr[-2000:]}")
-            raced = not self.plan.racer
             for i, (action, point) in enumerate(steps):
                 self.produce_chunk(ledger, ids, self.rng.randint(12, 20))
                 log.info("spark step %d/%d: %s", i + 1, len(steps), point or action)
@@ -180,14 +192,10 @@ class SparkChaos:
                     after = 1 if point == "after-dead-letters" else self.rng.randint(1, 3)
                     self.crash_run(point, after)
                 else:
-                    self.group_kill_run(not raced)
-                    raced = True
-            self.produce_chunk(ledger, ids, 8)
-            final = self.start()
-            code = final.wait_exit(RUN_TIMEOUT_S)
-            final.wait_group_gone(60)
-            if code != 0:
-                self.problems.append(f"the last spark-ingest run exited {code}: {final.tail(2000)}")
+                    self.group_kill_run()
+            # a longer backlog for the last run, which the racer shares
+            self.produce_chunk(ledger, ids, 30)
+            final = self.final_run()
         finally:
             stop_all(self.everyone)
         return self.verdict(ledger, final, time.monotonic() - started)
@@ -211,6 +219,7 @@ class SparkChaos:
             "table": str(self.table),
             "wall_s": round(wall_s, 1),
             "faults": dict(self.faults),
+            "planned_kills": self.plan.crashes + self.plan.group_kills,
             **tally.as_dict(),
             "segments_acknowledged": ledger.segments,
             "bad_messages_sent": len(ledger.bad),

@@ -47,7 +47,7 @@ MODES = {
     # 6 points x 5 crashes + 6 kills: 36 SIGKILLs of parka ingest workers; 5 Spark driver kills
     "full": Mode(IngestPlan(crashes_per_point=5, kills=6, leaves=6), SparkPlan(crashes=4, group_kills=1), True),
     # 6 points x 1 + 1 kill: 7 SIGKILLs; no JVM start-up (Spark) and no broker of its own
-    "quick": Mode(IngestPlan(crashes_per_point=1, kills=1, leaves=1, racer=False), None, False),
+    "quick": Mode(IngestPlan(crashes_per_point=1, kills=1, leaves=1), None, False),
 }
 SCENARIOS = ("bad-inputs", "ingest", "spark", "broker")
 
