@@ -71,6 +71,7 @@ bench-quick: setup kafka-up $(BIN)/.bench-installed ## a reduced benchmark suite
 
 reliability: setup kafka-up ## the full fault suite (~13 min on 2 cores): kills, restarts, bad inputs; summary in reliability-out/full
 	PARKA_FUZZ_EXAMPLES=1000 $(BIN)/pytest tests/unit/test_segment_fuzz.py -q -p no:cacheprovider
+	rm -rf $(RELIABILITY_OUT)/full
 	$(BIN)/python -m reliability --mode full --bootstrap 127.0.0.1:$(PARKA_KAFKA_PORT) --seed $(SEED) \
 	  --out $(RELIABILITY_OUT)/full
 

@@ -104,7 +104,7 @@ class Proc:
             environ["PARKA_TEST_CRASH_AT"] = crash_at
             environ["PARKA_TEST_CRASH_AFTER"] = str(crash_after)
         log.parent.mkdir(parents=True, exist_ok=True)
-        with open(log, "ab") as handle:  # the child keeps its own descriptor
+        with open(log, "wb") as handle:  # the child keeps its own descriptor
             armed = f"  # PARKA_TEST_CRASH_AT={crash_at} PARKA_TEST_CRASH_AFTER={crash_after}" if crash_at else ""
             handle.write(f"$ {' '.join(command)}{armed}\n".encode())
             handle.flush()

@@ -73,6 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     mode = MODES[args.mode]
     out: Path = args.out.resolve()
+    if out.exists() and any(out.iterdir()):
+        # a run's tables and logs stay in --out: a second run there would mix with them
+        print(f"python -m reliability: --out {out} is not empty; give a new or empty folder", file=sys.stderr)
+        return 2
     out.mkdir(parents=True, exist_ok=True)
     clients = logging.FileHandler(out / "kafka-clients.log")
     clients.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
