@@ -10,7 +10,10 @@ BENCH_FULL_OUT = $(if $(filter file,$(origin BENCH_OUT)),bench-out/full,$(BENCH_
 BENCH_ARGS = --bootstrap localhost:$(PARKA_KAFKA_PORT) --kafka-data-dir "$$(scripts/kafka-local.sh data-dir)"
 
 .DEFAULT_GOAL := help
-.PHONY: help setup kafka-up kafka-down kafka-status spark-cluster-up spark-cluster-down lint test test-unit test-integration demo bench bench-quick clean
+SEED ?= 1
+RELIABILITY_OUT ?= reliability-out
+
+.PHONY: help setup kafka-up kafka-down kafka-status spark-cluster-up spark-cluster-down lint test test-unit test-integration demo bench bench-quick reliability reliability-quick clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 20
@@ -66,5 +69,14 @@ bench: setup kafka-up $(BIN)/.bench-installed ## the full benchmark suite (~25 m
 bench-quick: setup kafka-up $(BIN)/.bench-installed ## a reduced benchmark suite (a few minutes) into BENCH_OUT (default bench-out/quick)
 	$(BIN)/python -m benchmarks.suite --mode quick --out $(BENCH_OUT) $(BENCH_ARGS)
 
+reliability: setup kafka-up ## the full fault suite (~13 min on 2 cores): kills, restarts, bad inputs; summary in reliability-out/full
+	PARKA_FUZZ_EXAMPLES=1000 $(BIN)/pytest tests/unit/test_segment_fuzz.py -q -p no:cacheprovider
+	rm -rf $(RELIABILITY_OUT)/full
+	$(BIN)/python -m reliability --mode full --bootstrap 127.0.0.1:$(PARKA_KAFKA_PORT) --seed $(SEED) \
+	  --out $(RELIABILITY_OUT)/full
+
+reliability-quick: setup ## the quick fault suite (~2 min; make test runs it): broker from PARKA_BOOTSTRAP, else as the tests get one
+	$(BIN)/pytest tests/integration/test_reliability.py -q
+
 clean: ## remove build and cache folders (not .venv, not the broker's data)
-	rm -rf build dist *.egg-info .mypy_cache .ruff_cache .pytest_cache bench-out demo-out
+	rm -rf build dist *.egg-info .mypy_cache .ruff_cache .pytest_cache bench-out demo-out reliability-out

@@ -227,8 +227,9 @@ class Committer:
            (delta-rs: a commit of their own; delta-spark: part of the commit in 6).
         6. One Delta commit, with no automatic retries: the new files (Kafka coordinates in
            their tags) and, per partition with anything new, ``txn`` = its highest new offset.
-           A ``CommitConflict`` (a concurrent commit the engine could not rebase this one on)
-           goes back to 3 after a short backoff; after :data:`MAX_COMMIT_ATTEMPTS` it is raised.
+           A ``CommitConflict`` (a concurrent commit the engine could not rebase this one on,
+           in 4, 5 or 6) goes back to 3 after a short backoff; after
+           :data:`MAX_COMMIT_ATTEMPTS` it is raised.
            Any other ``CommitError`` is raised with the files left in place: the commit may
            have landed, and only the log tells; step 3 of the next attempt sorts it out.
         7. Delete the covered files. Every ``checkpoint_interval`` commits, write a Delta
@@ -272,9 +273,6 @@ class Committer:
         for attempt in range(MAX_COMMIT_ATTEMPTS):
             table_txn = self.txn_versions(partitions)
             table = self.table
-            if table is None:  # refused messages only, and no table yet to record progress in
-                self._dead_letter(refused)
-                return CommitResult(table_txn=table_txn)
 
             def covered(partition: int, offset: int, done: Mapping[int, int | None] = table_txn) -> bool:
                 v = done[partition]
@@ -283,13 +281,18 @@ class Committer:
             fresh = [s for s in landed if not covered(s.partition, s.offset)]
             stale = [s for s in landed if covered(s.partition, s.offset)]
             dead = [r for r in refused if not covered(r.partition, r.offset)]
-            if self._dead_letter(dead):
-                crash_point("after-dead-letters")
             last: dict[int, int] = {}
             for p, off in [(s.partition, s.offset) for s in fresh] + [(r.partition, r.offset) for r in dead]:
                 last[p] = max(off, last.get(p, -1))
-            self._evolve(table, fresh)
+            # Steps 4-6 each commit to a table another writer may have moved: a conflict in any
+            # of them goes back to 3 (they are idempotent: the dead-letter txn, the columns present).
             try:
+                if table is None:  # refused messages only, and no table yet to record progress in
+                    self._dead_letter(refused)
+                    return CommitResult(table_txn=table_txn)
+                if self._dead_letter(dead):
+                    crash_point("after-dead-letters")
+                self._evolve(table, fresh)
                 version = table.commit_add_files(
                     [f for s in fresh for f in s.files],
                     txns={self.app_txn(p): off for p, off in last.items()},

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TIMESTAMP_NOT_AVAILABLE, KafkaException, TopicPartition
 
 from parka._crash import crash_point
 from parka.errors import ConfigError, KafkaClientError, SchemaMismatchError, SegmentError
@@ -201,6 +201,21 @@ class IngestionConsumer:
         assert self._consumer is not None
         try:
             return self._consumer.poll_buffer(timeout=0.5)
+        except SegmentError as exc:
+            # Garbled parka headers: the shim raises before it builds the RawSegment, keeping the
+            # raw message in the error. Hand it on as a message; _handle refuses it (dead letter,
+            # or a stop after what came before is committed) like any other bad message.
+            if exc.topic is None or exc.partition is None or exc.offset is None:
+                raise
+            return RawSegment(
+                value=exc.value,
+                headers=exc.headers,
+                topic=exc.topic,
+                partition=exc.partition,
+                offset=exc.offset,
+                timestamp=(TIMESTAMP_NOT_AVAILABLE, 0),
+                info=None,
+            )
         except KafkaClientError as exc:
             err = exc.kafka_error
             if err is not None and not err.fatal():

@@ -5,6 +5,7 @@
 #   scripts/kafka-local.sh up       # idempotent: fetch jars once, format storage once, start
 #   scripts/kafka-local.sh down     # stop the broker started here
 #   scripts/kafka-local.sh status   # exit 0 when the broker answers on its port
+#   scripts/kafka-local.sh kill     # SIGKILL the broker (fault tests); its data stays for the next up
 #
 # Environment: PARKA_KAFKA_VERSION (default below), PARKA_KAFKA_HOME (jars, config, data,
 # logs; default ~/.cache/parka/kafka-<version>), PARKA_KAFKA_PORT (default 9092),
@@ -145,11 +146,23 @@ down() {
   rm -f "$PIDFILE"
 }
 
+kill9() {
+  if pid=$(running_pid); then
+    kill -9 "$pid"
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    log "broker killed (SIGKILL, pid $pid); its data stays"
+  else
+    log "no broker started by this script is running on port $PORT"
+  fi
+  rm -f "$PIDFILE"
+}
+
 case "${1:-}" in
   up) up ;;
   down) down ;;
+  kill) kill9 ;;
   status) if is_up; then log "up on 127.0.0.1:$PORT"; else log "down"; exit 1; fi ;;
   data-dir) echo "$DATA" ;;
   reset) down; rm -rf "$DATA"; log "data removed: $DATA" ;;
-  *) echo "usage: $0 up|down|status|data-dir|reset" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|kill|status|data-dir|reset" >&2; exit 2 ;;
 esac

@@ -504,3 +504,26 @@ def test_kill_9_during_a_rebalance_is_exactly_once(
     ids = table_ids(table)
     assert sorted(ids) == list(range(800)), f"{len(ids) - len(set(ids))} duplicates"
     assert data_files_on_disk(table) == referenced_files(table)
+
+
+def test_segments_with_garbled_headers_go_to_the_dead_letter_table(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """Found by the fault suite: a segment whose parka headers do not parse (a newer envelope
+    version, a malformed record count) stopped `parka ingest --dlq-table` with exit 1 instead of
+    going to the dead-letter table, so ingestion could never pass it."""
+    topic = new_topic()
+    good1, good2 = _segment(events(0, 10)), _segment(events(10, 10))
+    newer = (good1[0], [(k, b"2" if k == "parka.version" else v) for k, v in good1[1]])
+    garbled = (good1[0], [(k, b"many" if k == "parka.records" else v) for k, v in good1[1]])
+    _send(bootstrap, topic, [good1, newer, garbled, good2])
+    table, dlq = tmp_path / "t", tmp_path / "dlq"
+    result = last_json(run_ingest(topic, table, bootstrap, "--end-at-latest", "--dlq-table", str(dlq)))
+    assert result["dead_letters"] == 2
+    assert sorted(table_ids(table)) == list(range(20))
+    dead = DeltaTable(str(dlq)).to_pyarrow_table().sort_by("offset").to_pylist()
+    assert [(d["topic"], d["partition"], d["offset"]) for d in dead] == [(topic, 0, 1), (topic, 0, 2)]
+    assert dead[0]["error"].startswith("SegmentDecodeError: segment envelope version 2 is newer")
+    assert dead[1]["error"].startswith("SegmentDecodeError: missing or malformed 'parka.records' header")
+    assert [d["value"] for d in dead] == [good1[0], good1[0]]
+    assert {"key": "parka.version", "value": b"2"} in dead[0]["headers"]

@@ -4,9 +4,11 @@ interrupted writes, and the table's own partitioning."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 from parka.consumer._committer import Committer
@@ -14,9 +16,9 @@ from parka.consumer._delta import RsEngine
 from parka.consumer._files import land_segment, read_segment
 from parka.consumer._plan import FileName, LandedSegment, Refused
 
-from parka.errors import ConfigError, SegmentError
+from parka.errors import ConfigError, SegmentDecodeError, SegmentError
 from parka.schema import schema_fingerprint
-from parka.segment import encode_segment
+from parka.segment import decode_segment, encode_segment
 
 SCHEMA = pa.schema([("id", pa.int64(), False), ("day", pa.string(), False)])
 
@@ -108,3 +110,56 @@ def test_an_existing_tables_partitioning_wins_and_a_different_one_is_refused(tmp
     assert ids(tmp_path / "t") == [1, 2]
     with pytest.raises(ConfigError, match=r"'--partition-by'.*the table's own partition columns \(day\)"):
         committer(tmp_path / "t", partition_by=("id",))
+
+
+def test_dead_letter_appends_racing_another_writer_are_retried(tmp_path: Path) -> None:
+    """Found by the fault suite: two workers of one group dead-lettering at the same time. The
+    loser's dead-letter append raised CommitConflict out of the committer (the worker exited 1,
+    and again on every restart while the other kept writing) instead of re-reading and retrying
+    as a conflicting main commit does."""
+    first = committer(tmp_path / "t")
+    first.commit([landed(first, 0, 0, [1]), landed(first, 1, 0, [2])])
+    dlq = tmp_path / "dlq"
+    errors: list[BaseException] = []
+
+    def worker(partition: int) -> None:
+        c = committer(tmp_path / "t", dlq_table_uri=str(dlq))
+        try:
+            for offset in range(1, 21):
+                c.commit([], [refused(partition, offset)])
+        except BaseException as exc:  # reported below, from the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(p,)) for p in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    dead = DeltaTable(str(dlq)).to_pyarrow_table().to_pylist()
+    assert sorted((d["partition"], d["offset"]) for d in dead) == [(p, o) for p in (0, 1) for o in range(1, 21)]
+    table = DeltaTable(str(tmp_path / "t"))
+    assert (table.transaction_version("app-0"), table.transaction_version("app-1")) == (20, 20)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="ingestion reads a segment's headers and footer only, never its pages: reported, not fixed",
+)
+def test_a_segment_whose_data_page_is_corrupt_is_refused_not_landed() -> None:
+    """Found while fuzzing for the fault suite: a segment whose footer is intact but whose data
+    page is corrupt passes read_segment, so parka ingest and Spark raw mode land it as a data
+    file. decode_segment refuses the same bytes (the page CRC), but the table then holds a file
+    that fails every scan (compressed codecs) or reads wrong values in readers that do not
+    verify page CRCs (codec none; pyarrow's default). Checking the CRCs means reading the pages."""
+    table = pa.table({"id": list(range(1000)), "day": ["d1"] * 1000}, schema=SCHEMA)
+    seg = encode_segment(table, codec="none", fingerprint=schema_fingerprint(SCHEMA))
+    column = pq.read_metadata(pa.BufferReader(seg.value)).row_group(0).column(0)
+    start = column.dictionary_page_offset if column.has_dictionary_page else column.data_page_offset
+    corrupt = bytearray(seg.value)
+    corrupt[(column.data_page_offset + start + column.total_compressed_size) // 2] ^= 0x5A  # mid data page
+    assert not pq.read_table(pa.BufferReader(bytes(corrupt))).equals(table)  # wrong values, silently
+    with pytest.raises(SegmentDecodeError, match="CRC"):
+        decode_segment(bytes(corrupt), seg.headers)
+    with pytest.raises(SegmentDecodeError):
+        read_segment(topic="t", partition=0, offset=0, value=bytes(corrupt), headers=seg.headers)

@@ -1,0 +1,175 @@
+"""The processes the suite drives: ``parka ingest`` workers and ``parka spark-ingest`` drivers, each
+in a process group of its own with its log in a file, and waiting on conditions.
+
+Every wait is on a condition (a log line, an exit, a table version), read every
+:data:`POLL_S` seconds, with a deadline that fails the run naming what it waited for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = [
+    "CRASH_LINE",
+    "FAST_GROUP",
+    "POLL_S",
+    "Proc",
+    "Timeout",
+    "group_alive",
+    "ingest_command",
+    "spark_ingest_command",
+    "wait_for",
+]
+
+POLL_S = 0.1
+# The broker's minimum session timeout: a killed worker's partitions move on after 6 s, not 45 s.
+FAST_GROUP = ("-K", "session.timeout.ms=6000", "-K", "heartbeat.interval.ms=1000")
+CRASH_LINE = "crash point {point}: SIGKILL"
+# A small local Spark driver: JVM start-up dominates, so keep it lean.
+SPARK_LOCAL = ("--master", "local[2]", "-c", "spark.ui.enabled=false", "-c", "spark.sql.shuffle.partitions=2")
+
+
+class Timeout(AssertionError):
+    """A condition the suite waited for did not come true in time."""
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout_s: float, *, poll_s: float = POLL_S) -> None:
+    """Return once ``condition()`` holds; raise :class:`Timeout` naming ``what`` after ``timeout_s``.
+    ``poll_s`` is the pause between two reads of the condition (longer for costly ones)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise Timeout(f"timed out after {timeout_s:.0f} s waiting for {what}")
+        time.sleep(poll_s)
+
+
+def ingest_command(topic: str, table: Path, bootstrap: str, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "parka.cli", "ingest", topic, str(table), "-k", bootstrap, *FAST_GROUP, *extra]
+
+
+def spark_ingest_command(topic: str, table: Path, bootstrap: str, *extra: str) -> list[str]:
+    cmd = [sys.executable, "-m", "parka.cli", "spark-ingest", topic, str(table), "-k", bootstrap]
+    return [*cmd, *SPARK_LOCAL, *extra]
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process of process group ``pgid`` is alive and not a zombie (Linux /proc)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
+@dataclass
+class Proc:
+    """One started process (and its process group), its log file and what the suite asked of it."""
+
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+    crash_at: str | None = None
+    crash_after: int = 1
+    role: str = "worker"
+    notes: list[str] = field(default_factory=list)
+
+    @classmethod
+    def start(
+        cls,
+        name: str,
+        command: list[str],
+        log: Path,
+        *,
+        crash_at: str | None = None,
+        crash_after: int = 1,
+        role: str = "worker",
+        env: dict[str, str] | None = None,
+    ) -> Proc:
+        """Start ``command`` in a new session (its own process group), stdout and stderr to ``log``."""
+        environ = {**os.environ, **(env or {})}
+        environ.pop("PARKA_TEST_CRASH_AT", None)
+        environ.pop("PARKA_TEST_CRASH_AFTER", None)
+        if crash_at is not None:
+            environ["PARKA_TEST_CRASH_AT"] = crash_at
+            environ["PARKA_TEST_CRASH_AFTER"] = str(crash_after)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "wb") as handle:  # the child keeps its own descriptor
+            armed = f"  # PARKA_TEST_CRASH_AT={crash_at} PARKA_TEST_CRASH_AFTER={crash_after}" if crash_at else ""
+            handle.write(f"$ {' '.join(command)}{armed}\n".encode())
+            handle.flush()
+            popen = subprocess.Popen(
+                command, stdout=handle, stderr=subprocess.STDOUT, env=environ, start_new_session=True
+            )
+        return cls(name, popen, log, crash_at, crash_after, role)
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def has(self, text: str) -> bool:
+        return text in self.text()
+
+    def count(self, text: str) -> int:
+        return self.text().count(text)
+
+    def crashed_at_its_point(self) -> bool:
+        """Killed by its own crash point: SIGKILL, after the crash line."""
+        return (
+            self.crash_at is not None
+            and self.popen.poll() == -signal.SIGKILL
+            and self.has(CRASH_LINE.format(point=self.crash_at))
+        )
+
+    def tail(self, chars: int = 3000) -> str:
+        return self.text()[-chars:]
+
+    def signal(self, sig: signal.Signals) -> None:
+        if self.alive():
+            self.popen.send_signal(sig)
+
+    def kill_group(self) -> None:
+        """SIGKILL the whole process group (a Spark driver's JVM and Python workers too)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pid, signal.SIGKILL)
+
+    def wait_exit(self, timeout_s: float) -> int:
+        """Wait for the process to exit; returns its exit code (``-9`` for SIGKILL)."""
+        wait_for(lambda: not self.alive(), f"{self.name} to exit", timeout_s)
+        code = self.popen.returncode
+        assert code is not None
+        return code
+
+    def wait_group_gone(self, timeout_s: float = 120) -> None:
+        """Wait until no process of the group is left; SIGKILL the group if some are."""
+        try:
+            wait_for(lambda: not group_alive(self.pid), f"process group of {self.name} to exit", timeout_s)
+        finally:
+            if group_alive(self.pid):
+                self.kill_group()
+
+
+def stop_all(procs: Iterable[Proc]) -> None:
+    """Kill every process group still running (the end of a run, or an error)."""
+    for proc in procs:
+        if proc.alive() or group_alive(proc.pid):
+            proc.kill_group()
+        if proc.popen.poll() is None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.popen.wait(timeout=30)

@@ -1,0 +1,122 @@
+"""``python -m reliability --mode full|quick --bootstrap HOST:PORT --seed N --out DIR``.
+
+Runs the scenarios in order (bad inputs, ``parka ingest`` chaos, Spark raw mode chaos, broker
+restarts), prints the summary and writes it to ``DIR/summary.json``. Exit code 0 only when no
+record is lost or duplicated, every bad input got its answer, and no scenario saw a problem
+(a worker exiting unasked, an orphan file, a fault plan not carried out).
+
+The seed decides every choice (crash points, ``PARKA_TEST_CRASH_AFTER``, group sizes, who
+leaves, data sizes); topic names add a random suffix so that runs never share a topic. Timing
+comes from conditions (log lines, exits, table ``txn`` versions), never from sleeps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .bad_inputs import run_bad_inputs
+from .broker_chaos import run_broker_chaos
+from .feed import CLIENT_LOG, IdSource
+from .ingest_chaos import IngestPlan, run_ingest_chaos
+from .report import exit_code, render, summarize
+from .spark_chaos import SparkPlan, run_spark_chaos
+
+__all__ = ["MODES", "Mode", "main"]
+
+log = logging.getLogger("reliability")
+
+
+@dataclass(frozen=True)
+class Mode:
+    ingest: IngestPlan
+    spark: SparkPlan | None
+    broker_restarts: bool
+
+
+MODES = {
+    # 6 points x 5 crashes + 6 kills: 36 SIGKILLs of parka ingest workers; 5 Spark driver kills
+    "full": Mode(IngestPlan(crashes_per_point=5, kills=6, leaves=6), SparkPlan(crashes=4, group_kills=1), True),
+    # 6 points x 1 + 1 kill: 7 SIGKILLs; no JVM start-up (Spark) and no broker of its own
+    "quick": Mode(IngestPlan(crashes_per_point=1, kills=1, leaves=1), None, False),
+}
+SCENARIOS = ("bad-inputs", "ingest", "spark", "broker")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m reliability", description=__doc__.split("\n\n")[1])
+    p.add_argument("--mode", choices=sorted(MODES), default="quick")
+    p.add_argument("--bootstrap", default=os.environ.get("PARKA_BOOTSTRAP", "127.0.0.1:9092"))
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--out", type=Path, required=True, help="logs, tables and summary.json go here")
+    p.add_argument(
+        "--broker-port",
+        type=int,
+        default=int(os.environ.get("PARKA_RELIABILITY_KAFKA_PORT", "19292")),
+        help="port of the broker the suite starts, restarts and removes (broker scenario)",
+    )
+    p.add_argument("--only", action="append", choices=SCENARIOS, help="run only these scenarios (repeatable)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    mode = MODES[args.mode]
+    out: Path = args.out.resolve()
+    if out.exists() and any(out.iterdir()):
+        # a run's tables and logs stay in --out: a second run there would mix with them
+        print(f"python -m reliability: --out {out} is not empty; give a new or empty folder", file=sys.stderr)
+        return 2
+    out.mkdir(parents=True, exist_ok=True)
+    clients = logging.FileHandler(out / "kafka-clients.log")
+    clients.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    CLIENT_LOG.addHandler(clients)
+    CLIENT_LOG.propagate = False
+    run_id = f"{args.seed}-{uuid.uuid4().hex[:6]}"
+    ids = IdSource()
+    wanted = set(args.only or SCENARIOS)
+    started = time.monotonic()
+    results: dict[str, Any] = {}
+
+    def scenario(name: str, run: Callable[[], Any]) -> None:
+        if name not in wanted:
+            return
+        log.info("scenario %s", name)
+        began = time.monotonic()
+        try:
+            results[name] = run()
+        except Exception as exc:  # the summary says which scenario broke and how
+            log.exception("scenario %s failed", name)
+            results[name] = {"problems": [f"the scenario failed: {type(exc).__name__}: {exc}"]}
+        results[name].setdefault("wall_s", round(time.monotonic() - began, 1))
+
+    scenario("bad-inputs", lambda: run_bad_inputs(args.bootstrap, run_id, out / "bad-inputs", ids, args.seed))
+    scenario("ingest", lambda: run_ingest_chaos(args.bootstrap, run_id, out / "ingest", ids, args.seed, mode.ingest))
+    if mode.spark is not None:
+        spark = mode.spark
+        scenario("spark", lambda: run_spark_chaos(args.bootstrap, run_id, out / "spark", ids, args.seed, spark))
+    if mode.broker_restarts:
+        scenario("broker", lambda: run_broker_chaos(args.broker_port, run_id, out / "broker", ids, args.seed))
+    summary = summarize(
+        results,
+        mode=args.mode,
+        seed=args.seed,
+        bootstrap=args.bootstrap,
+        command=" ".join(["python -m reliability", *(argv if argv is not None else sys.argv[1:])]),
+        wall_s=time.monotonic() - started,
+    )
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    text = render(summary)
+    (out / "summary.txt").write_text(text + "\n")
+    print(text, flush=True)
+    return exit_code(summary)
