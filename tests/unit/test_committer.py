@@ -142,16 +142,12 @@ def test_dead_letter_appends_racing_another_writer_are_retried(tmp_path: Path) -
     assert (table.transaction_version("app-0"), table.transaction_version("app-1")) == (20, 20)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ingestion reads a segment's headers and footer only, never its pages: reported, not fixed",
-)
 def test_a_segment_whose_data_page_is_corrupt_is_refused_not_landed() -> None:
     """Found while fuzzing for the fault suite: a segment whose footer is intact but whose data
-    page is corrupt passes read_segment, so parka ingest and Spark raw mode land it as a data
-    file. decode_segment refuses the same bytes (the page CRC), but the table then holds a file
-    that fails every scan (compressed codecs) or reads wrong values in readers that do not
-    verify page CRCs (codec none; pyarrow's default). Checking the CRCs means reading the pages."""
+    page is corrupt used to pass read_segment (ingestion reads headers and footer only), so
+    parka ingest and Spark raw mode landed it as a data file that fails every scan or reads
+    wrong values. The producer's 'parka.crc32' header covers the whole value, pages included,
+    and read_segment checks it without decoding a page."""
     table = pa.table({"id": list(range(1000)), "day": ["d1"] * 1000}, schema=SCHEMA)
     seg = encode_segment(table, codec="none", fingerprint=schema_fingerprint(SCHEMA))
     column = pq.read_metadata(pa.BufferReader(seg.value)).row_group(0).column(0)
