@@ -73,9 +73,14 @@ class BrokerChaos:
         self.everyone.append(proc)
         return proc
 
-    def caught_up(self) -> bool:
-        """Every partition's last offset at this moment is in the table's ``txn``."""
-        return tables.caught_up(self.table, self.app_id, high_watermarks(self.bootstrap, self.topic, PARTITIONS))
+    def wait_caught_up(self, timeout_s: float) -> None:
+        """Until every partition's last offset as of now is in the table's ``txn``. The target is
+        taken once: the feeder may still be producing, and a target that moves with it is never
+        met while the workers run ``--allowed-latency`` behind it."""
+        target = high_watermarks(self.bootstrap, self.topic, PARTITIONS)
+        wait_for(
+            lambda: tables.caught_up(self.table, self.app_id, target), "the workers to catch up", timeout_s, poll_s=1.0
+        )
 
     def run(self, ids: IdSource) -> dict[str, Any]:
         started = time.monotonic()
@@ -102,7 +107,7 @@ class BrokerChaos:
             broker(self.port, "up")
             acknowledged = len(ledger.acknowledged)
             wait_for(lambda: len(ledger.acknowledged) > acknowledged, "acknowledgements after the restart", 120)
-            wait_for(lambda: self.caught_up(), "the workers to catch up", 180, poll_s=1.0)
+            self.wait_caught_up(180)
             self.events.append(f"caught up after the restart: table version {tables.version(self.table)}")
 
             # 2. a SIGKILL of the broker with records in flight, and of a worker while it is away
@@ -119,7 +124,7 @@ class BrokerChaos:
             broker(self.port, "up")
             workers.append(self.start_worker())
             feeder.finish()
-            wait_for(lambda: self.caught_up(), "the workers to catch up", 300, poll_s=1.0)
+            self.wait_caught_up(300)
             for w in workers:
                 w.signal(signal.SIGTERM)
                 code = w.wait_exit(90)

@@ -3,7 +3,8 @@
 Good records are :data:`EVENTS` rows with unique ids, so a table's ids tell what is lost or
 duplicated. Bad inputs come in three sorts:
 
-* :data:`RAW_INPUTS`: Kafka messages that are not segments parka can land (a truncated segment,
+* :data:`RAW_INPUTS`: Kafka messages that are not segments parka can land (a truncated segment
+  and random bytes, each with and without the producer's ``parka.crc32``,
   random bytes with parka headers, valid Parquet of another schema, lying headers, plain JSON,
   tombstones, ...). Each must become one dead-letter row (with ``--dlq-table``) or stop
   ingestion with an error naming topic, partition and offset (without). Ids inside them are
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from parka.schema import schema_fingerprint
-from parka.segment import RECORDS_HEADER, VERSION_HEADER, encode_segment
+from parka.segment import CRC_HEADER, RECORDS_HEADER, VERSION_HEADER, encode_segment
 
 __all__ = [
     "BAD_IDS",
@@ -114,6 +115,19 @@ def _random_bytes(rng: random.Random, n: int) -> tuple[bytes | None, Headers]:
     return rng.randbytes(rng.randint(16, 4096)), headers
 
 
+def _without_crc(
+    build: Callable[[random.Random, int], tuple[bytes | None, Headers]],
+) -> Callable[[random.Random, int], tuple[bytes | None, Headers]]:
+    """The same bad value from a producer that writes no ``parka.crc32`` (another client of the
+    format): only the Parquet reader can tell then."""
+
+    def without(rng: random.Random, n: int) -> tuple[bytes | None, Headers]:
+        value, headers = build(rng, n)
+        return value, [(k, v) for k, v in headers or [] if k != CRC_HEADER]
+
+    return without
+
+
 def _other_schema(rng: random.Random, n: int) -> tuple[bytes | None, Headers]:
     table = events(range(BAD_IDS + n * 100, BAD_IDS + n * 100 + 10))
     table = table.set_column(0, "id", pa.array([f"id-{i}" for i in table["id"].to_pylist()]))
@@ -155,13 +169,27 @@ def _tombstone_with_headers(rng: random.Random, n: int) -> tuple[bytes | None, H
 
 
 RAW_INPUTS = (
-    BadInput("truncated", "truncated segment", "SegmentDecodeError", "not a readable Parquet file", _truncated),
+    BadInput("truncated", "truncated segment", "SegmentDecodeError", "but 'parka.crc32' says", _truncated),
     BadInput(
         "random-bytes",
         "random bytes with parka headers",
         "SegmentDecodeError",
-        "not a readable Parquet file",
+        "but 'parka.crc32' says",
         _random_bytes,
+    ),
+    BadInput(
+        "truncated-no-crc",
+        "truncated segment, no parka.crc32 header",
+        "SegmentDecodeError",
+        "not a readable Parquet file",
+        _without_crc(_truncated),
+    ),
+    BadInput(
+        "random-bytes-no-crc",
+        "random bytes with parka headers but no parka.crc32",
+        "SegmentDecodeError",
+        "not a readable Parquet file",
+        _without_crc(_random_bytes),
     ),
     BadInput(
         "other-schema",
