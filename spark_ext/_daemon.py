@@ -58,16 +58,16 @@ def skipping_unchanged_zips(invalidate: Callable[[], None]) -> Callable[[], None
         baseline(finder)
 
     def invalidate_caches() -> None:
-        kept = {}
-        for path, finder in list(sys.path_importer_cache.items()):
-            if not isinstance(finder, zipimport.zipimporter):
-                continue
+        zips = {path: f for path, f in sys.path_importer_cache.items() if isinstance(f, zipimport.zipimporter)}
+        for finder in zips.values():
             baseline(finder)  # an importer made since (a new archive): read at creation, fresh now
-            now = _stat(finder.archive)
-            if now is not None and now == seen[finder.archive]:
-                kept[path] = finder
-            else:
-                seen[finder.archive] = now
+        changed = set()
+        for archive in {f.archive for f in zips.values()}:
+            now = _stat(archive)
+            if now is None or now != seen[archive]:
+                changed.add(archive)
+                seen[archive] = now
+        kept = {path: f for path, f in zips.items() if f.archive not in changed}
         for path in kept:
             del sys.path_importer_cache[path]
         try:
@@ -78,7 +78,6 @@ def skipping_unchanged_zips(invalidate: Callable[[], None]) -> Callable[[], None
     return invalidate_caches
 
 
-importlib.invalidate_caches = skipping_unchanged_zips(importlib.invalidate_caches)
-
-if __name__ == "__main__":
+if __name__ == "__main__":  # the forked workers inherit the wrapper; an import changes nothing
+    importlib.invalidate_caches = skipping_unchanged_zips(importlib.invalidate_caches)
     daemon.manager()
