@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from . import tables
-from .feed import Feeder, IdSource, Ledger, create_topic, high_watermarks
+from .feed import Feeder, IdSource, Ledger, create_topic, end_problems, high_watermarks
 from .procs import Proc, ingest_command, stop_all, wait_for
 
 __all__ = ["run_broker_chaos"]
@@ -145,13 +145,7 @@ class BrokerChaos:
     def verdict(self, ledger: Ledger, final: subprocess.CompletedProcess[str] | None, wall_s: float) -> dict[str, Any]:
         tally = tables.tally(tables.table_ids(self.table), ledger.acknowledged, ledger.failed)
         orphans = tables.orphans(self.table)
-        problems = list(self.problems)
-        if ledger.failures:
-            problems.append(f"{len(ledger.failures)} segments not acknowledged: {ledger.failures[:3]}")
-        if orphans:
-            problems.append(f"{len(orphans)} orphan files under the table: {orphans[:5]}")
-        if tally.unexpected:
-            problems.append(f"{tally.unexpected} ids in the table nobody produced")
+        problems = end_problems(self.problems, ledger, orphans, unexpected_ids=tally.unexpected)
         return {
             "topic": self.topic,
             "table": str(self.table),

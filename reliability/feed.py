@@ -12,7 +12,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +26,7 @@ __all__ = [
     "CLIENT_LOG",
     "BadSent",
     "Feeder",
+    "end_problems",
     "IdSource",
     "Ledger",
     "create_topic",
@@ -152,6 +153,30 @@ class Ledger:
                     self.bad_failures.append(f"{kind}: {err}")
 
         return report
+
+
+def end_problems(
+    known: Iterable[str],
+    ledger: Ledger,
+    orphans: list[str],
+    *,
+    unexpected_dead_letters: Iterable[Any] = (),
+    unexpected_ids: int = 0,
+) -> list[str]:
+    """A chaos scenario's problems at its end: ``known`` (what it saw on the way), then the checks
+    every scenario makes: segments the producer never got acknowledged, dead letters for good
+    messages, orphan files under the table, ids in the table nobody produced."""
+    problems = list(known)
+    unexpected = list(unexpected_dead_letters)
+    if ledger.failures:
+        problems.append(f"{len(ledger.failures)} segments not acknowledged: {ledger.failures[:3]}")
+    if unexpected:
+        problems.append(f"dead letters for messages that were not bad: {unexpected[:5]}")
+    if orphans:
+        problems.append(f"{len(orphans)} orphan files under the table: {orphans[:5]}")
+    if unexpected_ids:
+        problems.append(f"{unexpected_ids} ids in the table nobody produced")
+    return problems
 
 
 class Feeder(threading.Thread):

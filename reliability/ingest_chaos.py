@@ -39,7 +39,7 @@ from deltalake import DeltaTable, write_deltalake
 from . import tables
 from .bad_inputs import judge_data_inputs, judge_dead_letters
 from .catalogue import FOREIGN_IDS, events
-from .feed import Feeder, IdSource, Ledger, create_topic, high_watermarks
+from .feed import Feeder, IdSource, Ledger, create_topic, end_problems, high_watermarks
 from .procs import CRASH_LINE, Proc, Timeout, ingest_command, stop_all, wait_for
 
 __all__ = ["CRASH_POINTS", "IngestPlan", "Step", "plan", "run_ingest_chaos"]
@@ -340,13 +340,7 @@ class IngestChaos:
         judged["kinds"].update(judge_data_inputs(ledger, own))
         orphans = tables.orphans(self.table)
         dlq_orphans = tables.orphans(self.dlq)
-        problems = list(self.problems)
-        if ledger.failures:
-            problems.append(f"{len(ledger.failures)} segments not acknowledged: {ledger.failures[:3]}")
-        if judged["unexpected"]:
-            problems.append(f"dead letters for messages that were not bad: {judged['unexpected'][:5]}")
-        if orphans:
-            problems.append(f"{len(orphans)} orphan files under the table: {orphans[:5]}")
+        problems = end_problems(self.problems, ledger, orphans, unexpected_dead_letters=judged["unexpected"])
         if tally.unexpected or foreign_tally.lost or foreign_tally.duplicated or foreign_tally.unexpected:
             problems.append(f"the other writer's rows: {foreign_tally.as_dict()}; ours unexpected {tally.unexpected}")
         return {

@@ -31,7 +31,7 @@ from parka.producer import ParquetProducer
 from . import tables
 from .bad_inputs import judge_dead_letters
 from .catalogue import EVENTS, RAW_INPUTS, events
-from .feed import IdSource, Ledger, create_topic, producer_conf, raw_producer_conf
+from .feed import IdSource, Ledger, create_topic, end_problems, producer_conf, raw_producer_conf
 from .procs import CRASH_LINE, Proc, ingest_command, spark_ingest_command, stop_all, wait_for
 
 __all__ = ["SPARK_POINTS", "SparkPlan", "run_spark_chaos"]
@@ -204,15 +204,10 @@ class SparkChaos:
         tally = tables.tally(tables.table_ids(self.table), ledger.acknowledged, ledger.failed)
         judged = judge_dead_letters(ledger.bad, tables.dead_letters(self.dlq), self.topic)
         orphans = tables.orphans(self.table)
-        problems = list(self.problems)
-        if ledger.failures:
-            problems.append(f"{len(ledger.failures)} segments not acknowledged: {ledger.failures[:3]}")
-        if judged["unexpected"]:
-            problems.append(f"dead letters for messages that were not bad: {judged['unexpected'][:5]}")
-        if orphans:
-            problems.append(f"{len(orphans)} orphan files under the table: {orphans[:5]}")
-        if tally.unexpected:
-            problems.append(f"{tally.unexpected} ids in the table nobody produced")
+        unexpected = judged["unexpected"]
+        problems = end_problems(
+            self.problems, ledger, orphans, unexpected_dead_letters=unexpected, unexpected_ids=tally.unexpected
+        )
         last = [ln for ln in (final.text() if final else "").splitlines() if ln.startswith('{"status"')]
         return {
             "topic": self.topic,
