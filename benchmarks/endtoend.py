@@ -12,6 +12,7 @@ scan) and deleted.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import random
 import shutil
@@ -47,7 +48,8 @@ def rates(
         "cpu_s": cpu_s,
         "rows_per_s": rows / wall_s,
         "mb_per_s": nbytes / wall_s / 1e6,
-        "steady_mb_per_s": steady_bytes / steady_wall_s / 1e6 if steady_wall_s > 0 else 0.0,
+        # no steady window (everything came in the first fetch): not measured, not 0
+        "steady_mb_per_s": steady_bytes / steady_wall_s / 1e6 if steady_wall_s > 0 else math.nan,
         "rows_per_cpu_s": rows / cpu_s if cpu_s > 0 else 0.0,
         "cpu_s_per_million_rows": cpu_s / rows * 1e6,
     }

@@ -155,7 +155,7 @@ def run(
                 samples[(size, variant)].append(_run_one(broker, ds, topics[size], variant, sums, checks))
             progress(f"ingest throughput repeat {rep + 1}/{repeats} done")
         out = _summarize(ds, topics, samples)
-        missed = any(r["ratio_steady_mb_per_s"]["median"] < GOAL for r in out["segment_sizes"])
+        missed = any((r["ratio_steady_mb_per_s"]["median"] or 0.0) < GOAL for r in out["segment_sizes"])
         if profile_path is None and profile_if_missed and missed:
             raise ValueError("profile_if_missed needs profile_path")
         if profile_path is not None and (missed or not profile_if_missed):
@@ -313,12 +313,16 @@ def main(argv: list[str] | None = None) -> int:
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(doc, f, indent=2)
     write_report(doc, args.out)
+
+    def fmt(v: float | None, spec: str) -> str:
+        return "-" if v is None else format(v, spec)  # None: no steady window in any repeat
+
     for s in result["segment_sizes"]:
         ratio = s["ratio_steady_mb_per_s"]
         print(
-            f"{s['segment_rows']:>7} rows/segment: ingest {s['parka_ingest']['steady_mb_per_s']['median']:8.1f} MB/s, "
-            f"raw fetch {s['raw_fetch']['steady_mb_per_s']['median']:8.1f} MB/s, ratio {ratio['median']:.2f} "
-            f"({ratio['min']:.2f}-{ratio['max']:.2f}); goal {GOAL}"
+            f"{s['segment_rows']:>7} rows/segment: ingest {fmt(s['parka_ingest']['steady_mb_per_s']['median'], '8.1f')}"
+            f" MB/s, raw fetch {fmt(s['raw_fetch']['steady_mb_per_s']['median'], '8.1f')} MB/s, ratio "
+            f"{fmt(ratio['median'], '.2f')} ({fmt(ratio['min'], '.2f')}-{fmt(ratio['max'], '.2f')}); goal {GOAL}"
         )
     return 0
 

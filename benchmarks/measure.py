@@ -10,6 +10,7 @@ summarized over repeats as median, min and max, with every value kept.
 from __future__ import annotations
 
 import gc
+import math
 import statistics
 import time
 from collections.abc import Iterator
@@ -75,7 +76,11 @@ def unit_of(measure: str) -> str:
 
 
 def summarize(values: list[float], measure: str) -> dict[str, Any]:
-    """Median, min and max of the repeats of one measure, with its unit and the raw values."""
+    """Median, min and max of the repeats of one measure, with its unit and the raw values.
+    A repeat that could not take the measure holds NaN (a steady rate with no steady window) and
+    is left out; ``n`` counts what is left, and with none left every figure is None ("-" in the
+    report), never a number."""
+    values = [v for v in values if not math.isnan(v)]
     if not values:
         return {"unit": unit_of(measure), "n": 0, "median": None, "min": None, "max": None, "values": []}
     return {

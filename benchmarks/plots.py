@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
@@ -89,9 +90,12 @@ def _ingest_plot(results: dict[str, Any], path: str) -> None:
     xs = list(range(len(sizes)))
     variants = (("parka_ingest", "parka ingest"), ("fetch_and_write", "fetch + write"), ("raw_fetch", "raw fetch"))
     for i, (key, label) in enumerate(variants):
-        values = [s[key]["steady_mb_per_s"] for s in sizes]
-        medians = [v["median"] for v in values]
-        errors = [[v["median"] - v["min"] for v in values], [v["max"] - v["median"] for v in values]]
+        values = [s[key]["steady_mb_per_s"] for s in sizes]  # median None: no steady window, no bar
+        medians = [math.nan if v["median"] is None else v["median"] for v in values]
+        errors = [
+            [0.0 if v["median"] is None else v["median"] - v["min"] for v in values],
+            [0.0 if v["median"] is None else v["max"] - v["median"] for v in values],
+        ]
         ax.bar([x + (i - 1) * 0.27 for x in xs], medians, 0.27, yerr=errors, label=label, capsize=3)
     ax.set_xticks(xs, [f"{s['segment_rows']:,} rows/segment" for s in sizes])
     ax.set_yscale("log")
