@@ -71,9 +71,16 @@ class SegmentRead:
 
 
 def read_segment(
-    *, topic: str, partition: int, offset: int, value: bytes | None, headers: list[tuple[str, bytes | None]] | None
+    *,
+    topic: str,
+    partition: int,
+    offset: int,
+    value: bytes | None,
+    headers: list[tuple[str, bytes | None]] | None,
+    info: SegmentInfo | None = None,
 ) -> SegmentRead:
-    """Read one Kafka message as a segment (headers and footer only).
+    """Read one Kafka message as a segment (headers and footer only). ``info``: the headers as
+    ``poll_buffer`` already read them (and checked the value's CRC against), not read again.
 
     Raises:
         SegmentError: not a parka segment (no ``parka.format`` header).
@@ -84,7 +91,8 @@ def read_segment(
     where: dict[str, Any] = {"topic": topic, "partition": partition, "offset": offset}
     if not is_segment(hdrs):
         raise SegmentError("not a parka segment (no parka.format header)", value=value, headers=hdrs, **where)
-    info = read_segment_info(hdrs, value=value, **where)
+    if info is None:
+        info = read_segment_info(hdrs, value=value, **where)
     if value is None:
         raise SegmentDecodeError("segment has no value (a tombstone?)", value=value, headers=hdrs, **where)
     try:

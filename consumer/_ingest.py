@@ -282,7 +282,12 @@ class IngestionConsumer:
         assert committer is not None
         try:
             seg = read_segment(
-                topic=raw.topic, partition=raw.partition, offset=raw.offset, value=raw.value, headers=raw.headers
+                topic=raw.topic,
+                partition=raw.partition,
+                offset=raw.offset,
+                value=raw.value,
+                headers=raw.headers,
+                info=raw.info,  # poll_buffer read the headers and checked the CRC: once per segment
             )
             committer.ensure_table(seg.schema)
             landed = land_segment(
