@@ -11,7 +11,16 @@ import sys
 import time
 from typing import Any
 
-from parka._cli_util import add_shared_flags, columns, env, pairs, redacted, seek_offsets, setup_logging
+from parka._cli_util import (
+    add_shared_flags,
+    columns,
+    env,
+    pairs,
+    redacted,
+    seek_offsets,
+    setup_logging,
+    size_bytes,
+)
 from parka.errors import ParkaError
 
 from ._ingest import IngestionConsumer, IngestSettings
@@ -31,9 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_shared_flags(p)
     p.add_argument(
         "--min-bytes-per-commit",
-        type=int,
-        default=int(env("MIN_BYTES_PER_COMMIT", 64 * 1024 * 1024)),
-        help="commit once this many bytes are buffered [PARKA_MIN_BYTES_PER_COMMIT]",
+        type=size_bytes,
+        default=env("MIN_BYTES_PER_COMMIT"),
+        help="commit once this many bytes are buffered (default: --target-file-size) [PARKA_MIN_BYTES_PER_COMMIT]",
     )
     return p
 
@@ -86,7 +95,12 @@ def settings_from_args(args: argparse.Namespace) -> IngestSettings:
         kafka_conf=kafka,
         app_id=app_id,
         allowed_latency_s=args.allowed_latency,
-        min_bytes_per_commit=args.min_bytes_per_commit,
+        min_bytes_per_commit=(
+            size_bytes(args.min_bytes_per_commit)
+            if isinstance(args.min_bytes_per_commit, str)
+            else args.min_bytes_per_commit
+        ),
+        target_file_size=args.target_file_size,
         max_segments_per_commit=args.max_segments_per_commit,
         auto_offset_reset=args.auto_offset_reset,
         seek_offsets=seek_offsets(args.seek_offsets, _PROG),

@@ -23,8 +23,8 @@ import pyarrow as pa
 from parka._crash import crash_point
 from parka.errors import CommitConflict, CommitError, ConfigError
 
-from ._files import append_dead_letters, remove_orphans
-from ._log import LogEngine, TableLog
+from ._files import append_dead_letters, remove_orphans, trim_stitched
+from ._log import DataFile, LogEngine, TableLog
 from ._plan import LandedSegment, Refused, table_schema_from_segment
 from ._storage import delete_files, make_durable
 
@@ -39,7 +39,9 @@ MAX_COMMIT_ATTEMPTS = 20
 class CommitStats:
     """What the commits did: committed segments, records and data files, segments split across
     table partitions, dead letters, conflicts retried, files of data the table already covered
-    (deleted, not committed), orphan files removed, schema evolutions."""
+    (deleted, not committed), orphan files removed, schema evolutions, segments committed in
+    stitched files, segments written alone because stitching was not safe, and stitched files
+    rewritten without segments the table already had."""
 
     commits: int = 0
     segments: int = 0
@@ -51,6 +53,9 @@ class CommitStats:
     covered_files: int = 0
     orphans_removed: int = 0
     schema_evolutions: int = 0
+    stitched_segments: int = 0
+    stitch_fallbacks: int = 0
+    trimmed_files: int = 0
 
 
 @dataclass(frozen=True)
@@ -251,23 +256,30 @@ class Committer:
         if landed and not durable:
             make_durable(self.table_uri, self.storage_options)
         failure: Refused | None = None
+        stopped: list[LandedSegment] = []
         if refused and self.dlq_table_uri is None:
             failure = min(refused, key=lambda r: (r.partition, r.offset))
             first_bad: dict[int, int] = {}
             for r in refused:
                 first_bad[r.partition] = min(r.offset, first_bad.get(r.partition, r.offset))
             stopped = [s for s in landed if s.offset >= first_bad.get(s.partition, s.offset + 1)]
-            self._discard(stopped)
             landed = [s for s in landed if s.offset < first_bad.get(s.partition, s.offset + 1)]
             refused = []
-        result = self._commit(landed, refused, commit_info or {})
+            if not landed:  # nothing to keep: no stitched file needs trimming
+                self._discard(self._settle([], stopped)[1])
+                stopped = []
+        result = self._commit(landed, refused, commit_info or {}, stopped)
         if failure is not None:
             log.error("stopped at %s[%d]@%d: %s", self.topic, failure.partition, failure.offset, failure.error)
             raise failure.error
         return result
 
     def _commit(
-        self, landed: Sequence[LandedSegment], refused: Sequence[Refused], commit_info: Mapping[str, Any]
+        self,
+        landed: Sequence[LandedSegment],
+        refused: Sequence[Refused],
+        commit_info: Mapping[str, Any],
+        stopped: Sequence[LandedSegment] = (),
     ) -> CommitResult:
         partitions = {s.partition for s in landed} | {r.partition for r in refused}
         for attempt in range(MAX_COMMIT_ATTEMPTS):
@@ -284,6 +296,7 @@ class Committer:
             last: dict[int, int] = {}
             for p, off in [(s.partition, s.offset) for s in fresh] + [(r.partition, r.offset) for r in dead]:
                 last[p] = max(off, last.get(p, -1))
+            trimmed: list[str] = []
             # Steps 4-6 each commit to a table another writer may have moved: a conflict in any
             # of them goes back to 3 (they are idempotent: the dead-letter txn, the columns present).
             try:
@@ -293,14 +306,19 @@ class Committer:
                 if self._dead_letter(dead):
                     crash_point("after-dead-letters")
                 self._evolve(table, fresh)
+                files, doomed = self._settle(fresh, [*stale, *stopped])
+                trimmed = [f.path for f in files if f.path not in {g.path for s in fresh for g in s.files}]
+                if trimmed:
+                    make_durable(self.table_uri, self.storage_options)
                 version = table.commit_add_files(
-                    [f for s in fresh for f in s.files],
+                    files,
                     txns={self.app_txn(p): off for p, off in last.items()},
                     commit_info={"parka.app_id": self.app_id, "parka.topic": self.topic, **commit_info},
                 )
             except CommitConflict as exc:
                 self.stats.conflicts += 1
                 log.info("commit conflict (attempt %d): re-reading the table (%s)", attempt + 1, exc)
+                self._discard(trimmed)
                 time.sleep(min(0.05 * 2**attempt, 2.0))
                 continue
             crash_point("after-delta-commit")
@@ -312,26 +330,67 @@ class Committer:
                     sorted({s.partition for s in stale}),
                     self.app_id,
                 )
-            self._discard(stale)
-            self._count(fresh, stale, version, last)
+            self._discard(doomed)
+            self._count(fresh, files, {f.path for s in stale for f in s.files}, version, last)
             return CommitResult(version, last, table_txn)
         raise CommitConflict(f"gave up after {MAX_COMMIT_ATTEMPTS} conflicting commit attempts on {self.table_uri}")
 
-    def _count(self, fresh: Sequence[LandedSegment], stale: Sequence[LandedSegment], version: int, last: Any) -> None:
+    def _settle(self, keep: Sequence[LandedSegment], drop: Sequence[LandedSegment]) -> tuple[list[DataFile], list[str]]:
+        """The files to commit for ``keep`` and the paths to delete for ``drop``.
+
+        A file holds one segment, or several stitched ones. One whose segments are all kept is
+        committed as is, one whose segments are all dropped is deleted. A stitched file holding
+        both (another writer with this app id committed part of it, or a refused message stops
+        its partition half way) is replaced by a new file with the kept segments' row groups
+        (:func:`parka.consumer._files.trim_stitched`); the old one is deleted.
+        """
+        files: dict[str, tuple[DataFile, list[LandedSegment], list[LandedSegment]]] = {}
+        for s in keep:
+            for f in s.files:
+                files.setdefault(f.path, (f, [], []))[1].append(s)
+        for s in drop:
+            for f in s.files:
+                files.setdefault(f.path, (f, [], []))[2].append(s)
+        commit: list[DataFile] = []
+        doomed: list[str] = []
+        for path, (f, kept, dropped) in files.items():
+            if not dropped:
+                commit.append(f)
+                continue
+            doomed.append(path)
+            if kept:
+                commit.append(
+                    trim_stitched(
+                        f,
+                        kept,
+                        table_uri=self.table_uri,
+                        table_schema=self.table_schema(),
+                        partition_by=self.partition_by,
+                        storage_options=self.storage_options,
+                    )
+                )
+                self.stats.trimmed_files += 1
+        return commit, doomed
+
+    def _count(
+        self, fresh: Sequence[LandedSegment], files: Sequence[DataFile], covered: set[str], version: int, last: Any
+    ) -> None:
         st = self.stats
-        st.covered_files += sum(len(s.files) for s in stale)
+        st.covered_files += len(covered)
         if not last:
             return
         st.commits += 1
         st.segments += len(fresh)
         st.records += sum(s.records for s in fresh)
-        st.files += sum(len(s.files) for s in fresh)
+        st.files += len(files)
         st.split_segments += sum(1 for s in fresh if s.split)
+        st.stitched_segments += sum(1 for s in fresh if s.row_groups is not None)
+        st.stitch_fallbacks += sum(1 for s in fresh if s.stitch_fallback)
         log.info(
             "committed %d segment(s), %d records in %d file(s): table version %d",
             len(fresh),
             sum(s.records for s in fresh),
-            sum(len(s.files) for s in fresh),
+            len(files),
             version,
         )
         if self.checkpoint_interval and st.commits % self.checkpoint_interval == 0:
@@ -364,10 +423,9 @@ class Committer:
             self.stats.schema_evolutions += 1
             log.info("table schema evolved: added %s", ", ".join(f.name for f in missing))
 
-    def _discard(self, segments: Sequence[LandedSegment]) -> None:
+    def _discard(self, paths: Sequence[str]) -> None:
         """Delete files that will never be committed, best effort: what stays is an orphan the
         cleanup removes once the table's ``txn`` covers it."""
-        paths = [f.path for s in segments for f in s.files]
         if not paths:
             return
         try:

@@ -1,8 +1,10 @@
 """Segments to data files, shared by ``parka ingest`` and ``parka spark-ingest --mode raw``: read a
-segment (headers, footer), check it against the table, write its bytes as data file(s) of the
-table (:func:`land_segment`), append dead letters, and remove the orphans of interrupted commits.
-Nothing here imports confluent_kafka or pyspark: Spark runs :func:`read_segment` and
-:func:`land_segment` on its executors, ``parka ingest`` in its loop.
+segment (headers, footer), check it against the table (:func:`check_segment`), write segments as
+data files of the table, several stitched into one where they share a Kafka partition, a schema
+and a table partition (:func:`write_segments`), append dead letters, and remove the orphans of
+interrupted commits. Nothing here imports confluent_kafka or pyspark: Spark runs
+:func:`read_segment`, :func:`check_segment` and :func:`write_segments` in its executors' tasks,
+``parka ingest`` in its loop and at each commit.
 """
 
 from __future__ import annotations
@@ -25,17 +27,22 @@ from . import _delta
 from ._log import DataFile, TableLog
 from ._plan import FileName, Fit, LandedSegment, fit_segment, partition_path, partition_value_string
 from ._stats import RecentCache, data_file_stats
-from ._storage import delete_files, list_files, write_data_file
+from ._stitch import NotStitchable, Source, stitch
+from ._stitch import read_footer as read_stitch_footer
+from ._storage import delete_files, list_files, read_data_file, write_data_file
 
 __all__ = [
+    "DEFAULT_TARGET_FILE_SIZE",
     "DLQ_SCHEMA",
+    "CheckedSegment",
     "SegmentRead",
     "append_dead_letters",
-    "land_segment",
+    "check_segment",
     "read_footer",
     "read_segment",
     "remove_orphans",
-    "write_segment_files",
+    "trim_stitched",
+    "write_segments",
 ]
 
 log = logging.getLogger("parka.ingest")
@@ -117,21 +124,31 @@ def _fit(table_schema: pa.Schema, segment_schema: pa.Schema, partition_by: tuple
     return fit
 
 
-def land_segment(
-    seg: SegmentRead,
-    *,
-    table_uri: str,
-    table_schema: pa.Schema,
-    partition_by: tuple[str, ...],
-    merge: bool,
-    storage_options: Mapping[str, str] | None = None,
-) -> LandedSegment:
-    """Check ``seg`` against the table (:func:`parka.consumer._plan.fit_segment`) and write it as
-    data file(s) of the table (:func:`write_segment_files`); nothing is committed.
+DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class CheckedSegment:
+    """A segment the table can take, waiting to be written (:func:`write_segments`).
+
+    ``new_fields``: columns the table lacks that it brings; ``partition_values``: the table
+    partition all its rows belong to (``{}`` for an unpartitioned table), ``None`` when its rows
+    span several (it will be decoded and split).
+    """
+
+    seg: SegmentRead
+    new_fields: tuple[pa.Field, ...]
+    partition_values: dict[str, str | None] | None
+
+
+def check_segment(
+    seg: SegmentRead, *, table_schema: pa.Schema, partition_by: tuple[str, ...], merge: bool
+) -> CheckedSegment:
+    """Check ``seg`` against the table (:func:`parka.consumer._plan.fit_segment`) and find the
+    table partition it belongs to (only the partition columns are read). Nothing is written.
 
     Raises:
         SchemaMismatchError: the table cannot take the segment (keeps the raw message).
-        CommitError: a write failed.
     """
     fit = _fits.get(
         (partition_by, merge, seg.schema, table_schema), lambda: _fit(table_schema, seg.schema, partition_by, merge)
@@ -146,28 +163,216 @@ def land_segment(
             partition=seg.partition,
             offset=seg.offset,
         )
+    return CheckedSegment(seg, fit.new_fields, _partition_values(seg, partition_by))
+
+
+def _partition_values(seg: SegmentRead, partition_by: tuple[str, ...]) -> dict[str, str | None] | None:
+    """The one table partition of ``seg``'s rows, or ``None`` when they span several."""
+    if not partition_by:
+        return {}
+    keys = pq.read_table(io.BytesIO(seg.value), columns=list(partition_by))
+    groups = keys.group_by(list(partition_by)).aggregate([])
+    if groups.num_rows > 1:
+        return None
+    return {c: partition_value_string(keys[c][0].as_py()) if keys.num_rows else None for c in partition_by}
+
+
+def write_segments(
+    checked: Sequence[CheckedSegment],
+    *,
+    table_uri: str,
+    table_schema: pa.Schema,
+    partition_by: tuple[str, ...] = (),
+    storage_options: Mapping[str, str] | None = None,
+    target_file_size: int = DEFAULT_TARGET_FILE_SIZE,
+) -> list[LandedSegment]:
+    """Write checked segments as data files of the table; nothing is committed.
+
+    Segments of one Kafka partition that share a schema and a table partition are stitched
+    (:func:`parka.consumer._stitch.stitch`: row groups copied byte for byte under one new
+    footer) into files of up to ``target_file_size`` bytes, in offset order. A group of one
+    segment is written as its bytes, unchanged. Where stitching is not safe, each segment is
+    written alone (``stitch_fallback`` on its :class:`LandedSegment`). A segment whose rows span
+    several table partitions is decoded and split (one file per partition, same codec). File
+    names are :class:`FileName`s; statistics come from the footers, described against
+    ``table_schema`` plus the columns the segments bring.
+
+    Raises:
+        CommitError: a write failed.
+    """
+    if not checked:
+        return []
+    new_fields: dict[str, pa.Field] = {}
+    for c in checked:
+        for f in c.new_fields:
+            new_fields.setdefault(f.name, f)
+    writer = _Writer(table_uri, pa.schema([*table_schema, *new_fields.values()]), partition_by, storage_options or {})
     crash_point("before-write")
-    files, split = write_segment_files(
-        table_uri,
-        seg.value,
-        seg.meta,
-        topic=seg.topic,
-        partition=seg.partition,
-        offset=seg.offset,
-        table_schema=pa.schema([*table_schema, *fit.new_fields]),
-        partition_by=partition_by,
-        storage_options=storage_options,
-    )
+    landed: list[LandedSegment] = []
+    groups: dict[tuple[Any, ...], list[CheckedSegment]] = {}
+    for c in checked:
+        if c.partition_values is None:
+            landed.append(writer.split(c))
+            continue
+        key = (c.seg.topic, c.seg.partition, tuple(c.partition_values.items()), c.seg.schema)
+        groups.setdefault(key, []).append(c)
+    for group in groups.values():
+        group.sort(key=lambda c: c.seg.offset)
+        run: list[CheckedSegment] = []
+        size = 0
+        for c in group:
+            if run and size + len(c.seg.value) > target_file_size:
+                landed += writer.run(run)
+                run, size = [], 0
+            run.append(c)
+            size += len(c.seg.value)
+        landed += writer.run(run)
     crash_point("after-write")
+    landed.sort(key=lambda s: (s.partition, s.offset))
+    return landed
+
+
+@dataclass(frozen=True)
+class _Writer:
+    """Writes data files of one table: names, bytes, statistics and tags."""
+
+    table_uri: str
+    schema: pa.Schema  # the table's, with the columns the new files bring
+    partition_by: tuple[str, ...]
+    storage_options: Mapping[str, str]
+
+    def put(
+        self, name: str, data: bytes, md: pq.FileMetaData | None, values: Mapping[str, str | None], tags: dict[str, str]
+    ) -> DataFile:
+        size = write_data_file(self.table_uri, name, data, self.storage_options)
+        stats = data_file_stats(md if md is not None else data, self.schema, partition_by=self.partition_by)
+        return DataFile(path=name, size=size, partition_values=dict(values), stats=stats, tags=tags)
+
+    def alone(self, c: CheckedSegment, *, fallback: bool = False) -> LandedSegment:
+        seg, values = c.seg, c.partition_values or {}
+        name = _in_partition(values, FileName.new(seg.topic, seg.partition, seg.offset))
+        f = self.put(name, seg.value, seg.meta, values, _tags(seg.topic, seg.partition, seg.offset))
+        return _landed(c, (f,), stitch_fallback=fallback)
+
+    def run(self, run: Sequence[CheckedSegment]) -> list[LandedSegment]:
+        """One file for ``run`` (segments of one Kafka partition, schema and table partition)."""
+        if len(run) == 1:
+            return [self.alone(run[0])]
+        try:
+            footers = [read_stitch_footer(c.seg.value) for c in run]
+            data = stitch([Source(f) for f in footers])
+        except NotStitchable as exc:
+            log.warning(
+                "%d segment(s) of %s[%d] written one file each: %s",
+                len(run),
+                run[0].seg.topic,
+                run[0].seg.partition,
+                exc,
+            )
+            return [self.alone(c, fallback=True) for c in run]
+        first, last = run[0].seg, run[-1].seg
+        values = run[0].partition_values or {}
+        name = _in_partition(values, FileName.new(first.topic, first.partition, first.offset, last=last.offset))
+        tags = _tags(first.topic, first.partition, first.offset, last.offset)
+        f = self.put(name, data, None, values, tags)
+        out, at = [], 0
+        for c, footer in zip(run, footers, strict=True):
+            out.append(_landed(c, (f,), row_groups=(at, footer.num_row_groups)))
+            at += footer.num_row_groups
+        return out
+
+    def split(self, c: CheckedSegment) -> LandedSegment:
+        """A segment spanning several table partitions: decoded, one file per partition."""
+        seg = c.seg
+        data = pq.read_table(io.BytesIO(seg.value))
+        groups = data.select(list(self.partition_by)).group_by(list(self.partition_by)).aggregate([])
+        codec = seg.meta.row_group(0).column(0).compression.lower() if seg.meta.num_row_groups else "none"
+        files = []
+        for i, group in enumerate(groups.to_pylist()):
+            mask = None
+            for col in self.partition_by:
+                value = group[col]
+                cond = pc.is_null(data[col]) if value is None else pc.equal(data[col], pa.scalar(value, data[col].type))
+                mask = cond if mask is None else pc.and_(mask, cond)
+            buf = io.BytesIO()
+            pq.write_table(
+                data.filter(mask), buf, compression=codec if codec != "uncompressed" else "none", store_schema=True
+            )
+            values = {col: partition_value_string(group[col]) for col in self.partition_by}
+            name = _in_partition(values, FileName.new(seg.topic, seg.partition, seg.offset, split=i))
+            files.append(self.put(name, buf.getvalue(), None, values, _tags(seg.topic, seg.partition, seg.offset)))
+        return _landed(c, tuple(files), split=True)
+
+    def trim(self, file: DataFile, keep: Sequence[LandedSegment]) -> DataFile:
+        """A new file holding only ``keep``'s row groups of stitched ``file``."""
+        footer = read_stitch_footer(read_data_file(self.table_uri, file.path, self.storage_options))
+        rows: list[int] = []
+        for s in sorted(keep, key=lambda s: s.offset):
+            assert s.row_groups is not None
+            rows += range(s.row_groups[0], s.row_groups[0] + s.row_groups[1])
+        data = stitch([Source(footer, rows)])
+        first, last = min(s.offset for s in keep), max(s.offset for s in keep)
+        s0 = keep[0]
+        name = FileName.new(s0.topic, s0.partition, first, last=last if last != first else None)
+        return self.put(
+            _in_partition(file.partition_values, name),
+            data,
+            None,
+            file.partition_values,
+            _tags(s0.topic, s0.partition, first, last if last != first else None),
+        )
+
+
+def trim_stitched(
+    file: DataFile,
+    keep: Sequence[LandedSegment],
+    *,
+    table_uri: str,
+    table_schema: pa.Schema,
+    partition_by: tuple[str, ...] = (),
+    storage_options: Mapping[str, str] | None = None,
+) -> DataFile:
+    """Write a new data file holding only the row groups of ``keep``, segments stitched into
+    ``file``, so a commit can take them without the others (already in the table, or after a
+    refused message). ``file`` is left as it is.
+
+    Raises:
+        CommitError: reading ``file`` or writing the new one failed.
+    """
+    return _Writer(table_uri, table_schema, partition_by, storage_options or {}).trim(file, keep)
+
+
+def _in_partition(values: Mapping[str, str | None], name: FileName) -> str:
+    return f"{partition_path(dict(values))}/{name}" if values else str(name)
+
+
+def _tags(topic: str, partition: int, offset: int, last: int | None = None) -> dict[str, str]:
+    tags = {"kafka.topic": topic, "kafka.partition": str(partition), "kafka.offset": str(offset)}
+    if last is not None:
+        tags["kafka.lastOffset"] = str(last)
+    return tags
+
+
+def _landed(
+    c: CheckedSegment,
+    files: tuple[DataFile, ...],
+    *,
+    split: bool = False,
+    row_groups: tuple[int, int] | None = None,
+    stitch_fallback: bool = False,
+) -> LandedSegment:
+    seg = c.seg
     return LandedSegment(
         seg.topic,
         seg.partition,
         seg.offset,
         seg.info.num_records,
-        tuple(files),
+        files,
         split,
-        fit.new_fields,
+        c.new_fields,
         len(seg.value),
+        row_groups=row_groups,
+        stitch_fallback=stitch_fallback,
     )
 
 
@@ -199,62 +404,6 @@ def _arrow_schema(meta: pq.FileMetaData) -> pa.Schema:
     schema) and the Parquet schema."""
     file_schema = meta.schema
     return _schemas.get((meta.metadata, file_schema), file_schema.to_arrow_schema)
-
-
-def write_segment_files(
-    table_uri: str,
-    value: bytes,
-    meta: pq.FileMetaData,
-    *,
-    topic: str,
-    partition: int,
-    offset: int,
-    table_schema: pa.Schema,
-    partition_by: Sequence[str] = (),
-    storage_options: Mapping[str, str] | None = None,
-) -> tuple[list[DataFile], bool]:
-    """Write one segment as data file(s) of the table; returns them and whether it was split.
-
-    Unpartitioned table: the bytes unchanged, one file, nothing decoded. Partitioned: the
-    partition columns are read; a segment holding one value combination goes unchanged under
-    its directory, one spanning several is decoded and split (one file per combination, same
-    codec). File names are :class:`FileName`s (fresh random part, so a retry never collides);
-    statistics come from the footer, described against ``table_schema``.
-
-    Raises:
-        CommitError: a write failed.
-    """
-    tags = {"kafka.topic": topic, "kafka.partition": str(partition), "kafka.offset": str(offset)}
-
-    def put(name: str, data: bytes, md: pq.FileMetaData | None, values: dict[str, str | None]) -> DataFile:
-        size = write_data_file(table_uri, name, data, storage_options)
-        stats = data_file_stats(md if md is not None else data, table_schema, partition_by=partition_by)
-        return DataFile(path=name, size=size, partition_values=values, stats=stats, tags=tags)
-
-    if not partition_by:
-        return [put(str(FileName.new(topic, partition, offset)), value, meta, {})], False
-    keys = pq.read_table(io.BytesIO(value), columns=list(partition_by))
-    groups = keys.group_by(list(partition_by)).aggregate([])
-    if groups.num_rows <= 1:
-        values = {c: partition_value_string(keys[c][0].as_py()) if keys.num_rows else None for c in partition_by}
-        name = f"{partition_path(values)}/{FileName.new(topic, partition, offset)}"
-        return [put(name, value, meta, values)], False
-    # A segment spanning several table partitions: decode this one and split it.
-    data = pq.read_table(io.BytesIO(value))
-    codec = meta.row_group(0).column(0).compression.lower() if meta.num_row_groups else "none"
-    out = []
-    for i, group in enumerate(groups.to_pylist()):
-        mask = None
-        for c in partition_by:
-            cond = pc.is_null(data[c]) if group[c] is None else pc.equal(data[c], pa.scalar(group[c], data[c].type))
-            mask = cond if mask is None else pc.and_(mask, cond)
-        part = data.filter(mask)
-        buf = io.BytesIO()
-        pq.write_table(part, buf, compression=codec if codec != "uncompressed" else "none", store_schema=True)
-        values = {c: partition_value_string(group[c]) for c in partition_by}
-        name = f"{partition_path(values)}/{FileName.new(topic, partition, offset, split=i)}"
-        out.append(put(name, buf.getvalue(), None, values))
-    return out, True
 
 
 def append_dead_letters(
@@ -319,7 +468,7 @@ def remove_orphans(
         if name.partition not in versions:
             versions[name.partition] = table.txn_version(app_txn(name.partition))
         version = versions[name.partition]
-        if version is not None and name.offset <= version:
+        if version is not None and name.last_offset <= version:
             doomed.append(info.path)
     if doomed:
         delete_files(table.uri, doomed, storage_options)

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+import pyarrow as pa
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TIMESTAMP_NOT_AVAILABLE, KafkaException, TopicPartition
 
 from parka._crash import crash_point
@@ -26,8 +27,8 @@ from parka.errors import ConfigError, KafkaClientError, SchemaMismatchError, Seg
 
 from ._committer import CommitStats, Committer
 from ._delta import RsEngine
-from ._files import DLQ_SCHEMA, land_segment, read_segment
-from ._plan import CommitPolicy, LandedSegment, Refused
+from ._files import DEFAULT_TARGET_FILE_SIZE, DLQ_SCHEMA, CheckedSegment, check_segment, read_segment, write_segments
+from ._plan import CommitPolicy, Refused
 from ._shim import ParquetConsumer, RawSegment
 
 __all__ = ["DLQ_SCHEMA", "IngestSettings", "IngestStats", "IngestionConsumer"]
@@ -50,7 +51,8 @@ class IngestSettings:
     kafka_conf: dict[str, Any]
     app_id: str
     allowed_latency_s: float = 30.0
-    min_bytes_per_commit: int = 64 * 1024 * 1024
+    min_bytes_per_commit: int | None = None  # None: target_file_size
+    target_file_size: int = DEFAULT_TARGET_FILE_SIZE
     max_segments_per_commit: int = 1000
     auto_offset_reset: OffsetReset = "earliest"
     seek_offsets: dict[int, int] = field(default_factory=dict)
@@ -76,8 +78,10 @@ class IngestSettings:
             raise ConfigError("seek_offsets", self.seek_offsets, "{partition: offset}, both >= 0")
         if any(not c for c in self.partition_by):
             raise ConfigError("partition_by", self.partition_by, "column names")
-        if self.min_bytes_per_commit < 1:
+        if self.min_bytes_per_commit is not None and self.min_bytes_per_commit < 1:
             raise ConfigError("min_bytes_per_commit", self.min_bytes_per_commit, "an integer >= 1")
+        if self.target_file_size < 1:
+            raise ConfigError("target_file_size", self.target_file_size, "a number of bytes >= 1")
         if self.max_segments_per_commit < 1:
             raise ConfigError("max_segments_per_commit", self.max_segments_per_commit, "an integer >= 1")
 
@@ -108,11 +112,13 @@ class IngestionConsumer:
         self._clock = clock
         self._progress = progress
         self._policy = CommitPolicy(
-            settings.allowed_latency_s, settings.min_bytes_per_commit, settings.max_segments_per_commit
+            settings.allowed_latency_s,
+            settings.min_bytes_per_commit or settings.target_file_size,
+            settings.max_segments_per_commit,
         )
         self._consumer: ParquetConsumer | None = None
         self._committer: Committer | None = None
-        self._landed: list[LandedSegment] = []
+        self._checked: list[CheckedSegment] = []  # written as data files at the next commit
         self._refused: list[Refused] = []
         self._buffered_bytes = 0
         self._oldest_at: float | None = None
@@ -176,7 +182,7 @@ class IngestionConsumer:
                 if raw is not None:
                     self._handle(raw)
                 if self._policy.due(
-                    segments=len(self._landed) + len(self._refused),
+                    segments=len(self._checked) + len(self._refused),
                     buffered_bytes=self._buffered_bytes,
                     oldest_at=self._oldest_at,
                     now=self._clock(),
@@ -290,20 +296,18 @@ class IngestionConsumer:
                 info=raw.info,  # poll_buffer read the headers and checked the CRC: once per segment
             )
             committer.ensure_table(seg.schema)
-            landed = land_segment(
+            checked = check_segment(
                 seg,
-                table_uri=s.table_uri,
                 table_schema=committer.table_schema(),
                 partition_by=committer.partition_by,
                 merge=s.schema_evolution == "merge",
-                storage_options=s.storage_options,
             )
         except (SegmentError, SchemaMismatchError) as exc:  # bad input, not a failure of ours
             self._refuse(raw, exc)
             return
-        self._landed.append(landed)
-        self._buffered_bytes += sum(f.size for f in landed.files)
-        self.stats.bytes += landed.value_bytes
+        self._checked.append(checked)
+        self._buffered_bytes += len(seg.value)
+        self.stats.bytes += len(seg.value)
         self._consumed[raw.partition] = raw.offset
         if self._oldest_at is None:
             self._oldest_at = self._clock()
@@ -324,14 +328,24 @@ class IngestionConsumer:
         """Commit what is buffered through the committer (the protocol:
         :meth:`parka.consumer._committer.Committer.commit`), then the Kafka side: offsets for
         lag tools, and a seek for partitions another worker took further in the table."""
-        if not self._landed and not self._refused:
+        if not self._checked and not self._refused:
             return
-        assert self._committer is not None
-        landed, refused = self._landed, self._refused
-        self._landed, self._refused = [], []
+        committer = self._committer
+        assert committer is not None
+        checked, refused = self._checked, self._refused
+        self._checked, self._refused = [], []
         self._buffered_bytes = 0
         self._oldest_at = None
-        result = self._committer.commit(landed, refused)
+        s = self.settings
+        landed = write_segments(
+            checked,
+            table_uri=s.table_uri,
+            table_schema=committer.table_schema() if checked else pa.schema([]),
+            partition_by=committer.partition_by,
+            storage_options=s.storage_options,
+            target_file_size=s.target_file_size,
+        )
+        result = committer.commit(landed, refused)
         self._commit_kafka(result.last)
         for p, version in result.table_txn.items():
             if version is not None and version >= self._consumed.get(p, -1) and p not in result.last:

@@ -54,7 +54,8 @@ class CommitPolicy:
 
 
 _NAME = re.compile(
-    r"^(?P<topic>.+)-p(?P<partition>\d+)-o(?P<offset>\d+)-(?P<uid>[0-9a-f]{12})(?:-s(?P<split>\d+))?\.parquet$"
+    r"^(?P<topic>.+)-p(?P<partition>\d+)-o(?P<offset>\d+)(?:-to(?P<last>\d+))?-(?P<uid>[0-9a-f]{12})"
+    r"(?:-s(?P<split>\d+))?\.parquet$"
 )
 
 
@@ -63,10 +64,13 @@ _TEMPORARY = re.compile(r"^\.(?P<name>.+)\.[0-9a-f]{32}\.tmp$")
 
 @dataclass(frozen=True)
 class FileName:
-    """A data file's name carries the Kafka coordinates of the segment it holds.
+    """A data file's name carries the Kafka coordinates of the segments it holds.
 
-    ``<topic>-p<partition>-o<offset, 20 digits>-<12 hex>[-s<split>].parquet``; the random part
-    keeps a retried write from colliding with a crashed attempt's file.
+    ``<topic>-p<partition>-o<offset, 20 digits>[-to<last offset, 20 digits>]-<12 hex>[-s<split>].parquet``:
+    one segment's file names its offset; a stitched file (several segments of one Kafka
+    partition) its first and ``last`` offsets, so the orphan rule (every offset it holds is at
+    or below the partition's ``txn``) reads ``last``. The random part keeps a retried write from
+    colliding with a crashed attempt's file.
     """
 
     topic: str
@@ -74,14 +78,23 @@ class FileName:
     offset: int
     uid: str
     split: int | None = None
+    last: int | None = None
 
     @classmethod
-    def new(cls, topic: str, partition: int, offset: int, split: int | None = None) -> FileName:
-        return cls(topic, partition, offset, uuid.uuid4().hex[:12], split)
+    def new(
+        cls, topic: str, partition: int, offset: int, split: int | None = None, *, last: int | None = None
+    ) -> FileName:
+        return cls(topic, partition, offset, uuid.uuid4().hex[:12], split, last)
+
+    @property
+    def last_offset(self) -> int:
+        """The highest offset whose data the file may hold."""
+        return self.offset if self.last is None else self.last
 
     def __str__(self) -> str:
+        span = "" if self.last is None else f"-to{self.last:020d}"
         suffix = "" if self.split is None else f"-s{self.split}"
-        return f"{self.topic}-p{self.partition}-o{self.offset:020d}-{self.uid}{suffix}.parquet"
+        return f"{self.topic}-p{self.partition}-o{self.offset:020d}{span}-{self.uid}{suffix}.parquet"
 
     @classmethod
     def parse(cls, name: str, *, temporary: bool = False) -> FileName | None:
@@ -96,13 +109,14 @@ class FileName:
         m = _NAME.match(base)
         if m is None:
             return None
-        split = m.group("split")
+        split, last = m.group("split"), m.group("last")
         return cls(
             m.group("topic"),
             int(m.group("partition")),
             int(m.group("offset")),
             m.group("uid"),
             None if split is None else int(split),
+            None if last is None else int(last),
         )
 
 
@@ -256,7 +270,10 @@ class LandedSegment:
 
     ``records`` is the segment's; ``split`` says its rows spanned several table partitions (so
     it was decoded and written as one file per partition); ``new_fields`` are columns the table
-    lacks that its files need; ``value_bytes`` is the Kafka value's size.
+    lacks that its files need; ``value_bytes`` is the Kafka value's size. ``row_groups``:
+    ``(first, count)`` of its row groups in its one file when it shares that file with other
+    segments (stitched); ``None`` when the file(s) hold this segment alone. ``stitch_fallback``:
+    it could have been stitched with others but was written alone (stitching was not safe).
     """
 
     topic: str
@@ -267,6 +284,8 @@ class LandedSegment:
     split: bool = False
     new_fields: tuple[pa.Field, ...] = ()
     value_bytes: int = 0
+    row_groups: tuple[int, int] | None = None
+    stitch_fallback: bool = False
 
 
 @dataclass(frozen=True)

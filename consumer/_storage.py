@@ -23,7 +23,15 @@ import pyarrow.fs as pafs
 from parka._crash import crash_point, crash_point_armed
 from parka.errors import CommitError
 
-__all__ = ["FileInfo", "check_relative", "delete_files", "list_files", "make_durable", "write_data_file"]
+__all__ = [
+    "FileInfo",
+    "check_relative",
+    "delete_files",
+    "list_files",
+    "make_durable",
+    "read_data_file",
+    "write_data_file",
+]
 
 _libc_name = ctypes.util.find_library("c")
 _LIBC = ctypes.CDLL(_libc_name, use_errno=True) if _libc_name else None
@@ -197,3 +205,19 @@ def list_files(
                     mtime = mtime.replace(tzinfo=dt.timezone.utc)
                 found[path] = FileInfo(path, info.size or 0, mtime)
     return [found[path] for path in sorted(found)]
+
+
+def read_data_file(table_uri: str, relative_path: str, storage_options: Mapping[str, str] | None = None) -> bytes:
+    """The bytes of a data file under the table root.
+
+    Raises:
+        ValueError: ``relative_path`` is not a clean relative path.
+        CommitError: the read failed.
+    """
+    check_relative(relative_path)
+    filesystem, root = _filesystem(table_uri, storage_options)
+    try:
+        with filesystem.open_input_stream(f"{root}/{relative_path}") as source:
+            return bytes(source.read())
+    except (pa.ArrowException, OSError) as exc:
+        raise CommitError(f"cannot read data file {relative_path}: {exc}") from exc

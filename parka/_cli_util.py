@@ -10,6 +10,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
 import time
 from collections.abc import Mapping
@@ -82,6 +83,24 @@ def columns(text: str) -> tuple[str, ...]:
     return tuple(c.strip() for c in text.split(",") if c.strip())
 
 
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
+
+
+def size_bytes(text: str) -> int:
+    """A size such as ``134217728``, ``128MiB`` or ``64MB`` in bytes (``--target-file-size``).
+
+    Raises:
+        argparse.ArgumentTypeError: not a positive size with a known unit.
+    """
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", text)
+    unit = m.group(2).lower() if m else ""
+    if m is None or unit not in _UNITS or float(m.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a size (a number of bytes, or with B, KB, MB, GB, KiB, MiB, GiB)"
+        )
+    return int(float(m.group(1)) * _UNITS[unit])
+
+
 def _flags(overrides: Mapping[str, Mapping[str, Any]]) -> list[tuple[tuple[str, ...], dict[str, Any]]]:
     flags: list[tuple[tuple[str, ...], dict[str, Any]]] = [
         (("-k", "--kafka"), {"default": env("KAFKA", "localhost:9092"), "help": "bootstrap servers [PARKA_KAFKA]"}),
@@ -111,6 +130,15 @@ def _flags(overrides: Mapping[str, Mapping[str, Any]]) -> list[tuple[tuple[str, 
                 "type": int,
                 "default": int(env("MAX_SEGMENTS_PER_COMMIT", 1000)),
                 "help": "commit once this many segments are buffered [PARKA_MAX_SEGMENTS_PER_COMMIT]",
+            },
+        ),
+        (
+            ("--target-file-size",),
+            {
+                "type": size_bytes,
+                "default": size_bytes(env("TARGET_FILE_SIZE", "128MiB")),
+                "help": "stitch the segments of a commit into data files of up to this size (e.g. 128MiB); a "
+                "commit is due once this much is buffered, or after --allowed-latency [PARKA_TARGET_FILE_SIZE]",
             },
         ),
         (

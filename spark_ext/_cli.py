@@ -55,6 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
                 "help": "most Kafka messages (segments) per micro-batch, i.e. per Delta commit; no limit by "
                 "default [PARKA_MAX_SEGMENTS_PER_COMMIT or PARKA_MAX_OFFSETS_PER_TRIGGER]",
             },
+            "target_file_size": {
+                "help": "raw mode: stitch each task's segments into data files of up to this size (e.g. 128MiB) "
+                "[PARKA_TARGET_FILE_SIZE]"
+            },
             "auto_offset_reset": {"help": "where a new query (no checkpoint yet) starts [PARKA_AUTO_OFFSET_RESET]"},
             "seek_offsets": {
                 "help": 'JSON {"partition": offset} where a new query starts; Spark needs every partition listed '
@@ -221,6 +225,7 @@ def settings_from_args(args: argparse.Namespace) -> Any:
         dlq_table_uri=args.dlq_table,
         commit_engine=args.commit_engine if args.mode == "raw" else "delta-spark",
         checkpoint_interval=args.checkpoint_interval,
+        target_file_size=args.target_file_size,
     )
 
 

@@ -43,6 +43,7 @@ from typing import Any
 
 import pyarrow as pa
 from parka.consumer._committer import Committer
+from parka.consumer._files import DEFAULT_TARGET_FILE_SIZE
 from parka.consumer._plan import fit_segment
 
 from parka._cli_util import redacted
@@ -135,6 +136,7 @@ class SparkIngestSettings:
     dlq_table_uri: str | None = None
     commit_engine: str = "delta-spark"
     checkpoint_interval: int = 10
+    target_file_size: int = DEFAULT_TARGET_FILE_SIZE
 
     def __post_init__(self) -> None:
         if not self.topic or not self.table_uri:
@@ -474,6 +476,7 @@ def _start_raw(spark: Any, s: SparkIngestSettings) -> tuple[Any, str, _RawRun]:
                 storage,
                 merge=committer.merge,
                 keep_bad_values=s.dlq_table_uri is not None,
+                target_file_size=s.target_file_size,
             )
             crash_point("batch-before-write")
             rows = kafka.mapInArrow(writer, rows_schema).toArrow()

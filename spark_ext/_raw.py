@@ -4,10 +4,12 @@ Spark only carries the work; every decision is the one ``parka ingest`` makes (n
 imports pyspark; :mod:`._ingest` wires them into a ``foreachBatch`` query):
 
 * :class:`SegmentFileWriter` runs on the executors (``mapInArrow`` over a micro-batch's Kafka
-  rows, one row per segment): each segment is read and written as data file(s) by
-  :func:`parka.consumer._files.read_segment` and :func:`~parka.consumer._files.land_segment`,
-  exactly as ``parka ingest`` writes it. Out comes one small row per file (:data:`FILE_ROWS`),
-  or one per message the table cannot take, with its error.
+  rows, one row per segment): each segment is read and checked by
+  :func:`parka.consumer._files.read_segment` and :func:`~parka.consumer._files.check_segment`,
+  and a task's segments are written by :func:`~parka.consumer._files.write_segments` (stitched
+  per Kafka partition, schema and table partition, up to the target file size), exactly as
+  ``parka ingest`` writes them at a commit. Out comes one small row per segment and file
+  (:data:`FILE_ROWS`), or one per message the table cannot take, with its error.
 * On the driver, :func:`committer_input` turns those rows back into the committer's input, and
   :class:`parka.consumer._committer.Committer` commits them: the one protocol, with the same
   ``txn`` per Kafka partition as ``parka ingest``, through delta-spark (the default) or delta-rs.
@@ -23,7 +25,13 @@ from itertools import groupby
 from typing import Any
 
 import pyarrow as pa
-from parka.consumer._files import land_segment, read_segment
+from parka.consumer._files import (
+    DEFAULT_TARGET_FILE_SIZE,
+    CheckedSegment,
+    check_segment,
+    read_segment,
+    write_segments,
+)
 from parka.consumer._log import DataFile
 from parka.consumer._plan import LandedSegment, Refused
 from parka.consumer._storage import make_durable
@@ -43,6 +51,10 @@ FILE_ROWS = pa.schema(
         ("offset", pa.int64()),
         ("records", pa.int64()),  # the segment's, on its first file; 0 on the other parts of a split
         ("path", pa.string()),  # relative to the table root; null for a bad segment
+        ("tags", pa.string()),  # JSON: the file's Kafka coordinates
+        ("row_group_first", pa.int32()),  # a stitched file: where this segment's row groups start
+        ("row_group_count", pa.int32()),
+        ("stitch_fallback", pa.bool_()),
         ("size", pa.int64()),
         ("stats", pa.string()),
         ("partition_values", pa.string()),  # JSON
@@ -57,7 +69,8 @@ FILE_ROWS = pa.schema(
         ("timestamp_ms", pa.int64()),
     ]
 )
-"""What the executors return to the driver: one row per data file written, or per bad segment."""
+"""What the executors return to the driver: one row per segment and data file written (a stitched
+file has one row per segment in it, a split segment one per file), or one per bad segment."""
 
 _ERRORS: dict[str, type[SegmentError] | type[SchemaMismatchError]] = {
     "SegmentError": SegmentError,
@@ -81,20 +94,36 @@ class SegmentFileWriter:
     storage_options: Mapping[str, str] = field(default_factory=dict)
     merge: bool = False
     keep_bad_values: bool = False
+    target_file_size: int = DEFAULT_TARGET_FILE_SIZE
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        pending: list[CheckedSegment] = []
+        pending_bytes = 0
         wrote = False
         for batch in batches:
-            rows = [row for i in range(batch.num_rows) for row in self._one(batch, i)]
-            wrote = wrote or any(r.get("path") is not None for r in rows)
-            if rows:
-                yield pa.RecordBatch.from_pylist(rows, schema=FILE_ROWS)
+            bad = []
+            for i in range(batch.num_rows):
+                checked = self._check(batch, i)
+                if isinstance(checked, dict):
+                    bad.append(checked)
+                else:
+                    pending.append(checked)
+                    pending_bytes += len(checked.seg.value)
+            if bad:
+                yield pa.RecordBatch.from_pylist(bad, schema=FILE_ROWS)
+            if pending_bytes >= self.target_file_size:  # bounds a task's memory
+                yield self._write(pending)
+                wrote, pending, pending_bytes = True, [], 0
+        if pending:
+            yield self._write(pending)
+            wrote = True
         if wrote:
             # Files are not fsynced one by one: flush them once per task, before the task (and
             # so the collect the driver commits after) completes.
             make_durable(self.table_uri, self.storage_options)
 
-    def _one(self, batch: pa.RecordBatch, i: int) -> list[dict[str, Any]]:
+    def _check(self, batch: pa.RecordBatch, i: int) -> CheckedSegment | dict[str, Any]:
+        """Row ``i`` as a segment the table can take, or its :data:`FILE_ROWS` error row."""
         col = batch.column
         names = batch.schema.names
         topic = col(names.index("topic"))[i].as_py()
@@ -102,46 +131,58 @@ class SegmentFileWriter:
         offset = col(names.index("offset"))[i].as_py()
         value: bytes | None = col(names.index("value"))[i].as_py()
         headers = [(h["key"], h["value"]) for h in col(names.index("headers"))[i].as_py() or ()]
-        base = {"topic": topic, "partition": partition, "offset": offset, "records": 0}
         try:
             seg = read_segment(topic=topic, partition=partition, offset=offset, value=value, headers=headers)
-            landed = land_segment(
-                seg,
-                table_uri=self.table_uri,
-                table_schema=self.table_schema,
-                partition_by=self.partition_by,
-                merge=self.merge,
-                storage_options=self.storage_options,
-            )
+            return check_segment(seg, table_schema=self.table_schema, partition_by=self.partition_by, merge=self.merge)
         except (SegmentError, SchemaMismatchError) as exc:
             stamp = col(names.index("timestamp"))[i]
             stamp_ms = stamp.cast(pa.int64()).as_py() // 1000 if stamp.is_valid else None
-            return [
-                {
-                    **base,
-                    "error_class": type(exc).__name__,
-                    "error": _reason(exc),
-                    "error_field": getattr(exc, "field", None),
-                    "value": value if self.keep_bad_values else None,
-                    "headers": [{"key": k, "value": v} for k, v in headers],
-                    "timestamp_ms": stamp_ms,
-                }
-            ]
-        encoded = pa.schema(list(landed.new_fields)).serialize().to_pybytes() if landed.new_fields else None
-        return [
-            {
-                **base,
-                "records": landed.records if n == 0 else 0,
-                "path": f.path,
-                "size": f.size,
-                "stats": f.stats,
-                "partition_values": json.dumps(dict(f.partition_values)),
-                "new_fields": encoded,
-                "split": landed.split,
-                "value_bytes": landed.value_bytes if n == 0 else 0,
+            return {
+                "topic": topic,
+                "partition": partition,
+                "offset": offset,
+                "records": 0,
+                "error_class": type(exc).__name__,
+                "error": _reason(exc),
+                "error_field": getattr(exc, "field", None),
+                "value": value if self.keep_bad_values else None,
+                "headers": [{"key": k, "value": v} for k, v in headers],
+                "timestamp_ms": stamp_ms,
             }
-            for n, f in enumerate(landed.files)
-        ]
+
+    def _write(self, pending: list[CheckedSegment]) -> pa.RecordBatch:
+        landed = write_segments(
+            pending,
+            table_uri=self.table_uri,
+            table_schema=self.table_schema,
+            partition_by=self.partition_by,
+            storage_options=self.storage_options,
+            target_file_size=self.target_file_size,
+        )
+        rows = []
+        for s in landed:
+            encoded = pa.schema(list(s.new_fields)).serialize().to_pybytes() if s.new_fields else None
+            for n, f in enumerate(s.files):
+                rows.append(
+                    {
+                        "topic": s.topic,
+                        "partition": s.partition,
+                        "offset": s.offset,
+                        "records": s.records if n == 0 else 0,
+                        "path": f.path,
+                        "tags": json.dumps(dict(f.tags)),
+                        "row_group_first": s.row_groups[0] if s.row_groups else None,
+                        "row_group_count": s.row_groups[1] if s.row_groups else None,
+                        "stitch_fallback": s.stitch_fallback,
+                        "size": f.size,
+                        "stats": f.stats,
+                        "partition_values": json.dumps(dict(f.partition_values)),
+                        "new_fields": encoded,
+                        "split": s.split,
+                        "value_bytes": s.value_bytes if n == 0 else 0,
+                    }
+                )
+        return pa.RecordBatch.from_pylist(rows, schema=FILE_ROWS)
 
 
 def committer_input(rows: pa.Table) -> tuple[list[LandedSegment], list[Refused]]:
@@ -168,17 +209,19 @@ def committer_input(rows: pa.Table) -> tuple[list[LandedSegment], list[Refused]]
                         size=r["size"],
                         stats=r["stats"],
                         partition_values=json.loads(r["partition_values"]),
-                        tags={
-                            "kafka.topic": r["topic"],
-                            "kafka.partition": str(partition),
-                            "kafka.offset": str(offset),
-                        },
+                        tags=json.loads(r["tags"]),
                     )
                     for r in parts
                 ),
                 split=bool(parts[0]["split"]),
                 new_fields=tuple(pa.ipc.read_schema(pa.py_buffer(new_fields))) if new_fields is not None else (),
                 value_bytes=sum(r["value_bytes"] or 0 for r in parts),
+                row_groups=(
+                    (parts[0]["row_group_first"], parts[0]["row_group_count"])
+                    if parts[0]["row_group_first"] is not None
+                    else None
+                ),
+                stitch_fallback=bool(parts[0]["stitch_fallback"]),
             )
         )
     return landed, refused

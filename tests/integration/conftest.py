@@ -80,8 +80,9 @@ def new_topic(admin: AdminClient, request: pytest.FixtureRequest) -> Callable[..
         name = f"t-{request.node.name[:40]}-{uuid.uuid4().hex[:8]}".replace("[", "-").replace("]", "")
         futures = admin.create_topics([NewTopic(name, partitions, 1, config=config)], operation_timeout=30)
         futures[name].result(timeout=30)
-        # wait until the metadata shows every partition with a leader
-        for _ in range(100):
+        # wait until the metadata shows every partition with a leader (a loaded machine: up to 60 s)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
             md = admin.list_topics(name, timeout=10).topics.get(name)
             ready = md is not None and md.error is None and len(md.partitions) == partitions
             if ready and all(p.leader >= 0 for p in md.partitions.values()):

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from deltalake import DeltaTable
+from parka.consumer._plan import FileName
 
 from parka.segment import encode_segment
 
@@ -22,6 +23,7 @@ from ._ingest_util import (
     message_values,
     produce_events,
     referenced_files,
+    row_group_bytes,
     run_ingest,
     sha256,
     start_ingest,
@@ -31,13 +33,46 @@ from ._ingest_util import (
 )
 
 
-def test_data_files_are_the_kafka_values_byte_for_byte(
+def test_segments_are_stitched_into_one_file_per_partition_and_commit_row_groups_byte_for_byte(
     bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
 ) -> None:
     topic = new_topic(partitions=3)
+    segments = produce_events(bootstrap, topic, 0, 3000, batch=100)
+    table = tmp_path / "events"
+    result = last_json(run_ingest(topic, table, bootstrap, "--end-at-latest"))
+    assert (result["segments"], result["records"], result["stitch_fallbacks"]) == (segments, 3000, 0)
+    assert result["files"] <= 3 * result["commits"] < segments  # one file per Kafka partition and commit
+    assert result["stitched_segments"] == segments  # every segment shares its file with others
+
+    # the files' row groups are the segments' row groups, byte for byte, in offset order per partition
+    values = message_values(bootstrap, topic, segments)
+    by_partition: dict[int, list[bytes]] = {}
+    for m in sorted(values, key=lambda m: (m.partition(), m.offset())):
+        by_partition.setdefault(m.partition(), []).extend(row_group_bytes(m.value()))
+    files: dict[int, list[tuple[int, bytes]]] = {}
+    for uri in DeltaTable(str(table)).file_uris():
+        name = FileName.parse(uri)
+        assert name is not None and name.last is not None and name.last > name.offset
+        files.setdefault(name.partition, []).append((name.offset, Path(uri.removeprefix("file://")).read_bytes()))
+    for p, stored in files.items():
+        assert [g for _, data in sorted(stored) for g in row_group_bytes(data)] == by_partition[p]
+    rows = DeltaTable(str(table)).to_pyarrow_table().select(EVENTS.names).sort_by("id")
+    assert rows.cast(EVENTS).equals(events(0, 3000))
+
+
+def test_data_files_are_the_kafka_values_byte_for_byte(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """With a target file size below a segment's size, each segment is a file of its own: its
+    Kafka value, unchanged."""
+    topic = new_topic(partitions=3)
     segments = produce_events(bootstrap, topic, 0, 3000, batch=250)
     table = tmp_path / "events"
-    result = last_json(run_ingest(topic, table, bootstrap, "--end-at-latest", "--max-segments-per-commit", "5"))
+    result = last_json(
+        run_ingest(
+            topic, table, bootstrap, "--end-at-latest", "--max-segments-per-commit", "5", "--target-file-size", "1"
+        )
+    )
     assert result["segments"] == segments
     assert result["records"] == 3000
     assert result["split_segments"] == 0
@@ -246,9 +281,10 @@ def test_partitioned_table_raw_when_aligned_split_when_not(
         rows = dt.to_pyarrow_table().select(EVENTS.names).sort_by("id")
         assert rows.cast(EVENTS).equals(events(0, 600))
         assert {p.split("/")[0] for p in referenced_files(t)} == {"day=2024-01-01", "day=2024-01-02", "day=2024-01-03"}
-    # aligned segments stayed raw: every file is a Kafka message value
-    values = {sha256(m.value()) for m in message_values(bootstrap, aligned, r1["segments"])}
-    assert {sha256((t1 / f).read_bytes()) for f in referenced_files(t1)} == values
+    # aligned segments stayed raw: stitched per day, every row group is a Kafka message value's
+    values = sorted(g for m in message_values(bootstrap, aligned, r1["segments"]) for g in row_group_bytes(m.value()))
+    assert sorted(g for f in referenced_files(t1) for g in row_group_bytes((t1 / f).read_bytes())) == values
+    assert len(referenced_files(t1)) == 3 < r1["segments"]
 
 
 def _send(bootstrap: str, topic: str, items: list[tuple[bytes, list[tuple[str, bytes]] | None]]) -> None:

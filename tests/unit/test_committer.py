@@ -1,6 +1,6 @@
 """The one committer, against real delta-rs tables in temporary folders (no Kafka, no Spark):
-the covered rule, a refused message without and with a dead-letter table, orphans of
-interrupted writes, and the table's own partitioning."""
+the covered rule (for stitched files too), a refused message without and with a dead-letter
+table, orphans of interrupted writes, and the table's own partitioning."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from deltalake import DeltaTable
 from parka.consumer._committer import Committer
 from parka.consumer._delta import RsEngine
-from parka.consumer._files import land_segment, read_segment
+from parka.consumer._files import check_segment, read_segment, write_segments
 from parka.consumer._plan import FileName, LandedSegment, Refused
 
 from parka.errors import ConfigError, SegmentDecodeError, SegmentError
@@ -28,13 +28,21 @@ def committer(path: Path, **kwargs: object) -> Committer:
 
 
 def landed(c: Committer, partition: int, offset: int, ids: list[int], day: str = "d1") -> LandedSegment:
-    table = pa.table({"id": ids, "day": [day] * len(ids)}, schema=SCHEMA)
-    seg = encode_segment(table, codec="zstd", fingerprint=schema_fingerprint(SCHEMA))
-    read = read_segment(topic="t", partition=partition, offset=offset, value=seg.value, headers=seg.headers)
-    c.ensure_table(read.schema)
-    return land_segment(
-        read, table_uri=c.table_uri, table_schema=c.table_schema(), partition_by=c.partition_by, merge=False
-    )
+    [one] = stitched(c, [(partition, offset, ids)], day=day)
+    return one
+
+
+def stitched(c: Committer, segments: list[tuple[int, int, list[int]]], day: str = "d1") -> list[LandedSegment]:
+    """``(partition, offset, ids)`` segments written as :func:`write_segments` writes a commit's:
+    one Kafka partition's segments stitched into one file."""
+    checked = []
+    for partition, offset, ids in segments:
+        table = pa.table({"id": ids, "day": [day] * len(ids)}, schema=SCHEMA)
+        seg = encode_segment(table, codec="zstd", fingerprint=schema_fingerprint(SCHEMA))
+        read = read_segment(topic="t", partition=partition, offset=offset, value=seg.value, headers=seg.headers)
+        c.ensure_table(read.schema)
+        checked.append(check_segment(read, table_schema=c.table_schema(), partition_by=c.partition_by, merge=False))
+    return write_segments(checked, table_uri=c.table_uri, table_schema=c.table_schema(), partition_by=c.partition_by)
 
 
 def refused(partition: int, offset: int) -> Refused:
@@ -57,6 +65,34 @@ def test_data_the_table_already_covers_is_deleted_not_committed(tmp_path: Path) 
     assert ids(tmp_path / "t") == [1, 2, 3, 4]
     assert c.stats.covered_files == 2
     assert not any((tmp_path / "t" / f.path).exists() for s in again[:2] for f in s.files)
+
+
+def test_a_stitched_file_the_table_partly_covers_is_trimmed_to_the_rest(tmp_path: Path) -> None:
+    """Another writer with this app id committed offsets 0-1 meanwhile: the stitched file of
+    0-3 may not be committed as is (duplicates) nor dropped (loss). A new file with the row
+    groups of 2-3 is committed, and the stitched one deleted."""
+    c = committer(tmp_path / "t")
+    c.commit([landed(c, 0, 0, [1, 2]), landed(c, 0, 1, [3])])
+    run = stitched(c, [(0, 0, [1, 2]), (0, 1, [3]), (0, 2, [4, 5]), (0, 3, [6])])
+    assert len({f.path for s in run for f in s.files}) == 1
+    assert [s.row_groups for s in run] == [(0, 1), (1, 1), (2, 1), (3, 1)]
+    result = c.commit(run)
+    assert dict(result.last) == {0: 3}
+    assert ids(tmp_path / "t") == [1, 2, 3, 4, 5, 6]
+    assert (c.stats.trimmed_files, c.stats.covered_files) == (1, 1)
+    assert not (tmp_path / "t" / run[0].files[0].path).exists()
+    [trimmed] = [FileName.parse(p) for p in DeltaTable(str(tmp_path / "t")).file_uris() if "-to" in p]
+    assert trimmed is not None and (trimmed.partition, trimmed.offset, trimmed.last) == (0, 2, 3)
+
+
+def test_a_refused_message_in_a_stitched_run_keeps_what_came_before_it(tmp_path: Path) -> None:
+    c = committer(tmp_path / "t")
+    run = stitched(c, [(0, 0, [1]), (0, 1, [2]), (0, 3, [4])])  # offset 2 is a bad message
+    with pytest.raises(SegmentError):
+        c.commit(run, [refused(0, 2)])
+    assert ids(tmp_path / "t") == [1, 2]
+    assert DeltaTable(str(tmp_path / "t")).transaction_version("app-0") == 1
+    assert not (tmp_path / "t" / run[0].files[0].path).exists()
 
 
 def test_a_refused_message_without_a_dead_letter_table_stops_its_partition(tmp_path: Path) -> None:
@@ -93,7 +129,9 @@ def test_orphans_and_half_written_files_are_removed_once_covered(tmp_path: Path)
     temporary = root / f".{FileName.new('t', 0, 0)}.{'0' * 32}.tmp"  # a write killed half way
     temporary.write_bytes(b"PAR1 half")
     live = landed(c, 0, 7, [8])  # above the txn: may be a live worker's
+    straddling = stitched(c, [(0, 1, [2]), (0, 2, [3])])[0]  # holds offset 2, above the txn
     assert c.remove_orphans() == 2
+    assert (root / straddling.files[0].path).exists()
     assert not (root / crashed.files[0].path).exists()
     assert not temporary.exists()
     assert (root / live.files[0].path).exists()

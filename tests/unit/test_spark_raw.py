@@ -62,7 +62,7 @@ def test_segments_are_written_unchanged_and_bad_ones_reported(tmp_path: Path) ->
     committer = new_table(tmp_path)
     good = segment(rows(0, 3), keys=[b"a", None, b"c"])
     wrong = segment(pa.table({"id": ["x"]}))
-    out = written(committer, kafka_rows(good, (b"plain", []), wrong)).to_pylist()
+    out = sorted(written(committer, kafka_rows(good, (b"plain", []), wrong)).to_pylist(), key=lambda r: r["offset"])
     assert [(r["offset"], r["records"], r["error_class"]) for r in out] == [
         (10, 3, None),
         (11, 0, "SegmentError"),
@@ -89,15 +89,17 @@ def test_a_replayed_batch_commits_nothing_and_leaves_no_file(tmp_path: Path) -> 
     assert (table.version(), table.transaction_version("app-3")) == (1, 11)
     assert sorted(table.to_pyarrow_table()["id"].to_pylist()) == [0, 1, 2, 3, 4]
     replay = written(committer, batch)  # Spark re-runs a batch it did not mark done
+    assert len(set(replay.column("path").to_pylist())) == 1  # the task's two segments, stitched
     commit(committer, replay)
     assert DeltaTable(str(tmp_path / "t")).version() == 1
-    assert committer.stats.covered_files == 2
+    assert committer.stats.covered_files == 1
     assert not any((tmp_path / "t" / p).exists() for p in replay.column("path").to_pylist())
     # a batch overlapping the txn version (another writer got part of it) commits the rest only
     overlap = written(committer, kafka_rows(segment(rows(3, 2)), segment(rows(5, 1)), first_offset=11))
     commit(committer, overlap)
     table = DeltaTable(str(tmp_path / "t"))
     assert sorted(table.to_pyarrow_table()["id"].to_pylist()) == [0, 1, 2, 3, 4, 5]
+    assert committer.stats.trimmed_files == 1  # the stitched file of 11-12, rewritten with 12 alone
     assert table.transaction_version("app-3") == 12
 
 

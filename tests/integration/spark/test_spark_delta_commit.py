@@ -56,8 +56,10 @@ def test_raw_segments_commit_through_delta_spark_into_tables_with_features(
     table = tmp_path / "events"
     spark.sql(f"CREATE TABLE delta.`{table}` ({COLUMNS}) USING delta {FEATURES[feature]}")
     segments = produce_events(bootstrap, topic, 0, 400, batch=40)
+    # a target below a segment's size: one file per segment, each its Kafka value (stitched files
+    # through delta-spark: test_spark_interop.py)
     settings = SparkIngestSettings(
-        topic=topic, table_uri=str(table), bootstrap_servers=bootstrap, max_offsets_per_trigger=5
+        topic=topic, table_uri=str(table), bootstrap_servers=bootstrap, max_offsets_per_trigger=5, target_file_size=1
     )
     stats = ingest(spark, settings)
     assert (stats.records, stats.segments, stats.files, stats.schema_source) == (400, segments, segments, "table")

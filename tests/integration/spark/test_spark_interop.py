@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from parka.spark_ext import SparkIngestSettings, ingest
 
-from .._ingest_util import events, produce_events, run_ingest
+from .._ingest_util import events, last_json, produce_events, run_ingest
 from ._util import SPARK, USER, ids, rows_via_deltalake, rows_via_spark
 
 pytestmark = SPARK
@@ -29,7 +29,9 @@ def test_both_ingestion_paths_read_the_same_in_both_engines(
 
     by_parka = tmp_path / "by_parka_ingest"
     flags = ["--partition-by", ",".join(partition_by)] if partition_by else []
-    run_ingest(topic, by_parka, bootstrap, "--end-at-latest", *flags)
+    result = last_json(run_ingest(topic, by_parka, bootstrap, "--end-at-latest", *flags))
+    # stitched: several segments per file, so delta-spark reads stitched files below
+    assert result["stitched_segments"] > 0 and result["files"] < result["segments"]
     readings = {
         "parka ingest, read by delta-spark": rows_via_spark(spark, by_parka, COLUMNS),
         "parka ingest, read by deltalake": rows_via_deltalake(by_parka, COLUMNS),
@@ -39,7 +41,10 @@ def test_both_ingestion_paths_read_the_same_in_both_engines(
         settings = SparkIngestSettings(
             topic=topic, table_uri=str(by_spark), bootstrap_servers=bootstrap, partition_by=partition_by, mode=mode
         )
-        assert ingest(spark, settings).records == 450
+        stats = ingest(spark, settings)
+        assert stats.records == 450
+        if mode == "raw":  # each task's segments stitched
+            assert stats.files < stats.segments
         readings[f"spark-ingest {mode}, read by deltalake"] = rows_via_deltalake(by_spark, COLUMNS)
         readings[f"spark-ingest {mode}, read by delta-spark"] = rows_via_spark(spark, by_spark, COLUMNS)
         assert rows_via_spark(spark, by_spark) == rows_via_deltalake(by_spark), mode

@@ -1,0 +1,203 @@
+"""Stitching: Parquet files of one schema become one file, no page decoded or re-encoded.
+
+Each source's row groups are copied byte for byte (column chunks with their dictionary pages,
+data pages and page CRCs) one after the other; a new footer lists them all, with every file
+offset shifted by where its bytes moved. Page indexes (column and offset indexes) are written
+after the row groups, as Parquet writers place them, the offset indexes' page locations shifted.
+
+Footers are read and written with fastparquet's Thrift implementation of the Parquet format
+(``fastparquet.cencoding``; it keeps fields it does not know, such as size statistics, as they
+were). Where copying is not known to be safe (encrypted files, bloom filters, column chunks that
+are not one contiguous range, schemas or key-value metadata that differ) :class:`NotStitchable`
+says why, and the caller writes the sources as files of their own.
+"""
+
+from __future__ import annotations
+
+import copy
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import Any
+
+from fastparquet import cencoding
+
+__all__ = ["Footer", "NotStitchable", "Source", "read_footer", "stitch"]
+
+MAGIC = b"PAR1"
+
+
+class NotStitchable(Exception):
+    """The sources cannot be stitched safely; the message says why."""
+
+
+@dataclass(frozen=True)
+class Footer:
+    """A Parquet file's bytes and its parsed footer (``FileMetaData``)."""
+
+    data: bytes
+    meta: Any  # fastparquet ThriftObject "FileMetaData"
+
+    @property
+    def num_row_groups(self) -> int:
+        return len(self.meta.row_groups or ())
+
+    def row_group_bytes(self, index: int) -> int:
+        """The bytes of row group ``index``'s column chunks (what stitching copies of it)."""
+        return sum(c.meta_data.total_compressed_size for c in self.meta.row_groups[index].columns)
+
+
+@dataclass(frozen=True)
+class Source:
+    """Row groups of one file to copy: ``row_groups`` indexes (``None``: all, in order)."""
+
+    footer: Footer
+    row_groups: Sequence[int] | None = None
+
+
+def read_footer(data: bytes) -> Footer:
+    """Parse a Parquet file's footer.
+
+    Raises:
+        NotStitchable: not a plain Parquet file (an encrypted footer, a bad magic or length).
+    """
+    if len(data) < 12 or data[:4] != MAGIC or data[-4:] != MAGIC:
+        raise NotStitchable("not a plain Parquet file (magic bytes; an encrypted footer says PARE)")
+    (length,) = struct.unpack("<I", data[-8:-4])
+    if length <= 0 or length > len(data) - 12:
+        raise NotStitchable(f"footer length {length} does not fit a file of {len(data)} bytes")
+    try:
+        meta = cencoding.from_buffer(data[-8 - length : -8], "FileMetaData")
+    except Exception as exc:  # the Thrift reader raises plain errors on garbage
+        raise NotStitchable(f"unreadable footer: {exc}") from exc
+    return Footer(data, meta)
+
+
+def _chunk_start(md: Any) -> int:
+    """Where a column chunk's bytes start: its dictionary page, else its first data page."""
+    starts = [md.data_page_offset]
+    for other in (md.dictionary_page_offset, md.index_page_offset):
+        if other is not None and 0 < other < md.data_page_offset:
+            starts.append(other)
+    return int(min(starts))
+
+
+def _check_compatible(first: Any, other: Any) -> None:
+    if other.encryption_algorithm is not None or other.footer_signing_key_metadata is not None:
+        raise NotStitchable("an encrypted file")
+    if other.schema != first.schema:
+        raise NotStitchable("Parquet schemas differ")
+    if other.key_value_metadata != first.key_value_metadata:
+        raise NotStitchable("key-value metadata (the stored Arrow schema) differs")
+    if other.column_orders != first.column_orders:
+        raise NotStitchable("column orders differ")
+
+
+def _row_group_range(rg: Any) -> tuple[int, int]:
+    """The one contiguous byte range ``[start, end)`` holding all of a row group's column chunks.
+
+    Raises:
+        NotStitchable: a chunk in another file, encrypted, with a bloom filter, or chunks that
+            leave gaps or overlap (then their bytes are not all the row group's own).
+    """
+    spans = []
+    for cc in rg.columns:
+        md = cc.meta_data
+        if cc.file_path is not None:
+            raise NotStitchable("a column chunk stored in another file")
+        if md is None or cc.crypto_metadata is not None or cc.encrypted_column_metadata is not None:
+            raise NotStitchable("an encrypted column chunk")
+        if md.bloom_filter_offset is not None:
+            raise NotStitchable("a bloom filter")
+        start = _chunk_start(md)
+        spans.append((start, start + md.total_compressed_size))
+    spans.sort()
+    for (_, end), (start, _) in pairwise(spans):
+        if start != end:
+            raise NotStitchable("column chunks are not one contiguous range")
+    if not spans:
+        raise NotStitchable("a row group without columns")
+    return spans[0][0], spans[-1][1]
+
+
+def _shift(value: int, delta: int) -> int:
+    """An offset moved by ``delta``; 0 (a writer's "none" for an optional offset) stays 0."""
+    return value if value <= 0 else value + delta
+
+
+def stitch(sources: Sequence[Source]) -> bytes:
+    """One Parquet file holding the chosen row groups of ``sources``, in order.
+
+    Its size is 4 + the copied row groups' bytes + the page indexes + the footer + 8.
+
+    Raises:
+        NotStitchable: see :func:`_check_compatible` and :func:`_row_group_range`; also a page
+            index this module cannot place (an offset index it cannot read).
+    """
+    if not sources:
+        raise ValueError("nothing to stitch")
+    first = sources[0].footer.meta
+    parts: list[bytes] = [MAGIC]
+    pos = len(MAGIC)
+    row_groups: list[dict[Any, Any]] = []
+    column_indexes: list[tuple[Any, bytes]] = []  # (column chunk, bytes) written after the data
+    offset_indexes: list[tuple[Any, bytes]] = []
+    num_rows = 0
+    for source in sources:
+        footer = source.footer
+        _check_compatible(first, footer.meta)
+        wanted = range(footer.num_row_groups) if source.row_groups is None else source.row_groups
+        for index in wanted:
+            rg = footer.meta.row_groups[index]
+            start, end = _row_group_range(rg)
+            delta = pos - start
+            parts.append(footer.data[start:end])
+            pos += end - start
+            out = cencoding.ThriftObject("RowGroup", copy.deepcopy(rg.contents))
+            if out.file_offset is not None:
+                out.file_offset = start + delta
+            if out.ordinal is not None:
+                out.ordinal = len(row_groups)
+            for cc in out.columns:  # ThriftObjects over the copied dicts: edits land in ``out``
+                md = cc.meta_data
+                md.data_page_offset = md.data_page_offset + delta
+                if md.dictionary_page_offset is not None:
+                    md.dictionary_page_offset = _shift(md.dictionary_page_offset, delta)
+                if md.index_page_offset is not None:
+                    md.index_page_offset = _shift(md.index_page_offset, delta)
+                if cc.file_offset is not None and cc.file_offset > 0:
+                    cc.file_offset = cc.file_offset + delta
+                if cc.column_index_offset is not None:
+                    o, n = cc.column_index_offset, cc.column_index_length
+                    column_indexes.append((cc, footer.data[o : o + n]))
+                if cc.offset_index_offset is not None:
+                    o, n = cc.offset_index_offset, cc.offset_index_length
+                    offset_indexes.append((cc, _shifted_offset_index(footer.data[o : o + n], delta)))
+            row_groups.append(out.contents)
+            num_rows += rg.num_rows
+    for cc, blob in column_indexes:
+        cc.column_index_offset, cc.column_index_length = pos, len(blob)
+        parts.append(blob)
+        pos += len(blob)
+    for cc, blob in offset_indexes:
+        cc.offset_index_offset, cc.offset_index_length = pos, len(blob)
+        parts.append(blob)
+        pos += len(blob)
+    meta = cencoding.ThriftObject("FileMetaData", dict(first.contents))
+    meta.num_rows = num_rows
+    meta[4] = row_groups  # field 4: row_groups (plain dicts, as the copies are)
+    footer_bytes = bytes(meta.to_bytes())
+    parts += [footer_bytes, struct.pack("<I", len(footer_bytes)), MAGIC]
+    return b"".join(parts)
+
+
+def _shifted_offset_index(blob: bytes, delta: int) -> bytes:
+    """An ``OffsetIndex`` with every page location moved by ``delta`` bytes."""
+    try:
+        index = cencoding.from_buffer(blob, "OffsetIndex")
+        for location in index.page_locations:
+            location.offset = location.offset + delta
+        return bytes(index.to_bytes())
+    except Exception as exc:  # the Thrift reader raises plain errors on garbage
+        raise NotStitchable(f"unreadable offset index: {exc}") from exc
