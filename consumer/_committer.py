@@ -212,9 +212,11 @@ class Committer:
     ) -> CommitResult:
         """Commit ``landed`` segments and dead-letter ``refused`` messages, exactly once.
 
-        1. The data files are written under fresh names nothing references. Unless the caller
-           says they are ``durable`` already (Spark's executors flush their own), one flush of
-           the table's file system makes them durable before a log entry can name them.
+        1. The data files are written under fresh names nothing references: one per segment, or
+           one for several segments of a Kafka partition (stitched; each ``LandedSegment`` says
+           which row groups are its own). Unless the caller says they are ``durable`` already
+           (Spark's executors flush their own), one flush of the table's file system makes them
+           durable before a log entry can name them.
         2. Without a dead-letter table, a refused message stops its partition: what comes
            before it is committed (3-7), its files and any after it are deleted, and its error
            is raised at the end (the first one, by partition and offset). Ingestion resumes
@@ -223,7 +225,9 @@ class Committer:
         3. Re-read the table. For each partition, ``v`` = its ``txn`` version. A segment or
            message at an offset <= ``v`` is already covered (committed by an earlier attempt,
            a replayed Spark batch, or another writer with this app id): its files are deleted
-           in 7, never committed. The rest is new. (The caller's data for a partition starts
+           in 7, never committed. The rest is new. A stitched file holding both is rewritten
+           with the new segments' row groups only (so is one a refused message cuts in 2), and
+           deleted in 7. (The caller's data for a partition starts
            right after the ``txn`` it last saw, and ``txn`` versions only grow, so the new
            data always continues the table's without a gap.)
         4. New refused messages go to the dead-letter table first, with its own ``txn``

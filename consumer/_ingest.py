@@ -1,7 +1,10 @@
 """``IngestionConsumer``: raw Parquet segments from Kafka into a Delta table, exactly once.
 
-Each segment's bytes become one data file of the table, unchanged (no decode, no re-encode);
-its statistics come from the Parquet footer. Many segments go into one Delta commit, made by
+Each segment is checked when it arrives (headers, CRC, footer schema against the table) and kept
+until the next commit; then a Kafka partition's segments that share a schema and a table
+partition are stitched into data files of up to ``--target-file-size`` (row groups copied byte
+for byte under one new footer: no decode, no re-encode); statistics come from the Parquet
+footers. Many segments go into one Delta commit, made by
 the one committer ``parka ingest`` and Spark raw mode share (:class:`~._committer.Committer`,
 whose ``commit`` is the protocol). This module keeps the Kafka side: it seeks every assigned
 partition from the Delta log (the source of truth: its ``txn`` version + 1), decides when to

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from confluent_kafka import Consumer
 from deltalake import DeltaTable
+from parka.consumer._plan import FileName
 from parka.producer import ParquetProducer
 
 # The broker's minimum session timeout: a killed worker's partitions move on after 6 s, not 45 s.
@@ -173,3 +174,22 @@ def row_group_bytes(data: bytes) -> list[bytes]:
         size = sum(rg.column(c).total_compressed_size for c in range(rg.num_columns))
         out.append(data[min(starts) : min(starts) + size])
     return out
+
+
+def assert_segments_stored_byte_for_byte(bootstrap: str, topic: str, segments: int, table: Path) -> None:
+    """Every segment of ``topic`` is in ``table`` once, its row groups byte for byte: per Kafka
+    partition, the row groups of the table's files (by first offset, as their names say) are the
+    row groups of the partition's segments, in offset order."""
+    expected: dict[int, list[bytes]] = {}
+    for m in sorted(message_values(bootstrap, topic, segments), key=lambda m: (m.partition(), m.offset())):
+        expected.setdefault(m.partition(), []).extend(row_group_bytes(m.value()))
+    files: dict[int, list[tuple[int, str]]] = {}
+    for path in referenced_files(table):
+        name = FileName.parse(path)
+        assert name is not None and name.topic == topic, path
+        files.setdefault(name.partition, []).append((name.offset, path))
+    stored = {
+        p: [g for _, path in sorted(fs) for g in row_group_bytes((table / path).read_bytes())]
+        for p, fs in files.items()
+    }
+    assert stored == expected

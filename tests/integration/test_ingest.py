@@ -16,6 +16,7 @@ from parka.segment import encode_segment
 
 from ._ingest_util import (
     EVENTS,
+    assert_segments_stored_byte_for_byte,
     data_files_on_disk,
     events,
     last_json,
@@ -45,17 +46,8 @@ def test_segments_are_stitched_into_one_file_per_partition_and_commit_row_groups
     assert result["stitched_segments"] == segments  # every segment shares its file with others
 
     # the files' row groups are the segments' row groups, byte for byte, in offset order per partition
-    values = message_values(bootstrap, topic, segments)
-    by_partition: dict[int, list[bytes]] = {}
-    for m in sorted(values, key=lambda m: (m.partition(), m.offset())):
-        by_partition.setdefault(m.partition(), []).extend(row_group_bytes(m.value()))
-    files: dict[int, list[tuple[int, bytes]]] = {}
-    for uri in DeltaTable(str(table)).file_uris():
-        name = FileName.parse(uri)
-        assert name is not None and name.last is not None and name.last > name.offset
-        files.setdefault(name.partition, []).append((name.offset, Path(uri.removeprefix("file://")).read_bytes()))
-    for p, stored in files.items():
-        assert [g for _, data in sorted(stored) for g in row_group_bytes(data)] == by_partition[p]
+    assert_segments_stored_byte_for_byte(bootstrap, topic, segments, table)
+    assert all(FileName.parse(p).last is not None for p in referenced_files(table))  # type: ignore[union-attr]
     rows = DeltaTable(str(table)).to_pyarrow_table().select(EVENTS.names).sort_by("id")
     assert rows.cast(EVENTS).equals(events(0, 3000))
 

@@ -16,10 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pyspark
-from parka.consumer._plan import FileName
 from parka.spark_ext import packages
 
-from .._ingest_util import last_json, message_values, produce_events, referenced_files, sha256, table_ids
+from .._ingest_util import assert_segments_stored_byte_for_byte, last_json, produce_events, table_ids
 from ._util import SPARK
 from .conftest import REPO, Cluster
 from .test_spark_raw import assert_no_orphans
@@ -96,13 +95,7 @@ def test_spark_ingest_and_read_stream_run_on_a_standalone_cluster(
     result = last_json(ingest)
     assert (result["mode"], result["segments"], result["records"]) == ("raw", segments, 2000)
     assert sorted(table_ids(table)) == list(range(2000))
-    values = {(m.partition(), m.offset()): sha256(m.value()) for m in message_values(bootstrap, topic, segments)}
-    on_disk = {}
-    for path in referenced_files(table):
-        name = FileName.parse(path)
-        assert name is not None
-        on_disk[(name.partition, name.offset)] = sha256((table / path).read_bytes())
-    assert on_disk == values  # every segment once, byte for byte
+    assert_segments_stored_byte_for_byte(bootstrap, topic, segments, table)  # stitched per task
     assert_no_orphans(table)
     # both workers ran executors for it
     apps = [{p.name for p in (spark_cluster.home / "work" / f"worker-{i}").glob("app-*")} for i in (1, 2)]
