@@ -228,3 +228,15 @@ def test_fit_segment_checks_a_derived_columns_source() -> None:
     own = pa.schema([("id", pa.int64()), ("ts", TS), ("day", pa.date32())])
     clash = fit_segment(table, own, partition_by=DAY, merge=False)
     assert clash.field == "day" and clash.problem is not None and "has its own" in clash.problem
+
+
+def test_spark_decode_mode_refuses_a_derived_partition_column() -> None:
+    from parka.spark_ext import SparkIngestSettings
+
+    with pytest.raises(ConfigError, match="needs mode raw") as info:
+        SparkIngestSettings(
+            topic="t", table_uri="/x", bootstrap_servers="b", mode="decode", partition_by=("day=date(ts)",)
+        )
+    assert (info.value.key, info.value.value) == ("partition_by", "day=date(ts)")
+    raw = SparkIngestSettings(topic="t", table_uri="/x", bootstrap_servers="b", partition_by=("day=date(ts)",))
+    assert raw.partition_by == ("day=date(ts)",)
