@@ -25,7 +25,6 @@ def test_spark_raw_mode_partitions_by_a_derived_date(
     settings = SparkIngestSettings(topic=topic, table_uri=str(table), bootstrap_servers=bootstrap, partition_by=(SPEC,))
     result = ingest(spark, settings)
     assert (result.mode, result.segments, result.records) == ("raw", segments, 2000)
-    assert result.files > segments  # some were split
     check_table(table, data)
     # delta-spark reads the same partition column, and prunes on it
     df = spark.read.format("delta").load(str(table))
