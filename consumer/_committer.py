@@ -22,10 +22,11 @@ import pyarrow as pa
 
 from parka._crash import crash_point
 from parka.errors import CommitConflict, CommitError, ConfigError
+from parka.partitioning import PartitionSpec, parse_partition_by
 
 from ._files import append_dead_letters, remove_orphans, trim_stitched
 from ._log import DataFile, LogEngine, TableLog
-from ._plan import LandedSegment, Refused, table_schema_from_segment
+from ._plan import LandedSegment, Refused, table_partitioning, table_schema_from_segment
 from ._storage import delete_files, make_durable
 
 __all__ = ["CommitResult", "CommitStats", "Committer"]
@@ -91,12 +92,15 @@ def _dead_letter_row(r: Refused, app_id: str, now: Any) -> tuple[int, int, dict[
 class Committer:
     """Commits one topic's raw segments into one Delta table for one app id; see :meth:`commit`.
 
-    Opens the table when there is one. ``partition_by`` is what the caller was told; an
-    existing table's own partition columns win, and a different non-empty ``partition_by`` is
-    refused.
+    Opens the table when there is one. ``partition_by`` is what the caller was told (column
+    names, or specs such as ``day=date(ts)``: :mod:`parka.partitioning`); an existing table's
+    own partitioning wins (its derived columns carry their expression), and a different
+    non-empty ``partition_by`` is refused. ``partitioning`` holds the specs, ``partition_by``
+    the table's partition column names.
 
     Raises:
-        ConfigError: ``partition_by`` contradicts the existing table's partition columns.
+        ConfigError: a malformed spec, or ``partition_by`` contradicts the existing table's
+            partitioning.
         CommitError: the table cannot be read, or uses a feature raw files would bypass.
     """
 
@@ -107,7 +111,7 @@ class Committer:
         table_uri: str,
         topic: str,
         app_id: str,
-        partition_by: Sequence[str] = (),
+        partition_by: Sequence[str | PartitionSpec] = (),
         merge: bool = False,
         dlq_table_uri: str | None = None,
         storage_options: Mapping[str, str] | None = None,
@@ -125,7 +129,8 @@ class Committer:
         self.storage_options = dict(storage_options or {})
         self.checkpoint_interval = checkpoint_interval
         self.stats = CommitStats() if stats is None else stats
-        self.partition_by = tuple(partition_by)
+        self.partitioning = parse_partition_by(partition_by)
+        self.partition_by = tuple(s.name for s in self.partitioning)
         self.table: TableLog | None = engine.open(table_uri, self.storage_options)
         if self.table is not None:
             self._adopt_partitioning()
@@ -133,15 +138,16 @@ class Committer:
 
     def _adopt_partitioning(self) -> None:
         assert self.table is not None
-        actual = tuple(self.table.partition_columns())
-        if self.partition_by and self.partition_by != actual:
+        actual = table_partitioning(self.table.arrow_schema(), self.table.partition_columns())
+        if self.partitioning and self.partitioning != actual:
             raise ConfigError(
                 "--partition-by",
-                ",".join(self.partition_by),
-                f"the table's own partition columns ({','.join(actual) or 'none'}), or nothing",
+                ",".join(map(str, self.partitioning)),
+                f"the table's own partition columns ({','.join(map(str, actual)) or 'none'}), or nothing",
                 reason=f"{self.table_uri} exists",
             )
-        self.partition_by = actual
+        self.partitioning = actual
+        self.partition_by = tuple(s.name for s in actual)
 
     # -- the table ---------------------------------------------------------------------------
 
@@ -159,18 +165,21 @@ class Committer:
         return {p: self.table.txn_version(self.app_txn(p)) for p in partitions}
 
     def ensure_table(self, segment_schema: pa.Schema) -> None:
-        """Create the table from a segment's schema (user columns, then its reserved ones as
-        nullable columns), unless it exists (or another writer just created it).
+        """Create the table from a segment's schema (user columns, derived partition columns,
+        then its reserved ones as nullable columns), unless it exists (or another writer just
+        created it).
 
         Raises:
-            SchemaMismatchError: a column Delta cannot store, or a partition column it lacks.
+            SchemaMismatchError: a column Delta cannot store, or a partition column (or the
+                source of a derived one) it lacks.
+            ConfigError: another writer just created it with another partitioning.
         """
         if self.table is not None:
             return
         try:
             self.table = self.engine.create(
                 self.table_uri,
-                table_schema_from_segment(segment_schema),
+                table_schema_from_segment(segment_schema, self.partitioning),
                 partition_by=self.partition_by,
                 storage_options=self.storage_options,
             )
@@ -369,7 +378,7 @@ class Committer:
                         kept,
                         table_uri=self.table_uri,
                         table_schema=self.table_schema(),
-                        partition_by=self.partition_by,
+                        partition_by=self.partitioning,
                         storage_options=self.storage_options,
                     )
                 )

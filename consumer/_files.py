@@ -16,16 +16,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from parka._crash import crash_point
 from parka.errors import SchemaMismatchError, SegmentDecodeError, SegmentError
+from parka.partitioning import PartitionSpec, parse_partition_by
 from parka.segment import SegmentInfo, is_segment, read_segment_info
 
 from . import _delta
 from ._log import DataFile, TableLog
-from ._plan import FileName, Fit, LandedSegment, fit_segment, partition_path, partition_value_string
+from ._partitions import segment_partition_values, split_by_partition
+from ._plan import FileName, Fit, LandedSegment, fit_segment, partition_path
 from ._stats import RecentCache, data_file_stats
 from ._stitch import NotStitchable, Source, stitch
 from ._stitch import read_footer as read_stitch_footer
@@ -112,7 +113,9 @@ def read_segment(
 _fits: RecentCache[Fit] = RecentCache()
 
 
-def _fit(table_schema: pa.Schema, segment_schema: pa.Schema, partition_by: tuple[str, ...], merge: bool) -> Fit:
+def _fit(
+    table_schema: pa.Schema, segment_schema: pa.Schema, partition_by: tuple[PartitionSpec, ...], merge: bool
+) -> Fit:
     """:func:`fit_segment`, and Delta's own rules for the columns the segment would add; worked
     out once per (table schema, segment schema): a stream's segments share theirs."""
     fit = fit_segment(table_schema, segment_schema, partition_by=partition_by, merge=merge)
@@ -142,17 +145,18 @@ class CheckedSegment:
 
 
 def check_segment(
-    seg: SegmentRead, *, table_schema: pa.Schema, partition_by: tuple[str, ...], merge: bool
+    seg: SegmentRead, *, table_schema: pa.Schema, partition_by: Sequence[PartitionSpec | str], merge: bool
 ) -> CheckedSegment:
     """Check ``seg`` against the table (:func:`parka.consumer._plan.fit_segment`) and find the
-    table partition it belongs to (only the partition columns are read). Nothing is written.
+    table partition it belongs to (:func:`segment_partition_values`: from the footer's min/max
+    when they tell, else from the partition source columns). Nothing is written.
+    ``partition_by``: the table's partitioning (plain names are identity specs).
 
     Raises:
         SchemaMismatchError: the table cannot take the segment (keeps the raw message).
     """
-    fit = _fits.get(
-        (partition_by, merge, seg.schema, table_schema), lambda: _fit(table_schema, seg.schema, partition_by, merge)
-    )
+    specs = parse_partition_by(partition_by)
+    fit = _fits.get((specs, merge, seg.schema, table_schema), lambda: _fit(table_schema, seg.schema, specs, merge))
     if fit.problem is not None:
         raise SchemaMismatchError(
             f"the table cannot take this segment: {fit.problem}",
@@ -163,18 +167,8 @@ def check_segment(
             partition=seg.partition,
             offset=seg.offset,
         )
-    return CheckedSegment(seg, fit.new_fields, _partition_values(seg, partition_by))
-
-
-def _partition_values(seg: SegmentRead, partition_by: tuple[str, ...]) -> dict[str, str | None] | None:
-    """The one table partition of ``seg``'s rows, or ``None`` when they span several."""
-    if not partition_by:
-        return {}
-    keys = pq.read_table(io.BytesIO(seg.value), columns=list(partition_by))
-    groups = keys.group_by(list(partition_by)).aggregate([])
-    if groups.num_rows > 1:
-        return None
-    return {c: partition_value_string(keys[c][0].as_py()) if keys.num_rows else None for c in partition_by}
+    values = segment_partition_values(seg.meta, seg.value, specs, seg.schema) if specs else {}
+    return CheckedSegment(seg, fit.new_fields, values)
 
 
 def write_segments(
@@ -182,7 +176,7 @@ def write_segments(
     *,
     table_uri: str,
     table_schema: pa.Schema,
-    partition_by: tuple[str, ...] = (),
+    partition_by: Sequence[PartitionSpec | str] = (),
     storage_options: Mapping[str, str] | None = None,
     target_file_size: int = DEFAULT_TARGET_FILE_SIZE,
 ) -> list[LandedSegment]:
@@ -193,7 +187,8 @@ def write_segments(
     footer) into files of up to ``target_file_size`` bytes, in offset order. A group of one
     segment is written as its bytes, unchanged. Where stitching is not safe, each segment is
     written alone (``stitch_fallback`` on its :class:`LandedSegment`). A segment whose rows span
-    several table partitions is decoded and split (one file per partition, same codec). File
+    several table partitions is decoded and split (one file per partition, same codec; derived
+    partition columns such as ``day=date(ts)`` are not added to the files). File
     names are :class:`FileName`s; statistics come from the footers, described against
     ``table_schema`` plus the columns the segments bring.
 
@@ -206,7 +201,8 @@ def write_segments(
     for c in checked:
         for f in c.new_fields:
             new_fields.setdefault(f.name, f)
-    writer = _Writer(table_uri, pa.schema([*table_schema, *new_fields.values()]), partition_by, storage_options or {})
+    specs = parse_partition_by(partition_by)
+    writer = _Writer(table_uri, pa.schema([*table_schema, *new_fields.values()]), specs, storage_options or {})
     crash_point("before-write")
     landed: list[LandedSegment] = []
     groups: dict[tuple[Any, ...], list[CheckedSegment]] = {}
@@ -238,14 +234,15 @@ class _Writer:
 
     table_uri: str
     schema: pa.Schema  # the table's, with the columns the new files bring
-    partition_by: tuple[str, ...]
+    partition_by: tuple[PartitionSpec, ...]
     storage_options: Mapping[str, str]
 
     def put(
         self, name: str, data: bytes, md: pq.FileMetaData | None, values: Mapping[str, str | None], tags: dict[str, str]
     ) -> DataFile:
         size = write_data_file(self.table_uri, name, data, self.storage_options)
-        stats = data_file_stats(md if md is not None else data, self.schema, partition_by=self.partition_by)
+        names = [spec.name for spec in self.partition_by]
+        stats = data_file_stats(md if md is not None else data, self.schema, partition_by=names)
         return DataFile(path=name, size=size, partition_values=dict(values), stats=stats, tags=tags)
 
     def alone(self, c: CheckedSegment, *, fallback: bool = False) -> LandedSegment:
@@ -285,20 +282,11 @@ class _Writer:
         """A segment spanning several table partitions: decoded, one file per partition."""
         seg = c.seg
         data = pq.read_table(io.BytesIO(seg.value))
-        groups = data.select(list(self.partition_by)).group_by(list(self.partition_by)).aggregate([])
         codec = seg.meta.row_group(0).column(0).compression.lower() if seg.meta.num_row_groups else "none"
         files = []
-        for i, group in enumerate(groups.to_pylist()):
-            mask = None
-            for col in self.partition_by:
-                value = group[col]
-                cond = pc.is_null(data[col]) if value is None else pc.equal(data[col], pa.scalar(value, data[col].type))
-                mask = cond if mask is None else pc.and_(mask, cond)
+        for i, (values, part) in enumerate(split_by_partition(data, self.partition_by)):
             buf = io.BytesIO()
-            pq.write_table(
-                data.filter(mask), buf, compression=codec if codec != "uncompressed" else "none", store_schema=True
-            )
-            values = {col: partition_value_string(group[col]) for col in self.partition_by}
+            pq.write_table(part, buf, compression=codec if codec != "uncompressed" else "none", store_schema=True)
             name = _in_partition(values, FileName.new(seg.topic, seg.partition, seg.offset, split=i))
             files.append(self.put(name, buf.getvalue(), None, values, _tags(seg.topic, seg.partition, seg.offset)))
         return _landed(c, tuple(files), split=True)
@@ -329,7 +317,7 @@ def trim_stitched(
     *,
     table_uri: str,
     table_schema: pa.Schema,
-    partition_by: tuple[str, ...] = (),
+    partition_by: Sequence[PartitionSpec | str] = (),
     storage_options: Mapping[str, str] | None = None,
 ) -> DataFile:
     """Write a new data file holding only the row groups of ``keep``, segments stitched into
@@ -339,7 +327,7 @@ def trim_stitched(
     Raises:
         CommitError: reading ``file`` or writing the new one failed.
     """
-    return _Writer(table_uri, table_schema, partition_by, storage_options or {}).trim(file, keep)
+    return _Writer(table_uri, table_schema, parse_partition_by(partition_by), storage_options or {}).trim(file, keep)
 
 
 def _in_partition(values: Mapping[str, str | None], name: FileName) -> str:

@@ -27,6 +27,7 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TIMESTAMP_NOT_AVAILABL
 
 from parka._crash import crash_point
 from parka.errors import ConfigError, KafkaClientError, SchemaMismatchError, SegmentError
+from parka.partitioning import parse_partition_by
 
 from ._committer import CommitStats, Committer
 from ._delta import RsEngine
@@ -79,8 +80,7 @@ class IngestSettings:
             raise ConfigError("checkpoint_interval", self.checkpoint_interval, "an integer >= 0 (0: never)")
         if any(p < 0 or off < 0 for p, off in self.seek_offsets.items()):
             raise ConfigError("seek_offsets", self.seek_offsets, "{partition: offset}, both >= 0")
-        if any(not c for c in self.partition_by):
-            raise ConfigError("partition_by", self.partition_by, "column names")
+        parse_partition_by(self.partition_by, key="partition_by")
         if self.min_bytes_per_commit is not None and self.min_bytes_per_commit < 1:
             raise ConfigError("min_bytes_per_commit", self.min_bytes_per_commit, "an integer >= 1")
         if self.target_file_size < 1:
@@ -302,7 +302,7 @@ class IngestionConsumer:
             checked = check_segment(
                 seg,
                 table_schema=committer.table_schema(),
-                partition_by=committer.partition_by,
+                partition_by=committer.partitioning,
                 merge=s.schema_evolution == "merge",
             )
         except (SegmentError, SchemaMismatchError) as exc:  # bad input, not a failure of ours
@@ -344,7 +344,7 @@ class IngestionConsumer:
             checked,
             table_uri=s.table_uri,
             table_schema=committer.table_schema() if checked else pa.schema([]),
-            partition_by=committer.partition_by,
+            partition_by=committer.partitioning,
             storage_options=s.storage_options,
             target_file_size=s.target_file_size,
         )

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
 import pyarrow as pa
 
-from parka.errors import SchemaMismatchError, SegmentError
+from parka.errors import SchemaError, SchemaMismatchError, SegmentError
+from parka.partitioning import EXPRESSION_KEY, PartitionSpec, parse_partition_by, parse_spec
 from parka.segment import HEADERS_COLUMN, KEY_COLUMN, TIMESTAMP_COLUMN
 
 from ._log import DataFile
@@ -28,6 +30,7 @@ __all__ = [
     "SchemaVerdict",
     "check_schema",
     "fit_segment",
+    "table_partitioning",
     "table_schema_from_segment",
     "partition_path",
     "partition_value_string",
@@ -205,17 +208,53 @@ def check_schema(table: pa.Schema, segment: pa.Schema, *, partition_by: tuple[st
     return SchemaVerdict(tuple(new_fields), tuple(problems))
 
 
-def table_schema_from_segment(schema: pa.Schema) -> pa.Schema:
-    """A new table's schema from a segment's: its user columns, then its reserved ones nullable.
+def table_schema_from_segment(schema: pa.Schema, partition_by: Sequence[PartitionSpec | str] = ()) -> pa.Schema:
+    """A new table's schema from a segment's: its user columns, the derived partition columns
+    of ``partition_by`` (``day=date(ts)``: a nullable ``day`` whose metadata holds
+    ``date(ts)``), then its reserved ones nullable.
 
     Everything inside a list or a map is made nullable: Delta (delta-spark) refuses NOT NULL
     nested within arrays or maps, and a file whose items are never null reads the same through
     a table that would allow them.
+
+    Raises:
+        SchemaMismatchError: a partition column's source is missing, of a type its transform
+            cannot take, or a derived one's name is taken by a column of the segment.
     """
+    derived = []
+    for spec in parse_partition_by(partition_by):
+        if not spec.derived:
+            continue
+        if spec.source not in schema.names or spec.name in schema.names:
+            taken = spec.name in schema.names
+            problem = f"the segment has a column '{spec.name}'" if taken else f"the segment has no '{spec.source}'"
+            raise SchemaMismatchError(f"cannot partition by {spec}: {problem}", field=spec.source)
+        try:
+            derived.append(spec.output_field(schema.field(spec.source)))
+        except SchemaError as exc:
+            raise SchemaMismatchError(str(exc).removeprefix(f"field '{exc.field}': "), field=exc.field) from exc
     return pa.schema(
         [_relaxed(f) for f in schema if f.name not in RESERVED_COLUMNS]
+        + derived
         + [_relaxed(f).with_nullable(True) for f in schema if f.name in RESERVED_COLUMNS]
     )
+
+
+def table_partitioning(schema: pa.Schema, partition_columns: Sequence[str]) -> tuple[PartitionSpec, ...]:
+    """A table's partitioning as specs: a partition column whose metadata holds an expression
+    (:data:`~parka.partitioning.EXPRESSION_KEY`) is derived (``day=date(ts)``), any other is
+    the identity.
+
+    Raises:
+        ConfigError: an expression parka cannot parse (names the column's metadata).
+    """
+    specs = []
+    for name in partition_columns:
+        field = schema.field(name) if name in schema.names else None
+        expression = (field.metadata or {}).get(EXPRESSION_KEY.encode()) if field is not None else None
+        text = name if expression is None else f"{name}={expression.decode()}"
+        specs.append(parse_spec(text, key=f"{EXPRESSION_KEY} of table column '{name}'"))
+    return tuple(specs)
 
 
 def _relaxed(field: pa.Field, *, inside: bool = False) -> pa.Field:
@@ -242,17 +281,31 @@ class Fit:
     field: str | None = None
 
 
-def fit_segment(table: pa.Schema, segment: pa.Schema, *, partition_by: tuple[str, ...], merge: bool) -> Fit:
+def fit_segment(
+    table: pa.Schema, segment: pa.Schema, *, partition_by: Sequence[PartitionSpec | str], merge: bool
+) -> Fit:
     """The one rule for a segment against the table, for ``parka ingest`` and Spark raw mode alike.
 
-    It fits when it has the partition columns, :func:`check_schema` finds no problem, and every
-    column it adds is nullable: reserved columns (keys, timestamps, headers) always, user columns
-    only with ``merge`` (``--schema-evolution merge``).
+    It fits when it has each partition column's source column, of a type its transform takes
+    (and no column of a derived partition column's name), :func:`check_schema` finds no
+    problem, and every column it adds is nullable: reserved columns (keys, timestamps,
+    headers) always, user columns only with ``merge`` (``--schema-evolution merge``).
+    Plain names in ``partition_by`` are identity specs.
     """
-    missing = [c for c in partition_by if c not in segment.names]
-    if missing:
-        return Fit(problem=f"partition column '{missing[0]}' is not in the segment", field=missing[0])
-    verdict = check_schema(table, segment, partition_by=partition_by)
+    specs = parse_partition_by(partition_by)
+    for spec in specs:
+        if spec.source not in segment.names:
+            what = f"partition column '{spec.name}'" if not spec.derived else f"column '{spec.source}' (for {spec})"
+            return Fit(problem=f"{what} is not in the segment", field=spec.source)
+        problem = spec.problem(segment.field(spec.source).type)
+        if problem is not None:
+            return Fit(problem=f"partition {spec}: {problem}", field=spec.source)
+        if spec.derived and spec.name in segment.names:
+            return Fit(
+                problem=f"column '{spec.name}' is the table's partition column {spec}; the segment has its own",
+                field=spec.name,
+            )
+    verdict = check_schema(table, segment, partition_by=tuple(s.name for s in specs))
     if verdict.problems:
         return Fit(problem="; ".join(verdict.problems))
     user_new = [f for f in verdict.new_fields if f.name not in RESERVED_COLUMNS]

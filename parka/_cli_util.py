@@ -16,6 +16,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from .partitioning import parse_partition_by
+
 __all__ = [
     "SECRET_HINTS",
     "JsonFormatter",
@@ -79,8 +81,12 @@ def seek_offsets(text: str | None, prog: str) -> dict[int, int]:
 
 
 def columns(text: str) -> tuple[str, ...]:
-    """A comma-separated column list (``--partition-by``)."""
-    return tuple(c.strip() for c in text.split(",") if c.strip())
+    """``--partition-by``'s comma-separated specs (``day=date(ts),country``), one string each.
+
+    Raises:
+        ConfigError: a malformed spec (see :mod:`parka.partitioning`).
+    """
+    return tuple(str(s) for s in parse_partition_by(text))
 
 
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
@@ -178,8 +184,9 @@ def _flags(overrides: Mapping[str, Mapping[str, Any]]) -> list[tuple[tuple[str, 
             ("--partition-by",),
             {
                 "default": env("PARTITION_BY", ""),
-                "help": "comma-separated partition columns of a new table; an existing table's own win, and a "
-                "different list is refused [PARKA_PARTITION_BY]",
+                "help": "comma-separated partition columns of a new table: column names, or derived ones: "
+                "name=date(col) (UTC date), name=hour(col) (yyyy-MM-dd-HH), name=truncate(col, N); an existing "
+                "table's own win, and a different list is refused [PARKA_PARTITION_BY]",
             },
         ),
         (

@@ -13,8 +13,9 @@ level``
 ``columnar.batch.records``          integer >= 1: most records in one segment     ``10000``
 ``columnar.batch.bytes``            integer >= 1024: most bytes of one encoded     ``message.max.bytes``
                                     segment (must fit ``message.max.bytes``)      minus 16 KiB
-``columnar.partition.by``           comma-separated column names: segments are    none
-                                    cut so each holds one value of them
+``columnar.partition.by``           comma-separated columns or derived values     none
+                                    (``day=date(ts)``, :mod:`parka.partitioning`):
+                                    a segment never holds two values of them
 ``linger.ms``                       a segment waits at most this long             ``100``
 ``partitioner``                     any of librdkafka's (see :mod:`parka.partitioner`)  ``consistent_random``
 ==================================  ============================================  =========
@@ -32,6 +33,7 @@ from typing import Any
 
 from .errors import ConfigError
 from .partitioner import PARTITIONERS
+from .partitioning import PartitionSpec, parse_partition_by
 
 __all__ = [
     "CODECS",
@@ -79,7 +81,7 @@ class ProducerSettings:
     batch_bytes: int
     linger_ms: float
     partitioner: str
-    partition_by: tuple[str, ...]
+    partition_by: tuple[PartitionSpec, ...]
 
     @property
     def columnar(self) -> bool:
@@ -160,9 +162,10 @@ def parse_producer_config(conf: Mapping[str, Any]) -> tuple[ProducerSettings, di
 
     raw_partition_by = conf.get("columnar.partition.by", "")
     if not isinstance(raw_partition_by, (str, list, tuple)):
-        raise ConfigError("columnar.partition.by", raw_partition_by, "comma-separated column names")
-    names = raw_partition_by.split(",") if isinstance(raw_partition_by, str) else list(raw_partition_by)
-    partition_by = tuple(n.strip() for n in names if str(n).strip())
+        raise ConfigError(
+            "columnar.partition.by", raw_partition_by, "comma-separated columns or name=date(col) style specs"
+        )
+    partition_by = parse_partition_by(raw_partition_by, key="columnar.partition.by")
 
     linger_ms = _float(conf, "linger.ms", DEFAULT_LINGER_MS, minimum=0.0)
     if encoding != "none":

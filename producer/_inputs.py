@@ -1,5 +1,5 @@
 """What the producer's callers hand it, checked and shaped: keys and headers of ``produce()``,
-tables of ``produce_batch()``, and the split of rows by ``columnar.partition.by`` values. Pure
+tables of ``produce_batch()``, and the cut of rows where ``columnar.partition.by`` values change. Pure
 functions over Python values and Arrow; no Kafka.
 """
 
@@ -9,11 +9,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from parka.errors import RecordError
+from parka.partitioning import PartitionSpec, partition_keys, runs
 
 from ._buffer import RowBatch
 
@@ -22,7 +21,7 @@ __all__ = ["Group", "conform_table", "key_bytes", "normalize_headers", "normaliz
 
 @dataclass
 class Group:
-    """Rows of one table-partition value combination (``columnar.partition.by``)."""
+    """Consecutive rows of one table-partition value combination (``columnar.partition.by``)."""
 
     batch: RowBatch
     pvals: tuple[Any, ...]
@@ -83,25 +82,17 @@ def key_bytes(column: pa.Array | pa.ChunkedArray, topic: str, name: str) -> pa.A
     raise RecordError(f"a key column must be string, binary or integer, not {t}", topic=topic, field=name)
 
 
-def split_by_values(partition_by: tuple[str, ...], batch: RowBatch) -> list[Group]:
-    """With ``columnar.partition.by``, one batch per distinct value combination, rows in order."""
+def split_by_values(partition_by: Sequence[PartitionSpec], batch: RowBatch) -> list[Group]:
+    """With ``columnar.partition.by``, the batch cut where its partition values change (derived
+    ones computed: ``day=date(ts)``), in row order: a value that comes back starts a new group,
+    so that segments keep the records' order within their Kafka partition."""
     table = batch.table
     if not partition_by or table.num_rows == 0:
         return [Group(batch, ())]
-    groups = table.select(list(partition_by)).group_by(list(partition_by)).aggregate([])
-    if groups.num_rows == 1:
-        only = groups.to_pylist()[0]
-        return [Group(batch, tuple(only[c] for c in partition_by))]
-    out = []
-    for values in groups.to_pylist():
-        mask = pa.array(np.ones(table.num_rows, dtype=bool))
-        for name, value in values.items():
-            col = table[name]
-            cond = pc.is_null(col) if value is None else pc.equal(col, pa.scalar(value, col.type))
-            mask = pc.and_(mask, cond)
-        rows = np.nonzero(np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool))[0]
-        out.append(Group(batch.take(rows), tuple(values[c] for c in partition_by)))
-    return out
+    pieces = runs(partition_keys(table, partition_by))
+    if len(pieces) == 1:
+        return [Group(batch, pieces[0][2])]
+    return [Group(batch.slice(start, stop), values) for start, stop, values in pieces]
 
 
 def conform_table(topic: str, schema: pa.Schema, data: Any) -> pa.Table:

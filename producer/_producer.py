@@ -51,6 +51,7 @@ from confluent_kafka import KafkaError, KafkaException
 from parka.config import ProducerSettings, parse_producer_config
 from parka.errors import KafkaClientError, RecordError, RecordTooLargeError, SchemaError
 from parka.partitioner import STICKY, partitions_for_keys
+from parka.partitioning import PartitionSpec
 from parka.records import RecordConverter
 from parka.schema import ParkaSchemaWarning, schema_fingerprint, time_of_day_fields, to_arrow_schema
 from parka.segment import Segment, build_segment_table, encode_segment
@@ -78,7 +79,7 @@ class _Topic:
     schema: pa.Schema
     fingerprint: str
     converter: RecordConverter
-    partition_by: tuple[str, ...]
+    partition_by: tuple[PartitionSpec, ...]
     drain_at: int
     items: list[Any] = field(default_factory=list)  # staged: values, or Side tuples (see _buffer)
     first_at: float = 0.0  # when the oldest staged item arrived
@@ -159,11 +160,15 @@ class ParquetProducer:
                 ParkaSchemaWarning,
                 stacklevel=2,
             )
-        missing = [c for c in self._settings.partition_by if c not in arrow.names]
-        if missing:
-            raise SchemaError(
-                f"columnar.partition.by names a column the schema of topic '{topic}' lacks", field=missing[0]
-            )
+        for spec in self._settings.partition_by:
+            if spec.source not in arrow.names:
+                raise SchemaError(
+                    f"columnar.partition.by ({spec}) names a column the schema of topic '{topic}' lacks",
+                    field=spec.source,
+                )
+            problem = spec.problem(arrow.field(spec.source).type)
+            if problem is not None:
+                raise SchemaError(f"columnar.partition.by: {problem}", field=spec.source)
         converter = RecordConverter(arrow)
         with self._lock:
             old = self._topics.get(topic)
@@ -566,6 +571,10 @@ class ParquetProducer:
                 bkey: BufferKey = (topic, part, group.pvals)
                 buf = self._buffers.get(bkey)
                 if buf is None:
+                    # One buffer per Kafka partition at a time: the partition's records buffered
+                    # under other values go out first, so segments keep the records' order.
+                    for other in [k for k in self._buffers if k[0] == topic and k[1] == part]:
+                        self._cut(other)
                     buf = self._buffers[bkey] = PartitionBuffer(topic, part, first_at)
                 buf.append(group.batch, first_at)
                 if self._policy.full(buf.rows, state.arrow_size.predict(buf.arrow_bytes)):

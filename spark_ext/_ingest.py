@@ -49,6 +49,7 @@ from parka.consumer._plan import fit_segment
 from parka._cli_util import redacted
 from parka._crash import crash_point
 from parka.errors import ConfigError, ParkaError, SchemaMismatchError
+from parka.partitioning import parse_partition_by
 from parka.schema import RESERVED_PREFIX, to_arrow_schema
 from parka.segment import FORMAT_HEADER, RESERVED_FIELDS
 
@@ -176,8 +177,14 @@ class SparkIngestSettings:
         for key in self.kafka_conf:
             if key in _SPARK_OWNED:
                 raise ConfigError(key, self.kafka_conf[key], f"not set here; use {_SPARK_OWNED[key]}")
+        specs = parse_partition_by(self.partition_by, key="partition_by")
+        derived = [str(spec) for spec in specs if spec.derived]
+        if derived and self.mode != "raw":
+            raise ConfigError(
+                "partition_by", derived[0], "columns of the data", reason="a derived partition column needs mode raw"
+            )
         if self.checkpoint_location is None:
-            clash = [c for c in self.partition_by if CHECKPOINTS_DIR.startswith(c)]
+            clash = [spec.name for spec in specs if CHECKPOINTS_DIR.startswith(spec.name)]
             if clash:  # delta-rs VACUUM treats '<partition column>...' directories as data
                 raise ConfigError(
                     "partition_by", clash[0], "a name that does not prefix '_parka_checkpoints'",
@@ -472,7 +479,7 @@ def _start_raw(spark: Any, s: SparkIngestSettings) -> tuple[Any, str, _RawRun]:
             writer = SegmentFileWriter(
                 uri,
                 pa.schema([]) if committer.table is None else committer.table_schema(),
-                committer.partition_by,
+                committer.partitioning,
                 storage,
                 merge=committer.merge,
                 keep_bad_values=s.dlq_table_uri is not None,
@@ -506,7 +513,7 @@ def _check_given_schema(committer: Committer, given: pa.Schema, s: SparkIngestSe
     """
     table = committer.table
     assert table is not None, "only for an existing table"
-    fit = fit_segment(committer.table_schema(), given, partition_by=committer.partition_by, merge=committer.merge)
+    fit = fit_segment(committer.table_schema(), given, partition_by=committer.partitioning, merge=committer.merge)
     if fit.problem is not None:
         raise SchemaMismatchError(f"the table cannot take the given schema: {fit.problem}", field=fit.field)
     if fit.new_fields:

@@ -37,6 +37,7 @@ from parka.consumer._plan import LandedSegment, Refused
 from parka.consumer._storage import make_durable
 
 from parka.errors import ParkaError, SchemaMismatchError, SegmentDecodeError, SegmentError
+from parka.partitioning import PartitionSpec
 
 __all__ = ["FILE_ROWS", "SegmentFileWriter", "committer_input", "segment_schema"]
 
@@ -84,13 +85,13 @@ class SegmentFileWriter:
     """``mapInArrow``'s function in raw mode: Kafka rows in, :data:`FILE_ROWS` out.
 
     ``table_schema`` is the table's Arrow schema when the micro-batch started, ``partition_by``
-    its partition columns. ``keep_bad_values`` ships bad segments' bytes back (for a dead-letter
-    table).
+    its partitioning (the committer's specs, derived ones included). ``keep_bad_values`` ships
+    bad segments' bytes back (for a dead-letter table).
     """
 
     table_uri: str
     table_schema: pa.Schema
-    partition_by: tuple[str, ...] = ()
+    partition_by: tuple[PartitionSpec | str, ...] = ()
     storage_options: Mapping[str, str] = field(default_factory=dict)
     merge: bool = False
     keep_bad_values: bool = False

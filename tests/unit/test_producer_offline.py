@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from parka.producer import ParquetProducer
 
-from parka.errors import RecordError, SchemaError
+from parka.errors import ConfigError, RecordError, SchemaError
 
 SCHEMA = pa.schema([("id", pa.int64(), False), ("s", pa.string())])
 
@@ -180,3 +180,37 @@ def test_encoding_none_passes_values_through_unchanged() -> None:
     assert len(reports) == 1
     assert reports[0][1] == b"bytes as usual"
     assert reports[0][0].code() == KafkaError._PURGE_QUEUE
+
+
+def test_a_derived_partition_needs_a_source_of_the_right_type() -> None:
+    p = ParquetProducer({"columnar.encoding": "parquet", "columnar.partition.by": "day=date(s)"})
+    with pytest.raises(SchemaError, match=r"field 's'.*date\(s\) needs a timestamp or a date, not string"):
+        p.set_schema("t", SCHEMA)
+    with pytest.raises(ConfigError) as info:
+        ParquetProducer({"columnar.encoding": "parquet", "columnar.partition.by": "day=day(ts)"})
+    assert (info.value.key, info.value.value) == ("columnar.partition.by", "day=day(ts)")
+
+
+def test_segments_are_cut_where_the_derived_value_changes_keeping_record_order(clock: FakeClock) -> None:
+    schema = pa.schema([("id", pa.int64(), False), ("ts", pa.timestamp("us", tz="UTC"))])
+    p = ParquetProducer(
+        {
+            "bootstrap.servers": "127.0.0.1:9",
+            "columnar.encoding": "parquet",
+            "columnar.partition.by": "day=date(ts)",
+            "linger.ms": 1000,
+            "message.timeout.ms": 200,
+        },
+        clock=clock,
+    )
+    p.set_schema("t", schema)
+    day = 86_400_000_000
+    # day 0, day 0, day 1, then day 0 again (a late record): three segments, in that order,
+    # not two (one per day), which would move the late record before the day 1 one
+    for i, ts in enumerate([day - 2, day - 1, day, day - 3]):
+        p.produce("t", value={"id": i, "ts": ts}, partition=0)
+    clock.now += 1.001
+    p.poll(0)
+    assert (p.stats()["segments"], p.stats()["records"]) == (3, 4)
+    p.purge()
+    p.close(timeout=2)

@@ -1,0 +1,242 @@
+"""Partition specs (``day=date(ts)``): parsing, evaluation, and the footer-only decision."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from parka.consumer._files import check_segment, read_segment, write_segments
+from parka.consumer._partitions import segment_partition_values, split_by_partition
+from parka.consumer._plan import (
+    LandedSegment,
+    fit_segment,
+    partition_path,
+    table_partitioning,
+    table_schema_from_segment,
+)
+
+from parka.errors import ConfigError, SchemaError, SchemaMismatchError
+from parka.partitioning import EXPRESSION_KEY, PartitionSpec, parse_partition_by, parse_spec, partition_keys, runs
+from parka.schema import schema_fingerprint
+from parka.segment import encode_segment
+
+UTC = dt.timezone.utc
+TS = pa.timestamp("us", tz="UTC")
+
+
+def utc(*args: int) -> dt.datetime:
+    return dt.datetime(*args, tzinfo=UTC)
+
+
+def test_specs_parse_and_print_back() -> None:
+    specs = parse_partition_by("day=date(ts), country ,b=truncate(id, 10),h = hour( ts )")
+    assert specs == (
+        PartitionSpec("day", "ts", "date"),
+        PartitionSpec("country", "country"),
+        PartitionSpec("b", "id", "truncate", 10),
+        PartitionSpec("h", "ts", "hour"),
+    )
+    assert [str(s) for s in specs] == ["day=date(ts)", "country", "b=truncate(id, 10)", "h=hour(ts)"]
+    assert parse_partition_by([str(s) for s in specs]) == specs  # what settings hold, parsed again
+    assert parse_partition_by(["country", specs[0]]) == (PartitionSpec("country", "country"), specs[0])
+    with pytest.raises(ConfigError, match="'day' is named twice"):
+        parse_partition_by(["day", specs[0]])
+    with pytest.raises(ConfigError, match="'day' is named twice"):
+        parse_partition_by("day=date(ts),day=date(ts)")
+    assert parse_partition_by("") == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("day=dat(ts)", "unknown transform 'dat'"),
+        ("day=date(ts, 3)", "date() takes one column"),
+        ("b=truncate(id)", "width N >= 1"),
+        ("b=truncate(id, 0)", "width N >= 1"),
+        ("ts=date(ts)", "a name of its own"),
+        ("day=date(ts),DAY", "'day' and 'DAY' name one column"),
+        ("day=date(", None),
+        ("day date(ts)", None),
+    ],
+)
+def test_a_bad_spec_is_a_config_error_naming_it(text: str, reason: str | None) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_partition_by(text, key="columnar.partition.by")
+    assert info.value.key == "columnar.partition.by"
+    assert info.value.value == text
+    assert "name=date(col)" in info.value.allowed
+    if reason is not None:
+        assert reason in str(info.value)
+
+
+def test_date_is_the_utc_date_at_the_microsecond_boundary() -> None:
+    day = parse_spec("day=date(ts)")
+    values = pa.array(
+        [utc(2026, 11, 22, 23, 59, 59, 999999), utc(2026, 11, 23), None, utc(1969, 12, 31, 23, 59, 59, 999999)], TS
+    )
+    assert day.evaluate(values).to_pylist() == [
+        dt.date(2026, 11, 22),
+        dt.date(2026, 11, 23),
+        None,
+        dt.date(1969, 12, 31),
+    ]
+    # without a time zone (timestamp_ntz): the wall-clock date; milliseconds alike; a date as is
+    naive = pa.array([dt.datetime(2026, 11, 22, 23, 59, 59, 999000)], pa.timestamp("ms"))
+    assert day.evaluate(naive).to_pylist() == [dt.date(2026, 11, 22)]
+    assert day.evaluate(pa.array([dt.date(2026, 1, 2)])).to_pylist() == [dt.date(2026, 1, 2)]
+    assert day.output_type(TS) == pa.date32()
+
+
+def test_hour_is_a_sortable_utc_string() -> None:
+    hour = parse_spec("hour=hour(ts)")
+    values = pa.array([utc(2026, 11, 23, 9, 59, 59, 999999), utc(2026, 11, 23, 10), utc(1969, 12, 31, 23, 30)], TS)
+    assert hour.evaluate(values).to_pylist() == ["2026-11-23-09", "2026-11-23-10", "1969-12-31-23"]
+    assert hour.output_type(TS) == pa.string()
+
+
+def test_truncate_floors_integers_and_cuts_strings() -> None:
+    ints = parse_spec("b=truncate(id, 10)")
+    assert ints.evaluate(pa.array([-11, -10, -1, 0, 9, 10, None])).to_pylist() == [-20, -10, -10, 0, 0, 10, None]
+    assert ints.output_type(pa.int32()) == pa.int32()
+    prefix = parse_spec("p=truncate(name, 2)")
+    assert prefix.evaluate(pa.array(["abc", "é€x", "a", None])).to_pylist() == ["ab", "é€", "a", None]
+
+
+def test_a_transform_refuses_a_type_it_cannot_take() -> None:
+    with pytest.raises(SchemaError) as info:
+        parse_spec("day=date(n)").output_type(pa.int64())
+    assert info.value.field == "n"
+    assert "date(n) needs a timestamp or a date, not int64" in str(info.value)
+    assert parse_spec("h=hour(d)").problem(pa.date32()) is not None
+    assert parse_spec("b=truncate(x, 2)").problem(pa.float64()) is not None
+
+
+def test_value_of_range_is_one_value_or_none() -> None:
+    day = parse_spec("day=date(ts)")
+    assert day.value_of_range(utc(2026, 11, 23), utc(2026, 11, 23, 23, 59, 59, 999999), TS) == dt.date(2026, 11, 23)
+    assert day.value_of_range(utc(2026, 11, 22, 23, 59, 59, 999999), utc(2026, 11, 23), TS) is None
+    assert parse_spec("b=truncate(id, 100)").value_of_range(100, 199, pa.int64()) == 100
+    assert parse_spec("b=truncate(id, 100)").value_of_range(-1, 0, pa.int64()) is None
+    assert parse_spec("c").value_of_range("x", "x", pa.string()) == "x"
+    assert parse_spec("c").value_of_range("x", "y", pa.string()) is None
+
+
+def test_runs_keep_row_order() -> None:
+    ts = pa.array([utc(2026, 1, 1), utc(2026, 1, 1, 1), utc(2026, 1, 2), utc(2026, 1, 1), None, None], TS)
+    keys = partition_keys(pa.table({"ts": ts}), [parse_spec("day=date(ts)")])
+    assert runs(keys) == [
+        (0, 2, (dt.date(2026, 1, 1),)),
+        (2, 3, (dt.date(2026, 1, 2),)),
+        (3, 4, (dt.date(2026, 1, 1),)),
+        (4, 6, (None,)),
+    ]
+    assert runs(keys.slice(0, 0)) == []
+
+
+def _segment(ts: list[dt.datetime | None], *, statistics: bool = True) -> tuple[bytes, pq.FileMetaData, pa.Table]:
+    table = pa.table({"id": pa.array(range(len(ts)), pa.int64()), "ts": pa.array(ts, TS)})
+    buf = io.BytesIO()
+    pq.write_table(table, buf, store_schema=True, write_statistics=statistics, row_group_size=2)
+    value = buf.getvalue()
+    return value, pq.read_metadata(pa.BufferReader(value)), table
+
+
+DAY = (parse_spec("day=date(ts)"),)
+
+
+def test_the_footer_decides_without_reading_a_data_page() -> None:
+    schema = pa.schema([("id", pa.int64()), ("ts", TS)])
+    _, one_day, _ = _segment([utc(2026, 11, 23), utc(2026, 11, 23, 12), utc(2026, 11, 23, 23, 59, 59, 999999)])
+    # the value's bytes are never looked at: garbage in their place changes nothing
+    assert segment_partition_values(one_day, b"garbage", DAY, schema) == {"day": "2026-11-23"}
+    _, midnight, _ = _segment([utc(2026, 11, 22, 23, 59, 59, 999999), utc(2026, 11, 23)])
+    assert segment_partition_values(midnight, b"garbage", DAY, schema) is None
+    _, nulls, _ = _segment([None, None, None])
+    assert segment_partition_values(nulls, b"garbage", DAY, schema) == {"day": None}
+    _, some_null, _ = _segment([utc(2026, 11, 23), None])
+    assert segment_partition_values(some_null, b"garbage", DAY, schema) is None
+
+
+def test_without_statistics_the_source_column_decides() -> None:
+    schema = pa.schema([("id", pa.int64()), ("ts", TS)])
+    value, meta, _ = _segment([utc(2026, 11, 23), utc(2026, 11, 23, 5)], statistics=False)
+    assert segment_partition_values(meta, value, DAY, schema) == {"day": "2026-11-23"}
+    value, meta, _ = _segment([utc(2026, 11, 23), utc(2026, 11, 24, 5)], statistics=False)
+    assert segment_partition_values(meta, value, DAY, schema) is None
+
+
+def test_a_split_holds_every_row_once_and_nulls_go_to_the_default_partition() -> None:
+    _, _, table = _segment([utc(2026, 11, 22, 23), None, utc(2026, 11, 23), utc(2026, 11, 22, 1)])
+    parts = split_by_partition(table, DAY)
+    by_value = {values["day"]: part["id"].to_pylist() for values, part in parts}
+    assert by_value == {"2026-11-22": [0, 3], None: [1], "2026-11-23": [2]}
+    assert all(part.column_names == ["id", "ts"] for _, part in parts)  # no derived column in the files
+    assert partition_path({"day": None}) == "day=__HIVE_DEFAULT_PARTITION__"
+
+
+def _landed(tmp_path: Path, ts: list[dt.datetime | None], offset: int) -> tuple[LandedSegment, bytes]:
+    table = pa.table({"id": pa.array(range(len(ts)), pa.int64()), "ts": pa.array(ts, TS)})
+    seg = encode_segment(table, codec="zstd", fingerprint=schema_fingerprint(table.schema))
+    read = read_segment(topic="t", partition=0, offset=offset, value=seg.value, headers=seg.headers)
+    schema = table_schema_from_segment(table.schema, DAY)
+    checked = check_segment(read, table_schema=schema, partition_by=DAY, merge=False)
+    [landed] = write_segments([checked], table_uri=str(tmp_path), table_schema=schema, partition_by=DAY)
+    return landed, seg.value
+
+
+def test_a_segment_is_written_raw_when_one_day_split_when_two(tmp_path: Path) -> None:
+    landed, value = _landed(tmp_path, [utc(2026, 11, 23, 1), utc(2026, 11, 23, 2)], 7)
+    assert not landed.split
+    assert [f.partition_values for f in landed.files] == [{"day": "2026-11-23"}]
+    assert landed.files[0].path.startswith("day=2026-11-23/t-p0-o")
+    assert (tmp_path / landed.files[0].path).read_bytes() == value  # byte for byte
+    landed, _ = _landed(tmp_path, [utc(2026, 11, 22, 23, 59, 59, 999999), utc(2026, 11, 23), None], 8)
+    assert landed.split
+    assert sorted((f.partition_values["day"] or "") for f in landed.files) == ["", "2026-11-22", "2026-11-23"]
+    back = pa.concat_tables(pq.read_table(tmp_path / f.path) for f in landed.files)
+    assert sorted(back["id"].to_pylist()) == [0, 1, 2]
+    assert "day" not in back.column_names
+
+
+def test_the_table_records_how_a_derived_column_is_computed() -> None:
+    segment = pa.schema([("id", pa.int64(), False), ("ts", TS), ("__parka_key", pa.binary())])
+    schema = table_schema_from_segment(segment, DAY)
+    assert schema.names == ["id", "ts", "day", "__parka_key"]
+    assert schema.field("day").type == pa.date32() and schema.field("day").nullable
+    assert schema.field("day").metadata == {EXPRESSION_KEY.encode(): b"date(ts)"}
+    assert table_partitioning(schema, ["day"]) == DAY
+    assert table_partitioning(schema, ["id"]) == (parse_spec("id"),)
+    with pytest.raises(SchemaMismatchError, match="has no 'at'"):
+        table_schema_from_segment(segment, [parse_spec("day=date(at)")])
+    with pytest.raises(SchemaMismatchError, match="needs a timestamp or a date"):
+        table_schema_from_segment(segment, [parse_spec("day=date(id)")])
+
+
+def test_fit_segment_checks_a_derived_columns_source() -> None:
+    table = table_schema_from_segment(pa.schema([("id", pa.int64()), ("ts", TS)]), DAY)
+    assert (
+        fit_segment(table, pa.schema([("id", pa.int64()), ("ts", TS)]), partition_by=DAY, merge=False).problem is None
+    )
+    lacking = fit_segment(table, pa.schema([("id", pa.int64())]), partition_by=DAY, merge=True)
+    assert (lacking.field, lacking.problem) == ("ts", "column 'ts' (for day=date(ts)) is not in the segment")
+    wrong = fit_segment(table, pa.schema([("id", pa.int64()), ("ts", pa.int64())]), partition_by=DAY, merge=False)
+    assert wrong.field == "ts" and wrong.problem is not None and "needs a timestamp" in wrong.problem
+    own = pa.schema([("id", pa.int64()), ("ts", TS), ("day", pa.date32())])
+    clash = fit_segment(table, own, partition_by=DAY, merge=False)
+    assert clash.field == "day" and clash.problem is not None and "has its own" in clash.problem
+
+
+def test_spark_decode_mode_refuses_a_derived_partition_column() -> None:
+    from parka.spark_ext import SparkIngestSettings
+
+    with pytest.raises(ConfigError, match="needs mode raw") as info:
+        SparkIngestSettings(
+            topic="t", table_uri="/x", bootstrap_servers="b", mode="decode", partition_by=("day=date(ts)",)
+        )
+    assert (info.value.key, info.value.value) == ("partition_by", "day=date(ts)")
+    raw = SparkIngestSettings(topic="t", table_uri="/x", bootstrap_servers="b", partition_by=("day=date(ts)",))
+    assert raw.partition_by == ("day=date(ts)",)
