@@ -1,5 +1,5 @@
-"""What both daemons' command lines share (``parka ingest``, ``parka spark-ingest``), defined once:
-the shared flags (each with its ``PARKA_*`` environment variable), their parsing, the masking
+"""What parka's command lines share (``parka ingest``, ``parka spark-ingest``, ``parka optimize``),
+defined once: the shared flags (each with its ``PARKA_*`` environment variable), their parsing, the masking
 of secrets in what is logged, and the logging set-up. Standard library only, so the core stays
 free of the consumer and Spark layers.
 """
@@ -12,7 +12,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "redacted",
     "seek_offsets",
     "setup_logging",
+    "size_bytes",
 ]
 
 SECRET_HINTS = ("password", "secret", "token", "jaas", "key", "credential")
@@ -75,6 +76,25 @@ def seek_offsets(text: str | None, prog: str) -> dict[int, int]:
     if bad:
         raise SystemExit(f"{prog}: --seek-offsets: partition {bad[0]} has a negative partition or offset")
     return out
+
+
+_UNITS = {"": 1, "b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "kib": 1024, "mib": 1024**2, "gib": 1024**3}
+
+
+def size_bytes(text: str, flag: str, prog: str) -> int:
+    """A size such as ``128MiB``, ``1GiB``, ``500MB`` or ``1048576`` (bytes) as an int; exits
+    naming ``prog`` and ``flag`` when it is not one."""
+    number = text.strip().rstrip("bBiIkKmMgG ")
+    unit = text.strip()[len(number) :].strip().lower()
+    try:
+        value = float(number) * _UNITS[unit]
+    except (ValueError, KeyError):
+        raise SystemExit(
+            f"{prog}: {flag} expects a size like 128MiB, 1GiB, 500MB or a number of bytes, got {text!r}"
+        ) from None
+    if value < 1:
+        raise SystemExit(f"{prog}: {flag} must be at least one byte, got {text!r}")
+    return int(value)
 
 
 def columns(text: str) -> tuple[str, ...]:
@@ -206,18 +226,23 @@ def _flags(overrides: Mapping[str, Mapping[str, Any]]) -> list[tuple[tuple[str, 
         dest = names[-1].lstrip("-").replace("-", "_")
         change = dict(overrides.get(dest, {}))
         aliases = tuple(change.pop("aliases", ()))
-        out.append(((*names, *aliases), {**kwargs, **change}))
+        out.append(((*names, *aliases), {"dest": dest, **kwargs, **change}))
     return out
 
 
 def add_shared_flags(
-    parser: argparse.ArgumentParser | argparse._ArgumentGroup, overrides: Mapping[str, Mapping[str, Any]] = {}
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    overrides: Mapping[str, Mapping[str, Any]] = {},
+    *,
+    only: Collection[str] | None = None,
 ) -> None:
     """Add the flags both daemons take, with their help, defaults and ``PARKA_*`` variables.
     ``overrides`` changes a flag's ``help`` or ``default`` (keyed by its ``dest``) or adds
-    ``aliases``, where a command means something more precise by it."""
+    ``aliases``, where a command means something more precise by it; ``only`` (``dest``s)
+    picks some of them, for a command that is not a daemon (``parka optimize``)."""
     for names, kwargs in _flags(overrides):
-        parser.add_argument(*names, **kwargs)
+        if only is None or kwargs["dest"] in only:
+            parser.add_argument(*names, **kwargs)
 
 
 def setup_logging(*, quiet: bool, log_format: str) -> None:
