@@ -44,6 +44,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=env("MIN_BYTES_PER_COMMIT"),
         help="commit once this many bytes are buffered (default: --target-file-size) [PARKA_MIN_BYTES_PER_COMMIT]",
     )
+    p.add_argument(
+        "--optimize-every",
+        type=int,
+        default=int(env("OPTIMIZE_EVERY", 0)),
+        help="every N commits of this worker, compact the table's small files (parka optimize without "
+        "VACUUM); 0 never [PARKA_OPTIMIZE_EVERY]",
+    )
     return p
 
 
@@ -110,6 +117,7 @@ def settings_from_args(args: argparse.Namespace) -> IngestSettings:
         schema_evolution=args.schema_evolution,
         dlq_table_uri=args.dlq_table,
         storage_options=pairs(args.storage_option, "--storage-option", _PROG),
+        optimize_every=args.optimize_every,
     )
 
 

@@ -202,7 +202,8 @@ class Committer:
 
     def remove_orphans(self) -> int:
         """Delete files (and half-written temporary files) of commits that never happened, once
-        the table's ``txn`` covers their offsets (see :func:`parka.consumer._files.remove_orphans`)."""
+        the table's ``txn`` covers their offsets; a file any log entry still names (one an
+        OPTIMIZE removed) is left to VACUUM (see :func:`parka.consumer._files.remove_orphans`)."""
         if self.table is None:
             return 0
         removed = remove_orphans(self.table, self.topic, self.app_txn, self.storage_options)

@@ -30,6 +30,7 @@ import re
 import time
 from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
@@ -41,10 +42,12 @@ from deltalake.exceptions import CommitFailedError, TableNotFoundError
 from deltalake.exceptions import SchemaMismatchError as DeltaSchemaMismatchError
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
 
-from parka.errors import CommitConflict, CommitError, ParkaError, SchemaMismatchError
+from parka.errors import CommitConflict, CommitError, ConfigError, ParkaError, SchemaMismatchError
 from parka.schema import RESERVED_PREFIX, child_fields
 
 from ._log import DataFile
+from ._logscan import logged_files
+from ._plan import partition_value_string
 from ._storage import check_relative
 
 __all__ = [
@@ -61,16 +64,21 @@ __all__ = [
     "check_schema",
     "check_writable",
     "checkpoint",
+    "LiveFile",
     "commit_add_files",
+    "commit_rewrite",
+    "live_files",
     "create_table",
     "new_columns",
     "open_table",
+    "partition_columns",
     "read_version",
     "referenced_files",
     "refresh",
     "schema_json",
     "schema_with_columns",
     "txn_version",
+    "vacuum",
 ]
 
 FILE_TAGS_KEY = "parka.fileTags"
@@ -202,12 +210,14 @@ def _check_files_schema(table: DeltaTable, schema: pa.Schema) -> None:
 # --- tables -----------------------------------------------------------------------------------
 
 
-def open_table(uri: str, storage_options: dict[str, str] | None = None) -> DeltaTable | None:
+def open_table(uri: str, storage_options: dict[str, str] | None = None, *, raw_files: bool = True) -> DeltaTable | None:
     """The latest version of the Delta table at ``uri``; ``None`` when there is none.
+    ``raw_files=False``: for maintenance (OPTIMIZE, VACUUM), which adds no raw files, so the
+    table's features are not checked.
 
     Raises:
-        CommitError: the location cannot be read, or the table uses a feature raw files would
-            bypass (column mapping, CHECK constraints, generated columns).
+        CommitError: the location cannot be read, or (``raw_files``) the table uses a feature
+            raw files would bypass (column mapping, CHECK constraints, generated columns).
     """
     try:
         table = DeltaTable(uri, storage_options=storage_options)
@@ -305,6 +315,12 @@ def check_partition_columns(schema: pa.Schema, partition_by: Collection[str]) ->
     for column in partition_by:
         if column not in schema.names or pa.types.is_nested(schema.field(column).type):
             raise SchemaMismatchError("a partition column must be a top-level primitive column", field=column)
+
+
+def partition_columns(table: DeltaTable) -> list[str]:
+    """The table's partition columns."""
+    with _translating("cannot read the table metadata"):
+        return list(table.metadata().partition_columns)
 
 
 def refresh(table: DeltaTable) -> int:
@@ -554,13 +570,128 @@ def append_rows(
     return read_version + 1
 
 
+# --- maintenance: compaction and VACUUM (parka optimize) --------------------------------------
+
+
+@dataclass(frozen=True)
+class LiveFile:
+    """A data file of a snapshot: path (relative, decoded), size, partition values as the log
+    serialises them, and its add action's modification time (ms)."""
+
+    path: str
+    size: int
+    partition_values: Mapping[str, str | None]
+    modification_time: int
+
+
+def live_files(table: DeltaTable) -> list[LiveFile]:
+    """The handle's snapshot's data files, in commit order (modification time, then path).
+
+    Raises:
+        CommitError: the table has deletion vectors or row tracking (a rewrite from the Parquet
+            files alone would bring deleted rows back or lose row ids), or cannot be read.
+    """
+    with _translating("cannot read the table protocol"):
+        protocol = table.protocol()
+    features = set(protocol.reader_features or []) | set(protocol.writer_features or [])
+    unsafe = sorted(features & {"deletionVectors", "rowTracking"})
+    if unsafe:
+        raise CommitError(
+            f"parka optimize rewrites files from their Parquet alone; the table uses {', '.join(unsafe)}: "
+            "use delta-spark's OPTIMIZE"
+        )
+    partitions = partition_columns(table)
+    with _translating("cannot list the table's add actions"):
+        rows = pa.table(table.get_add_actions(flatten=True)).to_pylist()
+    files = [
+        LiveFile(
+            unquote(r["path"]),
+            int(r["size_bytes"]),
+            {c: partition_value_string(r[f"partition.{c}"]) for c in partitions},
+            int(r["modification_time"]),
+        )
+        for r in rows
+    ]
+    return sorted(files, key=lambda f: (f.modification_time, f.path))
+
+
+def commit_rewrite(
+    table: DeltaTable,
+    removed: Collection[LiveFile],
+    added: Collection[DataFile],
+    *,
+    commit_info: Mapping[str, Any] | None = None,
+) -> int:
+    """Commit a rewrite: ``remove`` actions for ``removed`` and ``add`` actions for ``added``
+    (already written and durable), all with ``dataChange: false`` (the same rows in other
+    files: streaming readers skip the commit), as one version at exactly the handle's
+    version + 1, without retries, like :func:`commit_add_files`. Returns the new version; the
+    handle is loaded at it.
+
+    No rebase on purpose: delta-rs 1.6 rebases a ``dataChange: false`` removal over another
+    commit that removed the same files (its own OPTIMIZE does), which leaves both rewrites'
+    files live and every row twice. The caller re-reads and decides (its files still live?).
+
+    Raises:
+        CommitConflict: any commit landed after the handle's version.
+        CommitError: any other failure.
+    """
+    read_version = table.version()
+    now_ms = int(time.time() * 1000)
+    actions: list[AddAction | RemoveAction] = [
+        RemoveAction(f.path, False, now_ms, f.size, dict(f.partition_values)) for f in removed
+    ]
+    actions += [AddAction(f.path, f.size, dict(f.partition_values), now_ms, False, f.stats) for f in added]
+    properties = CommitProperties(custom_metadata=dict(commit_info or {}) or None, max_commit_retries=0)
+    with _translating(f"rewrite on version {read_version} failed", read_version=read_version):
+        table.create_write_transaction(
+            actions, mode="append", schema=table.schema(), partition_by=partition_columns(table),
+            commit_properties=properties,
+        )  # fmt: skip
+    with _translating(f"committed version {read_version + 1} but cannot load it"):
+        table.load_as_version(read_version + 1)
+    return read_version + 1
+
+
+def vacuum(table: DeltaTable, *, retention_hours: int, enforce_retention: bool = True) -> list[str]:
+    """Delete the files of ``remove`` actions older than ``retention_hours`` (delta-rs' "lite"
+    VACUUM: files no log entry names, such as a live writer's files not yet committed, are
+    never touched); returns the deleted paths. ``enforce_retention`` refuses a retention below
+    the table's ``delta.deletedFileRetentionDuration``.
+
+    Raises:
+        ConfigError: the retention is below the table's (with ``enforce_retention``).
+        CommitError: any other failure.
+    """
+    try:
+        with _translating("vacuum failed"):
+            return list(
+                table.vacuum(
+                    retention_hours=retention_hours,
+                    dry_run=False,
+                    enforce_retention_duration=enforce_retention,
+                    full=False,
+                )
+            )
+    except CommitError as exc:
+        if "Invalid retention period" not in str(exc):
+            raise
+        raise ConfigError(
+            "--vacuum-retention-hours",
+            retention_hours,
+            "at least the table's delta.deletedFileRetentionDuration (default 168 hours), or --allow-short-retention",
+            reason=str(exc.__cause__),
+        ) from exc
+
+
 class RsTableLog:
     """:class:`parka.consumer._log.TableLog` over a delta-rs handle: the functions above, bound
     to one table. Commits go to exactly the read version + 1 (:func:`commit_add_files`)."""
 
-    def __init__(self, uri: str, table: DeltaTable) -> None:
+    def __init__(self, uri: str, table: DeltaTable, storage_options: Mapping[str, str] | None = None) -> None:
         self.uri = uri
         self.table = table
+        self.storage_options = dict(storage_options or {})
 
     def version(self) -> int:
         return int(self.table.version())
@@ -575,11 +706,13 @@ class RsTableLog:
         return arrow_schema(self.table)
 
     def partition_columns(self) -> list[str]:
-        with _translating("cannot read the table metadata"):
-            return list(self.table.metadata().partition_columns)
+        return partition_columns(self.table)
 
     def referenced_files(self) -> set[str]:
         return referenced_files(self.table)
+
+    def logged_files(self) -> set[str]:
+        return logged_files(self.uri, self.storage_options)
 
     def add_columns(self, fields: Collection[pa.Field]) -> None:
         add_columns(self.table, list(fields))
@@ -602,7 +735,7 @@ class RsEngine:
 
     def open(self, uri: str, storage_options: Mapping[str, str] | None = None) -> RsTableLog | None:
         table = open_table(uri, dict(storage_options or {}))
-        return None if table is None else RsTableLog(uri, table)
+        return None if table is None else RsTableLog(uri, table, storage_options)
 
     def create(
         self,
@@ -613,4 +746,4 @@ class RsEngine:
         storage_options: Mapping[str, str] | None = None,
     ) -> RsTableLog:
         table = create_table(uri, schema, partition_by=list(partition_by), storage_options=dict(storage_options or {}))
-        return RsTableLog(uri, table)
+        return RsTableLog(uri, table, storage_options)

@@ -26,12 +26,13 @@ import pyarrow as pa
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TIMESTAMP_NOT_AVAILABLE, KafkaException, TopicPartition
 
 from parka._crash import crash_point
-from parka.errors import ConfigError, KafkaClientError, SchemaMismatchError, SegmentError
+from parka.errors import CommitError, ConfigError, KafkaClientError, SchemaMismatchError, SegmentError
 from parka.partitioning import parse_partition_by
 
 from ._committer import CommitStats, Committer
 from ._delta import RsEngine
 from ._files import DEFAULT_TARGET_FILE_SIZE, DLQ_SCHEMA, CheckedSegment, check_segment, read_segment, write_segments
+from ._optimize import optimize_table
 from ._plan import CommitPolicy, Refused
 from ._shim import ParquetConsumer, RawSegment
 
@@ -66,6 +67,7 @@ class IngestSettings:
     schema_evolution: SchemaEvolution = "none"
     dlq_table_uri: str | None = None
     storage_options: dict[str, str] = field(default_factory=dict)
+    optimize_every: int = 0
 
     def __post_init__(self) -> None:
         if not self.topic or not self.table_uri:
@@ -87,6 +89,8 @@ class IngestSettings:
             raise ConfigError("target_file_size", self.target_file_size, "a number of bytes >= 1")
         if self.max_segments_per_commit < 1:
             raise ConfigError("max_segments_per_commit", self.max_segments_per_commit, "an integer >= 1")
+        if self.optimize_every < 0:
+            raise ConfigError("optimize_every", self.optimize_every, "a number of commits >= 0 (0: never)")
 
     def app_txn(self, partition: int) -> str:
         return f"{self.app_id}-{partition}"
@@ -94,10 +98,13 @@ class IngestSettings:
 
 @dataclass
 class IngestStats(CommitStats):
-    """The committer's counters (committed segments, records, files, ...) and the bytes of the
-    segments consumed; printed by the progress line and returned by :meth:`IngestionConsumer.run`."""
+    """The committer's counters (committed segments, records, files, ...), the bytes of the
+    segments consumed, and the ``--optimize-every`` runs and the files they compacted; printed by
+    the progress line and returned by :meth:`IngestionConsumer.run`."""
 
     bytes: int = 0
+    optimizations: int = 0
+    files_compacted: int = 0
 
 
 class IngestionConsumer:
@@ -132,6 +139,7 @@ class IngestionConsumer:
         self._high: dict[int, int] = {}
         self._stop = threading.Event()
         self._last_kafka_warning = float("-inf")
+        self._optimized_at = 0  # stats.commits at the last optimize_every run
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -191,6 +199,7 @@ class IngestionConsumer:
                     now=self._clock(),
                 ):
                     self.commit()
+                    self._maybe_optimize()
                 if self._progress is not None:
                     self._progress(self)
                 if s.end_at_latest and self._caught_up():
@@ -353,6 +362,25 @@ class IngestionConsumer:
         for p, version in result.table_txn.items():
             if version is not None and version >= self._consumed.get(p, -1) and p not in result.last:
                 self._skip_to(p, version + 1)
+
+    def _maybe_optimize(self) -> None:
+        """Every ``optimize_every`` commits of this worker, compact the table
+        (:func:`parka.consumer._optimize.optimize_table`; no checkpoint: the committer writes
+        those). Between commits, never inside one: nothing is buffered when it runs, and the
+        next commit re-reads the table (the protocol's step 3). Maintenance only: a failure is
+        logged and ingestion goes on."""
+        every = self.settings.optimize_every
+        if not every or self.stats.commits - self._optimized_at < every:
+            return
+        self._optimized_at = self.stats.commits
+        s = self.settings
+        try:
+            result = optimize_table(s.table_uri, checkpoint=False, storage_options=s.storage_options)
+        except CommitError as exc:  # CommitConflict included: the small files stay, nothing is lost
+            log.warning("optimize failed, ingestion goes on: %s", exc)
+            return
+        self.stats.optimizations += 1
+        self.stats.files_compacted += result.files_removed
 
     def _skip_to(self, partition: int, offset: int) -> None:
         """Another worker with this app id committed this partition up to ``offset - 1``: all

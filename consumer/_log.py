@@ -84,6 +84,17 @@ class TableLog(Protocol):
         """The snapshot's data files, relative to the table root and decoded (as on disk)."""
         ...
 
+    def logged_files(self) -> set[str]:
+        """Every data file a log entry still names, added or removed (tombstones a checkpoint
+        keeps until ``delta.deletedFileRetentionDuration`` is over included), relative to the
+        table root and decoded; read after the snapshot, so it holds all of its files. Both
+        engines read the log's files (:func:`parka.consumer._logscan.logged_files`).
+
+        Raises:
+            CommitError: the log cannot be read or is not understood (then delete nothing).
+        """
+        ...
+
     def add_columns(self, fields: Sequence[pa.Field]) -> None:
         """Add nullable columns (or new fields of struct columns); present ones are skipped.
         They are in the table once the next :meth:`commit_add_files` returns (delta-rs commits

@@ -1,6 +1,8 @@
 """Data files under a Delta table's root: where they live (local or an object store, from the
 table URI and its storage options), writing one so that no partial file ever carries its final
-name, one flush per commit, deleting and listing. Nothing here reads or writes the Delta log.
+name, one flush per commit, deleting and listing; and, for the orphan cleanup, the Delta log's
+files as bytes (:func:`list_log`, :func:`read_file`): what they mean is
+``consumer/_logscan.py``'s business. Nothing here writes the Delta log.
 
 Everything the filesystem raises leaves as :class:`~parka.errors.CommitError`.
 """
@@ -28,8 +30,9 @@ __all__ = [
     "check_relative",
     "delete_files",
     "list_files",
+    "list_log",
     "make_durable",
-    "read_data_file",
+    "read_file",
     "write_data_file",
 ]
 
@@ -207,17 +210,31 @@ def list_files(
     return [found[path] for path in sorted(found)]
 
 
-def read_data_file(table_uri: str, relative_path: str, storage_options: Mapping[str, str] | None = None) -> bytes:
-    """The bytes of a data file under the table root.
+def list_log(table_uri: str, storage_options: Mapping[str, str] | None = None) -> list[str]:
+    """The names of the files directly in the table's ``_delta_log`` folder, sorted.
 
     Raises:
-        ValueError: ``relative_path`` is not a clean relative path.
-        CommitError: the read failed.
+        CommitError: the listing failed.
     """
-    check_relative(relative_path)
+    filesystem, root = _filesystem(table_uri, storage_options)
+    base = f"{root}/_delta_log"
+    try:
+        infos = filesystem.get_file_info(pafs.FileSelector(base, recursive=False, allow_not_found=True))
+    except (pa.ArrowException, OSError) as exc:
+        raise CommitError(f"cannot list the Delta log of {table_uri}: {exc}") from exc
+    return sorted(info.base_name for info in infos if info.type == pafs.FileType.File)
+
+
+def read_file(table_uri: str, relative_path: str, storage_options: Mapping[str, str] | None = None) -> bytes:
+    """The bytes of a file under the table root (``_delta_log/...`` included).
+
+    Raises:
+        CommitError: the file is missing or cannot be read.
+    """
     filesystem, root = _filesystem(table_uri, storage_options)
     try:
-        with filesystem.open_input_stream(f"{root}/{relative_path}") as source:
-            return bytes(source.read())
+        with filesystem.open_input_file(f"{root}/{relative_path}") as source:
+            data: bytes = source.read()
     except (pa.ArrowException, OSError) as exc:
-        raise CommitError(f"cannot read data file {relative_path}: {exc}") from exc
+        raise CommitError(f"cannot read {relative_path}: {exc}") from exc
+    return data

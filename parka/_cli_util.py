@@ -1,5 +1,5 @@
-"""What both daemons' command lines share (``parka ingest``, ``parka spark-ingest``), defined once:
-the shared flags (each with its ``PARKA_*`` environment variable), their parsing, the masking
+"""What parka's command lines share (``parka ingest``, ``parka spark-ingest``, ``parka optimize``),
+defined once: the shared flags (each with its ``PARKA_*`` environment variable), their parsing, the masking
 of secrets in what is logged, and the logging set-up. Standard library only, so the core stays
 free of the consumer and Spark layers.
 """
@@ -13,7 +13,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from .partitioning import parse_partition_by
@@ -29,6 +29,7 @@ __all__ = [
     "redacted",
     "seek_offsets",
     "setup_logging",
+    "size_bytes",
 ]
 
 SECRET_HINTS = ("password", "secret", "token", "jaas", "key", "credential")
@@ -241,18 +242,23 @@ def _flags(overrides: Mapping[str, Mapping[str, Any]]) -> list[tuple[tuple[str, 
         dest = names[-1].lstrip("-").replace("-", "_")
         change = dict(overrides.get(dest, {}))
         aliases = tuple(change.pop("aliases", ()))
-        out.append(((*names, *aliases), {**kwargs, **change}))
+        out.append(((*names, *aliases), {"dest": dest, **kwargs, **change}))
     return out
 
 
 def add_shared_flags(
-    parser: argparse.ArgumentParser | argparse._ArgumentGroup, overrides: Mapping[str, Mapping[str, Any]] = {}
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    overrides: Mapping[str, Mapping[str, Any]] = {},
+    *,
+    only: Collection[str] | None = None,
 ) -> None:
     """Add the flags both daemons take, with their help, defaults and ``PARKA_*`` variables.
     ``overrides`` changes a flag's ``help`` or ``default`` (keyed by its ``dest``) or adds
-    ``aliases``, where a command means something more precise by it."""
+    ``aliases``, where a command means something more precise by it; ``only`` (``dest``s)
+    picks some of them, for a command that is not a daemon (``parka optimize``)."""
     for names, kwargs in _flags(overrides):
-        parser.add_argument(*names, **kwargs)
+        if only is None or kwargs["dest"] in only:
+            parser.add_argument(*names, **kwargs)
 
 
 def setup_logging(*, quiet: bool, log_format: str) -> None:

@@ -11,9 +11,10 @@ def main(argv: list[str] | None = None) -> int:
     commands = {
         "ingest": "parka.consumer._cli",
         "spark-ingest": "parka.spark_ext._cli",
+        "optimize": "parka.consumer._optimize_cli",
     }
     if not args or args[0] in ("-h", "--help") or args[0] not in commands:
-        print("usage: parka {ingest,spark-ingest} ... (parka COMMAND --help for its flags)", file=sys.stderr)
+        print("usage: parka {ingest,spark-ingest,optimize} ... (parka COMMAND --help for its flags)", file=sys.stderr)
         return 0 if args and args[0] in ("-h", "--help") else 2
     import importlib
 

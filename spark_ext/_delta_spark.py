@@ -40,7 +40,10 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 import pyarrow as pa
-from parka.consumer import _delta  # the rules both engines share (schema JSON, writability), CommitConflict
+from parka.consumer import (
+    _delta,  # the rules both engines share (schema JSON, writability), CommitConflict
+    _logscan,  # which files the log names, tombstones included
+)
 
 from parka.errors import CommitConflict, CommitError, ParkaError
 
@@ -204,6 +207,12 @@ class SparkTableLog:
             files = DataFrame(self._current().snapshot().allFiles().toDF(), self.spark).select("path")
             paths = files.toArrow().column("path").to_pylist()
         return {unquote(p) for p in paths}
+
+    def logged_files(self) -> set[str]:
+        # The log's files hold the tombstones; delta-spark would answer with Spark jobs.
+        if self.version() < 0:
+            return set()
+        return _logscan.logged_files(self.uri, self._storage_options)
 
     # -- writes --------------------------------------------------------------------------------
 

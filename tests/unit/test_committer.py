@@ -11,38 +11,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
-from parka.consumer._committer import Committer
-from parka.consumer._delta import RsEngine
-from parka.consumer._files import check_segment, read_segment, write_segments
-from parka.consumer._plan import FileName, LandedSegment, Refused
+from parka.consumer._files import read_segment
+from parka.consumer._plan import FileName, Refused
 
 from parka.errors import ConfigError, SegmentDecodeError, SegmentError
 from parka.schema import schema_fingerprint
 from parka.segment import decode_segment, encode_segment
 
-SCHEMA = pa.schema([("id", pa.int64(), False), ("day", pa.string(), False)])
-
-
-def committer(path: Path, **kwargs: object) -> Committer:
-    return Committer(RsEngine(), table_uri=str(path), topic="t", app_id="app", **kwargs)  # type: ignore[arg-type]
-
-
-def landed(c: Committer, partition: int, offset: int, ids: list[int], day: str = "d1") -> LandedSegment:
-    [one] = stitched(c, [(partition, offset, ids)], day=day)
-    return one
-
-
-def stitched(c: Committer, segments: list[tuple[int, int, list[int]]], day: str = "d1") -> list[LandedSegment]:
-    """``(partition, offset, ids)`` segments written as :func:`write_segments` writes a commit's:
-    one Kafka partition's segments stitched into one file."""
-    checked = []
-    for partition, offset, ids in segments:
-        table = pa.table({"id": ids, "day": [day] * len(ids)}, schema=SCHEMA)
-        seg = encode_segment(table, codec="zstd", fingerprint=schema_fingerprint(SCHEMA))
-        read = read_segment(topic="t", partition=partition, offset=offset, value=seg.value, headers=seg.headers)
-        c.ensure_table(read.schema)
-        checked.append(check_segment(read, table_schema=c.table_schema(), partition_by=c.partition_by, merge=False))
-    return write_segments(checked, table_uri=c.table_uri, table_schema=c.table_schema(), partition_by=c.partition_by)
+from ._tables import SCHEMA, committer, landed, stitched
 
 
 def refused(partition: int, offset: int) -> Refused:

@@ -1,0 +1,141 @@
+"""Which data files a Delta table's log still names, read from the ``_delta_log`` files
+themselves: the orphan cleanup's question "did any commit ever add this file?".
+
+delta-rs' Python API lists a snapshot's files but not its tombstones (the ``remove`` actions of
+compacted, overwritten or deleted files), and a file an OPTIMIZE removed must stay for readers
+of older versions until VACUUM's retention is over. So this module reads, through the table's
+storage (:mod:`._storage`), the latest complete checkpoint and every commit after it, and
+collects the path of each ``add`` and ``remove`` action. That is enough: a checkpoint keeps the
+tombstones younger than the table's ``delta.deletedFileRetentionDuration`` (delta-rs and
+delta-spark both drop only expired ones), and log cleanup deletes only commits a checkpoint
+already covers. A tombstone no longer in the log is older than that retention: VACUUM no longer
+protects its file either.
+
+Read: classic, multi-part and UUID-named (v2) checkpoints, in Parquet or JSON, with their
+sidecar files, and JSON commits. Anything else (a gap in the commits, an unreadable file)
+raises, so that a caller deletes nothing on a log it did not understand.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from parka.errors import CommitError
+
+from ._storage import list_log, read_file
+
+__all__ = ["logged_files"]
+
+_COMMIT = re.compile(r"^(\d{20})\.json$")
+_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10})|\.[0-9a-fA-F-]{36})?\.(parquet|json)$")
+_ACTIONS = ("add", "remove")
+
+
+def logged_files(table_uri: str, storage_options: Mapping[str, str] | None = None) -> set[str]:
+    """Every data file an ``add`` or ``remove`` action still in the log names (the latest
+    complete checkpoint, its sidecars, and each commit after it), relative to the table root
+    and decoded (as on disk).
+
+    Raises:
+        CommitError: the log cannot be listed or read, has no checkpoint and no first commit,
+            or has a gap between the checkpoint and the latest commit.
+    """
+    names = list_log(table_uri, storage_options)
+    commits = {int(m.group(1)): name for name in names if (m := _COMMIT.match(name))}
+    checkpoint_version, checkpoint_files = _latest_checkpoint(names)
+    found: set[str] = set()
+    for name in checkpoint_files:
+        data = read_file(table_uri, f"_delta_log/{name}", storage_options)
+        sidecars = _parquet_paths(data, name, found) if name.endswith(".parquet") else _json_paths(data, name, found)
+        for sidecar in sidecars:
+            _parquet_paths(read_file(table_uri, f"_delta_log/_sidecars/{sidecar}", storage_options), sidecar, found)
+    later = sorted(v for v in commits if v > checkpoint_version)
+    expected = list(range(checkpoint_version + 1, checkpoint_version + 1 + len(later)))
+    if later != expected:
+        first = "a checkpoint" if checkpoint_version >= 0 else "commit 0"
+        raise CommitError(f"the Delta log of {table_uri} has no {first} or a gap in its commits: cannot tell its files")
+    for version in later:
+        _json_paths(read_file(table_uri, f"_delta_log/{commits[version]}", storage_options), commits[version], found)
+    return found
+
+
+def _latest_checkpoint(names: Iterable[str]) -> tuple[int, list[str]]:
+    """The version and file names of the newest complete checkpoint; ``(-1, [])`` when none."""
+    parts: dict[tuple[int, int], set[int]] = {}  # (version, number of parts) -> parts present
+    single: dict[int, str] = {}
+    multi: dict[tuple[int, int], list[str]] = {}
+    for name in names:
+        m = _CHECKPOINT.match(name)
+        if m is None:
+            continue
+        version = int(m.group(1))
+        if m.group(2) is None:
+            single[version] = name
+        else:
+            key = (version, int(m.group(3)))
+            parts.setdefault(key, set()).add(int(m.group(2)))
+            multi.setdefault(key, []).append(name)
+    complete = {version: [name] for version, name in single.items()}
+    for (version, count), present in parts.items():
+        if present == set(range(1, count + 1)):
+            complete.setdefault(version, sorted(multi[(version, count)]))
+    if not complete:
+        return -1, []
+    version = max(complete)
+    return version, complete[version]
+
+
+def _add_path(path: object, found: set[str]) -> None:
+    if isinstance(path, str) and path:
+        found.add(unquote(path))
+
+
+def _json_paths(data: bytes, name: str, found: set[str]) -> list[str]:
+    """Add the paths of a JSON file's ``add``/``remove`` actions to ``found``; returns the sidecar
+    file names it lists (a JSON v2 checkpoint)."""
+    sidecars: list[str] = []
+    try:
+        for line in data.decode().splitlines():
+            if not line.strip():
+                continue
+            action = json.loads(line)
+            for kind in _ACTIONS:
+                if kind in action:
+                    _add_path(action[kind].get("path"), found)
+            if "sidecar" in action:
+                sidecars.append(unquote(action["sidecar"]["path"]))
+    except (ValueError, AttributeError, KeyError, TypeError) as exc:
+        raise CommitError(f"cannot read the Delta log file {name}: {exc}") from exc
+    return sidecars
+
+
+def _parquet_paths(data: bytes, name: str, found: set[str]) -> list[str]:
+    """Add the paths of a Parquet checkpoint's (or sidecar's) ``add``/``remove`` actions to
+    ``found``; returns the sidecar file names it lists. Reads only those columns."""
+    try:
+        source = pq.ParquetFile(pa.BufferReader(data))
+        present = set(source.schema_arrow.names)
+        for kind in _ACTIONS:
+            if kind in present:
+                for path in _column(source, kind):
+                    _add_path(path, found)
+        if "sidecar" not in present:
+            return []
+        column = _column(source, "sidecar")
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise CommitError(f"cannot read the Delta checkpoint {name}: {exc}") from exc
+    return [unquote(p) for p in column if isinstance(p, str) and p]
+
+
+def _column(source: pq.ParquetFile, action: str) -> list[object]:
+    """The ``path`` of each row's ``action`` struct (``None`` where the row is another action)."""
+    structs = source.read(columns=[f"{action}.path"]).column(0).combine_chunks()
+    paths: list[object] = pc.struct_field(structs, "path").to_pylist()
+    return paths

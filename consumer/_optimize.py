@@ -1,0 +1,392 @@
+"""``parka optimize``: table maintenance next to running ingestion. Compaction of the small files
+raw ingestion leaves (one per segment) into large files with large row groups, optional
+Z-order, a checkpoint, and VACUUM with a retention period.
+
+Why it is safe while ``parka ingest`` and ``parka spark-ingest`` commit to the same table:
+
+* A rewrite is one commit of ``remove`` + ``add`` actions with ``dataChange: false`` and no
+  ``txn``: it changes no Kafka progress and adds no rows. It goes to exactly the version after
+  the one it read (:func:`parka.consumer._delta.commit_rewrite`). When anything committed in
+  between, the table is re-read: a rewrite whose input files are all still live is committed
+  on the new version (a concurrent append cannot touch them); one whose inputs another rewrite
+  or a DELETE removed is dropped, and its new files deleted. :data:`MAX_ATTEMPTS` conflicts in
+  a row raise :class:`~parka.errors.CommitConflict`: nothing is lost, the small files stay.
+* Not delta-rs' own OPTIMIZE: delta-rs 1.6.6 rebases an OPTIMIZE over another that removed the
+  same files (its conflict check lets ``dataChange: false`` removals pass), so two optimizers
+  racing (``parka optimize`` in a loop, ``--optimize-every`` in each worker) would leave both
+  compacted copies live and every row twice; the unit tests show it.
+* Ingestion's commits never rebase (:func:`parka.consumer._delta.commit_add_files`): one that
+  lost to a rewrite re-reads its ``txn`` versions and commits again (the committer's step 3).
+  delta-spark rebases an append over a rewrite by itself.
+* The files a rewrite removes stay on disk for readers of older versions: the orphan cleanup
+  leaves any file a log entry names to VACUUM (:func:`parka.consumer._files.remove_orphans`).
+* VACUUM is delta-rs' "lite" one: it deletes only files of expired ``remove`` actions, never a
+  file no log entry names (such as a live worker's file, written but not committed yet).
+
+Files are read and written through the table's storage (:mod:`._storage`); each rewrite holds
+one row group (compaction) or one table partition (Z-order) in memory.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from parka.errors import CommitConflict, CommitError, ConfigError
+
+from . import _delta
+from ._delta import LiveFile
+from ._log import DataFile
+from ._plan import partition_path
+from ._stats import data_file_stats
+from ._storage import delete_files, make_durable, read_file, write_data_file
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
+
+__all__ = [
+    "DEFAULT_ROW_GROUP_ROWS",
+    "DEFAULT_TARGET_SIZE",
+    "MAX_ATTEMPTS",
+    "OptimizeResult",
+    "optimize_table",
+    "plan_bins",
+    "z_order_indices",
+]
+
+log = logging.getLogger("parka.optimize")
+
+DEFAULT_TARGET_SIZE = 128 * 1024 * 1024
+"""Bytes a compacted file aims at: 128 MiB (delta-rs' own default is 100 MiB, delta-spark's
+OPTIMIZE 1 GiB): long column chunks, yet a rewrite that stays cheap next to running ingestion."""
+DEFAULT_ROW_GROUP_ROWS = 1024 * 1024
+"""Rows per row group of a rewritten file: a segment's few hundred or thousand rows become row
+groups of up to a million, so readers skip by row-group statistics and read long column chunks."""
+MAX_ATTEMPTS = 20
+"""Conflicting commit attempts of one rewrite before it gives up (each is a re-read and a commit,
+milliseconds; ingestion workers commit every few seconds at most)."""
+
+
+@dataclass(frozen=True)
+class OptimizeResult:
+    """One :func:`optimize_table`: table versions before and after, files the compaction removed
+    and added, files VACUUM deleted, the version checkpointed (``None``: none) and attempts."""
+
+    table_uri: str
+    version_before: int
+    version_after: int
+    files_removed: int
+    files_added: int
+    vacuumed: int
+    checkpoint_version: int | None
+    attempts: int
+
+
+def optimize_table(
+    uri: str,
+    *,
+    target_size: int = DEFAULT_TARGET_SIZE,
+    z_order: Sequence[str] = (),
+    vacuum_retention_hours: int | None = None,
+    allow_short_retention: bool = False,
+    checkpoint: bool = True,
+    storage_options: Mapping[str, str] | None = None,
+    row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
+    max_attempts: int = MAX_ATTEMPTS,
+    sleep: Callable[[float], None] = time.sleep,
+) -> OptimizeResult:
+    """Compact the table at ``uri`` (or Z-order it by ``z_order``), then VACUUM files removed more
+    than ``vacuum_retention_hours`` ago (``None``: no VACUUM; below the table's
+    ``delta.deletedFileRetentionDuration`` only with ``allow_short_retention``), then write a
+    checkpoint (``checkpoint``). Safe next to running ingestion (see the module docstring).
+
+    Raises:
+        ConfigError: a bad ``target_size``, ``row_group_rows``, ``max_attempts`` or retention, a
+            ``z_order`` column the table lacks or partitions by, a retention below the table's.
+        CommitConflict: the rewrite kept conflicting with concurrent commits (nothing lost, its
+            new files deleted).
+        CommitError: no table at ``uri``, a table with deletion vectors or row tracking, a
+            file that cannot be read as the table schema or written, or a failed commit (which
+            may have landed: its files are kept).
+    """
+    if target_size < 1024 * 1024:
+        raise ConfigError("--target-file-size", target_size, "at least 1 MiB")
+    if row_group_rows < 1:
+        raise ConfigError("row_group_rows", row_group_rows, "an integer >= 1")
+    if max_attempts < 1:
+        raise ConfigError("max_attempts", max_attempts, "an integer >= 1")
+    if vacuum_retention_hours is not None and vacuum_retention_hours < 0:
+        raise ConfigError("--vacuum-retention-hours", vacuum_retention_hours, "hours >= 0")
+    options = dict(storage_options or {})
+    table = _open(uri, options)
+    _check_z_order(table, z_order)
+    before = int(table.version())
+    table_schema = _delta.arrow_schema(table)
+    partitions = _delta.partition_columns(table)
+    bins = plan_bins(_delta.live_files(table), target_size=target_size, z_order=bool(z_order))
+    written: list[tuple[Sequence[LiveFile], list[DataFile]]] = []
+    committing = False
+    try:
+        for group in bins:
+            new = _rewrite(
+                uri,
+                group,
+                table_schema=table_schema,
+                partitions=partitions,
+                z_order=z_order,
+                target_size=target_size,
+                row_group_rows=row_group_rows,
+                storage_options=options,
+            )
+            written.append((group, new))
+        if written:
+            make_durable(uri, options)
+        committing = True
+        committed, attempt = _commit(
+            uri, table, written, z_order, max_attempts=max_attempts, sleep=sleep, storage_options=options
+        )
+    except CommitConflict:
+        raise  # _commit deleted what it did not commit
+    except BaseException:
+        if not committing:  # nothing names them: a failed rewrite leaves no files behind
+            _discard(uri, [f for _, new in written for f in new], options)
+        raise  # a commit that failed otherwise may have landed: its files stay (VACUUM FULL)
+    vacuumed: list[str] = []
+    if vacuum_retention_hours is not None:
+        vacuumed = _delta.vacuum(
+            table, retention_hours=vacuum_retention_hours, enforce_retention=not allow_short_retention
+        )
+    checkpoint_version = None
+    if checkpoint:
+        _delta.checkpoint(table)
+        checkpoint_version = int(table.version())
+    result = OptimizeResult(
+        table_uri=uri,
+        version_before=before,
+        version_after=int(table.version()),
+        files_removed=sum(len(group) for group, _ in committed),
+        files_added=sum(len(new) for _, new in committed),
+        vacuumed=len(vacuumed),
+        checkpoint_version=checkpoint_version,
+        attempts=attempt,
+    )
+    log.info(
+        "optimized %s: version %d -> %d, %d file(s) into %d, %d vacuumed",
+        uri,
+        result.version_before,
+        result.version_after,
+        result.files_removed,
+        result.files_added,
+        result.vacuumed,
+    )
+    return result
+
+
+def _commit(
+    uri: str,
+    table: DeltaTable,
+    written: list[tuple[Sequence[LiveFile], list[DataFile]]],
+    z_order: Sequence[str],
+    *,
+    max_attempts: int,
+    sleep: Callable[[float], None],
+    storage_options: Mapping[str, str],
+) -> tuple[list[tuple[Sequence[LiveFile], list[DataFile]]], int]:
+    """Commit the rewrites at exactly the next version; after a conflict, re-read the table,
+    drop the rewrites whose inputs are no longer all live (deleting their files), and commit
+    the rest on the new version. Returns what was committed and the attempts it took.
+
+    Raises:
+        CommitConflict: ``max_attempts`` conflicts in a row (all new files deleted).
+        CommitError: the commit failed otherwise (it may have landed: files kept).
+    """
+    options = storage_options
+    info = {"parka.operation": "optimize", **({"parka.zOrderBy": list(z_order)} if z_order else {})}
+    attempt = 1
+    while written:
+        try:
+            _delta.commit_rewrite(
+                table,
+                [f for group, _ in written for f in group],
+                [f for _, new in written for f in new],
+                commit_info=info,
+            )
+            return written, attempt
+        except CommitConflict as exc:
+            if attempt >= max_attempts:
+                _discard(uri, [f for _, new in written for f in new], options)
+                raise CommitConflict(
+                    f"optimize of {uri} gave up after {attempt} conflicting commit attempts (nothing is lost; "
+                    f"the small files stay; run it again): {exc}"
+                ) from exc
+            log.info("optimize commit conflict (attempt %d): re-reading the table (%s)", attempt, exc)
+            sleep(min(0.02 * 2**attempt, 1.0))
+            attempt += 1
+            _delta.refresh(table)
+            live = {f.path for f in _delta.live_files(table)}
+            stale = [new for group, new in written if not all(f.path in live for f in group)]
+            if stale:
+                log.info("%d rewrite(s) lost their input files to another commit: dropped", len(stale))
+                _discard(uri, [f for new in stale for f in new], options)
+            written = [(group, new) for group, new in written if all(f.path in live for f in group)]
+    return [], attempt
+
+
+def _discard(uri: str, files: Sequence[DataFile], storage_options: Mapping[str, str]) -> None:
+    if not files:
+        return
+    try:
+        delete_files(uri, [f.path for f in files], storage_options)
+    except CommitError as exc:  # unreferenced either way; VACUUM FULL removes what stays
+        log.warning("could not delete %d uncommitted rewritten file(s): %s", len(files), exc)
+
+
+def plan_bins(files: Sequence[LiveFile], *, target_size: int, z_order: bool = False) -> list[list[LiveFile]]:
+    """Which files each rewrite takes, per table partition, in the order given (commit order).
+    Compaction: files smaller than ``target_size``, in runs that add up to at most about
+    ``target_size``; a run of one file is left alone. Z-order: every file of a partition."""
+    partitions: dict[tuple[tuple[str, str | None], ...], list[LiveFile]] = {}
+    for f in files:
+        partitions.setdefault(tuple(sorted(f.partition_values.items())), []).append(f)
+    if z_order:
+        return list(partitions.values())
+    bins: list[list[LiveFile]] = []
+    for group in partitions.values():
+        current: list[LiveFile] = []
+        total = 0
+        for f in group:
+            if f.size >= target_size:
+                continue
+            if current and total + f.size > target_size:
+                bins.append(current)
+                current, total = [], 0
+            current.append(f)
+            total += f.size
+        bins.append(current)
+    return [b for b in bins if len(b) > 1]
+
+
+def _rewrite(
+    uri: str,
+    files: Sequence[LiveFile],
+    *,
+    table_schema: pa.Schema,
+    partitions: Sequence[str],
+    z_order: Sequence[str],
+    target_size: int,
+    row_group_rows: int,
+    storage_options: Mapping[str, str],
+) -> list[DataFile]:
+    """Write the rows of ``files`` (one table partition) as new data files: one file in row
+    groups of ``row_group_rows`` (compaction), or sorted by the Z-order of ``z_order`` in files
+    of about ``target_size`` bytes. Partition columns stay out of the files (their values are in
+    the add actions, where readers take them), as Delta writers do.
+
+    Raises:
+        CommitError: a file cannot be read, converted to the table schema, or written.
+    """
+    data_schema = pa.schema([f for f in table_schema if f.name not in partitions])
+    values = dict(files[0].partition_values)
+    directory = partition_path(values) + "/" if partitions else ""
+
+    def read(f: LiveFile) -> pa.Table:
+        raw = read_file(uri, f.path, storage_options)
+        try:
+            return _conform(pq.read_table(pa.BufferReader(raw)), data_schema)
+        except (pa.ArrowException, ValueError) as exc:
+            raise CommitError(f"cannot read {f.path} as the table schema: {exc}") from exc
+
+    def put(chunks: Sequence[pa.Table]) -> DataFile:
+        sink = io.BytesIO()
+        with pq.ParquetWriter(sink, data_schema, compression="zstd", compression_level=3) as writer:
+            for chunk in chunks:
+                writer.write_table(chunk, row_group_size=row_group_rows)
+        data = sink.getvalue()
+        name = f"{directory}part-00000-{uuid.uuid4()}-c000.zstd.parquet"
+        size = write_data_file(uri, name, data, storage_options)
+        stats = data_file_stats(data, table_schema, partition_by=partitions)
+        return DataFile(path=name, size=size, stats=stats, partition_values=values)
+
+    if z_order:
+        rows = pa.concat_tables([read(f) for f in files])
+        rows = rows.take(z_order_indices(rows, z_order))
+        per_file = max(1, rows.num_rows * target_size // max(1, sum(f.size for f in files)))
+        return [put([rows.slice(i, per_file)]) for i in range(0, rows.num_rows, per_file)]
+    # Compaction: stream the files into row groups of exactly row_group_rows (the last one less).
+    groups: list[pa.Table] = []
+    pending: list[pa.Table] = []
+    count = 0
+    for f in files:
+        t = read(f)
+        pending.append(t)
+        count += t.num_rows
+        if count >= row_group_rows:
+            whole = pa.concat_tables(pending)
+            cut = count - count % row_group_rows
+            groups.append(whole.slice(0, cut))
+            pending, count = [whole.slice(cut)], count - cut
+    groups.extend(pending)
+    return [put([pa.concat_tables(groups)])]
+
+
+def _conform(t: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``t`` as ``schema``: its columns cast (safely), the columns it lacks (added after it was
+    written) as nulls, columns outside the schema dropped (readers skip them too)."""
+    columns = [
+        t.column(f.name).cast(f.type) if f.name in t.column_names else pa.nulls(t.num_rows, f.type) for f in schema
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def z_order_indices(rows: pa.Table, columns: Sequence[str]) -> pa.Array:
+    """The row order of ``rows`` along the Z-order curve of ``columns``: each column's dense rank
+    (nulls last), scaled to ``63 // len(columns)`` bits, the bits interleaved."""
+    bits = max(1, 63 // len(columns))
+    ranks = []
+    for c in columns:
+        rank = pc.rank(rows.column(c).combine_chunks(), tiebreaker="dense")  # nulls last
+        r = rank.to_numpy().astype(np.uint64) - np.uint64(1)
+        top = int(r.max()) if len(r) else 0
+        if top >= 2**bits:
+            r = (r.astype(np.float64) * ((2**bits - 1) / top)).astype(np.uint64)
+        ranks.append(r)
+    key = np.zeros(rows.num_rows, dtype=np.uint64)
+    for b in range(bits - 1, -1, -1):
+        for r in ranks:
+            key = (key << np.uint64(1)) | ((r >> np.uint64(b)) & np.uint64(1))
+    indices: pa.Array = pc.sort_indices(pa.array(key))
+    return indices
+
+
+def _open(uri: str, storage_options: dict[str, str]) -> DeltaTable:
+    table = _delta.open_table(uri, storage_options)
+    if table is None:
+        raise CommitError(f"no Delta table at {uri}")
+    return table
+
+
+def _check_z_order(table: DeltaTable, columns: Sequence[str]) -> None:
+    """Each Z-order column must be a top-level, non-nested column the table is not partitioned by."""
+    if not columns:
+        return
+    schema = _delta.arrow_schema(table)
+    partitions = set(_delta.partition_columns(table))
+    allowed = [f.name for f in schema if f.name not in partitions and not pa.types.is_nested(f.type)]
+    for column in columns:
+        if column not in allowed:
+            raise ConfigError(
+                "--z-order",
+                ",".join(columns),
+                f"columns of the table that it is not partitioned by: {', '.join(allowed)}",
+                reason=f"'{column}' is {'a partition column' if column in partitions else 'not one of them'}",
+            )

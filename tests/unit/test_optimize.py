@@ -1,0 +1,218 @@
+"""``parka optimize`` against real delta-rs tables in temporary folders (no Kafka): compaction,
+Z-order, VACUUM's retention, conflicts with concurrent commits, and the orphan cleanup that
+must leave compacted files to VACUUM."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable, write_deltalake
+from parka.consumer._committer import Committer
+from parka.consumer._delta import live_files
+from parka.consumer._logscan import logged_files
+from parka.consumer._optimize import optimize_table, plan_bins, z_order_indices
+
+from parka.errors import CommitConflict, ConfigError
+
+from ._tables import committer, landed
+
+MiB = 1024 * 1024
+
+
+def ingest(c: Committer, partition: int, first_offset: int, segments: int, rows: int = 10) -> None:
+    """One commit per segment, ids ``offset * 1000 + i``: many small files."""
+    for offset in range(first_offset, first_offset + segments):
+        c.commit([landed(c, partition, offset, [offset * 1000 + i for i in range(rows)])])
+
+
+def ids(path: Path, version: int | None = None) -> list[int]:
+    return sorted(DeltaTable(str(path), version=version).to_pyarrow_table(columns=["id"])["id"].to_pylist())
+
+
+def test_compacted_files_stay_for_old_versions_through_the_orphan_cleanup(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    c = committer(path, checkpoint_interval=0)
+    ingest(c, 0, 0, 6)
+    old_version, old_ids = DeltaTable(str(path)).version(), ids(path)
+    orphan = landed(c, 0, 3, [999_999])  # a crashed worker's file of a covered offset: a true orphan
+
+    result = optimize_table(str(path))
+    assert (result.files_removed, result.files_added) == (6, 1)
+    assert result.version_after == old_version + 1 == result.checkpoint_version
+    assert ids(path) == old_ids
+    removed = c.remove_orphans()
+
+    assert removed == 1  # the orphan goes at once; the six compacted files are left to VACUUM
+    assert not (path / orphan.files[0].path).exists()
+    assert ids(path, old_version) == old_ids  # time travel still reads the old files
+    assert len(list(path.glob("t-p0-o*.parquet"))) == 6
+
+
+def test_a_tombstone_kept_by_a_checkpoint_protects_its_file_after_log_cleanup(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    c = committer(path, checkpoint_interval=0)
+    ingest(c, 0, 0, 4)
+    optimize_table(str(path))  # compaction, then a checkpoint of its version
+    ingest(c, 0, 4, 1)
+    for commit in sorted((path / "_delta_log").glob("*.json"))[:-1]:  # what log retention removes
+        commit.unlink()
+    compacted = {f"t-p0-o{o}" for o in range(4)}
+    assert {p for p in logged_files(str(path)) if p[:7] in compacted}  # the checkpoint's remove actions
+    assert c.remove_orphans() == 0
+    assert len(list(path.glob("t-p0-o*.parquet"))) == 5
+
+
+def test_an_expired_tombstone_no_longer_protects_its_file(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    c = committer(path, checkpoint_interval=0)
+    ingest(c, 0, 0, 3)
+    DeltaTable(str(path)).alter.set_table_properties({"delta.deletedFileRetentionDuration": "interval 0 seconds"})
+    optimize_table(str(path))  # its checkpoint drops the expired tombstones
+    for commit in sorted((path / "_delta_log").glob("*.json"))[:-1]:
+        commit.unlink()
+    assert c.remove_orphans() == 3  # what VACUUM with the table's retention would delete
+    assert ids(path) == sorted(o * 1000 + i for o in range(3) for i in range(10))
+
+
+def test_compaction_keeps_every_row_and_writes_large_row_groups_per_partition(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    c = committer(path, partition_by=["day"], checkpoint_interval=0)
+    for offset in range(8):
+        c.commit([landed(c, 0, offset, [offset * 10 + i for i in range(10)], day=f"d{offset % 2}")])
+    before = ids(path)
+    result = optimize_table(str(path), row_group_rows=25, checkpoint=False)
+    assert (result.files_removed, result.files_added, result.checkpoint_version) == (8, 2, None)
+    table = DeltaTable(str(path))
+    assert ids(path) == before
+    assert table.history(1)[0]["operation"] == "WRITE"
+    by_day = table.to_pyarrow_table().group_by("day").aggregate([("id", "count")]).to_pylist()
+    assert sorted((r["day"], r["id_count"]) for r in by_day) == [("d0", 40), ("d1", 40)]
+    for uri in table.file_uris():
+        meta = pq.read_metadata(uri.removeprefix("file://"))
+        assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [25, 15]
+        assert "day" not in meta.schema.names  # partition values live in the add actions
+    assert optimize_table(str(path)).files_removed == 0  # nothing small left: no commit
+    assert table.transaction_version("app-0") == 7
+
+
+def test_plan_leaves_large_files_and_single_small_ones_alone() -> None:
+    def f(path: str, size: int, day: str = "a") -> object:
+        from parka.consumer._delta import LiveFile
+
+        return LiveFile(path, size, {"day": day}, 0)
+
+    files = [f("1", 40), f("2", 40), f("3", 500), f("4", 40), f("5", 40), f("6", 10, "b")]
+    bins = plan_bins(files, target_size=100)  # type: ignore[arg-type]
+    assert [[x.path for x in b] for b in bins] == [["1", "2"], ["4", "5"]]
+    assert [[x.path for x in b] for b in plan_bins(files, target_size=100, z_order=True)] == [  # type: ignore[arg-type]
+        ["1", "2", "3", "4", "5"],
+        ["6"],
+    ]
+
+
+def test_z_order_sorts_along_the_curve_and_checks_its_columns(tmp_path: Path) -> None:
+    rows = pa.table({"x": [3, 0, 1, 0, 2, 1], "y": [3, 0, 0, 1, 2, 1]})
+    ordered = rows.take(z_order_indices(rows, ["x", "y"])).to_pylist()
+    assert [(r["x"], r["y"]) for r in ordered] == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 2), (3, 3)]
+    path = tmp_path / "t"
+    c = committer(path, partition_by=["day"], checkpoint_interval=0)
+    ingest(c, 0, 0, 3)
+    with pytest.raises(ConfigError, match="'day' is a partition column"):
+        optimize_table(str(path), z_order=["day"])
+    with pytest.raises(ConfigError, match="--z-order"):
+        optimize_table(str(path), z_order=["nope"])
+    before = ids(path)
+    result = optimize_table(str(path), z_order=["id"])
+    assert (result.files_removed, result.files_added) == (3, 1)
+    assert DeltaTable(str(path)).to_pyarrow_table(columns=["id"])["id"].to_pylist() == before
+
+
+def test_vacuum_respects_the_tables_retention_unless_told(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    c = committer(path, checkpoint_interval=0)
+    ingest(c, 0, 0, 3)
+    optimize_table(str(path), checkpoint=False)
+    with pytest.raises(ConfigError, match="deletedFileRetentionDuration"):
+        optimize_table(str(path), vacuum_retention_hours=1)
+    assert optimize_table(str(path), vacuum_retention_hours=168).vacuumed == 0  # too young
+    unfinished = landed(c, 0, 3, [3000])  # a live worker's file, not committed yet
+    result = optimize_table(str(path), vacuum_retention_hours=0, allow_short_retention=True)
+    assert result.vacuumed == 3
+    assert (path / unfinished.files[0].path).exists()  # "lite" VACUUM: only removed files
+    assert len(ids(path)) == 30
+
+
+def test_bad_settings_and_a_missing_table_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="--target-file-size"):
+        optimize_table(str(tmp_path), target_size=10)
+    with pytest.raises(ConfigError, match="--vacuum-retention-hours"):
+        optimize_table(str(tmp_path), vacuum_retention_hours=-1)
+    with pytest.raises(Exception, match="no Delta table"):
+        optimize_table(str(tmp_path / "none"))
+
+
+def test_delta_rs_own_optimize_duplicates_rows_when_two_race(tmp_path: Path) -> None:
+    """Why parka commits its own rewrites: delta-rs 1.6's OPTIMIZE rebases over another that
+    removed the same files. If this starts failing, delta-rs fixed it."""
+    path = str(tmp_path / "t")
+    for i in range(3):
+        write_deltalake(path, pa.table({"id": [i]}), mode="append")
+    first, second = DeltaTable(path), DeltaTable(path)
+    first.optimize.compact()
+    second.optimize.compact()  # planned on the version before the first one's commit
+    assert DeltaTable(path).to_pyarrow_table().num_rows == 6
+
+
+def test_racing_rewrites_and_appends_keep_every_row_once(tmp_path: Path) -> None:
+    """Two optimizers and an ingesting committer at once: every id exactly once."""
+    path = tmp_path / "t"
+    c = committer(path, checkpoint_interval=0)
+    ingest(c, 0, 0, 10)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    results = []
+
+    def optimize_loop() -> None:
+        while not stop.is_set():
+            try:
+                results.append(optimize_table(str(path), checkpoint=False, target_size=MiB))
+            except CommitConflict:
+                continue  # gave up on one run: allowed, nothing lost
+            except BaseException as exc:
+                errors.append(exc)
+                return
+
+    threads = [threading.Thread(target=optimize_loop) for _ in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        ingest(c, 0, 10, 30)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert not errors
+    assert ids(path) == sorted(o * 1000 + i for o in range(40) for i in range(10))
+    assert sum(r.files_removed for r in results) > 0
+    assert {f.path for f in live_files(DeltaTable(str(path)))} <= logged_files(str(path))
+
+
+def test_sizes_on_the_command_line() -> None:
+    import argparse
+
+    from parka._cli_util import size_bytes
+
+    assert [size_bytes(t) for t in ("128MiB", "1GiB", "500MB", "1048576", "1.5 KiB")] == [
+        128 * MiB,
+        1024 * MiB,
+        500_000_000,
+        MiB,
+        1536,
+    ]
+    for bad in ("12XB", "MiB", "0", "-1MiB"):
+        with pytest.raises(argparse.ArgumentTypeError, match="is not a size"):
+            size_bytes(bad)
