@@ -1,6 +1,6 @@
-"""`parka optimize` in a loop while two `parka ingest` workers (one of them also with
-`--optimize-every`) write the same table and a producer produces: every record exactly once,
-and the compacted files stay for readers of older versions."""
+"""`parka optimize` in a loop while two `parka ingest` workers write the same table and a
+producer produces: every record exactly once, and the compacted files stay for readers of older
+versions. And `parka ingest --optimize-every`, compacting between its own commits."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any
 
 from deltalake import DeltaTable
 
-from ._ingest_util import produce_events, start_ingest, table_ids, wait_for, wait_for_rows
+from ._ingest_util import last_json, produce_events, run_ingest, start_ingest, table_ids, wait_for, wait_for_rows
 
 TOTAL = 6000
 
@@ -40,7 +40,7 @@ def test_optimize_in_a_loop_next_to_two_ingest_workers_keeps_every_record_once(
     logs = [tmp_path / "w1.log", tmp_path / "w2.log"]
     workers = [
         start_ingest(topic, table, bootstrap, *flags, log=logs[0]),
-        start_ingest(topic, table, bootstrap, *flags, "--optimize-every", "4", log=logs[1]),
+        start_ingest(topic, table, bootstrap, *flags, log=logs[1]),
     ]
     stop = threading.Event()
     results: list[dict[str, Any]] = []
@@ -74,3 +74,16 @@ def test_optimize_in_a_loop_next_to_two_ingest_workers_keeps_every_record_once(
         assert len(set(rows["id"].to_pylist())) == rows.num_rows  # never a row twice, in any version
     worker_stats = [json.loads(ln) for log in logs for ln in log.read_text().splitlines() if ln.startswith("{")]
     print(f"optimize runs: {len(results)}, files compacted by them: {compacted}; workers: {worker_stats}")
+
+
+def test_optimize_every_compacts_between_a_workers_commits(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=2)
+    produce_events(bootstrap, topic, 0, 1200, batch=25)
+    table = tmp_path / "t"
+    flags = ("--end-at-latest", "--max-segments-per-commit", "4", "--optimize-every", "3")
+    result = last_json(run_ingest(topic, table, bootstrap, *flags))
+    assert result["records"] == 1200 and result["commits"] >= 6
+    assert result["optimizations"] >= 2 and result["files_compacted"] > 0
+    assert sorted(table_ids(table)) == list(range(1200))
