@@ -412,9 +412,8 @@ def _lake_section(results: dict[str, Any]) -> list[str]:
     base = lake["row_baseline"]
     opt = lake["optimize"]
     if opt["status"] == "ok":
-        opt_line = (
-            f"`{' '.join(opt['command'])}` (default settings) took {opt['wall_s']:.1f} s: `{opt['output'][-300:]}`"
-        )
+        last = (opt["output"].splitlines() or [""])[-1]
+        opt_line = f"`{' '.join(opt['command'])}` (default settings) took {opt['wall_s']:.1f} s: `{last[:300]}`"
     else:
         opt_line = f"**{opt['status']}**: {opt.get('reason', '')}; no scans after optimize"
     per_file = lake["segments_per_file"]
