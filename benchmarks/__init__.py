@@ -16,6 +16,8 @@
 ``endtoend``           per data set: ingest vs row baseline vs raw fetch, table scans
 ``ingest_throughput``  issue 3: ingest next to the raw fetch of the same bytes (runs alone too)
 ``spark``              the Spark paths, from ``benchmarks/spark_gps.py``
+``readers``            the lake for its readers: files, scans vs the row baseline, optimize
+``scans``              the scan query in pyarrow, DuckDB and Spark, alternating tables
 ``targets``            the goals, met or not, from one run's results
 ``machine``            cores, memory, library and broker versions
 ``report``, ``plots``  ``report.md`` and PNG plots from ``results.json``

@@ -30,7 +30,7 @@ from .datasets import Dataset
 from .lake import LakeRun, ingest, row_baseline, table_stats
 from .measure import summarize
 
-__all__ = ["SEGMENT_ROWS", "rates", "run_end_to_end"]
+__all__ = ["SEGMENT_ROWS", "rates", "run_end_to_end", "run_rates"]
 
 log = logging.getLogger("parka.bench")
 
@@ -55,7 +55,8 @@ def rates(
     }
 
 
-def _lake_sample(run: LakeRun, rows: int) -> dict[str, float]:
+def run_rates(run: LakeRun, rows: int) -> dict[str, float]:
+    """:func:`rates` of a run into a table."""
     return rates(rows, run.bytes, run.span.wall_s, run.span.cpu_s, run.steady_wall_s, run.first_bytes)
 
 
@@ -107,7 +108,7 @@ def _run_variant(
             run = ingest(broker.bootstrap, topics["segments_topic"], table_uri)
         else:
             run = row_baseline(broker.bootstrap, topics["avro_topic"], table_uri, ds, ds.rows)
-        sample = _lake_sample(run, ds.rows)
+        sample = run_rates(run, ds.rows)
         sample["commits"] = run.commits
         stats = table_stats(table_uri, ds)
         checks.expect(

@@ -52,7 +52,7 @@ from .endtoend import rates
 from .lake import ingest
 from .measure import summarize
 
-__all__ = ["GOAL", "main", "run"]
+__all__ = ["GOAL", "fetch_and_write", "main", "produce_copies", "run"]
 
 log = logging.getLogger("parka.bench")
 
@@ -62,8 +62,10 @@ FETCH_AND_WRITE = "poll every message, write it to a file of its own, one syncfs
 PROFILE_SEGMENT_ROWS = 10_000
 
 
-def _produce_copies(broker: Broker, ds: Dataset, copies: int, segment_rows: int, topic: str) -> dict[str, Any]:
-    """Produce the data set ``copies`` times; returns the segments' count, bytes and digests."""
+def produce_copies(broker: Broker, ds: Dataset, copies: int, segment_rows: int, topic: str) -> dict[str, Any]:
+    """Produce the data set ``copies`` times into ``topic`` (created here) as zstd segments of
+    ``segment_rows`` rows; returns the topic, rows, the segments' count, bytes and digests.
+    Raises ``CheckFailed`` when a delivery fails."""
     digests: list[str] = []
     sizes: list[int] = []
 
@@ -84,7 +86,13 @@ def _produce_copies(broker: Broker, ds: Dataset, copies: int, segment_rows: int,
     left = producer.close(300)
     if left or producer.stats()["records"] != ds.rows * copies:
         raise CheckFailed(f"{topic}: {left} records undelivered")
-    return {"topic": topic, "segments": len(digests), "bytes": sum(sizes), "digests": sorted(digests)}
+    return {
+        "topic": topic,
+        "rows": ds.rows * copies,
+        "segments": len(digests),
+        "bytes": sum(sizes),
+        "digests": sorted(digests),
+    }
 
 
 def _file_digests(table_uri: str) -> tuple[list[str], int]:
@@ -144,7 +152,7 @@ def run(
     try:
         for size, n in copies.items():
             topic = f"bench-{run_id}-ingest-{size}-{uuid.uuid4().hex[:6]}"
-            topics[size] = {**_produce_copies(broker, ds, n, size, topic), "copies": n, "rows": ds.rows * n}
+            topics[size] = {**produce_copies(broker, ds, n, size, topic), "copies": n}
         progress(f"ingest throughput: {len(topics)} topics produced")
         runs = [(size, variant) for size in copies for variant in VARIANTS]
         for rep in range(repeats):
@@ -176,6 +184,28 @@ def _sums_digest(sums: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps(sums, sort_keys=True).encode()).hexdigest()[:20]
 
 
+def fetch_and_write(broker: Broker, topic: dict[str, Any], *, write: bool = True) -> dict[str, float]:
+    """The floor of any ingester on ``topic`` (a :func:`produce_copies` result): fetch every
+    segment one poll at a time and, with ``write``, write each to a file of its own, then one
+    ``syncfs`` (:data:`FETCH_AND_WRITE`); without ``write``, the raw fetch. Returns its rates;
+    raises ``CheckFailed`` when the bytes fetched differ from the bytes produced. Call
+    ``os.sync()`` first to start from clean page cache."""
+    folder = tempfile.mkdtemp(prefix="parka-bench-fetch-") if write else None
+    try:
+        fetched = fetch_raw(broker.bootstrap, topic["topic"], topic["segments"], batch_size=1, write_to=folder)
+    finally:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+    if fetched.value_bytes != topic["bytes"]:
+        what = "fetch + write" if write else "raw fetch"
+        raise CheckFailed(
+            f"{topic['topic']} {what}: fetched {fetched.value_bytes:,} bytes, produced {topic['bytes']:,}"
+        )
+    s = fetched.span
+    rows = topic["rows"]
+    return rates(rows, fetched.value_bytes, s.wall_s, s.cpu_s, fetched.steady_wall_s, fetched.first_bytes)
+
+
 def _run_one(
     broker: Broker,
     ds: Dataset,
@@ -191,16 +221,7 @@ def _run_one(
     os.sync()
     what = f"ingest throughput {topic['topic']} {variant}"
     if variant in ("raw fetch", "fetch + write"):
-        folder = tempfile.mkdtemp(prefix="parka-bench-fetch-") if variant == "fetch + write" else None
-        try:
-            fetched = fetch_raw(broker.bootstrap, topic["topic"], topic["segments"], batch_size=1, write_to=folder)
-        finally:
-            if folder is not None:
-                shutil.rmtree(folder, ignore_errors=True)
-        if fetched.value_bytes != topic["bytes"]:
-            raise CheckFailed(f"{what}: fetched {fetched.value_bytes:,} bytes, produced {topic['bytes']:,}")
-        s = fetched.span
-        return rates(rows, fetched.value_bytes, s.wall_s, s.cpu_s, fetched.steady_wall_s, fetched.first_bytes)
+        return fetch_and_write(broker, topic, write=variant == "fetch + write")
     table_uri = tempfile.mkdtemp(prefix="parka-bench-ingest-")
     try:
         result = ingest(broker.bootstrap, topic["topic"], table_uri)

@@ -7,7 +7,11 @@
   a plain confluent-kafka consumer decodes every record with fastavro, builds Arrow record
   batches of 10,000 rows, and appends them with ``deltalake.write_deltalake`` (zstd, like the
   segments) when 64 MiB of Arrow data are buffered or the topic is drained, each commit
-  carrying a ``txn`` (app id, last offset) as parka's do.
+  carrying a ``txn`` (app id, last offset) as parka's do. With ``kdi_files=True`` it writes
+  the files kafka-delta-ingest writes with its defaults instead: one file is cut at
+  ``min_bytes_per_file`` = 128 MiB of compressed Parquet (:data:`KDI_FILE_BYTES`), so the
+  commit waits for the drained topic (or :data:`KDI_MAX_BUFFER_BYTES` of Arrow data, a memory
+  cap) and delta-rs cuts its files at 128 MiB (``target_file_size``).
 
 Both join a fresh consumer group with ``subscribe`` like the raw fetch they are compared with;
 "steady" timings start when the first message is in hand, so the group join is not billed.
@@ -34,13 +38,18 @@ from .clients import consumer_conf, drain
 from .datasets import Dataset
 from .encodings import avro_decoder
 from .measure import Span, measured
+from .scans import scan_pyarrow
 
-__all__ = ["LakeRun", "TableStats", "ingest", "row_baseline", "table_stats"]
+__all__ = ["KDI_FILE_BYTES", "LakeRun", "TableStats", "ingest", "row_baseline", "table_stats"]
 
 log = logging.getLogger("parka.bench")
 
 _BASELINE_DECODE_BATCH = 10_000
 _BASELINE_COMMIT_BYTES = 64 * 1024 * 1024
+# kafka-delta-ingest's IngestOptions default min_bytes_per_file: compressed Parquet per file
+KDI_FILE_BYTES = 128 * 1024 * 1024
+# Arrow data buffered before a commit in kdi_files mode; 16 x 128 MiB: flights compress about 7:1
+KDI_MAX_BUFFER_BYTES = 16 * KDI_FILE_BYTES
 
 
 @dataclass
@@ -95,8 +104,10 @@ def ingest(bootstrap: str, topic: str, table_uri: str, *, profiler: Callable[[],
 class _RowWriter:
     """The row baseline's sink: decoded records -> Arrow batches -> ``write_deltalake`` commits."""
 
-    def __init__(self, table_uri: str, schema: pa.Schema, app_id: str) -> None:
+    def __init__(self, table_uri: str, schema: pa.Schema, app_id: str, *, kdi_files: bool = False) -> None:
         self.table_uri = table_uri
+        self.commit_bytes = KDI_MAX_BUFFER_BYTES if kdi_files else _BASELINE_COMMIT_BYTES
+        self.target_file_size = KDI_FILE_BYTES if kdi_files else None
         self.schema = schema
         self.app_id = app_id
         self.rows: list[dict[str, Any]] = []
@@ -111,7 +122,7 @@ class _RowWriter:
         self.last_offset = offset
         if len(self.rows) >= _BASELINE_DECODE_BATCH:
             self._to_batch()
-            if self.buffered_bytes >= _BASELINE_COMMIT_BYTES:
+            if self.buffered_bytes >= self.commit_bytes:
                 self.commit()
 
     def _to_batch(self) -> None:
@@ -131,16 +142,20 @@ class _RowWriter:
             pa.Table.from_batches(self.batches, schema=self.schema),
             mode="append",
             writer_properties=self._props,
+            target_file_size=self.target_file_size,
             commit_properties=CommitProperties(app_transactions=[Transaction(f"{self.app_id}-0", self.last_offset)]),
         )
         self.commits += 1
         self.batches, self.buffered_bytes = [], 0
 
 
-def row_baseline(bootstrap: str, topic: str, table_uri: str, dataset: Dataset, messages: int) -> LakeRun:
-    """Decode ``messages`` Confluent Avro records of ``topic`` and append them to a Delta table."""
+def row_baseline(
+    bootstrap: str, topic: str, table_uri: str, dataset: Dataset, messages: int, *, kdi_files: bool = False
+) -> LakeRun:
+    """Decode ``messages`` Confluent Avro records of ``topic`` and append them to a Delta table
+    (``kdi_files``: in kafka-delta-ingest's 128 MiB files, see the module's docstring)."""
     decode = avro_decoder(dataset)
-    writer = _RowWriter(table_uri, dataset.table.schema, f"bench-{topic}")
+    writer = _RowWriter(table_uri, dataset.table.schema, f"bench-{topic}", kdi_files=kdi_files)
     fetched = {"bytes": 0, "first_bytes": 0}
     first_at: list[float] = []
 
@@ -194,13 +209,11 @@ def table_stats(table_uri: str, dataset: Dataset, *, scans: int = 3) -> TableSta
     if extra:
         raise CheckFailed(f"{table_uri}: unexpected column(s) {extra}")
     timings = []
-    query = dataset.scan
     for _ in range(scans):
         start = time.perf_counter()
-        scanned = DeltaTable(table_uri).to_pyarrow_dataset().to_table(columns=query.columns)
-        result = scanned.group_by(query.group_by).aggregate(list(query.aggregations))
+        result = scan_pyarrow(table_uri, dataset.scan)
         timings.append(time.perf_counter() - start)
-        if result.num_rows == 0 and dataset.rows:
+        if not result and dataset.rows:
             raise CheckFailed(f"{table_uri}: the scan query returned no groups")
     return TableStats(
         rows=data.num_rows,

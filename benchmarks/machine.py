@@ -53,6 +53,7 @@ def machine_info(broker: Broker) -> dict[str, Any]:
             "numpy": _version("numpy"),
             "pyspark": _version("pyspark"),
             "delta-spark": _version("delta-spark"),
+            "duckdb": _version("duckdb"),
         },
         "kafka": {
             "bootstrap": broker.bootstrap,

@@ -18,7 +18,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["UNITS", "Span", "measured", "settle", "summarize"]
+__all__ = ["STATISTIC", "UNITS", "Span", "measured", "paired_ratio", "settle", "summarize"]
+
+STATISTIC = "median of the paired per-repeat ratios (min-max)"  # of every ratio a target reads
 
 UNITS: dict[str, str] = {
     "bytes_per_row": "bytes/row",
@@ -91,3 +93,11 @@ def summarize(values: list[float], measure: str) -> dict[str, Any]:
         "max": max(values),
         "values": values,
     }
+
+
+def paired_ratio(numerators: list[float], denominators: list[float]) -> dict[str, Any]:
+    """:func:`summarize` of the per-repeat ratios ``numerators[i] / denominators[i]``: the two
+    variants ran interleaved in each repeat, so repeat ``i`` of one pairs with repeat ``i`` of
+    the other (:data:`STATISTIC`). A zero denominator gives NaN, left out like any unmeasured
+    repeat. Raises ``ValueError`` when the lists differ in length."""
+    return summarize([n / d if d else math.nan for n, d in zip(numerators, denominators, strict=True)], "ratio")

@@ -377,6 +377,80 @@ def _spark_section(results: dict[str, Any]) -> list[str]:
     return out
 
 
+def _lake_section(results: dict[str, Any]) -> list[str]:
+    lake = results.get("lake")
+    if not lake:
+        return []
+    tables = lake["tables"]
+    shape_rows = [
+        [
+            label,
+            f"{t['files']:,}",
+            _num(t["mean_file_bytes"] / 1024),
+            _num(t["max_file_bytes"] / 1024),
+            f"{t['row_groups']:,}",
+            _num(t["total_bytes"] / 2**20),
+        ]
+        for label, t in tables.items()
+    ]
+    scans = lake["scans"]
+    labels = list(tables)
+    scan_rows = []
+    for engine, e in scans["engines"].items():
+        if e.get("status") != "ok":
+            scan_rows.append([engine, *("-" for _ in labels), f"not run: {e.get('reason', '')}", "-"])
+            continue
+        scan_rows.append(
+            [
+                engine,
+                *(_spread(_scaled(e["scan_s"][label], 1000)) if label in e["scan_s"] else "-" for label in labels),
+                f"**{_spread(e['ratio_parka_over_baseline'])}**",
+                f"**{_spread(e.get('ratio_optimized_over_baseline'))}**",
+            ]
+        )
+    ing = lake["ingest"]
+    base = lake["row_baseline"]
+    opt = lake["optimize"]
+    if opt["status"] == "ok":
+        last = (opt["output"].splitlines() or [""])[-1]
+        opt_line = f"`{' '.join(opt['command'])}` (default settings) took {opt['wall_s']:.1f} s: `{last[:300]}`"
+    else:
+        opt_line = f"**{opt['status']}**: {opt.get('reason', '')}; no scans after optimize"
+    per_file = lake["segments_per_file"]
+    return [
+        "## The lake for its readers",
+        "",
+        f"{lake['rows']:,} flight rows ({lake['copies']} x the flights"
+        f"{'' if lake['copies'] > 1 else ', the first rows'}) as {lake['segments']:,} zstd segments of "
+        f"{lake['segment_rows']:,} rows, ingested by `parka ingest` (default settings) and by the row baseline "
+        "(kafka-delta-ingest's files: 128 MiB of Parquet). Segments per parka data file: "
+        f"**{_num(per_file) if per_file is not None else '-'}**.",
+        "",
+        _table(["table", "files", "mean file KiB", "largest file KiB", "row groups", "MiB"], shape_rows),
+        "",
+        f"Scan query `{scans['query']}`, {scans['warmups']} warm-up round then {scans['repeats']} rounds, each "
+        f"scanning every table once in a shuffled order. {scans['statistic']}.",
+        "",
+        _table(
+            ["reader", *(f"{label} ms" for label in labels), "parka / baseline", "optimized / baseline"],
+            scan_rows,
+        ),
+        "",
+        *(f"- {engine}: {e['reader']}" for engine, e in scans["engines"].items()),
+        "",
+        f"`parka optimize`: {opt_line}.",
+        "",
+        f"Ingest next to its floor on the same topic ({ing['fetch_and_write']}), interleaved: parka ingest "
+        f"{_spread(ing['parka_ingest']['steady_mb_per_s'])} MB/s steady, fetch + write "
+        f"{_spread(ing['floor']['steady_mb_per_s'])} MB/s, ratio **{_spread(ing['ratio_steady_mb_per_s'])}** "
+        f"(over the whole runs: {_spread(ing['ratio_mb_per_s'])}); "
+        f"parka ingest {_spread(ing['parka_ingest']['rows_per_s'])} rows/s over the whole run, "
+        f"{_spread(ing['parka_ingest']['commits'])} commits. Row baseline: {_num(base['rows_per_s'])} rows/s, "
+        f"{base['wall_s']:.0f} s, {base['commits']} commit(s).",
+        "",
+    ]
+
+
 def render(results: dict[str, Any], out_dir: str) -> str:
     """The report as Markdown."""
     quick = results["suite"]["mode"] == "quick"
@@ -398,6 +472,7 @@ def render(results: dict[str, Any], out_dir: str) -> str:
         *_e2e_sections(results),
         *_ingest_section(results, out_dir),
         *_spark_section(results),
+        *_lake_section(results),
         *_method_section(results),
     ]
     return "\n".join(lines).rstrip() + "\n"

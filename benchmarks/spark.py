@@ -21,7 +21,7 @@ from typing import Any
 from .broker import Broker
 from .measure import summarize
 
-__all__ = ["run_spark"]
+__all__ = ["child_json", "run_spark"]
 
 _MARK = "PARKA_BENCH_SPARK_RESULT "
 _CHILD = (
@@ -57,36 +57,45 @@ def run_spark(broker: Broker, n_records: int, out_dir: str, *, timeout_s: float)
         broker.delete_topics(left)
 
 
-def _run(bootstrap: str, n_records: int, out_dir: str, timeout_s: float) -> dict[str, Any]:
-    os.makedirs(out_dir, exist_ok=True)
+def child_json(argv: list[str], *, mark: str, timeout_s: float, log_path: str, what: str) -> dict[str, Any]:
+    """Run ``python argv...`` from the repository and read the JSON it prints after ``mark``;
+    the child's output goes to ``log_path``. Returns ``{"status": "ok", "wall_s", "result"}``
+    or ``{"status": "not run", "reason"}`` (timeout, non-zero exit, no marked line); never raises
+    for the child's failures."""
     started = time.perf_counter()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (_REPO, os.environ.get("PYTHONPATH")) if p)}
     try:
         proc = subprocess.run(
-            [sys.executable, "-c", _CHILD, bootstrap, str(n_records), out_dir],
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            cwd=_REPO,
-            env=env,
+            [sys.executable, *argv], capture_output=True, text=True, timeout=timeout_s, cwd=_REPO, env=env
         )
     except subprocess.TimeoutExpired:
-        return {"status": "not run", "reason": f"benchmarks/spark_gps.py did not finish within {timeout_s:.0f} s"}
+        return {"status": "not run", "reason": f"{what} did not finish within {timeout_s:.0f} s"}
     wall = time.perf_counter() - started
-    with open(os.path.join(out_dir, "spark_gps.log"), "w") as f:
+    with open(log_path, "w") as f:
         f.write(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith(_MARK)]
+    lines = [line for line in proc.stdout.splitlines() if line.startswith(mark)]
     if proc.returncode != 0 or not lines:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
-        return {
-            "status": "not run",
-            "reason": f"benchmarks/spark_gps.py failed (exit {proc.returncode}): " + " | ".join(tail),
-        }
-    result = json.loads(lines[-1][len(_MARK) :])
+        return {"status": "not run", "reason": f"{what} failed (exit {proc.returncode}): " + " | ".join(tail)}
+    return {"status": "ok", "wall_s": wall, "result": json.loads(lines[-1][len(mark) :])}
+
+
+def _run(bootstrap: str, n_records: int, out_dir: str, timeout_s: float) -> dict[str, Any]:
+    os.makedirs(out_dir, exist_ok=True)
+    child = child_json(
+        ["-c", _CHILD, bootstrap, str(n_records), out_dir],
+        mark=_MARK,
+        timeout_s=timeout_s,
+        log_path=os.path.join(out_dir, "spark_gps.log"),
+        what="benchmarks/spark_gps.py",
+    )
+    if child["status"] != "ok":
+        return child
+    result = child["result"]
     return {
         "status": "ok",
         "n_records": n_records,
-        "wall_s": wall,
+        "wall_s": child["wall_s"],
         "ratio_parka_over_from_avro_rows_per_cpu_s": _ratio(result),
         "result": result,
     }

@@ -2,7 +2,8 @@
 
 ``make bench`` runs the full suite (about 25 minutes on 2 cores), ``make bench-quick`` a reduced
 one (a few minutes). Sections, in order: the encoding matrix (bytes per row, producer and
-consumer CPU), end to end into Delta, issue 3's ingest throughput, the Spark paths. Each run
+consumer CPU), end to end into Delta, issue 3's ingest throughput, the Spark paths, the lake for
+its readers (10M flight rows: files, DuckDB/Spark/pyarrow scans, after ``parka optimize``). Each run
 writes ``results.json``, ``report.md`` and PNG plots into DIR; any failed check stops the run
 with a non-zero exit and no report.
 """
@@ -30,6 +31,7 @@ from .ingest_throughput import run as run_ingest_throughput
 from .machine import machine_info
 from .matrix import MatrixPlan, run_matrix, warm_up
 from .measure import settle
+from .readers import run_readers
 from .report import write_report
 from .spark import run_spark
 from .targets import evaluate
@@ -54,6 +56,8 @@ class Plan:
     ingest_copies: dict[int, int]  # rows per segment -> copies of the flights in its topic
     spark_records: int
     spark_timeout_s: float
+    lake_rows: int  # flight rows in the lake section's table (the flights repeated, or the first ones)
+    lake_scan_repeats: int
 
 
 PLANS = {
@@ -68,6 +72,8 @@ PLANS = {
         ingest_copies={1_000: 4, 10_000: 12, 100_000: 12},
         spark_records=2_000_000,  # spark_gps.py's own default: fixed per-query costs fade
         spark_timeout_s=900,
+        lake_rows=10_000_000,
+        lake_scan_repeats=7,
     ),
     "quick": Plan(
         rows={"flights": 50_000, "web_requests": 50_000, "gps": 50_000},
@@ -80,6 +86,8 @@ PLANS = {
         ingest_copies={10_000: 4},
         spark_records=20_000,
         spark_timeout_s=240,
+        lake_rows=200_000,
+        lake_scan_repeats=3,
     ),
 }
 
@@ -173,6 +181,24 @@ def run_suite(args: argparse.Namespace) -> dict[str, Any]:
             timings["spark_s"] = time.perf_counter() - t0
         else:
             results["spark"] = {"status": "not run", "reason": "skipped (--skip spark)"}
+        if "lake" not in args.skip:
+            t0 = time.perf_counter()
+            log.info("lake: %d flight rows for the readers", plan.lake_rows)
+            # all of the flights, whatever the mode loaded: the section repeats or cuts them itself
+            loaded = next(ds for ds in sets if ds.name == "flights")
+            results["lake"] = run_readers(
+                broker,
+                loaded if plan.rows["flights"] is None else data.load("flights", None),
+                rows=plan.lake_rows,
+                repeats=plan.repeats,
+                scan_repeats=plan.lake_scan_repeats,
+                run_id=run_id,
+                checks=checks,
+                seed=args.seed,
+                out_dir=args.out,
+                spark_timeout_s=plan.spark_timeout_s,
+            )
+            timings["lake_s"] = time.perf_counter() - t0
     finally:
         _cleanup(broker, run_id)
     results["targets"] = evaluate(results)
@@ -195,7 +221,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seed", type=int, default=1, help="seed of the run order shuffles")
     parser.add_argument(
-        "--skip", action="append", default=[], choices=["matrix", "e2e", "ingest", "spark"], help="skip a section"
+        "--skip",
+        action="append",
+        default=[],
+        choices=["matrix", "e2e", "ingest", "spark", "lake"],
+        help="skip a section",
     )
     args = parser.parse_args(argv)
     if not args.kafka_data_dir:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .measure import summarize
+from .measure import paired_ratio, summarize
 
 __all__ = ["evaluate"]
 
@@ -57,8 +57,7 @@ def _paired(a: dict[str, Any] | None, b: dict[str, Any] | None, measure: str) ->
     """The per-repeat ratios a/b of ``measure`` (the two cells ran interleaved in each repeat)."""
     if not a or not b or measure not in a or measure not in b:
         return None
-    values = [x / y for x, y in zip(a[measure]["values"], b[measure]["values"], strict=True)]
-    return summarize(values, "ratio")
+    return paired_ratio(a[measure]["values"], b[measure]["values"])
 
 
 def _drop_in_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
@@ -147,6 +146,62 @@ def _spark_target(results: dict[str, Any]) -> dict[str, Any]:
     )
 
 
+def _lake_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The lake for its readers: files, scans against the row baseline's table, ingest vs its floor."""
+    lake = results.get("lake")
+    if not lake:
+        return []
+    where = f"flights, {lake['rows']:,} rows, {lake['segment_rows']:,} rows per segment"
+    ratio = lake.get("segments_per_file")
+    out = [
+        _target(
+            "lake_segments_per_file",
+            f"{where}: segments / data files of the parka ingest table",
+            summarize([ratio], "ratio") if ratio is not None else None,
+            50.0,
+            at_most=False,
+        )
+    ]
+    optimize = lake.get("optimize") or {}
+    optimize_note = ""
+    if optimize.get("status") != "ok":
+        optimize_note = f"parka optimize {optimize.get('status')}: {optimize.get('reason', '')}"
+    engines = lake["scans"]["engines"]
+    for engine in ("duckdb", "spark"):
+        result = engines.get(engine) or {}
+        note = "" if result.get("status") == "ok" else str(result.get("reason", "not run"))
+        out.append(
+            _target(
+                f"lake_scan_{engine}_vs_row_baseline",
+                f"{where}: {engine} scan query time, parka ingest table / row baseline table",
+                result.get("ratio_parka_over_baseline"),
+                1.2,
+                at_most=True,
+                note=note,
+            )
+        )
+        out.append(
+            _target(
+                f"lake_scan_{engine}_after_optimize_vs_row_baseline",
+                f"{where}: {engine} scan query time, parka ingest table after `parka optimize` / row baseline table",
+                result.get("ratio_optimized_over_baseline"),
+                1.05,
+                at_most=True,
+                note=note or optimize_note,
+            )
+        )
+    out.append(
+        _target(
+            "lake_ingest_vs_fetch_write_sync",
+            f"{where}: parka ingest MB/s / fetch + write + one sync MB/s on the same topic (steady)",
+            lake["ingest"]["ratio_steady_mb_per_s"],
+            0.8,
+            at_most=False,
+        )
+    )
+    return out
+
+
 def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
     """All targets, in the order the report lists them."""
     return [
@@ -155,4 +210,5 @@ def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
         *_ingest_cpu_targets(results),
         _raw_fetch_target(results),
         _spark_target(results),
+        *_lake_targets(results),
     ]
