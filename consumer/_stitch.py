@@ -23,7 +23,7 @@ from typing import Any
 
 from fastparquet import cencoding
 
-__all__ = ["Footer", "NotStitchable", "Source", "read_footer", "stitch"]
+__all__ = ["Footer", "NotStitchable", "Source", "read_footer", "row_groups", "stitch"]
 
 MAGIC = b"PAR1"
 
@@ -119,6 +119,21 @@ def _row_group_range(rg: Any) -> tuple[int, int]:
     if not spans:
         raise NotStitchable("a row group without columns")
     return spans[0][0], spans[-1][1]
+
+
+def row_groups(data: bytes) -> list[bytes]:
+    """The stored bytes of each row group of a Parquet file, in order: what stitching copies
+    from a segment into a data file (to check that a table holds its segments byte for byte).
+
+    Raises:
+        NotStitchable: see :func:`read_footer` and :func:`_row_group_range`.
+    """
+    footer = read_footer(data)
+    out = []
+    for index in range(footer.num_row_groups):
+        start, end = _row_group_range(footer.meta.row_groups[index])
+        out.append(data[start:end])
+    return out
 
 
 def _shift(value: int, delta: int) -> int:

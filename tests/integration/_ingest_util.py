@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from confluent_kafka import Consumer
 from deltalake import DeltaTable
 from parka.consumer._plan import FileName
+from parka.consumer._stitch import row_groups as row_group_bytes
 from parka.producer import ParquetProducer
 
 # The broker's minimum session timeout: a killed worker's partitions move on after 6 s, not 45 s.
@@ -160,19 +160,6 @@ def message_values(bootstrap: str, topic: str, expected: int, timeout_s: float =
         if msg is not None and msg.error() is None:
             out.append(msg)
     consumer.close()
-    return out
-
-
-def row_group_bytes(data: bytes) -> list[bytes]:
-    """The bytes of each row group of a Parquet file (its column chunks, as stored), in order:
-    what stitching copies from a segment into a data file."""
-    meta = pq.read_metadata(pa.BufferReader(data))
-    out = []
-    for i in range(meta.num_row_groups):
-        rg = meta.row_group(i)
-        starts = [rg.column(c).dictionary_page_offset or rg.column(c).data_page_offset for c in range(rg.num_columns)]
-        size = sum(rg.column(c).total_compressed_size for c in range(rg.num_columns))
-        out.append(data[min(starts) : min(starts) + size])
     return out
 
 
