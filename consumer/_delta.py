@@ -578,6 +578,10 @@ class RsTableLog:
         with _translating("cannot read the table metadata"):
             return list(self.table.metadata().partition_columns)
 
+    def configuration(self) -> dict[str, str]:
+        with _translating("cannot read the table metadata"):
+            return {k: v for k, v in self.table.metadata().configuration.items() if v is not None}
+
     def referenced_files(self) -> set[str]:
         return referenced_files(self.table)
 

@@ -24,7 +24,7 @@ from parka.segment import SegmentInfo, is_segment, read_segment_info
 from . import _delta
 from ._log import DataFile, TableLog
 from ._plan import FileName, Fit, LandedSegment, fit_segment, partition_path, partition_value_string
-from ._stats import RecentCache, data_file_stats
+from ._stats import DEFAULT_STATS, RecentCache, StatsConfig, data_file_stats
 from ._storage import delete_files, list_files, write_data_file
 
 __all__ = [
@@ -125,6 +125,7 @@ def land_segment(
     partition_by: tuple[str, ...],
     merge: bool,
     storage_options: Mapping[str, str] | None = None,
+    stats_config: StatsConfig = DEFAULT_STATS,
 ) -> LandedSegment:
     """Check ``seg`` against the table (:func:`parka.consumer._plan.fit_segment`) and write it as
     data file(s) of the table (:func:`write_segment_files`); nothing is committed.
@@ -157,6 +158,7 @@ def land_segment(
         table_schema=pa.schema([*table_schema, *fit.new_fields]),
         partition_by=partition_by,
         storage_options=storage_options,
+        stats_config=stats_config,
     )
     crash_point("after-write")
     return LandedSegment(
@@ -212,6 +214,7 @@ def write_segment_files(
     table_schema: pa.Schema,
     partition_by: Sequence[str] = (),
     storage_options: Mapping[str, str] | None = None,
+    stats_config: StatsConfig = DEFAULT_STATS,
 ) -> tuple[list[DataFile], bool]:
     """Write one segment as data file(s) of the table; returns them and whether it was split.
 
@@ -219,7 +222,7 @@ def write_segment_files(
     partition columns are read; a segment holding one value combination goes unchanged under
     its directory, one spanning several is decoded and split (one file per combination, same
     codec). File names are :class:`FileName`s (fresh random part, so a retry never collides);
-    statistics come from the footer, described against ``table_schema``.
+    statistics come from the footer, described against ``table_schema`` as ``stats_config`` says.
 
     Raises:
         CommitError: a write failed.
@@ -228,7 +231,9 @@ def write_segment_files(
 
     def put(name: str, data: bytes, md: pq.FileMetaData | None, values: dict[str, str | None]) -> DataFile:
         size = write_data_file(table_uri, name, data, storage_options)
-        stats = data_file_stats(md if md is not None else data, table_schema, partition_by=partition_by)
+        stats = data_file_stats(
+            md if md is not None else data, table_schema, partition_by=partition_by, stats_config=stats_config
+        )
         return DataFile(path=name, size=size, partition_values=values, stats=stats, tags=tags)
 
     if not partition_by:

@@ -297,6 +297,7 @@ class IngestionConsumer:
                 partition_by=committer.partition_by,
                 merge=s.schema_evolution == "merge",
                 storage_options=s.storage_options,
+                stats_config=committer.stats_config(),
             )
         except (SegmentError, SchemaMismatchError) as exc:  # bad input, not a failure of ours
             self._refuse(raw, exc)

@@ -44,6 +44,7 @@ from typing import Any
 import pyarrow as pa
 from parka.consumer._committer import Committer
 from parka.consumer._plan import fit_segment
+from parka.consumer._stats import DEFAULT_STATS
 
 from parka._cli_util import redacted
 from parka._crash import crash_point
@@ -474,6 +475,7 @@ def _start_raw(spark: Any, s: SparkIngestSettings) -> tuple[Any, str, _RawRun]:
                 storage,
                 merge=committer.merge,
                 keep_bad_values=s.dlq_table_uri is not None,
+                stats_config=DEFAULT_STATS if committer.table is None else committer.stats_config(),
             )
             crash_point("batch-before-write")
             rows = kafka.mapInArrow(writer, rows_schema).toArrow()

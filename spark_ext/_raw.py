@@ -26,6 +26,7 @@ import pyarrow as pa
 from parka.consumer._files import land_segment, read_segment
 from parka.consumer._log import DataFile
 from parka.consumer._plan import LandedSegment, Refused
+from parka.consumer._stats import DEFAULT_STATS, StatsConfig
 from parka.consumer._storage import make_durable
 
 from parka.errors import ParkaError, SchemaMismatchError, SegmentDecodeError, SegmentError
@@ -71,8 +72,8 @@ class SegmentFileWriter:
     """``mapInArrow``'s function in raw mode: Kafka rows in, :data:`FILE_ROWS` out.
 
     ``table_schema`` is the table's Arrow schema when the micro-batch started, ``partition_by``
-    its partition columns. ``keep_bad_values`` ships bad segments' bytes back (for a dead-letter
-    table).
+    its partition columns, ``stats_config`` the statistics its properties ask for.
+    ``keep_bad_values`` ships bad segments' bytes back (for a dead-letter table).
     """
 
     table_uri: str
@@ -81,6 +82,7 @@ class SegmentFileWriter:
     storage_options: Mapping[str, str] = field(default_factory=dict)
     merge: bool = False
     keep_bad_values: bool = False
+    stats_config: StatsConfig = DEFAULT_STATS
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         wrote = False
@@ -112,6 +114,7 @@ class SegmentFileWriter:
                 partition_by=self.partition_by,
                 merge=self.merge,
                 storage_options=self.storage_options,
+                stats_config=self.stats_config,
             )
         except (SegmentError, SchemaMismatchError) as exc:
             stamp = col(names.index("timestamp"))[i]
