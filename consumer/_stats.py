@@ -214,9 +214,9 @@ def _order_key(kind: str, value: Any) -> Any:
 
 
 def _float32_text(value: float) -> float:
-    """The shortest decimal that reads back as the same float32 (as Java's ``Float.toString``
-    renders it): 0.1, not the float64 0.10000000149011612 it widens to."""
-    for digits in range(1, 10):
+    """The shortest decimal of two digits or more that reads back as the same float32, as Java's
+    ``Float.toString`` renders it: 0.1, not the float64 0.10000000149011612 it widens to."""
+    for digits in range(2, 10):
         short = float(f"{value:.{digits}g}")
         if struct.unpack("<f", struct.pack("<f", short))[0] == value:
             return short
