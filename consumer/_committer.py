@@ -27,6 +27,7 @@ from parka.partitioning import PartitionSpec, parse_partition_by
 from ._files import append_dead_letters, remove_orphans, trim_stitched
 from ._log import DataFile, LogEngine, TableLog
 from ._plan import LandedSegment, Refused, table_partitioning, table_schema_from_segment
+from ._stats import StatsConfig
 from ._storage import delete_files, make_durable
 
 __all__ = ["CommitResult", "CommitStats", "Committer"]
@@ -135,6 +136,7 @@ class Committer:
         if self.table is not None:
             self._adopt_partitioning()
         self._schema: tuple[int, pa.Schema] | None = None
+        self._stats_config: tuple[int, StatsConfig] | None = None
 
     def _adopt_partitioning(self) -> None:
         assert self.table is not None
@@ -195,6 +197,19 @@ class Committer:
         if self._schema is None or self._schema[0] != version:
             self._schema = (version, self.table.arrow_schema())
         return self._schema[1]
+
+    def stats_config(self) -> StatsConfig:
+        """The statistics the table's properties ask its data files for, at its current snapshot
+        (read once per version).
+
+        Raises:
+            ConfigError: a data-skipping property delta-spark would refuse, naming it.
+        """
+        assert self.table is not None, "no table yet: ensure_table first"
+        version = self.table.version()
+        if self._stats_config is None or self._stats_config[0] != version:
+            self._stats_config = (version, StatsConfig.from_properties(self.table.configuration()))
+        return self._stats_config[1]
 
     def refresh(self) -> None:
         if self.table is not None:
@@ -381,6 +396,7 @@ class Committer:
                         table_schema=self.table_schema(),
                         partition_by=self.partitioning,
                         storage_options=self.storage_options,
+                        stats_config=self.stats_config(),
                     )
                 )
                 self.stats.trimmed_files += 1

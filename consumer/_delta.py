@@ -708,6 +708,10 @@ class RsTableLog:
     def partition_columns(self) -> list[str]:
         return partition_columns(self.table)
 
+    def configuration(self) -> dict[str, str]:
+        with _translating("cannot read the table metadata"):
+            return {k: v for k, v in self.table.metadata().configuration.items() if v is not None}
+
     def referenced_files(self) -> set[str]:
         return referenced_files(self.table)
 

@@ -27,7 +27,7 @@ from . import _delta
 from ._log import DataFile, TableLog
 from ._partitions import segment_partition_values, split_by_partition
 from ._plan import FileName, Fit, LandedSegment, fit_segment, partition_path
-from ._stats import RecentCache, data_file_stats
+from ._stats import DEFAULT_STATS, RecentCache, StatsConfig, data_file_stats
 from ._stitch import NotStitchable, Source, stitch
 from ._stitch import read_footer as read_stitch_footer
 from ._storage import delete_files, list_files, read_file, write_data_file
@@ -178,6 +178,7 @@ def write_segments(
     table_schema: pa.Schema,
     partition_by: Sequence[PartitionSpec | str] = (),
     storage_options: Mapping[str, str] | None = None,
+    stats_config: StatsConfig = DEFAULT_STATS,
     target_file_size: int = DEFAULT_TARGET_FILE_SIZE,
 ) -> list[LandedSegment]:
     """Write checked segments as data files of the table; nothing is committed.
@@ -202,7 +203,9 @@ def write_segments(
         for f in c.new_fields:
             new_fields.setdefault(f.name, f)
     specs = parse_partition_by(partition_by)
-    writer = _Writer(table_uri, pa.schema([*table_schema, *new_fields.values()]), specs, storage_options or {})
+    writer = _Writer(
+        table_uri, pa.schema([*table_schema, *new_fields.values()]), specs, storage_options or {}, stats_config
+    )
     crash_point("before-write")
     landed: list[LandedSegment] = []
     groups: dict[tuple[Any, ...], list[CheckedSegment]] = {}
@@ -236,13 +239,16 @@ class _Writer:
     schema: pa.Schema  # the table's, with the columns the new files bring
     partition_by: tuple[PartitionSpec, ...]
     storage_options: Mapping[str, str]
+    stats_config: StatsConfig = DEFAULT_STATS
 
     def put(
         self, name: str, data: bytes, md: pq.FileMetaData | None, values: Mapping[str, str | None], tags: dict[str, str]
     ) -> DataFile:
         size = write_data_file(self.table_uri, name, data, self.storage_options)
         names = [spec.name for spec in self.partition_by]
-        stats = data_file_stats(md if md is not None else data, self.schema, partition_by=names)
+        stats = data_file_stats(
+            md if md is not None else data, self.schema, partition_by=names, stats_config=self.stats_config
+        )
         return DataFile(path=name, size=size, partition_values=dict(values), stats=stats, tags=tags)
 
     def alone(self, c: CheckedSegment, *, fallback: bool = False) -> LandedSegment:
@@ -319,6 +325,7 @@ def trim_stitched(
     table_schema: pa.Schema,
     partition_by: Sequence[PartitionSpec | str] = (),
     storage_options: Mapping[str, str] | None = None,
+    stats_config: StatsConfig = DEFAULT_STATS,
 ) -> DataFile:
     """Write a new data file holding only the row groups of ``keep``, segments stitched into
     ``file``, so a commit can take them without the others (already in the table, or after a
@@ -327,7 +334,8 @@ def trim_stitched(
     Raises:
         CommitError: reading ``file`` or writing the new one failed.
     """
-    return _Writer(table_uri, table_schema, parse_partition_by(partition_by), storage_options or {}).trim(file, keep)
+    writer = _Writer(table_uri, table_schema, parse_partition_by(partition_by), storage_options or {}, stats_config)
+    return writer.trim(file, keep)
 
 
 def _in_partition(values: Mapping[str, str | None], name: FileName) -> str:

@@ -35,6 +35,7 @@ from ._files import DEFAULT_TARGET_FILE_SIZE, DLQ_SCHEMA, CheckedSegment, check_
 from ._optimize import optimize_table
 from ._plan import CommitPolicy, Refused
 from ._shim import ParquetConsumer, RawSegment
+from ._stats import DEFAULT_STATS
 
 __all__ = ["DLQ_SCHEMA", "IngestSettings", "IngestStats", "IngestionConsumer"]
 
@@ -356,6 +357,7 @@ class IngestionConsumer:
             partition_by=committer.partitioning,
             storage_options=s.storage_options,
             target_file_size=s.target_file_size,
+            stats_config=committer.stats_config() if checked else DEFAULT_STATS,
         )
         result = committer.commit(landed, refused)
         self._commit_kafka(result.last)

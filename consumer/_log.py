@@ -80,6 +80,10 @@ class TableLog(Protocol):
 
     def partition_columns(self) -> list[str]: ...
 
+    def configuration(self) -> Mapping[str, str]:
+        """The snapshot's table properties (the metadata's ``configuration``)."""
+        ...
+
     def referenced_files(self) -> set[str]:
         """The snapshot's data files, relative to the table root and decoded (as on disk)."""
         ...

@@ -1,9 +1,15 @@
 """Delta add-action statistics from a Parquet footer: ``numRecords``, ``minValues``,
 ``maxValues`` and ``nullCount`` as delta-spark writes them, without reading a data page.
 
-A stream's segments share their schema, so the work that depends only on it (which footer
-column describes which table column, how its values render) is planned once per schema and
-kept in a small most-recent cache.
+Which columns are described, and how long string bounds get, is the table's to say
+(:class:`StatsConfig`, from the properties delta-spark reads). A stream's segments share their
+schema, so the work that depends only on it (which footer column describes which table column,
+how its values render) is planned once per schema and kept in a small most-recent cache.
+
+Where a footer cannot tell what delta-spark's writer would compute, the bound is left out
+(readers then keep the file): a float column's max from a writer that leaves NaN out of its
+statistics (parquet-cpp, so pyarrow and every parka segment; delta-spark's own footer-based
+collection drops these too), a string max too long to cut, a row group without statistics.
 """
 
 from __future__ import annotations
@@ -11,7 +17,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-from collections.abc import Callable, Collection
+import re
+import struct
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -19,14 +27,119 @@ from typing import Any, Generic, TypeVar
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from parka.errors import SegmentDecodeError
+from parka.errors import ConfigError, SegmentDecodeError
 from parka.schema import child_fields
 
-__all__ = ["STRING_PREFIX_LENGTH", "RecentCache", "data_file_stats"]
+__all__ = [
+    "DEFAULT_STATS",
+    "NUM_INDEXED_COLS_KEY",
+    "STATS_COLUMNS_KEY",
+    "STRING_PREFIX_LENGTH_KEY",
+    "RecentCache",
+    "StatsConfig",
+    "data_file_stats",
+]
 
-STRING_PREFIX_LENGTH = 32  # Spark's delta.stats string prefix length
+NUM_INDEXED_COLS_KEY = "delta.dataSkippingNumIndexedCols"
+STATS_COLUMNS_KEY = "delta.dataSkippingStatsColumns"
+STRING_PREFIX_LENGTH_KEY = "delta.dataSkippingStringPrefixLength"
 
 V = TypeVar("V")
+
+_INT = re.compile(r"[+-]?[0-9]+")  # what Java's Integer.parseInt takes
+# One part of a column name in Spark SQL's multipartIdentifierList: a word, or backquoted with
+# `` for a backquote. Spaces may surround it (Spark's lexer skips them).
+_NAME_PART = re.compile(r"\s*(?:`((?:[^`]|``)+)`|([A-Za-z0-9_]+))\s*")
+_COLUMNS_ALLOWED = (
+    "a comma-separated list of column names (letters, digits and _; a.b for a field of a struct; "
+    "`backquoted` for other characters, `` for a backquote)"
+)
+
+
+def _java_int(key: str, value: str, minimum: int) -> int:
+    if _INT.fullmatch(value) is None or not minimum <= int(value) < 2**31:
+        raise ConfigError(key, value, f"an integer from {minimum} to {2**31 - 1}")
+    return int(value)
+
+
+def _bad_columns(value: str, reason: str) -> ConfigError:
+    return ConfigError(STATS_COLUMNS_KEY, value, _COLUMNS_ALLOWED, reason=reason)
+
+
+def _column_list(value: str) -> tuple[tuple[str, ...], ...]:
+    """``delta.dataSkippingStatsColumns`` as name paths, lower-cased (delta-spark matches them
+    case-insensitively); blank: no column.
+
+    Raises:
+        ConfigError: not a list of column names.
+    """
+    if not value.strip():
+        return ()
+    columns: list[tuple[str, ...]] = []
+    pos = 0
+    while True:
+        parts: list[str] = []
+        while True:
+            m = _NAME_PART.match(value, pos)
+            if m is None or (m.group(2) or "x").isdigit():  # Spark's lexer reads 123 as a number
+                raise _bad_columns(value, f"no column name at character {pos}")
+            parts.append((m.group(2) or m.group(1).replace("``", "`")).lower())
+            pos = m.end()
+            if value.startswith(".", pos):
+                pos += 1
+                continue
+            break
+        columns.append(tuple(parts))
+        if pos == len(value):
+            return tuple(columns)
+        if value[pos] != ",":
+            raise _bad_columns(value, f"unexpected {value[pos]!r} at character {pos}")
+        pos += 1
+
+
+@dataclass(frozen=True)
+class StatsConfig:
+    """What the add actions' statistics describe, as the table's properties say
+    (:meth:`from_properties`): the first ``num_indexed_cols`` leaf columns (-1: all) or, when
+    given, the columns named in ``stats_columns`` (lower-cased name paths; a struct stands for
+    all its leaves), and string bounds cut to ``string_prefix_length`` characters.
+
+    Raises:
+        ConfigError: a count below its minimum.
+    """
+
+    num_indexed_cols: int = 32
+    stats_columns: tuple[tuple[str, ...], ...] | None = None
+    string_prefix_length: int = 32
+
+    def __post_init__(self) -> None:
+        if self.num_indexed_cols < -1:
+            raise ConfigError("num_indexed_cols", self.num_indexed_cols, "an integer >= -1 (-1: all)")
+        if self.string_prefix_length < 0:
+            raise ConfigError("string_prefix_length", self.string_prefix_length, "an integer >= 0")
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, str | None]) -> StatsConfig:
+        """The statistics a Delta table with these properties (its ``configuration``) asks
+        for: ``delta.dataSkippingNumIndexedCols`` (default 32), ``delta.dataSkippingStatsColumns``
+        (which overrides it) and ``delta.dataSkippingStringPrefixLength`` (default 32), read as
+        delta-spark reads them. Other properties are not looked at.
+
+        Raises:
+            ConfigError: a value delta-spark would refuse, naming the property.
+        """
+        count = properties.get(NUM_INDEXED_COLS_KEY)
+        columns = properties.get(STATS_COLUMNS_KEY)
+        prefix = properties.get(STRING_PREFIX_LENGTH_KEY)
+        return cls(
+            num_indexed_cols=32 if count is None else _java_int(NUM_INDEXED_COLS_KEY, count, -1),
+            stats_columns=None if columns is None else _column_list(columns),
+            string_prefix_length=32 if prefix is None else _java_int(STRING_PREFIX_LENGTH_KEY, prefix, 0),
+        )
+
+
+DEFAULT_STATS = StatsConfig()
+"""What a table without data-skipping properties asks for."""
 
 
 class _Raw(str):
@@ -36,7 +149,7 @@ class _Raw(str):
 def _dumps(value: Any) -> str:
     if isinstance(value, dict):
         return "{" + ",".join(json.dumps(k) + ":" + _dumps(v) for k, v in value.items()) + "}"
-    return str(value) if isinstance(value, _Raw) else json.dumps(value)
+    return str(value) if isinstance(value, _Raw) else json.dumps(value, allow_nan=False)
 
 
 def _leaf_columns(md: pq.FileMetaData) -> dict[tuple[str, ...], int]:
@@ -84,19 +197,81 @@ def _stat_kind(t: pa.DataType, column: Any) -> str | None:
         return "decimal" if same else None
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
         return "string" if kind == "String" else None
-    return None  # floats (NaN ordering), binary, anything else: no min/max
+    if pa.types.is_float32(t):
+        return "float" if physical == "FLOAT" else None
+    if pa.types.is_float64(t):
+        return "double" if physical in ("FLOAT", "DOUBLE") else None
+    return None  # binary (delta-spark keeps no bounds for it either), anything else: no min/max
 
 
-def _order_key(kind: str, raw: Any) -> Any:
+def _value(kind: str, raw: Any) -> Any:
     return int.from_bytes(raw, "big", signed=True) if kind == "decimal" and isinstance(raw, bytes) else raw
+
+
+def _order_key(kind: str, value: Any) -> Any:
+    # Spark orders NaN above every number (its min skips NaN, its max is NaN if there is one)
+    return (math.isnan(value), value) if kind in ("float", "double") else value
+
+
+def _float32_text(value: float) -> float:
+    """The shortest decimal of two digits or more that reads back as the same float32, as Java's
+    ``Float.toString`` renders it: 0.1, not the float64 0.10000000149011612 it widens to."""
+    for digits in range(2, 10):
+        short = float(f"{value:.{digits}g}")
+        if struct.unpack("<f", struct.pack("<f", short))[0] == value:
+            return short
+    return value
+
+
+def _float(kind: str, value: float, is_max: bool) -> Any:
+    # JSON has no NaN or infinities; delta-spark (Jackson) writes them as these strings.
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0:  # Parquet's rule: a zero min reads as -0.0, a zero max as +0.0
+        return 0.0 if is_max else -0.0
+    return _float32_text(value) if kind == "float" else value
+
+
+def _utf16_len(text: str) -> int:
+    return len(text) + sum(1 for c in text if c > "\uffff")
+
+
+_MAX_CHAR = "\U0010ffff"
+
+
+def _truncate_max(text: str, prefix: int) -> str | None:
+    """delta-spark's ``truncateMaxStringAgg``: a string no shorter than ``text`` in UTF-8 order,
+    about ``prefix`` UTF-16 units long (Java strings count those), or ``None`` when none fits
+    in twice that. A tie-breaker follows the kept prefix: U+007F when the next character is
+    below it, else U+10FFFF (itself skipped over, as nothing is above it)."""
+    if _utf16_len(text) <= prefix:
+        return text
+    if prefix <= 0:
+        return None
+    cut = units = 0
+    while units < prefix:  # the prefix, never splitting a surrogate pair
+        units += 2 if text[cut] > "\uffff" else 1
+        cut += 1
+    while units <= 2 * prefix:
+        if cut >= len(text):
+            return text
+        if text[cut] != _MAX_CHAR:
+            return text[:cut] + ("\x7f" if text[cut] < "\x7f" else _MAX_CHAR)
+        cut, units = cut + 1, units + 2
+    return None
 
 
 def _ceil_div(value: int, by: int, up: bool) -> int:
     return -(-value // by) if up else value // by
 
 
-def _render(kind: str, t: pa.DataType, value: Any, is_max: bool) -> Any:
-    """The JSON value of a min or max (``is_max``) statistic, or ``None`` to leave it out."""
+def _render(kind: str, t: pa.DataType, value: Any, is_max: bool, prefix: int) -> Any:
+    """The JSON value of a min or max (``is_max``) statistic, or ``None`` to leave it out;
+    strings are cut to ``prefix`` characters."""
+    if kind in ("float", "double"):
+        return _float(kind, value, is_max)
     if kind == "decimal":  # exact digits: decimal.Decimal arithmetic would round to 28 of them
         digits = str(abs(value)).rjust(t.scale + 1, "0")
         point = f"{digits[: -t.scale]}.{digits[-t.scale :]}" if t.scale else digits
@@ -122,15 +297,16 @@ def _render(kind: str, t: pa.DataType, value: Any, is_max: bool) -> Any:
         text = value.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    if len(text) <= STRING_PREFIX_LENGTH:
-        return text
-    # A prefix is a lower bound; an upper bound would need Spark's tie-breaker rule: leave it out.
-    return None if is_max else text[:STRING_PREFIX_LENGTH]
+    # delta-spark's writer cuts the min with SQL substring (code points), the max by UTF-16 units
+    return _truncate_max(text, prefix) if is_max else text[:prefix]
 
 
-def _column_stats(md: pq.FileMetaData, index: int, t: pa.DataType, kind: str | None) -> tuple[int | None, Any, Any]:
+def _column_stats(
+    md: pq.FileMetaData, index: int, t: pa.DataType, kind: str | None, *, nan_in_max: bool, prefix: int
+) -> tuple[int | None, Any, Any]:
     """(nullCount, min, max) of column ``index`` over all row groups, ``None`` where unknown;
-    ``kind`` is :func:`_stat_kind` of the column."""
+    ``kind`` is :func:`_stat_kind` of the column, ``nan_in_max``: the writer puts NaN in a
+    float column's max when it has one (as Spark orders them), ``prefix``: strings' length."""
     nulls: int | None = 0
     low = high = None
     for rg in range(md.num_row_groups):
@@ -140,14 +316,18 @@ def _column_stats(md: pq.FileMetaData, index: int, t: pa.DataType, kind: str | N
         null_count = stats.null_count if stats is not None and stats.has_null_count else None
         nulls = None if nulls is None or null_count is None else nulls + null_count
         if kind is not None and stats is not None and stats.has_min_max:
-            rg_low, rg_high = _order_key(kind, stats.min_raw), _order_key(kind, stats.max_raw)
-            low = rg_low if low is None or rg_low < low else low
-            high = rg_high if high is None or rg_high > high else high
+            rg_low, rg_high = _value(kind, stats.min_raw), _value(kind, stats.max_raw)
+            low = rg_low if low is None or _order_key(kind, rg_low) < _order_key(kind, low) else low
+            high = rg_high if high is None or _order_key(kind, rg_high) > _order_key(kind, high) else high
         elif rows and null_count != rows:
-            kind = None  # this row group has values its statistics do not describe
+            kind = None  # this row group has values its statistics do not describe (all NaN, say)
     if kind is None or low is None:
         return nulls, None, None
-    return nulls, _render(kind, t, low, False), _render(kind, t, high, True)
+    if kind in ("float", "double") and not nan_in_max:
+        # NaN was left out: the max may hide one, which Spark's data skipping takes as above any
+        # value (a file with max 3 and a NaN must be read for x > 5). The min is Spark's min.
+        return nulls, None if math.isnan(low) else _render(kind, t, low, False, prefix), None
+    return nulls, _render(kind, t, low, False, prefix), _render(kind, t, high, True, prefix)
 
 
 @dataclass(frozen=True)
@@ -202,40 +382,60 @@ _plans: RecentCache[_StatsPlan] = RecentCache()
 
 
 def _stats_plan(
-    md: pq.FileMetaData, table_schema: pa.Schema, partition_by: Collection[str], num_indexed_cols: int
+    md: pq.FileMetaData, table_schema: pa.Schema, partition_by: Collection[str], config: StatsConfig
 ) -> _StatsPlan:
     parts = tuple(partition_by)
     arrow_meta = (md.metadata or {}).get(b"ARROW:schema")  # decides the Arrow types of the leaves
     return _plans.get(
-        (parts, num_indexed_cols, arrow_meta, md.schema, table_schema),
-        lambda: _build_stats_plan(md, table_schema, parts, num_indexed_cols),
+        (parts, config.num_indexed_cols, config.stats_columns, arrow_meta, md.schema, table_schema),
+        lambda: _build_stats_plan(md, table_schema, parts, config),
     )
 
 
-def _build_stats_plan(
-    md: pq.FileMetaData, table_schema: pa.Schema, partition_by: Collection[str], num_indexed_cols: int
-) -> _StatsPlan:
-    leaves = _leaf_columns(md)
-    budget = math.inf if num_indexed_cols < 0 else num_indexed_cols
-    columns: list[_StatColumn] = []
-
-    def visit(f: pa.Field, path: tuple[str, ...]) -> None:
-        nonlocal budget
+def _leaves(fields: Collection[pa.Field], path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], pa.DataType]]:
+    """The table's leaf columns (a list or a map is one) in schema order, with their types."""
+    for f in fields:
         t = f.type.value_type if pa.types.is_dictionary(f.type) else f.type
         if pa.types.is_struct(t):
-            for child in t:
-                visit(child, (*path, child.name))
-            return
-        if budget <= 0:
-            return
-        budget -= 1
-        if path in leaves:
-            index = leaves[path]
-            columns.append(_StatColumn(path, index, t, _stat_kind(t, md.schema.column(index))))
+            yield from _leaves(list(t), (*path, f.name))
+        else:
+            yield (*path, f.name), t
 
-    for f in table_schema:
-        if f.name not in partition_by:
-            visit(f, (f.name,))
+
+def _named_leaves(
+    fields: Collection[pa.Field], wanted: Collection[tuple[str, ...]], path: tuple[str, ...]
+) -> Iterator[tuple[tuple[str, ...], pa.DataType]]:
+    """The leaves ``wanted`` names (lower-cased paths), in schema order, as delta-spark's
+    ``filterSchema`` picks them: a struct named whole gives all its leaves; names of no column
+    are ignored."""
+    rests: dict[str, list[tuple[str, ...]]] = {}
+    for name in wanted:
+        rests.setdefault(name[0], []).append(name[1:])
+    for f in fields:
+        below = rests.get(f.name.lower())
+        if below is None:
+            continue
+        if all(not rest for rest in below):
+            yield from _leaves([f], path)
+        elif pa.types.is_struct(f.type):
+            yield from _named_leaves(list(f.type), [rest for rest in below if rest], (*path, f.name))
+
+
+def _build_stats_plan(
+    md: pq.FileMetaData, table_schema: pa.Schema, partition_by: Collection[str], config: StatsConfig
+) -> _StatsPlan:
+    leaves = _leaf_columns(md)
+    fields = [f for f in table_schema if f.name not in partition_by]
+    if config.stats_columns is not None:
+        indexed = list(_named_leaves(fields, config.stats_columns, ()))
+    else:
+        count = config.num_indexed_cols
+        indexed = list(_leaves(fields, ()))[: None if count < 0 else count]
+    columns = [
+        _StatColumn(path, leaves[path], t, _stat_kind(t, md.schema.column(leaves[path])))
+        for path, t in indexed
+        if path in leaves
+    ]
     return _StatsPlan(tuple(columns), exact=any(c.kind == "decimal" for c in columns))
 
 
@@ -244,17 +444,19 @@ def data_file_stats(
     table_schema: pa.Schema,
     *,
     partition_by: Collection[str] = (),
-    num_indexed_cols: int = 32,
+    stats_config: StatsConfig = DEFAULT_STATS,
 ) -> str:
     """The add action's ``stats`` JSON, from the Parquet footer alone (no data is decoded).
 
     ``numRecords``; ``nullCount`` of every non-repeated leaf column of the table that the file
     has (structs as nested objects); ``minValues``/``maxValues`` for integers, booleans, dates,
-    timestamps (milliseconds: min floored, max ceiled), decimals and strings (the min cut to 32
-    characters, a longer max left out). Floats, binary, lists and maps get no min/max, nor does a
-    column whose statistics miss in a row group with values. Partition columns are skipped; only
-    the first ``num_indexed_cols`` leaf columns are described (-1: all), as
-    ``delta.dataSkippingNumIndexedCols`` asks.
+    timestamps (milliseconds: min floored, max ceiled), decimals, floats and strings as
+    delta-spark's writer renders them: NaN and infinities as the strings ``"NaN"``,
+    ``"Infinity"``, ``"-Infinity"``; a float max only from a writer that puts NaN in it (none
+    from pyarrow: see the module docstring); strings cut to the prefix length (the min a prefix,
+    the max a prefix and a tie-breaker, left out when none fits). Binary, lists and maps get no
+    min/max, nor does a column whose statistics miss in a row group with values. Partition
+    columns are skipped; ``stats_config`` says which leaf columns are described.
 
     Raises:
         SegmentDecodeError: ``parquet`` bytes without a readable footer.
@@ -266,12 +468,16 @@ def data_file_stats(
             md = pq.read_metadata(pa.BufferReader(parquet))
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise SegmentDecodeError(f"no readable Parquet footer: {exc}", value=parquet) from exc
-    plan = _stats_plan(md, table_schema, partition_by, num_indexed_cols)
+    plan = _stats_plan(md, table_schema, partition_by, stats_config)
+    # parquet-mr (Spark's writer) orders NaN above all numbers, as Spark does, so its float max
+    # is NaN when there is one (delta-spark's StatsCollector trusts it for the same reason).
+    nan_in_max = (md.created_by or "").startswith("parquet-mr")
+    prefix = stats_config.string_prefix_length
     out: dict[str, dict[str, Any]] = {"minValues": {}, "maxValues": {}, "nullCount": {}}
     for column in plan.columns:
         for key, value in zip(
             ("nullCount", "minValues", "maxValues"),
-            _column_stats(md, column.index, column.type, column.kind),
+            _column_stats(md, column.index, column.type, column.kind, nan_in_max=nan_in_max, prefix=prefix),
             strict=True,
         ):
             if value is not None:
@@ -280,4 +486,4 @@ def data_file_stats(
                     into = into.setdefault(name, {})
                 into[column.path[-1]] = value
     stats = {"numRecords": md.num_rows, **out}
-    return _dumps(stats) if plan.exact else json.dumps(stats, separators=(",", ":"))
+    return _dumps(stats) if plan.exact else json.dumps(stats, separators=(",", ":"), allow_nan=False)

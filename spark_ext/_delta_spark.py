@@ -195,6 +195,10 @@ class SparkTableLog:
         self._current()
         return [str(c) for c in self._metadata.get("partitionColumns") or []]
 
+    def configuration(self) -> dict[str, str]:
+        self._current()
+        return {str(k): str(v) for k, v in (self._metadata.get("configuration") or {}).items() if v is not None}
+
     def referenced_files(self) -> set[str]:
         if self.version() < 0:
             return set()

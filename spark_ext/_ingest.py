@@ -45,6 +45,7 @@ import pyarrow as pa
 from parka.consumer._committer import Committer
 from parka.consumer._files import DEFAULT_TARGET_FILE_SIZE
 from parka.consumer._plan import fit_segment
+from parka.consumer._stats import DEFAULT_STATS
 
 from parka._cli_util import redacted
 from parka._crash import crash_point
@@ -484,6 +485,7 @@ def _start_raw(spark: Any, s: SparkIngestSettings) -> tuple[Any, str, _RawRun]:
                 merge=committer.merge,
                 keep_bad_values=s.dlq_table_uri is not None,
                 target_file_size=s.target_file_size,
+                stats_config=DEFAULT_STATS if committer.table is None else committer.stats_config(),
             )
             crash_point("batch-before-write")
             rows = kafka.mapInArrow(writer, rows_schema).toArrow()

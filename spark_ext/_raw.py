@@ -34,6 +34,7 @@ from parka.consumer._files import (
 )
 from parka.consumer._log import DataFile
 from parka.consumer._plan import LandedSegment, Refused
+from parka.consumer._stats import DEFAULT_STATS, StatsConfig
 from parka.consumer._storage import make_durable
 
 from parka.errors import ParkaError, SchemaMismatchError, SegmentDecodeError, SegmentError
@@ -96,6 +97,7 @@ class SegmentFileWriter:
     merge: bool = False
     keep_bad_values: bool = False
     target_file_size: int = DEFAULT_TARGET_FILE_SIZE
+    stats_config: StatsConfig = DEFAULT_STATS
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         pending: list[CheckedSegment] = []
@@ -159,6 +161,7 @@ class SegmentFileWriter:
             partition_by=self.partition_by,
             storage_options=self.storage_options,
             target_file_size=self.target_file_size,
+            stats_config=self.stats_config,
         )
         rows = []
         for s in landed:

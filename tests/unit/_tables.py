@@ -36,4 +36,10 @@ def stitched(c: Committer, segments: list[tuple[int, int, list[int]]], day: str 
         read = read_segment(topic="t", partition=partition, offset=offset, value=seg.value, headers=seg.headers)
         c.ensure_table(read.schema)
         checked.append(check_segment(read, table_schema=c.table_schema(), partition_by=c.partition_by, merge=False))
-    return write_segments(checked, table_uri=c.table_uri, table_schema=c.table_schema(), partition_by=c.partition_by)
+    return write_segments(
+        checked,
+        table_uri=c.table_uri,
+        table_schema=c.table_schema(),
+        partition_by=c.partition_by,
+        stats_config=c.stats_config(),
+    )

@@ -4,6 +4,7 @@ table, orphans of interrupted writes, and the table's own partitioning."""
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
-from parka.consumer._files import read_segment
+from parka.consumer._files import check_segment, read_segment, write_segments
 from parka.consumer._plan import FileName, Refused
 
 from parka.errors import ConfigError, SegmentDecodeError, SegmentError
@@ -173,3 +174,37 @@ def test_a_segment_whose_data_page_is_corrupt_is_refused_not_landed() -> None:
         decode_segment(bytes(corrupt), seg.headers)
     with pytest.raises(SegmentDecodeError):
         read_segment(topic="t", partition=0, offset=0, value=bytes(corrupt), headers=seg.headers)
+
+
+def test_data_files_get_the_statistics_the_tables_properties_ask_for(tmp_path: Path) -> None:
+    from parka.consumer._delta import create_table
+    from parka.consumer._stats import StatsConfig
+
+    uri = tmp_path / "t"
+    create_table(str(uri), SCHEMA, partition_by=[], configuration={"delta.dataSkippingStatsColumns": "DAY"})
+    c = committer(uri)
+    assert c.stats_config() == StatsConfig(stats_columns=(("day",),))
+    data = pa.table({"id": [1, 2], "day": ["d1", "d" * 40]}, schema=SCHEMA)
+    seg = encode_segment(data, codec="zstd", fingerprint=schema_fingerprint(SCHEMA))
+    read = read_segment(topic="t", partition=0, offset=0, value=seg.value, headers=seg.headers)
+    checked = check_segment(read, table_schema=c.table_schema(), partition_by=(), merge=False)
+    c.commit(
+        write_segments([checked], table_uri=c.table_uri, table_schema=c.table_schema(), stats_config=c.stats_config())
+    )
+    [stats] = [json.loads(a["add"]["stats"]) for a in _log_actions(uri) if "add" in a]
+    assert stats == {  # no "id": only the named column; "day" cut to 32 characters and a tie-breaker
+        "numRecords": 2,
+        "minValues": {"day": "d1"},
+        "maxValues": {"day": "d" * 32 + "\x7f"},
+        "nullCount": {"day": 0},
+    }
+    # a new version with other properties: read again
+    DeltaTable(str(uri)).alter.set_table_properties({"delta.dataSkippingNumIndexedCols": "x"})
+    c.refresh()
+    with pytest.raises(ConfigError, match=r"delta\.dataSkippingNumIndexedCols"):
+        c.stats_config()
+
+
+def _log_actions(uri: Path) -> list[dict[str, object]]:
+    files = sorted((uri / "_delta_log").glob("*.json"))
+    return [json.loads(line) for f in files for line in f.read_text().splitlines()]

@@ -22,6 +22,7 @@ from deltalake.transaction import CommitProperties, Transaction
 from parka.consumer import _delta, _stats, _storage
 from parka.consumer._files import read_footer
 from parka.consumer._log import DataFile
+from parka.consumer._stats import StatsConfig
 
 from parka.errors import CommitConflict, CommitError, SchemaMismatchError, SegmentDecodeError
 from parka.schema import schema_fingerprint
@@ -203,7 +204,7 @@ def test_stats_values_of_every_supported_type() -> None:
         "minValues": {
             "i8": -5, "i64": 10, "s": "a", "d": "1969-12-31", "ts": "1960-01-01T00:00:00.000Z",
             "ntz": "2024-05-06T07:08:09.000", "dec": D("-0.01"), "big": -12345678901234567890123456789012345678,
-            "b": True, "st": {"a": 1, "b": "x"},
+            "b": True, "st": {"a": 1, "b": "x"}, "f": D("1.5"),
         },
         "maxValues": {
             "i8": 1, "i64": 2**40, "s": "b", "d": "2020-01-01", "ts": "2024-01-01T00:00:00.123Z",
@@ -245,12 +246,12 @@ def test_columns_without_statistics_get_no_bounds() -> None:
     assert partial["nullCount"] == {"y": 1}
 
 
-def test_long_strings_keep_a_prefix_min_and_drop_the_max() -> None:
+def test_long_strings_keep_a_prefix_min_and_a_tie_broken_max() -> None:
     data = pa.table({"s": ["b" * 40, "a" * 33 + "z", "ü" * 32]})
     stats = stats_of(data)
     assert stats["minValues"] == {"s": "a" * 32}
     assert stats["maxValues"] == {"s": "ü" * 32}  # 32 characters (64 bytes): kept whole
-    assert stats_of(pa.table({"s": ["a", "z" * 33]}))["maxValues"] == {}
+    assert stats_of(pa.table({"s": ["a", "z" * 33]}))["maxValues"] == {"s": "z" * 32 + "\x7f"}
 
 
 @pytest.mark.parametrize(
@@ -273,9 +274,10 @@ def test_timestamp_bounds_are_milliseconds_min_floored_max_ceiled(
 def test_partition_columns_and_indexed_column_budget() -> None:
     data = pa.table({"a": [1], "s": pa.array([{"x": 1, "y": 2}]), "c": [3], "p": ["k"]})
     assert set(stats_of(data, partition_by=["p"])["nullCount"]) == {"a", "s", "c"}
-    assert stats_of(data, num_indexed_cols=2)["nullCount"] == {"a": 0, "s": {"x": 0}}
-    assert stats_of(data, num_indexed_cols=0)["nullCount"] == {}
-    assert stats_of(data, num_indexed_cols=-1)["nullCount"] == {"a": 0, "s": {"x": 0, "y": 0}, "c": 0, "p": 0}
+    assert stats_of(data, stats_config=StatsConfig(num_indexed_cols=2))["nullCount"] == {"a": 0, "s": {"x": 0}}
+    assert stats_of(data, stats_config=StatsConfig(num_indexed_cols=0))["nullCount"] == {}
+    every = stats_of(data, stats_config=StatsConfig(num_indexed_cols=-1))
+    assert every["nullCount"] == {"a": 0, "s": {"x": 0, "y": 0}, "c": 0, "p": 0}
 
 
 def test_file_columns_of_another_type_get_no_bounds() -> None:
@@ -335,7 +337,7 @@ def test_stats_of_interleaved_schemas_each_describe_their_own_file() -> None:
         assert stats_of(renamed, ints.schema)["minValues"] == {"y": "a"}  # no x in that file
         assert stats_of(millis)["maxValues"] == {"x": "1970-01-01T00:00:00.005", "y": "b"}
         assert stats_of(ints, ints.schema, partition_by=["y"])["minValues"] == {"x": 2}
-        assert stats_of(ints, ints.schema, num_indexed_cols=1)["maxValues"] == {"x": 5}
+        assert stats_of(ints, ints.schema, stats_config=StatsConfig(num_indexed_cols=1))["maxValues"] == {"x": 5}
 
 
 def test_read_footer_gives_each_segment_its_own_arrow_schema() -> None:
