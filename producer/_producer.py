@@ -49,7 +49,7 @@ import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException
 
 from parka.config import ProducerSettings, parse_producer_config
-from parka.encoding import sort_order
+from parka.encoding import LayoutCache, sort_order
 from parka.errors import KafkaClientError, RecordError, RecordTooLargeError, SchemaError
 from parka.partitioner import STICKY, partitions_for_keys
 from parka.partitioning import PartitionSpec
@@ -89,6 +89,7 @@ class _Topic:
     num_partitions: int = 0
     metadata_at: float = float("-inf")
     sticky: int = -1
+    layouts: LayoutCache = field(default_factory=LayoutCache)  # columnar.encoding.tuning=auto
 
 
 class ParquetProducer:
@@ -707,6 +708,7 @@ class ParquetProducer:
                     fingerprint=state.fingerprint,
                     compression_level=self._settings.compression_level,
                     tuning=self._settings.tuning,
+                    layout=state.layouts.layout(table) if self._settings.tuning == "auto" else None,
                 )
                 if len(seg.value) <= limit or size == 1:
                     break
