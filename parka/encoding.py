@@ -70,6 +70,8 @@ DELTA_LENGTH = "DELTA_LENGTH_BYTE_ARRAY"
 _FEW_DISTINCT = 0.05
 _DICT_NUMBERS = 0.7
 _DICT_STRINGS = 0.5
+# A column whose repeated values come in about one run each (rows sorted or grouped by it, as
+# columnar.sort.by does): at most this many runs per distinct value.
 _CLUSTERED_RUNS = 1.5
 # DELTA_BINARY_PACKED stores each difference in about log2(step) bits instead of log2(range):
 # worth it when that saves at least this many bits per value.
@@ -185,7 +187,7 @@ def _choose(array: pa.Array) -> str:
         # values repeat, each in about one run (rows sorted or grouped by it): the compressor
         # takes a run for the cost of one value, a dictionary would pay for the value twice
         return PLAIN
-    if pa.types.is_integer(t) or pa.types.is_temporal(t):
+    if _is_int64_like(t):
         if distinct <= _FEW_DISTINCT:
             return DICTIONARY
         if _delta_saved_bits(values) >= _DELTA_MIN_SAVED_BITS:
@@ -204,6 +206,17 @@ def _runs(values: pa.Array) -> int:
     """How many runs of equal neighbours ``values`` (no nulls, at least two) make."""
     changes = pc.not_equal(values.slice(1), values.slice(0, len(values) - 1))
     return 1 + int(pc.sum(changes.cast(pa.int64())).as_py() or 0)
+
+
+def _is_int64_like(t: pa.DataType) -> bool:
+    """Written as Parquet INT32 or INT64 (intervals are not: they are fixed-size byte arrays)."""
+    return (
+        pa.types.is_integer(t)
+        or pa.types.is_timestamp(t)
+        or pa.types.is_date(t)
+        or pa.types.is_time(t)
+        or pa.types.is_duration(t)
+    )
 
 
 def _is_byte_array(t: pa.DataType) -> bool:

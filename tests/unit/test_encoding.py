@@ -56,6 +56,9 @@ def written_encodings(value: bytes) -> dict[str, tuple[str, ...]]:
         (pa.array([Decimal(int(x)) / 100 for x in RNG.integers(0, 10**6, N)], pa.decimal128(10, 2)), DICTIONARY),
         (pa.nulls(N, pa.float64()), DICTIONARY),  # nothing to judge: pyarrow's default
         (pa.array(["a", "b"] * (N // 2)).dictionary_encode(), DICTIONARY),
+        (pa.array(np.arange(N) * 1000, pa.duration("ms")), "DELTA_BINARY_PACKED"),
+        (pa.array(np.arange(N), pa.int32()).cast(pa.date32()), "DELTA_BINARY_PACKED"),
+        (pa.array(np.arange(N) * 7, pa.time64("us")), "DELTA_BINARY_PACKED"),
     ],
     ids=lambda v: str(v.type) if isinstance(v, pa.Array) else v,
 )
