@@ -100,6 +100,9 @@ class Dataset:
     source: str
     seed: int | None
     scan: ScanQuery
+    # the column a producer would key the records by, when one is natural (a device, a session):
+    # sorting a segment by it keeps each key's records in order
+    sort_key: str = ""
 
     @property
     def rows(self) -> int:
@@ -151,6 +154,7 @@ def load(name: str, rows: int | None, *, seed: int = DEFAULT_SEED) -> Dataset:
             "GPS telemetry, seed 003 schema (seeded synthetic tracks)",
             seed,
             ScanQuery("deviceId", (("speed", "max"), ("altitude", "mean"))),
+            sort_key="deviceId",
         )
     raise ValueError(f"unknown data set {name!r}; known: {', '.join(DATASET_NAMES)}")
 

@@ -57,19 +57,38 @@ class Encoding:
     format: str
     codec: str
     per_record: bool = False
+    tuning: str = "auto"  # columnar.encoding.tuning of parquet cells: auto (parka's default) or none
+    sort_by: str = ""  # columnar.sort.by of parquet cells
 
     @property
     def name(self) -> str:
         if self.format == "parquet":
-            return f"parquet-{self.codec}" + (" (per record: produce, poll)" if self.per_record else "")
+            return (
+                f"parquet-{self.codec}"
+                + (" (per record: produce, poll)" if self.per_record else "")
+                + (" (pyarrow defaults)" if self.tuning == "none" else "")
+                + (f" (sorted by {self.sort_by})" if self.sort_by else "")
+            )
         return f"{self.format}+{self.codec}"
+
+    @property
+    def is_variant(self) -> bool:
+        """A comparison cell, run at one batch size: pyarrow's default layout, or sorted segments."""
+        return self.tuning != "auto" or bool(self.sort_by)
 
     @property
     def is_row(self) -> bool:
         return self.format in ("json", "avro")
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "format": self.format, "codec": self.codec, "per_record": self.per_record}
+        return {
+            "name": self.name,
+            "format": self.format,
+            "codec": self.codec,
+            "per_record": self.per_record,
+            "tuning": self.tuning,
+            "sort_by": self.sort_by,
+        }
 
 
 def rows_for(dataset: Dataset, fmt: str) -> list[dict[str, Any]]:
@@ -154,12 +173,16 @@ def row_producer_conf(bootstrap: str, codec: str, batch_rows: int, message_max_b
     }
 
 
-def parka_producer_conf(bootstrap: str, codec: str, batch_rows: int, message_max_bytes: int) -> dict[str, Any]:
+def parka_producer_conf(
+    bootstrap: str, codec: str, batch_rows: int, message_max_bytes: int, *, tuning: str = "auto", sort_by: str = ""
+) -> dict[str, Any]:
     """A ``ParquetProducer`` cutting segments of ``batch_rows`` records."""
     return {
         "bootstrap.servers": bootstrap,
         "columnar.encoding": "parquet",
         "columnar.encoding.compression": codec,
+        "columnar.encoding.tuning": tuning,
+        "columnar.sort.by": sort_by,
         "columnar.batch.records": batch_rows,
         "message.max.bytes": message_max_bytes,
         # produce() per record: cut at the record count, not by time

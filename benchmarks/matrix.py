@@ -66,6 +66,9 @@ class MatrixPlan:
     consumer_rows: int
     per_record_batch: int | None  # batch size of the "per record" parka variant (produce, poll)
     seed: int
+    # batch size of the layout variants (zstd): pyarrow's default encodings, and segments sorted by
+    # the data set's key column (Dataset.sort_key) when it has one
+    variants_batch: int | None = 10_000
 
 
 @dataclass(frozen=True, order=True)
@@ -101,6 +104,10 @@ def cells_for(plan: MatrixPlan, datasets: list[Dataset]) -> list[Cell]:
                     cells.append(Cell(ds.name, Encoding(fmt, codec), batch))
         if plan.per_record_batch:
             cells.append(Cell(ds.name, Encoding("parquet", "zstd", per_record=True), plan.per_record_batch))
+        if plan.variants_batch and "zstd" in plan.codecs:
+            cells.append(Cell(ds.name, Encoding("parquet", "zstd", tuning="none"), plan.variants_batch))
+            if ds.sort_key:
+                cells.append(Cell(ds.name, Encoding("parquet", "zstd", sort_by=ds.sort_key), plan.variants_batch))
     return cells
 
 
@@ -137,7 +144,7 @@ def _run_cell(
 ) -> dict[str, float]:
     ds = prep.dataset
     e = cell.encoding
-    kind = "rec" if e.per_record else e.format
+    kind = "rec" if e.per_record else ("pa" if e.tuning == "none" else "sorted" if e.sort_by else e.format)
     topic = f"bench-{run_id}-{ds.name}-{kind}-{e.codec}-{cell.batch_rows}-{uuid.uuid4().hex[:6]}"
     what = f"{ds.name} {e.name} batch {cell.batch_rows}"
     max_bytes = broker.max_message_bytes_cached()
@@ -150,7 +157,9 @@ def _run_cell(
             messages = ds.rows
             sample["value_bytes_per_row"] = sum(map(len, prep.payloads[e.format])) / ds.rows
         else:
-            conf = enc.parka_producer_conf(broker.bootstrap, e.codec, cell.batch_rows, max_bytes)
+            conf = enc.parka_producer_conf(
+                broker.bootstrap, e.codec, cell.batch_rows, max_bytes, tuning=e.tuning, sort_by=e.sort_by
+            )
             if e.per_record:
                 rows = enc.rows_for(ds, "avro")
                 span, stats = produce_parquet_records(conf, topic, ds.avro_schema, rows)

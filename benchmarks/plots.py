@@ -33,9 +33,10 @@ def _matrix_plot(results: dict[str, Any], measure: str, ylabel: str, title: str,
         styles: dict[str, dict[str, Any]] = {}
         for cell in results["matrix"]["cells"]:
             m = cell["measures"].get(measure)
-            if cell["dataset"] != ds or m is None or m["median"] is None or cell["encoding"]["per_record"]:
-                continue
             e = cell["encoding"]
+            variant = e.get("tuning", "auto") != "auto" or e.get("sort_by")  # one batch size: no line
+            if cell["dataset"] != ds or m is None or m["median"] is None or e["per_record"] or variant:
+                continue
             lines.setdefault(e["name"], []).append((cell["batch_rows"], m["median"]))
             styles[e["name"]] = {
                 "color": _CODEC_COLORS.get(e["codec"], "black"),

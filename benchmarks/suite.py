@@ -1,9 +1,12 @@
-"""The benchmark suite: ``python -m benchmarks.suite --mode full|quick --out DIR``.
+"""The benchmark suite: ``python -m benchmarks.suite --mode full|quick|encodings --out DIR``.
 
 ``make bench`` runs the full suite (about 25 minutes on 2 cores), ``make bench-quick`` a reduced
-one (a few minutes). Sections, in order: the encoding matrix (bytes per row, producer and
-consumer CPU), end to end into Delta, issue 3's ingest throughput, the Spark paths, the lake for
-its readers (10M flight rows: files, DuckDB/Spark/pyarrow scans, after ``parka optimize``). Each run
+one (a few minutes), ``make bench-encodings`` (``--mode encodings``) the encoding matrix alone at
+10,000 rows per batch and zstd on the full mode's data (about 3 minutes). Sections, in order: the
+encoding matrix (bytes per row, producer and consumer CPU; at 10,000 rows per batch also Parquet
+with pyarrow's default encodings and, for GPS, segments sorted by device), end to end into Delta,
+issue 3's ingest throughput, the Spark paths, the lake for its readers (10M flight rows: files,
+DuckDB/Spark/pyarrow scans, after ``parka optimize``). Each run
 writes ``results.json``, ``report.md`` and PNG plots into DIR; any failed check stops the run
 with a non-zero exit and no report.
 """
@@ -36,9 +39,11 @@ from .report import write_report
 from .spark import run_spark
 from .targets import evaluate
 
-__all__ = ["PLANS", "Plan", "main"]
+__all__ = ["PLANS", "SECTIONS", "Plan", "main"]
 
 log = logging.getLogger("parka.bench")
+
+SECTIONS = ("matrix", "e2e", "ingest", "spark", "lake")
 
 
 @dataclass(frozen=True)
@@ -56,8 +61,9 @@ class Plan:
     ingest_copies: dict[int, int]  # rows per segment -> copies of the flights in its topic
     spark_records: int
     spark_timeout_s: float
-    lake_rows: int  # flight rows in the lake section's table (the flights repeated, or the first ones)
-    lake_scan_repeats: int
+    lake_rows: int = 0  # flight rows in the lake section's table (the flights repeated, or the first ones)
+    lake_scan_repeats: int = 0
+    sections: tuple[str, ...] = ("matrix", "e2e", "ingest", "spark", "lake")
 
 
 PLANS = {
@@ -89,6 +95,21 @@ PLANS = {
         lake_rows=200_000,
         lake_scan_repeats=3,
     ),
+    # The encoding matrix alone at 10,000 rows per batch and zstd, on the full mode's data: bytes
+    # per row of JSON, Avro and Parquet segments (tuned, pyarrow's defaults, sorted); a few minutes.
+    "encodings": Plan(
+        rows={"flights": None, "web_requests": 200_000, "gps": 200_000},
+        matrix_rows=100_000,
+        batch_sizes=(10_000,),
+        codecs=("zstd",),
+        repeats=1,
+        consumer_rows=20_000,
+        per_record_batch=0,
+        ingest_copies={},
+        spark_records=0,
+        spark_timeout_s=0,
+        sections=("matrix",),
+    ),
 }
 
 
@@ -102,6 +123,7 @@ def _cleanup(broker: Broker, run_id: str) -> None:
 def run_suite(args: argparse.Namespace) -> dict[str, Any]:
     """Run every section of the mode's plan; returns the results document."""
     plan = PLANS[args.mode]
+    skip = set(args.skip) | {name for name in SECTIONS if name not in plan.sections}
     started = time.perf_counter()
     started_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     run_id = uuid.uuid4().hex[:6]
@@ -146,18 +168,18 @@ def run_suite(args: argparse.Namespace) -> dict[str, Any]:
         warm_up(broker, matrix_sets[0], run_id)
         timings["warm_up_s"] = time.perf_counter() - t0
 
-        if "matrix" not in args.skip:
+        if "matrix" not in skip:
             t0 = time.perf_counter()
             matrix_plan = MatrixPlan(
                 plan.batch_sizes, plan.codecs, plan.repeats, plan.consumer_rows, plan.per_record_batch, args.seed
             )
             results["matrix"] = run_matrix(broker, matrix_sets, matrix_plan, run_id, checks)
             timings["matrix_s"] = time.perf_counter() - t0
-        if "e2e" not in args.skip:
+        if "e2e" not in skip:
             t0 = time.perf_counter()
             results["end_to_end"] = run_end_to_end(broker, sets, plan.repeats, run_id, checks, args.seed)
             timings["end_to_end_s"] = time.perf_counter() - t0
-        if "ingest" not in args.skip:
+        if "ingest" not in skip:
             t0 = time.perf_counter()
             flights = next(ds for ds in sets if ds.name == "flights")
             results["ingest_throughput"] = run_ingest_throughput(
@@ -172,7 +194,7 @@ def run_suite(args: argparse.Namespace) -> dict[str, Any]:
                 profile_if_missed=True,
             )
             timings["ingest_throughput_s"] = time.perf_counter() - t0
-        if "spark" not in args.skip:
+        if "spark" not in skip:
             t0 = time.perf_counter()
             log.info("spark: %d GPS records", plan.spark_records)
             results["spark"] = run_spark(
@@ -180,7 +202,8 @@ def run_suite(args: argparse.Namespace) -> dict[str, Any]:
             )
             timings["spark_s"] = time.perf_counter() - t0
         else:
-            results["spark"] = {"status": "not run", "reason": "skipped (--skip spark)"}
+            why = "skipped (--skip spark)" if "spark" in args.skip else f"not part of mode {args.mode}"
+            results["spark"] = {"status": "not run", "reason": why}
         if "lake" not in args.skip:
             t0 = time.perf_counter()
             log.info("lake: %d flight rows for the readers", plan.lake_rows)
@@ -220,13 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         help="the broker's log.dirs, for bytes on disk (scripts/kafka-local.sh data-dir)",
     )
     parser.add_argument("--seed", type=int, default=1, help="seed of the run order shuffles")
-    parser.add_argument(
-        "--skip",
-        action="append",
-        default=[],
-        choices=["matrix", "e2e", "ingest", "spark", "lake"],
-        help="skip a section",
-    )
+    parser.add_argument("--skip", action="append", default=[], choices=list(SECTIONS), help="skip a section")
     args = parser.parse_args(argv)
     if not args.kafka_data_dir:
         parser.error("--kafka-data-dir is required: bytes per row are read from the broker's log dir")

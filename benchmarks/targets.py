@@ -53,6 +53,37 @@ def _bytes_target(results: dict[str, Any]) -> dict[str, Any]:
     )
 
 
+def _layout_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Tuned segments (parka's default layout) at most 0.7 x Avro + zstd, 10k rows, per data set;
+    and the same with segments sorted by the data set's key column, where one was run."""
+    out = []
+    cells = results.get("matrix", {}).get("cells", [])
+    for ds in sorted({c["dataset"] for c in cells}):
+        avro = _cell(results, ds, "avro+zstd", 10_000)
+        out.append(
+            _target(
+                f"segments_tuned_vs_avro_zstd_bytes[{ds}]",
+                f"{ds}, 10k rows per batch: broker bytes of tuned zstd segments / Avro + Kafka zstd",
+                _paired(_cell(results, ds, "parquet-zstd", 10_000), avro, "bytes_per_row"),
+                0.7,
+                at_most=True,
+            )
+        )
+        for c in cells:
+            sort_by = c["encoding"].get("sort_by")
+            if c["dataset"] == ds and sort_by and c["batch_rows"] == 10_000:
+                out.append(
+                    _target(
+                        f"segments_sorted_vs_avro_zstd_bytes[{ds}]",
+                        f"{ds}, 10k rows per batch, columnar.sort.by={sort_by}: tuned zstd segments / Avro + zstd",
+                        _paired(c["measures"], avro, "bytes_per_row"),
+                        0.7,
+                        at_most=True,
+                    )
+                )
+    return out
+
+
 def _paired(a: dict[str, Any] | None, b: dict[str, Any] | None, measure: str) -> dict[str, Any] | None:
     """The per-repeat ratios a/b of ``measure`` (the two cells ran interleaved in each repeat)."""
     if not a or not b or measure not in a or measure not in b:
@@ -206,6 +237,7 @@ def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
     """All targets, in the order the report lists them."""
     return [
         _bytes_target(results),
+        *_layout_targets(results),
         *_drop_in_targets(results),
         *_ingest_cpu_targets(results),
         _raw_fetch_target(results),

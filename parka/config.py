@@ -16,9 +16,21 @@ level``
 ``columnar.partition.by``           comma-separated columns or derived values     none
                                     (``day=date(ts)``, :mod:`parka.partitioning`):
                                     a segment never holds two values of them
+``columnar.encoding.tuning``        ``auto`` | ``none``: per-column Parquet       ``auto``
+                                    encodings (see :mod:`parka.encoding`), or
+                                    pyarrow's defaults
+``columnar.sort.by``                comma-separated column names: each segment's  none
+                                    rows are sorted by them (stable)
 ``linger.ms``                       a segment waits at most this long             ``100``
 ``partitioner``                     any of librdkafka's (see :mod:`parka.partitioner`)  ``consistent_random``
 ==================================  ============================================  =========
+
+``columnar.sort.by`` reorders the records within a segment (never across segments): a consumer
+sees them, and their delivery reports give their indices, in the sorted order. Kafka's one
+ordering promise survives it: records with the same Kafka key keep their order, because a segment
+whose sort would swap two of them is left unsorted (:func:`parka.encoding.sort_order`); sort by
+columns that are the same for all records of a key (the column the key is made from) and every
+segment is sorted. Records without a key may move.
 
 Every other key goes to the wrapped confluent-kafka client unchanged (TLS and SASL included).
 Unknown ``columnar.*`` keys are rejected so a typo never goes unnoticed.
@@ -31,14 +43,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .encoding import DEFAULT_TUNING, TUNINGS
 from .errors import ConfigError
 from .partitioner import PARTITIONERS
 from .partitioning import PartitionSpec, parse_partition_by
+from .schema import RESERVED_PREFIX
 
 __all__ = [
     "CODECS",
     "ENCODINGS",
     "PARTITIONERS",
+    "TUNINGS",
     "ParkaConfigWarning",
     "ProducerSettings",
     "parse_producer_config",
@@ -55,6 +70,8 @@ _COLUMNAR_KEYS = frozenset(
         "columnar.batch.records",
         "columnar.batch.bytes",
         "columnar.partition.by",
+        "columnar.encoding.tuning",
+        "columnar.sort.by",
     }
 )
 
@@ -82,6 +99,8 @@ class ProducerSettings:
     linger_ms: float
     partitioner: str
     partition_by: tuple[PartitionSpec, ...]
+    tuning: str = DEFAULT_TUNING
+    sort_by: tuple[str, ...] = ()
 
     @property
     def columnar(self) -> bool:
@@ -166,6 +185,23 @@ def parse_producer_config(conf: Mapping[str, Any]) -> tuple[ProducerSettings, di
             "columnar.partition.by", raw_partition_by, "comma-separated columns or name=date(col) style specs"
         )
     partition_by = parse_partition_by(raw_partition_by, key="columnar.partition.by")
+    tuning = _choice(conf, "columnar.encoding.tuning", TUNINGS, DEFAULT_TUNING)
+    sort_by = _columns(conf, "columnar.sort.by")
+    if sort_by and encoding == "none":
+        raise ConfigError(
+            "columnar.sort.by",
+            conf["columnar.sort.by"],
+            "no sort columns",
+            reason="rows are sorted within Parquet segments, and columnar.encoding is none",
+        )
+    reserved = [c for c in sort_by if c.startswith(RESERVED_PREFIX)]
+    if reserved or len(set(sort_by)) != len(sort_by):
+        raise ConfigError(
+            "columnar.sort.by",
+            conf["columnar.sort.by"],
+            "distinct names of the schema's own columns",
+            reason=f"'{reserved[0]}' is a reserved column" if reserved else "a column is named twice",
+        )
 
     linger_ms = _float(conf, "linger.ms", DEFAULT_LINGER_MS, minimum=0.0)
     if encoding != "none":
@@ -194,5 +230,16 @@ def parse_producer_config(conf: Mapping[str, Any]) -> tuple[ProducerSettings, di
         linger_ms=linger_ms,
         partitioner=partitioner,
         partition_by=partition_by,
+        tuning=tuning,
+        sort_by=sort_by,
     )
     return settings, client
+
+
+def _columns(conf: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    """Column names from a comma-separated string or a list; raises :class:`ConfigError` otherwise."""
+    raw = conf.get(key, "")
+    if not isinstance(raw, (str, list, tuple)):
+        raise ConfigError(key, raw, "comma-separated column names")
+    names = raw.split(",") if isinstance(raw, str) else list(raw)
+    return tuple(str(n).strip() for n in names if str(n).strip())

@@ -42,6 +42,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from parka.encoding import AUTO_ZSTD_LEVEL, DEFAULT_TUNING, TUNINGS, ColumnEncodings, choose_encodings
 from parka.errors import ConfigError, RecordError, SchemaMismatchError, SegmentDecodeError, SegmentError
 from parka.schema import RESERVED_PREFIX, schema_fingerprint
 
@@ -135,19 +136,33 @@ def encode_segment(
     codec: str,
     fingerprint: str,
     compression_level: int | None = None,
+    tuning: str = DEFAULT_TUNING,
+    layout: ColumnEncodings | None = None,
     extra_headers: Sequence[tuple[str, bytes]] = (),
 ) -> Segment:
     """Encode ``table`` (user columns, then any reserved ones) as one Parquet file with its headers.
 
-    ``fingerprint`` is :func:`parka.schema.schema_fingerprint` of the user schema.
+    ``fingerprint`` is :func:`parka.schema.schema_fingerprint` of the user schema. ``tuning``
+    ``auto`` picks each column's encoding from the table (:func:`parka.encoding.choose_encodings`)
+    and, for ``zstd`` without a ``compression_level``, level 3; ``none`` writes pyarrow's
+    defaults (a dictionary for every column, zstd level 1). Either way any Parquet reader reads it.
+    With ``auto``, ``layout`` is a choice made earlier for a table of the same schema
+    (:class:`parka.encoding.LayoutCache`), used instead of judging ``table``.
 
     Raises:
-        ConfigError: unknown ``codec``, or a ``compression_level`` the codec does not take.
+        ConfigError: unknown ``codec`` or ``tuning``, or a ``compression_level`` the codec does not take.
         ValueError: a malformed fingerprint, a ``parka.*`` name among ``extra_headers``, or a
             ``__parka_*`` column that is not a reserved column of the right type.
         SegmentError: Arrow could not write the table.
     """
     parquet_codec = _check_codec(codec, compression_level)
+    if tuning not in TUNINGS:
+        raise ConfigError("tuning", tuning, " | ".join(TUNINGS))
+    options: dict[str, Any] = {}
+    if tuning == "auto":
+        options = (layout or choose_encodings(table)).writer_options()
+        if codec == "zstd" and compression_level is None:
+            compression_level = AUTO_ZSTD_LEVEL
     if not _FINGERPRINT.fullmatch(fingerprint.encode()):
         raise ValueError(f"fingerprint must be 16 lowercase hex digits, got {fingerprint!r}")
     for name, _ in extra_headers:
@@ -174,6 +189,7 @@ def encode_segment(
             store_schema=True,
             # CRC32 per page, so a corrupt uncompressed page fails to decode instead of reading wrong.
             write_page_checksum=True,
+            **options,
         )
     except (pa.ArrowException, OSError) as exc:
         raise SegmentError(f"cannot encode segment as Parquet: {exc}") from exc

@@ -162,7 +162,7 @@ class RowBatch:
         return int(self.table.num_rows)
 
     def take(self, rows: np.ndarray) -> RowBatch:
-        """The rows at ``rows`` (increasing indices), in that order."""
+        """The rows at ``rows`` (indices, in any order), in that order."""
         index = pa.array(rows, pa.int64())
         listed = rows.tolist()
 

@@ -49,6 +49,7 @@ import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException
 
 from parka.config import ProducerSettings, parse_producer_config
+from parka.encoding import LayoutCache, sort_order
 from parka.errors import KafkaClientError, RecordError, RecordTooLargeError, SchemaError
 from parka.partitioner import STICKY, partitions_for_keys
 from parka.partitioning import PartitionSpec
@@ -88,6 +89,7 @@ class _Topic:
     num_partitions: int = 0
     metadata_at: float = float("-inf")
     sticky: int = -1
+    layouts: LayoutCache = field(default_factory=LayoutCache)  # columnar.encoding.tuning=auto
 
 
 class ParquetProducer:
@@ -169,6 +171,15 @@ class ParquetProducer:
             problem = spec.problem(arrow.field(spec.source).type)
             if problem is not None:
                 raise SchemaError(f"columnar.partition.by: {problem}", field=spec.source)
+        for name in self._settings.sort_by:
+            if name not in arrow.names:
+                raise SchemaError(f"columnar.sort.by names a column the schema of topic '{topic}' lacks", field=name)
+            if pa.types.is_nested(arrow.field(name).type):
+                raise SchemaError(
+                    f"columnar.sort.by names a {arrow.field(name).type} column of topic '{topic}'; "
+                    "sort by columns of plain values",
+                    field=name,
+                )
         converter = RecordConverter(arrow)
         with self._lock:
             old = self._topics.get(topic)
@@ -684,12 +695,20 @@ class ParquetProducer:
             size = min(full, total - start)
             while True:
                 part = batch.slice(start, start + size)
+                if self._settings.sort_by:
+                    # the rows, keys, callbacks and values move together: a record's delivery
+                    # report gives its index in the sorted segment
+                    order = sort_order(part.table, self._settings.sort_by, part.keys)
+                    if order is not None:
+                        part = part.take(order.to_numpy())
                 table = build_segment_table(part.table, part.keys, part.timestamps, part.headers)
                 seg = encode_segment(
                     table,
                     codec=self._settings.compression,
                     fingerprint=state.fingerprint,
                     compression_level=self._settings.compression_level,
+                    tuning=self._settings.tuning,
+                    layout=state.layouts.layout(table) if self._settings.tuning == "auto" else None,
                 )
                 if len(seg.value) <= limit or size == 1:
                     break

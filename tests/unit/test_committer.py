@@ -164,7 +164,9 @@ def test_a_segment_whose_data_page_is_corrupt_is_refused_not_landed() -> None:
     wrong values. The producer's 'parka.crc32' header covers the whole value, pages included,
     and read_segment checks it without decoding a page."""
     table = pa.table({"id": list(range(1000)), "day": ["d1"] * 1000}, schema=SCHEMA)
-    seg = encode_segment(table, codec="none", fingerprint=schema_fingerprint(SCHEMA))
+    # pyarrow's plain layout: every byte of a PLAIN page is a value's, so the flipped byte
+    # changes one (with tuning, 0..999 become DELTA_BINARY_PACKED, where a page may have padding)
+    seg = encode_segment(table, codec="none", fingerprint=schema_fingerprint(SCHEMA), tuning="none")
     column = pq.read_metadata(pa.BufferReader(seg.value)).row_group(0).column(0)
     start = column.dictionary_page_offset if column.has_dictionary_page else column.data_page_offset
     corrupt = bytearray(seg.value)

@@ -34,6 +34,11 @@ def test_caller_dict_is_not_modified() -> None:
         ("columnar.batch.records", "many", "an integer >= 1"),
         ("columnar.batch.bytes", 10, "an integer >= 1024"),
         ("linger.ms", -1, "a number >= 0.0"),
+        ("columnar.encoding.tuning", "fast", "auto | none"),
+        ("columnar.encoding.tuning", None, "auto | none"),
+        ("columnar.sort.by", 7, "comma-separated column names"),
+        ("columnar.sort.by", "a,b,a", "distinct names of the schema's own columns"),
+        ("columnar.sort.by", "__parka_key", "distinct names of the schema's own columns"),
     ],
 )
 def test_bad_values_name_key_value_and_allowed(key: str, value: object, allowed: str) -> None:
@@ -148,3 +153,19 @@ def test_both_commands_mask_the_same_secrets() -> None:
     line = settings_summary(SparkIngestSettings(topic="t", table_uri="/t", bootstrap_servers="b:9092", kafka_conf=conf))
     assert not any(secret in line for secret in ("PRIVATE KEY", "pw1", "pw2", "pw3", "pw4"))
     assert "SASL_SSL" in line
+
+
+def test_encoding_tuning_is_auto_unless_set_to_none() -> None:
+    settings, client = parse_producer_config({"columnar.encoding": "parquet"})
+    assert (settings.tuning, settings.sort_by) == ("auto", ())
+    settings, client = parse_producer_config(
+        {"columnar.encoding": "parquet", "columnar.encoding.tuning": "NONE", "columnar.sort.by": " deviceId, ts "}
+    )
+    assert (settings.tuning, settings.sort_by) == ("none", ("deviceId", "ts"))
+    assert not any(k.startswith("columnar.") for k in client)
+
+
+def test_sort_by_without_parquet_segments_is_a_contradiction() -> None:
+    with pytest.raises(ConfigError, match=r"columnar\.encoding is none") as info:
+        parse_producer_config({"columnar.sort.by": "deviceId"})
+    assert info.value.key == "columnar.sort.by"

@@ -168,6 +168,19 @@ def test_partition_by_column_must_exist() -> None:
         p.set_schema("t", SCHEMA)
 
 
+@pytest.mark.parametrize(
+    ("schema", "match"),
+    [
+        (SCHEMA, "field 'day': columnar.sort.by names a column"),
+        (pa.schema([("day", pa.list_(pa.int32()))]), "field 'day': columnar.sort.by names a list<item: int32> column"),
+    ],
+)
+def test_sort_by_columns_must_exist_and_hold_plain_values(schema: pa.Schema, match: str) -> None:
+    p = ParquetProducer({"columnar.encoding": "parquet", "columnar.sort.by": "day"})
+    with pytest.raises(SchemaError, match=match):
+        p.set_schema("t", schema)
+
+
 def test_encoding_none_passes_values_through_unchanged() -> None:
     p = ParquetProducer({"bootstrap.servers": "127.0.0.1:9", "message.timeout.ms": 200})
     reports: list[tuple[object, bytes]] = []
