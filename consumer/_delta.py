@@ -67,6 +67,7 @@ __all__ = [
     "LiveFile",
     "commit_add_files",
     "commit_rewrite",
+    "configuration",
     "live_files",
     "create_table",
     "new_columns",
@@ -244,6 +245,16 @@ def _check_writable(table: DeltaTable) -> None:
         config = table.metadata().configuration
         fields = table.schema().fields
     check_writable(config, [f.metadata for f in fields])
+
+
+def configuration(table: DeltaTable) -> dict[str, str]:
+    """The table's properties (its metadata's ``configuration``).
+
+    Raises:
+        CommitError: the metadata cannot be read.
+    """
+    with _translating("cannot read the table metadata"):
+        return {k: v for k, v in table.metadata().configuration.items() if v is not None}
 
 
 def check_writable(configuration: Mapping[str, str], field_metadata: Collection[Mapping[str, Any]]) -> None:
@@ -709,8 +720,7 @@ class RsTableLog:
         return partition_columns(self.table)
 
     def configuration(self) -> dict[str, str]:
-        with _translating("cannot read the table metadata"):
-            return {k: v for k, v in self.table.metadata().configuration.items() if v is not None}
+        return configuration(self.table)
 
     def referenced_files(self) -> set[str]:
         return referenced_files(self.table)

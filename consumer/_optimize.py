@@ -48,7 +48,7 @@ from . import _delta
 from ._delta import LiveFile
 from ._log import DataFile
 from ._plan import partition_path
-from ._stats import data_file_stats
+from ._stats import StatsConfig, data_file_stats
 from ._storage import delete_files, make_durable, read_file, write_data_file
 
 if TYPE_CHECKING:
@@ -112,7 +112,8 @@ def optimize_table(
 
     Raises:
         ConfigError: a bad ``target_size``, ``row_group_rows``, ``max_attempts`` or retention, a
-            ``z_order`` column the table lacks or partitions by, a retention below the table's.
+            ``z_order`` column the table lacks or partitions by, a retention below the table's, a
+            data-skipping table property delta-spark would refuse.
         CommitConflict: the rewrite kept conflicting with concurrent commits (nothing lost, its
             new files deleted).
         CommitError: no table at ``uri``, a table with deletion vectors or row tracking, a
@@ -133,6 +134,7 @@ def optimize_table(
     before = int(table.version())
     table_schema = _delta.arrow_schema(table)
     partitions = _delta.partition_columns(table)
+    stats_config = StatsConfig.from_properties(_delta.configuration(table))
     bins = plan_bins(_delta.live_files(table), target_size=target_size, z_order=bool(z_order))
     written: list[tuple[Sequence[LiveFile], list[DataFile]]] = []
     committing = False
@@ -143,6 +145,7 @@ def optimize_table(
                 group,
                 table_schema=table_schema,
                 partitions=partitions,
+                stats_config=stats_config,
                 z_order=z_order,
                 target_size=target_size,
                 row_group_rows=row_group_rows,
@@ -282,6 +285,7 @@ def _rewrite(
     *,
     table_schema: pa.Schema,
     partitions: Sequence[str],
+    stats_config: StatsConfig,
     z_order: Sequence[str],
     target_size: int,
     row_group_rows: int,
@@ -314,7 +318,7 @@ def _rewrite(
         data = sink.getvalue()
         name = f"{directory}part-00000-{uuid.uuid4()}-c000.zstd.parquet"
         size = write_data_file(uri, name, data, storage_options)
-        stats = data_file_stats(data, table_schema, partition_by=partitions)
+        stats = data_file_stats(data, table_schema, partition_by=partitions, stats_config=stats_config)
         return DataFile(path=name, size=size, stats=stats, partition_values=values)
 
     if z_order:

@@ -91,13 +91,12 @@ def compare(ours: dict[str, Any], spark: dict[str, Any]) -> None:
 def test_raw_ingestion_writes_delta_sparks_stats_and_spark_skips_files_by_them(
     writer: str, spark: Any, bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
 ) -> None:
-    topic = new_topic(partitions=1)
+    topic = new_topic(partitions=4)
     parts = segments()
     with ParquetProducer({"bootstrap.servers": bootstrap, "columnar.encoding": "parquet"}) as producer:
         producer.set_schema(topic, SCHEMA)
-        for part in parts:
-            producer.produce_batch(topic, part)
-            producer.flush(30)  # one segment per part
+        for n, part in enumerate(parts):  # a Kafka partition each: one data file each, never stitched
+            producer.produce_batch(topic, part, partition=n)
         assert producer.flush(30) == 0
     ours, reference = tmp_path / "parka", tmp_path / "spark"
     create_table(spark, ours)
