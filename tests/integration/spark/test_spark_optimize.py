@@ -11,7 +11,7 @@ import pyarrow as pa
 from deltalake import DeltaTable
 from parka.consumer._committer import Committer
 from parka.consumer._delta import RsEngine
-from parka.consumer._files import land_segment, read_segment
+from parka.consumer._files import check_segment, read_segment, write_segments
 from parka.consumer._optimize import optimize_table
 from parka.consumer._plan import LandedSegment
 from parka.spark_ext._delta_spark import SparkEngine
@@ -32,7 +32,9 @@ def landed(c: Committer, offset: int) -> LandedSegment:
     )
     read = read_segment(topic="t", partition=0, offset=offset, value=seg.value, headers=seg.headers)
     c.ensure_table(read.schema)
-    return land_segment(read, table_uri=c.table_uri, table_schema=c.table_schema(), partition_by=(), merge=False)
+    checked = check_segment(read, table_schema=c.table_schema(), partition_by=(), merge=False)
+    [one] = write_segments([checked], table_uri=c.table_uri, table_schema=c.table_schema())
+    return one
 
 
 def test_a_delta_spark_commit_rebases_over_an_optimize_and_its_cleanup_keeps_the_old_files(
