@@ -5,7 +5,9 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from decimal import Decimal
+from pathlib import Path
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -140,6 +142,17 @@ def test_a_tuned_segment_reads_back_equal_with_the_chosen_encodings(codec: str) 
         expected = "RLE_DICTIONARY" if chosen == DICTIONARY else chosen
         assert expected in encodings, (path, chosen, encodings)
     assert {layout.of(p) for p in written} >= {"DELTA_BINARY_PACKED", "DELTA_BYTE_ARRAY", "PLAIN", DICTIONARY}
+
+
+def test_duckdb_reads_a_tuned_segment(tmp_path: Path) -> None:
+    table = _everything(3000).drop_columns(["__parka_headers"])
+    seg = encode_segment(table, codec="zstd", fingerprint=schema_fingerprint(table.select(["ts"]).schema))
+    path = tmp_path / "segment.parquet"
+    path.write_bytes(seg.value)
+    got = duckdb.sql(f"SELECT seq, id, meta.at AS at, device, lat FROM '{path}'").fetchall()
+    expected = table.select(["seq", "id", "device", "lat"]).to_pylist()
+    assert [(r["seq"], r["id"], r["device"], r["lat"]) for r in expected] == [(g[0], g[1], g[3], g[4]) for g in got]
+    assert [g[2] for g in got] == [m["at"] for m in table.column("meta").to_pylist()]
 
 
 def test_tuning_none_writes_pyarrows_defaults_and_auto_is_smaller() -> None:
