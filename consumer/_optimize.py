@@ -314,9 +314,7 @@ def _rewrite(
         sink = io.BytesIO()
         with pq.ParquetWriter(sink, data_schema, compression="zstd", compression_level=3) as writer:
             for chunk in chunks:
-                # One array per column first: Arrow cuts a row group at every chunk boundary,
-                # which made a compacted file of 10,000-row segments 189 row groups, not 10.
-                writer.write_table(chunk.combine_chunks(), row_group_size=row_group_rows)
+                writer.write_table(chunk, row_group_size=row_group_rows)
         data = sink.getvalue()
         name = f"{directory}part-00000-{uuid.uuid4()}-c000.zstd.parquet"
         size = write_data_file(uri, name, data, storage_options)

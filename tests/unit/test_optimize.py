@@ -18,7 +18,7 @@ from parka.consumer._optimize import optimize_table, plan_bins, z_order_indices
 
 from parka.errors import CommitConflict, ConfigError
 
-from ._tables import committer, landed, stitched
+from ._tables import committer, landed
 
 MiB = 1024 * 1024
 
@@ -76,24 +76,6 @@ def test_an_expired_tombstone_no_longer_protects_its_file(tmp_path: Path) -> Non
         commit.unlink()
     assert c.remove_orphans() == 3  # what VACUUM with the table's retention would delete
     assert ids(path) == sorted(o * 1000 + i for o in range(3) for i in range(10))
-
-
-def test_stitched_files_of_many_small_row_groups_compact_into_one_row_group(tmp_path: Path) -> None:
-    """Found by the lake benchmark: a stitched file holds one row group per segment, and Arrow
-    cut a row group at every chunk boundary of what was read, so a compaction of 1,020 segments
-    kept 189 row groups (DuckDB scans them one by one)."""
-    path = tmp_path / "t"
-    c = committer(path, checkpoint_interval=0)
-    for first in (0, 6):
-        c.commit(stitched(c, [(0, o, [o * 10 + i for i in range(10)]) for o in range(first, first + 6)]))
-    assert [pq.read_metadata(u.removeprefix("file://")).num_row_groups for u in DeltaTable(str(path)).file_uris()] == [
-        6,
-        6,
-    ]
-    assert optimize_table(str(path), checkpoint=False).files_removed == 2
-    [uri] = DeltaTable(str(path)).file_uris()
-    assert pq.read_metadata(uri.removeprefix("file://")).num_row_groups == 1
-    assert ids(path) == list(range(120))
 
 
 def test_compaction_keeps_every_row_and_writes_large_row_groups_per_partition(tmp_path: Path) -> None:
