@@ -49,7 +49,7 @@ from ._delta import LiveFile
 from ._log import DataFile
 from ._plan import partition_path
 from ._stats import StatsConfig, data_file_stats
-from ._storage import delete_files, make_durable, read_file, write_data_file
+from ._storage import delete_files, make_durable, read_file, read_parquet_footer, write_data_file
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -135,7 +135,14 @@ def optimize_table(
     table_schema = _delta.arrow_schema(table)
     partitions = _delta.partition_columns(table)
     stats_config = StatsConfig.from_properties(_delta.configuration(table))
-    bins = plan_bins(_delta.live_files(table), target_size=target_size, z_order=bool(z_order))
+
+    def small_row_groups(f: LiveFile) -> bool:
+        md = read_parquet_footer(uri, f.path, storage_options)
+        return md.num_row_groups > 1 and md.num_rows / md.num_row_groups < row_group_rows / 8
+
+    bins = plan_bins(
+        _delta.live_files(table), target_size=target_size, z_order=bool(z_order), small_row_groups=small_row_groups
+    )
     written: list[tuple[Sequence[LiveFile], list[DataFile]]] = []
     committing = False
     try:
@@ -254,21 +261,32 @@ def _discard(uri: str, files: Sequence[DataFile], storage_options: Mapping[str, 
         log.warning("could not delete %d uncommitted rewritten file(s): %s", len(files), exc)
 
 
-def plan_bins(files: Sequence[LiveFile], *, target_size: int, z_order: bool = False) -> list[list[LiveFile]]:
+def plan_bins(
+    files: Sequence[LiveFile],
+    *,
+    target_size: int,
+    z_order: bool = False,
+    small_row_groups: Callable[[LiveFile], bool] = lambda f: False,
+) -> list[list[LiveFile]]:
     """Which files each rewrite takes, per table partition, in the order given (commit order).
     Compaction: files smaller than ``target_size``, in runs that add up to at most about
-    ``target_size``; a run of one file is left alone. Z-order: every file of a partition."""
+    ``target_size``; a run of one file is left alone unless ``small_row_groups`` says its row
+    groups are small (a stitched file: one row group per segment), and so is a file of
+    ``target_size`` or more. Z-order: every file of a partition."""
     partitions: dict[tuple[tuple[str, str | None], ...], list[LiveFile]] = {}
     for f in files:
         partitions.setdefault(tuple(sorted(f.partition_values.items())), []).append(f)
     if z_order:
         return list(partitions.values())
     bins: list[list[LiveFile]] = []
+    alone: list[list[LiveFile]] = []
     for group in partitions.values():
         current: list[LiveFile] = []
         total = 0
         for f in group:
             if f.size >= target_size:
+                if small_row_groups(f):
+                    alone.append([f])
                 continue
             if current and total + f.size > target_size:
                 bins.append(current)
@@ -276,7 +294,7 @@ def plan_bins(files: Sequence[LiveFile], *, target_size: int, z_order: bool = Fa
             current.append(f)
             total += f.size
         bins.append(current)
-    return [b for b in bins if len(b) > 1]
+    return [b for b in bins if len(b) > 1 or (len(b) == 1 and small_row_groups(b[0]))] + alone
 
 
 def _rewrite(

@@ -21,6 +21,7 @@ from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 
 from parka._crash import crash_point, crash_point_armed
 from parka.errors import CommitError
@@ -33,6 +34,7 @@ __all__ = [
     "list_log",
     "make_durable",
     "read_file",
+    "read_parquet_footer",
     "write_data_file",
 ]
 
@@ -238,3 +240,19 @@ def read_file(table_uri: str, relative_path: str, storage_options: Mapping[str, 
     except (pa.ArrowException, OSError) as exc:
         raise CommitError(f"cannot read {relative_path}: {exc}") from exc
     return data
+
+
+def read_parquet_footer(
+    table_uri: str, relative_path: str, storage_options: Mapping[str, str] | None = None
+) -> pq.FileMetaData:
+    """A data file's Parquet footer, reading only its end (not the whole file).
+
+    Raises:
+        CommitError: the file is missing or has no readable footer.
+    """
+    filesystem, root = _filesystem(table_uri, storage_options)
+    try:
+        with filesystem.open_input_file(f"{root}/{relative_path}") as source:
+            return pq.read_metadata(source)
+    except (pa.ArrowException, OSError) as exc:
+        raise CommitError(f"cannot read the Parquet footer of {relative_path}: {exc}") from exc
