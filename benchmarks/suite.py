@@ -204,7 +204,7 @@ def run_suite(args: argparse.Namespace) -> dict[str, Any]:
         else:
             why = "skipped (--skip spark)" if "spark" in args.skip else f"not part of mode {args.mode}"
             results["spark"] = {"status": "not run", "reason": why}
-        if "lake" not in args.skip:
+        if "lake" not in skip:
             t0 = time.perf_counter()
             log.info("lake: %d flight rows for the readers", plan.lake_rows)
             # all of the flights, whatever the mode loaded: the section repeats or cuts them itself

@@ -11,9 +11,9 @@ time, duration              when neighbours are close compared with the range (s
                             smooth: ids, event times); else dictionary when values repeat,
                             else ``PLAIN``
 float, double               dictionary when values repeat, else ``PLAIN``
-string, binary              dictionary when values repeat; else ``DELTA_BYTE_ARRAY`` when
-                            neighbours share prefixes (ISO times, paths), else ``PLAIN``
-                            (uuids, free text)
+string, binary              dictionary when values repeat; else ``DELTA_BYTE_ARRAY`` (shared
+                            prefixes of ISO times and paths are saved; for uuids and free text
+                            it is DELTA_LENGTH_BYTE_ARRAY's layout plus zero prefix lengths)
 boolean                     ``PLAIN`` (bit-packed already)
 inside a list or map,       dictionary, as pyarrow does by default
 dictionary-typed, decimal,
@@ -78,11 +78,6 @@ _CLUSTERED_RUNS = 1.5
 # DELTA_BINARY_PACKED stores each difference in about log2(step) bits instead of log2(range):
 # worth it when that saves at least this many bits per value.
 _DELTA_MIN_SAVED_BITS = 3.5
-# DELTA_BYTE_ARRAY stores the prefix a string shares with the one before it once: worth it when
-# neighbours share at least this fraction of their bytes.
-_PREFIX_MIN_SHARE = 0.25
-_PREFIX_PAIRS = 256
-_PREFIX_WIDTH = 64  # bytes of each value compared
 
 
 @dataclass(frozen=True)
@@ -200,7 +195,9 @@ def _choose(array: pa.Array) -> str:
     if _is_byte_array(t):
         if distinct <= _DICT_STRINGS:
             return DICTIONARY
-        return DELTA_PREFIX if _prefix_share(values) >= _PREFIX_MIN_SHARE else PLAIN
+        # DELTA_BYTE_ARRAY even without shared prefixes: its lengths are DELTA_LENGTH_BYTE_ARRAY's
+        # (which Spark misreads, see above) plus prefix lengths of 0, which cost next to nothing
+        return DELTA_PREFIX
     return DICTIONARY  # decimals, float16, fixed-size binary: pyarrow's default
 
 
@@ -232,20 +229,6 @@ def _delta_saved_bits(values: pa.Array) -> float:
     x = np.asarray(numbers.to_numpy(zero_copy_only=False), dtype=np.float64)
     steps = float(np.abs(np.diff(x)).mean())
     return float(np.log2(x.max() - x.min() + 1.0) - np.log2(steps + 1.0))
-
-
-def _prefix_share(values: pa.Array) -> float:
-    """The fraction of their bytes that neighbouring values share as a common prefix."""
-    items = values.slice(0, _PREFIX_PAIRS + 1).cast(pa.binary()).to_pylist()
-    lengths = np.array([len(v) for v in items[1:]], dtype=np.int64)
-    width = max(1, min(_PREFIX_WIDTH, int(lengths.max(initial=0))))
-    # a byte matrix, one row per value (cut or zero-padded to ``width``): a common prefix is a
-    # run of equal bytes from the start; the zero padding never counts, as lengths cap it
-    rows = np.array(items, dtype=f"S{width}").view(np.uint8).reshape(len(items), width)
-    equal = np.cumprod(rows[1:] == rows[:-1], axis=1).sum(axis=1)
-    shared = np.minimum(equal, np.minimum(lengths, [len(v) for v in items[:-1]]))
-    total = int(lengths.sum())
-    return float(shared.sum()) / total if total else 0.0
 
 
 def sort_order(table: pa.Table, by: Sequence[str], keys: pa.Array | None = None) -> pa.Array | None:

@@ -45,14 +45,14 @@ def written_encodings(value: bytes) -> dict[str, tuple[str, ...]]:
         (pa.array(RNG.normal(45.0, 0.2, N)), "PLAIN"),  # doubles that do not
         (pa.array(RNG.normal(45.0, 0.2, N), pa.float32()), "PLAIN"),
         (pa.array(RNG.choice(["GET", "POST", "PUT"], N).tolist()), DICTIONARY),
-        (pa.array([str(uuid.UUID(bytes=RNG.bytes(16))) for _ in range(N)]), "PLAIN"),  # never DELTA_LENGTH_BYTE_ARRAY
+        (pa.array([str(uuid.UUID(bytes=RNG.bytes(16))) for _ in range(N)]), "DELTA_BYTE_ARRAY"),  # never DELTA_LENGTH
         (
             pa.array([(dt.datetime(2021, 3, 24) + dt.timedelta(seconds=i * 0.37)).isoformat() for i in range(N)]),
             "DELTA_BYTE_ARRAY",
         ),
         (
             pa.array([RNG.bytes(16) for _ in range(N)], pa.binary()),
-            "PLAIN",
+            "DELTA_BYTE_ARRAY",
         ),
         (pa.array(RNG.random(N) < 0.5), "PLAIN"),  # booleans are bit-packed already
         (pa.array([Decimal(int(x)) / 100 for x in RNG.integers(0, 10**6, N)], pa.decimal128(10, 2)), DICTIONARY),
