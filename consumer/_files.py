@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from parka._crash import crash_point
-from parka.errors import SchemaMismatchError, SegmentDecodeError, SegmentError
+from parka.errors import CommitConflict, SchemaMismatchError, SegmentDecodeError, SegmentError
 from parka.partitioning import PartitionSpec, parse_partition_by
 from parka.segment import SegmentInfo, is_segment, read_segment_info
 
@@ -298,8 +298,19 @@ class _Writer:
         return _landed(c, tuple(files), split=True)
 
     def trim(self, file: DataFile, keep: Sequence[LandedSegment]) -> DataFile:
-        """A new file holding only ``keep``'s row groups of stitched ``file``."""
-        footer = read_stitch_footer(read_file(self.table_uri, file.path, self.storage_options))
+        """A new file holding only ``keep``'s row groups of stitched ``file``.
+
+        Raises:
+            CommitConflict: ``file`` is gone. Found by the fault suite: between this commit's read
+                of the ``txn`` versions and the trim, another worker with the app id committed
+                the rest of the file's offsets, and its orphan cleanup deleted the file. Re-read
+                (step 3): the whole file is covered now, and nothing is to be trimmed.
+        """
+        try:
+            data = read_file(self.table_uri, file.path, self.storage_options, raise_missing=True)
+        except FileNotFoundError as exc:
+            raise CommitConflict(f"stitched file {file.path} was deleted meanwhile: {exc}") from exc
+        footer = read_stitch_footer(data)
         rows: list[int] = []
         for s in sorted(keep, key=lambda s: s.offset):
             assert s.row_groups is not None

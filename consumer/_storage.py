@@ -227,16 +227,24 @@ def list_log(table_uri: str, storage_options: Mapping[str, str] | None = None) -
     return sorted(info.base_name for info in infos if info.type == pafs.FileType.File)
 
 
-def read_file(table_uri: str, relative_path: str, storage_options: Mapping[str, str] | None = None) -> bytes:
+def read_file(
+    table_uri: str, relative_path: str, storage_options: Mapping[str, str] | None = None, *, raise_missing: bool = False
+) -> bytes:
     """The bytes of a file under the table root (``_delta_log/...`` included).
 
     Raises:
-        CommitError: the file is missing or cannot be read.
+        FileNotFoundError: the file is missing, with ``raise_missing`` (for a caller that tells
+            a deleted file from a failure).
+        CommitError: the file is missing (without ``raise_missing``) or cannot be read.
     """
     filesystem, root = _filesystem(table_uri, storage_options)
     try:
         with filesystem.open_input_file(f"{root}/{relative_path}") as source:
             data: bytes = source.read()
+    except FileNotFoundError:
+        if raise_missing:
+            raise
+        raise CommitError(f"cannot read {relative_path}: no such file") from None
     except (pa.ArrowException, OSError) as exc:
         raise CommitError(f"cannot read {relative_path}: {exc}") from exc
     return data

@@ -210,3 +210,18 @@ def test_data_files_get_the_statistics_the_tables_properties_ask_for(tmp_path: P
 def _log_actions(uri: Path) -> list[dict[str, object]]:
     files = sorted((uri / "_delta_log").glob("*.json"))
     return [json.loads(line) for f in files for line in f.read_text().splitlines()]
+
+
+def test_trimming_a_stitched_file_another_worker_deleted_is_a_conflict_to_re_read(tmp_path: Path) -> None:
+    """Found by the fault suite: another worker with the app id committed the rest of a stitched
+    file's offsets and its orphan cleanup deleted the file before this worker trimmed it. That is
+    a conflict (re-read: the file is wholly covered now), not a failure that stops the worker."""
+    from parka.consumer._files import trim_stitched
+
+    from parka.errors import CommitConflict
+
+    c = committer(tmp_path / "t")
+    run = stitched(c, [(0, 0, [1]), (0, 1, [2])])
+    (tmp_path / "t" / run[0].files[0].path).unlink()
+    with pytest.raises(CommitConflict, match="was deleted meanwhile"):
+        trim_stitched(run[0].files[0], run[1:], table_uri=c.table_uri, table_schema=c.table_schema())
