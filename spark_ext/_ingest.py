@@ -47,7 +47,7 @@ from parka.consumer._files import DEFAULT_TARGET_FILE_SIZE
 from parka.consumer._plan import fit_segment
 from parka.consumer._stats import DEFAULT_STATS
 
-from parka._cli_util import redacted
+from parka._cli_util import redacted, redacted_repr
 from parka._crash import crash_point
 from parka.errors import ConfigError, ParkaError, SchemaMismatchError
 from parka.partitioning import parse_partition_by
@@ -139,6 +139,9 @@ class SparkIngestSettings:
     commit_engine: str = "delta-spark"
     checkpoint_interval: int = 10
     target_file_size: int = DEFAULT_TARGET_FILE_SIZE
+
+    def __repr__(self) -> str:  # Kafka settings and storage options hold credentials
+        return redacted_repr(self)
 
     def __post_init__(self) -> None:
         if not self.topic or not self.table_uri:
