@@ -258,8 +258,13 @@ def hadoop_storage_options(options: Mapping[str, str]) -> dict[str, str]:
 
 def _kafka_client_options(conf: Mapping[str, str]) -> dict[str, str]:
     """``-K`` settings as Kafka source options; librdkafka's ``sasl.username``/``sasl.password``
-    become the Java client's ``sasl.jaas.config``, so one set of flags serves both CLIs."""
+    become the Java client's ``sasl.jaas.config``, its ``sasl.mechanisms`` ``sasl.mechanism`` and
+    its ``ssl.ca.location`` (a PEM file) a PEM trust store, so one set of flags serves both CLIs."""
     conf = dict(conf)
+    ca = conf.pop("ssl.ca.location", None)
+    if ca is not None and "ssl.truststore.location" not in conf:
+        conf["ssl.truststore.type"] = "PEM"
+        conf["ssl.truststore.location"] = ca
     user, password = conf.pop("sasl.username", None), conf.pop("sasl.password", None)
     if (user is None) != (password is None):
         raise ConfigError("sasl.username/sasl.password", "one of them", "both or neither")
