@@ -63,6 +63,16 @@ fetch_jars() {
   [[ -f "$LIBS/.complete" ]] && return 0
   command -v mvn >/dev/null || { log "mvn not found: install Maven (apt-get install maven) to resolve Kafka from Maven Central"; exit 3; }
   mkdir -p "$HOME_DIR"
+  if command -v flock >/dev/null; then
+    # the plain and the sasl_ssl broker may start at once on a fresh machine: one resolves, the
+    # other waits (a subshell holds the lock, so no broker process inherits it)
+    ( flock 9; [[ -f "$LIBS/.complete" ]] || resolve_jars ) 9>"$HOME_DIR/.fetch.lock"
+  else
+    resolve_jars
+  fi
+}
+
+resolve_jars() {
   log "resolving org.apache.kafka:kafka_2.13:$VERSION and its runtime dependencies from Maven Central"
   cat > "$HOME_DIR/pom.xml" <<POM
 <project xmlns="http://maven.apache.org/POM/4.0.0">
