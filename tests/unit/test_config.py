@@ -209,3 +209,22 @@ def test_sort_by_without_parquet_segments_is_a_contradiction() -> None:
     with pytest.raises(ConfigError, match=r"columnar\.encoding is none") as info:
         parse_producer_config({"columnar.sort.by": "deviceId"})
     assert info.value.key == "columnar.sort.by"
+
+
+def test_ingest_notes_credential_errors_from_error_cb_and_calls_the_callers_own() -> None:
+    from confluent_kafka import KafkaError
+    from parka.consumer._ingest import IngestionConsumer, IngestSettings
+
+    from parka.errors import KafkaClientError
+
+    seen: list[KafkaError] = []
+    ingest = IngestionConsumer(IngestSettings(topic="t", table_uri="/t", kafka_conf={}, app_id="a"))
+    on_error = ingest._error_callback(seen.append)
+    on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN))  # transient: retried, as before
+    assert ingest._credential_error is None
+    wrong = KafkaError(KafkaError._AUTHENTICATION, "SASL authentication error: invalid credentials")
+    on_error(wrong)
+    on_error(KafkaError(KafkaError._SSL, "later"))  # the first failure is the one reported
+    assert ingest._credential_error is wrong and len(seen) == 3
+    with pytest.raises(KafkaClientError, match=r"Kafka authentication failed, stopping .*invalid credentials"):
+        ingest._raise_credential_error(wrong)
