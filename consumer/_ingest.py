@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, Literal, NoReturn, get_args
 
 import pyarrow as pa
 from confluent_kafka import (
@@ -247,7 +247,7 @@ class IngestionConsumer:
 
         return on_error
 
-    def _raise_credential_error(self, err: Any) -> None:
+    def _raise_credential_error(self, err: Any) -> NoReturn:
         raise KafkaClientError(
             f"{_CREDENTIAL_ERRORS[err.code()]}, stopping ({_CREDENTIAL_HINT}): {err.str()}", kafka_error=err
         )
@@ -261,9 +261,6 @@ class IngestionConsumer:
         assert self._consumer is not None
         try:
             raw = self._consumer.poll_buffer(timeout=0.5)
-            if self._credential_error is not None:
-                self._raise_credential_error(self._credential_error)
-            return raw
         except SegmentError as exc:
             # Garbled parka headers: the shim raises before it builds the RawSegment, keeping the
             # raw message in the error. Hand it on as a message; _handle refuses it (dead letter,
@@ -290,6 +287,9 @@ class IngestionConsumer:
                     self._last_kafka_warning = now
                 return None
             raise
+        if self._credential_error is not None:  # noted by error_cb during this poll
+            self._raise_credential_error(self._credential_error)
+        return raw
 
     # -- rebalance -----------------------------------------------------------------------------
 
