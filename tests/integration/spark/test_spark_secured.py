@@ -1,12 +1,14 @@
 """``parka spark-ingest`` against the SASL_SSL broker of tests/integration/secured (one broker for
 both directories): the same ``-K`` settings as ``parka ingest`` (librdkafka's names, from the
 environment) reach Spark's Kafka source, and the password shows neither in the command's output
-nor in the JVM's own log (Spark's and the Kafka Java client's, at INFO for this test)."""
+nor in the JVM's own log (Spark's and the Kafka Java client's, at INFO for this test). A wrong
+password fails the command within seconds, naming the authentication failure."""
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -88,3 +90,26 @@ def test_spark_ingest_over_sasl_ssl_logs_no_secret(
     assert "security.protocol = SASL_SSL" in jvm and "sasl.jaas.config = [hidden]" in jvm, jvm[-3000:]
     assert "ssl.truststore.type = PEM" in jvm
     assert secured_broker.password not in jvm
+
+
+def test_spark_ingest_with_a_wrong_password_fails_naming_it(
+    spark: Any,
+    secured_broker: SecuredBroker,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    topic = secured_broker.new_topic()
+    wrong = "not-the-" + secured_broker.password[:8]
+    monkeypatch.setenv("PARKA_KAFKA_SETTINGS", secured_broker.settings_env(**{"sasl.password": wrong}))
+    caplog.set_level(logging.INFO, logger="parka")
+    started = time.monotonic()
+    assert main([topic, str(tmp_path / "t"), "-k", secured_broker.bootstrap, "--end-at-latest"]) == 1
+    elapsed = time.monotonic() - started
+    out, err = capfd.readouterr()
+    failure = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert failure and "SaslAuthenticationException" in failure[-1], failure
+    assert "invalid credentials" in failure[-1]
+    assert elapsed < 60, f"parka spark-ingest took {elapsed:.0f} s to give up"
+    assert wrong not in out + err + caplog.text
