@@ -225,7 +225,8 @@ CLIENT
 }
 
 # sasl_ssl: kafka-storage format's --add-scram arguments (the client user and the broker's
-# own, both mechanisms), one per line
+# own, both mechanisms), one per line. kafka-storage takes them on its command line only, so the passwords
+# are visible to this machine's process list for the seconds the format takes, once.
 scram_args() {
   local user password broker
   user=$(sed -n 's/^sasl.username=//p' "$CLIENT_CONF")
