@@ -20,11 +20,19 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, Literal, NoReturn, get_args
 
 import pyarrow as pa
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TIMESTAMP_NOT_AVAILABLE, KafkaException, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    TIMESTAMP_NOT_AVAILABLE,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 
+from parka._cli_util import redacted_repr
 from parka._crash import crash_point
 from parka.errors import CommitError, ConfigError, KafkaClientError, SchemaMismatchError, SegmentError
 from parka.partitioning import parse_partition_by
@@ -40,6 +48,17 @@ from ._stats import DEFAULT_STATS
 __all__ = ["DLQ_SCHEMA", "IngestSettings", "IngestStats", "IngestionConsumer"]
 
 log = logging.getLogger("parka.ingest")
+
+# Errors librdkafka retries forever (reported through error_cb or as consume errors) that no
+# retry can fix: a wrong password, mechanism, CA or ACL. The daemon stops on them, naming them.
+_CREDENTIAL_ERRORS = {
+    KafkaError._AUTHENTICATION: "Kafka authentication failed",
+    KafkaError.SASL_AUTHENTICATION_FAILED: "Kafka authentication failed",
+    KafkaError._SSL: "Kafka TLS failed",
+    KafkaError.TOPIC_AUTHORIZATION_FAILED: "Kafka authorization failed",
+    KafkaError.GROUP_AUTHORIZATION_FAILED: "Kafka authorization failed",
+}
+_CREDENTIAL_HINT = "check sasl.username, sasl.password, sasl.mechanisms, security.protocol and ssl.ca.location"
 
 OffsetReset = Literal["earliest", "latest"]
 SchemaEvolution = Literal["none", "merge"]
@@ -69,6 +88,9 @@ class IngestSettings:
     dlq_table_uri: str | None = None
     storage_options: dict[str, str] = field(default_factory=dict)
     optimize_every: int = 0
+
+    def __repr__(self) -> str:  # Kafka settings and storage options hold credentials
+        return redacted_repr(self)
 
     def __post_init__(self) -> None:
         if not self.topic or not self.table_uri:
@@ -140,6 +162,7 @@ class IngestionConsumer:
         self._high: dict[int, int] = {}
         self._stop = threading.Event()
         self._last_kafka_warning = float("-inf")
+        self._credential_error: Any = None  # a KafkaError from _CREDENTIAL_ERRORS, set by error_cb
         self._optimized_at = 0  # stats.commits at the last optimize_every run
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -186,6 +209,7 @@ class IngestionConsumer:
             stats=self.stats,
         )
         self._committer.remove_orphans()
+        conf["error_cb"] = self._error_callback(conf.get("error_cb"))
         self._consumer = ParquetConsumer(conf)
         self._consumer.subscribe([s.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
         try:
@@ -211,6 +235,23 @@ class IngestionConsumer:
             self._consumer.close()
         return self.stats
 
+    def _error_callback(self, user_cb: Callable[[Any], None] | None) -> Callable[[Any], None]:
+        """librdkafka's ``error_cb`` (run inside ``poll``): notes an error no retry fixes, for
+        :meth:`_poll` to raise; then calls the caller's own ``error_cb``, if any."""
+
+        def on_error(err: Any) -> None:
+            if err.code() in _CREDENTIAL_ERRORS and self._credential_error is None:
+                self._credential_error = err
+            if user_cb is not None:
+                user_cb(err)
+
+        return on_error
+
+    def _raise_credential_error(self, err: Any) -> NoReturn:
+        raise KafkaClientError(
+            f"{_CREDENTIAL_ERRORS[err.code()]}, stopping ({_CREDENTIAL_HINT}): {err.str()}", kafka_error=err
+        )
+
     def _poll(self) -> RawSegment | None:
         """The next raw message; transient client errors (a broker away) are logged and retried.
 
@@ -219,7 +260,7 @@ class IngestionConsumer:
         """
         assert self._consumer is not None
         try:
-            return self._consumer.poll_buffer(timeout=0.5)
+            raw = self._consumer.poll_buffer(timeout=0.5)
         except SegmentError as exc:
             # Garbled parka headers: the shim raises before it builds the RawSegment, keeping the
             # raw message in the error. Hand it on as a message; _handle refuses it (dead letter,
@@ -237,6 +278,8 @@ class IngestionConsumer:
             )
         except KafkaClientError as exc:
             err = exc.kafka_error
+            if err is not None and err.code() in _CREDENTIAL_ERRORS:
+                self._raise_credential_error(err)
             if err is not None and not err.fatal():
                 now = self._clock()
                 if now - self._last_kafka_warning >= 10.0:
@@ -244,6 +287,9 @@ class IngestionConsumer:
                     self._last_kafka_warning = now
                 return None
             raise
+        if self._credential_error is not None:  # noted by error_cb during this poll
+            self._raise_credential_error(self._credential_error)
+        return raw
 
     # -- rebalance -----------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ free of the consumer and Spark layers.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -27,20 +28,60 @@ __all__ = [
     "env_pairs",
     "pairs",
     "redacted",
+    "redacted_repr",
     "seek_offsets",
     "setup_logging",
     "size_bytes",
 ]
 
-SECRET_HINTS = ("password", "secret", "token", "jaas", "key", "credential")
+SECRET_HINTS = (
+    "password",
+    "secret",
+    "token",
+    "jaas",
+    "key",
+    "credential",
+    "user.info",
+    "oauthbearer.config",
+    "connection_string",
+    "connection.string",
+)
 """A setting whose name contains one of these is never logged: its value shows as ``***``
 (``sasl.password``, ``ssl.keystore.key``, ``ssl.key.password``, ``sasl.jaas.config``,
-``sasl.oauthbearer.client.secret``, ``AWS_SECRET_ACCESS_KEY``, ...)."""
+``sasl.oauthbearer.client.secret``, ``sasl.oauthbearer.config``,
+``schema.registry.basic.auth.user.info``, ``AWS_SECRET_ACCESS_KEY``, ``azure_storage_account_key``,
+``azure_storage_connection_string``, ...). This module is the one place that masks secrets:
+log lines, reprs and error messages that show settings go through :func:`redacted`."""
+
+_URL_PASSWORD = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^/:@\s]*):[^/@\s]*@")
+
+
+def _masked(key: Any, value: Any) -> Any:
+    if any(h in str(key).lower() for h in SECRET_HINTS):
+        return "***"
+    if isinstance(value, str):  # https://user:password@host in a URL setting
+        return _URL_PASSWORD.sub(r"\g<head>:***@", value)
+    return value
 
 
 def redacted(conf: Mapping[str, Any]) -> dict[str, Any]:
-    """``conf`` with the value of every setting that may hold a secret replaced by ``***``."""
-    return {k: ("***" if any(h in k.lower() for h in SECRET_HINTS) else v) for k, v in conf.items()}
+    """``conf`` with the value of every setting that may hold a secret replaced by ``***``, and
+    the password of a ``scheme://user:password@host`` URL masked."""
+    return {k: _masked(k, v) for k, v in conf.items()}
+
+
+def redacted_repr(obj: Any) -> str:
+    """A dataclass's repr with every mapping field passed through :func:`redacted`: the
+    ``__repr__`` of settings objects that hold Kafka client settings or storage options."""
+    parts = []
+    for f in dataclasses.fields(obj):
+        if not f.repr:
+            continue
+        value = getattr(obj, f.name)
+        if isinstance(value, Mapping):
+            value = redacted(value)
+        parts.append(f"{f.name}={value!r}")
+    return f"{type(obj).__name__}({', '.join(parts)})"
 
 
 def env(name: str, default: Any = None) -> Any:
@@ -56,11 +97,13 @@ def env_pairs(name: str) -> list[str]:
 
 def pairs(values: list[str], flag: str, prog: str) -> dict[str, str]:
     """``key=value`` strings as a dict; exits naming ``prog`` and ``flag`` on a malformed one."""
-    out = {}
+    out: dict[str, str] = {}
     for item in values:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise SystemExit(f"{prog}: {flag} expects key=value, got {item!r}")
+            # the text may be a secret typed without its key: name it by position, never echo it
+            what = "no '='" if not sep else "no key before '='"
+            raise SystemExit(f"{prog}: {flag} expects key=value; its value number {len(out) + 1} has {what}")
         out[key.strip()] = value
     return out
 

@@ -6,15 +6,30 @@
 #   scripts/kafka-local.sh down     # stop the broker started here
 #   scripts/kafka-local.sh status   # exit 0 when the broker answers on its port
 #   scripts/kafka-local.sh kill     # SIGKILL the broker (fault tests); its data stays for the next up
+#   scripts/kafka-local.sh client-config  # sasl_ssl: the path of the librdkafka settings file
 #
 # Environment: PARKA_KAFKA_VERSION (default below), PARKA_KAFKA_HOME (jars, config, data,
-# logs; default ~/.cache/parka/kafka-<version>), PARKA_KAFKA_PORT (default 9092),
-# PARKA_KAFKA_HEAP (default 1G).
+# logs; default ~/.cache/parka/kafka-<version>), PARKA_KAFKA_PORT (default 9092; 9094 with
+# sasl_ssl), PARKA_KAFKA_HEAP (default 1G).
+#
+# PARKA_KAFKA_SECURITY=sasl_ssl starts a separate broker whose client listener is SASL_SSL
+# (SCRAM-SHA-512 and SCRAM-SHA-256), with its own data, config and log under
+# <home>/sasl-<port>/. A CA and the broker's certificate (CN localhost, SAN 127.0.0.1) are
+# made there once with openssl; the SCRAM user is created when the storage is formatted
+# (kafka-storage format --add-scram). The user is PARKA_KAFKA_SASL_USERNAME (default parka),
+# the password PARKA_KAFKA_SASL_PASSWORD, else a generated one; both are written, with the CA's
+# path, to <home>/sasl-<port>/client.properties (mode 0600, librdkafka keys), never to a log.
+# The controller listener (port + 1) stays PLAINTEXT on loopback.
 set -euo pipefail
 
 VERSION="${PARKA_KAFKA_VERSION:-4.3.1}"
 HOME_DIR="${PARKA_KAFKA_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/parka/kafka-$VERSION}"
-PORT="${PARKA_KAFKA_PORT:-9092}"
+SECURITY="${PARKA_KAFKA_SECURITY:-plaintext}"
+case "$SECURITY" in
+  plaintext) PORT="${PARKA_KAFKA_PORT:-9092}" ;;
+  sasl_ssl) PORT="${PARKA_KAFKA_PORT:-9094}" ;;
+  *) echo "kafka-local: PARKA_KAFKA_SECURITY must be plaintext or sasl_ssl, got '$SECURITY'" >&2; exit 2 ;;
+esac
 CONTROLLER_PORT="${PARKA_KAFKA_CONTROLLER_PORT:-$((PORT + 1))}"
 HEAP="${PARKA_KAFKA_HEAP:-1G}"
 LIBS="$HOME_DIR/libs"
@@ -22,6 +37,18 @@ DATA="$HOME_DIR/data-$PORT"
 CONF="$HOME_DIR/server-$PORT.properties"
 PIDFILE="$HOME_DIR/broker-$PORT.pid"
 LOG="$HOME_DIR/broker-$PORT.log"
+L4J="$HOME_DIR/log4j2.properties"
+if [[ "$SECURITY" == sasl_ssl ]]; then
+  SEC_DIR="$HOME_DIR/sasl-$PORT"
+  DATA="$SEC_DIR/data"
+  CONF="$SEC_DIR/server.properties"
+  PIDFILE="$SEC_DIR/broker.pid"
+  LOG="$SEC_DIR/broker.log"
+  L4J="$SEC_DIR/log4j2.properties"
+  CA="$SEC_DIR/ca.pem"
+  CLIENT_CONF="$SEC_DIR/client.properties"
+  SASL_USER="${PARKA_KAFKA_SASL_USERNAME:-parka}"
+fi
 
 log() { echo "kafka-local: $*" >&2; }
 
@@ -36,6 +63,16 @@ fetch_jars() {
   [[ -f "$LIBS/.complete" ]] && return 0
   command -v mvn >/dev/null || { log "mvn not found: install Maven (apt-get install maven) to resolve Kafka from Maven Central"; exit 3; }
   mkdir -p "$HOME_DIR"
+  if command -v flock >/dev/null; then
+    # the plain and the sasl_ssl broker may start at once on a fresh machine: one resolves, the
+    # other waits (a subshell holds the lock, so no broker process inherits it)
+    ( flock 9; [[ -f "$LIBS/.complete" ]] || resolve_jars ) 9>"$HOME_DIR/.fetch.lock"
+  else
+    resolve_jars
+  fi
+}
+
+resolve_jars() {
   log "resolving org.apache.kafka:kafka_2.13:$VERSION and its runtime dependencies from Maven Central"
   cat > "$HOME_DIR/pom.xml" <<POM
 <project xmlns="http://maven.apache.org/POM/4.0.0">
@@ -53,17 +90,48 @@ POM
   touch "$LIBS/.complete"
 }
 
-write_config() {
-  mkdir -p "$DATA"
-  cat > "$CONF" <<PROPS
-process.roles=broker,controller
-node.id=1
-controller.quorum.voters=1@127.0.0.1:$CONTROLLER_PORT
+listener_config() {
+  if [[ "$SECURITY" == plaintext ]]; then
+    cat <<PROPS
 listeners=PLAINTEXT://127.0.0.1:$PORT,CONTROLLER://127.0.0.1:$CONTROLLER_PORT
 advertised.listeners=PLAINTEXT://127.0.0.1:$PORT
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+PROPS
+    return
+  fi
+  # the broker talks to itself over SASL_SSL too, as its own SCRAM user (created at format)
+  local jaas
+  jaas="org.apache.kafka.common.security.scram.ScramLoginModule required username=\"parka-broker\" password=\"$(cat "$SEC_DIR/broker.password")\";"
+  cat <<PROPS
+listeners=SASL_SSL://127.0.0.1:$PORT,CONTROLLER://127.0.0.1:$CONTROLLER_PORT
+advertised.listeners=SASL_SSL://127.0.0.1:$PORT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=SASL_SSL
+listener.security.protocol.map=SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT
+sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256
+sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=$jaas
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=$jaas
+ssl.keystore.type=PEM
+ssl.keystore.location=$SEC_DIR/broker-keystore.pem
+ssl.truststore.type=PEM
+ssl.truststore.location=$CA
+ssl.client.auth=none
+PROPS
+}
+
+write_config() {
+  mkdir -p "$DATA"
+  if [[ "$SECURITY" == sasl_ssl ]]; then touch "$CONF"; chmod 600 "$CONF"; fi  # it holds the broker's password
+  { cat <<PROPS
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$CONTROLLER_PORT
+PROPS
+  listener_config
+  cat <<PROPS
 log.dirs=$DATA
 num.partitions=1
 offsets.topic.replication.factor=1
@@ -78,7 +146,8 @@ message.max.bytes=8388608
 replica.fetch.max.bytes=8388608
 log.retention.hours=24
 PROPS
-  cat > "$HOME_DIR/log4j2.properties" <<L4J
+  } > "$CONF"
+  cat > "$L4J" <<L4J
 status = error
 appender.file.type = File
 appender.file.name = file
@@ -93,6 +162,80 @@ L4J
 }
 
 classpath() { echo "$LIBS/*"; }
+
+# sasl_ssl: a CA and the broker's key and certificate, made once and kept in $SEC_DIR
+make_certs() {
+  [[ -f "$SEC_DIR/broker-keystore.pem" && -f "$CA" ]] && return 0
+  command -v openssl >/dev/null || { log "openssl not found: install it (apt-get install openssl) to make the broker's certificates"; exit 3; }
+  log "making a CA and a broker certificate in $SEC_DIR"
+  mkdir -p "$SEC_DIR"
+  chmod 700 "$SEC_DIR"
+  (
+    cd "$SEC_DIR"
+    umask 077
+    openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days 3650 -subj "/CN=parka local CA" \
+      -keyout ca.key -out ca.pem -addext "basicConstraints=critical,CA:TRUE" \
+      -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -sha256 -subj "/CN=localhost" -keyout broker.key -out broker.csr 2>/dev/null
+    printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n' > broker.ext
+    openssl x509 -req -sha256 -days 3650 -in broker.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
+      -extfile broker.ext -out broker.pem 2>/dev/null
+    # Kafka's PEM key store: an unencrypted PKCS#8 key, then the chain
+    openssl pkcs8 -topk8 -nocrypt -in broker.key -out broker-key.pk8
+    cat broker-key.pk8 broker.pem ca.pem > broker-keystore.pem.tmp
+    rm -f broker.csr broker-key.pk8
+    chmod 644 ca.pem
+    mv broker-keystore.pem.tmp broker-keystore.pem
+  ) || { log "making the certificates failed"; exit 5; }
+}
+
+# sasl_ssl: the client's and the broker's own password, from the environment or generated
+# once; written only to files of mode 0600, never printed
+make_credentials() {
+  local password="${PARKA_KAFKA_SASL_PASSWORD:-}"
+  [[ -f "$SEC_DIR/broker.password" ]] || (umask 077; openssl rand -hex 24 > "$SEC_DIR/broker.password")
+  if [[ -f "$DATA/meta.properties" && -f "$CLIENT_CONF" ]]; then
+    # the SCRAM users were created at format time: the password cannot change under them
+    local formatted_user formatted_password
+    formatted_user=$(sed -n 's/^sasl.username=//p' "$CLIENT_CONF")
+    formatted_password=$(sed -n 's/^sasl.password=//p' "$CLIENT_CONF")
+    if [[ -n "$password" && "$password" != "$formatted_password" || "$SASL_USER" != "$formatted_user" ]]; then
+      log "the broker in $DATA was formatted with another SASL user or password than PARKA_KAFKA_SASL_USERNAME/PASSWORD give; run '$0 reset' (PARKA_KAFKA_SECURITY=sasl_ssl) to start over"
+      exit 4
+    fi
+    return 0
+  fi
+  if [[ -f "$DATA/meta.properties" ]]; then
+    log "$CLIENT_CONF is gone but the broker in $DATA has its SCRAM user; run '$0 reset' (PARKA_KAFKA_SECURITY=sasl_ssl) to start over"
+    exit 4
+  fi
+  [[ -n "$password" ]] || password=$(openssl rand -hex 24)
+  if [[ "$password$SASL_USER" == *[\"\]\[,=]* ]]; then
+    log "PARKA_KAFKA_SASL_USERNAME/PASSWORD must not contain \" [ ] , or ="; exit 2
+  fi
+  (umask 077; cat > "$CLIENT_CONF" <<CLIENT
+bootstrap.servers=127.0.0.1:$PORT
+security.protocol=SASL_SSL
+sasl.mechanisms=SCRAM-SHA-512
+sasl.username=$SASL_USER
+sasl.password=$password
+ssl.ca.location=$CA
+CLIENT
+  )
+}
+
+# sasl_ssl: kafka-storage format's --add-scram arguments (the client user and the broker's
+# own, both mechanisms), one per line. kafka-storage takes them on its command line only, so the passwords
+# are visible to this machine's process list for the seconds the format takes, once.
+scram_args() {
+  local user password broker
+  user=$(sed -n 's/^sasl.username=//p' "$CLIENT_CONF")
+  password=$(sed -n 's/^sasl.password=//p' "$CLIENT_CONF")
+  broker=$(cat "$SEC_DIR/broker.password")
+  for mech in SCRAM-SHA-512 SCRAM-SHA-256; do
+    printf '%s\n' --add-scram "$mech=[name=$user,password=$password]" --add-scram "$mech=[name=parka-broker,password=$broker]"
+  done
+}
 
 is_up() { (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; }
 
@@ -109,16 +252,22 @@ up() {
   fi
   if is_up; then log "port $PORT is already in use by another process; set PARKA_KAFKA_PORT"; exit 4; fi
   fetch_jars
+  local scram=()
+  if [[ "$SECURITY" == sasl_ssl ]]; then
+    make_certs
+    make_credentials
+    [[ -f "$DATA/meta.properties" ]] || mapfile -t scram < <(scram_args)
+  fi
   write_config
   if [[ ! -f "$DATA/meta.properties" ]]; then
     log "formatting KRaft storage in $DATA"
-    java -cp "$(classpath)" -Dlog4j2.configurationFile="$HOME_DIR/log4j2.properties" \
+    java -cp "$(classpath)" -Dlog4j2.configurationFile="$L4J" \
       kafka.tools.StorageTool format -t "$(java -cp "$(classpath)" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -1)" \
-      -c "$CONF" >>"$LOG" 2>&1 || { log "storage format failed; see $LOG"; tail -20 "$LOG" >&2; exit 5; }
+      -c "$CONF" "${scram[@]}" >>"$LOG" 2>&1 || { log "storage format failed; see $LOG"; tail -20 "$LOG" >&2; exit 5; }
   fi
   log "starting Kafka $VERSION on 127.0.0.1:$PORT (log: $LOG)"
   nohup java -Xms256m -Xmx"$HEAP" -XX:+UseG1GC -Djava.awt.headless=true \
-    -Dlog4j2.configurationFile="$HOME_DIR/log4j2.properties" \
+    -Dlog4j2.configurationFile="$L4J" \
     -cp "$(classpath)" kafka.Kafka "$CONF" >>"$LOG" 2>&1 &
   echo $! > "$PIDFILE"
   wait_ready
@@ -132,6 +281,9 @@ wait_ready() {
     sleep 0.5
   done
   log "broker ready at 127.0.0.1:$PORT"
+  if [[ "$SECURITY" == sasl_ssl ]]; then
+    log "SASL_SSL (SCRAM-SHA-512, SCRAM-SHA-256); CA: $CA; client settings with the user and password: $CLIENT_CONF"
+  fi
 }
 
 down() {
@@ -163,6 +315,11 @@ case "${1:-}" in
   kill) kill9 ;;
   status) if is_up; then log "up on 127.0.0.1:$PORT"; else log "down"; exit 1; fi ;;
   data-dir) echo "$DATA" ;;
-  reset) down; rm -rf "$DATA"; log "data removed: $DATA" ;;
-  *) echo "usage: $0 up|down|kill|status|data-dir|reset" >&2; exit 2 ;;
+  reset)
+    down; rm -rf "$DATA"; log "data removed: $DATA"
+    if [[ "$SECURITY" == sasl_ssl ]]; then rm -f "$CLIENT_CONF"; fi ;;  # its user went with the data
+  client-config)
+    if [[ "$SECURITY" != sasl_ssl ]]; then log "client-config needs PARKA_KAFKA_SECURITY=sasl_ssl"; exit 2; fi
+    echo "$CLIENT_CONF" ;;
+  *) echo "usage: $0 up|down|kill|status|data-dir|reset|client-config" >&2; exit 2 ;;
 esac

@@ -47,7 +47,7 @@ from parka.consumer._files import DEFAULT_TARGET_FILE_SIZE
 from parka.consumer._plan import fit_segment
 from parka.consumer._stats import DEFAULT_STATS
 
-from parka._cli_util import redacted
+from parka._cli_util import redacted, redacted_repr
 from parka._crash import crash_point
 from parka.errors import ConfigError, ParkaError, SchemaMismatchError
 from parka.partitioning import parse_partition_by
@@ -139,6 +139,9 @@ class SparkIngestSettings:
     commit_engine: str = "delta-spark"
     checkpoint_interval: int = 10
     target_file_size: int = DEFAULT_TARGET_FILE_SIZE
+
+    def __repr__(self) -> str:  # Kafka settings and storage options hold credentials
+        return redacted_repr(self)
 
     def __post_init__(self) -> None:
         if not self.topic or not self.table_uri:
@@ -255,8 +258,13 @@ def hadoop_storage_options(options: Mapping[str, str]) -> dict[str, str]:
 
 def _kafka_client_options(conf: Mapping[str, str]) -> dict[str, str]:
     """``-K`` settings as Kafka source options; librdkafka's ``sasl.username``/``sasl.password``
-    become the Java client's ``sasl.jaas.config``, so one set of flags serves both CLIs."""
+    become the Java client's ``sasl.jaas.config``, its ``sasl.mechanisms`` ``sasl.mechanism`` and
+    its ``ssl.ca.location`` (a PEM file) a PEM trust store, so one set of flags serves both CLIs."""
     conf = dict(conf)
+    ca = conf.pop("ssl.ca.location", None)
+    if ca is not None and "ssl.truststore.location" not in conf:
+        conf["ssl.truststore.type"] = "PEM"
+        conf["ssl.truststore.location"] = ca
     user, password = conf.pop("sasl.username", None), conf.pop("sasl.password", None)
     if (user is None) != (password is None):
         raise ConfigError("sasl.username/sasl.password", "one of them", "both or neither")

@@ -155,6 +155,46 @@ def test_both_commands_mask_the_same_secrets() -> None:
     assert "SASL_SSL" in line
 
 
+def test_settings_reprs_and_urls_mask_secrets_too() -> None:
+    from parka.consumer._ingest import IngestSettings
+    from parka.spark_ext._ingest import SparkIngestSettings
+
+    from parka._cli_util import pairs, redacted
+
+    secrets = {
+        "sasl.password": "pw1",
+        "ssl.key.password": "pw2",
+        "sasl.oauthbearer.client.secret": "pw3",
+        "sasl.oauthbearer.config": "clientSecret=pw4",
+        "schema.registry.basic.auth.user.info": "user:pw5",
+    }
+    storage = {
+        "aws_secret_access_key": "pw6",
+        "azure_storage_account_key": "pw7",
+        "AZURE_STORAGE_CONNECTION_STRING": "AccountKey=pw8",
+        "google_service_account_key": "pw9",
+    }
+    masked = redacted({**secrets, **storage, "schema.registry.url": "https://u:pw10@registry:8081/x"})
+    assert masked["schema.registry.url"] == "https://u:***@registry:8081/x"
+    assert all(masked[k] == "***" for k in {**secrets, **storage})
+    conf = {**secrets, "security.protocol": "SASL_SSL"}
+    ingest = IngestSettings(topic="t", table_uri="/t", kafka_conf=conf, app_id="a", storage_options=storage)
+    spark = SparkIngestSettings(
+        topic="t",
+        table_uri="/t",
+        bootstrap_servers="b:9092",
+        kafka_conf=conf,
+        storage_options={"aws_secret_access_key": "pw6", "fs.azure.account.key.a.dfs.core.windows.net": "pw7"},
+    )
+    for text in (repr(ingest), str(ingest), repr(spark), f"{spark}"):
+        assert "SASL_SSL" in text and "'sasl.password': '***'" in text
+        assert not any(f"pw{i}" in text for i in range(1, 10)), text
+    # a -K value without its key may be the secret itself: the error does not echo it
+    with pytest.raises(SystemExit) as exc:
+        pairs(["security.protocol=SASL_SSL", "hunter2"], "-K", "parka ingest")
+    assert "hunter2" not in str(exc.value) and "number 2 has no '='" in str(exc.value)
+
+
 def test_encoding_tuning_is_auto_unless_set_to_none() -> None:
     settings, client = parse_producer_config({"columnar.encoding": "parquet"})
     assert (settings.tuning, settings.sort_by) == ("auto", ())
@@ -169,3 +209,22 @@ def test_sort_by_without_parquet_segments_is_a_contradiction() -> None:
     with pytest.raises(ConfigError, match=r"columnar\.encoding is none") as info:
         parse_producer_config({"columnar.sort.by": "deviceId"})
     assert info.value.key == "columnar.sort.by"
+
+
+def test_ingest_notes_credential_errors_from_error_cb_and_calls_the_callers_own() -> None:
+    from confluent_kafka import KafkaError
+    from parka.consumer._ingest import IngestionConsumer, IngestSettings
+
+    from parka.errors import KafkaClientError
+
+    seen: list[KafkaError] = []
+    ingest = IngestionConsumer(IngestSettings(topic="t", table_uri="/t", kafka_conf={}, app_id="a"))
+    on_error = ingest._error_callback(seen.append)
+    on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN))  # transient: retried, as before
+    assert ingest._credential_error is None
+    wrong = KafkaError(KafkaError._AUTHENTICATION, "SASL authentication error: invalid credentials")
+    on_error(wrong)
+    on_error(KafkaError(KafkaError._SSL, "later"))  # the first failure is the one reported
+    assert ingest._credential_error is wrong and len(seen) == 3
+    with pytest.raises(KafkaClientError, match=r"Kafka authentication failed, stopping .*invalid credentials"):
+        ingest._raise_credential_error(wrong)

@@ -137,6 +137,14 @@ def test_ingest_settings_are_validated_where_they_enter() -> None:
     jaas = _kafka_client_options({"sasl.username": "u", "sasl.password": 'p"w', "sasl.mechanisms": "SCRAM-SHA-512"})
     assert jaas["kafka.sasl.mechanism"] == "SCRAM-SHA-512"
     assert 'ScramLoginModule required username="u" password="p\\"w";' in jaas["kafka.sasl.jaas.config"]
+    tls = _kafka_client_options({"security.protocol": "SASL_SSL", "ssl.ca.location": "/ca.pem"})
+    assert tls == {
+        "kafka.security.protocol": "SASL_SSL",
+        "kafka.ssl.truststore.type": "PEM",
+        "kafka.ssl.truststore.location": "/ca.pem",
+    }
+    own = {"ssl.ca.location": "/ca.pem", "ssl.truststore.location": "/ts.jks"}  # a Java trust store wins
+    assert _kafka_client_options(own) == {"kafka.ssl.truststore.location": "/ts.jks"}
 
 
 def test_worker_errors_come_back_as_parka_errors() -> None:
