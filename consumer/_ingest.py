@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import pyarrow as pa
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TIMESTAMP_NOT_AVAILABLE, KafkaException, TopicPartition
@@ -36,6 +36,9 @@ from ._optimize import optimize_table
 from ._plan import CommitPolicy, Refused
 from ._shim import ParquetConsumer, RawSegment
 from ._stats import DEFAULT_STATS
+
+if TYPE_CHECKING:
+    from parka.metrics import IngestMetrics
 
 __all__ = ["DLQ_SCHEMA", "IngestSettings", "IngestStats", "IngestionConsumer"]
 
@@ -99,17 +102,19 @@ class IngestSettings:
 
 @dataclass
 class IngestStats(CommitStats):
-    """The committer's counters (committed segments, records, files, ...), the bytes of the
-    segments consumed, and the ``--optimize-every`` runs and the files they compacted; printed by
-    the progress line and returned by :meth:`IngestionConsumer.run`."""
+    """The committer's counters (committed segments, records, bytes, files, ...), and the
+    ``--optimize-every`` runs and the files they compacted; printed by the progress line, served
+    as metrics and returned by :meth:`IngestionConsumer.run`."""
 
-    bytes: int = 0
     optimizations: int = 0
     files_compacted: int = 0
 
 
 class IngestionConsumer:
-    """Consume one topic's segments into one Delta table; :meth:`run` until stopped."""
+    """Consume one topic's segments into one Delta table; :meth:`run` until stopped.
+
+    ``progress`` is called on every turn of the loop; ``metrics`` (:class:`parka.metrics.IngestMetrics`)
+    reads :attr:`stats`, is told each commit's latency and, at most once a second, the lag."""
 
     def __init__(
         self,
@@ -117,11 +122,16 @@ class IngestionConsumer:
         *,
         clock: Callable[[], float] = time.monotonic,
         progress: Callable[[IngestionConsumer], None] | None = None,
+        metrics: IngestMetrics | None = None,
     ) -> None:
         self.settings = settings
         self.stats = IngestStats()
         self._clock = clock
         self._progress = progress
+        self._metrics = metrics
+        self._lag_at = float("-inf")
+        if metrics is not None:
+            metrics.watch(lambda: vars(self.stats))
         self._policy = CommitPolicy(
             settings.allowed_latency_s,
             settings.min_bytes_per_commit or settings.target_file_size,
@@ -135,6 +145,8 @@ class IngestionConsumer:
         self._oldest_at: float | None = None
         # partition -> highest offset consumed (landed, refused or committed)
         self._consumed: dict[int, int] = {}
+        # partition -> highest offset in the table (its txn version, or what this worker committed)
+        self._committed: dict[int, int] = {}
         self._assigned: set[int] = set()
         self._start: dict[int, int] = {}
         self._high: dict[int, int] = {}
@@ -184,6 +196,7 @@ class IngestionConsumer:
             storage_options=s.storage_options,
             checkpoint_interval=s.checkpoint_interval,
             stats=self.stats,
+            on_commit=None if self._metrics is None else self._metrics.observe_commit,
         )
         self._committer.remove_orphans()
         self._consumer = ParquetConsumer(conf)
@@ -203,10 +216,12 @@ class IngestionConsumer:
                     self._maybe_optimize()
                 if self._progress is not None:
                     self._progress(self)
+                self._report_lag()
                 if s.end_at_latest and self._caught_up():
                     break
             self.commit()
             self._committer.remove_orphans()
+            self._report_lag(force=True)
         finally:
             self._consumer.close()
         return self.stats
@@ -257,6 +272,7 @@ class IngestionConsumer:
             version = versions[tp.partition]
             if version is not None:
                 tp.offset = version + 1
+                self._committed[tp.partition] = version
             elif tp.partition in s.seek_offsets:
                 tp.offset = s.seek_offsets[tp.partition]
             else:
@@ -278,6 +294,7 @@ class IngestionConsumer:
         for tp in partitions:
             self._assigned.discard(tp.partition)
             self._consumed.pop(tp.partition, None)
+            self._committed.pop(tp.partition, None)
             log.info("partition %d revoked", tp.partition)
         consumer.unassign()
 
@@ -320,7 +337,6 @@ class IngestionConsumer:
             return
         self._checked.append(checked)
         self._buffered_bytes += len(seg.value)
-        self.stats.bytes += len(seg.value)
         self._consumed[raw.partition] = raw.offset
         if self._oldest_at is None:
             self._oldest_at = self._clock()
@@ -360,6 +376,7 @@ class IngestionConsumer:
             stats_config=committer.stats_config() if checked else DEFAULT_STATS,
         )
         result = committer.commit(landed, refused)
+        self._committed.update(result.last)
         self._commit_kafka(result.last)
         for p, version in result.table_txn.items():
             if version is not None and version >= self._consumed.get(p, -1) and p not in result.last:
@@ -389,6 +406,7 @@ class IngestionConsumer:
         this worker had of it was dropped as covered; continue after it."""
         log.warning("partition %d: the table already holds it up to offset %d; continuing there", partition, offset - 1)
         self._consumed[partition] = offset - 1
+        self._committed[partition] = offset - 1
         self._start[partition] = offset
         if partition in self._assigned and self._consumer is not None:
             try:
@@ -407,20 +425,41 @@ class IngestionConsumer:
         except Exception as exc:  # advisory only: the Delta log already holds the truth
             log.warning("Kafka offset commit failed (progress is safe in the Delta log): %s", exc)
 
-    # -- introspection for the progress line ----------------------------------------------------
+    # -- introspection for the progress line and the metrics --------------------------------------
 
     def lag(self) -> dict[int, int]:
-        """Messages behind the high watermark, per assigned partition (from the client's cache)."""
+        """Messages not yet in the table, per assigned partition: the high watermark (from the
+        client's cache, refreshed by every fetch) minus the next offset to commit. Call it on
+        the loop's thread (it asks the Kafka client)."""
         out: dict[int, int] = {}
         if self._consumer is None:
             return out
         for p in sorted(self._assigned):
             try:
                 _, high = self._consumer.get_watermark_offsets(TopicPartition(self.settings.topic, p), cached=True)
-            except Exception as exc:  # the progress line must never stop ingestion
+            except Exception as exc:  # the progress line and the metrics must never stop ingestion
                 log.debug("no watermark for partition %d: %s", p, exc)
                 continue
-            pos = self._consumed.get(p, self._start.get(p, 0) - 1) + 1
+            pos = max(self._start.get(p, 0), self._committed.get(p, -1) + 1)
             if high >= 0:
                 out[p] = max(0, high - pos)
         return out
+
+    def progress(self) -> tuple[int, int]:
+        """Messages consumed since start and the messages there were at start (their high
+        watermarks then), over the assigned partitions: the ``--end-at-latest`` progress bar."""
+        done = total = 0
+        for p in self._assigned:
+            start, high = self._start.get(p, 0), self._high.get(p, 0)
+            total += max(0, high - start)
+            done += max(0, min(high, self._consumed.get(p, start - 1) + 1) - start)
+        return done, total
+
+    def _report_lag(self, *, force: bool = False) -> None:
+        """Hand the lag to the metrics, at most once a second (a scrape reads the last one)."""
+        if self._metrics is None:
+            return
+        now = self._clock()
+        if force or now - self._lag_at >= 1.0:
+            self._lag_at = now
+            self._metrics.set_lag(self.lag())
