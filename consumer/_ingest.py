@@ -427,10 +427,11 @@ class IngestionConsumer:
 
     # -- introspection for the progress line and the metrics --------------------------------------
 
-    def lag(self) -> dict[int, int]:
-        """Messages not yet in the table, per assigned partition: the high watermark (from the
-        client's cache, refreshed by every fetch) minus the next offset to commit. Call it on
-        the loop's thread (it asks the Kafka client)."""
+    def lag(self, *, committed: bool = False) -> dict[int, int]:
+        """Messages behind the high watermark (from the client's cache, refreshed by every
+        fetch), per assigned partition: not yet consumed (the progress line), or with
+        ``committed`` not yet in the table (the metric; what Kafka's lag tools see, as the
+        Kafka offsets follow the table's). Call it on the loop's thread (it asks the client)."""
         out: dict[int, int] = {}
         if self._consumer is None:
             return out
@@ -440,7 +441,8 @@ class IngestionConsumer:
             except Exception as exc:  # the progress line and the metrics must never stop ingestion
                 log.debug("no watermark for partition %d: %s", p, exc)
                 continue
-            pos = max(self._start.get(p, 0), self._committed.get(p, -1) + 1)
+            done = self._committed.get(p, -1) if committed else self._consumed.get(p, -1)
+            pos = max(self._start.get(p, 0), done + 1)
             if high >= 0:
                 out[p] = max(0, high - pos)
         return out
@@ -462,4 +464,4 @@ class IngestionConsumer:
         now = self._clock()
         if force or now - self._lag_at >= 1.0:
             self._lag_at = now
-            self._metrics.set_lag(self.lag())
+            self._metrics.set_lag(self.lag(committed=True))

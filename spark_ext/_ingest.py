@@ -654,9 +654,10 @@ def ingest(
                         records,
                         report.batchDuration / 1000,
                     )
-        if not reports:
+        # the newest report that names the source's offsets (an idle one may not)
+        lag = next((found for r in reversed(reports) if (found := progress_lag(r, settings.topic))), None)
+        if lag is None:
             return
-        lag = progress_lag(reports[-1], settings.topic)
         done = sum(n for n, _ in seen.values())
         if metrics is not None:
             if raw is None:
