@@ -87,8 +87,13 @@ class ProgressLine:
         else:
             log.info("progress: %s", line)
 
-    def close(self) -> None:
-        """End the terminal line (nothing when not on a terminal)."""
+    def close(self, finished: IngestionConsumer | None = None) -> None:
+        """End the terminal line (nothing when not on a terminal); ``finished``: the ingestion
+        of an ``--end-at-latest`` run that got to the end, drawn full with its final counts."""
+        if finished is not None and self.with_total:
+            st, elapsed = finished.stats, max(time.monotonic() - self.started, 1e-9)
+            line = f"{st.records:,} records ({st.records / elapsed:,.0f}/s) in {st.commits} commits"
+            self.bar.update(self.bar.total, extra=line)
         self.bar.close()
 
 
@@ -158,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
             log.error("stopped: %s: %s", type(exc).__name__, exc)
             return 1
         if progress is not None:
-            progress.close()
+            progress.close(ingest)
     log.info("done: %s", stats)
     print(json.dumps({"status": "ok", **stats.__dict__}))
     return 0

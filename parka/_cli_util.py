@@ -320,7 +320,7 @@ def add_shared_flags(
 
 def setup_logging(*, quiet: bool, log_format: str) -> None:
     """parka's loggers to stderr: text or one JSON object per line; warnings only when ``quiet``."""
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _LineClearingHandler(sys.stderr)
     if log_format == "json":
         handler.setFormatter(JsonFormatter())
     else:
@@ -328,6 +328,16 @@ def setup_logging(*, quiet: bool, log_format: str) -> None:
     root = logging.getLogger("parka")
     root.handlers[:] = [handler]
     root.setLevel(logging.WARNING if quiet else logging.INFO)
+
+
+class _LineClearingHandler(logging.StreamHandler):
+    """On a terminal, clears the line first: a progress bar drawn there (:mod:`parka._progress`)
+    is overwritten by the log line instead of running into it, and redrawn below it."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(self.stream, "isatty", lambda: False)():
+            self.stream.write("\r\x1b[2K")
+        super().emit(record)
 
 
 class JsonFormatter(logging.Formatter):
