@@ -34,6 +34,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from parka._progress import ProgressBar
 from parka.segment import decode_segment
 
 from . import encodings as enc
@@ -261,6 +262,8 @@ def run_matrix(
     cells = cells_for(plan, datasets)
     samples: dict[Cell, list[dict[str, float]]] = defaultdict(list)
     serialize_us: dict[tuple[str, str], list[float]] = defaultdict(list)
+    # on a terminal, a bar over every cell of every repeat (nothing in a pipe or a log)
+    bar = ProgressBar(plan.repeats * len(cells), label="matrix", unit="cells", interval_s=0.5)
     for rep in range(plan.repeats):
         first = rep == 0
         for prep in preps.values():
@@ -271,8 +274,10 @@ def run_matrix(
         random.Random(plan.seed + rep).shuffle(order)
         for i, cell in enumerate(order, 1):
             samples[cell].append(_run_cell(broker, plan, preps[cell.dataset], cell, run_id, first, checks))
+            bar.advance()
             if i % 20 == 0 or i == len(order):
                 progress(f"matrix repeat {rep + 1}/{plan.repeats}: {i}/{len(order)} cells")
+    bar.close()
     for prep in preps.values():
         prep.payloads.clear()
     out = []

@@ -18,9 +18,11 @@ from parka._cli_util import (
     pairs,
     redacted,
     seek_offsets,
+    serve_metrics,
     setup_logging,
     size_bytes,
 )
+from parka._progress import ProgressBar
 from parka.errors import ParkaError
 
 from ._ingest import IngestionConsumer, IngestSettings
@@ -55,13 +57,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class ProgressLine:
-    """Records/s, MB/s and lag per partition, redrawn in place on a terminal at most once a second."""
+    """Records/s, MB/s and lag per partition, at most once a second: redrawn in place on a
+    terminal (with ``bar``, ``--end-at-latest``: a bar of the messages consumed out of those
+    there were at start), else logged as a ``progress:`` line."""
 
-    def __init__(self, stream: Any = sys.stderr) -> None:
-        self.stream = stream
+    def __init__(self, stream: Any = sys.stderr, *, bar: bool = False) -> None:
         self.started = time.monotonic()
         self.last = 0.0
-        self.tty = bool(getattr(stream, "isatty", lambda: False)())
+        self.bar = ProgressBar(label="ingest", unit="messages", stream=stream, interval_s=0.0)
+        self.tty = self.bar.tty
+        self.with_total = bar
 
     def __call__(self, ingest: IngestionConsumer) -> None:
         now = time.monotonic()
@@ -77,10 +82,19 @@ class ProgressLine:
             f"in {st.commits} commits; lag {lag_text}"
         )
         if self.tty:
-            self.stream.write("\r\x1b[2K" + line)
-            self.stream.flush()
+            done, total = ingest.progress()
+            self.bar.update(done, total=total if self.with_total else 0, extra=line)
         else:
             log.info("progress: %s", line)
+
+    def close(self, finished: IngestionConsumer | None = None) -> None:
+        """End the terminal line (nothing when not on a terminal); ``finished``: the ingestion
+        of an ``--end-at-latest`` run that got to the end, drawn full with its final counts."""
+        if finished is not None and self.with_total:
+            st, elapsed = finished.stats, max(time.monotonic() - self.started, 1e-9)
+            line = f"{st.records:,} records ({st.records / elapsed:,.0f}/s) in {st.commits} commits"
+            self.bar.update(self.bar.total, extra=line)
+        self.bar.close()
 
 
 def settings_from_args(args: argparse.Namespace) -> IngestSettings:
@@ -137,18 +151,19 @@ def main(argv: list[str] | None = None) -> int:
         redacted(settings.kafka_conf),
         redacted(settings.storage_options),
     )
-    progress = None if args.quiet else ProgressLine()
-    ingest = IngestionConsumer(settings, progress=progress)
-    ingest.install_signal_handlers()
-    try:
-        stats = ingest.run()
-    except ParkaError as exc:
-        if progress is not None and progress.tty:
-            sys.stderr.write("\n")
-        log.error("stopped: %s: %s", type(exc).__name__, exc)
-        return 1
-    if progress is not None and progress.tty:
-        sys.stderr.write("\n")
+    progress = None if args.quiet else ProgressLine(bar=settings.end_at_latest)
+    with serve_metrics(args.metrics_port, topic=settings.topic, prog=_PROG) as metrics:
+        ingest = IngestionConsumer(settings, progress=progress, metrics=metrics)
+        ingest.install_signal_handlers()
+        try:
+            stats = ingest.run()
+        except ParkaError as exc:
+            if progress is not None:
+                progress.close()
+            log.error("stopped: %s: %s", type(exc).__name__, exc)
+            return 1
+        if progress is not None:
+            progress.close(ingest)
     log.info("done: %s", stats)
     print(json.dumps({"status": "ok", **stats.__dict__}))
     return 0

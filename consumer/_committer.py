@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +39,8 @@ MAX_COMMIT_ATTEMPTS = 20
 
 @dataclass
 class CommitStats:
-    """What the commits did: committed segments, records and data files, segments split across
+    """What the commits did: committed segments, records, their Kafka values' bytes and data
+    files, segments split across
     table partitions, dead letters, conflicts retried, files of data the table already covered
     (deleted, not committed), orphan files removed, schema evolutions, segments committed in
     stitched files, segments written alone because stitching was not safe, and stitched files
@@ -48,6 +49,7 @@ class CommitStats:
     commits: int = 0
     segments: int = 0
     records: int = 0
+    bytes: int = 0
     files: int = 0
     split_segments: int = 0
     dead_letters: int = 0
@@ -97,7 +99,8 @@ class Committer:
     names, or specs such as ``day=date(ts)``: :mod:`parka.partitioning`); an existing table's
     own partitioning wins (its derived columns carry their expression), and a different
     non-empty ``partition_by`` is refused. ``partitioning`` holds the specs, ``partition_by``
-    the table's partition column names.
+    the table's partition column names. ``on_commit`` is told the seconds each :meth:`commit`
+    that committed something took (the commit-latency metric).
 
     Raises:
         ConfigError: a malformed spec, or ``partition_by`` contradicts the existing table's
@@ -118,6 +121,7 @@ class Committer:
         storage_options: Mapping[str, str] | None = None,
         checkpoint_interval: int = 10,
         stats: CommitStats | None = None,
+        on_commit: Callable[[float], None] | None = None,
     ) -> None:
         if checkpoint_interval < 0:
             raise ConfigError("checkpoint_interval", checkpoint_interval, "an integer >= 0 (0: never)")
@@ -130,6 +134,7 @@ class Committer:
         self.storage_options = dict(storage_options or {})
         self.checkpoint_interval = checkpoint_interval
         self.stats = CommitStats() if stats is None else stats
+        self.on_commit = on_commit
         self.partitioning = parse_partition_by(partition_by)
         self.partition_by = tuple(s.name for s in self.partitioning)
         self.table: TableLog | None = engine.open(table_uri, self.storage_options)
@@ -282,6 +287,7 @@ class Committer:
         """
         if not landed and not refused:
             return CommitResult()
+        started, commits = time.monotonic(), self.stats.commits
         if landed and not durable:
             make_durable(self.table_uri, self.storage_options)
         failure: Refused | None = None
@@ -298,6 +304,8 @@ class Committer:
                 self._discard(self._settle([], stopped)[1])
                 stopped = []
         result = self._commit(landed, refused, commit_info or {}, stopped)
+        if self.on_commit is not None and self.stats.commits > commits:
+            self.on_commit(time.monotonic() - started)
         if failure is not None:
             log.error("stopped at %s[%d]@%d: %s", self.topic, failure.partition, failure.offset, failure.error)
             raise failure.error
@@ -412,6 +420,7 @@ class Committer:
         st.commits += 1
         st.segments += len(fresh)
         st.records += sum(s.records for s in fresh)
+        st.bytes += sum(s.value_bytes for s in fresh)
         st.files += len(files)
         st.split_segments += sum(1 for s in fresh if s.split)
         st.stitched_segments += sum(1 for s in fresh if s.row_groups is not None)

@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, NoReturn, get_args
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, get_args
 
 import pyarrow as pa
 from confluent_kafka import (
@@ -44,6 +44,9 @@ from ._optimize import optimize_table
 from ._plan import CommitPolicy, Refused
 from ._shim import ParquetConsumer, RawSegment
 from ._stats import DEFAULT_STATS
+
+if TYPE_CHECKING:
+    from parka.metrics import IngestMetrics
 
 __all__ = ["DLQ_SCHEMA", "IngestSettings", "IngestStats", "IngestionConsumer"]
 
@@ -121,17 +124,19 @@ class IngestSettings:
 
 @dataclass
 class IngestStats(CommitStats):
-    """The committer's counters (committed segments, records, files, ...), the bytes of the
-    segments consumed, and the ``--optimize-every`` runs and the files they compacted; printed by
-    the progress line and returned by :meth:`IngestionConsumer.run`."""
+    """The committer's counters (committed segments, records, bytes, files, ...), and the
+    ``--optimize-every`` runs and the files they compacted; printed by the progress line, served
+    as metrics and returned by :meth:`IngestionConsumer.run`."""
 
-    bytes: int = 0
     optimizations: int = 0
     files_compacted: int = 0
 
 
 class IngestionConsumer:
-    """Consume one topic's segments into one Delta table; :meth:`run` until stopped."""
+    """Consume one topic's segments into one Delta table; :meth:`run` until stopped.
+
+    ``progress`` is called on every turn of the loop; ``metrics`` (:class:`parka.metrics.IngestMetrics`)
+    reads :attr:`stats`, is told each commit's latency and, at most once a second, the lag."""
 
     def __init__(
         self,
@@ -139,11 +144,16 @@ class IngestionConsumer:
         *,
         clock: Callable[[], float] = time.monotonic,
         progress: Callable[[IngestionConsumer], None] | None = None,
+        metrics: IngestMetrics | None = None,
     ) -> None:
         self.settings = settings
         self.stats = IngestStats()
         self._clock = clock
         self._progress = progress
+        self._metrics = metrics
+        self._lag_at = float("-inf")
+        if metrics is not None:
+            metrics.watch(lambda: vars(self.stats))
         self._policy = CommitPolicy(
             settings.allowed_latency_s,
             settings.min_bytes_per_commit or settings.target_file_size,
@@ -157,6 +167,8 @@ class IngestionConsumer:
         self._oldest_at: float | None = None
         # partition -> highest offset consumed (landed, refused or committed)
         self._consumed: dict[int, int] = {}
+        # partition -> highest offset in the table (its txn version, or what this worker committed)
+        self._committed: dict[int, int] = {}
         self._assigned: set[int] = set()
         self._start: dict[int, int] = {}
         self._high: dict[int, int] = {}
@@ -207,6 +219,7 @@ class IngestionConsumer:
             storage_options=s.storage_options,
             checkpoint_interval=s.checkpoint_interval,
             stats=self.stats,
+            on_commit=None if self._metrics is None else self._metrics.observe_commit,
         )
         self._committer.remove_orphans()
         conf["error_cb"] = self._error_callback(conf.get("error_cb"))
@@ -227,10 +240,12 @@ class IngestionConsumer:
                     self._maybe_optimize()
                 if self._progress is not None:
                     self._progress(self)
+                self._report_lag()
                 if s.end_at_latest and self._caught_up():
                     break
             self.commit()
             self._committer.remove_orphans()
+            self._report_lag(force=True)
         finally:
             self._consumer.close()
         return self.stats
@@ -303,6 +318,7 @@ class IngestionConsumer:
             version = versions[tp.partition]
             if version is not None:
                 tp.offset = version + 1
+                self._committed[tp.partition] = version
             elif tp.partition in s.seek_offsets:
                 tp.offset = s.seek_offsets[tp.partition]
             else:
@@ -324,6 +340,7 @@ class IngestionConsumer:
         for tp in partitions:
             self._assigned.discard(tp.partition)
             self._consumed.pop(tp.partition, None)
+            self._committed.pop(tp.partition, None)
             log.info("partition %d revoked", tp.partition)
         consumer.unassign()
 
@@ -366,7 +383,6 @@ class IngestionConsumer:
             return
         self._checked.append(checked)
         self._buffered_bytes += len(seg.value)
-        self.stats.bytes += len(seg.value)
         self._consumed[raw.partition] = raw.offset
         if self._oldest_at is None:
             self._oldest_at = self._clock()
@@ -406,6 +422,7 @@ class IngestionConsumer:
             stats_config=committer.stats_config() if checked else DEFAULT_STATS,
         )
         result = committer.commit(landed, refused)
+        self._committed.update(result.last)
         self._commit_kafka(result.last)
         for p, version in result.table_txn.items():
             if version is not None and version >= self._consumed.get(p, -1) and p not in result.last:
@@ -435,6 +452,7 @@ class IngestionConsumer:
         this worker had of it was dropped as covered; continue after it."""
         log.warning("partition %d: the table already holds it up to offset %d; continuing there", partition, offset - 1)
         self._consumed[partition] = offset - 1
+        self._committed[partition] = offset - 1
         self._start[partition] = offset
         if partition in self._assigned and self._consumer is not None:
             try:
@@ -453,20 +471,43 @@ class IngestionConsumer:
         except Exception as exc:  # advisory only: the Delta log already holds the truth
             log.warning("Kafka offset commit failed (progress is safe in the Delta log): %s", exc)
 
-    # -- introspection for the progress line ----------------------------------------------------
+    # -- introspection for the progress line and the metrics --------------------------------------
 
-    def lag(self) -> dict[int, int]:
-        """Messages behind the high watermark, per assigned partition (from the client's cache)."""
+    def lag(self, *, committed: bool = False) -> dict[int, int]:
+        """Messages behind the high watermark (from the client's cache, refreshed by every
+        fetch), per assigned partition: not yet consumed (the progress line), or with
+        ``committed`` not yet in the table (the metric; what Kafka's lag tools see, as the
+        Kafka offsets follow the table's). Call it on the loop's thread (it asks the client)."""
         out: dict[int, int] = {}
         if self._consumer is None:
             return out
         for p in sorted(self._assigned):
             try:
                 _, high = self._consumer.get_watermark_offsets(TopicPartition(self.settings.topic, p), cached=True)
-            except Exception as exc:  # the progress line must never stop ingestion
+            except Exception as exc:  # the progress line and the metrics must never stop ingestion
                 log.debug("no watermark for partition %d: %s", p, exc)
                 continue
-            pos = self._consumed.get(p, self._start.get(p, 0) - 1) + 1
+            done = self._committed.get(p, -1) if committed else self._consumed.get(p, -1)
+            pos = max(self._start.get(p, 0), done + 1)
             if high >= 0:
                 out[p] = max(0, high - pos)
         return out
+
+    def progress(self) -> tuple[int, int]:
+        """Messages consumed since start and the messages there were at start (their high
+        watermarks then), over the assigned partitions: the ``--end-at-latest`` progress bar."""
+        done = total = 0
+        for p in self._assigned:
+            start, high = self._start.get(p, 0), self._high.get(p, 0)
+            total += max(0, high - start)
+            done += max(0, min(high, self._consumed.get(p, start - 1) + 1) - start)
+        return done, total
+
+    def _report_lag(self, *, force: bool = False) -> None:
+        """Hand the lag to the metrics, at most once a second (a scrape reads the last one)."""
+        if self._metrics is None:
+            return
+        now = self._clock()
+        if force or now - self._lag_at >= 1.0:
+            self._lag_at = now
+            self._metrics.set_lag(self.lag(committed=True))

@@ -1,7 +1,8 @@
 """What parka's command lines share (``parka ingest``, ``parka spark-ingest``, ``parka optimize``),
 defined once: the shared flags (each with its ``PARKA_*`` environment variable), their parsing, the masking
-of secrets in what is logged, and the logging set-up. Standard library only, so the core stays
-free of the consumer and Spark layers.
+of secrets in what is logged, the logging set-up and the ``--metrics-port`` server. Standard library only
+(``prometheus_client`` is imported when metrics are asked for), so the core stays free of the consumer and
+Spark layers.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import os
 import re
 import sys
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from .partitioning import parse_partition_by
@@ -27,9 +29,11 @@ __all__ = [
     "env",
     "env_pairs",
     "pairs",
+    "port_number",
     "redacted",
     "redacted_repr",
     "seek_offsets",
+    "serve_metrics",
     "setup_logging",
     "size_bytes",
 ]
@@ -151,6 +155,50 @@ def size_bytes(text: str) -> int:
     return int(float(m.group(1)) * _UNITS[unit])
 
 
+def port_number(text: str) -> int:
+    """A TCP port, 0 to 65535 (``--metrics-port``).
+
+    Raises:
+        argparse.ArgumentTypeError: anything else.
+    """
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0 to 65535; 0 picks a free one)")
+    return port
+
+
+@contextmanager
+def serve_metrics(port: int | None, *, topic: str, prog: str) -> Iterator[Any]:
+    """With a ``port``, an :class:`parka.metrics.IngestMetrics` in a registry of its own, served
+    over HTTP until the block ends; ``None`` without. Exits naming ``prog`` when
+    ``prometheus_client`` is missing or the port cannot be bound."""
+    if port is None:
+        yield None
+        return
+    try:
+        from prometheus_client import CollectorRegistry
+
+        from .metrics import IngestMetrics, serve
+    except ImportError as exc:
+        raise SystemExit(
+            f"{prog}: --metrics-port needs prometheus_client: pip install 'parka[metrics]' ({exc})"
+        ) from None
+    registry = CollectorRegistry()
+    metrics = IngestMetrics(registry, topic=topic)
+    try:
+        server = serve(port, registry)
+    except OSError as exc:
+        raise SystemExit(f"{prog}: --metrics-port {port}: {exc}") from None
+    try:
+        yield metrics
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def _flags(overrides: Mapping[str, Mapping[str, Any]]) -> list[tuple[tuple[str, ...], dict[str, Any]]]:
     flags: list[tuple[tuple[str, ...], dict[str, Any]]] = [
         (("-k", "--kafka"), {"default": env("KAFKA", "localhost:9092"), "help": "bootstrap servers [PARKA_KAFKA]"}),
@@ -268,6 +316,15 @@ def _flags(overrides: Mapping[str, Mapping[str, Any]]) -> list[tuple[tuple[str, 
             },
         ),
         (
+            ("--metrics-port",),
+            {
+                "type": port_number,
+                "default": port_number(env("METRICS_PORT")) if env("METRICS_PORT") else None,
+                "help": "serve Prometheus metrics (parka_*) on this port, 0 for a free one (the bound address is "
+                "logged); needs parka[metrics] [PARKA_METRICS_PORT]",
+            },
+        ),
+        (
             ("-q", "--quiet"),
             {
                 "action": "store_true",
@@ -306,7 +363,7 @@ def add_shared_flags(
 
 def setup_logging(*, quiet: bool, log_format: str) -> None:
     """parka's loggers to stderr: text or one JSON object per line; warnings only when ``quiet``."""
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _LineClearingHandler(sys.stderr)
     if log_format == "json":
         handler.setFormatter(JsonFormatter())
     else:
@@ -314,6 +371,16 @@ def setup_logging(*, quiet: bool, log_format: str) -> None:
     root = logging.getLogger("parka")
     root.handlers[:] = [handler]
     root.setLevel(logging.WARNING if quiet else logging.INFO)
+
+
+class _LineClearingHandler(logging.StreamHandler):
+    """On a terminal, clears the line first: a progress bar drawn there (:mod:`parka._progress`)
+    is overwritten by the log line instead of running into it, and redrawn below it."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(self.stream, "isatty", lambda: False)():
+            self.stream.write("\r\x1b[2K")
+        super().emit(record)
 
 
 class JsonFormatter(logging.Formatter):

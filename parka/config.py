@@ -21,6 +21,9 @@ level``
                                     pyarrow's defaults
 ``columnar.sort.by``                comma-separated column names: each segment's  none
                                     rows are sorted by them (stable)
+``columnar.metrics.registry``       a ``prometheus_client.CollectorRegistry``:    none
+                                    the producer's ``parka_producer_*`` metrics
+                                    go there (:mod:`parka.metrics`)
 ``linger.ms``                       a segment waits at most this long             ``100``
 ``partitioner``                     any of librdkafka's (see :mod:`parka.partitioner`)  ``consistent_random``
 ==================================  ============================================  =========
@@ -40,7 +43,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .encoding import DEFAULT_TUNING, TUNINGS
@@ -72,6 +75,7 @@ _COLUMNAR_KEYS = frozenset(
         "columnar.partition.by",
         "columnar.encoding.tuning",
         "columnar.sort.by",
+        "columnar.metrics.registry",
     }
 )
 
@@ -101,6 +105,7 @@ class ProducerSettings:
     partition_by: tuple[PartitionSpec, ...]
     tuning: str = DEFAULT_TUNING
     sort_by: tuple[str, ...] = ()
+    metrics_registry: Any = field(default=None, compare=False, repr=False)
 
     @property
     def columnar(self) -> bool:
@@ -203,6 +208,14 @@ def parse_producer_config(conf: Mapping[str, Any]) -> tuple[ProducerSettings, di
             reason=f"'{reserved[0]}' is a reserved column" if reserved else "a column is named twice",
         )
 
+    registry = conf.get("columnar.metrics.registry")
+    if registry is not None and not callable(getattr(registry, "register", None)):
+        raise ConfigError(
+            "columnar.metrics.registry",
+            registry,
+            "a prometheus_client.CollectorRegistry (pip install 'parka[metrics]')",
+        )
+
     linger_ms = _float(conf, "linger.ms", DEFAULT_LINGER_MS, minimum=0.0)
     if encoding != "none":
         # parka cuts segments itself; the wrapped client sends each one promptly.
@@ -232,6 +245,7 @@ def parse_producer_config(conf: Mapping[str, Any]) -> tuple[ProducerSettings, di
         partition_by=partition_by,
         tuning=tuning,
         sort_by=sort_by,
+        metrics_registry=registry,
     )
     return settings, client
 

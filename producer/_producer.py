@@ -41,7 +41,7 @@ import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import confluent_kafka
 import numpy as np
@@ -60,6 +60,9 @@ from parka.segment import Segment, build_segment_table, encode_segment
 from ._buffer import CutPolicy, DeliveryCallback, PartitionBuffer, RowBatch, Side, SizeModel, Staging, drain_size
 from ._inputs import conform_table, key_bytes, normalize_headers, normalize_key, split_by_values
 from ._outbox import BatchCallback, Outbox, SegmentReport
+
+if TYPE_CHECKING:
+    from parka.metrics import ProducerMetrics
 
 __all__ = ["ParquetProducer"]
 
@@ -116,6 +119,7 @@ class ParquetProducer:
                 "delivery.report.callback", None
             )
         self._producer = confluent_kafka.Producer(client_conf)
+        self._client_id = client_conf.get("client.id", "rdkafka")
         self._clock = clock
         self._policy = CutPolicy(
             max_records=settings.batch_records,
@@ -138,6 +142,9 @@ class ParquetProducer:
         # produce() finds a topic's state here; empty with encoding none, so every call passes through
         self._columnar_topics: dict[str, _Topic] = self._topics if settings.columnar else {}
         self._stats = {"splits": 0, "bad_records": 0}
+        self._metrics: ProducerMetrics | None = None
+        if settings.metrics_registry is not None:
+            self.register_metrics(settings.metrics_registry)
 
     # -- configuration -------------------------------------------------------------------
 
@@ -438,6 +445,27 @@ class ParquetProducer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def register_metrics(self, registry: Any) -> None:
+        """Report this producer's ``parka_producer_*`` metrics (:class:`parka.metrics.ProducerMetrics`:
+        segments, records per segment, encode seconds, bytes per record, buffered records) into
+        ``registry``, a ``prometheus_client.CollectorRegistry``; labelled with ``client.id``
+        (default ``rdkafka``, as librdkafka's), so give each producer of one registry its own.
+        The same as ``columnar.metrics.registry`` in the config.
+
+        Raises:
+            ImportError: prometheus_client is not installed (``pip install 'parka[metrics]'``).
+            ValueError: the registry has metrics of the same name that are not parka's.
+        """
+        from parka.metrics import ProducerMetrics
+
+        self._metrics = ProducerMetrics(registry, client_id=str(self._client_id), buffered=self._buffered_records)
+
+    def _buffered_records(self) -> int:
+        """Records produced and not yet cut into a segment (staged or in a partition buffer)."""
+        with self._lock:
+            staged = sum(len(t.items) for t in self._topics.values())
+            return staged + sum(len(b) for b in self._buffers.values())
+
     def stats(self) -> dict[str, int]:
         """Counters: segments and records sent, segment bytes, segments split for size, bad records."""
         with self._lock:
@@ -702,6 +730,7 @@ class ParquetProducer:
                     if order is not None:
                         part = part.take(order.to_numpy())
                 table = build_segment_table(part.table, part.keys, part.timestamps, part.headers)
+                encode_started = time.perf_counter()
                 seg = encode_segment(
                     table,
                     codec=self._settings.compression,
@@ -710,6 +739,8 @@ class ParquetProducer:
                     tuning=self._settings.tuning,
                     layout=state.layouts.layout(table) if self._settings.tuning == "auto" else None,
                 )
+                if self._metrics is not None:
+                    self._metrics.encoded(topic, time.perf_counter() - encode_started)
                 if len(seg.value) <= limit or size == 1:
                     break
                 self._stats["splits"] += 1
@@ -730,6 +761,8 @@ class ParquetProducer:
                 self._send(topic, partition, seg, self._out.batch_report(topic, size, on_batch))
             else:
                 self._send(topic, partition, seg, self._out.record_report(topic, partition, part))
+            if self._metrics is not None:
+                self._metrics.segment(topic, rows=size, nbytes=len(seg.value))
             queued += 1
         return queued, None
 

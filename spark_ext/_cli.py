@@ -14,7 +14,17 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from parka._cli_util import add_shared_flags, columns, env, env_pairs, pairs, seek_offsets, setup_logging
+from parka._cli_util import (
+    add_shared_flags,
+    columns,
+    env,
+    env_pairs,
+    pairs,
+    seek_offsets,
+    serve_metrics,
+    setup_logging,
+)
+from parka._progress import ProgressBar
 from parka.errors import ParkaError
 
 __all__ = ["build_parser", "main", "settings_from_args"]
@@ -246,7 +256,15 @@ def main(argv: list[str] | None = None) -> int:
         spark = session(
             args.master, f"parka spark-ingest {settings.app}", extra_conf=pairs(args.spark_conf, "-c", _PROG)
         )
-        stats = ingest(spark, settings, stop=stop)
+        bar = None
+        if settings.trigger == "available-now" and not args.quiet:
+            bar = ProgressBar(label="spark-ingest", unit="messages")
+        with serve_metrics(args.metrics_port, topic=settings.topic, prog=_PROG) as metrics:
+            try:
+                stats = ingest(spark, settings, stop=stop, metrics=metrics, progress=bar)
+            finally:
+                if bar is not None:
+                    bar.close()
     except ParkaError as exc:
         log.error("stopped: %s: %s", type(exc).__name__, exc)
         return 1

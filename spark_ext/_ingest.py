@@ -32,14 +32,15 @@ hidden, so neither reads nor VACUUM touch it, and the table and its progress mov
 
 from __future__ import annotations
 
+import ast
 import json
 import logging
 import os
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from parka.consumer._committer import Committer
@@ -57,6 +58,10 @@ from parka.segment import FORMAT_HEADER, RESERVED_FIELDS
 from ._arrow import KAFKA_COLUMNS, METADATA_COLUMNS, RESERVED_MODES, SegmentDecoder, type_shape
 from ._reader import SchemaInput, first_segment_schema, kafka_options, spark_schema
 from ._session import translate
+
+if TYPE_CHECKING:
+    from parka._progress import ProgressBar
+    from parka.metrics import IngestMetrics
 
 __all__ = ["CHECKPOINTS_DIR", "SparkIngestError", "SparkIngestSettings", "SparkIngestStats", "ingest", "start_ingest"]
 
@@ -351,10 +356,13 @@ def _with_trigger(writer: Any, s: SparkIngestSettings) -> Any:
     return writer.trigger(processingTime=f"{interval} milliseconds")
 
 
-def _start(spark: Any, settings: SparkIngestSettings) -> tuple[Any, str, _RawRun | None]:
-    """The started query, where its schema came from, and (raw mode) its committer's run."""
+def _start(
+    spark: Any, settings: SparkIngestSettings, on_commit: Callable[[float], None] | None = None
+) -> tuple[Any, str, _RawRun | None]:
+    """The started query, where its schema came from, and (raw mode) its committer's run, which
+    tells ``on_commit`` each commit's seconds."""
     if settings.mode == "raw":
-        return _start_raw(spark, settings)
+        return _start_raw(spark, settings, on_commit)
     query, source = _start_decode(spark, settings)
     return query, source, None
 
@@ -431,7 +439,9 @@ class _RawRun:
     failure: ParkaError | None = None
 
 
-def _start_raw(spark: Any, s: SparkIngestSettings) -> tuple[Any, str, _RawRun]:
+def _start_raw(
+    spark: Any, s: SparkIngestSettings, on_commit: Callable[[float], None] | None = None
+) -> tuple[Any, str, _RawRun]:
     from ._raw import FILE_ROWS, SegmentFileWriter, committer_input, segment_schema
 
     options = _source_options(spark, s)
@@ -448,6 +458,7 @@ def _start_raw(spark: Any, s: SparkIngestSettings) -> tuple[Any, str, _RawRun]:
         dlq_table_uri=s.dlq_table_uri,
         storage_options=storage,
         checkpoint_interval=s.checkpoint_interval,
+        on_commit=on_commit,
     )
     run = _RawRun(committer)
     given = None if s.schema is None else to_arrow_schema(s.schema)
@@ -571,9 +582,48 @@ def _topic_partitions(spark: Any, topic: str, options: Mapping[str, str]) -> lis
         admin.close()
 
 
-def ingest(spark: Any, settings: SparkIngestSettings, *, stop: threading.Event | None = None) -> SparkIngestStats:
+def source_offsets(text: Any, topic: str) -> dict[int, int]:
+    """Partition -> offset of ``topic`` in a Kafka source's offsets as a progress report gives
+    them: Spark's JSON (``{"topic": {"0": 12}}``), or pyspark's ``str()`` of the parsed dict
+    (what ``SourceProgress.fromJson`` keeps); ``{}`` for none."""
+    if not text or text == "None":
+        return {}
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        try:
+            parsed = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            return {}
+    offsets = parsed.get(topic, {}) if isinstance(parsed, dict) else {}
+    return {int(p): int(off) for p, off in offsets.items()}
+
+
+def progress_lag(progress: Any, topic: str) -> dict[int, int]:
+    """Messages of each partition not yet in the table after the batch ``progress`` reports:
+    the source's latest offset then minus the batch's end offset."""
+    lag: dict[int, int] = {}
+    for source in progress.get("sources") or ():
+        end = source_offsets(source.get("endOffset"), topic)
+        latest = source_offsets(source.get("latestOffset"), topic)
+        for p, off in latest.items():
+            lag[p] = max(0, off - end.get(p, off))
+    return lag
+
+
+def ingest(
+    spark: Any,
+    settings: SparkIngestSettings,
+    *,
+    stop: threading.Event | None = None,
+    metrics: IngestMetrics | None = None,
+    progress: ProgressBar | None = None,
+) -> SparkIngestStats:
     """Run the ingestion: until the topic's data at start is in (``available-now``), or until
     ``stop`` is set (``processing-time``; the batch in flight is abandoned and replayed next time).
+    ``metrics`` (:class:`parka.metrics.IngestMetrics`) gets the counters (raw mode: the
+    committer's; decode mode: from the progress reports), the commit latency (raw mode) and the
+    lag after each batch; ``progress`` draws the messages done out of done plus lag.
 
     Raises:
         SegmentError, SegmentDecodeError, SchemaMismatchError: a segment the table cannot take;
@@ -583,26 +633,50 @@ def ingest(spark: Any, settings: SparkIngestSettings, *, stop: threading.Event |
     """
     from pyspark.errors import StreamingQueryException
 
-    query, source, raw = _start(spark, settings)
+    query, source, raw = _start(spark, settings, None if metrics is None else metrics.observe_commit)
     # batch id -> (segments, records) of each batch that completed, i.e. whose Delta commit
     # landed (recentProgress keeps only the last 100, so it is read as the query goes)
     seen: dict[int, tuple[int, int]] = {}
+    decoded: dict[str, dict[str, int]] = {"counts": {}}  # decode mode's counters, replaced whole
+    if metrics is not None:
+        if raw is not None:
+            committer_stats = raw.committer.stats
+            metrics.watch(lambda: vars(committer_stats))
+        else:
+            metrics.watch(lambda: decoded["counts"])
 
     def collect() -> None:
-        if raw is not None:  # raw mode counts its own commits
-            return
-        for progress in query.recentProgress:
-            if progress.batchId not in seen:
-                observed = (progress.observedMetrics or {}).get(_OBSERVED)
+        if metrics is None and progress is None and raw is not None:
+            return  # raw mode counts its own commits
+        reports = query.recentProgress
+        for report in reports:
+            if report.batchId not in seen:
+                observed = (report.observedMetrics or {}).get(_OBSERVED)
                 records = int(observed["records"]) if observed is not None else 0
-                seen[progress.batchId] = (int(progress.numInputRows), records)
-                log.info(
-                    "batch %d: %d segments, %d records in %.1f s",
-                    progress.batchId,
-                    progress.numInputRows,
-                    records,
-                    progress.batchDuration / 1000,
-                )
+                seen[report.batchId] = (int(report.numInputRows), records)
+                if raw is None:
+                    log.info(
+                        "batch %d: %d segments, %d records in %.1f s",
+                        report.batchId,
+                        report.numInputRows,
+                        records,
+                        report.batchDuration / 1000,
+                    )
+        # the newest report that names the source's offsets (an idle one may not)
+        lag = next((found for r in reversed(reports) if (found := progress_lag(r, settings.topic))), None)
+        if lag is None:
+            return
+        done = sum(n for n, _ in seen.values())
+        if metrics is not None:
+            if raw is None:
+                decoded["counts"] = {
+                    "commits": sum(1 for n, _ in seen.values() if n),
+                    "segments": done,
+                    "records": sum(r for _, r in seen.values()),
+                }
+            metrics.set_lag(lag)
+        if progress is not None:
+            progress.update(done, total=done + sum(lag.values()))
 
     try:
         while query.isActive:

@@ -1,0 +1,194 @@
+"""parka.metrics without a broker: the ingestion collector, the producer's metrics through
+``columnar.metrics.registry`` / ``register_metrics``, librdkafka's statistics reaching the
+user's ``stats_cb`` as confluent-kafka delivers them, the progress bar, and the CLI flag."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from confluent_kafka import Producer
+from parka.consumer._cli import build_parser as ingest_parser
+from parka.consumer._ingest import IngestStats
+from parka.producer import ParquetProducer
+from parka.spark_ext._cli import build_parser as spark_parser
+from parka.spark_ext._ingest import progress_lag, source_offsets
+from prometheus_client import CollectorRegistry, generate_latest
+
+from parka._progress import ProgressBar, bar_text
+from parka.errors import ConfigError
+from parka.metrics import INGEST_COUNTERS, IngestMetrics
+
+SCHEMA = pa.schema([("id", pa.int64(), False), ("s", pa.string())])
+# Nothing listens on port 9: segments queue in the client and never leave.
+OFFLINE = {"bootstrap.servers": "127.0.0.1:9", "message.timeout.ms": 200}
+
+
+def test_ingest_metrics_read_the_daemon_counters_at_each_scrape() -> None:
+    registry = CollectorRegistry()
+    metrics = IngestMetrics(registry, topic="gps")
+    stats = IngestStats()
+    metrics.watch(lambda: vars(stats))
+    assert registry.get_sample_value("parka_records_total", {"topic": "gps"}) == 0
+    stats.records, stats.commits, stats.bytes, stats.conflicts = 120, 2, 4096, 1
+    for seconds in (0.02, 0.3):
+        metrics.observe_commit(seconds)
+    metrics.set_lag({0: 5, 1: 0})
+    got = {name: registry.get_sample_value(f"{name}_total", {"topic": "gps"}) for name, _ in INGEST_COUNTERS.values()}
+    assert got == {
+        "parka_records": 120,
+        "parka_bytes": 4096,
+        "parka_segments": 0,
+        "parka_files": 0,
+        "parka_commits": 2,
+        "parka_dead_letters": 0,
+        "parka_split_segments": 0,
+        "parka_commit_conflicts": 1,
+    }
+    assert registry.get_sample_value("parka_commit_latency_seconds_count", {"topic": "gps"}) == 2
+    assert registry.get_sample_value("parka_commit_latency_seconds_bucket", {"topic": "gps", "le": "0.025"}) == 1
+    assert registry.get_sample_value("parka_consumer_lag", {"topic": "gps", "partition": "0"}) == 5
+    # a partition this worker no longer holds leaves the metric
+    metrics.set_lag({1: 0})
+    assert registry.get_sample_value("parka_consumer_lag", {"topic": "gps", "partition": "0"}) is None
+    # one ingestion per registry; a second registry is independent (no process-wide state)
+    with pytest.raises(ValueError, match="Duplicated"):
+        IngestMetrics(registry, topic="other")
+    other = CollectorRegistry()
+    IngestMetrics(other, topic="gps")
+    assert other.get_sample_value("parka_records_total", {"topic": "gps"}) == 0
+
+
+def _producer(registry: CollectorRegistry | None = None, **conf: Any) -> ParquetProducer:
+    base = {**OFFLINE, "columnar.encoding": "parquet", "columnar.batch.records": 100, "linger.ms": 60_000}
+    if registry is not None:
+        base["columnar.metrics.registry"] = registry
+    p = ParquetProducer({**base, **conf})
+    p.set_schema("t", SCHEMA)
+    return p
+
+
+def _close(p: ParquetProducer) -> None:
+    p.purge()
+    p.close(timeout=2)
+
+
+def test_producer_metrics_count_segments_rows_bytes_and_the_buffered_records() -> None:
+    registry = CollectorRegistry()
+    p = _producer(registry, **{"client.id": "feeder"})
+    try:
+        rows = [{"id": i, "s": "x" * (i % 13)} for i in range(250)]
+        p.produce_batch("t", pa.Table.from_pylist(rows, SCHEMA), partition=0)  # 100 + 100 + 50, sent at once
+        labels = {"client_id": "feeder", "topic": "t"}
+
+        def sample(name: str) -> float | None:
+            return registry.get_sample_value(name, labels)
+
+        assert sample("parka_producer_segments_total") == 3 == p.stats()["segments"]
+        assert sample("parka_producer_segment_rows_count") == 3
+        assert sample("parka_producer_segment_rows_sum") == 250
+        assert registry.get_sample_value("parka_producer_segment_rows_bucket", {**labels, "le": "10.0"}) == 0
+        assert registry.get_sample_value("parka_producer_segment_rows_bucket", {**labels, "le": "100.0"}) == 3
+        encode_count = sample("parka_producer_encode_seconds_count")
+        assert encode_count is not None and encode_count >= 3
+        assert sample("parka_producer_segment_bytes_per_row_count") == 3
+        per_row = sample("parka_producer_segment_bytes_per_row_sum")
+        # the mean of three segments' bytes per record, close to all bytes over all records
+        assert per_row is not None and per_row / 3 == pytest.approx(p.stats()["segment_bytes"] / 250, rel=0.5)
+        buffered = {"client_id": "feeder"}
+        assert registry.get_sample_value("parka_producer_buffered_records", buffered) == 0
+        for i in range(7):  # staged until linger.ms (60 s) or a flush
+            p.produce("t", value={"id": i, "s": None}, partition=0)
+        assert registry.get_sample_value("parka_producer_buffered_records", buffered) == 7
+        p.flush(0)  # cuts them into a segment (it cannot be delivered: no broker)
+        assert registry.get_sample_value("parka_producer_buffered_records", buffered) == 0
+        assert sample("parka_producer_segments_total") == 4
+    finally:
+        _close(p)
+
+
+def test_producers_share_a_registry_by_client_id_and_register_metrics_does_the_same() -> None:
+    registry = CollectorRegistry()
+    a = _producer(registry, **{"client.id": "a"})
+    b = _producer(**{"client.id": "b"})
+    b.register_metrics(registry)
+    try:
+        for p in (a, b):
+            p.produce("t", value={"id": 1, "s": None}, partition=0)
+            p.flush(0)
+        text = generate_latest(registry).decode()
+        assert 'parka_producer_segments_total{client_id="a",topic="t"} 1.0' in text
+        assert 'parka_producer_segments_total{client_id="b",topic="t"} 1.0' in text
+    finally:
+        _close(a)
+        _close(b)
+
+
+def test_a_metrics_registry_that_is_not_one_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"columnar\.metrics\.registry"):
+        ParquetProducer({**OFFLINE, "columnar.encoding": "parquet", "columnar.metrics.registry": "yes"})
+
+
+def _first_stats(make: Callable[[dict[str, Any]], Any]) -> str:
+    got: list[Any] = []
+    client = make({**OFFLINE, "statistics.interval.ms": 100, "stats_cb": got.append})
+    deadline = time.monotonic() + 20
+    while not got and time.monotonic() < deadline:
+        client.poll(0.1)  # librdkafka serves statistics from poll(), as confluent-kafka documents
+    client.purge()
+    client.flush(1)
+    assert got, "no statistics within 20 s"
+    assert isinstance(got[0], str)
+    return str(got[0])
+
+
+@pytest.mark.parametrize("encoding", ["parquet", "none"])
+def test_stats_cb_gets_librdkafka_statistics_as_confluent_kafka_gives_them(encoding: str) -> None:
+    ours = json.loads(_first_stats(lambda conf: ParquetProducer({**conf, "columnar.encoding": encoding})))
+    theirs = json.loads(_first_stats(Producer))
+    assert ours["type"] == theirs["type"] == "producer"
+    assert set(ours) == set(theirs)  # the same JSON document, unchanged
+
+
+def test_progress_bar_draws_only_on_a_terminal() -> None:
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    now = [0.0]
+    tty = Tty()
+    with ProgressBar(200, label="ingest", unit="messages", stream=tty, clock=lambda: now[0]) as bar:
+        now[0] = 10.0
+        bar.update(50)
+        assert tty.getvalue().endswith("ingest [#######.....................]  25% 50/200 messages 10 s, eta 30 s")
+        now[0] = 10.1  # within the redraw interval: nothing new
+        bar.update(60)
+        assert "60/200" not in tty.getvalue()
+        bar.advance(140)
+    assert tty.getvalue().endswith("100% 200/200 messages 10 s\n")
+    pipe = io.StringIO()
+    with ProgressBar(10, stream=pipe) as bar:
+        bar.update(5)
+    assert pipe.getvalue() == ""
+    assert bar_text(3, 0, unit="records") == "3 records"
+
+
+def test_metrics_port_is_a_flag_of_both_daemons() -> None:
+    for parser in (ingest_parser(), spark_parser()):
+        assert parser.parse_args(["t", "/tmp/x", "--metrics-port", "0"]).metrics_port == 0
+        assert parser.parse_args(["t", "/tmp/x"]).metrics_port is None
+        with pytest.raises(SystemExit):
+            parser.parse_args(["t", "/tmp/x", "--metrics-port", "70000"])
+
+
+def test_spark_lag_comes_from_the_progress_reports_offsets() -> None:
+    assert source_offsets('{"gps": {"0": 12, "1": 3}}', "gps") == {0: 12, 1: 3}
+    assert source_offsets(str({"gps": {"0": 12}}), "gps") == {0: 12}  # pyspark's str() of the dict
+    assert source_offsets("None", "gps") == {}
+    report = {"sources": [{"endOffset": '{"gps": {"0": 10, "1": 7}}', "latestOffset": '{"gps": {"0": 12, "1": 7}}'}]}
+    assert progress_lag(report, "gps") == {0: 2, 1: 0}
