@@ -24,6 +24,10 @@ AVRO = {
         {"name": "value", "type": ["null", "double"]},
     ],
 }
+# the first run on a machine builds the registry from Maven Central (minutes) inside the
+# session fixture, which the first test's timeout covers
+pytestmark = pytest.mark.timeout(900)
+
 RECORDS = [{"id": i, "sensor": f"s{i % 3}", "value": None if i % 4 == 0 else i / 2} for i in range(50)]
 
 
