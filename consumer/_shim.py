@@ -57,10 +57,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import confluent_kafka
+import pyarrow as pa
 from confluent_kafka import TopicPartition
 
 from parka.errors import ConfigError, KafkaClientError, SegmentDecodeError, SegmentError
 from parka.message import RecordMessage, SegmentRecords
+from parka.registry import SCHEMA_ID_HEADER, Registry, parse_schema_id, split_registry_config
+from parka.schema import RESERVED_PREFIX, schema_fingerprint
 from parka.segment import decode_segment, is_segment, read_segment_info
 
 from ._rows import segment_records
@@ -140,7 +143,10 @@ class ParquetConsumer:
     """
 
     def __init__(self, conf: Mapping[str, Any]) -> None:
-        client = dict(conf)
+        registry_conf, client = split_registry_config(conf)
+        # With a registry, a segment's parka.schema.id is resolved: the writer's Avro schema must
+        # be the one the segment's fingerprint names. schema.registry.* never reach librdkafka.
+        self._registry = None if registry_conf is None else Registry(registry_conf)
         self._auto_store = _flag(client, "enable.auto.offset.store")
         self._auto_commit = _flag(client, "enable.auto.commit")
         self._interval_s = _interval_s(client)
@@ -446,6 +452,8 @@ class ParquetConsumer:
         self._stop_committer.set()
         if self._committer is not None:
             self._committer.join()
+        if self._registry is not None:
+            self._registry.close()
         with self._lock:
             if self._auto_commit and not self._closed:
                 final = {key: pos for key, pos in self._positions().items() if key in self._assigned}
@@ -492,6 +500,28 @@ class ParquetConsumer:
             if _expired(deadline):
                 return None
 
+    def _check_writer_schema(self, headers: Any, schema: pa.Schema, *, topic: str, partition: int, offset: int) -> None:
+        """Raise :class:`SegmentDecodeError` when the segment's ``parka.schema.id`` names a writer
+        schema whose user columns differ from the segment's (``RegistryError`` when the registry
+        cannot answer). A segment without the header passes."""
+        if self._registry is None:
+            return
+        raw = next((v for k, v in headers or () if k == SCHEMA_ID_HEADER), None)
+        schema_id = parse_schema_id(raw)
+        if schema_id is None:
+            return
+        _, fingerprint = self._registry.writer_schema(schema_id)
+        found = schema_fingerprint(pa.schema([f for f in schema if not f.name.startswith(RESERVED_PREFIX)]))
+        if found != fingerprint:
+            raise SegmentDecodeError(
+                f"segment's columns (fingerprint {found}) are not the writer schema {schema_id} of the registry "
+                f"at {self._registry.url} (fingerprint {fingerprint})",
+                headers=list(headers or ()),
+                topic=topic,
+                partition=partition,
+                offset=offset,
+            )
+
     def _fetch(self, timeout: float) -> Any:
         """Poll the client once: a plain or error message, ``None``, ``_SEGMENT`` or ``_NOTHING``."""
         msg: Any = self._consumer.poll(timeout)
@@ -519,6 +549,12 @@ class ParquetConsumer:
                 partition=partition,
                 offset=offset,
             ) from exc
+        if self._registry is not None:
+            try:
+                self._check_writer_schema(headers, table.schema, topic=topic, partition=partition, offset=offset)
+            except Exception:
+                self._cursors[key] = Cursor(topic, partition, offset)
+                raise
         cursor = Cursor(topic, partition, offset, message=msg, table=table, start=start)
         self._cursors[key] = cursor
         if cursor.next >= cursor.stop:

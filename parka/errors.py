@@ -11,6 +11,7 @@
     ├── SegmentError           a Kafka message that is not a readable parka segment
     │   └── SegmentDecodeError   header or Parquet bytes are corrupt; keeps the raw bytes
     ├── KafkaClientError       the Kafka client reported an error (delivery, consume, commit)
+    ├── RegistryError          the schema registry refused a request or could not be reached
     └── CommitError            a Delta commit (or a write under the table) failed
         └── CommitConflict       another commit won: raised by a Delta engine for the committer
                                  to re-read and decide again, and by the committer when that
@@ -32,6 +33,7 @@ __all__ = [
     "ParkaError",
     "RecordError",
     "RecordTooLargeError",
+    "RegistryError",
     "SchemaError",
     "SchemaMismatchError",
     "SegmentDecodeError",
@@ -178,6 +180,16 @@ class SegmentError(ParkaError):
 
 class SegmentDecodeError(SegmentError):
     """The segment's headers or its Parquet bytes could not be decoded."""
+
+
+class RegistryError(ParkaError):
+    """The schema registry refused a request (unknown subject or id, incompatible schema) or could
+    not be reached. ``subject`` and ``schema_id`` name what was asked for, when known."""
+
+    def __init__(self, message: str, *, subject: str | None = None, schema_id: int | None = None) -> None:
+        self.subject = subject
+        self.schema_id = schema_id
+        super().__init__(message)
 
 
 class KafkaClientError(ParkaError):

@@ -4,21 +4,25 @@ A segment's value is a complete Parquet file (footer included, Arrow schema stor
 reader can open it, and it can be added to a Delta table as a data file without re-encoding.
 Kafka headers describe it (envelope version 1):
 
-=================  =====================  ==================================================
-header             value (ASCII)          meaning
-=================  =====================  ==================================================
-``parka.format``   ``parquet``            marks the message as a segment (see :func:`is_segment`)
-``parka.version``  ``1``                  envelope version
-``parka.codec``    ``none`` ``snappy``    Parquet compression codec (informational: the file
-                   ``gzip`` ``lz4``       says it too; ``lz4`` is Parquet's ``LZ4_RAW``)
-                   ``zstd``
-``parka.records``  decimal count          number of rows in the Parquet file
-``parka.schema``   16 hex digits          :func:`parka.schema.schema_fingerprint` of the user
-                                          columns (reserved columns excluded)
-``parka.crc32``    8 hex digits           CRC-32 (zlib's) of the value; optional (parka's
-                                          producer writes it), checked by every reader
-                                          when present
-=================  =====================  ==================================================
+====================  =====================  ==================================================
+header                value (ASCII)          meaning
+====================  =====================  ==================================================
+``parka.format``      ``parquet``            marks the message as a segment (see :func:`is_segment`)
+``parka.version``     ``1``                  envelope version
+``parka.codec``       ``none`` ``snappy``    Parquet compression codec (informational: the file
+                      ``gzip`` ``lz4``       says it too; ``lz4`` is Parquet's ``LZ4_RAW``)
+                      ``zstd``
+``parka.records``     decimal count          number of rows in the Parquet file
+``parka.schema``      16 hex digits          :func:`parka.schema.schema_fingerprint` of the user
+                                             columns (reserved columns excluded)
+``parka.crc32``       8 hex digits           CRC-32 (zlib's) of the value; optional (parka's
+                                             producer writes it), checked by every reader
+                                             when present
+``parka.schema.id``   decimal id             optional: the schema registry's id of the Avro
+                                             schema the segment was written with (a producer
+                                             with ``set_schema(..., subject=...)``); see
+                                             :mod:`parka.registry`
+====================  =====================  ==================================================
 
 Per-record Kafka metadata travels as reserved columns after the user columns, each present only
 when at least one record of the segment has a value: ``__parka_key`` (binary),

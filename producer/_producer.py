@@ -34,6 +34,7 @@ copying every record would cost more than the rest of ``produce()``.
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import threading
@@ -50,10 +51,11 @@ from confluent_kafka import KafkaError, KafkaException
 
 from parka.config import ProducerSettings, parse_producer_config
 from parka.encoding import LayoutCache, sort_order
-from parka.errors import KafkaClientError, RecordError, RecordTooLargeError, SchemaError
+from parka.errors import ConfigError, KafkaClientError, RecordError, RecordTooLargeError, SchemaError
 from parka.partitioner import STICKY, partitions_for_keys
 from parka.partitioning import PartitionSpec
 from parka.records import RecordConverter
+from parka.registry import SCHEMA_ID_HEADER, Registry, split_registry_config
 from parka.schema import ParkaSchemaWarning, schema_fingerprint, time_of_day_fields, to_arrow_schema
 from parka.segment import Segment, build_segment_table, encode_segment
 
@@ -93,6 +95,7 @@ class _Topic:
     metadata_at: float = float("-inf")
     sticky: int = -1
     layouts: LayoutCache = field(default_factory=LayoutCache)  # columnar.encoding.tuning=auto
+    schema_id: int | None = None  # the registry's id of the schema: sent as parka.schema.id
 
 
 class ParquetProducer:
@@ -110,6 +113,11 @@ class ParquetProducer:
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        if not isinstance(conf, Mapping):
+            raise ConfigError("conf", type(conf).__name__, "a dict of configuration keys")
+        registry_conf, conf = split_registry_config(conf)
+        # schema.registry.* never reach librdkafka; the client makes no request until set_schema
+        self._registry = None if registry_conf is None else Registry(registry_conf)
         settings, client_conf = parse_producer_config(conf)
         self._settings: ProducerSettings = settings
         self._columnar = settings.columnar
@@ -152,13 +160,45 @@ class ParquetProducer:
     def settings(self) -> ProducerSettings:
         return self._settings
 
-    def set_schema(self, topic: str, schema: str | dict[str, Any] | pa.Schema) -> None:
+    def set_schema(
+        self,
+        topic: str,
+        schema: str | dict[str, Any] | pa.Schema | None = None,
+        *,
+        subject: str | None = None,
+        register: bool = False,
+    ) -> None:
         """Declare the schema of ``topic``'s records: an Avro record schema or a ``pyarrow.Schema``.
+
+        With ``schema.registry.url`` configured, ``subject`` names a registry subject:
+        ``set_schema(topic, subject=s)`` uses its latest version, and
+        ``set_schema(topic, avro, subject=s, register=True)`` registers ``avro`` under it (or finds
+        it there). Either way every segment carries the schema's id in ``parka.schema.id``.
 
         Records buffered under a previous schema are cut into segments first, so every
         segment has exactly one schema. Raises :class:`~parka.errors.SchemaError` naming the
-        field when the schema cannot be used.
+        field when the schema cannot be used, :class:`~parka.errors.RegistryError` when the
+        registry refuses (unknown subject, incompatible schema) or cannot be reached, and
+        ``ValueError`` for a contradictory call.
         """
+        schema_id: int | None = None
+        if subject is not None:
+            if self._registry is None:
+                raise ConfigError("schema.registry.url", None, "a registry URL, to set a schema by subject")
+            if register:
+                if schema is None or isinstance(schema, pa.Schema):
+                    raise ValueError("set_schema(register=True) needs the Avro schema to register")
+                text = schema if isinstance(schema, str) else json.dumps(schema)
+                to_arrow_schema(text)  # refuse a schema parka cannot use before registering it
+                schema_id = self._registry.register(subject, text)
+            elif schema is not None:
+                raise ValueError("set_schema(subject=...) fetches the schema: give no schema, or register=True")
+            else:
+                schema_id, schema = self._registry.latest(subject)
+        elif register:
+            raise ValueError("set_schema(register=True) needs subject=")
+        if schema is None:
+            raise ValueError("set_schema needs a schema or subject=")
         arrow = to_arrow_schema(schema)
         times = time_of_day_fields(arrow)
         if times:
@@ -198,6 +238,7 @@ class ParquetProducer:
                 schema=arrow,
                 fingerprint=schema_fingerprint(arrow),
                 converter=converter,
+                schema_id=schema_id,
                 partition_by=self._settings.partition_by,
                 drain_at=drain_size(self._settings.batch_records, self._settings.batch_bytes, None),
             )
@@ -429,6 +470,8 @@ class ParquetProducer:
         self._closed.set()
         if self._ticker is not None:
             self._ticker.join(timeout=1.0)
+        if self._registry is not None:
+            self._registry.close()
         return left
 
     def __len__(self) -> int:
@@ -741,6 +784,10 @@ class ParquetProducer:
                 )
                 if self._metrics is not None:
                     self._metrics.encoded(topic, time.perf_counter() - encode_started)
+                if state.schema_id is not None:
+                    seg = Segment(
+                        seg.value, [*seg.headers, (SCHEMA_ID_HEADER, b"%d" % state.schema_id)], seg.num_records
+                    )
                 if len(seg.value) <= limit or size == 1:
                     break
                 self._stats["splits"] += 1

@@ -1,0 +1,131 @@
+"""Avro schemas from a Confluent-compatible schema registry, by subject or by id.
+
+Configuration: the ``schema.registry.*`` keys of a producer's or consumer's config (the names
+confluent-kafka's own serializers use): ``schema.registry.url`` turns it on, and every other
+``schema.registry.X`` key is the registry client's ``X`` (``basic.auth.user.info``,
+``basic.auth.credentials.source``, ``ssl.ca.location``, ``timeout``, ``max.retries``...). They are
+taken out before the rest of the config reaches librdkafka, and never logged.
+
+A segment produced under a registered schema carries its id in the ``parka.schema.id`` header
+(decimal ASCII; see :mod:`parka.segment`). The fingerprint header stays the schema's identity
+inside parka; the id lets a reader fetch the writer's Avro schema and check it.
+
+This module is the one place that talks to ``confluent_kafka.schema_registry`` (an HTTP client:
+no broker involved). It is imported lazily, so the core keeps no import of confluent_kafka at
+load time, and the client's extra dependencies are needed only with a registry configured
+(``pip install 'parka[registry]'``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from parka.errors import ConfigError, RegistryError
+from parka.schema import schema_fingerprint, to_arrow_schema
+
+__all__ = ["PREFIX", "SCHEMA_ID_HEADER", "Registry", "parse_schema_id", "split_registry_config"]
+
+PREFIX = "schema.registry."
+SCHEMA_ID_HEADER = "parka.schema.id"
+
+
+def split_registry_config(conf: Mapping[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """Split ``conf`` into the registry client's config (``None`` without ``schema.registry.url``)
+    and the rest. Raises :class:`ConfigError` for ``schema.registry.*`` keys without a URL."""
+    rest = {k: v for k, v in conf.items() if not k.startswith(PREFIX)}
+    ours = {k[len(PREFIX) :]: v for k, v in conf.items() if k.startswith(PREFIX)}
+    if not ours:
+        return None, rest
+    if not ours.get("url"):
+        key = PREFIX + sorted(ours)[0]
+        raise ConfigError(key, "<set>", "schema.registry.* keys together with schema.registry.url")
+    return ours, rest
+
+
+def parse_schema_id(raw: bytes | str | None) -> int | None:
+    """The schema id of a ``parka.schema.id`` header value, ``None`` when absent.
+    Raises :class:`RegistryError` for a value that is not a decimal id."""
+    if raw is None:
+        return None
+    text = raw.decode("ascii", "replace") if isinstance(raw, bytes) else raw
+    if not text.isdigit():
+        raise RegistryError(f"malformed '{SCHEMA_ID_HEADER}' header: {text!r} (a decimal schema id)")
+    return int(text)
+
+
+class Registry:
+    """Fetches and registers Avro schemas. No network I/O until a method is called; answers by id
+    are cached by the client. Every method raises :class:`RegistryError` on a refusal or when the
+    registry cannot be reached (the URL is named, credentials never are)."""
+
+    def __init__(self, conf: Mapping[str, Any]) -> None:
+        try:
+            from confluent_kafka.schema_registry import SchemaRegistryClient
+        except ImportError as exc:
+            raise ImportError(
+                "schema.registry.url needs confluent-kafka's schema registry client: pip install 'parka[registry]'"
+            ) from exc
+        self.url = str(conf["url"])
+        try:
+            self._client = SchemaRegistryClient(dict(conf))
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(
+                "schema.registry.*", "<hidden>", "confluent-kafka's SchemaRegistryClient settings", reason=str(exc)
+            ) from None
+        self._arrow: dict[int, tuple[pa.Schema, str]] = {}
+
+    def close(self) -> None:
+        """Close the client's HTTP connections."""
+        self._client.close()
+
+    def latest(self, subject: str) -> tuple[int, str]:
+        """The latest version of ``subject``: ``(schema id, Avro schema text)``."""
+        registered = self._call(lambda: self._client.get_latest_version(subject), subject=subject)
+        return self._avro(registered.schema_id, registered.schema, subject=subject), registered.schema.schema_str
+
+    def register(self, subject: str, schema: str) -> int:
+        """Register the Avro ``schema`` under ``subject`` (its existing id when already there)."""
+        from confluent_kafka.schema_registry import Schema
+
+        return int(self._call(lambda: self._client.register_schema(subject, Schema(schema, "AVRO")), subject=subject))
+
+    def writer_schema(self, schema_id: int) -> tuple[pa.Schema, str]:
+        """The Arrow schema and its fingerprint of the Avro schema with id ``schema_id``."""
+        hit = self._arrow.get(schema_id)
+        if hit is None:
+            schema = self._call(lambda: self._client.get_schema(schema_id), schema_id=schema_id)
+            self._avro(schema_id, schema)
+            arrow = to_arrow_schema(schema.schema_str)
+            hit = self._arrow[schema_id] = (arrow, schema_fingerprint(arrow))
+        return hit
+
+    def _avro(self, schema_id: int, schema: Any, *, subject: str | None = None) -> int:
+        if schema.schema_type not in (None, "AVRO"):
+            raise RegistryError(
+                f"schema {schema_id} is {schema.schema_type}, parka reads Avro schemas only",
+                subject=subject,
+                schema_id=schema_id,
+            )
+        return int(schema_id)
+
+    def _call(self, fn: Any, *, subject: str | None = None, schema_id: int | None = None) -> Any:
+        from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+        what = f"subject '{subject}'" if subject is not None else f"schema id {schema_id}"
+        try:
+            return fn()
+        except SchemaRegistryError as exc:
+            raise RegistryError(
+                f"schema registry at {self.url} refused {what}: {exc.error_message} (HTTP {exc.http_status_code})",
+                subject=subject,
+                schema_id=schema_id,
+            ) from None
+        except Exception as exc:  # the HTTP client's connection and timeout errors
+            raise RegistryError(
+                f"schema registry at {self.url} could not be reached for {what}: {type(exc).__name__}: {exc}",
+                subject=subject,
+                schema_id=schema_id,
+            ) from None
