@@ -59,6 +59,7 @@ from typing import Any
 import confluent_kafka
 from confluent_kafka import TopicPartition
 
+from parka.encryption import ENCRYPTION_PREFIX, parse_kms_config
 from parka.errors import ConfigError, KafkaClientError, SegmentDecodeError, SegmentError
 from parka.message import RecordMessage, SegmentRecords
 from parka.segment import decode_segment, is_segment, read_segment_info
@@ -132,15 +133,18 @@ def _auto_commit_loop(ref: weakref.ref[ParquetConsumer], stop: threading.Event, 
 class ParquetConsumer:
     """Consume parka segments as individual records; plain messages pass through unchanged.
 
-    ``conf`` is a confluent-kafka consumer config; it is copied, never modified.
+    ``conf`` is a confluent-kafka consumer config; it is copied, never modified. The
+    ``columnar.encryption.kms.*`` keys (:mod:`parka.encryption`) decrypt encrypted segments.
 
     Raises:
         ConfigError: ``enable.auto.commit``, ``enable.auto.offset.store`` or
-            ``auto.commit.interval.ms`` has a value librdkafka would not take.
+            ``auto.commit.interval.ms`` has a value librdkafka would not take; a bad
+            ``columnar.encryption.*`` key.
     """
 
     def __init__(self, conf: Mapping[str, Any]) -> None:
-        client = dict(conf)
+        self._kms = parse_kms_config(conf)
+        client = {k: v for k, v in conf.items() if not k.startswith(ENCRYPTION_PREFIX)}
         self._auto_store = _flag(client, "enable.auto.offset.store")
         self._auto_commit = _flag(client, "enable.auto.commit")
         self._interval_s = _interval_s(client)
@@ -505,7 +509,7 @@ class ParquetConsumer:
             return msg
         start = self._resume_index(msg)
         try:
-            table = decode_segment(msg.value(), headers, topic=topic, partition=partition, offset=offset)
+            table = decode_segment(msg.value(), headers, topic=topic, partition=partition, offset=offset, kms=self._kms)
         except SegmentError:
             self._cursors[key] = Cursor(topic, partition, offset)
             raise

@@ -23,6 +23,8 @@ level``
                                     rows are sorted by them (stable)
 ``linger.ms``                       a segment waits at most this long             ``100``
 ``partitioner``                     any of librdkafka's (see :mod:`parka.partitioner`)  ``consistent_random``
+``columnar.encryption.*``           Parquet modular encryption of chosen columns   off
+                                    (see :mod:`parka.encryption`)
 ==================================  ============================================  =========
 
 ``columnar.sort.by`` reorders the records within a segment (never across segments): a consumer
@@ -44,6 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .encoding import DEFAULT_TUNING, TUNINGS
+from .encryption import ENCRYPTION_PREFIX, EncryptionSettings, parse_encryption_config
 from .errors import ConfigError
 from .partitioner import PARTITIONERS
 from .partitioning import PartitionSpec, parse_partition_by
@@ -101,6 +104,7 @@ class ProducerSettings:
     partition_by: tuple[PartitionSpec, ...]
     tuning: str = DEFAULT_TUNING
     sort_by: tuple[str, ...] = ()
+    encryption: EncryptionSettings | None = None
 
     @property
     def columnar(self) -> bool:
@@ -150,7 +154,9 @@ def parse_producer_config(conf: Mapping[str, Any]) -> tuple[ProducerSettings, di
     """
     if not isinstance(conf, Mapping):
         raise ConfigError("conf", type(conf).__name__, "a dict of configuration keys")
-    unknown = sorted(k for k in conf if k.startswith("columnar.") and k not in _COLUMNAR_KEYS)
+    unknown = sorted(
+        k for k in conf if k.startswith("columnar.") and k not in _COLUMNAR_KEYS and not k.startswith(ENCRYPTION_PREFIX)
+    )
     if unknown:
         raise ConfigError(unknown[0], conf[unknown[0]], "known keys: " + ", ".join(sorted(_COLUMNAR_KEYS)))
 
@@ -203,6 +209,15 @@ def parse_producer_config(conf: Mapping[str, Any]) -> tuple[ProducerSettings, di
             reason=f"'{reserved[0]}' is a reserved column" if reserved else "a column is named twice",
         )
 
+    encryption = parse_encryption_config(conf)
+    if encryption is not None and encoding == "none":
+        raise ConfigError(
+            "columnar.encryption.columns",
+            conf.get("columnar.encryption.columns"),
+            "no encryption settings",
+            reason="columns are encrypted within Parquet segments, and columnar.encoding is none",
+        )
+
     linger_ms = _float(conf, "linger.ms", DEFAULT_LINGER_MS, minimum=0.0)
     if encoding != "none":
         # parka cuts segments itself; the wrapped client sends each one promptly.
@@ -232,6 +247,7 @@ def parse_producer_config(conf: Mapping[str, Any]) -> tuple[ProducerSettings, di
         partition_by=partition_by,
         tuning=tuning,
         sort_by=sort_by,
+        encryption=encryption,
     )
     return settings, client
 

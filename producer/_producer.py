@@ -709,6 +709,7 @@ class ParquetProducer:
                     compression_level=self._settings.compression_level,
                     tuning=self._settings.tuning,
                     layout=state.layouts.layout(table) if self._settings.tuning == "auto" else None,
+                    encryption=self._settings.encryption,
                 )
                 if len(seg.value) <= limit or size == 1:
                     break
