@@ -23,6 +23,7 @@ if [[ ! -f "$JAR" ]]; then
   mvn -q -B -Dstyle.color=never dependency:copy \
     "-Dartifact=org.apache.parquet:parquet-hadoop:$VERSION:jar:tests" "-DoutputDirectory=$DIR" >&2
 fi
-"$PY" -m zipfile -l "$JAR" | grep -q 'org/apache/parquet/crypto/keytools/mocks/InMemoryKMS.class' \
+LISTING=$("$PY" -m zipfile -l "$JAR")  # not piped into grep -q: pipefail would see the writer's SIGPIPE
+grep -q 'org/apache/parquet/crypto/keytools/mocks/InMemoryKMS.class' <<<"$LISTING" \
   || { log "$JAR has no InMemoryKMS"; exit 3; }
 echo "$JAR"

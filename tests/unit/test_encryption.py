@@ -6,17 +6,18 @@ from __future__ import annotations
 import base64
 import json
 import os
+from typing import ClassVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
-from parka.config import parse_producer_config
 from parka.consumer._files import check_segment, read_footer, read_segment
 from parka.consumer._stats import data_file_stats
 from parka.consumer._stitch import NotStitchable, Source, encrypted_columns, stitch
 from parka.consumer._stitch import read_footer as stitch_footer
+
+from parka.config import parse_producer_config
 from parka.encryption import LocalKmsClient, parse_kms_config, spark_hadoop_conf
 from parka.errors import ConfigError, SchemaMismatchError, SegmentDecodeError, SegmentError
 from parka.schema import schema_fingerprint
@@ -54,7 +55,7 @@ def test_only_the_chosen_columns_are_encrypted_and_the_key_reads_them() -> None:
     with pytest.raises(OSError, match="decrypt"):
         pq.read_table(pa.BufferReader(seg.value))
     assert pq.read_table(pa.BufferReader(seg.value), columns=["id"]).column("id").to_pylist() == [3, 1, 2]
-    with pytest.raises(SegmentDecodeError, match="columnar.encryption.kms"):
+    with pytest.raises(SegmentDecodeError, match=r"columnar\.encryption\.kms"):
         decode_segment(seg.value, seg.headers)
     kms = parse_kms_config({"columnar.encryption.kms.keys": KEYS})
     assert decode_segment(seg.value, seg.headers, kms=kms).equals(TABLE)
@@ -204,7 +205,7 @@ def test_a_kms_client_class_path_is_used(monkeypatch: pytest.MonkeyPatch) -> Non
 class ReversingKms(LocalKmsClient):
     """A stand-in for a user's KMS client class: built from the connection config."""
 
-    seen: dict[str, str] = {}
+    seen: ClassVar[dict[str, str]] = {}
 
     def __init__(self, config: object) -> None:
         ReversingKms.seen = dict(config.custom_kms_conf)  # type: ignore[attr-defined]
