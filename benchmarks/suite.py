@@ -117,9 +117,9 @@ PLANS = {
         sections=("matrix",),
     ),
     # Column encryption alone: encode+encrypt vs encode, decode+decrypt vs decode, side by side
-    # on the first 100,000 rows of each data set, median of 7 paired rounds; about 2 minutes.
+    # on the first 300,000 rows of each data set, median of 11 paired rounds; about 2 minutes.
     "encryption": Plan(
-        rows={"flights": 100_000, "web_requests": 100_000, "gps": 100_000},
+        rows={"flights": 300_000, "web_requests": 300_000, "gps": 300_000},
         matrix_rows=100_000,
         batch_sizes=(),
         codecs=("zstd",),
@@ -129,7 +129,8 @@ PLANS = {
         ingest_copies={},
         spark_records=0,
         spark_timeout_s=0,
-        encryption_rounds=7,
+        encryption_rows=300_000,
+        encryption_rounds=11,
         sections=("encryption",),
     ),
 }

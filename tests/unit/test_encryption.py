@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import pickle
 from typing import ClassVar
 
 import pyarrow as pa
@@ -16,6 +17,7 @@ from parka.consumer._files import check_segment, read_footer, read_segment
 from parka.consumer._stats import data_file_stats
 from parka.consumer._stitch import NotStitchable, Source, encrypted_columns, stitch
 from parka.consumer._stitch import read_footer as stitch_footer
+from parka.spark_ext import SegmentDecoder
 
 from parka.config import parse_producer_config
 from parka.encryption import LocalKmsClient, parse_kms_config, spark_hadoop_conf
@@ -210,3 +212,18 @@ class ReversingKms(LocalKmsClient):
     def __init__(self, config: object) -> None:
         ReversingKms.seen = dict(config.custom_kms_conf)  # type: ignore[attr-defined]
         super().__init__({"f": bytes(16), "a": bytes(range(16))})
+
+
+def test_spark_decoder_decrypts_with_kms_settings_shipped_to_executors() -> None:
+    """``SegmentDecoder`` is pickled to Spark's executors with its ``kms``; each builds its own
+    key cache there (the Spark tests cover parquet-mr; this is the Python decoder's path)."""
+    from .test_spark_decoder import decode_all, kafka_rows
+
+    seg = encrypted()
+    kms = parse_kms_config({"columnar.encryption.kms.keys": KEYS})
+    assert pickle.loads(pickle.dumps(kms)) == kms
+    decoder = pickle.loads(pickle.dumps(SegmentDecoder(TABLE.schema, reserved="drop", kms=kms)))
+    got = decode_all(decoder, kafka_rows((seg.value, seg.headers)))
+    assert got.to_pylist() == TABLE.to_pylist()
+    with pytest.raises(SegmentDecodeError, match=r"columnar\.encryption\.kms"):
+        decode_all(SegmentDecoder(TABLE.schema, reserved="drop"), kafka_rows((seg.value, seg.headers)))

@@ -1,7 +1,7 @@
 """Encrypted segments on Spark: delta-spark (parquet-mr) decrypts the files ``parka ingest`` landed
-with parquet-mr's ``InMemoryKMS`` and the same key list as parka's local KMS, Spark's Parquet
-writer and pyarrow read each other's encrypted files, and ``parka.spark_ext.read`` decodes
-encrypted segments with the KMS settings. The KMS client class comes from parquet-mr's tests jar
+with parquet-mr's ``InMemoryKMS`` and the same key list as parka's local KMS, and Spark's Parquet
+writer and pyarrow read each other's encrypted files (``parka.spark_ext``'s own decoder with KMS
+settings is tested in ``tests/unit/test_encryption.py``). The KMS client class comes from parquet-mr's tests jar
 (``scripts/parquet-kms-jar.sh``), on the shared session's ``spark.jars`` (conftest)."""
 
 from __future__ import annotations
@@ -10,10 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from parka.spark_ext import encryption_conf, read
+from parka.spark_ext import encryption_conf
 
 from parka.encryption import decryption_properties
 
@@ -89,16 +88,3 @@ def test_spark_and_pyarrow_read_each_others_encrypted_files(
         got.select(["id", "device"]).to_pylist()
         == encrypted_topic.rows.slice(0, 50).select(["id", "device"]).to_pylist()
     )
-
-
-def test_spark_ext_read_decodes_encrypted_segments(spark: Any, bootstrap: str, encrypted_topic: EncryptedTopic) -> None:
-    df = read(
-        spark,
-        encrypted_topic.topic,
-        bootstrap_servers=bootstrap,
-        schema=EVENTS,
-        kms=encrypted_topic.kms,
-        reserved="drop",
-    )
-    got = pa.Table.from_pylist(sorted(df.toArrow().to_pylist(), key=lambda r: r["id"]), schema=EVENTS)
-    assert got.equals(encrypted_topic.rows)
