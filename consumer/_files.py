@@ -109,7 +109,8 @@ def read_segment(
         meta, schema = read_footer(value, info.num_records)
     except SegmentDecodeError as exc:
         raise SegmentDecodeError(str(exc), value=value, headers=hdrs, **where) from exc.__cause__
-    return SegmentRead(topic, partition, offset, value, hdrs, info, meta, schema, encrypted_columns(value))
+    encrypted = encrypted_columns(value, meta.serialized_size)
+    return SegmentRead(topic, partition, offset, value, hdrs, info, meta, schema, encrypted)
 
 
 _fits: RecentCache[Fit] = RecentCache()

@@ -74,16 +74,21 @@ def read_footer(data: bytes) -> Footer:
     return Footer(data, meta)
 
 
-def encrypted_columns(data: bytes) -> frozenset[int]:
+def encrypted_columns(data: bytes, thrift_size: int | None = None) -> frozenset[int]:
     """Indexes (footer column order) of the encrypted columns of a file with a plaintext footer;
     empty for a plain file or one whose footer is not readable here (the caller's own footer
-    read reports that).
+    read reports that). ``thrift_size``: pyarrow's ``FileMetaData.serialized_size`` when the
+    caller has it. A plaintext footer of an encrypted file is followed by its 28-byte signature
+    inside the footer length; when the two are equal there is none, and the footer is not
+    parsed again (about 0.1 ms for a 10,000-row segment: the ingestion hot path).
 
     Why not pyarrow: its ``FileMetaData`` gives no way to tell, and asking an encrypted column
     chunk for its metadata without the key aborts the process (pyarrow 26: an uncaught
     ``parquet::ParquetException`` from ``RowGroupMetaData.column``), so the caller must know
     which columns not to ask for.
     """
+    if thrift_size is not None and len(data) >= 12 and struct.unpack("<I", data[-8:-4])[0] == thrift_size:
+        return frozenset()
     try:
         meta = read_footer(data).meta
     except NotStitchable:
