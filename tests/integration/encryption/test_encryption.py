@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 from parka.consumer import ParquetConsumer
+from parka.consumer._optimize import optimize_table
 
 from parka.encryption import decryption_properties
 from parka.errors import SegmentDecodeError
@@ -104,3 +105,9 @@ def test_ingest_lands_the_encrypted_segments_byte_for_byte(
     files = [pq.read_table(p, decryption_properties=props) for p in paths]
     got = pa.concat_tables(files).select(EVENTS.names).sort_by("id").cast(EVENTS)
     assert got.equals(encrypted_topic.rows)
+
+    # parka optimize has no keys: it leaves the small encrypted files as they are (never decrypted
+    # into plaintext ones), and the table is unchanged
+    version = dt.version()
+    assert optimize_table(str(table)).files_removed == 0
+    assert DeltaTable(str(table)).version() == version
