@@ -13,7 +13,7 @@ BENCH_ARGS = --bootstrap localhost:$(PARKA_KAFKA_PORT) --kafka-data-dir "$$(scri
 SEED ?= 1
 RELIABILITY_OUT ?= reliability-out
 
-.PHONY: help setup kafka-up kafka-down kafka-status spark-cluster-up spark-cluster-down lint test test-unit test-integration demo bench bench-quick bench-encodings reliability reliability-quick clean
+.PHONY: help setup kafka-up kafka-down kafka-status spark-cluster-up spark-cluster-down lint test test-unit test-integration demo bench bench-quick bench-encodings bench-encryption reliability reliability-quick clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 20
@@ -71,6 +71,9 @@ bench-quick: setup kafka-up $(BIN)/.bench-installed ## a reduced benchmark suite
 
 bench-encodings: setup kafka-up $(BIN)/.bench-installed ## bytes per row at 10,000 rows/batch, zstd: JSON, Avro, Parquet tuned and pyarrow defaults (a few min) into BENCH_OUT
 	$(BIN)/python -m benchmarks.suite --mode encodings --out $(BENCH_OUT) $(BENCH_ARGS)
+
+bench-encryption: setup kafka-up $(BIN)/.bench-installed ## column encryption's cost: encode+encrypt vs encode, decode+decrypt vs decode (~2 min) into BENCH_OUT
+	$(BIN)/python -m benchmarks.suite --mode encryption --out $(BENCH_OUT) $(BENCH_ARGS)
 
 reliability: setup kafka-up ## the full fault suite (~13 min on 2 cores): kills, restarts, bad inputs; summary in reliability-out/full
 	PARKA_FUZZ_EXAMPLES=1000 $(BIN)/pytest tests/unit/test_segment_fuzz.py -q -p no:cacheprovider

@@ -1,4 +1,4 @@
-"""The benchmark suite: ``python -m benchmarks.suite --mode full|quick|encodings --out DIR``.
+"""The benchmark suite: ``python -m benchmarks.suite --mode full|quick|encodings|encryption --out DIR``.
 
 ``make bench`` runs the full suite (about 25 minutes on 2 cores), ``make bench-quick`` a reduced
 one (a few minutes), ``make bench-encodings`` (``--mode encodings``) the encoding matrix alone at
@@ -6,7 +6,8 @@ one (a few minutes), ``make bench-encodings`` (``--mode encodings``) the encodin
 encoding matrix (bytes per row, producer and consumer CPU; at 10,000 rows per batch also Parquet
 with pyarrow's default encodings and, for GPS, segments sorted by device), end to end into Delta,
 issue 3's ingest throughput, the Spark paths, the lake for its readers (10M flight rows: files,
-DuckDB/Spark/pyarrow scans, after ``parka optimize``). Each run
+DuckDB/Spark/pyarrow scans, after ``parka optimize``), the cost of column encryption (``--mode
+encryption`` runs it alone, ``make bench-encryption``: about 2 minutes). Each run
 writes ``results.json``, ``report.md`` and PNG plots into DIR; any failed check stops the run
 with a non-zero exit and no report.
 """
@@ -29,6 +30,7 @@ from . import datasets as data
 from .broker import Broker
 from .checks import CheckFailed, Checks
 from .encodings import CODECS
+from .encryption import run_encryption
 from .endtoend import run_end_to_end
 from .ingest_throughput import run as run_ingest_throughput
 from .machine import machine_info
@@ -43,7 +45,7 @@ __all__ = ["PLANS", "SECTIONS", "Plan", "main"]
 
 log = logging.getLogger("parka.bench")
 
-SECTIONS = ("matrix", "e2e", "ingest", "spark", "lake")
+SECTIONS = ("matrix", "e2e", "ingest", "spark", "lake", "encryption")
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,9 @@ class Plan:
     spark_timeout_s: float
     lake_rows: int = 0  # flight rows in the lake section's table (the flights repeated, or the first ones)
     lake_scan_repeats: int = 0
-    sections: tuple[str, ...] = ("matrix", "e2e", "ingest", "spark", "lake")
+    encryption_rows: int = 100_000  # the first rows of each data set, in 10,000-row segments
+    encryption_rounds: int = 5  # paired rounds of plain and encrypted encode/decode
+    sections: tuple[str, ...] = ("matrix", "e2e", "ingest", "spark", "lake", "encryption")
 
 
 PLANS = {
@@ -94,6 +98,8 @@ PLANS = {
         spark_timeout_s=240,
         lake_rows=200_000,
         lake_scan_repeats=3,
+        encryption_rows=20_000,
+        encryption_rounds=2,
     ),
     # The encoding matrix alone at 10,000 rows per batch and zstd, on the full mode's data: bytes
     # per row of JSON, Avro and Parquet segments (tuned, pyarrow's defaults, sorted); a few minutes.
@@ -109,6 +115,23 @@ PLANS = {
         spark_records=0,
         spark_timeout_s=0,
         sections=("matrix",),
+    ),
+    # Column encryption alone: encode+encrypt vs encode, decode+decrypt vs decode, side by side
+    # on the first 300,000 rows of each data set, median of 11 paired rounds; about 2 minutes.
+    "encryption": Plan(
+        rows={"flights": 300_000, "web_requests": 300_000, "gps": 300_000},
+        matrix_rows=100_000,
+        batch_sizes=(),
+        codecs=("zstd",),
+        repeats=1,
+        consumer_rows=0,
+        per_record_batch=0,
+        ingest_copies={},
+        spark_records=0,
+        spark_timeout_s=0,
+        encryption_rows=300_000,
+        encryption_rounds=11,
+        sections=("encryption",),
     ),
 }
 
@@ -222,6 +245,12 @@ def run_suite(args: argparse.Namespace) -> dict[str, Any]:
                 spark_timeout_s=plan.spark_timeout_s,
             )
             timings["lake_s"] = time.perf_counter() - t0
+        if "encryption" not in skip:
+            t0 = time.perf_counter()
+            results["encryption"] = run_encryption(
+                [ds.head(plan.encryption_rows) for ds in sets], plan.encryption_rounds, checks
+            )
+            timings["encryption_s"] = time.perf_counter() - t0
     finally:
         _cleanup(broker, run_id)
     results["targets"] = evaluate(results)

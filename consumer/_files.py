@@ -28,7 +28,7 @@ from ._log import DataFile, TableLog
 from ._partitions import segment_partition_values, split_by_partition
 from ._plan import FileName, Fit, LandedSegment, fit_segment, partition_path
 from ._stats import DEFAULT_STATS, RecentCache, StatsConfig, data_file_stats
-from ._stitch import NotStitchable, Source, stitch
+from ._stitch import NotStitchable, Source, encrypted_columns, stitch
 from ._stitch import read_footer as read_stitch_footer
 from ._storage import delete_files, list_files, read_file, write_data_file
 
@@ -76,6 +76,8 @@ class SegmentRead:
     info: SegmentInfo
     meta: pq.FileMetaData
     schema: pa.Schema
+    # footer indexes of encrypted columns (a plaintext footer): their statistics are not read
+    encrypted: frozenset[int] = frozenset()
 
 
 def read_segment(
@@ -107,7 +109,8 @@ def read_segment(
         meta, schema = read_footer(value, info.num_records)
     except SegmentDecodeError as exc:
         raise SegmentDecodeError(str(exc), value=value, headers=hdrs, **where) from exc.__cause__
-    return SegmentRead(topic, partition, offset, value, hdrs, info, meta, schema)
+    encrypted = encrypted_columns(value, meta.serialized_size)
+    return SegmentRead(topic, partition, offset, value, hdrs, info, meta, schema, encrypted)
 
 
 _fits: RecentCache[Fit] = RecentCache()
@@ -167,7 +170,19 @@ def check_segment(
             partition=seg.partition,
             offset=seg.offset,
         )
-    values = segment_partition_values(seg.meta, seg.value, specs, seg.schema) if specs else {}
+    values = segment_partition_values(seg.meta, seg.value, specs, seg.schema, seg.encrypted) if specs else {}
+    if values is None and seg.encrypted:
+        # Splitting decodes and re-encodes: without the keys it cannot, and with them it would
+        # land the encrypted columns in plaintext.
+        raise SchemaMismatchError(
+            "the table cannot take this segment: its rows span several table partitions and it is "
+            "encrypted, so it cannot be split (produce with columnar.partition.by matching the table's)",
+            value=seg.value,
+            headers=seg.headers,
+            topic=seg.topic,
+            partition=seg.partition,
+            offset=seg.offset,
+        )
     return CheckedSegment(seg, fit.new_fields, values)
 
 
@@ -242,19 +257,29 @@ class _Writer:
     stats_config: StatsConfig = DEFAULT_STATS
 
     def put(
-        self, name: str, data: bytes, md: pq.FileMetaData | None, values: Mapping[str, str | None], tags: dict[str, str]
+        self,
+        name: str,
+        data: bytes,
+        md: pq.FileMetaData | None,
+        values: Mapping[str, str | None],
+        tags: dict[str, str],
+        encrypted: frozenset[int] = frozenset(),
     ) -> DataFile:
         size = write_data_file(self.table_uri, name, data, self.storage_options)
         names = [spec.name for spec in self.partition_by]
         stats = data_file_stats(
-            md if md is not None else data, self.schema, partition_by=names, stats_config=self.stats_config
+            md if md is not None else data,
+            self.schema,
+            partition_by=names,
+            stats_config=self.stats_config,
+            encrypted=encrypted,
         )
         return DataFile(path=name, size=size, partition_values=dict(values), stats=stats, tags=tags)
 
     def alone(self, c: CheckedSegment, *, fallback: bool = False) -> LandedSegment:
         seg, values = c.seg, c.partition_values or {}
         name = _in_partition(values, FileName.new(seg.topic, seg.partition, seg.offset))
-        f = self.put(name, seg.value, seg.meta, values, _tags(seg.topic, seg.partition, seg.offset))
+        f = self.put(name, seg.value, seg.meta, values, _tags(seg.topic, seg.partition, seg.offset), seg.encrypted)
         return _landed(c, (f,), stitch_fallback=fallback)
 
     def run(self, run: Sequence[CheckedSegment]) -> list[LandedSegment]:
@@ -390,6 +415,12 @@ def read_footer(value: bytes, num_records: int) -> tuple[pq.FileMetaData, pa.Sch
         SegmentDecodeError: no readable footer, or its row count differs from ``num_records``
             (the ``parka.records`` header). Without coordinates: the caller adds them.
     """
+    if value[-4:] == b"PARE":
+        raise SegmentDecodeError(
+            "segment has an encrypted footer: ingestion reads the footer (schema, row count, "
+            "statistics) without keys, so produce with columnar.encryption.plaintext.footer=true "
+            "(the default; the encrypted columns stay encrypted)"
+        )
     try:
         meta = pq.read_metadata(pa.BufferReader(value))
         schema = _arrow_schema(meta)

@@ -49,6 +49,7 @@ from ._delta import LiveFile
 from ._log import DataFile
 from ._plan import partition_path
 from ._stats import StatsConfig, data_file_stats
+from ._stitch import encrypted_columns
 from ._storage import delete_files, make_durable, read_file, read_parquet_footer, write_data_file
 
 if TYPE_CHECKING:
@@ -147,17 +148,21 @@ def optimize_table(
     committing = False
     try:
         for group in bins:
-            new = _rewrite(
-                uri,
-                group,
-                table_schema=table_schema,
-                partitions=partitions,
-                stats_config=stats_config,
-                z_order=z_order,
-                target_size=target_size,
-                row_group_rows=row_group_rows,
-                storage_options=options,
-            )
+            try:
+                new = _rewrite(
+                    uri,
+                    group,
+                    table_schema=table_schema,
+                    partitions=partitions,
+                    stats_config=stats_config,
+                    z_order=z_order,
+                    target_size=target_size,
+                    row_group_rows=row_group_rows,
+                    storage_options=options,
+                )
+            except _Encrypted as exc:
+                log.warning("%d file(s) left as they are: %s is encrypted, and optimize has no keys", len(group), exc)
+                continue
             written.append((group, new))
         if written:
             make_durable(uri, options)
@@ -323,6 +328,9 @@ def _rewrite(
 
     def read(f: LiveFile) -> pa.Table:
         raw = read_file(uri, f.path, storage_options)
+        # Every file is read before any is written, so a bin with an encrypted file leaves nothing.
+        if raw[-4:] == b"PARE" or encrypted_columns(raw):
+            raise _Encrypted(f.path)
         try:
             return _conform(pq.read_table(pa.BufferReader(raw)), data_schema)
         except (pa.ArrowException, ValueError) as exc:
@@ -359,6 +367,10 @@ def _rewrite(
             pending, count = [whole.slice(cut)], count - cut
     groups.extend(pending)
     return [put([pa.concat_tables(groups)])]
+
+
+class _Encrypted(Exception):
+    """A file of a bin is encrypted (column encryption): the bin is left alone."""
 
 
 def _conform(t: pa.Table, schema: pa.Schema) -> pa.Table:

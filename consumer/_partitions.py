@@ -60,12 +60,23 @@ def _top_level_leaves(meta: pq.FileMetaData) -> dict[str, int]:
     return _leaves.get((meta.schema,), build)
 
 
-def footer_value(meta: pq.FileMetaData, spec: PartitionSpec, source_type: pa.DataType) -> Any:
+def footer_value(
+    meta: pq.FileMetaData, spec: PartitionSpec, source_type: pa.DataType, encrypted: frozenset[int] = frozenset()
+) -> Any:
     """``spec``'s one value for every row of the file described by ``meta``, from its column
     statistics alone; :data:`_SPANS` when it has several, :data:`_UNKNOWN` when the footer
     cannot tell (no statistics, or a type whose statistics are not exact). ``None``: every
-    source value is null."""
+    source value is null.
+
+    Raises:
+        SegmentDecodeError: the source column is encrypted (``encrypted``: footer indexes).
+    """
     index = _top_level_leaves(meta).get(spec.source)
+    if index is not None and index in encrypted:
+        raise SegmentDecodeError(
+            f"partition column '{spec.source}' is encrypted: its values cannot be read without "
+            "the key, so the segment's table partition cannot be decided"
+        )
     if index is None or not _exact_bounds(source_type):
         return _UNKNOWN
     nulls, lo, hi = 0, None, None
@@ -90,7 +101,11 @@ def footer_value(meta: pq.FileMetaData, spec: PartitionSpec, source_type: pa.Dat
 
 
 def segment_partition_values(
-    meta: pq.FileMetaData, value: bytes, specs: Sequence[PartitionSpec], schema: pa.Schema
+    meta: pq.FileMetaData,
+    value: bytes,
+    specs: Sequence[PartitionSpec],
+    schema: pa.Schema,
+    encrypted: frozenset[int] = frozenset(),
 ) -> PartitionValues | None:
     """The partition values (as Delta's ``partitionValues`` hold them) shared by every row of
     the segment ``value`` (footer ``meta``, source column types in ``schema``), or ``None`` when
@@ -99,12 +114,12 @@ def segment_partition_values(
 
     Raises:
         SchemaError: a source column is missing or of a type its transform cannot take.
-        SegmentDecodeError: the source columns cannot be read.
+        SegmentDecodeError: the source columns cannot be read (or are encrypted).
     """
     values: dict[str, Any] = {}
     unsettled: list[PartitionSpec] = []
     for spec in specs:
-        found = footer_value(meta, spec, schema.field(spec.source).type)
+        found = footer_value(meta, spec, schema.field(spec.source).type, encrypted)
         if found is _SPANS:
             return None
         if found is _UNKNOWN:

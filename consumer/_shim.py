@@ -60,6 +60,7 @@ import confluent_kafka
 import pyarrow as pa
 from confluent_kafka import TopicPartition
 
+from parka.encryption import ENCRYPTION_PREFIX, parse_kms_config
 from parka.errors import ConfigError, KafkaClientError, SegmentDecodeError, SegmentError
 from parka.message import RecordMessage, SegmentRecords
 from parka.registry import SCHEMA_ID_HEADER, Registry, parse_schema_id, split_registry_config
@@ -135,15 +136,19 @@ def _auto_commit_loop(ref: weakref.ref[ParquetConsumer], stop: threading.Event, 
 class ParquetConsumer:
     """Consume parka segments as individual records; plain messages pass through unchanged.
 
-    ``conf`` is a confluent-kafka consumer config; it is copied, never modified.
+    ``conf`` is a confluent-kafka consumer config; it is copied, never modified. The
+    ``columnar.encryption.kms.*`` keys (:mod:`parka.encryption`) decrypt encrypted segments.
 
     Raises:
         ConfigError: ``enable.auto.commit``, ``enable.auto.offset.store`` or
-            ``auto.commit.interval.ms`` has a value librdkafka would not take.
+            ``auto.commit.interval.ms`` has a value librdkafka would not take; a bad
+            ``columnar.encryption.*`` key.
     """
 
     def __init__(self, conf: Mapping[str, Any]) -> None:
         registry_conf, client = split_registry_config(conf)
+        self._kms = parse_kms_config(client)
+        client = {k: v for k, v in client.items() if not k.startswith(ENCRYPTION_PREFIX)}
         # With a registry, a segment's parka.schema.id is resolved: the writer's Avro schema must
         # be the one the segment's fingerprint names. schema.registry.* never reach librdkafka.
         self._registry = None if registry_conf is None else Registry(registry_conf)
@@ -535,7 +540,7 @@ class ParquetConsumer:
             return msg
         start = self._resume_index(msg)
         try:
-            table = decode_segment(msg.value(), headers, topic=topic, partition=partition, offset=offset)
+            table = decode_segment(msg.value(), headers, topic=topic, partition=partition, offset=offset, kms=self._kms)
         except SegmentError:
             self._cursors[key] = Cursor(topic, partition, offset)
             raise

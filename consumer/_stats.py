@@ -445,6 +445,7 @@ def data_file_stats(
     *,
     partition_by: Collection[str] = (),
     stats_config: StatsConfig = DEFAULT_STATS,
+    encrypted: Collection[int] = (),
 ) -> str:
     """The add action's ``stats`` JSON, from the Parquet footer alone (no data is decoded).
 
@@ -456,7 +457,10 @@ def data_file_stats(
     from pyarrow: see the module docstring); strings cut to the prefix length (the min a prefix,
     the max a prefix and a tie-breaker, left out when none fits). Binary, lists and maps get no
     min/max, nor does a column whose statistics miss in a row group with values. Partition
-    columns are skipped; ``stats_config`` says which leaf columns are described.
+    columns are skipped; ``stats_config`` says which leaf columns are described. Encrypted
+    columns (``encrypted``: footer column indexes, see
+    :func:`parka.consumer._stitch.encrypted_columns`) get nothing: their values stay out of the
+    log, and their metadata is not even touched (pyarrow aborts on it without the key).
 
     Raises:
         SegmentDecodeError: ``parquet`` bytes without a readable footer.
@@ -475,6 +479,8 @@ def data_file_stats(
     prefix = stats_config.string_prefix_length
     out: dict[str, dict[str, Any]] = {"minValues": {}, "maxValues": {}, "nullCount": {}}
     for column in plan.columns:
+        if column.index in encrypted:
+            continue
         for key, value in zip(
             ("nullCount", "minValues", "maxValues"),
             _column_stats(md, column.index, column.type, column.kind, nan_in_max=nan_in_max, prefix=prefix),

@@ -23,7 +23,7 @@ from typing import Any
 
 from fastparquet import cencoding
 
-__all__ = ["Footer", "NotStitchable", "Source", "read_footer", "row_groups", "stitch"]
+__all__ = ["Footer", "NotStitchable", "Source", "encrypted_columns", "read_footer", "row_groups", "stitch"]
 
 MAGIC = b"PAR1"
 
@@ -74,6 +74,41 @@ def read_footer(data: bytes) -> Footer:
     return Footer(data, meta)
 
 
+def encrypted_columns(data: bytes, thrift_size: int | None = None) -> frozenset[int]:
+    """Indexes (footer column order) of the encrypted columns of a file with a plaintext footer;
+    empty for a plain file or one whose footer is not readable here (the caller's own footer
+    read reports that). ``thrift_size``: pyarrow's ``FileMetaData.serialized_size`` when the
+    caller has it. A plaintext footer of an encrypted file is followed by its 28-byte signature
+    inside the footer length; when the two are equal there is none, and the footer is not
+    parsed again (about 0.1 ms for a 10,000-row segment: the ingestion hot path).
+
+    Why not pyarrow: its ``FileMetaData`` gives no way to tell, and asking an encrypted column
+    chunk for its metadata without the key aborts the process (pyarrow 26: an uncaught
+    ``parquet::ParquetException`` from ``RowGroupMetaData.column``), so the caller must know
+    which columns not to ask for.
+    """
+    if thrift_size is not None and len(data) >= 12 and struct.unpack("<I", data[-8:-4])[0] == thrift_size:
+        return frozenset()
+    try:
+        meta = read_footer(data).meta
+    except NotStitchable:
+        return frozenset()
+    if not _has(meta, _ENCRYPTION_ALGORITHM):
+        return frozenset()
+    return frozenset(i for rg in meta.row_groups or () for i, cc in enumerate(rg.columns or ()) if _has(cc, _CRYPTO))
+
+
+# Thrift field ids of the encryption fields (parquet.thrift). fastparquet's Thrift classes lack
+# the encryption structs: reading ``encryption_algorithm`` or ``crypto_metadata`` of an encrypted
+# file raises KeyError('EncryptionAlgorithm'), so these look at the parsed fields by id.
+_ENCRYPTION_ALGORITHM, _FOOTER_SIGNING_KEY = 8, 9  # FileMetaData
+_CRYPTO, _ENCRYPTED_METADATA = 8, 9  # ColumnChunk
+
+
+def _has(obj: Any, field_id: int) -> bool:
+    return obj.contents.get(field_id) is not None
+
+
 def _chunk_start(md: Any) -> int:
     """Where a column chunk's bytes start: its dictionary page, else its first data page."""
     starts = [md.data_page_offset]
@@ -84,7 +119,7 @@ def _chunk_start(md: Any) -> int:
 
 
 def _check_compatible(first: Any, other: Any) -> None:
-    if other.encryption_algorithm is not None or other.footer_signing_key_metadata is not None:
+    if _has(other, _ENCRYPTION_ALGORITHM) or _has(other, _FOOTER_SIGNING_KEY):
         raise NotStitchable("an encrypted file")
     if other.schema != first.schema:
         raise NotStitchable("Parquet schemas differ")
@@ -106,7 +141,7 @@ def _row_group_range(rg: Any) -> tuple[int, int]:
         md = cc.meta_data
         if cc.file_path is not None:
             raise NotStitchable("a column chunk stored in another file")
-        if md is None or cc.crypto_metadata is not None or cc.encrypted_column_metadata is not None:
+        if md is None or _has(cc, _CRYPTO) or _has(cc, _ENCRYPTED_METADATA):
             raise NotStitchable("an encrypted column chunk")
         if md.bloom_filter_offset is not None:
             raise NotStitchable("a bloom filter")

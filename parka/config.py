@@ -26,6 +26,8 @@ level``
                                     go there (:mod:`parka.metrics`)
 ``linger.ms``                       a segment waits at most this long             ``100``
 ``partitioner``                     any of librdkafka's (see :mod:`parka.partitioner`)  ``consistent_random``
+``columnar.encryption.*``           Parquet modular encryption of chosen columns   off
+                                    (see :mod:`parka.encryption`)
 ==================================  ============================================  =========
 
 ``columnar.sort.by`` reorders the records within a segment (never across segments): a consumer
@@ -47,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .encoding import DEFAULT_TUNING, TUNINGS
+from .encryption import ENCRYPTION_PREFIX, EncryptionSettings, parse_encryption_config
 from .errors import ConfigError
 from .partitioner import PARTITIONERS
 from .partitioning import PartitionSpec, parse_partition_by
@@ -106,6 +109,7 @@ class ProducerSettings:
     tuning: str = DEFAULT_TUNING
     sort_by: tuple[str, ...] = ()
     metrics_registry: Any = field(default=None, compare=False, repr=False)
+    encryption: EncryptionSettings | None = None
 
     @property
     def columnar(self) -> bool:
@@ -155,7 +159,9 @@ def parse_producer_config(conf: Mapping[str, Any]) -> tuple[ProducerSettings, di
     """
     if not isinstance(conf, Mapping):
         raise ConfigError("conf", type(conf).__name__, "a dict of configuration keys")
-    unknown = sorted(k for k in conf if k.startswith("columnar.") and k not in _COLUMNAR_KEYS)
+    unknown = sorted(
+        k for k in conf if k.startswith("columnar.") and k not in _COLUMNAR_KEYS and not k.startswith(ENCRYPTION_PREFIX)
+    )
     if unknown:
         raise ConfigError(unknown[0], conf[unknown[0]], "known keys: " + ", ".join(sorted(_COLUMNAR_KEYS)))
 
@@ -216,6 +222,15 @@ def parse_producer_config(conf: Mapping[str, Any]) -> tuple[ProducerSettings, di
             "a prometheus_client.CollectorRegistry (pip install 'parka[metrics]')",
         )
 
+    encryption = parse_encryption_config(conf)
+    if encryption is not None and encoding == "none":
+        raise ConfigError(
+            "columnar.encryption.columns",
+            conf.get("columnar.encryption.columns"),
+            "no encryption settings",
+            reason="columns are encrypted within Parquet segments, and columnar.encoding is none",
+        )
+
     linger_ms = _float(conf, "linger.ms", DEFAULT_LINGER_MS, minimum=0.0)
     if encoding != "none":
         # parka cuts segments itself; the wrapped client sends each one promptly.
@@ -246,6 +261,7 @@ def parse_producer_config(conf: Mapping[str, Any]) -> tuple[ProducerSettings, di
         tuning=tuning,
         sort_by=sort_by,
         metrics_registry=registry,
+        encryption=encryption,
     )
     return settings, client
 

@@ -47,6 +47,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from parka.encoding import AUTO_ZSTD_LEVEL, DEFAULT_TUNING, TUNINGS, ColumnEncodings, choose_encodings
+from parka.encryption import EncryptionSettings, KmsSettings, decryption_properties, encryption_properties
 from parka.errors import ConfigError, RecordError, SchemaMismatchError, SegmentDecodeError, SegmentError
 from parka.schema import RESERVED_PREFIX, schema_fingerprint
 
@@ -143,6 +144,7 @@ def encode_segment(
     tuning: str = DEFAULT_TUNING,
     layout: ColumnEncodings | None = None,
     extra_headers: Sequence[tuple[str, bytes]] = (),
+    encryption: EncryptionSettings | None = None,
 ) -> Segment:
     """Encode ``table`` (user columns, then any reserved ones) as one Parquet file with its headers.
 
@@ -151,13 +153,15 @@ def encode_segment(
     and, for ``zstd`` without a ``compression_level``, level 3; ``none`` writes pyarrow's
     defaults (a dictionary for every column, zstd level 1). Either way any Parquet reader reads it.
     With ``auto``, ``layout`` is a choice made earlier for a table of the same schema
-    (:class:`parka.encoding.LayoutCache`), used instead of judging ``table``.
+    (:class:`parka.encoding.LayoutCache`), used instead of judging ``table``. With
+    ``encryption``, its columns are encrypted with fresh data keys (:mod:`parka.encryption`).
 
     Raises:
         ConfigError: unknown ``codec`` or ``tuning``, or a ``compression_level`` the codec does not take.
         ValueError: a malformed fingerprint, a ``parka.*`` name among ``extra_headers``, or a
             ``__parka_*`` column that is not a reserved column of the right type.
-        SegmentError: Arrow could not write the table.
+        SegmentError: Arrow could not write the table, a column to encrypt is not in it, or the
+            KMS refused to wrap a key.
     """
     parquet_codec = _check_codec(codec, compression_level)
     if tuning not in TUNINGS:
@@ -175,8 +179,17 @@ def encode_segment(
     problem = _reserved_problem(table.schema)
     if problem:
         raise ValueError(problem)
+    if encryption is not None:
+        missing = _missing_columns(table.schema, encryption.columns)
+        if missing:
+            raise SegmentError(
+                f"columnar.encryption.columns names {', '.join(missing)}, not a column of the segment "
+                f"(columns: {', '.join(table.column_names)})"
+            )
     sink = pa.BufferOutputStream()
     try:
+        if encryption is not None:
+            options["encryption_properties"] = encryption_properties(encryption)
         pq.write_table(
             table,
             sink,
@@ -195,7 +208,7 @@ def encode_segment(
             write_page_checksum=True,
             **options,
         )
-    except (pa.ArrowException, OSError) as exc:
+    except (pa.ArrowException, OSError, KeyError) as exc:
         raise SegmentError(f"cannot encode segment as Parquet: {exc}") from exc
     value = sink.getvalue().to_pybytes()
     headers = [
@@ -211,6 +224,22 @@ def encode_segment(
         *extra_headers,
     ]
     return Segment(value=value, headers=headers, num_records=table.num_rows)
+
+
+def _missing_columns(schema: pa.Schema, columns: Sequence[str]) -> list[str]:
+    """Which of ``columns`` (dotted paths) name no column or struct field of ``schema``."""
+    paths: set[str] = set()
+
+    def walk(f: pa.Field, prefix: str) -> None:
+        path = prefix + f.name
+        paths.add(path)
+        if pa.types.is_struct(f.type):
+            for child in f.type:
+                walk(child, path + ".")
+
+    for f in schema:
+        walk(f, "")
+    return [c for c in columns if c not in paths]
 
 
 def _check_codec(codec: str, level: int | None) -> str:
@@ -321,16 +350,19 @@ def decode_segment(
     partition: int | None = None,
     offset: int | None = None,
     expected_schema: pa.Schema | None = None,
+    kms: KmsSettings | None = None,
 ) -> pa.Table:
     """Read a segment's Parquet bytes into a table (user columns, then any reserved columns).
 
     With ``headers``, they are checked first (:func:`read_segment_info`) and the row count must
     match ``parka.records``; with ``headers=None`` only the bytes are read. With
     ``expected_schema``, the user columns must have exactly its names, order, types and
-    nullability (metadata ignored).
+    nullability (metadata ignored). With ``kms``, encrypted segments are decrypted
+    (:mod:`parka.encryption`); plaintext ones read as before.
 
     Raises:
-        SegmentDecodeError: bad headers, bytes that are not a readable Parquet file, a row count
+        SegmentDecodeError: bad headers, bytes that are not a readable Parquet file (an
+            encrypted one without ``kms`` or without its keys), a row count
             that differs from the header, or malformed reserved columns. It keeps ``value``,
             the headers and the coordinates.
         SchemaMismatchError: the user columns differ from ``expected_schema``; ``field`` names
@@ -351,10 +383,19 @@ def decode_segment(
         raise SegmentDecodeError("segment has no value (a tombstone?)", **context)
     try:
         reader = pa.BufferReader(pa.py_buffer(value))
-        table = pq.ParquetFile(reader, page_checksum_verification=True).read()
-    except (pa.ArrowException, OSError, ValueError, TypeError, EOFError) as exc:
+        table = pq.ParquetFile(
+            reader, page_checksum_verification=True, decryption_properties=decryption_properties(kms)
+        ).read()
+    except (pa.ArrowException, OSError, ValueError, TypeError, EOFError, KeyError) as exc:
+        hint = ""
+        if "ecrypt" in str(exc) or "ncrypt" in str(exc):
+            hint = (
+                " (an encrypted segment: configure its KMS with columnar.encryption.kms.*)"
+                if kms is None
+                else " (an encrypted segment the configured KMS has no key for)"
+            )
         raise SegmentDecodeError(
-            f"segment value ({len(value)} bytes) is not a readable Parquet file: {exc}", **context
+            f"segment value ({len(value)} bytes) is not a readable Parquet file: {exc}{hint}", **context
         ) from exc
     if info is not None and table.num_rows != info.num_records:
         raise SegmentDecodeError(

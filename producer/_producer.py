@@ -781,6 +781,7 @@ class ParquetProducer:
                     compression_level=self._settings.compression_level,
                     tuning=self._settings.tuning,
                     layout=state.layouts.layout(table) if self._settings.tuning == "auto" else None,
+                    encryption=self._settings.encryption,
                 )
                 if self._metrics is not None:
                     self._metrics.encoded(topic, time.perf_counter() - encode_started)

@@ -27,7 +27,7 @@ imports them until called.
 from ._arrow import METADATA_COLUMNS, SegmentDecoder
 from ._ingest import SparkIngestError, SparkIngestSettings, SparkIngestStats, ingest, start_ingest
 from ._reader import decode, read, read_stream
-from ._session import SparkSetupError, find_java, packages, session, translate
+from ._session import SparkSetupError, encryption_conf, find_java, packages, session, translate
 
 __all__ = [
     "METADATA_COLUMNS",
@@ -37,6 +37,7 @@ __all__ = [
     "SparkIngestStats",
     "SparkSetupError",
     "decode",
+    "encryption_conf",
     "find_java",
     "ingest",
     "packages",

@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from parka.encryption import KmsSettings
 from parka.errors import ConfigError, SchemaError, SchemaMismatchError, SegmentError
 from parka.schema import RESERVED_PREFIX
 from parka.segment import RESERVED_FIELDS, TIMESTAMP_COLUMN, decode_segment, is_segment
@@ -110,14 +111,23 @@ class SegmentDecoder:
     and every target column it lacks is nullable (filled with nulls: a segment written before
     a column was added). ``reserved``: ``"keep"`` appends the three reserved columns (null where
     a segment has none), ``"drop"`` leaves them out. ``metadata``: keys of
-    :data:`METADATA_COLUMNS`, appended last in that order.
+    :data:`METADATA_COLUMNS`, appended last in that order. ``kms``: decrypts encrypted
+    segments (:mod:`parka.encryption`; picklable, so each executor builds its own key cache).
 
     Raises (at construction):
         SchemaError: a type Spark cannot hold, or a column named like a reserved or metadata one.
         ConfigError: an unknown ``reserved`` mode or metadata name.
     """
 
-    def __init__(self, schema: pa.Schema, *, reserved: str = "keep", metadata: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        schema: pa.Schema,
+        *,
+        reserved: str = "keep",
+        metadata: Sequence[str] = (),
+        kms: KmsSettings | None = None,
+    ) -> None:
+        self.kms = kms
         if reserved not in RESERVED_MODES:
             raise ConfigError("reserved", reserved, ", ".join(RESERVED_MODES))
         unknown = [m for m in metadata if m not in METADATA_COLUMNS]
@@ -173,7 +183,7 @@ class SegmentDecoder:
                 raise SegmentError(
                     "not a parka segment (no parka.format header)", value=value, headers=raw_headers, **where
                 )
-            table = decode_segment(value, raw_headers, **where)
+            table = decode_segment(value, raw_headers, kms=self.kms, **where)
             if table.num_rows == 0:
                 continue
             columns = self._fit(table, value, raw_headers, where)

@@ -16,6 +16,7 @@ from typing import Any, TypeAlias
 
 import pyarrow as pa
 
+from parka.encryption import KmsSettings
 from parka.errors import ConfigError, SchemaError
 from parka.schema import RESERVED_PREFIX, to_arrow_schema
 from parka.segment import FORMAT_HEADER, decode_segment
@@ -65,6 +66,7 @@ def decode(
     *,
     reserved: str = "keep",
     metadata: Sequence[str] = (),
+    kms: KmsSettings | None = None,
 ) -> Any:
     """Decode a DataFrame of Kafka rows (as the Kafka source gives them, with headers) into records.
 
@@ -73,7 +75,8 @@ def decode(
     raises). ``reserved``: ``"keep"`` (``__parka_key``, ``__parka_timestamp``,
     ``__parka_headers`` as columns, null where unused; the layout ``parka ingest`` writes) or
     ``"drop"``. ``metadata``: any of ``topic``, ``partition``, ``offset``, ``index``,
-    ``timestamp``, added as ``kafka_<name>`` columns.
+    ``timestamp``, added as ``kafka_<name>`` columns. ``kms``: the KMS settings that decrypt
+    encrypted segments (:func:`parka.encryption.parse_kms_config`).
 
     Every row must be a readable segment that fits the schema; when one is not, the Spark job
     fails with :class:`~parka.errors.SegmentError`, ``SegmentDecodeError`` or
@@ -92,14 +95,14 @@ def decode(
     if schema is None:
         if df.isStreaming:
             raise SchemaError("a streaming DataFrame needs an explicit schema (Avro or Arrow)")
-        arrow_schema = _schema_of_first(df)
+        arrow_schema = _schema_of_first(df, kms)
     else:
         arrow_schema = to_arrow_schema(schema)
-    decoder = SegmentDecoder(arrow_schema, reserved=reserved, metadata=metadata)
+    decoder = SegmentDecoder(arrow_schema, reserved=reserved, metadata=metadata, kms=kms)
     return df.select(*KAFKA_COLUMNS).mapInArrow(decoder, spark_schema(decoder.output_schema))
 
 
-def _schema_of_first(df: Any) -> pa.Schema:
+def _schema_of_first(df: Any, kms: KmsSettings | None = None) -> pa.Schema:
     """The user schema of the first segment in a batch DataFrame of Kafka rows."""
     from pyspark.sql import functions as F
 
@@ -110,12 +113,19 @@ def _schema_of_first(df: Any) -> pa.Schema:
     row = rows[0]
     headers = [(h["key"], h["value"]) for h in row["headers"] or ()]
     table = decode_segment(
-        bytes(row["value"]), headers, topic=row["topic"], partition=row["partition"], offset=row["offset"]
+        bytes(row["value"]),
+        headers,
+        topic=row["topic"],
+        partition=row["partition"],
+        offset=row["offset"],
+        kms=kms,
     )
     return pa.schema([f for f in table.schema if not f.name.startswith(RESERVED_PREFIX)])
 
 
-def first_segment_schema(spark: Any, topic: str, options: Mapping[str, str]) -> pa.Schema:
+def first_segment_schema(
+    spark: Any, topic: str, options: Mapping[str, str], kms: KmsSettings | None = None
+) -> pa.Schema:
     """The user schema of the earliest segment in ``topic`` (a small batch read).
 
     Raises:
@@ -126,7 +136,7 @@ def first_segment_schema(spark: Any, topic: str, options: Mapping[str, str]) -> 
     batch_opts.update(startingOffsets="earliest", endingOffsets="latest")
     df = spark.read.format("kafka").options(**batch_opts).load()
     try:
-        return _schema_of_first(df)
+        return _schema_of_first(df, kms)
     except SchemaError as exc:
         raise SchemaError(f"topic '{topic}': {exc}") from exc
 
@@ -144,15 +154,17 @@ def read(
     options: Mapping[str, Any] | None = None,
     reserved: str = "keep",
     metadata: Sequence[str] = (),
+    kms: KmsSettings | None = None,
 ) -> Any:
     """A batch DataFrame of the records in ``topic`` (by default from earliest to latest).
 
     ``options`` are Kafka source options (``kafka.*`` client settings, ``startingOffsets``,
-    ``endingOffsets``...). ``schema`` as in :func:`decode`; without it, the first segment's.
+    ``endingOffsets``...). ``schema`` and ``kms`` as in :func:`decode`; without a schema, the
+    first segment's.
     """
     opts = kafka_options(topic, bootstrap_servers, options)
     df = spark.read.format("kafka").options(**opts).load()
-    return decode(df, schema, reserved=reserved, metadata=metadata)
+    return decode(df, schema, reserved=reserved, metadata=metadata, kms=kms)
 
 
 def read_stream(
@@ -164,6 +176,7 @@ def read_stream(
     options: Mapping[str, Any] | None = None,
     reserved: str = "keep",
     metadata: Sequence[str] = (),
+    kms: KmsSettings | None = None,
 ) -> Any:
     """A streaming DataFrame of the records in ``topic``.
 
@@ -171,6 +184,6 @@ def read_stream(
     ``options`` as in :func:`read` (``startingOffsets``, ``maxOffsetsPerTrigger``...).
     """
     opts = kafka_options(topic, bootstrap_servers, options)
-    arrow_schema = first_segment_schema(spark, topic, opts) if schema is None else to_arrow_schema(schema)
+    arrow_schema = first_segment_schema(spark, topic, opts, kms) if schema is None else to_arrow_schema(schema)
     df = spark.readStream.format("kafka").options(**opts).load()
-    return decode(df, arrow_schema, reserved=reserved, metadata=metadata)
+    return decode(df, arrow_schema, reserved=reserved, metadata=metadata, kms=kms)

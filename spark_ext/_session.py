@@ -20,9 +20,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from parka.encryption import KmsSettings, spark_hadoop_conf
 from parka.errors import ParkaError, SchemaMismatchError, SegmentDecodeError, SegmentError
 
-__all__ = ["SparkSetupError", "find_java", "packages", "session", "translate"]
+__all__ = ["SparkSetupError", "encryption_conf", "find_java", "packages", "session", "translate"]
 
 SCALA = "2.13"
 _INSTALL_HINT = "the Spark path needs pyspark and delta-spark: pip install 'parka[spark]'"
@@ -155,6 +156,27 @@ def session(
             f"jars {conf['spark.jars.packages']} are not all on Maven Central: {_INSTALL_HINT} "
             "installs a pair that resolves"
         ) from exc
+
+
+# Spark's default spark.redaction.regex, plus the setting that holds the local KMS's master keys,
+# so that they never show in the UI, the event log or a printed conf.
+_REDACTION = r"(?i)secret|password|token|access[.]?key|parquet[.]encryption[.]key[.]list"
+
+
+def encryption_conf(kms: KmsSettings, *, kms_jar: str | None = None) -> dict[str, str]:
+    """Spark settings with which parquet-mr (delta-spark's reads, ``spark.read.parquet``) decrypts
+    files that parka wrote with ``kms`` (:func:`parka.encryption.spark_hadoop_conf`), for
+    :func:`session`'s ``extra_conf``. ``kms_jar``: a jar holding the KMS client class (for the
+    local KMS, parquet-mr's tests jar: ``scripts/parquet-kms-jar.sh`` fetches it).
+
+    Raises:
+        ConfigError: ``kms`` is not the local KMS.
+    """
+    conf = {f"spark.hadoop.{k}": v for k, v in spark_hadoop_conf(kms).items()}
+    conf["spark.redaction.regex"] = _REDACTION
+    if kms_jar:
+        conf["spark.jars"] = kms_jar
+    return conf
 
 
 def _submitted_master() -> str | None:

@@ -20,6 +20,14 @@ REPO = Path(__file__).resolve().parents[3]
 CLUSTER_PORT = os.environ.get("PARKA_TEST_SPARK_PORT", "17177")
 
 
+def kms_jar() -> str:
+    """parquet-mr's tests jar (``InMemoryKMS``), fetched once by ``scripts/parquet-kms-jar.sh``."""
+    script = str(REPO / "scripts" / "parquet-kms-jar.sh")
+    return subprocess.run(
+        [script, sys.executable], capture_output=True, text=True, check=True, timeout=300
+    ).stdout.strip()
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     from parka.spark_ext import session
@@ -33,6 +41,9 @@ def spark() -> Iterator[Any]:
             "spark.sql.shuffle.partitions": "2",
             "spark.databricks.delta.snapshotPartitions": "2",
             "spark.sql.streaming.stopTimeout": "30s",
+            # parquet-mr's InMemoryKMS for the encryption tests (test_spark_encryption.py): a
+            # jar added to a running session was not seen by delta-spark's Parquet reader
+            "spark.jars": kms_jar(),
         },
     )
     spark.sparkContext.setLogLevel("ERROR")

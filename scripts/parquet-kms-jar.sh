@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Print the path of parquet-mr's tests jar, which holds InMemoryKMS (the KMS client whose master
+# keys come from the Hadoop setting parquet.encryption.key.list): the Spark twin of parka's local
+# KMS (parka/encryption.py). Spark 4 ships parquet-hadoop without it. Fetched once from Maven
+# Central with mvn, at the version of the parquet-hadoop jar in the installed pyspark, into
+# ~/.cache/parka/parquet-kms. For tests and demos only: a production KMS has its own client jar.
+#
+#   scripts/parquet-kms-jar.sh [python]   # python: the interpreter with pyspark (default: python3)
+set -euo pipefail
+
+PY="${1:-python3}"
+log() { echo "parquet-kms-jar: $*" >&2; }
+JARS=$("$PY" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
+HADOOP_JAR=$(ls "$JARS"/parquet-hadoop-*.jar 2>/dev/null | head -1)
+[[ -n "$HADOOP_JAR" ]] || { log "no parquet-hadoop jar in $JARS"; exit 3; }
+VERSION=$(basename "$HADOOP_JAR" .jar | sed 's/^parquet-hadoop-//')
+DIR="${XDG_CACHE_HOME:-$HOME/.cache}/parka/parquet-kms"
+JAR="$DIR/parquet-hadoop-$VERSION-tests.jar"
+if [[ ! -f "$JAR" ]]; then
+  command -v mvn >/dev/null || { log "mvn not found: install Maven (apt-get install maven)"; exit 3; }
+  mkdir -p "$DIR"
+  log "fetching org.apache.parquet:parquet-hadoop:$VERSION:tests from Maven Central"
+  mvn -q -B -Dstyle.color=never dependency:copy \
+    "-Dartifact=org.apache.parquet:parquet-hadoop:$VERSION:jar:tests" "-DoutputDirectory=$DIR" >&2
+fi
+LISTING=$("$PY" -m zipfile -l "$JAR")  # not piped into grep -q: pipefail would see the writer's SIGPIPE
+grep -q 'org/apache/parquet/crypto/keytools/mocks/InMemoryKMS.class' <<<"$LISTING" \
+  || { log "$JAR has no InMemoryKMS"; exit 3; }
+echo "$JAR"
