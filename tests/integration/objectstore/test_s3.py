@@ -3,6 +3,7 @@ the Delta log through the same store and credentials, concurrent commits safe by
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import signal
 import subprocess
@@ -17,6 +18,7 @@ from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 from parka.consumer._delta import RsEngine
 from parka.consumer._log import DataFile
+from parka.consumer._optimize import optimize_table
 from parka.consumer._storage import write_data_file
 
 from parka.config import storage_options_for
@@ -74,6 +76,9 @@ def test_two_workers_into_s3_store_each_record_once_byte_for_byte(
         for proc in workers:
             if proc.poll() is None:
                 proc.kill()
+    for log in logs:  # both workers committed (their closing JSON line), so commits really raced
+        closing = json.loads([ln for ln in log.read_text().splitlines() if ln.startswith("{")][-1])
+        assert closing["commits"] >= 1, log.read_text()[-3000:]
     ids = table_ids(uri, options)  # read back by deltalake through the same options
     assert len(ids) == 1200, f"{len(ids) - len(set(ids))} duplicates, {1200 - len(set(ids))} missing"
     assert sorted(ids) == list(range(1200))
@@ -83,6 +88,15 @@ def test_two_workers_into_s3_store_each_record_once_byte_for_byte(
     stored = {str(p.relative_to(on_disk)) for p in on_disk.rglob("*.parquet") if "_delta_log" not in p.parts}
     assert stored == referenced_files(uri, options)
     assert any(p.name.endswith(".json") for p in (on_disk / "_delta_log").iterdir())
+
+    # Compaction reads footers (ranged GETs), reads, writes and commits through the same store;
+    # VACUUM with no retention deletes the replaced objects.
+    before = referenced_files(uri, options)
+    result = optimize_table(uri, storage_options=options, vacuum_retention_hours=0, allow_short_retention=True)
+    assert (result.files_removed, result.files_added, result.vacuumed) == (len(before), 1, len(before))  # unpartitioned
+    assert sorted(table_ids(uri, options)) == list(range(1200))
+    after = {str(p.relative_to(on_disk)) for p in on_disk.rglob("*.parquet") if "_delta_log" not in p.parts}
+    assert after == referenced_files(uri, options) and not after & before
 
 
 ROUNDS = 3
