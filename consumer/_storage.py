@@ -83,6 +83,7 @@ _CLIENT_KEYS = frozenset(
         "http2_keep_alive_interval",
         "http2_keep_alive_timeout",
         "http2_keep_alive_while_idle",
+        "http2_max_frame_size",
         "pool_idle_timeout",
         "pool_max_idle_per_host",
         "proxy_url",
@@ -124,6 +125,10 @@ def _known_key(url: str, key: str, value: str) -> bool:
         return False  # delta-rs' own key (or another store's): delta-rs alone reads it
     except BaseError:
         return True
+    except BaseException as exc:  # obstore panics on a client key it cannot hand back
+        if type(exc).__name__ != "PanicException":
+            raise
+        raise CommitError(f"storage option {key!r}: obstore cannot take it ({exc})") from None
     return True
 
 
