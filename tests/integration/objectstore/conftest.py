@@ -56,4 +56,5 @@ def s3proxy() -> Iterator[ObjectStoreServer]:
 @pytest.fixture(scope="session")
 def azurite() -> Iterator[ObjectStoreServer]:
     env = dict(os.environ, PARKA_AZURITE_PORT=AZURITE_PORT, PARKA_AZURITE_CONTAINER="lake")
-    yield from _serve("azurite.sh", env, "az://lake")
+    # abfss:// as ADLS Gen2 users write it; the endpoint option sends it to the emulator
+    yield from _serve("azurite.sh", env, "abfss://lake@devstoreaccount1.dfs.core.windows.net")

@@ -37,5 +37,9 @@ def test_one_worker_into_azurite_each_record_once_byte_for_byte(
     ids = table_ids(uri, options)  # read back by deltalake through the same options
     assert sorted(ids) == list(range(600))
     assert_segments_stored_byte_for_byte(bootstrap, topic, segments, uri, options)
-    # every blob under the table is a committed data file: nothing half written or left over
-    assert {f.path for f in list_files(uri, options)} == referenced_files(uri, options)
+    # every blob under the table is a committed data file: nothing half written or left over;
+    # az://container/path names the same blobs as abfss://container@account.dfs.../path
+    assert uri.startswith("abfss://lake@")
+    az_uri = "az://lake/" + uri.split(".windows.net/", 1)[1]
+    assert {f.path for f in list_files(az_uri, options)} == referenced_files(uri, options)
+    assert sorted(table_ids(az_uri, options)) == list(range(600))
