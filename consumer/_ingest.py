@@ -34,6 +34,7 @@ from confluent_kafka import (
 
 from parka._cli_util import redacted_repr
 from parka._crash import crash_point
+from parka.config import storage_options_for
 from parka.errors import CommitError, ConfigError, KafkaClientError, SchemaMismatchError, SegmentError
 from parka.partitioning import parse_partition_by
 
@@ -117,6 +118,11 @@ class IngestSettings:
             raise ConfigError("max_segments_per_commit", self.max_segments_per_commit, "an integer >= 1")
         if self.optimize_every < 0:
             raise ConfigError("optimize_every", self.optimize_every, "a number of commits >= 0 (0: never)")
+        # delta-rs and the data files get the same options: S3 made safe, unsafe ones refused
+        options = storage_options_for(self.table_uri, self.storage_options)
+        if self.dlq_table_uri:
+            options = storage_options_for(self.dlq_table_uri, options)
+        object.__setattr__(self, "storage_options", options)
 
     def app_txn(self, partition: int) -> str:
         return f"{self.app_id}-{partition}"

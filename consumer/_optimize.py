@@ -42,6 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from parka.config import storage_options_for
 from parka.errors import CommitConflict, CommitError, ConfigError
 
 from . import _delta
@@ -129,7 +130,7 @@ def optimize_table(
         raise ConfigError("max_attempts", max_attempts, "an integer >= 1")
     if vacuum_retention_hours is not None and vacuum_retention_hours < 0:
         raise ConfigError("--vacuum-retention-hours", vacuum_retention_hours, "hours >= 0")
-    options = dict(storage_options or {})
+    options = storage_options_for(uri, storage_options)
     table = _open(uri, options)
     _check_z_order(table, z_order)
     before = int(table.version())

@@ -4,7 +4,14 @@ name, one flush per commit, deleting and listing; and, for the orphan cleanup, t
 files as bytes (:func:`list_log`, :func:`read_file`): what they mean is
 ``consumer/_logscan.py``'s business. Nothing here writes the Delta log.
 
-Everything the filesystem raises leaves as :class:`~parka.errors.CommitError`.
+A local table is plain files (temporary name + rename, one ``syncfs`` per commit). Every other
+URI (``s3://``, ``s3a://``, ``az://``, ``abfss://``, ``gs://``...) goes through obstore, the
+Python binding of the Rust ``object_store`` crate delta-rs writes the Delta log with, built in
+one place (:func:`_object_store`) from the very storage options delta-rs gets, after
+:func:`parka.config.storage_options_for` (which makes S3 commits safe): one set of
+credentials, one endpoint, for the data files and the log.
+
+Everything the filesystem or the store raises leaves as :class:`~parka.errors.CommitError`.
 """
 
 from __future__ import annotations
@@ -12,18 +19,23 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import datetime as dt
+import functools
 import os
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import unquote, urlparse
 
+import obstore as obs
 import pyarrow as pa
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+from obstore.exceptions import BaseError, NotFoundError, UnknownConfigurationKeyError
+from obstore.store import ObjectStore, from_url
 
 from parka._crash import crash_point, crash_point_armed
+from parka.config import storage_options_for
 from parka.errors import CommitError
 
 __all__ = [
@@ -58,38 +70,98 @@ def check_relative(path: str) -> None:
         raise ValueError(f"not a clean data file path relative to the table root: {path!r}")
 
 
-_S3_OPTIONS = {
-    "aws_access_key_id": "access_key",
-    "aws_secret_access_key": "secret_key",
-    "aws_session_token": "session_token",
-    "aws_region": "region",
-}
+# object_store's client settings (ClientConfigKey): obstore takes them apart from the store's
+# own keys, without the ``aws_`` / ``azure_`` / ``google_`` prefix that delta-rs also accepts.
+_CLIENT_KEYS = frozenset(
+    {
+        "allow_http",
+        "allow_invalid_certificates",
+        "connect_timeout",
+        "default_content_type",
+        "http1_only",
+        "http2_only",
+        "http2_keep_alive_interval",
+        "http2_keep_alive_timeout",
+        "http2_keep_alive_while_idle",
+        "http2_max_frame_size",
+        "pool_idle_timeout",
+        "pool_max_idle_per_host",
+        "proxy_url",
+        "proxy_ca_certificate",
+        "proxy_excludes",
+        "randomize_addresses",
+        "read_timeout",
+        "timeout",
+        "user_agent",
+    }
+)
+_BOOL_CLIENT_KEYS = frozenset(
+    {"allow_http", "allow_invalid_certificates", "http1_only", "http2_only", "http2_keep_alive_while_idle"}
+)
 
 
-def _s3_kwargs(storage_options: Mapping[str, str]) -> dict[str, str]:
-    """``S3FileSystem`` arguments from deltalake's common AWS storage options (keys in any case)."""
-    options = {k.lower(): v for k, v in storage_options.items()}
-    kwargs = {arg: options[key] for key, arg in _S3_OPTIONS.items() if key in options}
-    endpoint = options.get("aws_endpoint_url") or options.get("aws_endpoint")
-    if endpoint:
-        parsed = urlparse(endpoint if "://" in endpoint else "https://" + endpoint)
-        kwargs.update(endpoint_override=parsed.netloc + parsed.path.rstrip("/"), scheme=parsed.scheme)
-    return kwargs
+@dataclass(frozen=True)
+class _Root:
+    """Where a table's files live: a local directory (``store`` None), or an object store whose
+    paths are relative to the table root."""
+
+    store: ObjectStore | None
+    local: str = ""
 
 
-def _filesystem(uri: str, storage_options: Mapping[str, str] | None) -> tuple[pafs.FileSystem, str]:
-    """The filesystem holding the table at ``uri``, and the table root in it (no trailing slash)."""
+def _client_key(key: str) -> str | None:
+    for prefix in ("", "aws_", "azure_", "google_"):
+        if key.startswith(prefix) and key[len(prefix) :] in _CLIENT_KEYS:
+            return key[len(prefix) :]
+    return None
+
+
+def _known_key(url: str, key: str, value: str) -> bool:
+    """Whether object_store takes ``key`` for ``url``'s store (probed alone: a known key that is
+    not enough on its own, like an access key without its secret, fails otherwise)."""
+    try:
+        from_url(url, config={key: value})  # type: ignore[call-overload]
+    except UnknownConfigurationKeyError:
+        return False  # delta-rs' own key (or another store's): delta-rs alone reads it
+    except BaseError:
+        return True
+    except BaseException as exc:  # obstore panics on a client key it cannot hand back
+        if type(exc).__name__ != "PanicException":
+            raise
+        raise CommitError(f"storage option {key!r}: obstore cannot take it ({exc})") from None
+    return True
+
+
+@functools.lru_cache(maxsize=32)
+def _object_store(url: str, options: tuple[tuple[str, str], ...]) -> ObjectStore:
+    """The one place parka builds an object store: obstore (the Rust ``object_store`` crate that
+    delta-rs uses) from the same storage options delta-rs gets. Keys object_store does not know
+    (delta-rs' own, like ``aws_s3_allow_unsafe_rename``) are left to delta-rs, as delta-rs
+    itself skips keys it does not know. Cached: one HTTP connection pool per table."""
+    config: dict[str, str] = {}
+    client: dict[str, Any] = {}
+    for key, value in options:
+        name = key.lower()
+        client_key = _client_key(name)
+        if client_key is not None:
+            client[client_key] = value.strip().lower() == "true" if client_key in _BOOL_CLIENT_KEYS else value
+            continue
+        if _known_key(url, name, value):
+            config[name] = value
+    return from_url(url, config=config or None, client_options=client or None)  # type: ignore[arg-type]
+
+
+def _root(uri: str, storage_options: Mapping[str, str] | None) -> _Root:
+    """Where the table at ``uri`` keeps its files."""
     parsed = urlparse(uri)
     if len(parsed.scheme) <= 1 or parsed.scheme == "file":  # a local path, a drive letter, file://
-        return pafs.LocalFileSystem(), os.path.abspath(unquote(parsed.path) if parsed.scheme == "file" else uri)
-    kwargs = _s3_kwargs(storage_options) if storage_options and parsed.scheme in ("s3", "s3a") else {}
+        return _Root(None, os.path.abspath(unquote(parsed.path) if parsed.scheme == "file" else uri))
+    options = storage_options_for(uri, storage_options)
+    url = "s3" + uri[3:] if parsed.scheme == "s3a" else uri  # delta-rs' alias; object_store says s3
     try:
-        if kwargs:
-            return pafs.S3FileSystem(**kwargs), (parsed.netloc + parsed.path).rstrip("/")
-        filesystem, path = pafs.FileSystem.from_uri(uri)
-    except (pa.ArrowException, OSError, ValueError) as exc:
-        raise CommitError(f"no filesystem for {parsed.scheme}:// ({exc})") from exc
-    return filesystem, path.rstrip("/")
+        return _Root(_object_store(url.rstrip("/"), tuple(sorted(options.items()))))
+    except (BaseError, ValueError) as exc:
+        raise CommitError(f"no object store for {parsed.scheme}:// ({exc})") from exc
 
 
 def write_data_file(
@@ -108,14 +180,13 @@ def write_data_file(
         CommitError: the write failed.
     """
     check_relative(relative_path)
-    filesystem, root = _filesystem(table_uri, storage_options)
+    root = _root(table_uri, storage_options)
     try:
-        if isinstance(filesystem, pafs.LocalFileSystem):
-            _write_local(os.path.join(root, *relative_path.split("/")), data)
+        if root.store is None:
+            _write_local(os.path.join(root.local, *relative_path.split("/")), data)
         else:
-            with filesystem.open_output_stream(f"{root}/{relative_path}") as sink:
-                sink.write(data)
-    except (pa.ArrowException, OSError) as exc:
+            obs.put(root.store, relative_path, data)
+    except (BaseError, OSError) as exc:
         raise CommitError(f"cannot write data file {relative_path}: {exc}") from exc
     return len(data)
 
@@ -146,18 +217,18 @@ def make_durable(table_uri: str, storage_options: Mapping[str, str] | None = Non
     stores: nothing to do. Raises :class:`CommitError` when the flush fails, so the commit that
     would reference unflushed files is not made.
     """
-    filesystem, root = _filesystem(table_uri, storage_options)
-    if not isinstance(filesystem, pafs.LocalFileSystem):
+    root = _root(table_uri, storage_options)
+    if root.store is not None:
         return
     try:
-        fd = os.open(root, os.O_RDONLY)
+        fd = os.open(root.local, os.O_RDONLY)
     except OSError as exc:
-        raise CommitError(f"cannot open table directory {root} to flush it: {exc}") from exc
+        raise CommitError(f"cannot open table directory {root.local} to flush it: {exc}") from exc
     try:
         if _LIBC is not None and hasattr(_LIBC, "syncfs"):
             if _LIBC.syncfs(fd) != 0:
                 err = ctypes.get_errno()
-                raise CommitError(f"syncfs of {root} failed: {os.strerror(err)}")
+                raise CommitError(f"syncfs of {root.local} failed: {os.strerror(err)}")
         else:
             os.sync()
     finally:
@@ -173,15 +244,30 @@ def delete_files(
         ValueError: a path that is not a clean relative path.
         CommitError: a deletion failed.
     """
-    filesystem, root = _filesystem(table_uri, storage_options)
+    root = _root(table_uri, storage_options)
     for path in relative_paths:
         check_relative(path)
         try:
-            filesystem.delete_file(f"{root}/{path}")
-        except FileNotFoundError:
+            if root.store is None:
+                os.unlink(os.path.join(root.local, *path.split("/")))
+            else:
+                obs.delete(root.store, path)
+        except (FileNotFoundError, NotFoundError):
             continue
-        except (pa.ArrowException, OSError) as exc:
+        except (BaseError, OSError) as exc:
             raise CommitError(f"cannot delete {path}: {exc}") from exc
+
+
+def _local_files(base: str, root: str) -> Iterator[FileInfo]:
+    for directory, _, names in os.walk(base):
+        for name in names:
+            full = os.path.join(directory, name)
+            try:
+                st = os.stat(full)
+            except FileNotFoundError:
+                continue  # deleted while listing
+            path = os.path.relpath(full, root).replace(os.sep, "/")
+            yield FileInfo(path, st.st_size, dt.datetime.fromtimestamp(st.st_mtime, dt.timezone.utc))
 
 
 def list_files(
@@ -194,21 +280,24 @@ def list_files(
     Raises:
         CommitError: the listing failed.
     """
-    filesystem, root = _filesystem(table_uri, storage_options)
+    root = _root(table_uri, storage_options)
     found: dict[str, FileInfo] = {}
     for prefix in prefix_dirs or ("",):
-        base = f"{root}/{prefix.strip('/')}".rstrip("/")
+        prefix = prefix.strip("/")
         try:
-            infos = filesystem.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
-        except (pa.ArrowException, OSError) as exc:
+            if root.store is None:
+                infos: Iterable[FileInfo] = _local_files(os.path.join(root.local, *prefix.split("/")), root.local)
+            else:
+                infos = [
+                    FileInfo(meta["path"], meta["size"], meta["last_modified"])
+                    for chunk in obs.list(root.store, f"{prefix}/" if prefix else None)
+                    for meta in chunk
+                ]
+            for info in infos:
+                if info.path.split("/")[0] != "_delta_log":
+                    found[info.path] = info
+        except (BaseError, OSError) as exc:
             raise CommitError(f"cannot list {prefix or 'the table root'}: {exc}") from exc
-        for info in infos:
-            path = info.path[len(root) + 1 :]
-            if info.type == pafs.FileType.File and path.split("/")[0] != "_delta_log":
-                mtime = info.mtime
-                if mtime is not None and mtime.tzinfo is None:
-                    mtime = mtime.replace(tzinfo=dt.timezone.utc)
-                found[path] = FileInfo(path, info.size or 0, mtime)
     return [found[path] for path in sorted(found)]
 
 
@@ -218,13 +307,18 @@ def list_log(table_uri: str, storage_options: Mapping[str, str] | None = None) -
     Raises:
         CommitError: the listing failed.
     """
-    filesystem, root = _filesystem(table_uri, storage_options)
-    base = f"{root}/_delta_log"
+    root = _root(table_uri, storage_options)
     try:
-        infos = filesystem.get_file_info(pafs.FileSelector(base, recursive=False, allow_not_found=True))
-    except (pa.ArrowException, OSError) as exc:
+        if root.store is None:
+            base = os.path.join(root.local, "_delta_log")
+            with os.scandir(base) as entries:
+                return sorted(e.name for e in entries if e.is_file())
+        listed = obs.list_with_delimiter(root.store, "_delta_log/")
+        return sorted(meta["path"].rsplit("/", 1)[-1] for meta in listed["objects"])
+    except FileNotFoundError:
+        return []
+    except (BaseError, OSError) as exc:
         raise CommitError(f"cannot list the Delta log of {table_uri}: {exc}") from exc
-    return sorted(info.base_name for info in infos if info.type == pafs.FileType.File)
 
 
 def read_file(
@@ -237,17 +331,33 @@ def read_file(
             a deleted file from a failure).
         CommitError: the file is missing (without ``raise_missing``) or cannot be read.
     """
-    filesystem, root = _filesystem(table_uri, storage_options)
+    root = _root(table_uri, storage_options)
     try:
-        with filesystem.open_input_file(f"{root}/{relative_path}") as source:
-            data: bytes = source.read()
-    except FileNotFoundError:
+        if root.store is None:
+            with open(os.path.join(root.local, *relative_path.split("/")), "rb") as fh:
+                return fh.read()
+        return obs.get(root.store, relative_path).bytes().to_bytes()
+    except (FileNotFoundError, NotFoundError):
         if raise_missing:
-            raise
+            raise FileNotFoundError(relative_path) from None
         raise CommitError(f"cannot read {relative_path}: no such file") from None
-    except (pa.ArrowException, OSError) as exc:
+    except (BaseError, OSError) as exc:
         raise CommitError(f"cannot read {relative_path}: {exc}") from exc
-    return data
+
+
+_FOOTER_GUESS = 64 * 1024  # one request reads most footers whole
+
+
+def _remote_footer(store: ObjectStore, path: str) -> pq.FileMetaData:
+    """The footer from the file's last bytes: one ranged GET, a second when the footer is larger."""
+    tail = obs.get(store, path, options={"range": {"suffix": _FOOTER_GUESS}}).bytes().to_bytes()
+    if len(tail) < 12 or tail[-4:] != b"PAR1":
+        raise CommitError(f"{path} is not a Parquet file (no PAR1 at its end)")
+    need = int.from_bytes(tail[-8:-4], "little") + 8
+    if need > len(tail):
+        tail = obs.get(store, path, options={"range": {"suffix": need}}).bytes().to_bytes()
+    # the metadata reader needs only the footer, its length and the magic behind it
+    return pq.read_metadata(pa.BufferReader(b"PAR1" + tail[-need:]))
 
 
 def read_parquet_footer(
@@ -258,9 +368,10 @@ def read_parquet_footer(
     Raises:
         CommitError: the file is missing or has no readable footer.
     """
-    filesystem, root = _filesystem(table_uri, storage_options)
+    root = _root(table_uri, storage_options)
     try:
-        with filesystem.open_input_file(f"{root}/{relative_path}") as source:
-            return pq.read_metadata(source)
-    except (pa.ArrowException, OSError) as exc:
+        if root.store is None:
+            return pq.read_metadata(os.path.join(root.local, *relative_path.split("/")))
+        return _remote_footer(root.store, relative_path)
+    except (pa.ArrowException, BaseError, OSError) as exc:
         raise CommitError(f"cannot read the Parquet footer of {relative_path}: {exc}") from exc

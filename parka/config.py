@@ -43,6 +43,7 @@ Unknown ``columnar.*`` keys are rejected so a typo never goes unnoticed.
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -63,6 +64,7 @@ __all__ = [
     "ParkaConfigWarning",
     "ProducerSettings",
     "parse_producer_config",
+    "storage_options_for",
 ]
 
 ENCODINGS = ("none", "parquet")
@@ -273,3 +275,55 @@ def _columns(conf: Mapping[str, Any], key: str) -> tuple[str, ...]:
         raise ConfigError(key, raw, "comma-separated column names")
     names = raw.split(",") if isinstance(raw, str) else list(raw)
     return tuple(str(n).strip() for n in names if str(n).strip())
+
+
+# Delta's commit protocol needs "create this log file unless it exists" from the store. On S3
+# delta-rs 1.x gets it from a conditional put (If-None-Match: *); DynamoDB locking is gone
+# there (its option is ignored, with a logged error) and an "unsafe rename" waives the check.
+_CONDITIONAL_PUT = "aws_conditional_put"
+_UNSAFE = {
+    "aws_s3_allow_unsafe_rename": "a commit may overwrite another worker's commit of the same version",
+    "aws_s3_locking_provider": "delta-rs 1.x ignores it (DynamoDB locking was removed)",
+}
+
+
+def storage_options_for(table_uri: str, options: Mapping[str, str] | None) -> dict[str, str]:
+    """The storage options delta-rs and parka's file layer get for ``table_uri``: ``options``
+    as given, plus ``aws_conditional_put=etag`` for an ``s3://`` / ``s3a://`` table that names
+    no ``aws_conditional_put``, so concurrent commits are safe by default (the store must honour
+    ``If-None-Match: *``, as AWS S3, MinIO, R2 and s3proxy do).
+
+    Idempotent: calling it on its own result returns an equal dict.
+
+    Raises:
+        ConfigError: an S3 configuration under which two workers could both commit the same
+            table version: ``aws_conditional_put`` other than ``etag``, or
+            ``aws_s3_allow_unsafe_rename=true`` or ``aws_s3_locking_provider`` (in the options
+            or, as delta-rs also reads them, the environment in upper case).
+    """
+    out = {str(k): str(v) for k, v in (options or {}).items()}
+    scheme = table_uri.split("://", 1)[0].lower() if "://" in table_uri else ""
+    if scheme not in ("s3", "s3a"):
+        return out
+    lower = {k.lower(): (k, v) for k, v in out.items()}
+    for key, why in _UNSAFE.items():
+        given_key, value = lower.get(key, (key.upper(), os.environ.get(key.upper(), "")))
+        if value and not (key == "aws_s3_allow_unsafe_rename" and value.strip().lower() in ("false", "0")):
+            raise ConfigError(
+                given_key,
+                value,
+                f"leave it unset; parka makes concurrent S3 commits safe with {_CONDITIONAL_PUT}=etag",
+                reason=why,
+            )
+    if _CONDITIONAL_PUT in lower:
+        given_key, value = lower[_CONDITIONAL_PUT]
+        if value.strip().lower() != "etag":
+            raise ConfigError(
+                given_key,
+                value,
+                "etag (or leave it unset: parka sets etag)",
+                reason="without conditional puts two workers can both commit the same table version",
+            )
+    else:
+        out[_CONDITIONAL_PUT] = "etag"
+    return out

@@ -17,6 +17,7 @@ from confluent_kafka import Consumer
 from deltalake import DeltaTable
 from parka.consumer._plan import FileName
 from parka.consumer._stitch import row_groups as row_group_bytes
+from parka.consumer._storage import read_file
 from parka.producer import ParquetProducer
 
 # The broker's minimum session timeout: a killed worker's partitions move on after 6 s, not 45 s.
@@ -95,8 +96,9 @@ def last_json(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     return result
 
 
-def table_ids(path: Path | str) -> list[int]:
-    ids: list[int] = DeltaTable(str(path)).to_pyarrow_table(columns=["id"])["id"].to_pylist()
+def table_ids(path: Path | str, storage_options: dict[str, str] | None = None) -> list[int]:
+    table = DeltaTable(str(path), storage_options=storage_options)
+    ids: list[int] = table.to_pyarrow_table(columns=["id"])["id"].to_pylist()
     return ids
 
 
@@ -137,10 +139,10 @@ def log_has(log: Path, text: str) -> bool:
     return log.exists() and text in log.read_text(errors="replace")
 
 
-def referenced_files(path: Path) -> set[str]:
+def referenced_files(path: Path | str, storage_options: dict[str, str] | None = None) -> set[str]:
     from urllib.parse import unquote
 
-    actions = DeltaTable(str(path)).get_add_actions(flatten=True)
+    actions = DeltaTable(str(path), storage_options=storage_options).get_add_actions(flatten=True)
     return {unquote(p) for p in pa.table(actions)["path"].to_pylist()}
 
 
@@ -163,20 +165,22 @@ def message_values(bootstrap: str, topic: str, expected: int, timeout_s: float =
     return out
 
 
-def assert_segments_stored_byte_for_byte(bootstrap: str, topic: str, segments: int, table: Path) -> None:
-    """Every segment of ``topic`` is in ``table`` once, its row groups byte for byte: per Kafka
-    partition, the row groups of the table's files (by first offset, as their names say) are the
-    row groups of the partition's segments, in offset order."""
+def assert_segments_stored_byte_for_byte(
+    bootstrap: str, topic: str, segments: int, table: Path | str, storage_options: dict[str, str] | None = None
+) -> None:
+    """Every segment of ``topic`` is in ``table`` (a folder or an object store URI) once, its row
+    groups byte for byte: per Kafka partition, the row groups of the table's files (by first
+    offset, as their names say) are the row groups of the partition's segments, in offset order."""
     expected: dict[int, list[bytes]] = {}
     for m in sorted(message_values(bootstrap, topic, segments), key=lambda m: (m.partition(), m.offset())):
         expected.setdefault(m.partition(), []).extend(row_group_bytes(m.value()))
     files: dict[int, list[tuple[int, str]]] = {}
-    for path in referenced_files(table):
+    for path in referenced_files(table, storage_options):
         name = FileName.parse(path)
         assert name is not None and name.topic == topic, path
         files.setdefault(name.partition, []).append((name.offset, path))
     stored = {
-        p: [g for _, path in sorted(fs) for g in row_group_bytes((table / path).read_bytes())]
+        p: [g for _, path in sorted(fs) for g in row_group_bytes(read_file(str(table), path, storage_options))]
         for p, fs in files.items()
     }
     assert stored == expected

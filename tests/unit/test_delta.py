@@ -21,10 +21,12 @@ from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import CommitProperties, Transaction
 from parka.consumer import _delta, _stats, _storage
 from parka.consumer._files import read_footer
+from parka.consumer._ingest import IngestSettings
 from parka.consumer._log import DataFile
 from parka.consumer._stats import StatsConfig
 
-from parka.errors import CommitConflict, CommitError, SchemaMismatchError, SegmentDecodeError
+from parka.config import storage_options_for
+from parka.errors import CommitConflict, CommitError, ConfigError, SchemaMismatchError, SegmentDecodeError
 from parka.schema import schema_fingerprint
 from parka.segment import build_segment_table, encode_segment
 
@@ -784,23 +786,54 @@ def test_list_and_delete_files(tmp_path: Path) -> None:
     assert (tmp_path / "_delta_log").is_dir()
 
 
-def test_s3_storage_options_map_to_pyarrow_arguments() -> None:
+def test_the_object_store_takes_the_storage_options_delta_rs_gets() -> None:
+    """Issue 12: data files go through obstore built from delta-rs' storage options: any key
+    case, client keys with or without their aws_ prefix, delta-rs' own keys left to delta-rs."""
     options = {
         "AWS_ACCESS_KEY_ID": "id",
         "aws_secret_access_key": "secret",
         "AWS_REGION": "eu-west-1",
         "AWS_ENDPOINT_URL": "http://localhost:9000",
-        "AWS_S3_LOCKING_PROVIDER": "dynamodb",
+        "aws_allow_http": "true",
+        "timeout": "30s",
+        "AWS_S3_ALLOW_UNSAFE_RENAME": "false",
     }
-    assert _storage._s3_kwargs(options) == {
-        "access_key": "id",
-        "secret_key": "secret",
-        "region": "eu-west-1",
-        "endpoint_override": "localhost:9000",
-        "scheme": "http",
-    }
-    filesystem, root = _storage._filesystem("s3://bucket/tables/t/", options)
-    assert (filesystem.region, root) == ("eu-west-1", "bucket/tables/t")
+    store = _storage._root("s3a://bucket/tables/t/", options).store
+    assert store is not None
+    assert (store.prefix, store.config["bucket"]) == ("tables/t", "bucket")
+    assert store.config["access_key_id"] == "id"
+    assert store.config["endpoint"] == "http://localhost:9000"
+    assert store.config["conditional_put"] == "etag"  # parka's safe default
+    assert store.client_options == {"allow_http": "true", "timeout": "30s"}
+    assert _storage._root(".", options).store is None  # a local table stays plain files
+
+
+def test_s3_tables_get_conditional_puts_and_unsafe_settings_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AWS_S3_ALLOW_UNSAFE_RENAME", raising=False)
+    monkeypatch.delenv("AWS_S3_LOCKING_PROVIDER", raising=False)
+    given = {"aws_region": "us-east-1"}
+    safe = storage_options_for("s3://b/t", given)
+    assert safe == {"aws_region": "us-east-1", "aws_conditional_put": "etag"}
+    assert storage_options_for("s3://b/t", safe) == safe
+    assert storage_options_for("s3a://b/t", {"AWS_CONDITIONAL_PUT": "etag"}) == {"AWS_CONDITIONAL_PUT": "etag"}
+    assert storage_options_for("az://c/t", given) == given  # only S3 needs it
+    assert storage_options_for("/tmp/t", given) == given
+    assert "aws_conditional_put" in storage_options_for("s3://b/t", {"aws_s3_allow_unsafe_rename": "false"})
+    for key, value in [
+        ("aws_conditional_put", "disabled"),
+        ("AWS_S3_ALLOW_UNSAFE_RENAME", "true"),
+        ("aws_s3_locking_provider", "dynamodb"),
+    ]:
+        with pytest.raises(ConfigError, match=f"'{key}'"):
+            storage_options_for("s3://b/t", {key: value})
+    monkeypatch.setenv("AWS_S3_ALLOW_UNSAFE_RENAME", "true")  # delta-rs reads it from the environment too
+    with pytest.raises(ConfigError, match="AWS_S3_ALLOW_UNSAFE_RENAME"):
+        storage_options_for("s3://b/t", {})
+    with pytest.raises(ConfigError, match="aws_conditional_put"):
+        IngestSettings("t", "s3://b/t", {}, "app", storage_options={"aws_conditional_put": "none"})
+    monkeypatch.delenv("AWS_S3_ALLOW_UNSAFE_RENAME")
+    settings = IngestSettings("t", "s3://b/t", {}, "app", storage_options={"aws_region": "x"})
+    assert settings.storage_options["aws_conditional_put"] == "etag"
 
 
 def test_make_durable_flushes_a_local_table_and_fails_loudly_on_a_missing_one(tmp_path: Path) -> None:

@@ -1,0 +1,158 @@
+"""`parka ingest` into a real S3-compatible server (s3proxy, filesystem backend): data files and
+the Delta log through the same store and credentials, concurrent commits safe by default."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+from deltalake.exceptions import TableNotFoundError
+from parka.consumer._delta import RsEngine
+from parka.consumer._log import DataFile
+from parka.consumer._optimize import optimize_table
+from parka.consumer._storage import write_data_file
+
+from parka.config import storage_options_for
+from parka.errors import CommitConflict
+
+from .._ingest_util import (
+    assert_segments_stored_byte_for_byte,
+    log_has,
+    produce_events,
+    referenced_files,
+    run_ingest,
+    start_ingest,
+    table_ids,
+    wait_for,
+)
+from .conftest import ObjectStoreServer
+
+pytestmark = pytest.mark.integration
+
+
+def _flags(options: dict[str, str]) -> list[str]:
+    return [arg for key, value in options.items() for arg in ("--storage-option", f"{key}={value}")]
+
+
+def _rows(uri: str, options: dict[str, str]) -> int:
+    try:
+        return len(table_ids(uri, options))
+    except TableNotFoundError:
+        return 0
+
+
+def test_two_workers_into_s3_store_each_record_once_byte_for_byte(
+    bootstrap: str, new_topic: Callable[..., str], s3proxy: ObjectStoreServer, tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=2)
+    uri = s3proxy.table_uri("two-workers")
+    options = s3proxy.storage_options
+    segments = produce_events(bootstrap, topic, 0, 200, batch=50)
+    run_ingest(topic, uri, bootstrap, "--end-at-latest", "-a", "s3app", *_flags(options))  # creates the table
+    # Same app id, same group: the workers split the partitions and commit to one table at once,
+    # so their commits race for table versions (each loser refreshes and commits again).
+    flags = ("-a", "s3app", "-g", f"g-{topic}", "--allowed-latency", "0.2", "--max-segments-per-commit", "2")
+    logs = [tmp_path / "w1.log", tmp_path / "w2.log"]
+    workers = [start_ingest(topic, uri, bootstrap, *flags, *_flags(options), log=log) for log in logs]
+    try:
+        for log in logs:
+            wait_for(lambda log=log: log_has(log, "assigned; starting at offset"), f"{log.name} to get a partition")
+        segments += produce_events(bootstrap, topic, 200, 1000, batch=40)
+        wait_for(lambda: _rows(uri, options) >= 1200, "1200 rows in the S3 table", timeout_s=120)
+        for proc in workers:
+            proc.send_signal(signal.SIGTERM)
+        for proc, log in zip(workers, logs, strict=True):
+            assert proc.wait(timeout=60) == 0, log.read_text()[-3000:]
+    finally:
+        for proc in workers:
+            if proc.poll() is None:
+                proc.kill()
+    for log in logs:  # both workers committed (their closing JSON line), so commits really raced
+        closing = json.loads([ln for ln in log.read_text().splitlines() if ln.startswith("{")][-1])
+        assert closing["commits"] >= 1, log.read_text()[-3000:]
+    ids = table_ids(uri, options)  # read back by deltalake through the same options
+    assert len(ids) == 1200, f"{len(ids) - len(set(ids))} duplicates, {1200 - len(set(ids))} missing"
+    assert sorted(ids) == list(range(1200))
+    assert_segments_stored_byte_for_byte(bootstrap, topic, segments, uri, options)
+    # The server's own files: the data files are objects of the same store as the log, nothing else.
+    on_disk = s3proxy.data_dir() / uri.removeprefix("s3://")
+    stored = {str(p.relative_to(on_disk)) for p in on_disk.rglob("*.parquet") if "_delta_log" not in p.parts}
+    assert stored == referenced_files(uri, options)
+    assert any(p.name.endswith(".json") for p in (on_disk / "_delta_log").iterdir())
+
+    # Compaction reads footers (ranged GETs), reads, writes and commits through the same store;
+    # VACUUM with no retention deletes the replaced objects.
+    before = referenced_files(uri, options)
+    result = optimize_table(uri, storage_options=options, vacuum_retention_hours=0, allow_short_retention=True)
+    assert (result.files_removed, result.files_added, result.vacuumed) == (len(before), 1, len(before))  # unpartitioned
+    assert sorted(table_ids(uri, options)) == list(range(1200))
+    after = {str(p.relative_to(on_disk)) for p in on_disk.rglob("*.parquet") if "_delta_log" not in p.parts}
+    assert after == referenced_files(uri, options) and not after & before
+
+
+ROUNDS = 3
+
+
+def _racer(uri: str, options: dict[str, str], me: int, barrier: Any, results: Any) -> None:
+    """One writer, ROUNDS times: read the table version, write a data file, wait for the other
+    writer, commit at exactly the version read + 1 (no retry)."""
+    log = RsEngine().open(uri, options)
+    assert log is not None
+    data = b"not parquet: never read, only referenced"
+    for round_ in range(1, ROUNDS + 1):
+        read_version = log.refresh()
+        name = f"r{round_}-{me}.bin"
+        write_data_file(uri, name, data, options)
+        barrier.wait(timeout=60)  # both have read the same version and are ready to commit
+        try:
+            results.put((round_, name, "won", log.commit_add_files([DataFile(name, len(data), "{}")], txns={})))
+        except CommitConflict:
+            results.put((round_, name, "lost", read_version + 1))
+        barrier.wait(timeout=60)  # both are done before either reads the next version
+
+
+def test_two_writers_racing_for_one_version_exactly_one_wins(s3proxy: ObjectStoreServer) -> None:
+    uri = s3proxy.table_uri("race")
+    options = storage_options_for(uri, s3proxy.storage_options)  # what parka gives delta-rs
+    assert options["aws_conditional_put"] == "etag"
+    write_deltalake(uri, pa.table({"x": pa.array([], pa.int64())}), storage_options=options)
+    ctx = multiprocessing.get_context("spawn")
+    barrier, results = ctx.Barrier(2), ctx.Queue()
+    racers = [ctx.Process(target=_racer, args=(uri, options, me, barrier, results)) for me in range(2)]
+    for racer in racers:
+        racer.start()
+    try:
+        outcomes = sorted(results.get(timeout=120) for _ in range(2 * ROUNDS))
+    finally:
+        for racer in racers:
+            racer.join(timeout=60)
+    assert [racer.exitcode for racer in racers] == [0, 0]
+    winners = set()
+    for round_ in range(1, ROUNDS + 1):
+        mine = [o for o in outcomes if o[0] == round_]
+        assert sorted(o[2] for o in mine) == ["lost", "won"], mine  # exactly one commit per race
+        assert {o[3] for o in mine} == {round_}, mine  # both went for the same version
+        winners |= {o[1] for o in mine if o[2] == "won"}
+    table = DeltaTable(uri, storage_options=options)
+    assert table.version() == ROUNDS  # the losers wrote nothing to the log
+    assert referenced_files(uri, options) == winners
+
+
+def test_an_unsafe_s3_configuration_is_refused_naming_the_option(s3proxy: ObjectStoreServer) -> None:
+    uri = s3proxy.table_uri("unsafe")
+    # (the other refusals: tests/unit/test_delta.py)
+    cmd = [sys.executable, "-m", "parka.cli", "ingest", "topic", uri, "-k", "127.0.0.1:1"]
+    cmd += [*_flags(s3proxy.storage_options), "--storage-option", "aws_s3_allow_unsafe_rename=true"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert "'aws_s3_allow_unsafe_rename'" in proc.stderr
+    assert s3proxy.storage_options["aws_secret_access_key"] not in proc.stderr + proc.stdout
