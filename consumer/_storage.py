@@ -20,6 +20,7 @@ import ctypes
 import ctypes.util
 import datetime as dt
 import functools
+import logging
 import os
 import uuid
 from collections.abc import Collection, Iterable, Iterator, Mapping
@@ -37,6 +38,8 @@ from obstore.store import ObjectStore, from_url
 from parka._crash import crash_point, crash_point_armed
 from parka.config import storage_options_for
 from parka.errors import CommitError
+
+log = logging.getLogger("parka.storage")
 
 __all__ = [
     "FileInfo",
@@ -191,23 +194,47 @@ def write_data_file(
     return len(data)
 
 
+LOCAL_WRITE_ATTEMPTS = 3
+
+
 def _write_local(target: str, data: bytes) -> None:
+    """Write ``data`` to a hidden temporary file next to ``target``, then rename it.
+
+    Another writer's orphan cleanup deletes temporary files whose offsets the table already
+    has, taking them for a crash's leftovers (it cannot tell a live write from a dead one). When
+    that happens to this write between its open and its rename (a Spark task writing offsets
+    ``parka ingest`` committed first), the rename finds no file: the write starts over under a
+    new temporary name, up to :data:`LOCAL_WRITE_ATTEMPTS` times. The file is covered anyway,
+    so the commit drops it; failing the write instead failed the writer's whole batch.
+    """
     directory = os.path.dirname(target)
-    os.makedirs(directory, exist_ok=True)
-    temp = os.path.join(directory, f".{os.path.basename(target)}.{uuid.uuid4().hex}.tmp")
-    try:
-        with open(temp, "wb") as fh:
-            half = len(data) // 2
-            fh.write(data[:half])
-            if crash_point_armed("mid-write"):
-                fh.flush()
-                crash_point("mid-write")  # a test's kill -9 in the middle of a write
-            fh.write(data[half:])
-        os.replace(temp, target)
-    except BaseException:
-        with suppress(OSError):
-            os.unlink(temp)
-        raise
+    for attempt in range(1, LOCAL_WRITE_ATTEMPTS + 1):
+        os.makedirs(directory, exist_ok=True)
+        temp = os.path.join(directory, f".{os.path.basename(target)}.{uuid.uuid4().hex}.tmp")
+        try:
+            with open(temp, "wb") as fh:
+                half = len(data) // 2
+                fh.write(data[:half])
+                if crash_point_armed("mid-write"):
+                    fh.flush()
+                    crash_point("mid-write")  # a test's kill -9 in the middle of a write
+                fh.write(data[half:])
+            os.replace(temp, target)
+            return
+        except FileNotFoundError:
+            if os.path.exists(temp) or attempt == LOCAL_WRITE_ATTEMPTS:
+                with suppress(OSError):
+                    os.unlink(temp)
+                raise
+            log.info(
+                "the temporary file of %s was deleted while written (another writer's orphan cleanup); "
+                "writing it again",
+                os.path.basename(target),
+            )
+        except BaseException:
+            with suppress(OSError):
+                os.unlink(temp)
+            raise
 
 
 def make_durable(table_uri: str, storage_options: Mapping[str, str] | None = None) -> None:

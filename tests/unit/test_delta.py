@@ -786,6 +786,40 @@ def test_list_and_delete_files(tmp_path: Path) -> None:
     assert (tmp_path / "_delta_log").is_dir()
 
 
+def test_a_write_whose_temporary_file_was_deleted_is_written_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by test_parka_ingest_and_spark_ingest_at_the_same_time_on_one_table: parka ingest's
+    orphan cleanup deleted the temporary file of a Spark task writing offsets it had committed
+    first, the task's rename failed, and the whole Spark batch with it."""
+    real_replace = os.replace
+    renamed: list[str] = []
+
+    def cleanup_first(src: str, dst: str) -> None:  # another writer's cleanup, once
+        renamed.append(src)
+        if len(renamed) == 1:
+            os.unlink(src)
+        real_replace(src, dst)
+
+    monkeypatch.setattr(_storage.os, "replace", cleanup_first)
+    assert _storage.write_data_file(str(tmp_path), "p=1/a.parquet", b"data") == 4
+    assert (tmp_path / "p=1" / "a.parquet").read_bytes() == b"data"
+    assert len(renamed) == 2 and renamed[0] != renamed[1]  # a new temporary name
+    assert not list(tmp_path.rglob("*.tmp"))
+
+    def cleanup_always(src: str, dst: str) -> None:
+        renamed.append(src)
+        os.unlink(src)
+        real_replace(src, dst)
+
+    renamed.clear()
+    monkeypatch.setattr(_storage.os, "replace", cleanup_always)
+    with pytest.raises(CommitError, match=r"cannot write data file p=1/b\.parquet"):
+        _storage.write_data_file(str(tmp_path), "p=1/b.parquet", b"data")
+    assert len(renamed) == _storage.LOCAL_WRITE_ATTEMPTS
+    assert not list(tmp_path.rglob("*.tmp")) and not (tmp_path / "p=1" / "b.parquet").exists()
+
+
 def test_the_object_store_takes_the_storage_options_delta_rs_gets() -> None:
     """Issue 12: data files go through obstore built from delta-rs' storage options: any key
     case, client keys with or without their aws_ prefix, delta-rs' own keys left to delta-rs."""
