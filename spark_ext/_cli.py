@@ -179,6 +179,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="Spark setting, repeatable [PARKA_SPARK_CONF, comma-separated]",
     )
+    spark.add_argument(
+        "--packages",
+        default=env("SPARK_PACKAGES", ""),
+        metavar="COORDS",
+        help="more Maven coordinates (group:artifact:version, comma-separated) for the session's jars, "
+        "besides delta-spark and the Kafka source; e.g. hadoop-aws for s3a:// [PARKA_SPARK_PACKAGES]",
+    )
     return p
 
 
@@ -254,7 +261,10 @@ def main(argv: list[str] | None = None) -> int:
         settings = settings_from_args(args)
         log.info("%s", settings_summary(settings))
         spark = session(
-            args.master, f"parka spark-ingest {settings.app}", extra_conf=pairs(args.spark_conf, "-c", _PROG)
+            args.master,
+            f"parka spark-ingest {settings.app}",
+            extra_conf=pairs(args.spark_conf, "-c", _PROG),
+            extra_packages=[c.strip() for c in args.packages.split(",") if c.strip()],
         )
         bar = None
         if settings.trigger == "available-now" and not args.quiet:

@@ -89,6 +89,8 @@ _STORAGE_KEYS = {
     "aws_endpoint": "fs.s3a.endpoint",
     "aws_region": "fs.s3a.endpoint.region",
 }
+# delta-rs storage options s3a has no setting for (see hadoop_storage_options)
+_STORAGE_KEYS_FOR_OTHERS = ("aws_allow_http", "aws_conditional_put", "aws_virtual_hosted_style_request")
 _TRIGGER = re.compile(r"processing-time=(\d+(?:\.\d+)?)\s*([a-z]*)")
 _UNIT_MS = {
     **dict.fromkeys(("ms", "millisecond", "milliseconds"), 1),
@@ -171,6 +173,16 @@ class SparkIngestSettings:
             )
         if self.commit_engine not in COMMIT_ENGINES:
             raise ConfigError("commit_engine", self.commit_engine, ", ".join(COMMIT_ENGINES))
+        if self.mode == "raw" and self.commit_engine == "delta-spark" and _is_s3(self.table_uri):
+            raise ConfigError(
+                "commit_engine",
+                self.commit_engine,
+                "delta-rs",
+                reason="on S3, parka's writers commit with a conditional put (If-None-Match) so that two "
+                "writers can never both write one table version; delta-spark 4.0 commits to S3 without "
+                "one (its S3 log store assumes a single writer), so its commits could overwrite parka "
+                "ingest's",
+            )
         trigger_ms(self.trigger)
         if self.schema_evolution not in SCHEMA_EVOLUTION:
             raise ConfigError("schema_evolution", self.schema_evolution, ", ".join(SCHEMA_EVOLUTION))
@@ -229,6 +241,10 @@ class SparkIngestStats:
     orphans_removed: int = 0  # raw mode
 
 
+def _is_s3(uri: str) -> bool:
+    return uri.split("://", 1)[0].lower() in ("s3", "s3a") if "://" in uri else False
+
+
 def trigger_ms(trigger: str) -> int | None:
     """``None`` for ``available-now``, else the processing-time interval in milliseconds.
 
@@ -244,20 +260,37 @@ def trigger_ms(trigger: str) -> int | None:
 
 
 def hadoop_storage_options(options: Mapping[str, str]) -> dict[str, str]:
-    """Storage options as Hadoop settings.
+    """Storage options as Hadoop settings (s3a).
+
+    delta-rs' keys in ``_STORAGE_KEYS`` are translated. ``aws_allow_http`` and
+    ``aws_conditional_put`` have no s3a setting (s3a takes http from the endpoint URL; it makes
+    no conditional puts) and are left to delta-rs and obstore. object_store addresses buckets
+    path-style unless ``aws_virtual_hosted_style_request`` is true; s3a is told the same
+    (``fs.s3a.path.style.access``) when an endpoint is given, so both reach the same server
+    the same way. An ``fs.*`` key given as such wins.
 
     Raises:
         ConfigError: a key that is neither ``fs.*`` nor a known delta-rs key.
     """
     out: dict[str, str] = {}
+    hosted: str | None = None
     for key, value in options.items():
+        name = key.lower()
         if key.startswith("fs."):
-            out[key] = value
-        elif key.lower() in _STORAGE_KEYS:
-            out[_STORAGE_KEYS[key.lower()]] = value
-        else:
-            allowed = "fs.* Hadoop settings, " + ", ".join(k.upper() for k in _STORAGE_KEYS)
+            continue
+        if name in _STORAGE_KEYS:
+            out[_STORAGE_KEYS[name]] = value
+        elif name == "aws_virtual_hosted_style_request":
+            hosted = value
+        elif name not in _STORAGE_KEYS_FOR_OTHERS:
+            known = (*_STORAGE_KEYS, *_STORAGE_KEYS_FOR_OTHERS)
+            allowed = "fs.* Hadoop settings, " + ", ".join(k.upper() for k in known)
             raise ConfigError("storage option", key, allowed)
+    if hosted is not None:
+        out["fs.s3a.path.style.access"] = "false" if hosted.strip().lower() == "true" else "true"
+    elif "fs.s3a.endpoint" in out:
+        out["fs.s3a.path.style.access"] = "true"
+    out.update({k: v for k, v in options.items() if k.startswith("fs.")})
     return out
 
 

@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from ._objectstores import AZURITE_PORT, S3PROXY_PORT, ObjectStoreServer, serve
+
 REPO = Path(__file__).resolve().parents[2]
 TEST_PORT = os.environ.get("PARKA_TEST_KAFKA_PORT", "19092")
 
@@ -96,3 +98,18 @@ def new_topic(admin: AdminClient, request: pytest.FixtureRequest) -> Callable[..
 @pytest.fixture
 def group_id() -> str:
     return f"g-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(scope="session")
+def s3proxy() -> Iterator[ObjectStoreServer]:
+    """s3proxy from Maven Central (``scripts/s3proxy.sh``), bucket ``lake``, once per run."""
+    env = dict(os.environ, PARKA_S3PROXY_PORT=S3PROXY_PORT, PARKA_S3PROXY_BUCKET="lake")
+    yield from serve("s3proxy.sh", env, "s3://lake")
+
+
+@pytest.fixture(scope="session")
+def azurite() -> Iterator[ObjectStoreServer]:
+    """Azurite from npm (``scripts/azurite.sh``), container ``lake``, once per run."""
+    env = dict(os.environ, PARKA_AZURITE_PORT=AZURITE_PORT, PARKA_AZURITE_CONTAINER="lake")
+    # abfss:// as ADLS Gen2 users write it; the endpoint option sends it to the emulator
+    yield from serve("azurite.sh", env, "abfss://lake@devstoreaccount1.dfs.core.windows.net")

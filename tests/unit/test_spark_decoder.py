@@ -132,6 +132,21 @@ def test_ingest_settings_are_validated_where_they_enter() -> None:
         "fs.s3a.endpoint.region": "eu-west-1",
         "fs.s3a.path.style.access": "true",
     }
+    # s3proxy's options as delta-rs takes them: s3a gets the endpoint path-style, as object_store
+    # addresses it; the keys s3a has no setting for are not refused
+    s3 = {"aws_endpoint_url": "http://127.0.0.1:19180", "aws_allow_http": "true", "aws_conditional_put": "etag"}
+    assert hadoop_storage_options(s3) == {
+        "fs.s3a.endpoint": "http://127.0.0.1:19180",
+        "fs.s3a.path.style.access": "true",
+    }
+    assert hadoop_storage_options({**s3, "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "true"})["fs.s3a.path.style.access"] == (
+        "false"
+    )
+    assert hadoop_storage_options({**s3, "fs.s3a.path.style.access": "false"})["fs.s3a.path.style.access"] == "false"
+    # raw mode's delta-spark commits on S3 would not be conditional: refused, naming the way out
+    with pytest.raises(ConfigError, match=r"'commit_engine'.*conditional put.*allowed: delta-rs"):
+        SparkIngestSettings(**{**base, "table_uri": "s3a://lake/t"})
+    assert SparkIngestSettings(**{**base, "table_uri": "s3://lake/t"}, commit_engine="delta-rs").commit_engine
     settings = SparkIngestSettings(**base)
     assert settings.checkpoint == "/t/_parka_checkpoints/parka-gps"
     jaas = _kafka_client_options({"sasl.username": "u", "sasl.password": 'p"w', "sasl.mechanisms": "SCRAM-SHA-512"})

@@ -17,7 +17,7 @@ from .._ingest_util import (
     run_ingest,
     table_ids,
 )
-from .conftest import ObjectStoreServer
+from .._objectstores import ObjectStoreServer
 
 pytestmark = pytest.mark.integration
 

@@ -34,7 +34,7 @@ from .._ingest_util import (
     table_ids,
     wait_for,
 )
-from .conftest import ObjectStoreServer
+from .._objectstores import ObjectStoreServer
 
 pytestmark = pytest.mark.integration
 

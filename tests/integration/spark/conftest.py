@@ -6,6 +6,8 @@ cluster of their own (:func:`spark_cluster`)."""
 from __future__ import annotations
 
 import os
+import random
+import socket
 import subprocess
 import sys
 import time
@@ -17,7 +19,39 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[3]
-CLUSTER_PORT = os.environ.get("PARKA_TEST_SPARK_PORT", "17177")
+
+
+def _free_port_run(count: int = 6) -> str:
+    """A base port with ``count`` free ports from it (the master, its UI, two workers and theirs),
+    so that runs in other checkouts on this machine never meet this one's cluster."""
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20000, 60000 - count)
+        socks = []
+        try:
+            for port in range(base, base + count):
+                sock = socket.socket()
+                socks.append(sock)
+                sock.bind(("127.0.0.1", port))
+            return str(base)
+        except OSError:
+            continue
+        finally:
+            for sock in socks:
+                sock.close()
+    raise RuntimeError(f"no {count} consecutive free ports for the Spark cluster")
+
+
+CLUSTER_PORT = os.environ.get("PARKA_TEST_SPARK_PORT") or _free_port_run()
+# s3a for test_spark_objectstore.py: hadoop-aws at pyspark 4.0's Hadoop version and the AWS SDK's
+# individual modules (19 MB) instead of the ~600 MB bundle hadoop-aws names (excluded below)
+S3A_PACKAGES = [
+    "org.apache.hadoop:hadoop-aws:3.4.1",
+    *(
+        f"software.amazon.awssdk:{module}:2.57.8"
+        for module in ("s3", "s3-transfer-manager", "sts", "apache-client", "netty-nio-client")
+    ),
+]
 
 
 def kms_jar() -> str:
@@ -36,7 +70,9 @@ def spark() -> Iterator[Any]:
     spark = session(
         "local[2]",
         "parka-tests",
+        extra_packages=S3A_PACKAGES,
         extra_conf={
+            "spark.jars.excludes": "software.amazon.awssdk:bundle",
             "spark.ui.enabled": "false",
             "spark.sql.shuffle.partitions": "2",
             "spark.databricks.delta.snapshotPartitions": "2",
@@ -62,7 +98,7 @@ class Cluster:
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """A Spark standalone cluster, one master and two workers, started by the repo's
     ``scripts/spark-standalone.sh`` (the installed pyspark's own daemon script) on ports of its
-    own (``PARKA_TEST_SPARK_PORT``, default 17177) and stopped at the end. It never skips."""
+    own (``PARKA_TEST_SPARK_PORT``, default: six free ones) and stopped at the end. It never skips."""
     home = tmp_path_factory.mktemp("spark-standalone")
     env = dict(
         os.environ,

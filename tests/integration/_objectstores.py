@@ -1,6 +1,8 @@
-"""Real object stores for the object-store tests, each started once per run by the repo's own
-script and stopped at the end: s3proxy (Maven Central, filesystem backend) and Azurite (npm).
-A server that cannot be had fails the run: these tests never skip for want of one."""
+"""Real object stores for the tests (``objectstore/``, and Spark's s3a test), each started once
+per run by the repo's own script and stopped at the end: s3proxy (Maven Central, filesystem
+backend) and Azurite (npm). The fixtures are in ``conftest.py``, so every directory shares one
+server of each. A server that cannot be had fails the run: these tests never skip for want of
+one."""
 
 from __future__ import annotations
 
@@ -11,9 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 S3PROXY_PORT = os.environ.get("PARKA_TEST_S3PROXY_PORT", "19180")
 AZURITE_PORT = os.environ.get("PARKA_TEST_AZURITE_PORT", "19181")
 
@@ -36,7 +36,7 @@ class ObjectStoreServer:
         return Path(out.stdout.strip())
 
 
-def _serve(script_name: str, env: dict[str, str], root: str) -> Iterator[ObjectStoreServer]:
+def serve(script_name: str, env: dict[str, str], root: str) -> Iterator[ObjectStoreServer]:
     script = REPO / "scripts" / script_name
     subprocess.run([str(script), "up"], check=True, env=env, timeout=900)
     try:
@@ -45,16 +45,3 @@ def _serve(script_name: str, env: dict[str, str], root: str) -> Iterator[ObjectS
         yield ObjectStoreServer(root, options, script, env)
     finally:
         subprocess.run([str(script), "down"], check=False, env=env)
-
-
-@pytest.fixture(scope="session")
-def s3proxy() -> Iterator[ObjectStoreServer]:
-    env = dict(os.environ, PARKA_S3PROXY_PORT=S3PROXY_PORT, PARKA_S3PROXY_BUCKET="lake")
-    yield from _serve("s3proxy.sh", env, "s3://lake")
-
-
-@pytest.fixture(scope="session")
-def azurite() -> Iterator[ObjectStoreServer]:
-    env = dict(os.environ, PARKA_AZURITE_PORT=AZURITE_PORT, PARKA_AZURITE_CONTAINER="lake")
-    # abfss:// as ADLS Gen2 users write it; the endpoint option sends it to the emulator
-    yield from _serve("azurite.sh", env, "abfss://lake@devstoreaccount1.dfs.core.windows.net")

@@ -1,0 +1,59 @@
+"""Spark on an S3 table that `parka ingest` writes, in a real S3-compatible server (s3proxy):
+Spark raw mode continues the table (executors write data files through obstore, the driver
+commits through delta-rs with a conditional put) and delta-spark reads it through s3a."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from parka.spark_ext import SparkIngestSettings, ingest
+from parka.spark_ext._ingest import hadoop_storage_options
+
+from .._ingest_util import assert_segments_stored_byte_for_byte, produce_events, run_ingest, table_ids
+from .._objectstores import ObjectStoreServer
+from ._util import SPARK
+
+pytestmark = SPARK
+
+
+def _flags(options: dict[str, str]) -> list[str]:
+    return [arg for key, value in options.items() for arg in ("--storage-option", f"{key}={value}")]
+
+
+def test_spark_writes_and_delta_spark_reads_an_s3_table_parka_ingest_writes(
+    spark: Any, bootstrap: str, new_topic: Callable[..., str], s3proxy: ObjectStoreServer, tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=2)
+    uri = s3proxy.table_uri("spark")
+    s3a = "s3a://" + uri.removeprefix("s3://")
+    options = s3proxy.storage_options
+    segments = produce_events(bootstrap, topic, 0, 200, batch=50)
+    run_ingest(topic, uri, bootstrap, "--end-at-latest", *_flags(options))  # parka ingest creates it
+
+    # Spark raw mode, same app id: continues from the table's txn, into the same store
+    second = produce_events(bootstrap, topic, 200, 300, batch=50)
+    segments += second
+    settings = SparkIngestSettings(
+        topic=topic,
+        table_uri=s3a,
+        bootstrap_servers=bootstrap,
+        storage_options=options,
+        commit_engine="delta-rs",
+        checkpoint_location=str(tmp_path / "checkpoint"),
+    )
+    stats = ingest(spark, settings)
+    assert (stats.records, stats.segments) == (300, second)
+
+    segments += produce_events(bootstrap, topic, 500, 100, batch=50)
+    run_ingest(topic, uri, bootstrap, "--end-at-latest", *_flags(options))  # and parka ingest again
+
+    ids = table_ids(uri, options)  # deltalake, through the same options
+    assert sorted(ids) == list(range(600)), f"{len(ids) - len(set(ids))} duplicates"
+    assert_segments_stored_byte_for_byte(bootstrap, topic, segments, uri, options)
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    for key, value in hadoop_storage_options(options).items():
+        conf.set(key, value)
+    by_spark = [r.id for r in spark.read.format("delta").load(s3a).select("id").collect()]
+    assert sorted(by_spark) == list(range(600))
