@@ -26,6 +26,8 @@ PIDFILE="$HOME_DIR/azurite-$PORT.pid"
 LOG="$HOME_DIR/azurite-$PORT.log"
 
 log() { echo "azurite: $*" >&2; }
+# shellcheck source=scripts/_daemon.sh
+source "$(dirname "${BASH_SOURCE[0]}")/_daemon.sh"
 
 install() {
   [[ -x "$BIN" ]] && return 0
@@ -38,19 +40,8 @@ install() {
 
 is_up() { curl -s -o /dev/null -m 2 "http://127.0.0.1:$PORT/$ACCOUNT?comp=list" 2>/dev/null; }
 
-running_pid() {
-  [[ -f "$PIDFILE" ]] || return 1
-  local pid; pid=$(cat "$PIDFILE")
-  kill -0 "$pid" 2>/dev/null && echo "$pid"
-}
-
 wait_ready() {
-  local deadline=$((SECONDS + ${PARKA_AZURITE_START_TIMEOUT_S:-60}))
-  while ! is_up; do
-    if ! running_pid >/dev/null; then log "azurite exited during start-up; last log lines:"; tail -30 "$LOG" >&2; exit 5; fi
-    if (( SECONDS > deadline )); then log "azurite did not answer on port $PORT in time; see $LOG"; exit 5; fi
-    sleep 0.3
-  done
+  wait_until_up azurite "${PARKA_AZURITE_START_TIMEOUT_S:-60}" "port $PORT"
 }
 
 # Create Container with a Shared Key signature (neither delta-rs nor object_store creates one).
@@ -83,17 +74,7 @@ up() {
   create_container
 }
 
-down() {
-  if pid=$(running_pid); then
-    kill "$pid"
-    for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
-    kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
-    log "stopped (pid $pid)"
-  else
-    log "no azurite started by this script is running on port $PORT"
-  fi
-  rm -f "$PIDFILE"
-}
+down() { stop_server azurite; }
 
 storage_env() {
   cat <<ENV

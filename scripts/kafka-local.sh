@@ -51,6 +51,8 @@ if [[ "$SECURITY" == sasl_ssl ]]; then
 fi
 
 log() { echo "kafka-local: $*" >&2; }
+# shellcheck source=scripts/_daemon.sh
+source "$(dirname "${BASH_SOURCE[0]}")/_daemon.sh"
 
 need_java() {
   command -v java >/dev/null || { log "java not found: install a Java 17+ runtime (e.g. apt-get install openjdk-17-jre-headless)"; exit 3; }
@@ -239,12 +241,6 @@ scram_args() {
 
 is_up() { (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; }
 
-running_pid() {
-  [[ -f "$PIDFILE" ]] || return 1
-  local pid; pid=$(cat "$PIDFILE")
-  kill -0 "$pid" 2>/dev/null && echo "$pid"
-}
-
 up() {
   need_java
   if pid=$(running_pid); then
@@ -274,29 +270,14 @@ up() {
 }
 
 wait_ready() {
-  local deadline=$((SECONDS + ${PARKA_KAFKA_START_TIMEOUT_S:-90}))
-  while ! is_up; do
-    if ! running_pid >/dev/null; then log "broker exited during start-up; last log lines:"; tail -30 "$LOG" >&2; exit 5; fi
-    if (( SECONDS > deadline )); then log "broker did not open port $PORT in time; see $LOG"; exit 5; fi
-    sleep 0.5
-  done
+  wait_until_up broker "${PARKA_KAFKA_START_TIMEOUT_S:-90}" "port $PORT"
   log "broker ready at 127.0.0.1:$PORT"
   if [[ "$SECURITY" == sasl_ssl ]]; then
     log "SASL_SSL (SCRAM-SHA-512, SCRAM-SHA-256); CA: $CA; client settings with the user and password: $CLIENT_CONF"
   fi
 }
 
-down() {
-  if pid=$(running_pid); then
-    kill "$pid"
-    for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
-    kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
-    log "broker stopped (pid $pid)"
-  else
-    log "no broker started by this script is running on port $PORT"
-  fi
-  rm -f "$PIDFILE"
-}
+down() { stop_server broker; }
 
 kill9() {
   if pid=$(running_pid); then

@@ -28,6 +28,8 @@ PIDFILE="$HOME_DIR/s3proxy-$PORT.pid"
 LOG="$HOME_DIR/s3proxy-$PORT.log"
 
 log() { echo "s3proxy: $*" >&2; }
+# shellcheck source=scripts/_daemon.sh
+source "$(dirname "${BASH_SOURCE[0]}")/_daemon.sh"
 
 need_java() {
   command -v java >/dev/null || { log "java not found: install a Java 17+ runtime (e.g. apt-get install openjdk-17-jre-headless)"; exit 3; }
@@ -62,19 +64,8 @@ PROPS
 # an anonymous request gets 403 from a live s3proxy: any HTTP answer means it is serving
 is_up() { curl -s -o /dev/null -m 2 "http://127.0.0.1:$PORT/" 2>/dev/null; }
 
-running_pid() {
-  [[ -f "$PIDFILE" ]] || return 1
-  local pid; pid=$(cat "$PIDFILE")
-  kill -0 "$pid" 2>/dev/null && echo "$pid"
-}
-
 wait_ready() {
-  local deadline=$((SECONDS + ${PARKA_S3PROXY_START_TIMEOUT_S:-60}))
-  while ! is_up; do
-    if ! running_pid >/dev/null; then log "s3proxy exited during start-up; last log lines:"; tail -30 "$LOG" >&2; exit 5; fi
-    if (( SECONDS > deadline )); then log "s3proxy did not answer on port $PORT in time; see $LOG"; exit 5; fi
-    sleep 0.3
-  done
+  wait_until_up s3proxy "${PARKA_S3PROXY_START_TIMEOUT_S:-60}" "port $PORT"
   log "ready at http://127.0.0.1:$PORT (bucket $BUCKET)"
 }
 
@@ -91,17 +82,7 @@ up() {
   wait_ready
 }
 
-down() {
-  if pid=$(running_pid); then
-    kill "$pid"
-    for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
-    kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
-    log "stopped (pid $pid)"
-  else
-    log "no s3proxy started by this script is running on port $PORT"
-  fi
-  rm -f "$PIDFILE"
-}
+down() { stop_server s3proxy; }
 
 storage_env() {
   cat <<ENV

@@ -32,6 +32,8 @@ LOG="$HOME_DIR/registry-$PORT.log"
 URL="http://127.0.0.1:$PORT/apis/ccompat/v7"
 
 log() { echo "schema-registry: $*" >&2; }
+# shellcheck source=scripts/_daemon.sh
+source "$(dirname "${BASH_SOURCE[0]}")/_daemon.sh"
 
 need_tools() {
   command -v java >/dev/null || { log "java not found: install a Java 17 runtime (apt-get install openjdk-17-jre-headless)"; exit 3; }
@@ -196,12 +198,6 @@ build() {
 
 is_up() { curl -sf -o /dev/null --max-time 2 "$URL/subjects"; }
 
-running_pid() {
-  [[ -f "$PIDFILE" ]] || return 1
-  local pid; pid=$(cat "$PIDFILE")
-  kill -0 "$pid" 2>/dev/null && echo "$pid"
-}
-
 up() {
   mkdir -p "$HOME_DIR"
   if pid=$(running_pid); then log "registry already running (pid $pid) at $URL"; wait_ready; return 0; fi
@@ -218,26 +214,11 @@ up() {
 }
 
 wait_ready() {
-  local deadline=$((SECONDS + ${PARKA_REGISTRY_START_TIMEOUT_S:-120}))
-  while ! is_up; do
-    if ! running_pid >/dev/null; then log "registry exited during start-up; last log lines:"; tail -30 "$LOG" >&2; exit 5; fi
-    if (( SECONDS > deadline )); then log "registry did not answer at $URL in time; see $LOG"; exit 5; fi
-    sleep 0.5
-  done
+  wait_until_up registry "${PARKA_REGISTRY_START_TIMEOUT_S:-120}" "$URL"
   log "registry ready at $URL"
 }
 
-down() {
-  if pid=$(running_pid); then
-    kill "$pid"
-    for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
-    kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
-    log "registry stopped (pid $pid)"
-  else
-    log "no registry started by this script is running on port $PORT"
-  fi
-  rm -f "$PIDFILE"
-}
+down() { stop_server registry; }
 
 case "${1:-}" in
   up) up ;;

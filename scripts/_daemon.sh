@@ -1,0 +1,37 @@
+# shellcheck shell=bash
+# Sourced by the scripts that run a local server for the tests, CI and the demo (kafka-local.sh,
+# s3proxy.sh, azurite.sh, schema-registry.sh): the one implementation of a server's pid file,
+# its start-up wait and its stop. The sourcing script defines log() and is_up() (does the server
+# answer?) and sets PIDFILE, LOG and PORT.
+
+# The pid of the server this script started, when it is alive (exit 1 otherwise).
+running_pid() {
+  [[ -f "$PIDFILE" ]] || return 1
+  local pid; pid=$(cat "$PIDFILE")
+  kill -0 "$pid" 2>/dev/null && echo "$pid"
+}
+
+# wait_until_up WHAT TIMEOUT_S WHERE: returns once is_up answers; exits 5, with the log's tail,
+# when the server exits first or TIMEOUT_S pass.
+wait_until_up() {
+  local what=$1 deadline=$((SECONDS + $2)) where=$3
+  while ! is_up; do
+    if ! running_pid >/dev/null; then log "$what exited during start-up; last log lines:"; tail -30 "$LOG" >&2; exit 5; fi
+    if (( SECONDS > deadline )); then log "$what did not answer on $where in time; see $LOG"; exit 5; fi
+    sleep 0.3
+  done
+}
+
+# stop_server WHAT: SIGTERM, then SIGKILL after 30 s; the pid file goes either way.
+stop_server() {
+  local what=$1 pid
+  if pid=$(running_pid); then
+    kill "$pid"
+    for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
+    log "$what stopped (pid $pid)"
+  else
+    log "no $what started by this script is running on port $PORT"
+  fi
+  rm -f "$PIDFILE"
+}
