@@ -14,6 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 from confluent_kafka import Consumer
+from confluent_kafka.admin import AdminClient, NewTopic
 from deltalake import DeltaTable
 from parka.consumer._plan import FileName
 from parka.consumer._stitch import row_groups as row_group_bytes
@@ -46,6 +47,21 @@ def events(start: int, n: int, days: int = 3) -> pa.Table:
         },
         schema=EVENTS,
     )
+
+
+def create_topic(admin: AdminClient, name: str, partitions: int = 1, **config: str) -> str:
+    """Create topic ``name`` and return it once the metadata shows every partition with a
+    leader (on a loaded machine that takes up to 60 s)."""
+    futures = admin.create_topics([NewTopic(name, partitions, 1, config=config)], operation_timeout=30)
+    futures[name].result(timeout=60)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        md = admin.list_topics(name, timeout=10).topics.get(name)
+        ready = md is not None and md.error is None and len(md.partitions) == partitions
+        if ready and all(p.leader >= 0 for p in md.partitions.values()):
+            return name
+        time.sleep(0.1)  # between metadata reads
+    raise RuntimeError(f"topic {name} not ready")
 
 
 def produce_events(

@@ -13,14 +13,14 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
+from ._ingest_util import create_topic
 from ._objectstores import AZURITE_PORT, S3PROXY_PORT, ObjectStoreServer, serve
 
 REPO = Path(__file__).resolve().parents[2]
@@ -80,17 +80,7 @@ def new_topic(admin: AdminClient, request: pytest.FixtureRequest) -> Callable[..
 
     def make(partitions: int = 1, **config: str) -> str:
         name = f"t-{request.node.name[:40]}-{uuid.uuid4().hex[:8]}".replace("[", "-").replace("]", "")
-        futures = admin.create_topics([NewTopic(name, partitions, 1, config=config)], operation_timeout=30)
-        futures[name].result(timeout=30)
-        # wait until the metadata shows every partition with a leader (a loaded machine: up to 60 s)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            md = admin.list_topics(name, timeout=10).topics.get(name)
-            ready = md is not None and md.error is None and len(md.partitions) == partitions
-            if ready and all(p.leader >= 0 for p in md.partitions.values()):
-                return name
-            time.sleep(0.1)
-        raise RuntimeError(f"topic {name} not ready")
+        return create_topic(admin, name, partitions, **config)
 
     return make
 

@@ -123,6 +123,9 @@ def test_segments_are_standalone_parquet_files(bootstrap: str, new_topic: Callab
         "columnar.encoding": "parquet",
         "columnar.encoding.compression": "snappy",
         "columnar.batch.records": 250,
+        # segments cut by count only: with the default 100 ms, a loaded machine's slow produce
+        # loop let linger cut one early ([250, 250, 16, 84] in a full run beside another)
+        "linger.ms": 60_000,
     }
     with ParquetProducer(conf) as producer:
         producer.set_schema(topic, EVERYTHING_AVRO)

@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+
+from .._ingest_util import create_topic
 
 HERE = Path(__file__).resolve().parent
 
@@ -60,17 +62,7 @@ class SecuredBroker:
 
     def new_topic(self, partitions: int = 1) -> str:
         """A uniquely named topic, once every partition has a leader."""
-        admin = AdminClient(self.conf)
-        name = f"sec-{uuid.uuid4().hex[:10]}"
-        admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=30)[name].result(timeout=60)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            md = admin.list_topics(name, timeout=10).topics.get(name)
-            ready = md is not None and md.error is None and len(md.partitions) == partitions
-            if ready and all(p.leader >= 0 for p in md.partitions.values()):
-                return name
-            time.sleep(0.1)  # between metadata reads
-        raise RuntimeError(f"topic {name} not ready on the secured broker")
+        return create_topic(AdminClient(self.conf), f"sec-{uuid.uuid4().hex[:10]}", partitions)
 
 
 def _read_properties(path: str) -> dict[str, str]:
