@@ -378,8 +378,12 @@ class _LineClearingHandler(logging.StreamHandler):
     is overwritten by the log line instead of running into it, and redrawn below it."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        if getattr(self.stream, "isatty", lambda: False)():
-            self.stream.write("\r\x1b[2K")
+        try:
+            if getattr(self.stream, "isatty", lambda: False)():
+                self.stream.write("\r\x1b[2K")
+        except Exception:  # a closed stream: logging never raises into the caller (StreamHandler's rule)
+            self.handleError(record)
+            return
         super().emit(record)
 
 

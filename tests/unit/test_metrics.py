@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -20,6 +21,7 @@ from parka.spark_ext._cli import build_parser as spark_parser
 from parka.spark_ext._ingest import progress_lag, source_offsets
 from prometheus_client import CollectorRegistry, generate_latest
 
+from parka._cli_util import setup_logging
 from parka._progress import ProgressBar, bar_text
 from parka.errors import ConfigError
 from parka.metrics import INGEST_COUNTERS, IngestMetrics
@@ -192,3 +194,21 @@ def test_spark_lag_comes_from_the_progress_reports_offsets() -> None:
     assert source_offsets("None", "gps") == {}
     report = {"sources": [{"endOffset": '{"gps": {"0": 10, "1": 7}}', "latestOffset": '{"gps": {"0": 12, "1": 7}}'}]}
     assert progress_lag(report, "gps") == {0: 2, 1: 0}
+
+
+def test_a_log_line_to_a_closed_stream_never_raises_into_the_caller(capsys: pytest.CaptureFixture[str]) -> None:
+    """Found in a full run: a test ran a daemon's main() in-process, its handler kept pytest's
+    captured stderr, and once that was closed every later parka log call raised ValueError from
+    the handler's terminal check (the committer's log.error among them). StreamHandler's rule:
+    a handler reports its own failure and returns."""
+    stream = io.StringIO()
+    setup_logging(quiet=False, log_format="text")
+    handler = logging.getLogger("parka").handlers[0]
+    assert isinstance(handler, logging.StreamHandler)
+    handler.setStream(stream)
+    stream.close()
+    try:
+        logging.getLogger("parka.commit").error("stopped at %s", "t[0]@1")  # must not raise
+    finally:
+        logging.getLogger("parka").handlers[:] = []
+    assert "Logging error" in capsys.readouterr().err  # reported, as StreamHandler reports it
