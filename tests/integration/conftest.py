@@ -20,8 +20,10 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from . import _servers
 from ._ingest_util import create_topic
-from ._objectstores import AZURITE_PORT, S3PROXY_PORT, ObjectStoreServer, serve
+from ._objectstores import ObjectStoreServer, serve
+from ._secured import SecuredBroker, connect
 
 REPO = Path(__file__).resolve().parents[2]
 TEST_PORT = os.environ.get("PARKA_TEST_KAFKA_PORT", "19092")
@@ -91,15 +93,38 @@ def group_id() -> str:
 
 
 @pytest.fixture(scope="session")
-def s3proxy() -> Iterator[ObjectStoreServer]:
+def s3proxy() -> ObjectStoreServer:
     """s3proxy from Maven Central (``scripts/s3proxy.sh``), bucket ``lake``, once per run."""
-    env = dict(os.environ, PARKA_S3PROXY_PORT=S3PROXY_PORT, PARKA_S3PROXY_BUCKET="lake")
-    yield from serve("s3proxy.sh", env, "s3://lake")
+    return serve("s3proxy", "s3://lake")
 
 
 @pytest.fixture(scope="session")
-def azurite() -> Iterator[ObjectStoreServer]:
+def azurite() -> ObjectStoreServer:
     """Azurite from npm (``scripts/azurite.sh``), container ``lake``, once per run."""
-    env = dict(os.environ, PARKA_AZURITE_PORT=AZURITE_PORT, PARKA_AZURITE_CONTAINER="lake")
     # abfss:// as ADLS Gen2 users write it; the endpoint option sends it to the emulator
-    yield from serve("azurite.sh", env, "abfss://lake@devstoreaccount1.dfs.core.windows.net")
+    return serve("azurite", "abfss://lake@devstoreaccount1.dfs.core.windows.net")
+
+
+@pytest.fixture(scope="session")
+def secured_broker() -> SecuredBroker:
+    """The SASL_SSL broker (``scripts/kafka-local.sh``, ``PARKA_KAFKA_SECURITY=sasl_ssl``)."""
+    return connect()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that need a server of :mod:`._servers` run last, so that its start overlaps the rest."""
+    later = [item for item in items if _servers.needed(getattr(item, "fixturenames", ()))]
+    if later:
+        ids = {id(item) for item in later}
+        items[:] = [item for item in items if id(item) not in ids] + later
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if session.config.option.collectonly:
+        return
+    _servers.start_in_background({n for i in session.items for n in _servers.needed(getattr(i, "fixturenames", ()))})
+
+
+def pytest_sessionfinish() -> None:
+    _servers.stop_all()

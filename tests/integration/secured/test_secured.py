@@ -16,7 +16,7 @@ from parka.consumer import ParquetConsumer
 from parka.producer import ParquetProducer
 
 from .._ingest_util import EVENTS, events, table_ids
-from .conftest import SecuredBroker
+from .._secured import SecuredBroker
 
 
 def _ingest(broker: SecuredBroker, topic: str, table: Path, settings: str) -> subprocess.CompletedProcess[str]:

@@ -18,11 +18,10 @@ from parka.producer import ParquetProducer
 from parka.spark_ext._cli import main
 
 from .._ingest_util import EVENTS, events, table_ids
-from ..secured.conftest import SecuredBroker, secured_broker
+from .._secured import SecuredBroker
 from ._util import SPARK
 
 pytestmark = SPARK
-__all__ = ["secured_broker"]  # the session fixture, imported so that pytest finds it here
 
 
 def _jvm_log_to(spark: Any, path: Path) -> Callable[[], None]:
