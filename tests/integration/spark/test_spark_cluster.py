@@ -18,7 +18,7 @@ from pathlib import Path
 import pyspark
 from parka.spark_ext import packages
 
-from .._ingest_util import assert_segments_stored_byte_for_byte, last_json, produce_events, table_ids
+from .._ingest_util import assert_segments_stored_byte_for_byte, produce_events, table_ids
 from ._util import SPARK
 from .conftest import REPO, Cluster
 from .test_spark_raw import assert_no_orphans
@@ -79,42 +79,31 @@ def test_spark_ingest_and_read_stream_run_on_a_standalone_cluster(
     executor_python = python_without_parka(tmp_path / "executor-venv")
     env = {**os.environ, "PYSPARK_PYTHON": str(executor_python), "SPARK_LOCAL_IP": "127.0.0.1"}
 
-    # parka spark-ingest, the driver here, the executors on the workers
+    # one application by spark-submit, parka in --py-files (driver and executors): parka
+    # spark-ingest through its CLI, then read_stream of the same topic
     table = tmp_path / "events"
-    confs = [arg for key, value in CLUSTER_CONF.items() for arg in ("-c", f"{key}={value}")]
-    command = [sys.executable, "-m", "parka.cli", "spark-ingest", topic, str(table), "-k", bootstrap, "-q"]
-    ingest = subprocess.run(
-        [*command, "--end-at-latest", "--master", spark_cluster.url, "-c", f"spark.submit.pyFiles={shipped}", *confs],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=400,
-    )
-    assert ingest.returncode == 0, ingest.stderr[-5000:]
-    result = last_json(ingest)
-    assert (result["mode"], result["segments"], result["records"]) == ("raw", segments, 2000)
-    assert sorted(table_ids(table)) == list(range(2000))
-    assert_segments_stored_byte_for_byte(bootstrap, topic, segments, table)  # stitched per task
-    assert_no_orphans(table)
-    # both workers ran executors for it
-    apps = [{p.name for p in (spark_cluster.home / "work" / f"worker-{i}").glob("app-*")} for i in (1, 2)]
-    assert apps[0] & apps[1], apps
-
-    # read_stream in a job launched by spark-submit, parka in --py-files (driver and executors)
     submit = [str(Path(pyspark.__file__).parent / "bin" / "spark-submit"), "--master", spark_cluster.url]
     submit += ["--packages", ",".join(packages()), "--py-files", str(shipped)]
     submit += [arg for key, value in CLUSTER_CONF.items() for arg in ("--conf", f"{key}={value}")]
-    job = Path(__file__).parent / "_cluster_read.py"
-    read = subprocess.run(
-        [*submit, str(job), topic, bootstrap, str(tmp_path / "records")],
+    job = Path(__file__).parent / "_cluster_job.py"
+    run = subprocess.run(
+        [*submit, str(job), topic, bootstrap, str(table), str(tmp_path / "records")],
         capture_output=True,
         text=True,
         env=env,
         cwd=tmp_path,
-        timeout=400,
+        timeout=600,
     )
-    assert read.returncode == 0, read.stderr[-5000:]
-    out = json.loads([line for line in read.stdout.splitlines() if line.startswith("{")][-1])
+    assert run.returncode == 0, run.stderr[-5000:]
+    lines = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+    result = next(line for line in lines if "status" in line)  # parka spark-ingest's closing line
+    assert (result["status"], result["mode"], result["segments"], result["records"]) == ("ok", "raw", segments, 2000)
+    assert sorted(table_ids(table)) == list(range(2000))
+    assert_segments_stored_byte_for_byte(bootstrap, topic, segments, table)  # stitched per task
+    assert_no_orphans(table)
+    # both workers ran executors of it
+    apps = [{p.name for p in (spark_cluster.home / "work" / f"worker-{i}").glob("app-*")} for i in (1, 2)]
+    assert apps[0] & apps[1], apps
+    out = lines[-1]
     assert out["master"] == spark_cluster.url
     assert out["ids"] == list(range(2000))
