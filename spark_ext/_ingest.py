@@ -91,6 +91,9 @@ _STORAGE_KEYS = {
 }
 # delta-rs storage options s3a has no setting for (see hadoop_storage_options)
 _STORAGE_KEYS_FOR_OTHERS = ("aws_allow_http", "aws_conditional_put", "aws_virtual_hosted_style_request")
+# Azure's and Google's delta-rs options: for delta-rs and obstore (raw mode's files and commits);
+# Spark's own reads of such a table take Hadoop's fs.azure.* / fs.gs.* settings, given as such
+_OTHER_CLOUDS = ("azure_", "google_")
 _TRIGGER = re.compile(r"processing-time=(\d+(?:\.\d+)?)\s*([a-z]*)")
 _UNIT_MS = {
     **dict.fromkeys(("ms", "millisecond", "milliseconds"), 1),
@@ -267,7 +270,9 @@ def hadoop_storage_options(options: Mapping[str, str]) -> dict[str, str]:
     no conditional puts) and are left to delta-rs and obstore. object_store addresses buckets
     path-style unless ``aws_virtual_hosted_style_request`` is true; s3a is told the same
     (``fs.s3a.path.style.access``) when an endpoint is given, so both reach the same server
-    the same way. An ``fs.*`` key given as such wins.
+    the same way. Azure's and Google's delta-rs keys (``azure_*``, ``google_*``) have no
+    translation: Hadoop's own ``fs.azure.*`` / ``fs.gs.*`` keys configure Spark for those. An
+    ``fs.*`` key given as such wins.
 
     Raises:
         ConfigError: a key that is neither ``fs.*`` nor a known delta-rs key.
@@ -282,9 +287,9 @@ def hadoop_storage_options(options: Mapping[str, str]) -> dict[str, str]:
             out[_STORAGE_KEYS[name]] = value
         elif name == "aws_virtual_hosted_style_request":
             hosted = value
-        elif name not in _STORAGE_KEYS_FOR_OTHERS:
+        elif name not in _STORAGE_KEYS_FOR_OTHERS and not name.startswith(_OTHER_CLOUDS):
             known = (*_STORAGE_KEYS, *_STORAGE_KEYS_FOR_OTHERS)
-            allowed = "fs.* Hadoop settings, " + ", ".join(k.upper() for k in known)
+            allowed = "fs.* Hadoop settings, AZURE_*, GOOGLE_*, " + ", ".join(k.upper() for k in known)
             raise ConfigError("storage option", key, allowed)
     if hosted is not None:
         out["fs.s3a.path.style.access"] = "false" if hosted.strip().lower() == "true" else "true"

@@ -20,7 +20,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 S3PROXY_PORT = os.environ.get("PARKA_TEST_S3PROXY_PORT", "19180")
-AZURITE_PORT = os.environ.get("PARKA_TEST_AZURITE_PORT", "19181")
+# Azurite's own default port, which hadoop-azure's emulator mode (wasb://, the Spark test) assumes
+AZURITE_PORT = os.environ.get("PARKA_TEST_AZURITE_PORT", "10000")
 REGISTRY_PORT = os.environ.get("PARKA_TEST_REGISTRY_PORT", "19081")
 SECURED_PORT = os.environ.get("PARKA_TEST_SECURED_KAFKA_PORT", "19680")
 START_TIMEOUT_S = 900  # a cold start: downloads and a Maven build, on a busy 2-core machine

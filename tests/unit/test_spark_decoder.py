@@ -127,7 +127,8 @@ def test_ingest_settings_are_validated_where_they_enter() -> None:
     with pytest.raises(ConfigError, match="'partition_by'"):
         SparkIngestSettings(**base, partition_by=("_parka",))
     with pytest.raises(ConfigError, match="storage option"):
-        SparkIngestSettings(**base, storage_options={"azure_tenant": "x"})
+        SparkIngestSettings(**base, storage_options={"azure_tenant": "x", "aws_acess_key_id": "typo"})
+    assert hadoop_storage_options({"azure_storage_account_name": "a", "google_service_account": "s"}) == {}
     assert hadoop_storage_options({"AWS_REGION": "eu-west-1", "fs.s3a.path.style.access": "true"}) == {
         "fs.s3a.endpoint.region": "eu-west-1",
         "fs.s3a.path.style.access": "true",

@@ -43,14 +43,16 @@ def _free_port_run(count: int = 6) -> str:
 
 
 CLUSTER_PORT = os.environ.get("PARKA_TEST_SPARK_PORT") or _free_port_run()
-# s3a for test_spark_objectstore.py: hadoop-aws at pyspark 4.0's Hadoop version and the AWS SDK's
-# individual modules (19 MB) instead of the ~600 MB bundle hadoop-aws names (excluded below)
-S3A_PACKAGES = [
+# test_spark_objectstore.py: s3a (hadoop-aws at pyspark 4.0's Hadoop version, and the AWS SDK's
+# individual modules, 19 MB, instead of the ~600 MB bundle hadoop-aws names, excluded below) and
+# wasb (hadoop-azure, 6 jars)
+OBJECT_STORE_PACKAGES = [
     "org.apache.hadoop:hadoop-aws:3.4.1",
     *(
         f"software.amazon.awssdk:{module}:2.57.8"
         for module in ("s3", "s3-transfer-manager", "sts", "apache-client", "netty-nio-client")
     ),
+    "org.apache.hadoop:hadoop-azure:3.4.1",
 ]
 
 
@@ -70,7 +72,7 @@ def spark() -> Iterator[Any]:
     spark = session(
         "local[2]",
         "parka-tests",
-        extra_packages=S3A_PACKAGES,
+        extra_packages=OBJECT_STORE_PACKAGES,
         extra_conf={
             "spark.jars.excludes": "software.amazon.awssdk:bundle",
             "spark.ui.enabled": "false",

@@ -57,3 +57,37 @@ def test_spark_writes_and_delta_spark_reads_an_s3_table_parka_ingest_writes(
         conf.set(key, value)
     by_spark = [r.id for r in spark.read.format("delta").load(s3a).select("id").collect()]
     assert sorted(by_spark) == list(range(600))
+
+
+def test_spark_writes_and_delta_spark_reads_an_azure_table_parka_ingest_writes(
+    spark: Any, bootstrap: str, new_topic: Callable[..., str], azurite: ObjectStoreServer, tmp_path: Path
+) -> None:
+    """The same on Azure Blob Storage as Azurite serves it: parka ingest and Spark raw mode write
+    through abfss:// (obstore and delta-rs), delta-spark reads through wasb:// (hadoop-azure in
+    emulator mode: Azurite serves no ADLS Gen2 endpoint for abfs, Azure/Azurite#409)."""
+    topic = new_topic(partitions=2)
+    uri = azurite.table_uri("spark")
+    options = azurite.storage_options
+    segments = produce_events(bootstrap, topic, 0, 200, batch=50)
+    run_ingest(topic, uri, bootstrap, "--end-at-latest", *_flags(options))
+    second = produce_events(bootstrap, topic, 200, 200, batch=50)
+    segments += second
+    settings = SparkIngestSettings(
+        topic=topic,
+        table_uri=uri,
+        bootstrap_servers=bootstrap,
+        storage_options=options,
+        commit_engine="delta-rs",
+        checkpoint_location=str(tmp_path / "checkpoint"),
+    )
+    stats = ingest(spark, settings)
+    assert (stats.records, stats.segments) == (200, second)
+    assert sorted(table_ids(uri, options)) == list(range(400))
+    assert_segments_stored_byte_for_byte(bootstrap, topic, segments, uri, options)
+    # hadoop-azure's emulator account is Azurite on 127.0.0.1:10000 (its default port)
+    spark.sparkContext._jsc.hadoopConfiguration().set(
+        "fs.azure.storage.emulator.account.name", "devstoreaccount1.blob.core.windows.net"
+    )
+    wasb = "wasb://lake@devstoreaccount1.blob.core.windows.net/" + uri.rsplit("/", 1)[1]
+    by_spark = [r.id for r in spark.read.format("delta").load(wasb).select("id").collect()]
+    assert sorted(by_spark) == list(range(400))
