@@ -35,3 +35,11 @@ stop_server() {
   fi
   rm -f "$PIDFILE"
 }
+
+# need_java WHAT: exit 3, saying what to install, unless a Java 17+ runtime is on PATH.
+need_java() {
+  command -v java >/dev/null || { log "java not found: install a Java 17+ runtime (e.g. apt-get install openjdk-17-jre-headless)"; exit 3; }
+  local major
+  major=$(java -version 2>&1 | sed -nE 's/.*version "([0-9]+).*/\1/p' | head -1)
+  if [[ -z "$major" || "$major" -lt 17 ]]; then log "$1 needs Java 17+, found: $(java -version 2>&1 | head -1)"; exit 3; fi
+}

@@ -54,13 +54,6 @@ log() { echo "kafka-local: $*" >&2; }
 # shellcheck source=scripts/_daemon.sh
 source "$(dirname "${BASH_SOURCE[0]}")/_daemon.sh"
 
-need_java() {
-  command -v java >/dev/null || { log "java not found: install a Java 17+ runtime (e.g. apt-get install openjdk-17-jre-headless)"; exit 3; }
-  local major
-  major=$(java -version 2>&1 | sed -nE 's/.*version "([0-9]+).*/\1/p' | head -1)
-  if [[ -z "$major" || "$major" -lt 17 ]]; then log "Kafka $VERSION needs Java 17+, found: $(java -version 2>&1 | head -1)"; exit 3; fi
-}
-
 fetch_jars() {
   [[ -f "$LIBS/.complete" ]] && return 0
   command -v mvn >/dev/null || { log "mvn not found: install Maven (apt-get install maven) to resolve Kafka from Maven Central"; exit 3; }
@@ -242,7 +235,7 @@ scram_args() {
 is_up() { (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; }
 
 up() {
-  need_java
+  need_java "Kafka $VERSION"
   if pid=$(running_pid); then
     log "broker already running (pid $pid) on 127.0.0.1:$PORT"; wait_ready; return 0
   fi

@@ -31,13 +31,6 @@ log() { echo "s3proxy: $*" >&2; }
 # shellcheck source=scripts/_daemon.sh
 source "$(dirname "${BASH_SOURCE[0]}")/_daemon.sh"
 
-need_java() {
-  command -v java >/dev/null || { log "java not found: install a Java 17+ runtime (e.g. apt-get install openjdk-17-jre-headless)"; exit 3; }
-  local major
-  major=$(java -version 2>&1 | sed -nE 's/.*version "([0-9]+).*/\1/p' | head -1)
-  if [[ -z "$major" || "$major" -lt 17 ]]; then log "s3proxy $VERSION needs Java 17+, found: $(java -version 2>&1 | head -1)"; exit 3; fi
-}
-
 fetch_jar() {
   [[ -f "$JAR" ]] && return 0
   command -v mvn >/dev/null || { log "mvn not found: install Maven (apt-get install maven) to fetch s3proxy from Maven Central"; exit 3; }
@@ -70,7 +63,7 @@ wait_ready() {
 }
 
 up() {
-  need_java
+  need_java "s3proxy $VERSION"
   if pid=$(running_pid); then log "already running (pid $pid) on 127.0.0.1:$PORT"; mkdir -p "$DATA/$BUCKET"; wait_ready; return 0; fi
   if is_up; then log "port $PORT is already in use by another process; set PARKA_S3PROXY_PORT"; exit 4; fi
   fetch_jar

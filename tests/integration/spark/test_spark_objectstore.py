@@ -22,22 +22,19 @@ def _flags(options: dict[str, str]) -> list[str]:
     return [arg for key, value in options.items() for arg in ("--storage-option", f"{key}={value}")]
 
 
-def test_spark_writes_and_delta_spark_reads_an_s3_table_parka_ingest_writes(
-    spark: Any, bootstrap: str, new_topic: Callable[..., str], s3proxy: ObjectStoreServer, tmp_path: Path
+def _parka_spark_parka(
+    spark: Any, bootstrap: str, topic: str, uri: str, spark_uri: str, options: dict[str, str], tmp_path: Path
 ) -> None:
-    topic = new_topic(partitions=2)
-    uri = s3proxy.table_uri("spark")
-    s3a = "s3a://" + uri.removeprefix("s3://")
-    options = s3proxy.storage_options
+    """parka ingest creates the table, Spark raw mode continues it (same app id: from the
+    table's txn; files through obstore, commits through delta-rs), parka ingest again; then
+    every record is in once and every segment's row groups byte for byte (read by deltalake)."""
     segments = produce_events(bootstrap, topic, 0, 200, batch=50)
-    run_ingest(topic, uri, bootstrap, "--end-at-latest", *_flags(options))  # parka ingest creates it
-
-    # Spark raw mode, same app id: continues from the table's txn, into the same store
+    run_ingest(topic, uri, bootstrap, "--end-at-latest", *_flags(options))
     second = produce_events(bootstrap, topic, 200, 300, batch=50)
     segments += second
     settings = SparkIngestSettings(
         topic=topic,
-        table_uri=s3a,
+        table_uri=spark_uri,
         bootstrap_servers=bootstrap,
         storage_options=options,
         commit_engine="delta-rs",
@@ -45,13 +42,21 @@ def test_spark_writes_and_delta_spark_reads_an_s3_table_parka_ingest_writes(
     )
     stats = ingest(spark, settings)
     assert (stats.records, stats.segments) == (300, second)
-
     segments += produce_events(bootstrap, topic, 500, 100, batch=50)
-    run_ingest(topic, uri, bootstrap, "--end-at-latest", *_flags(options))  # and parka ingest again
-
-    ids = table_ids(uri, options)  # deltalake, through the same options
+    run_ingest(topic, uri, bootstrap, "--end-at-latest", *_flags(options))
+    ids = table_ids(uri, options)
     assert sorted(ids) == list(range(600)), f"{len(ids) - len(set(ids))} duplicates"
     assert_segments_stored_byte_for_byte(bootstrap, topic, segments, uri, options)
+
+
+def test_spark_writes_and_delta_spark_reads_an_s3_table_parka_ingest_writes(
+    spark: Any, bootstrap: str, new_topic: Callable[..., str], s3proxy: ObjectStoreServer, tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=2)
+    uri = s3proxy.table_uri("spark")
+    s3a = "s3a://" + uri.removeprefix("s3://")
+    options = s3proxy.storage_options
+    _parka_spark_parka(spark, bootstrap, topic, uri, s3a, options, tmp_path)
     conf = spark.sparkContext._jsc.hadoopConfiguration()
     for key, value in hadoop_storage_options(options).items():
         conf.set(key, value)
@@ -67,27 +72,11 @@ def test_spark_writes_and_delta_spark_reads_an_azure_table_parka_ingest_writes(
     emulator mode: Azurite serves no ADLS Gen2 endpoint for abfs, Azure/Azurite#409)."""
     topic = new_topic(partitions=2)
     uri = azurite.table_uri("spark")
-    options = azurite.storage_options
-    segments = produce_events(bootstrap, topic, 0, 200, batch=50)
-    run_ingest(topic, uri, bootstrap, "--end-at-latest", *_flags(options))
-    second = produce_events(bootstrap, topic, 200, 200, batch=50)
-    segments += second
-    settings = SparkIngestSettings(
-        topic=topic,
-        table_uri=uri,
-        bootstrap_servers=bootstrap,
-        storage_options=options,
-        commit_engine="delta-rs",
-        checkpoint_location=str(tmp_path / "checkpoint"),
-    )
-    stats = ingest(spark, settings)
-    assert (stats.records, stats.segments) == (200, second)
-    assert sorted(table_ids(uri, options)) == list(range(400))
-    assert_segments_stored_byte_for_byte(bootstrap, topic, segments, uri, options)
+    _parka_spark_parka(spark, bootstrap, topic, uri, uri, azurite.storage_options, tmp_path)
     # hadoop-azure's emulator account is Azurite on 127.0.0.1:10000 (its default port)
     spark.sparkContext._jsc.hadoopConfiguration().set(
         "fs.azure.storage.emulator.account.name", "devstoreaccount1.blob.core.windows.net"
     )
     wasb = "wasb://lake@devstoreaccount1.blob.core.windows.net/" + uri.rsplit("/", 1)[1]
     by_spark = [r.id for r in spark.read.format("delta").load(wasb).select("id").collect()]
-    assert sorted(by_spark) == list(range(400))
+    assert sorted(by_spark) == list(range(600))
