@@ -63,9 +63,9 @@ from confluent_kafka import TopicPartition
 from parka.encryption import ENCRYPTION_PREFIX, parse_kms_config
 from parka.errors import ConfigError, KafkaClientError, SegmentDecodeError, SegmentError
 from parka.message import RecordMessage, SegmentRecords
-from parka.registry import SCHEMA_ID_HEADER, Registry, parse_schema_id, split_registry_config
+from parka.registry import Registry, parse_schema_id, split_registry_config
 from parka.schema import RESERVED_PREFIX, schema_fingerprint
-from parka.segment import decode_segment, is_segment, read_segment_info
+from parka.segment import SCHEMA_ID_HEADER, decode_segment, is_segment, read_segment_info
 
 from ._rows import segment_records
 from ._segments import Cursor, Key, Position, RawSegment, SegmentTable, decode_position, position_after

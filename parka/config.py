@@ -64,6 +64,7 @@ __all__ = [
     "ParkaConfigWarning",
     "ProducerSettings",
     "parse_producer_config",
+    "is_s3",
     "storage_options_for",
 ]
 
@@ -287,6 +288,11 @@ _UNSAFE = {
 }
 
 
+def is_s3(table_uri: str) -> bool:
+    """Whether ``table_uri`` is an S3 table (``s3://``, or delta-rs' alias ``s3a://``)."""
+    return "://" in table_uri and table_uri.split("://", 1)[0].lower() in ("s3", "s3a")
+
+
 def storage_options_for(table_uri: str, options: Mapping[str, str] | None) -> dict[str, str]:
     """The storage options delta-rs and parka's file layer get for ``table_uri``: ``options``
     as given, plus ``aws_conditional_put=etag`` for an ``s3://`` / ``s3a://`` table that names
@@ -302,8 +308,7 @@ def storage_options_for(table_uri: str, options: Mapping[str, str] | None) -> di
             or, as delta-rs also reads them, the environment in upper case).
     """
     out = {str(k): str(v) for k, v in (options or {}).items()}
-    scheme = table_uri.split("://", 1)[0].lower() if "://" in table_uri else ""
-    if scheme not in ("s3", "s3a"):
+    if not is_s3(table_uri):
         return out
     lower = {k.lower(): (k, v) for k, v in out.items()}
     for key, why in _UNSAFE.items():

@@ -25,11 +25,11 @@ import pyarrow as pa
 
 from parka.errors import ConfigError, RegistryError
 from parka.schema import schema_fingerprint, to_arrow_schema
+from parka.segment import SCHEMA_ID_HEADER
 
-__all__ = ["PREFIX", "SCHEMA_ID_HEADER", "Registry", "parse_schema_id", "split_registry_config"]
+__all__ = ["PREFIX", "Registry", "parse_schema_id", "split_registry_config"]
 
 PREFIX = "schema.registry."
-SCHEMA_ID_HEADER = "parka.schema.id"
 
 
 def split_registry_config(conf: Mapping[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any]]:

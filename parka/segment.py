@@ -61,6 +61,7 @@ __all__ = [
     "RECORDS_HEADER",
     "RESERVED_FIELDS",
     "SCHEMA_HEADER",
+    "SCHEMA_ID_HEADER",
     "TIMESTAMP_COLUMN",
     "VERSION",
     "VERSION_HEADER",
@@ -81,6 +82,7 @@ CODEC_HEADER = "parka.codec"
 RECORDS_HEADER = "parka.records"
 SCHEMA_HEADER = "parka.schema"
 CRC_HEADER = "parka.crc32"
+SCHEMA_ID_HEADER = "parka.schema.id"
 FORMAT = b"parquet"
 VERSION = 1
 
@@ -145,6 +147,7 @@ def encode_segment(
     layout: ColumnEncodings | None = None,
     extra_headers: Sequence[tuple[str, bytes]] = (),
     encryption: EncryptionSettings | None = None,
+    schema_id: int | None = None,
 ) -> Segment:
     """Encode ``table`` (user columns, then any reserved ones) as one Parquet file with its headers.
 
@@ -155,6 +158,7 @@ def encode_segment(
     With ``auto``, ``layout`` is a choice made earlier for a table of the same schema
     (:class:`parka.encoding.LayoutCache`), used instead of judging ``table``. With
     ``encryption``, its columns are encrypted with fresh data keys (:mod:`parka.encryption`).
+    ``schema_id``: the schema registry's id of the writer schema, sent as ``parka.schema.id``.
 
     Raises:
         ConfigError: unknown ``codec`` or ``tuning``, or a ``compression_level`` the codec does not take.
@@ -221,6 +225,7 @@ def encode_segment(
         # it a segment was altered after it was written (Kafka's own batch CRC covers only
         # the way from the producer's client to the broker and back).
         (CRC_HEADER, f"{zlib.crc32(value):08x}".encode()),
+        *([] if schema_id is None else [(SCHEMA_ID_HEADER, b"%d" % schema_id)]),
         *extra_headers,
     ]
     return Segment(value=value, headers=headers, num_records=table.num_rows)

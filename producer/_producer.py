@@ -55,7 +55,7 @@ from parka.errors import ConfigError, KafkaClientError, RecordError, RecordTooLa
 from parka.partitioner import STICKY, partitions_for_keys
 from parka.partitioning import PartitionSpec
 from parka.records import RecordConverter
-from parka.registry import SCHEMA_ID_HEADER, Registry, split_registry_config
+from parka.registry import Registry, split_registry_config
 from parka.schema import ParkaSchemaWarning, schema_fingerprint, time_of_day_fields, to_arrow_schema
 from parka.segment import Segment, build_segment_table, encode_segment
 
@@ -782,13 +782,10 @@ class ParquetProducer:
                     tuning=self._settings.tuning,
                     layout=state.layouts.layout(table) if self._settings.tuning == "auto" else None,
                     encryption=self._settings.encryption,
+                    schema_id=state.schema_id,
                 )
                 if self._metrics is not None:
                     self._metrics.encoded(topic, time.perf_counter() - encode_started)
-                if state.schema_id is not None:
-                    seg = Segment(
-                        seg.value, [*seg.headers, (SCHEMA_ID_HEADER, b"%d" % state.schema_id)], seg.num_records
-                    )
                 if len(seg.value) <= limit or size == 1:
                     break
                 self._stats["splits"] += 1

@@ -50,6 +50,7 @@ from parka.consumer._stats import DEFAULT_STATS
 
 from parka._cli_util import redacted, redacted_repr
 from parka._crash import crash_point
+from parka.config import is_s3
 from parka.errors import ConfigError, ParkaError, SchemaMismatchError
 from parka.partitioning import parse_partition_by
 from parka.schema import RESERVED_PREFIX, to_arrow_schema
@@ -176,7 +177,7 @@ class SparkIngestSettings:
             )
         if self.commit_engine not in COMMIT_ENGINES:
             raise ConfigError("commit_engine", self.commit_engine, ", ".join(COMMIT_ENGINES))
-        if self.mode == "raw" and self.commit_engine == "delta-spark" and _is_s3(self.table_uri):
+        if self.mode == "raw" and self.commit_engine == "delta-spark" and is_s3(self.table_uri):
             raise ConfigError(
                 "commit_engine",
                 self.commit_engine,
@@ -242,10 +243,6 @@ class SparkIngestStats:
     dead_letters: int = 0  # raw mode
     covered_files: int = 0  # raw mode: files of offsets the table already had, deleted uncommitted
     orphans_removed: int = 0  # raw mode
-
-
-def _is_s3(uri: str) -> bool:
-    return uri.split("://", 1)[0].lower() in ("s3", "s3a") if "://" in uri else False
 
 
 def trigger_ms(trigger: str) -> int | None:

@@ -13,7 +13,7 @@ from parka.consumer import ParquetConsumer
 from parka.producer import ParquetProducer
 
 from parka.errors import RegistryError
-from parka.registry import SCHEMA_ID_HEADER
+from parka.segment import SCHEMA_ID_HEADER
 
 AVRO = {
     "type": "record",
