@@ -72,6 +72,10 @@ from ._segments import Cursor, Key, Position, RawSegment, SegmentTable, decode_p
 
 __all__ = ["ParquetConsumer", "RawSegment", "SegmentTable"]
 
+# Bound at import, so that an application (or a test) that swaps ``confluent_kafka.Consumer`` for
+# parka's class still gets the real client here.
+_KafkaConsumer = confluent_kafka.Consumer
+
 log = logging.getLogger("parka.consumer")
 
 _MAX_CONSUME = 1_000_000  # confluent-kafka's bound on consume(num_messages)
@@ -162,7 +166,7 @@ class ParquetConsumer:
             client["on_commit"] = _weak_on_commit(weakref.ref(self))
         elif self._user_on_commit is not None:
             client["on_commit"] = self._user_on_commit
-        self._consumer = confluent_kafka.Consumer(client)
+        self._consumer = _KafkaConsumer(client)
         self._cursors: dict[Key, Cursor] = {}
         # The cursor whose records are being handed out (at most one: a segment is handed out
         # whole before the next Kafka message is fetched).

@@ -68,6 +68,10 @@ if TYPE_CHECKING:
 
 __all__ = ["ParquetProducer"]
 
+# Bound at import, so that an application (or a test) that swaps ``confluent_kafka.Producer`` for
+# parka's class still gets the real client here.
+_KafkaProducer = confluent_kafka.Producer
+
 log = logging.getLogger("parka.producer")
 
 _METADATA_TIMEOUT_S = 10.0
@@ -126,7 +130,7 @@ class ParquetProducer:
             self._default_callback = client_conf.pop("on_delivery", None) or client_conf.pop(
                 "delivery.report.callback", None
             )
-        self._producer = confluent_kafka.Producer(client_conf)
+        self._producer = _KafkaProducer(client_conf)
         self._client_id = client_conf.get("client.id", "rdkafka")
         self._clock = clock
         self._policy = CutPolicy(
