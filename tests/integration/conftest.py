@@ -3,7 +3,9 @@
 1. ``PARKA_BOOTSTRAP`` set: that broker.
 2. Else, a Docker engine answers: a testcontainers Kafka.
 3. Else: the repo's own broker, ``scripts/kafka-local.sh`` (Maven Central jars, Java 17), on a
-   port of its own so a developer's broker on 9092 is left alone; stopped at the end.
+   port of its own so a developer's broker on 9092 is left alone: one for the run, however many
+   pytest-xdist workers share it, started with the other servers (:mod:`._servers`) and
+   stopped after the last worker is done.
 
 A broker that cannot be had fails the run: integration tests never skip for want of one.
 """
@@ -26,7 +28,6 @@ from ._objectstores import ObjectStoreServer, serve
 from ._secured import SecuredBroker, connect
 
 REPO = Path(__file__).resolve().parents[2]
-TEST_PORT = os.environ.get("PARKA_TEST_KAFKA_PORT", "19092")
 
 
 def _docker_answers() -> bool:
@@ -60,15 +61,10 @@ def bootstrap() -> Iterator[str]:
             _wait_for_metadata(address)
             yield address
         return
-    env = dict(os.environ, PARKA_KAFKA_PORT=TEST_PORT)
-    script = str(REPO / "scripts" / "kafka-local.sh")
-    subprocess.run([script, "up"], check=True, env=env)
-    address = f"127.0.0.1:{TEST_PORT}"
-    try:
-        _wait_for_metadata(address)
-        yield address
-    finally:
-        subprocess.run([script, "down"], check=False, env=env)
+    _servers.up("bootstrap")
+    address = f"127.0.0.1:{_servers.BROKER_PORT}"
+    _wait_for_metadata(address)
+    yield address
 
 
 @pytest.fixture
@@ -113,18 +109,21 @@ def secured_broker() -> SecuredBroker:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests that need a server of :mod:`._servers` run last, so that its start overlaps the rest."""
-    later = [item for item in items if _servers.needed(getattr(item, "fixturenames", ()))]
-    if later:
-        ids = {id(item) for item in later}
-        items[:] = [item for item in items if id(item) not in ids] + later
+    """Tests without a server first, then those on the broker alone, then those that need another
+    server of :mod:`._servers` (stable otherwise), so that the starts overlap the tests before."""
+
+    def tier(item: pytest.Item) -> int:
+        servers = set(_servers.needed(getattr(item, "fixturenames", ())))
+        return 0 if not servers else 1 if servers == {"bootstrap"} else 2
+
+    items.sort(key=tier)
+    for item in items:
+        # one worker runs every Spark test (pytest-xdist's --dist loadgroup): one JVM, started once
+        if "spark" in getattr(item, "fixturenames", ()) or "spark_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("spark"))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     if session.config.option.collectonly:
         return
     _servers.start_in_background({n for i in session.items for n in _servers.needed(getattr(i, "fixturenames", ()))})
-
-
-def pytest_sessionfinish() -> None:
-    _servers.stop_all()
