@@ -110,7 +110,7 @@ def conform_table(topic: str, schema: pa.Schema, data: Any) -> pa.Table:
         table = pa.Table.from_pandas(data, preserve_index=False)
     else:
         raise RecordTypeError(
-            f"data must be a pyarrow Table/RecordBatch or pandas DataFrame, not {type(data).__name__}",
+            f"messages must be a list, a pyarrow Table/RecordBatch or a pandas DataFrame, not {type(data).__name__}",
             topic=topic,
         )
     extra = [c for c in table.column_names if c not in schema.names]

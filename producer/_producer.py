@@ -464,11 +464,11 @@ class ParquetProducer:
             if not self._columnar or topic not in self._topics:
                 if not self._open:
                     raise_closed()
-                return int(
-                    self._producer.produce_batch(
-                        topic, messages, partition=partition, callback=callback, on_delivery=on_delivery
-                    )
-                )
+                # only what was given: confluent-kafka reads callback=None as "no callback given"
+                # and would then ignore on_delivery
+                given = {"callback": callback, "on_delivery": on_delivery}
+                kwargs = {k: v for k, v in given.items() if v is not None}
+                return int(self._producer.produce_batch(topic, messages, partition=partition, **kwargs))
             if type(partition) is not int:
                 raise TypeError("partition must be an int")
             if not messages:
