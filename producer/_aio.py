@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from confluent_kafka.aio import _common
 from confluent_kafka.aio.producer._AIOProducer import AIOProducer
@@ -35,7 +35,7 @@ from ._producer import ParquetProducer
 __all__ = ["AIOParquetProducer"]
 
 
-class AIOParquetProducer(AIOProducer):  # type: ignore[misc]  # confluent_kafka is untyped for mypy here
+class AIOParquetProducer(AIOProducer):
     """An asyncio producer whose sync client is a :class:`ParquetProducer`.
 
     Same constructor and methods as ``confluent_kafka.aio.AIOProducer``: ``producer_conf`` is a
@@ -58,7 +58,9 @@ class AIOParquetProducer(AIOProducer):  # type: ignore[misc]  # confluent_kafka 
         self._loop = asyncio.get_running_loop()
         conf = dict(producer_conf)
         _common.wrap_common_callbacks(self._loop, conf)  # error_cb, stats_cb, logger: on the loop
-        self._producer = ParquetProducer(conf)
+        self._client = ParquetProducer(conf)
+        # confluent's parts type it as confluent_kafka.Producer; they call only what both have
+        self._producer = cast(Any, self._client)
         self._batch_size = batch_size
         self._is_closed = False
         self._kafka_executor = ProducerBatchExecutor(self._producer, self.executor)
@@ -70,12 +72,12 @@ class AIOParquetProducer(AIOProducer):  # type: ignore[misc]  # confluent_kafka 
     @property
     def producer(self) -> ParquetProducer:
         """The synchronous client (for ``stats()``, ``schema()``, ...)."""
-        return self._producer
+        return self._client
 
     def set_schema(self, topic: str, schema: Any = None, **kwargs: Any) -> None:
         """:meth:`ParquetProducer.set_schema`; synchronous (it buffers nothing and, without a
         schema registry, makes no request)."""
-        self._producer.set_schema(topic, schema, **kwargs)
+        self._client.set_schema(topic, schema, **kwargs)
 
     async def close(self) -> None:
         """As ``AIOProducer.close`` (flush, stop the pool), then close the sync client: parka's
@@ -85,4 +87,4 @@ class AIOParquetProducer(AIOProducer):  # type: ignore[misc]  # confluent_kafka 
         try:
             await super().close()
         finally:
-            await asyncio.get_running_loop().run_in_executor(None, self._producer.close)
+            await asyncio.get_running_loop().run_in_executor(None, self._client.close)
