@@ -439,7 +439,7 @@ class ParquetProducer:
         """Produce many records at once, in either of two forms.
 
         * ``messages`` a list of dicts, as ``confluent_kafka.Producer.produce_batch``: with
-          encoding ``none`` it is that call; on a columnar topic each dict's ``value`` is a record
+          encoding ``none`` it is that call; else each dict's ``value`` is a record
           mapping (``None``: a tombstone), with ``key``, ``partition``, ``timestamp``, ``headers``
           and ``callback`` per message, and each message is taken as ``produce()`` takes it.
           ``callback``/``on_delivery(err, msg)`` is the default per-message callback. Returns the
@@ -461,7 +461,7 @@ class ParquetProducer:
         if isinstance(messages, list):
             if key_column is not None:
                 raise TypeError("key_column is for a table or DataFrame, not a list of messages")
-            if not self._columnar or topic not in self._topics:
+            if not self._columnar:
                 if not self._open:
                     raise_closed()
                 # only what was given: confluent-kafka reads callback=None as "no callback given"

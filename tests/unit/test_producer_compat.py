@@ -175,6 +175,8 @@ def test_produce_batch_of_dicts_refuses_what_confluent_refuses(columnar: Parquet
         columnar.produce_batch(None, [{"value": {"id": 1}}])  # type: ignore[arg-type]
     assert len(columnar) == 0  # nothing of a refused call was taken
     assert columnar.produce_batch("t", []) == 0
+    with pytest.raises(RecordError, match="no schema set"):  # as produce() to that topic
+        columnar.produce_batch("other", [{"value": {"id": 1}}])
 
 
 def test_produce_batch_of_a_table_still_works(columnar: ParquetProducer) -> None:
