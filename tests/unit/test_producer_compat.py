@@ -59,6 +59,8 @@ def test_a_bad_kafka_setting_raises_kafka_exception_even_where_parka_reads_it() 
         ParquetProducer({"columnar.encoding": "parquet", "partitioner": "murmur"})
     assert columnar.value.args[0].code() == KafkaError._INVALID_ARG
     assert isinstance(columnar.value, ConfigError) and columnar.value.key == "partitioner"
+    with pytest.raises(KafkaException):
+        ParquetProducer({"columnar.encoding": "parquet", "linger.ms": "soon"})
     with pytest.raises(ConfigError):  # parka's own keys stay ConfigError (a ValueError)
         ParquetProducer({"columnar.encoding": "parquet", "columnar.batch.records": 0})
 
