@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -66,12 +67,19 @@ class Outbox:
         self.in_flight = 0  # records inside segments librdkafka holds, not yet reported
         self.reported = 0  # records whose outcome reached the application
         self.stats = {"segments": 0, "records": 0, "segment_bytes": 0}
+        # A segment's Kafka key: unique to it, so that a compacted topic (which refuses keyless
+        # messages) takes segments and its cleaner never drops one for another's key. The records'
+        # own keys travel inside the segment; readers ignore this one.
+        self._key_prefix = f"parka:{uuid.uuid4().hex}:".encode()
+        self._segments_sent = 0
 
     # -- sending (lock held) -------------------------------------------------------------------
 
     def send(self, topic: str, partition: int, seg: Segment, on_delivery: SegmentReport) -> None:
         """Hand ``seg`` to librdkafka, or keep it (in order) while librdkafka's queue is full."""
-        self._queue(_Pending(topic, partition, seg.value, list(seg.headers), seg.num_records, on_delivery))
+        self._segments_sent += 1
+        key = self._key_prefix + str(self._segments_sent).encode()
+        self._queue(_Pending(topic, partition, seg.value, list(seg.headers), seg.num_records, on_delivery, key=key))
 
     def send_plain(
         self,

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaError
+from confluent_kafka import Consumer
 from parka.consumer import ParquetConsumer
 from parka.producer import ParquetProducer
 
@@ -77,25 +77,38 @@ def test_tombstones_keep_their_place_among_their_partitions_records(
     assert kinds == {0: ["segment", (b"k1", None), "segment"], 1: ["segment", (b"k2", None)]}
 
 
-def test_tombstones_reach_a_compacted_topic_as_tombstones(
+def test_tombstones_and_segments_reach_a_compacted_topic(
     bootstrap: str, new_topic: Callable[..., str], group_id: str
 ) -> None:
+    """A compacted topic refuses keyless messages: a segment carries a key of its own (unique, so
+    the cleaner never drops a segment for another's key), and tombstones stay tombstones."""
     topic = new_topic(partitions=1, **{"cleanup.policy": "compact"})
     reports: list[tuple[Any, Any]] = []
-    producer = ParquetProducer({"bootstrap.servers": bootstrap, "columnar.encoding": "parquet"})
-    producer.set_schema(topic, SCHEMA)
-    for key in ("a", "b"):
-        producer.produce(topic, None, key=key, on_delivery=lambda err, msg: reports.append((err, msg.key())))
-    assert producer.flush(30) == 0
-    assert reports == [(None, b"a"), (None, b"b")]
 
-    # Kept on record: a segment carries no Kafka key (its records' keys are inside it), and a
-    # compacted topic refuses keyless messages, so segments cannot go to one.
-    seg_errors: list[Any] = []
-    producer.produce(topic, {"id": 1}, key="a", on_delivery=lambda err, msg: seg_errors.append(err))
+    def delivered(err: Any, msg: Any) -> None:
+        reports.append((err, msg.key()))
+
+    producer = ParquetProducer({"bootstrap.servers": bootstrap, "columnar.encoding": "parquet", "linger.ms": 60_000})
+    producer.set_schema(topic, SCHEMA)
+    producer.produce(topic, {"id": 1}, key="a", on_delivery=delivered)
+    producer.produce(topic, {"id": 2}, key="b", on_delivery=delivered)
+    producer.produce(topic, None, key="a", on_delivery=delivered)  # cuts the segment of ids 1 and 2 first
+    producer.produce(topic, {"id": 3}, key="c", on_delivery=delivered)
+    producer.produce(topic, None, key="b", on_delivery=delivered)
     assert producer.flush(30) == 0
-    assert [e.code() for e in seg_errors] == [KafkaError.INVALID_RECORD]
+    assert [err for err, _ in reports] == [None] * 5
+    assert [key for _, key in reports] == [b"a", b"b", b"a", b"c", b"b"]
     producer.close()
 
-    raw = _read(Consumer(_conf(bootstrap, group_id)), topic, expected=2)
-    assert [(m.key(), m.value(), m.headers()) for m in raw] == [(b"a", None, None), (b"b", None, None)]
+    got = _read(ParquetConsumer(_conf(bootstrap, group_id)), topic, expected=5)
+    assert [("tombstone", m.key()) if m.value() is None else (m.value()["id"], m.key()) for m in got] == [
+        (1, b"a"), (2, b"b"), ("tombstone", b"a"), (3, b"c"), ("tombstone", b"b"),
+    ]  # fmt: skip
+
+    raw = _read(Consumer(_conf(bootstrap, group_id + "-raw")), topic, expected=4)
+    segment_keys = [m.key() for m in raw if is_segment(m.headers())]
+    assert len(segment_keys) == 2 and len(set(segment_keys)) == 2
+    assert all(key.startswith(b"parka:") for key in segment_keys)
+    assert [(m.key(), m.value(), m.headers()) for m in raw if not is_segment(m.headers())] == [
+        (b"a", None, None), (b"b", None, None),
+    ]  # fmt: skip
