@@ -85,7 +85,8 @@ def produce_copies(broker: Broker, ds: Dataset, copies: int, segment_rows: int, 
     for _ in range(copies):
         producer.produce_batch(topic, ds.table, on_delivery=delivered)
         producer.poll(0)
-    left = producer.close(300)
+    left = producer.flush(300)
+    producer.close()
     if left or producer.stats()["records"] != ds.rows * copies:
         raise CheckFailed(f"{topic}: {left} records undelivered")
     return {

@@ -179,13 +179,19 @@ def parse_producer_config(conf: Mapping[str, Any]) -> tuple[ProducerSettings, di
         partitioner = str(conf.get("partitioner", "consistent_random"))
 
     client = {k: v for k, v in conf.items() if not k.startswith("columnar.")}
-    message_max = _int(conf, "message.max.bytes", _LIBRDKAFKA_MESSAGE_MAX_BYTES, minimum=1000)
+    # With encoding none no segment is ever made: message.max.bytes is librdkafka's alone to judge
+    # (it takes values from 1000), and the segment limit derived from it is not checked.
+    message_max = (
+        _int(conf, "message.max.bytes", _LIBRDKAFKA_MESSAGE_MAX_BYTES, minimum=1000)
+        if encoding != "none"
+        else _LIBRDKAFKA_MESSAGE_MAX_BYTES
+    )
     assert message_max is not None  # a default was given
     default_bytes = max(1024, message_max - _SEGMENT_HEADROOM_BYTES)
     batch_bytes = _int(conf, "columnar.batch.bytes", default_bytes, minimum=1024)
     batch_records = _int(conf, "columnar.batch.records", DEFAULT_BATCH_RECORDS, minimum=1)
     assert batch_bytes is not None and batch_records is not None
-    if batch_bytes > message_max - 1024:
+    if encoding != "none" and batch_bytes > message_max - 1024:
         raise ConfigError(
             "columnar.batch.bytes",
             conf.get("columnar.batch.bytes"),

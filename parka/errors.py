@@ -7,6 +7,8 @@
     ├── SchemaError            a schema parka cannot use (names the field)
     │   └── SchemaMismatchError  a segment schema the target (table, topic) cannot take
     ├── RecordError            a record does not match its topic's schema (names topic and field)
+    │   ├── RecordTypeError      a value, key or headers of a type produce() never takes (also a
+    │   │                        TypeError, as confluent-kafka raises for the same mistake)
     │   └── RecordTooLargeError  one record alone exceeds the segment byte limit
     ├── SegmentError           a Kafka message that is not a readable parka segment
     │   └── SegmentDecodeError   header or Parquet bytes are corrupt; keeps the raw bytes
@@ -33,6 +35,7 @@ __all__ = [
     "ParkaError",
     "RecordError",
     "RecordTooLargeError",
+    "RecordTypeError",
     "RegistryError",
     "SchemaError",
     "SchemaMismatchError",
@@ -143,6 +146,12 @@ class RecordError(ParkaError, ValueError):
 
     def txn_requires_abort(self) -> bool:
         return False
+
+
+class RecordTypeError(RecordError, TypeError):
+    """``produce()`` was given a value, key or headers of a type it never takes (bytes where a
+    columnar topic wants a record mapping, a key that is not bytes or str, ...). A ``TypeError`` too,
+    since confluent-kafka raises ``TypeError`` for those mistakes."""
 
 
 class RecordTooLargeError(RecordError):

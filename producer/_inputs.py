@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from parka.errors import RecordError
+from parka.errors import RecordError, RecordTypeError
 from parka.partitioning import PartitionSpec, partition_keys, runs
 
 from ._buffer import RowBatch
@@ -36,13 +36,13 @@ def normalize_headers(
         try:
             name, value = item
         except (TypeError, ValueError):
-            raise RecordError("headers must be a dict or a list of (key, value)", topic=topic) from None
+            raise RecordTypeError("headers must be a dict or a list of (key, value)", topic=topic) from None
         if not isinstance(name, str):
-            raise RecordError(f"header key {name!r} is not a str", topic=topic, field="headers")
+            raise RecordTypeError(f"header key {name!r} is not a str", topic=topic, field="headers")
         if isinstance(value, str):
             value = value.encode()
         elif value is not None and not isinstance(value, (bytes, bytearray)):
-            raise RecordError(
+            raise RecordTypeError(
                 f"header {name!r} value must be bytes, str or None, not {type(value).__name__}",
                 topic=topic,
                 field="headers",
@@ -56,7 +56,7 @@ def normalize_key(key: Any, topic: str) -> bytes:
         return key.encode()
     if isinstance(key, (bytes, bytearray)):
         return bytes(key)
-    raise RecordError(f"key must be bytes, str or None, not {type(key).__name__}", topic=topic, field="key")
+    raise RecordTypeError(f"key must be bytes, str or None, not {type(key).__name__}", topic=topic, field="key")
 
 
 def key_bytes(column: pa.Array | pa.ChunkedArray, topic: str, name: str) -> pa.Array:
@@ -109,8 +109,8 @@ def conform_table(topic: str, schema: pa.Schema, data: Any) -> pa.Table:
     elif type(data).__name__ == "DataFrame" and hasattr(data, "columns"):
         table = pa.Table.from_pandas(data, preserve_index=False)
     else:
-        raise RecordError(
-            f"data must be a pyarrow Table/RecordBatch or pandas DataFrame, not {type(data).__name__}",
+        raise RecordTypeError(
+            f"messages must be a list, a pyarrow Table/RecordBatch or a pandas DataFrame, not {type(data).__name__}",
             topic=topic,
         )
     extra = [c for c in table.column_names if c not in schema.names]

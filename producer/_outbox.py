@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import confluent_kafka
@@ -41,16 +43,16 @@ SegmentReport = Callable[[Any, Any], None]
 
 @dataclass
 class _Pending:
+    """A Kafka message to hand over: a segment, or a plain message (a tombstone)."""
+
     topic: str
     partition: int
-    segment: Segment
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]] | None
+    num_records: int
     on_delivery: SegmentReport
-
-
-def _dispatch(callbacks: Sequence[DeliveryCallback | None], records: SegmentRecords) -> None:
-    for i, cb in enumerate(callbacks):
-        if cb is not None:
-            cb(records.error, RecordMessage(records, i))
+    key: bytes | None = None
+    timestamp: int = 0
 
 
 class Outbox:
@@ -65,12 +67,33 @@ class Outbox:
         self.in_flight = 0  # records inside segments librdkafka holds, not yet reported
         self.reported = 0  # records whose outcome reached the application
         self.stats = {"segments": 0, "records": 0, "segment_bytes": 0}
+        # A segment's Kafka key: unique to it, so that a compacted topic (which refuses keyless
+        # messages) takes segments and its cleaner never drops one for another's key. The records'
+        # own keys travel inside the segment; readers ignore this one.
+        self._key_prefix = f"parka:{uuid.uuid4().hex}:".encode()
+        self._segments_sent = 0
 
     # -- sending (lock held) -------------------------------------------------------------------
 
     def send(self, topic: str, partition: int, seg: Segment, on_delivery: SegmentReport) -> None:
         """Hand ``seg`` to librdkafka, or keep it (in order) while librdkafka's queue is full."""
-        pending = _Pending(topic, partition, seg, on_delivery)
+        self._segments_sent += 1
+        key = self._key_prefix + str(self._segments_sent).encode()
+        self._queue(_Pending(topic, partition, seg.value, list(seg.headers), seg.num_records, on_delivery, key=key))
+
+    def send_plain(
+        self,
+        topic: str,
+        partition: int,
+        key: bytes | None,
+        headers: list[tuple[str, bytes | None]] | None,
+        timestamp: int,
+        on_delivery: SegmentReport,
+    ) -> None:
+        """Hand over a tombstone (``value=None``) behind the segments that wait, as :meth:`send`."""
+        self._queue(_Pending(topic, partition, None, headers, 1, on_delivery, key=key, timestamp=timestamp))
+
+    def _queue(self, pending: _Pending) -> None:
         if self._pending or not self._try_send(pending):  # keep order behind segments that wait
             self._pending.append(pending)
             self.retry()
@@ -86,10 +109,16 @@ class Outbox:
         return bool(self._pending)
 
     def _try_send(self, p: _Pending) -> bool:
-        headers: Any = p.segment.headers  # the client's stub wants a wider, invariant list type
+        headers: Any = p.headers  # the client's stub wants a wider, invariant list type
         try:
             self.producer.produce(
-                p.topic, value=p.segment.value, partition=p.partition, headers=headers, on_delivery=p.on_delivery
+                p.topic,
+                value=p.value,
+                key=p.key,
+                partition=p.partition,
+                headers=headers,
+                on_delivery=p.on_delivery,
+                timestamp=p.timestamp,
             )
         except BufferError:
             return False
@@ -97,15 +126,16 @@ class Outbox:
             # refused outright (no transaction, unknown partition, ...): never lost in silence
             self._refused(p, exc.args[0] if exc.args else exc)
             return True
-        self.in_flight += p.segment.num_records
-        self.stats["segments"] += 1
-        self.stats["records"] += p.segment.num_records
-        self.stats["segment_bytes"] += len(p.segment.value)
+        self.in_flight += p.num_records
+        if p.value is not None:
+            self.stats["segments"] += 1
+            self.stats["records"] += p.num_records
+            self.stats["segment_bytes"] += len(p.value)
         return True
 
     def _refused(self, p: _Pending, err: Any) -> None:
         """The segment never reached librdkafka: report its records as its delivery report would."""
-        self.in_flight += p.segment.num_records  # its report subtracts them again
+        self.in_flight += p.num_records  # its report subtracts them again
         self._reports.append((0, lambda: p.on_delivery(err, None)))
 
     def drop_waiting(self, err: Any) -> None:
@@ -133,6 +163,16 @@ class Outbox:
 
         return delivered
 
+    def plain_report(self, topic: str, callback: DeliveryCallback | None) -> SegmentReport:
+        """The delivery report of a plain message: the caller's callback gets the client's own."""
+
+        def delivered(err: Any, msg: Any) -> None:
+            self._settled(1, topic, err)
+            if callback is not None:
+                callback(err, msg)
+
+        return delivered
+
     def record_report(self, topic: str, partition: int, part: RowBatch) -> SegmentReport:
         """The delivery report of a segment of ``produce()`` records: each record's callback,
         with the segment's offset and the record's index."""
@@ -153,9 +193,25 @@ class Outbox:
                 segment_timestamp=msg.timestamp() if msg is not None else (0, 0),
                 error=err,
             )
-            _dispatch(part.callbacks, records)
+            self._dispatch(part.callbacks, records)
 
         return delivered
+
+    def _dispatch(self, callbacks: Sequence[DeliveryCallback | None], records: SegmentRecords, start: int = 0) -> None:
+        """Each record's callback. One that raises ends the call with its exception, as a raising
+        delivery callback ends confluent-kafka's ``poll``; the records after it are reported at the
+        next ``poll``/``flush``."""
+        for i in range(start, len(callbacks)):
+            cb = callbacks[i]
+            if cb is None:
+                continue
+            try:
+                cb(records.error, RecordMessage(records, i))
+            except BaseException:
+                if i + 1 < len(callbacks):
+                    with self._lock:
+                        self._reports.appendleft((0, partial(self._dispatch, callbacks, records, i + 1)))
+                raise
 
     # -- records that are not sent ------------------------------------------------------------
 
@@ -198,7 +254,7 @@ class Outbox:
                 headers=headers,
                 error=err,
             )
-            _dispatch(callbacks, records)
+            self._dispatch(callbacks, records)
 
         self._reports.append((n, report))
 
@@ -213,5 +269,5 @@ class Outbox:
 
     def unreported(self) -> int:
         """Records waiting in segments to send, in flight, or with a report queued (lock held)."""
-        waiting = sum(p.segment.num_records for p in self._pending)
+        waiting = sum(p.num_records for p in self._pending)
         return waiting + self.in_flight + sum(n for n, _ in self._reports)

@@ -42,6 +42,7 @@ import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import confluent_kafka
@@ -51,7 +52,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from parka.config import ProducerSettings, parse_producer_config
 from parka.encoding import LayoutCache, sort_order
-from parka.errors import ConfigError, KafkaClientError, RecordError, RecordTooLargeError, SchemaError
+from parka.errors import ConfigError, KafkaClientError, RecordError, RecordTooLargeError, RecordTypeError, SchemaError
 from parka.partitioner import STICKY, partitions_for_keys
 from parka.partitioning import PartitionSpec
 from parka.records import RecordConverter
@@ -59,7 +60,9 @@ from parka.registry import Registry, split_registry_config
 from parka.schema import ParkaSchemaWarning, schema_fingerprint, time_of_day_fields, to_arrow_schema
 from parka.segment import Segment, build_segment_table, encode_segment
 
+from ._batch import produce_messages
 from ._buffer import CutPolicy, DeliveryCallback, PartitionBuffer, RowBatch, Side, SizeModel, Staging, drain_size
+from ._compat import ClosedClient, ProducerConfigError, check_topic, client_config, raise_closed
 from ._inputs import conform_table, key_bytes, normalize_headers, normalize_key, split_by_values
 from ._outbox import BatchCallback, Outbox, SegmentReport
 
@@ -106,23 +109,40 @@ class ParquetProducer:
     """Produce records as Parquet segments (KIP-1008), or plainly with ``columnar.encoding=none``.
 
     ``conf`` is a confluent-kafka producer config plus parka's ``columnar.*`` keys (see
-    :mod:`parka.config`); it is copied, never modified. No network I/O happens here.
+    :mod:`parka.config`); it is copied, never modified. As with confluent-kafka, keyword arguments
+    are config keys too (``ParquetProducer(conf, logger=log)``, ``ParquetProducer(**conf)``).
+    No network I/O happens here.
 
-    Raises :class:`~parka.errors.ConfigError` for an invalid or contradictory setting.
+    Raises ``TypeError`` without a config dict, :class:`~parka.errors.ConfigError` for an
+    invalid or contradictory ``columnar.*`` setting, and ``KafkaException`` for a bad Kafka
+    setting (parka's :class:`~parka.producer._compat.ProducerConfigError` when parka reads it).
     """
+
+    # Before __init__ ran (a subclass that skipped it) and after close(): closed, as confluent-kafka's.
+    _open = False
+    _refuse = True
+    _columnar = False
+    _columnar_topics: Mapping[str, _Topic] = MappingProxyType({})
+    _producer: Any = ClosedClient()
 
     def __init__(
         self,
-        conf: Mapping[str, Any],
+        conf: Mapping[str, Any] | None = None,
+        /,
         *,
         clock: Callable[[], float] = time.monotonic,
+        **kwargs: Any,
     ) -> None:
-        if not isinstance(conf, Mapping):
-            raise ConfigError("conf", type(conf).__name__, "a dict of configuration keys")
+        conf = client_config(conf, kwargs)
         registry_conf, conf = split_registry_config(conf)
+        try:
+            settings, client_conf = parse_producer_config(conf)
+        except ConfigError as exc:
+            if exc.key.startswith("columnar.") or exc.key.startswith("schema.registry."):
+                raise
+            raise ProducerConfigError(exc) from exc  # a Kafka key: KafkaException, as confluent-kafka's
         # schema.registry.* never reach librdkafka; the client makes no request until set_schema
         self._registry = None if registry_conf is None else Registry(registry_conf)
-        settings, client_conf = parse_producer_config(conf)
         self._settings: ProducerSettings = settings
         self._columnar = settings.columnar
         self._default_callback: DeliveryCallback | None = None
@@ -157,6 +177,7 @@ class ParquetProducer:
         self._metrics: ProducerMetrics | None = None
         if settings.metrics_registry is not None:
             self.register_metrics(settings.metrics_registry)
+        self._open = True
 
     # -- configuration -------------------------------------------------------------------
 
@@ -322,7 +343,10 @@ class ParquetProducer:
         state: _Topic | None,
     ) -> _Topic | None:
         """``produce()``'s checks off its fast path: encoding ``none`` (passed through; returns
-        ``None``), no schema, a value that is not a mapping, a refused state. Raises as ``produce``."""
+        ``None``), a tombstone (sent as a plain message; returns ``None``), no schema, a value that
+        is not a mapping, a refused or closed state. Raises as ``produce``."""
+        if not self._open:
+            raise_closed()
         if not self._columnar:
             kwargs: dict[str, Any] = {"value": value, "key": key, "headers": headers, "timestamp": timestamp}
             if partition is not None and partition >= 0:
@@ -333,13 +357,52 @@ class ParquetProducer:
             return None
         if state is None:
             raise RecordError("no schema set for this topic: call set_schema(topic, schema) first", topic=topic)
-        if not isinstance(value, Mapping):
-            raise RecordError(f"value must be a dict of fields, not {type(value).__name__}", topic=topic)
+        if value is not None and not isinstance(value, Mapping):
+            raise RecordTypeError(f"value must be a dict of fields, not {type(value).__name__}", topic=topic)
         if self._outside_txn:
             raise _kafka_exception(KafkaError._STATE, "Unable to produce message: Local: Erroneous state")
         if self._out.full:
             raise BufferError("parka: too many segments wait for the Kafka client; call poll() or flush()")
+        if value is None:
+            self._tombstone(topic, state, key, partition, cb, timestamp, headers)
+            return None
         return state
+
+    def _tombstone(
+        self,
+        topic: str,
+        state: _Topic,
+        key: Any,
+        partition: int,
+        cb: DeliveryCallback | None,
+        timestamp: int,
+        headers: Any,
+    ) -> None:
+        """Send ``value=None`` as a plain Kafka message (a tombstone for compaction), in order with
+        the segments of its partition: the records staged or buffered for that partition are cut
+        into segments and queued first. Raises as ``produce``."""
+        kbytes = None if key is None else normalize_key(key, topic)
+        hdrs = None if headers is None else normalize_headers(headers, topic)
+        with self._lock:
+            self._drain(topic, state)
+            if partition is not None and partition >= 0:
+                part = partition
+                if 0 < state.num_partitions <= part:
+                    raise _kafka_exception(KafkaError._UNKNOWN_PARTITION, "Local: Unknown partition")
+            else:
+                keys = pa.array([kbytes], pa.binary())
+                part = self._assign(topic, state, 1, None if kbytes is None else keys, None)[0][0]
+            for bkey in [k for k in self._buffers if k[0] == topic and k[1] == part]:
+                self._cut(bkey)
+            self._out.send_plain(
+                topic,
+                part,
+                kbytes,
+                hdrs,
+                int(timestamp or 0),
+                self._out.plain_report(topic, cb or self._default_callback),
+            )
+            self._update_refuse()
 
     @staticmethod
     def _side(
@@ -366,32 +429,64 @@ class ParquetProducer:
     def produce_batch(
         self,
         topic: str,
-        data: Any,
+        messages: Any,
+        partition: int = -1,
+        callback: Any = None,
+        on_delivery: Any = None,
         *,
         key_column: str | None = None,
-        partition: int = -1,
-        on_delivery: BatchCallback | None = None,
     ) -> int:
-        """Produce columnar ``data`` (pyarrow Table/RecordBatch, pandas DataFrame) as segments.
+        """Produce many records at once, in either of two forms.
 
-        No per-record Python work: the data is cast to the topic's schema, split by partition
-        and encoded in slices. ``key_column`` gives each row's key, turned into key bytes
-        exactly as ``produce(key=...)`` sends the same value (:func:`key_bytes`), so a row lands
-        where ``produce`` puts the same key. ``on_delivery(err, msg, records)`` fires once per
-        segment. Returns the number of segments queued.
+        * ``messages`` a list of dicts, as ``confluent_kafka.Producer.produce_batch``: with
+          encoding ``none`` it is that call; else each dict's ``value`` is a record
+          mapping (``None``: a tombstone), with ``key``, ``partition``, ``timestamp``, ``headers``
+          and ``callback`` per message, and each message is taken as ``produce()`` takes it.
+          ``callback``/``on_delivery(err, msg)`` is the default per-message callback. Returns the
+          number of messages taken; one refused (``BufferError``, ``KafkaException``) gets an
+          ``_error`` entry, as confluent-kafka marks it.
+        * ``messages`` a pyarrow Table/RecordBatch or pandas DataFrame, on a columnar topic: no
+          per-record Python work; the data is cast to the topic's schema, split by partition and
+          encoded in slices. ``key_column`` gives each row's key, turned into key bytes exactly as
+          ``produce(key=...)`` sends the same value (:func:`key_bytes`), so a row lands where
+          ``produce`` puts the same key. ``on_delivery(err, msg, records)`` fires once per
+          segment. Returns the number of segments queued.
 
-        Raises :class:`~parka.errors.RecordError` naming the column when the data does not
-        fit the schema or the key column has no key encoding, and ``KafkaException``
-        (``_STATE``) for a transactional producer outside a transaction.
+        Raises ``TypeError`` for a malformed call or message (confluent-kafka's words),
+        ``RuntimeError`` once closed, :class:`~parka.errors.RecordError` naming the column when
+        a table does not fit the schema or the key column has no key encoding, and
+        ``KafkaException`` (``_STATE``) for a transactional producer outside a transaction.
         """
+        check_topic(topic)
+        if isinstance(messages, list):
+            if key_column is not None:
+                raise TypeError("key_column is for a table or DataFrame, not a list of messages")
+            if not self._columnar:
+                if not self._open:
+                    raise_closed()
+                # only what was given: confluent-kafka reads callback=None as "no callback given"
+                # and would then ignore on_delivery
+                given = {"callback": callback, "on_delivery": on_delivery}
+                kwargs = {k: v for k, v in given.items() if v is not None}
+                return int(self._producer.produce_batch(topic, messages, partition=partition, **kwargs))
+            if type(partition) is not int:
+                raise TypeError("partition must be an int")
+            if not messages:
+                return 0
+            if not self._open:
+                raise_closed()
+            return produce_messages(self.produce, topic, messages, partition, callback or on_delivery)
+        if not self._open:
+            raise_closed()
         if not self._columnar:
-            raise RecordError("produce_batch needs columnar.encoding=parquet", topic=topic)
+            raise TypeError("messages must be a list (a table or DataFrame needs columnar.encoding=parquet)")
         state = self._topics.get(topic)
         if state is None:
             raise RecordError("no schema set for this topic: call set_schema(topic, schema) first", topic=topic)
+        on_segment: BatchCallback | None = on_delivery or callback
         if self._outside_txn:
             raise _kafka_exception(KafkaError._STATE, "Unable to produce message: Local: Erroneous state")
-        table = conform_table(topic, state.schema, data)
+        table = conform_table(topic, state.schema, messages)
         keys: pa.Array | None = None
         if key_column is not None:
             if key_column not in table.column_names:
@@ -411,7 +506,7 @@ class ParquetProducer:
                 if len(rows) != len(table):
                     batch = batch.take(rows)
                 for group in split_by_values(state.partition_by, batch):
-                    queued += self._emit(topic, part, state, group.batch, on_delivery)[0]
+                    queued += self._emit(topic, part, state, group.batch, on_segment)[0]
                 self._advance_sticky(topic, part)
         return queued
 
@@ -419,7 +514,10 @@ class ParquetProducer:
 
     def poll(self, timeout: float | None = None) -> int:
         """Serve delivery callbacks, like ``confluent_kafka.Producer.poll``; returns the number of
-        records reported. Also drains and cuts buffers whose ``linger.ms`` expired."""
+        records reported. Also drains and cuts buffers whose ``linger.ms`` expired.
+        Raises ``RuntimeError`` once closed."""
+        if not self._open:
+            raise_closed()
         if not self._columnar:
             return int(self._producer.poll(-1 if timeout is None else timeout))
         with self._lock:
@@ -433,7 +531,13 @@ class ParquetProducer:
 
     def flush(self, timeout: float | None = None) -> int:
         """Send every buffered record and wait until all are reported (serving callbacks), or
-        until ``timeout`` seconds pass; returns the number of records not yet reported."""
+        until ``timeout`` seconds pass; returns the number of records not yet reported.
+        Raises ``RuntimeError`` once closed."""
+        if not self._open:
+            raise_closed()
+        return self._flush(timeout)
+
+    def _flush(self, timeout: float | None) -> int:
         if not self._columnar:
             return int(self._producer.flush() if timeout is None else self._producer.flush(timeout))
         deadline = None if timeout is None else self._clock() + timeout
@@ -462,29 +566,59 @@ class ParquetProducer:
 
         Each purged record is reported ``_PURGE_QUEUE`` (or ``_PURGE_INFLIGHT``) through its
         callback at the next ``poll()``/``flush()``, as confluent-kafka reports purged messages.
+        Raises ``RuntimeError`` once closed.
         """
+        if not self._open:
+            raise_closed()
         if self._columnar and in_queue:
             with self._lock:
                 self._drop_buffered()
         self._producer.purge(in_queue=in_queue, in_flight=in_flight, blocking=blocking)
 
-    def close(self, timeout: float | None = None) -> int:
-        """Flush and stop the linger thread; returns records still undelivered."""
-        left = self.flush(timeout)
-        self._closed.set()
-        if self._ticker is not None:
-            self._ticker.join(timeout=1.0)
-        if self._registry is not None:
-            self._registry.close()
-        return left
+    def close(self, timeout: float | None = None) -> bool:
+        """Send every buffered record, wait for their reports (serving callbacks), stop the linger
+        thread and close the wrapped client; returns ``True``, as confluent-kafka's ``close()``.
+        Afterwards every method raises ``RuntimeError`` and ``len()`` is 0; closing again is a no-op.
+
+        With ``timeout``, records still undelivered after that many seconds are purged (each
+        reported ``_PURGE_QUEUE``/``_PURGE_INFLIGHT``) rather than waited for; confluent-kafka's
+        ``close()`` has no timeout and waits for all.
+        """
+        if not self._open:
+            return True
+        self._open = False
+        self._refuse = True  # from here produce() takes its slow path, which raises RuntimeError
+        try:
+            if self._flush(timeout) and timeout is not None:
+                if self._columnar:
+                    with self._lock:
+                        self._drop_buffered()
+                self._producer.purge()
+        finally:
+            self._closed.set()
+            if self._ticker is not None:
+                self._ticker.join(timeout=1.0)
+            if self._registry is not None:
+                self._registry.close()
+            client, self._producer = self._producer, ClosedClient()
+            try:
+                client.close()  # serves the delivery reports of what it still holds
+            finally:
+                self._out.serve()
+        return True
 
     def __len__(self) -> int:
+        if not self._open:
+            return 0
         if not self._columnar:
             return len(self._producer)
         with self._lock:
             staged = sum(len(t.items) for t in self._topics.values())
             buffered = sum(len(b) for b in self._buffers.values())
             return staged + buffered + self._out.unreported()
+
+    def __bool__(self) -> bool:
+        return True  # a producer is truthy even with nothing in flight, as confluent-kafka's
 
     def __enter__(self) -> ParquetProducer:
         return self
@@ -522,6 +656,8 @@ class ParquetProducer:
         """The wrapped client's ``list_topics``; partition counts it returns for topics with a
         schema are kept, so the first batch of records needs no metadata round trip of its own."""
         md = self._producer.list_topics(*args, **kwargs)
+        if not self._columnar:
+            return md
         now = time.monotonic()
         with self._lock:
             for name, tmd in getattr(md, "topics", {}).items():
@@ -531,6 +667,12 @@ class ParquetProducer:
         return md
 
     # -- transactions ----------------------------------------------------------------------
+
+    def cluster_id(self, *args: Any, **kwargs: Any) -> Any:
+        return self._producer.cluster_id(*args, **kwargs)
+
+    def set_sasl_credentials(self, *args: Any, **kwargs: Any) -> Any:
+        return self._producer.set_sasl_credentials(*args, **kwargs)
 
     def init_transactions(self, *args: Any) -> None:
         self._producer.init_transactions(*args)
@@ -551,7 +693,7 @@ class ParquetProducer:
         On a failure the transaction stays open (``KafkaException``, as confluent-kafka raises):
         retry, or abort when ``txn_requires_abort()``.
         """
-        if not self._columnar:
+        if not self._columnar or not self._open:
             self._producer.commit_transaction(*args)
             return
         with self._lock:
@@ -577,7 +719,7 @@ class ParquetProducer:
     def abort_transaction(self, *args: Any) -> None:
         """Drop every buffered record (each reported ``_PURGE_QUEUE`` to its callback, inside this
         call, as confluent-kafka reports the messages an abort purges), then abort."""
-        if not self._columnar:
+        if not self._columnar or not self._open:
             self._producer.abort_transaction(*args)
             return
         with self._lock:
@@ -831,7 +973,7 @@ class ParquetProducer:
         self._update_refuse()
 
     def _update_refuse(self) -> None:
-        self._refuse = self._outside_txn or self._out.full
+        self._refuse = self._outside_txn or self._out.full or not self._open
 
     def _set_outside_txn(self, outside: bool) -> None:
         self._outside_txn = outside

@@ -220,4 +220,5 @@ def test_linger_sends_an_idle_buffer_without_poll(bootstrap: str, new_topic: Cal
     msgs = raw_messages(bootstrap, topic, 1, timeout_s=20)
     assert len(msgs) == 1
     assert read_segment_info(msgs[0].headers()).num_records == 5
-    assert producer.close(10) == 0
+    assert producer.flush(10) == 0
+    producer.close()

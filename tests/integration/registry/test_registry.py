@@ -121,7 +121,8 @@ def test_shim_refuses_a_segment_whose_id_names_another_schema(
     producer._topics[topic].schema_id = other_id  # a producer that lies about its schema
     for record in RECORDS[:5]:
         producer.produce(topic, value=record)
-    assert producer.close(30) == 0
+    assert producer.flush(30) == 0
+    producer.close()
     from parka.errors import SegmentDecodeError
 
     with pytest.raises(SegmentDecodeError, match=f"writer schema {other_id}"):
