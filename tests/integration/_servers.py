@@ -104,7 +104,15 @@ def needed(fixturenames: object) -> list[str]:
 
 
 def _mark(name: str) -> None:
-    (run_dir() / f"{name}.started").touch()
+    """Note that the run starts ``name``, unless it was running before the run (a developer's own
+    server, which the run leaves running) or a mark exists already."""
+    mark = run_dir() / f"{name}.started"
+    if mark.exists() or (run_dir() / f"{name}.before").exists():
+        return
+    if SERVERS[name].run("status", capture_output=True, timeout=60, check=False).returncode == 0:
+        (run_dir() / f"{name}.before").touch()
+        return
+    mark.touch()
 
 
 def start_in_background(names: set[str]) -> None:
