@@ -23,6 +23,7 @@ from .partitioning import parse_partition_by
 
 __all__ = [
     "SECRET_HINTS",
+    "stopped",
     "JsonFormatter",
     "add_shared_flags",
     "columns",
@@ -57,6 +58,7 @@ SECRET_HINTS = (
 ``azure_storage_connection_string``, ...). This module is the one place that masks secrets:
 log lines, reprs and error messages that show settings go through :func:`redacted`."""
 
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _URL_PASSWORD = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^/:@\s]*):[^/@\s]*@")
 
 
@@ -325,6 +327,24 @@ def _flags(overrides: Mapping[str, Mapping[str, Any]]) -> list[tuple[tuple[str, 
             },
         ),
         (
+            ("--progress-interval",),
+            {
+                "type": float,
+                "default": float(env("PROGRESS_INTERVAL", 60)),
+                "help": "seconds between two progress: summary lines when stderr is not a terminal (a terminal "
+                "gets a progress bar) [PARKA_PROGRESS_INTERVAL]",
+            },
+        ),
+        (
+            ("-v", "--verbose"),
+            {
+                "action": "store_true",
+                "default": env("VERBOSE", "") in ("1", "true"),
+                "help": "debug log: a line per commit, and the stack trace of an error that stops the run "
+                "[PARKA_VERBOSE=1]",
+            },
+        ),
+        (
             ("-q", "--quiet"),
             {
                 "action": "store_true",
@@ -361,8 +381,10 @@ def add_shared_flags(
             parser.add_argument(*names, **kwargs)
 
 
-def setup_logging(*, quiet: bool, log_format: str) -> None:
-    """parka's loggers to stderr: text or one JSON object per line; warnings only when ``quiet``."""
+def setup_logging(*, quiet: bool, log_format: str, verbose: bool = False) -> None:
+    """parka's loggers to stderr: text or one JSON object per line; warnings only when ``quiet``,
+    debug lines too when ``verbose``. librdkafka's log comes through ``parka.kafka``
+    (:func:`parka._health.kafka_logger`)."""
     handler = _LineClearingHandler(sys.stderr)
     if log_format == "json":
         handler.setFormatter(JsonFormatter())
@@ -370,12 +392,19 @@ def setup_logging(*, quiet: bool, log_format: str) -> None:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger("parka")
     root.handlers[:] = [handler]
-    root.setLevel(logging.WARNING if quiet else logging.INFO)
+    root.setLevel(logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO)
 
 
 class _LineClearingHandler(logging.StreamHandler):
     """On a terminal, clears the line first: a progress bar drawn there (:mod:`parka._progress`)
-    is overwritten by the log line instead of running into it, and redrawn below it."""
+    is overwritten by the log line instead of running into it, and redrawn below it. Elsewhere
+    (a file, a pipe, a log collector) no line carries ANSI codes: delta-rs colours its errors."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        if not getattr(self.stream, "isatty", lambda: False)():
+            text = _ANSI.sub("", text)
+        return text
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -399,3 +428,15 @@ class JsonFormatter(logging.Formatter):
                 "msg": record.getMessage(),
             }
         )
+
+
+def stopped(log: logging.Logger, exc: BaseException) -> None:
+    """Log the error that ends a run as one line (``stopped: <kind>: <what>``: no ANSI codes, no
+    continuation lines); its stack trace only at debug level (``--verbose``)."""
+    from ._health import one_line
+
+    if type(exc).__name__ == "BlockedError":  # its message names the cause; the class adds nothing
+        log.error("stopped: %s", one_line(exc))
+    else:
+        log.error("stopped: %s: %s", type(exc).__name__, one_line(exc))
+    log.debug("the error's trace", exc_info=exc)

@@ -1,0 +1,168 @@
+"""Before ``parka ingest`` consumes anything: can it? One probe of the table location (local:
+created and written; object store: the bucket listed with the credentials given) and one Kafka
+metadata request for the topic. Each answers ``None`` or a :class:`parka._health.Blocker` whose
+one line names the cause (the path, the bucket, the address, the topic); the daemon decides
+what to do with it (a run-once stops, a daemon waits and says so: :mod:`parka._health`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+from urllib.parse import urlparse
+
+from confluent_kafka import KafkaError, KafkaException
+
+from parka._health import Backoff, Blocker, HealthLog, one_line
+from parka.errors import BlockedError, CommitError
+
+from ._storage import list_log
+
+__all__ = ["kafka_blocker", "table_blocker", "wait_until_ready"]
+
+_AUTH_CODES = {
+    KafkaError._AUTHENTICATION: "Kafka refused the credentials",
+    KafkaError.SASL_AUTHENTICATION_FAILED: "Kafka refused the credentials",
+    KafkaError._SSL: "the TLS handshake with Kafka failed",
+    KafkaError.TOPIC_AUTHORIZATION_FAILED: "Kafka refused access to the topic (ACL)",
+    KafkaError.GROUP_AUTHORIZATION_FAILED: "Kafka refused access to the consumer group (ACL)",
+}
+
+
+def kafka_blocker(
+    consumer: Any, *, topic: str, bootstrap: str, timeout_s: float, client_error: Callable[[], Any] = lambda: None
+) -> Blocker | None:
+    """One metadata request for ``topic`` through ``consumer`` (a confluent-kafka consumer or
+    the shim), waiting up to ``timeout_s``. ``client_error`` serves the client's callbacks and
+    returns the last error librdkafka reported through ``error_cb`` (a refused connection,
+    refused credentials): it says more than the request's own timeout."""
+    try:
+        metadata = consumer.list_topics(topic, timeout=timeout_s)
+    except KafkaException as exc:
+        noted = client_error()
+        if noted is not None and noted.code() in _AUTH_CODES:
+            return Blocker(
+                "kafka-auth",
+                f"{_AUTH_CODES[noted.code()]} at {bootstrap}: {noted.str()} (check sasl.username, sasl.password, "
+                "sasl.mechanisms, security.protocol, ssl.ca.location)",
+                True,
+            )
+        err = exc.args[0] if exc.args else None
+        detail = noted.str() if noted is not None else (err.str() if err is not None else str(exc))
+        return Blocker("broker", f"no Kafka broker reachable at {bootstrap} ({one_line(detail)})", False)
+    found = metadata.topics.get(topic)
+    err = None if found is None else found.error
+    if found is None or (err is not None and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
+        return Blocker("topic", f"topic '{topic}' does not exist on the Kafka cluster at {bootstrap}", True)
+    if err is not None and err.code() in _AUTH_CODES:
+        return Blocker("kafka-auth", f"{_AUTH_CODES[err.code()]} '{topic}' at {bootstrap}: {err.str()}", True)
+    if err is not None:  # LEADER_NOT_AVAILABLE and the like: the cluster is electing, wait
+        return Blocker("topic", f"topic '{topic}' at {bootstrap} is not available: {err.str()}", False)
+    return None
+
+
+# object_store's words for a missing bucket and refused credentials (S3, Azure, GCS)
+_NO_BUCKET = ("NoSuchBucket", "ContainerNotFound", "bucket does not exist", "The specified bucket does not exist")
+_REFUSED = (
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "AccessDenied",
+    "AuthenticationFailed",
+    "AuthorizationFailure",
+    "403 Forbidden",
+    "401 Unauthorized",
+    "status: 403",
+    "status: 401",
+    "Forbidden",
+)
+
+
+def table_blocker(table_uri: str, storage_options: Mapping[str, str] | None = None) -> Blocker | None:
+    """Whether the table location can be used: a local directory is created (with its parents)
+    and a probe file written and removed in it; an object store's table prefix is listed with
+    the storage options (a missing bucket, refused credentials). Nothing is left behind but the
+    directory itself."""
+    parsed = urlparse(table_uri)
+    if len(parsed.scheme) <= 1 or parsed.scheme == "file":
+        path = os.path.abspath(parsed.path if parsed.scheme == "file" else table_uri)
+        probe = os.path.join(path, f".parka-probe-{uuid.uuid4().hex}")
+        try:
+            os.makedirs(path, exist_ok=True)
+            with open(probe, "wb"):
+                pass
+            os.remove(probe)
+        except OSError as exc:
+            return Blocker("table", f"table location {path} cannot be created or written: {exc.strerror or exc}", True)
+        return None
+    try:
+        list_log(table_uri, storage_options)
+    except CommitError as exc:
+        text = one_line(exc.__cause__ or exc)
+        bucket = parsed.netloc
+        if any(word in text for word in _NO_BUCKET):
+            return Blocker("table", f"bucket '{bucket}' of {table_uri} does not exist", True)
+        if any(word in text for word in _REFUSED):
+            code = re.search(r"<Code>([^<]+)</Code>", text)
+            why = code.group(1) if code else text[:200]
+            return Blocker("table", f"the object store refused the credentials for {table_uri} ({why})", True)
+        return Blocker("table", f"table location {table_uri} cannot be reached: {text}", False)
+    return None
+
+
+def wait_until_ready(
+    consumer: Any,
+    *,
+    topic: str,
+    bootstrap: str,
+    table_uri: str,
+    storage_options: Mapping[str, str],
+    run_once: bool,
+    timeout_s: float,
+    health: HealthLog,
+    stop: threading.Event,
+    client_error: Callable[[], Any],
+    log: logging.Logger,
+    clock: Callable[[], float] = time.monotonic,
+) -> bool:
+    """Probe the table location and the topic until both answer; ``True`` then, ``False`` when
+    ``stop`` is set first. A run-once (``run_once``) gives up at once on a configuration cause
+    and after ``timeout_s`` on an unreachable one, raising :class:`BlockedError`; a daemon waits
+    with backoff, logging each cause when it starts, every ``health.remind_s`` while it lasts
+    and when it clears.
+
+    ``client_error`` serves the client's callbacks and returns the last error it reported.
+
+    Raises:
+        BlockedError: ``run_once`` and a cause that did not clear (its ``blocker`` says which).
+    """
+    deadline = clock() + timeout_s
+    backoff = Backoff(0.5, 10.0)
+    while not stop.is_set():
+        blocker = table_blocker(table_uri, storage_options)
+        if blocker is None:
+            wait_s = max(0.5, min(5.0, deadline - clock())) if run_once else 5.0
+            blocker = kafka_blocker(
+                consumer, topic=topic, bootstrap=bootstrap, timeout_s=wait_s, client_error=client_error
+            )
+        if blocker is None:
+            for line in health.clear_all():
+                log.warning("%s", line)
+            return True
+        if run_once and blocker.configuration:
+            raise BlockedError(blocker)
+        if run_once and clock() >= deadline:
+            raise BlockedError(Blocker(blocker.key, f"{blocker.message}; gave up after {timeout_s:g} s", False))
+        line = health.trouble(blocker)
+        if line is not None:
+            log.log(logging.INFO if run_once else logging.WARNING, "%s", line)
+        pause = backoff.next()
+        if run_once:
+            pause = max(0.0, min(pause, deadline - clock()))
+        stop.wait(pause)
+    return False
