@@ -226,25 +226,25 @@ class IngestionConsumer:
                 "auto.offset.reset": s.auto_offset_reset,
             }
         )
-        self._committer = Committer(
-            RsEngine(),
-            table_uri=s.table_uri,
-            topic=s.topic,
-            app_id=s.app_id,
-            partition_by=s.partition_by,
-            merge=s.schema_evolution == "merge",
-            dlq_table_uri=s.dlq_table_uri,
-            storage_options=s.storage_options,
-            checkpoint_interval=s.checkpoint_interval,
-            stats=self.stats,
-            on_commit=None if self._metrics is None else self._metrics.observe_commit,
-        )
         conf["error_cb"] = self._error_callback(conf.get("error_cb"))
         conf.setdefault("logger", kafka_logger())  # librdkafka's log through parka's, rate-limited
         self._consumer = ParquetConsumer(conf)
         try:
             if not self._wait_until_ready():
                 return self.stats  # stopped while waiting
+            self._committer = Committer(
+                RsEngine(),
+                table_uri=s.table_uri,
+                topic=s.topic,
+                app_id=s.app_id,
+                partition_by=s.partition_by,
+                merge=s.schema_evolution == "merge",
+                dlq_table_uri=s.dlq_table_uri,
+                storage_options=s.storage_options,
+                checkpoint_interval=s.checkpoint_interval,
+                stats=self.stats,
+                on_commit=None if self._metrics is None else self._metrics.observe_commit,
+            )
             self._committer.remove_orphans()
             self._consumer.subscribe([s.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
             while not self._stop.is_set():

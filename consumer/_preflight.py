@@ -115,6 +115,9 @@ def table_blocker(table_uri: str, storage_options: Mapping[str, str] | None = No
     return None
 
 
+_ORDER = ("table", "broker", "kafka-auth", "topic")  # the order of the probes
+
+
 def wait_until_ready(
     consumer: Any,
     *,
@@ -154,6 +157,10 @@ def wait_until_ready(
             for line in health.clear_all():
                 log.warning("%s", line)
             return True
+        for key in _ORDER[: _ORDER.index(blocker.key)] if blocker.key in _ORDER else ():
+            line = health.clear(key)  # probed before this one, and passed
+            if line is not None:
+                log.warning("%s", line)
         if run_once and blocker.configuration:
             raise BlockedError(blocker)
         if run_once and clock() >= deadline:
