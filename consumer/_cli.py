@@ -23,9 +23,9 @@ from parka._cli_util import (
     size_bytes,
     stopped,
 )
-from parka._health import EXIT_CONFIG, EXIT_FAILED, EXIT_OK
+from parka._health import EXIT_CONFIG, EXIT_OK, exit_code_for
 from parka._progress import ProgressBar
-from parka.errors import BlockedError, ConfigError, ParkaError
+from parka.errors import ParkaError
 
 from ._ingest import IngestionConsumer, IngestSettings
 
@@ -188,9 +188,7 @@ def main(argv: list[str] | None = None) -> int:
             if progress is not None:
                 progress.close()
             stopped(log, exc)
-            if isinstance(exc, BlockedError):
-                return int(exc.blocker.exit_code)
-            return EXIT_CONFIG if isinstance(exc, ConfigError) else EXIT_FAILED
+            return exit_code_for(exc)
         if progress is not None:
             progress.close(ingest)
     log.info("done: %s", stats)

@@ -19,7 +19,7 @@ from urllib.parse import urlparse
 
 from confluent_kafka import KafkaError, KafkaException
 
-from parka._health import Backoff, Blocker, HealthLog, one_line
+from parka._health import NO_BUCKET_WORDS, REFUSED_WORDS, Backoff, Blocker, HealthLog, one_line
 from parka.errors import BlockedError, CommitError
 
 from ._storage import list_log
@@ -67,22 +67,6 @@ def kafka_blocker(
     return None
 
 
-# object_store's words for a missing bucket and refused credentials (S3, Azure, GCS)
-_NO_BUCKET = ("NoSuchBucket", "ContainerNotFound", "bucket does not exist", "The specified bucket does not exist")
-_REFUSED = (
-    "InvalidAccessKeyId",
-    "SignatureDoesNotMatch",
-    "AccessDenied",
-    "AuthenticationFailed",
-    "AuthorizationFailure",
-    "403 Forbidden",
-    "401 Unauthorized",
-    "status: 403",
-    "status: 401",
-    "Forbidden",
-)
-
-
 def table_blocker(table_uri: str, storage_options: Mapping[str, str] | None = None) -> Blocker | None:
     """Whether the table location can be used: a local directory is created (with its parents)
     and a probe file written and removed in it; an object store's table prefix is listed with
@@ -105,9 +89,9 @@ def table_blocker(table_uri: str, storage_options: Mapping[str, str] | None = No
     except CommitError as exc:
         text = one_line(exc.__cause__ or exc)
         bucket = parsed.netloc
-        if any(word in text for word in _NO_BUCKET):
+        if any(word in text for word in NO_BUCKET_WORDS):
             return Blocker("table", f"bucket '{bucket}' of {table_uri} does not exist", True)
-        if any(word in text for word in _REFUSED):
+        if any(word in text for word in REFUSED_WORDS):
             code = re.search(r"<Code>([^<]+)</Code>", text)
             why = code.group(1) if code else text[:200]
             return Blocker("table", f"the object store refused the credentials for {table_uri} ({why})", True)

@@ -22,6 +22,7 @@ __all__ = [
     "HealthLog",
     "RateLimitFilter",
     "duration_text",
+    "exit_code_for",
     "kafka_logger",
     "one_line",
 ]
@@ -179,3 +180,48 @@ def kafka_logger(window_s: float = 300.0) -> logging.Logger:
     if not any(isinstance(f, RateLimitFilter) for f in logger.filters):
         logger.addFilter(RateLimitFilter(window_s=window_s))
     return logger
+
+
+# The words object_store (S3, Azure, GCS), delta-rs, the JVM and librdkafka use for the causes
+NO_BUCKET_WORDS = ("NoSuchBucket", "ContainerNotFound", "The specified bucket does not exist")
+REFUSED_WORDS = (
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "AccessDenied",
+    "AuthenticationFailed",
+    "AuthorizationFailure",
+    "403 Forbidden",
+    "401 Unauthorized",
+    "Status Code: 403",
+    "SASL authentication",
+)
+_CONFIG_WORDS = (*NO_BUCKET_WORDS, *REFUSED_WORDS, "no Delta table at", "Not a directory", "Permission denied")
+_UNREACHABLE_WORDS = (
+    "Connection refused",
+    "tcp connect error",
+    "dns error",
+    "Name or service not known",
+    "UnknownHostException",
+    "ConnectException",
+    "Timed out waiting for a node",
+    "brokers are down",
+)
+
+
+def exit_code_for(exc: BaseException) -> int:
+    """The exit code of a run that ``exc`` ended: a :class:`~parka.errors.BlockedError`'s own;
+    :data:`EXIT_CONFIG` for a :class:`~parka.errors.ConfigError` and for errors whose words say
+    missing bucket or table, refused credentials, a path through a file; :data:`EXIT_UNREACHABLE`
+    for a refused connection or an unknown host; else :data:`EXIT_FAILED`."""
+    from .errors import BlockedError, ConfigError
+
+    if isinstance(exc, BlockedError):
+        return int(exc.blocker.exit_code)
+    if isinstance(exc, ConfigError):
+        return EXIT_CONFIG
+    text = one_line(f"{exc} {exc.__cause__ or ''}", limit=100_000)
+    if any(word in text for word in _CONFIG_WORDS):
+        return EXIT_CONFIG
+    if any(word in text for word in _UNREACHABLE_WORDS):
+        return EXIT_UNREACHABLE
+    return EXIT_FAILED
