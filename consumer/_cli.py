@@ -56,20 +56,6 @@ def build_parser() -> argparse.ArgumentParser:
         "VACUUM); 0 never [PARKA_OPTIMIZE_EVERY]",
     )
     p.add_argument(
-        "--broker-timeout",
-        type=float,
-        default=float(env("BROKER_TIMEOUT", 20)),
-        help="with --end-at-latest: seconds to wait for a Kafka broker to answer before exiting 3; a daemon "
-        "waits as long as it takes [PARKA_BROKER_TIMEOUT]",
-    )
-    p.add_argument(
-        "--retry-log-interval",
-        type=float,
-        default=float(env("RETRY_LOG_INTERVAL", 300)),
-        help="while the daemon waits on a cause (no broker, no topic, a table location it cannot use), "
-        "seconds between two lines saying it still does [PARKA_RETRY_LOG_INTERVAL]",
-    )
-    p.add_argument(
         "--exit-code-when-empty",
         type=int,
         default=int(env("EXIT_CODE_WHEN_EMPTY", 0)),

@@ -14,6 +14,7 @@ moves a partition forward when another worker got further in the table.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import threading
@@ -44,7 +45,7 @@ from ._delta import RsEngine
 from ._files import DEFAULT_TARGET_FILE_SIZE, DLQ_SCHEMA, CheckedSegment, check_segment, read_segment, write_segments
 from ._optimize import optimize_table
 from ._plan import CommitPolicy, Refused
-from ._preflight import wait_until_ready
+from ._preflight import BrokerWatch, wait_until_ready
 from ._shim import ParquetConsumer, RawSegment
 from ._stats import DEFAULT_STATS
 
@@ -188,7 +189,7 @@ class IngestionConsumer:
         self._high: dict[int, int] = {}
         self._stop = threading.Event()
         self._health = HealthLog(remind_s=settings.retry_log_interval_s, clock=clock)
-        self._probed_at = float("-inf")
+        self._watch = BrokerWatch(self._health, log, clock=clock)
         self._credential_error: Any = None  # a KafkaError from _CREDENTIAL_ERRORS, set by error_cb
         self._client_error: Any = None  # the last error error_cb reported (the preflight names it)
         self._optimized_at = 0  # stats.commits at the last optimize_every run
@@ -251,8 +252,8 @@ class IngestionConsumer:
                 raw = self._poll()
                 if raw is not None:
                     self._handle(raw)
-                    self._recovered("broker")
-                self._probe_broker()
+                    self._watch.recovered()
+                self._watch.tick(self._consumer, s.topic)
                 if self._policy.due(
                     segments=len(self._checked) + len(self._refused),
                     buffered_bytes=self._buffered_bytes,
@@ -283,7 +284,9 @@ class IngestionConsumer:
             if err.code() != KafkaError._ALL_BROKERS_DOWN:  # the transport error says more
                 self._client_error = err
             elif self._consumer is not None and self._assigned:
-                self._trouble(Blocker("broker", f"lost the Kafka brokers at {self._bootstrap} ({err.str()})", False))
+                self._watch.trouble(
+                    Blocker("broker", f"lost the Kafka brokers at {self._bootstrap} ({err.str()})", False)
+                )
             if user_cb is not None:
                 user_cb(err)
 
@@ -323,7 +326,7 @@ class IngestionConsumer:
             if err is not None and err.code() in _CREDENTIAL_ERRORS:
                 self._raise_credential_error(err)
             if err is not None and not err.fatal():
-                self._trouble(Blocker("kafka", f"Kafka client: {err.str()} (buffered segments are kept)", False))
+                self._watch.trouble(Blocker("kafka", f"Kafka client: {err.str()} (buffered segments are kept)", False))
                 return None
             raise
         if self._credential_error is not None:  # noted by error_cb during this poll
@@ -342,10 +345,8 @@ class IngestionConsumer:
 
         def client_error() -> Any:
             assert self._consumer is not None
-            try:
+            with contextlib.suppress(KafkaClientError):
                 self._consumer.poll_buffer(timeout=0)  # serves error_cb; nothing is subscribed yet
-            except KafkaClientError:
-                pass
             return self._credential_error or self._client_error
 
         ready = wait_until_ready(
@@ -364,33 +365,6 @@ class IngestionConsumer:
         )
         self._credential_error = None  # cleared, or the daemon waited until it was
         return ready
-
-    def _trouble(self, blocker: Blocker) -> None:
-        line = self._health.trouble(blocker)
-        if line is not None:
-            log.warning("%s", line)
-
-    def _recovered(self, *keys: str) -> None:
-        for key in keys or ("broker", "kafka"):
-            line = self._health.clear(key)
-            if line is not None:
-                log.warning("%s", line)
-
-    def _probe_broker(self) -> None:
-        """While a broker outage is open, ask for the topic's metadata every few seconds: a quiet
-        topic brings no message to say it is over."""
-        active = self._health.active()
-        if ("broker" not in active and "kafka" not in active) or self._consumer is None:
-            return
-        now = self._clock()
-        if now - self._probed_at < 5.0:
-            return
-        self._probed_at = now
-        try:
-            self._consumer.list_topics(self.settings.topic, timeout=1.0)
-        except KafkaException:
-            return
-        self._recovered()
 
     # -- rebalance -----------------------------------------------------------------------------
 

@@ -19,12 +19,12 @@ from urllib.parse import urlparse
 
 from confluent_kafka import KafkaError, KafkaException
 
-from parka._health import NO_BUCKET_WORDS, REFUSED_WORDS, Backoff, Blocker, HealthLog, one_line
+from parka._health import NO_BUCKET_WORDS, REFUSED_WORDS, Backoff, Blocker, HealthLog, kafka_logger, one_line
 from parka.errors import BlockedError, CommitError
 
 from ._storage import list_log
 
-__all__ = ["kafka_blocker", "table_blocker", "wait_until_ready"]
+__all__ = ["BrokerWatch", "kafka_blocker", "probe_until_ready", "table_blocker", "wait_until_ready"]
 
 _AUTH_CODES = {
     KafkaError._AUTHENTICATION: "Kafka refused the credentials",
@@ -33,6 +33,10 @@ _AUTH_CODES = {
     KafkaError.TOPIC_AUTHORIZATION_FAILED: "Kafka refused access to the topic (ACL)",
     KafkaError.GROUP_AUTHORIZATION_FAILED: "Kafka refused access to the consumer group (ACL)",
 }
+
+
+_BROKER_PREFIX = re.compile(r"^\S+/(bootstrap|\d+): ")
+_IN_STATE = re.compile(r" \(after \d+ms in state \w+(, \d+ identical error\(s\) suppressed)?\)")
 
 
 def kafka_blocker(
@@ -55,7 +59,9 @@ def kafka_blocker(
             )
         err = exc.args[0] if exc.args else None
         detail = noted.str() if noted is not None else (err.str() if err is not None else str(exc))
-        return Blocker("broker", f"no Kafka broker reachable at {bootstrap} ({one_line(detail)})", False)
+        # librdkafka's "host:port/bootstrap: Connect to ... failed: Connection refused (after 0ms in state CONNECT)"
+        detail = _IN_STATE.sub("", _BROKER_PREFIX.sub("", one_line(detail)))
+        return Blocker("broker", f"no Kafka broker reachable at {bootstrap} ({detail})", False)
     found = metadata.topics.get(topic)
     err = None if found is None else found.error
     if found is None or (err is not None and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
@@ -116,6 +122,7 @@ def wait_until_ready(
     client_error: Callable[[], Any],
     log: logging.Logger,
     clock: Callable[[], float] = time.monotonic,
+    check_table: bool = True,
 ) -> bool:
     """Probe the table location and the topic until both answer; ``True`` then, ``False`` when
     ``stop`` is set first. A run-once (``run_once``) gives up at once on a configuration cause
@@ -131,29 +138,130 @@ def wait_until_ready(
     deadline = clock() + timeout_s
     backoff = Backoff(0.5, 10.0)
     while not stop.is_set():
-        blocker = table_blocker(table_uri, storage_options)
-        if blocker is None:
+        blocker = table_blocker(table_uri, storage_options) if check_table else None
+        if blocker is None and consumer is not None:
             wait_s = max(0.5, min(5.0, deadline - clock())) if run_once else 5.0
             blocker = kafka_blocker(
                 consumer, topic=topic, bootstrap=bootstrap, timeout_s=wait_s, client_error=client_error
             )
         if blocker is None:
-            for line in health.clear_all():
-                log.warning("%s", line)
+            for recovered in health.clear_all():
+                log.warning("%s", recovered)
             return True
         for key in _ORDER[: _ORDER.index(blocker.key)] if blocker.key in _ORDER else ():
-            line = health.clear(key)  # probed before this one, and passed
-            if line is not None:
-                log.warning("%s", line)
+            passed = health.clear(key)  # probed before this one, and passed
+            if passed is not None:
+                log.warning("%s", passed)
         if run_once and blocker.configuration:
             raise BlockedError(blocker)
         if run_once and clock() >= deadline:
             raise BlockedError(Blocker(blocker.key, f"{blocker.message}; gave up after {timeout_s:g} s", False))
-        line = health.trouble(blocker)
-        if line is not None:
-            log.log(logging.INFO if run_once else logging.WARNING, "%s", line)
+        said = health.trouble(blocker)
+        if said is not None:
+            log.log(logging.INFO if run_once else logging.WARNING, "%s", said)
         pause = backoff.next()
         if run_once:
             pause = max(0.0, min(pause, deadline - clock()))
         stop.wait(pause)
     return False
+
+
+def probe_until_ready(
+    *,
+    topic: str,
+    table_uri: str,
+    kafka_conf: Mapping[str, Any],
+    storage_options: Mapping[str, str],
+    run_once: bool,
+    timeout_s: float,
+    remind_s: float,
+    stop: threading.Event,
+    log: logging.Logger,
+    check_table: bool = True,
+) -> bool:
+    """:func:`wait_until_ready` with a client of its own, for a driver that reads Kafka through
+    another client (``parka spark-ingest``: Spark's Java one, whose failures surface late and as
+    JVM traces). ``kafka_conf`` holds librdkafka settings (``bootstrap.servers`` included); a
+    setting librdkafka does not take skips the Kafka probe rather than guess.
+
+    Raises:
+        BlockedError: ``run_once`` and a cause that did not clear.
+    """
+    from confluent_kafka import Consumer
+
+    noted: list[Any] = []
+    conf = {**kafka_conf, "group.id": "parka-probe", "error_cb": noted.append, "logger": kafka_logger()}
+    try:
+        consumer = Consumer(conf)
+    except (KafkaException, ValueError, TypeError) as exc:
+        log.debug("no Kafka probe (%s)", exc)
+        consumer = None
+
+    def client_error() -> Any:
+        if consumer is not None:
+            consumer.poll(0)
+        auth = [e for e in noted if e.code() in _AUTH_CODES]
+        other = [e for e in noted if e.code() != KafkaError._ALL_BROKERS_DOWN]
+        return (auth or other or [None])[-1]
+
+    try:
+        return wait_until_ready(
+            consumer,
+            topic=topic,
+            bootstrap=str(kafka_conf.get("bootstrap.servers", "?")),
+            table_uri=table_uri,
+            storage_options=storage_options,
+            run_once=run_once,
+            timeout_s=timeout_s,
+            health=HealthLog(remind_s=remind_s),
+            stop=stop,
+            client_error=client_error,
+            log=log,
+            check_table=check_table,
+        )
+    finally:
+        if consumer is not None:
+            consumer.close()
+
+
+class BrokerWatch:
+    """A running daemon's view of its broker: a lost broker or a client error (:meth:`trouble`)
+    is logged once, then every ``health.remind_s``; :meth:`tick` asks for the topic's metadata
+    every ``probe_s`` while one is open (a quiet topic brings no message to say it is over);
+    :meth:`recovered` (a message arrived, or the probe answered) logs the recovery once."""
+
+    def __init__(
+        self,
+        health: HealthLog,
+        log: logging.Logger,
+        *,
+        probe_s: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._health, self._log, self._probe_s, self._clock = health, log, probe_s, clock
+        self._probed_at = float("-inf")
+
+    def trouble(self, blocker: Blocker) -> None:
+        line = self._health.trouble(blocker)
+        if line is not None:
+            self._log.warning("%s", line)
+
+    def recovered(self) -> None:
+        for key in ("broker", "kafka"):
+            line = self._health.clear(key)
+            if line is not None:
+                self._log.warning("%s", line)
+
+    def tick(self, consumer: Any, topic: str) -> None:
+        active = self._health.active()
+        if "broker" not in active and "kafka" not in active:
+            return
+        now = self._clock()
+        if now - self._probed_at < self._probe_s:
+            return
+        self._probed_at = now
+        try:
+            consumer.list_topics(topic, timeout=1.0)
+        except KafkaException:
+            return
+        self.recovered()

@@ -327,6 +327,24 @@ def _flags(overrides: Mapping[str, Mapping[str, Any]]) -> list[tuple[tuple[str, 
             },
         ),
         (
+            ("--broker-timeout",),
+            {
+                "type": float,
+                "default": float(env("BROKER_TIMEOUT", 20)),
+                "help": "with --end-at-latest: seconds to wait for a Kafka broker to answer before exiting 3; a "
+                "daemon waits as long as it takes [PARKA_BROKER_TIMEOUT]",
+            },
+        ),
+        (
+            ("--retry-log-interval",),
+            {
+                "type": float,
+                "default": float(env("RETRY_LOG_INTERVAL", 300)),
+                "help": "while a daemon waits on a cause (no broker, no topic, a table location it cannot use), "
+                "seconds between two lines saying it still does [PARKA_RETRY_LOG_INTERVAL]",
+            },
+        ),
+        (
             ("--progress-interval",),
             {
                 "type": float,

@@ -57,15 +57,19 @@ class Blocker:
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+_FRAME = re.compile(r"\s*(at [\w$.<>/]+\(.*\)|\.\.\. \d+ more)\s*$")  # a Java stack frame
 
 
 def one_line(text: object, *, limit: int = 600) -> str:
     """``text`` (an exception or a message) as one line: ANSI colour codes removed (delta-rs and
-    object_store colour their error chains), lines joined with ``: ``, repeated whitespace
-    folded, cut at ``limit`` characters."""
+    object_store colour their error chains), Java stack frames dropped (a Py4J error's text
+    keeps its ``Caused by:`` lines), lines joined with ``: ``, repeated whitespace folded, cut
+    at ``limit`` characters."""
     plain = _ANSI.sub("", str(text))
-    parts = [" ".join(line.split()) for line in plain.splitlines()]
-    joined = ": ".join(p for p in parts if p)
+    parts = [" ".join(line.split()).removeprefix(": ") for line in plain.splitlines() if not _FRAME.match(line)]
+    joined = ""
+    for part in filter(None, parts):
+        joined += (" " if joined.endswith(":") else ": " if joined else "") + part
     return joined if len(joined) <= limit else joined[: limit - 3] + "..."
 
 

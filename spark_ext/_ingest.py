@@ -690,7 +690,7 @@ def ingest(
                 records = int(observed["records"]) if observed is not None else 0
                 seen[report.batchId] = (int(report.numInputRows), records)
                 if raw is None:
-                    log.info(
+                    log.debug(  # a line per commit at debug level, as parka ingest's
                         "batch %d: %d segments, %d records in %.1f s",
                         report.batchId,
                         report.numInputRows,

@@ -174,8 +174,8 @@ def test_daemon_without_a_broker_says_so_once_then_slowly_then_recovers(tmp_path
         assert "%3|" not in text and proc.poll() is None, text[-3000:]
 
         _broker("up")
-        wait_for(lambda: log_has(log, f"recovered after"), "the daemon to see the broker", 90)
-        assert f"recovered after" in log.read_text() and waiting in log.read_text()
+        wait_for(lambda: log_has(log, "recovered after"), "the daemon to see the broker", 90)
+        assert "recovered after" in log.read_text() and waiting in log.read_text()
         create_topic(AdminClient({"bootstrap.servers": address}), topic, 2)
         produce_events(address, topic, 0, 300, batch=50)
         assert wait_for_rows(table, 300, timeout_s=90) == 300
