@@ -435,17 +435,19 @@ class _LineClearingHandler(logging.StreamHandler):
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per log line: ``ts`` (UTC), ``level``, ``logger``, ``msg``."""
+    """One JSON object per log line: ``ts`` (UTC), ``level``, ``logger``, ``msg``, and ``trace``
+    when the line carries an exception's (``--verbose``)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        return json.dumps(
-            {
-                "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
-                "level": record.levelname.lower(),
-                "logger": record.name,
-                "msg": record.getMessage(),
-            }
-        )
+        line = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        if record.exc_info:
+            line["trace"] = self.formatException(record.exc_info)
+        return json.dumps(line)
 
 
 def stopped(log: logging.Logger, exc: BaseException) -> None:

@@ -5,6 +5,7 @@ broker, a broker of its own and s3proxy; nothing is mocked."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -152,6 +153,47 @@ def test_run_once_with_nothing_new_can_exit_with_its_own_code(
     assert sorted(table_ids(table)) == list(range(100))
 
 
+def test_json_logs_stay_one_object_per_line_when_a_run_stops(bootstrap: str, tmp_path: Path) -> None:
+    topic = f"no-such-topic-{time.time_ns()}"
+    proc, _ = _run_once(topic, str(tmp_path / "t"), bootstrap, "--log-format", "json", "-v")
+    assert proc.returncode == EXIT_CONFIG, proc.stderr[-3000:]
+    lines = [json.loads(line) for line in proc.stderr.splitlines()]  # the trace too: -v, inside one object
+    errors = [line for line in lines if line["level"] == "error"]
+    assert [e["msg"] for e in errors] == [
+        f"stopped: topic '{topic}' does not exist on the Kafka cluster at {bootstrap}"
+    ]
+    assert any("Traceback" in line.get("trace", "") for line in lines)  # -v: the trace, in its line's object
+
+
+def test_spark_ingest_run_once_ends_in_one_line_before_any_spark_session(bootstrap: str, tmp_path: Path) -> None:
+    # the probe runs before the session: no JVM is started, so this is no Spark test
+    spark = [sys.executable, "-m", "parka.cli", "spark-ingest"]
+    address = f"127.0.0.1:{_free_port()}"
+    cmd = [*spark, "events", str(tmp_path / "a"), "-k", address, "--end-at-latest", "--broker-timeout", "3"]
+    started = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == EXIT_UNREACHABLE, proc.stderr[-3000:]
+    assert f"stopped: no Kafka broker reachable at {address}" in _stopped_line(proc)
+    assert time.monotonic() - started < 3 + 20
+    topic = f"no-such-topic-{time.time_ns()}"
+    cmd = [*spark, topic, str(tmp_path / "b"), "-k", bootstrap, "--end-at-latest"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == EXIT_CONFIG, proc.stderr[-3000:]
+    assert f"stopped: topic '{topic}' does not exist" in _stopped_line(proc)
+
+
+def test_optimize_ends_in_one_line(tmp_path: Path, s3proxy: ObjectStoreServer) -> None:
+    optimize = [sys.executable, "-m", "parka.cli", "optimize"]
+    proc = subprocess.run([*optimize, str(tmp_path / "none")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == EXIT_CONFIG, proc.stderr[-3000:]
+    assert f"stopped: CommitError: no Delta table at {tmp_path / 'none'}" in _stopped_line(proc)
+    options = {**s3proxy.storage_options, "aws_secret_access_key": "not-the-secret"}
+    flags = [a for k, v in options.items() for a in ("--storage-option", f"{k}={v}")]
+    proc = subprocess.run([*optimize, s3proxy.table_uri("t"), *flags], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == EXIT_CONFIG, proc.stderr[-3000:]
+    assert "SignatureDoesNotMatch" in _stopped_line(proc) and "not-the-secret" not in proc.stderr
+
+
 def _broker(action: str) -> None:
     env = dict(os.environ, PARKA_KAFKA_PORT=RECOVERY_PORT)
     subprocess.run([str(REPO / "scripts" / "kafka-local.sh"), action], check=True, env=env, timeout=180)
@@ -184,6 +226,7 @@ def test_daemon_without_a_broker_says_so_once_then_slowly_then_recovers(tmp_path
         assert sorted(table_ids(table)) == list(range(300))
         text = log.read_text()
         assert "progress:" in text and "\x1b" not in text
+        assert "committed " not in text  # each commit's line is at debug level (-v)
     finally:
         if proc.poll() is None:
             proc.kill()
