@@ -26,7 +26,7 @@ from parka._cli_util import (
     stopped,
 )
 from parka._health import EXIT_OK, exit_code_for
-from parka._progress import ProgressBar
+from parka._progress import LogProgress, ProgressBar
 
 __all__ = ["build_parser", "main", "settings_from_args"]
 
@@ -269,8 +269,10 @@ def main(argv: list[str] | None = None) -> int:
             extra_conf=pairs(args.spark_conf, "-c", _PROG),
             extra_packages=[c.strip() for c in args.packages.split(",") if c.strip()],
         )
-        bar = None
-        if settings.trigger == "available-now" and not args.quiet:
+        bar: Any = None
+        if not args.quiet and not sys.stderr.isatty():  # a log: a summary line every --progress-interval
+            bar = LogProgress(log, interval_s=args.progress_interval)
+        elif settings.trigger == "available-now" and not args.quiet:
             bar = ProgressBar(label="spark-ingest", unit="messages")
         with serve_metrics(args.metrics_port, topic=settings.topic, prog=_PROG) as metrics:
             try:
