@@ -35,8 +35,14 @@ _AUTH_CODES = {
 }
 
 
-_BROKER_PREFIX = re.compile(r"^\S+/(bootstrap|\d+): ")
+_BROKER_PREFIX = re.compile(r"^\S+/(bootstrap|\d+): ")  # sasl_ssl://127.0.0.1:9094/bootstrap:
 _IN_STATE = re.compile(r" \(after \d+ms in state \w+(, \d+ identical error\(s\) suppressed)?\)")
+
+
+def _librdkafka_words(text: str) -> str:
+    """``host:port/bootstrap: Connect to ... failed: Connection refused (after 0ms in state
+    CONNECT)`` without the broker prefix and the state suffix: the address is in parka's line."""
+    return _IN_STATE.sub("", _BROKER_PREFIX.sub("", one_line(text)))
 
 
 def kafka_blocker(
@@ -53,14 +59,14 @@ def kafka_blocker(
         if noted is not None and noted.code() in _AUTH_CODES:
             return Blocker(
                 "kafka-auth",
-                f"{_AUTH_CODES[noted.code()]} at {bootstrap}: {noted.str()} (check sasl.username, sasl.password, "
+                f"{_AUTH_CODES[noted.code()]} at {bootstrap}: {_librdkafka_words(noted.str())} (check sasl.username, "
+                "sasl.password, "
                 "sasl.mechanisms, security.protocol, ssl.ca.location)",
                 True,
             )
         err = exc.args[0] if exc.args else None
         detail = noted.str() if noted is not None else (err.str() if err is not None else str(exc))
-        # librdkafka's "host:port/bootstrap: Connect to ... failed: Connection refused (after 0ms in state CONNECT)"
-        detail = _IN_STATE.sub("", _BROKER_PREFIX.sub("", one_line(detail)))
+        detail = _librdkafka_words(detail)
         return Blocker("broker", f"no Kafka broker reachable at {bootstrap} ({detail})", False)
     found = metadata.topics.get(topic)
     err = None if found is None else found.error
