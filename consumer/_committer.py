@@ -425,7 +425,7 @@ class Committer:
         st.split_segments += sum(1 for s in fresh if s.split)
         st.stitched_segments += sum(1 for s in fresh if s.row_groups is not None)
         st.stitch_fallbacks += sum(1 for s in fresh if s.stitch_fallback)
-        log.info(
+        log.debug(  # the progress: line sums them up; a healthy daemon stays quiet (-v shows each)
             "committed %d segment(s), %d records in %d file(s): table version %d",
             len(fresh),
             sum(s.records for s in fresh),
