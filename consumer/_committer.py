@@ -270,8 +270,10 @@ class Committer:
            data always continues the table's without a gap.)
         4. New refused messages go to the dead-letter table first, with its own ``txn``
            (``<app_id>-dlq-<partition>``), so a retry never duplicates a row.
-        5. Columns the new files need (reserved ones; user ones with ``merge``) are added
-           (delta-rs: a commit of their own; delta-spark: part of the commit in 6).
+        5. The schema changes the new files need (reserved columns; with ``merge``, new fields
+           at any depth, widenings, relaxed nullability: :meth:`_evolve`, built on the schema
+           read in 3) are made (delta-rs: commits of their own; delta-spark: part of the
+           commit in 6).
         6. One Delta commit, with no automatic retries: the new files (Kafka coordinates in
            their tags) and, per partition with anything new, ``txn`` = its highest new offset.
            A ``CommitConflict`` (a concurrent commit the engine could not rebase this one on,
