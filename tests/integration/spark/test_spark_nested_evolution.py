@@ -64,8 +64,11 @@ def test_a_nested_schema_evolves_with_type_widening_through_spark_raw_mode(
     assert gh.normalized(df.toArrow(), final) == want
     assert gh.normalized(_duckdb(df.inputFiles()), final) == want
     assert_segments_stored_byte_for_byte(bootstrap, topic, segments, table)
-    logged = [json.loads(line) for p in sorted((table / "_delta_log").glob("*.json")) for line in p.open()]
-    id_field = [f for a in logged if "metaData" in a for f in json.loads(a["metaData"]["schemaString"])["fields"]][-1]
+    logged = [
+        json.loads(line) for p in sorted((table / "_delta_log").glob("*.json")) for line in p.read_text().splitlines()
+    ]
+    last_schema = json.loads([a["metaData"] for a in logged if "metaData" in a][-1]["schemaString"])
+    id_field = next(f for f in last_schema["fields"] if f["name"] == "id")
     assert id_field["metadata"]["delta.typeChanges"] == [{"fromType": "integer", "toType": "long"}]
     # delta-rs 1.6 cannot read a table with the typeWidening reader feature at all
     with pytest.raises(Exception, match=r"[Tt]ypeWidening"):
