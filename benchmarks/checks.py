@@ -2,8 +2,9 @@
 
 A table's *fingerprint* is a SHA-256 over its rows in a canonical order: nested structs are
 flattened, lists and maps taken as canonical JSON text, timestamps taken as integers, the rows
-sorted by every column, then each column's validity and values hashed. Two tables with the same rows in any order, in any chunking, get
-the same fingerprint; one changed value, one lost or one extra row changes it.
+sorted by every column, then each column's validity and values hashed. Two tables with the same
+rows in any order, in any chunking, get the same fingerprint; one changed value, one lost or one
+extra row changes it.
 """
 
 from __future__ import annotations
