@@ -46,6 +46,8 @@ def _resolve(arr: pa.Array, target: pa.DataType, path: str) -> pa.Array:
         return arr
     if isinstance(arr, pa.DictionaryArray):
         arr = arr.dictionary_decode()
+    if arr.offset and pa.types.is_nested(arr.type):
+        arr = pa.concat_arrays([arr])  # Arrow builds lists with a null mask from unsliced offsets only
     mask = arr.is_null() if arr.null_count else None
     if pa.types.is_struct(target) and pa.types.is_struct(arr.type):
         present = {arr.type.field(i).name: i for i in range(arr.type.num_fields)}

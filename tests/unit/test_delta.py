@@ -911,3 +911,20 @@ def test_make_durable_flushes_a_local_table_and_fails_loudly_on_a_missing_one(tm
     make_durable(str(tmp_path))  # no error: the directory exists and syncfs succeeds
     with pytest.raises(_CommitError, match="cannot open table directory"):
         make_durable(str(tmp_path / "missing"))
+
+
+def test_a_table_with_type_widening_is_refused_by_delta_rs_naming_it(tmp_path: Path) -> None:
+    """delta-rs 1.6 can neither read nor write the typeWidening table feature (what delta-spark
+    writes for ``delta.enableTypeWidening``): parka ingest says so instead of failing later."""
+    schema = _delta.schema_json(pa.schema([("id", pa.int64())]))
+    actions = [
+        {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["typeWidening"],
+                      "writerFeatures": ["typeWidening"]}},
+        {"metaData": {"id": "t", "format": {"provider": "parquet", "options": {}}, "schemaString": schema,
+                      "partitionColumns": [], "configuration": {"delta.enableTypeWidening": "true"},
+                      "createdTime": 0}},
+    ]  # fmt: skip
+    (tmp_path / "_delta_log").mkdir()
+    (tmp_path / "_delta_log" / f"{0:020d}.json").write_text("\n".join(json.dumps(a) for a in actions) + "\n")
+    with pytest.raises(CommitError, match=r"delta-rs 1\.6 can neither read nor write a table with type widening"):
+        _delta.open_table(str(tmp_path))
