@@ -928,3 +928,13 @@ def test_a_table_with_type_widening_is_refused_by_delta_rs_naming_it(tmp_path: P
     (tmp_path / "_delta_log" / f"{0:020d}.json").write_text("\n".join(json.dumps(a) for a in actions) + "\n")
     with pytest.raises(CommitError, match=r"delta-rs 1\.6 can neither read nor write a table with type widening"):
         _delta.open_table(str(tmp_path))
+
+
+def test_a_relaxed_top_level_column_becomes_nullable_a_nested_one_is_refused_by_delta_rs(tmp_path: Path) -> None:
+    schema = pa.schema([pa.field("x", pa.int64(), False), pa.field("s", pa.struct([pa.field("a", pa.int32(), False)]))])
+    table = _delta.create_table(str(tmp_path), schema, partition_by=[])
+    _delta.add_columns(table, [pa.field("x", pa.int64())])
+    assert _delta.arrow_schema(table).field("x").nullable
+    with pytest.raises(SchemaMismatchError, match="delta-rs cannot make a field inside a struct nullable") as err:
+        _delta.add_columns(table, [pa.field("s", pa.struct([("a", pa.int32())]))])
+    assert err.value.field == "s.a"
