@@ -1,7 +1,7 @@
 """Issue 19: a nested schema evolves over three versions through `parka ingest`
 (``--schema-evolution merge``): a field in a struct, a field in a list of structs, a new
 column; old segments stay raw and read back with nulls where their fields did not exist, in
-deltalake and DuckDB; a changed type is refused naming its path and both types. (Spark raw
+deltalake and DuckDB (and delta-spark: ``spark/test_spark_nested_evolution.py``); a changed type is refused naming its path and both types. (Spark raw
 mode, with type widening, and delta-spark's reading: ``spark/test_spark_nested_evolution.py``.)
 """
 

@@ -86,3 +86,19 @@ def test_a_nested_schema_evolves_with_type_widening_through_spark_raw_mode(
     with pytest.raises(SchemaMismatchError, match=r"'actor\.login' is int64 in the segment but string in the table"):
         ingest(spark, settings)
     assert spark.read.format("delta").load(str(table)).count() == 320
+
+
+def test_delta_spark_reads_the_table_parka_ingest_evolved(
+    spark: Any, bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """The other engine's table: three versions landed raw by `parka ingest` (delta-rs), read by
+    delta-spark with nulls where a segment's schema lacked the field."""
+    from .._ingest_util import run_ingest
+
+    topic = new_topic(partitions=2)
+    v1, v2, v3 = gh.records(1, 0, 60), gh.records(2, 60, 60), gh.records(3, 120, 60)
+    produce_versions(bootstrap, topic, [(gh.schema(1), v1), (gh.schema(2), v2), (gh.schema(3), v3)])
+    table = tmp_path / "events"
+    run_ingest(topic, table, bootstrap, "--end-at-latest", "--schema-evolution", "merge")
+    df = spark.read.format("delta").load(str(table))
+    assert gh.normalized(df.toArrow(), gh.schema(3)) == gh.expected(v1 + v2 + v3, gh.schema(3))
