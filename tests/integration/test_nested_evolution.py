@@ -1,8 +1,10 @@
 """Issue 19: a nested schema evolves over three versions through `parka ingest`
 (``--schema-evolution merge``): a field in a struct, a field in a list of structs, a new
 column; old segments stay raw and read back with nulls where their fields did not exist, in
-deltalake and DuckDB (and delta-spark: ``spark/test_spark_nested_evolution.py``); a changed type is refused naming its path and both types. (Spark raw
-mode, with type widening, and delta-spark's reading: ``spark/test_spark_nested_evolution.py``.)
+deltalake and DuckDB; a changed type is refused naming its path and both types. Spark raw
+mode (with type widening) and delta-spark reading both engines' tables:
+``spark/test_spark_nested_evolution.py``. Also the shim's reader schema and the producer's
+schema switch.
 """
 
 from __future__ import annotations
