@@ -288,7 +288,8 @@ def _flags(overrides: Mapping[str, Mapping[str, Any]]) -> list[tuple[tuple[str, 
             {
                 "choices": ["none", "merge"],
                 "default": env("SCHEMA_EVOLUTION", "none"),
-                "help": "merge: add new nullable columns to the table [PARKA_SCHEMA_EVOLUTION]",
+                "help": "merge: the table takes new fields at any depth, widenings where it has type widening, "
+                "relaxed nullability (README: Schema evolution) [PARKA_SCHEMA_EVOLUTION]",
             },
         ),
         (

@@ -85,8 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
                 "[PARKA_END_AT_LATEST=1]"
             },
             "schema_evolution": {
-                "help": "merge: new nullable columns are added to the table (raw mode: a segment's; decode mode: "
-                "--schema's, Delta mergeSchema) [PARKA_SCHEMA_EVOLUTION]"
+                "help": "merge: the table takes new fields (raw mode: a segment's, at any depth, widenings where "
+                "it has type widening; decode mode: --schema's, Delta mergeSchema) [PARKA_SCHEMA_EVOLUTION]"
             },
             "dlq_table": {
                 "help": "raw mode: Delta table for messages that are not segments or that the table cannot take; "
