@@ -1,14 +1,16 @@
 """Correctness checks that run with every measurement; a mismatch stops the run.
 
 A table's *fingerprint* is a SHA-256 over its rows in a canonical order: nested structs are
-flattened, timestamps taken as integers, the rows sorted by every column, then each column's
-validity and values hashed. Two tables with the same rows in any order, in any chunking, get
-the same fingerprint; one changed value, one lost or one extra row changes it.
+flattened, lists and maps taken as canonical JSON text, timestamps taken as integers, the rows
+sorted by every column, then each column's validity and values hashed. Two tables with the same
+rows in any order, in any chunking, get the same fingerprint; one changed value, one lost or one
+extra row changes it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,8 +44,22 @@ def _flat(table: pa.Table) -> pa.Table:
             col = col.cast(pa.string())
         elif pa.types.is_dictionary(t):
             col = col.cast(t.value_type)
+        elif pa.types.is_boolean(t):
+            col = col.cast(pa.int8())
+        elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
+            col = _canonical_text(col)
         columns.append(col)
     return pa.Table.from_arrays(columns, names=table.column_names)
+
+
+def _canonical_text(col: pa.ChunkedArray) -> pa.Array:
+    """A list or map column as one JSON text per row (maps as their key-value pairs, timestamps as
+    ISO text): such columns cannot be sorted or hashed as buffers; nulls stay null."""
+    values = col.to_pylist()
+    return pa.array(
+        [None if v is None else json.dumps(v, sort_keys=True, default=str, separators=(",", ":")) for v in values],
+        pa.string(),
+    )
 
 
 def fingerprint(table: pa.Table, schema: pa.Schema) -> str:

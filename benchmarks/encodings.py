@@ -103,7 +103,7 @@ def rows_for(dataset: Dataset, fmt: str) -> list[dict[str, Any]]:
         for i, field in enumerate(table.schema):
             if pa.types.is_timestamp(field.type):
                 table = table.set_column(i, field.name, table.column(i).cast(pa.int64()))
-    return list(table.to_pylist())
+    return list(table.to_pylist(maps_as_pydicts="strict"))  # maps as dicts, as applications hold them
 
 
 def serialize(dataset: Dataset, fmt: str, rows: list[dict[str, Any]]) -> list[bytes]:

@@ -72,7 +72,7 @@ class Plan:
 
 PLANS = {
     "full": Plan(
-        rows={"flights": None, "web_requests": 200_000, "gps": 200_000},
+        rows={"flights": None, "web_requests": 200_000, "gps": 200_000, "github_events": 200_000},
         matrix_rows=100_000,
         batch_sizes=(100, 1_000, 10_000, 100_000),
         codecs=CODECS,
@@ -86,7 +86,7 @@ PLANS = {
         lake_scan_repeats=7,
     ),
     "quick": Plan(
-        rows={"flights": 50_000, "web_requests": 50_000, "gps": 50_000},
+        rows={"flights": 50_000, "web_requests": 50_000, "gps": 50_000, "github_events": 50_000},
         matrix_rows=20_000,
         batch_sizes=(100, 1_000, 10_000),
         codecs=("none", "lz4", "zstd"),
@@ -104,7 +104,7 @@ PLANS = {
     # The encoding matrix alone at 10,000 rows per batch and zstd, on the full mode's data: bytes
     # per row of JSON, Avro and Parquet segments (tuned, pyarrow's defaults, sorted); a few minutes.
     "encodings": Plan(
-        rows={"flights": None, "web_requests": 200_000, "gps": 200_000},
+        rows={"flights": None, "web_requests": 200_000, "gps": 200_000, "github_events": 200_000},
         matrix_rows=100_000,
         batch_sizes=(10_000,),
         codecs=("zstd",),
@@ -119,7 +119,7 @@ PLANS = {
     # Column encryption alone: encode+encrypt vs encode, decode+decrypt vs decode, side by side
     # on the first 300,000 rows of each data set, median of 11 paired rounds; about 2 minutes.
     "encryption": Plan(
-        rows={"flights": 300_000, "web_requests": 300_000, "gps": 300_000},
+        rows={"flights": 300_000, "web_requests": 300_000, "gps": 300_000, "github_events": 300_000},
         matrix_rows=100_000,
         batch_sizes=(),
         codecs=("zstd",),

@@ -21,7 +21,9 @@ from parka._cli_util import (
     serve_metrics,
     setup_logging,
     size_bytes,
+    stopped,
 )
+from parka._health import EXIT_CONFIG, EXIT_OK, exit_code_for
 from parka._progress import ProgressBar
 from parka.errors import ParkaError
 
@@ -53,24 +55,33 @@ def build_parser() -> argparse.ArgumentParser:
         help="every N commits of this worker, compact the table's small files (parka optimize without "
         "VACUUM); 0 never [PARKA_OPTIMIZE_EVERY]",
     )
+    p.add_argument(
+        "--exit-code-when-empty",
+        type=int,
+        default=int(env("EXIT_CODE_WHEN_EMPTY", 0)),
+        help="with --end-at-latest: the exit code of a run that found nothing new to ingest (e.g. 99, the code "
+        "Airflow's BashOperator marks as skipped); default 0 [PARKA_EXIT_CODE_WHEN_EMPTY]",
+    )
     return p
 
 
 class ProgressLine:
-    """Records/s, MB/s and lag per partition, at most once a second: redrawn in place on a
-    terminal (with ``bar``, ``--end-at-latest``: a bar of the messages consumed out of those
-    there were at start), else logged as a ``progress:`` line."""
+    """Records/s, MB/s and lag per partition: redrawn in place on a terminal once a second (with
+    ``bar``, ``--end-at-latest``: a bar of the messages consumed out of those there were at
+    start), else logged as a ``progress:`` line every ``interval_s`` (``--progress-interval``)."""
 
-    def __init__(self, stream: Any = sys.stderr, *, bar: bool = False) -> None:
+    def __init__(self, stream: Any = sys.stderr, *, bar: bool = False, interval_s: float = 60.0) -> None:
         self.started = time.monotonic()
-        self.last = 0.0
         self.bar = ProgressBar(label="ingest", unit="messages", stream=stream, interval_s=0.0)
         self.tty = self.bar.tty
         self.with_total = bar
+        # a terminal's bar is redrawn every second; a log gets a summary line every interval_s
+        self.interval_s = 1.0 if self.tty else interval_s
+        self.last = self.started
 
     def __call__(self, ingest: IngestionConsumer) -> None:
         now = time.monotonic()
-        if now - self.last < 1.0:
+        if now - self.last < self.interval_s:
             return
         self.last = now
         st = ingest.stats
@@ -132,17 +143,19 @@ def settings_from_args(args: argparse.Namespace) -> IngestSettings:
         dlq_table_uri=args.dlq_table,
         storage_options=pairs(args.storage_option, "--storage-option", _PROG),
         optimize_every=args.optimize_every,
+        broker_timeout_s=args.broker_timeout,
+        retry_log_interval_s=args.retry_log_interval,
     )
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    setup_logging(quiet=args.quiet, log_format=args.log_format)
+    setup_logging(quiet=args.quiet, log_format=args.log_format, verbose=args.verbose)
     try:
         settings = settings_from_args(args)
     except ParkaError as exc:
-        log.error("stopped: %s: %s", type(exc).__name__, exc)
-        return 2
+        stopped(log, exc)
+        return EXIT_CONFIG
     log.info(
         "ingesting %s into %s as app %s (kafka settings: %s; storage options: %s)",
         settings.topic,
@@ -151,22 +164,24 @@ def main(argv: list[str] | None = None) -> int:
         redacted(settings.kafka_conf),
         redacted(settings.storage_options),
     )
-    progress = None if args.quiet else ProgressLine(bar=settings.end_at_latest)
+    progress = None if args.quiet else ProgressLine(bar=settings.end_at_latest, interval_s=args.progress_interval)
     with serve_metrics(args.metrics_port, topic=settings.topic, prog=_PROG) as metrics:
         ingest = IngestionConsumer(settings, progress=progress, metrics=metrics)
         ingest.install_signal_handlers()
         try:
             stats = ingest.run()
-        except ParkaError as exc:
+        except Exception as exc:  # one line for the operator, whatever raised; the trace with --verbose
             if progress is not None:
                 progress.close()
-            log.error("stopped: %s: %s", type(exc).__name__, exc)
-            return 1
+            stopped(log, exc)
+            return exit_code_for(exc)
         if progress is not None:
             progress.close(ingest)
     log.info("done: %s", stats)
     print(json.dumps({"status": "ok", **stats.__dict__}))
-    return 0
+    if settings.end_at_latest and stats.commits == 0:
+        return int(args.exit_code_when_empty)
+    return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -21,7 +21,8 @@ from typing import Any
 import pyarrow as pa
 
 from parka._crash import crash_point
-from parka.errors import CommitConflict, CommitError, ConfigError
+from parka.errors import CommitConflict, CommitError, ConfigError, SchemaMismatchError
+from parka.evolution import TYPE_WIDENING_KEY, merge_schemas
 from parka.partitioning import PartitionSpec, parse_partition_by
 
 from ._files import append_dead_letters, remove_orphans, trim_stitched
@@ -200,8 +201,15 @@ class Committer:
         assert self.table is not None, "no table yet: ensure_table first"
         version = self.table.version()
         if self._schema is None or self._schema[0] != version:
-            self._schema = (version, self.table.arrow_schema())
+            self._schema = (version, self._with_widening(self.table.arrow_schema(), self.table))
         return self._schema[1]
+
+    @staticmethod
+    def _with_widening(schema: pa.Schema, table: TableLog) -> pa.Schema:
+        """``schema`` carrying the table's type-widening property in its metadata, so that the
+        rule (:func:`parka.evolution.merge_schemas`) travels with it, to Spark's executors too."""
+        enabled = str(table.configuration().get(TYPE_WIDENING_KEY, "")).lower() == "true"
+        return schema.with_metadata({**(schema.metadata or {}), TYPE_WIDENING_KEY: "true"}) if enabled else schema
 
     def stats_config(self) -> StatsConfig:
         """The statistics the table's properties ask its data files for, at its current snapshot
@@ -262,8 +270,10 @@ class Committer:
            data always continues the table's without a gap.)
         4. New refused messages go to the dead-letter table first, with its own ``txn``
            (``<app_id>-dlq-<partition>``), so a retry never duplicates a row.
-        5. Columns the new files need (reserved ones; user ones with ``merge``) are added
-           (delta-rs: a commit of their own; delta-spark: part of the commit in 6).
+        5. The schema changes the new files need (reserved columns; with ``merge``, new fields
+           at any depth, widenings, relaxed nullability: :meth:`_evolve`, built on the schema
+           read in 3) are made (delta-rs: commits of their own; delta-spark: part of the
+           commit in 6).
         6. One Delta commit, with no automatic retries: the new files (Kafka coordinates in
            their tags) and, per partition with anything new, ``txn`` = its highest new offset.
            A ``CommitConflict`` (a concurrent commit the engine could not rebase this one on,
@@ -425,7 +435,7 @@ class Committer:
         st.split_segments += sum(1 for s in fresh if s.split)
         st.stitched_segments += sum(1 for s in fresh if s.row_groups is not None)
         st.stitch_fallbacks += sum(1 for s in fresh if s.stitch_fallback)
-        log.info(
+        log.debug(  # the progress: line sums them up; a healthy daemon stays quiet (-v shows each)
             "committed %d segment(s), %d records in %d file(s): table version %d",
             len(fresh),
             sum(s.records for s in fresh),
@@ -450,17 +460,33 @@ class Committer:
         return appended
 
     def _evolve(self, table: TableLog, fresh: Sequence[LandedSegment]) -> None:
-        """Add the columns the new files need that the table lacks (idempotent)."""
-        wanted: dict[str, pa.Field] = {}
+        """Evolve the table's schema to take the new files (idempotent): each segment's changed
+        columns are merged, at any depth, into the current table schema (re-read in step 3, so
+        another writer's evolution is built on, not undone), then handed to the engine.
+
+        Raises:
+            SchemaMismatchError: another writer changed the table so that it no longer takes them.
+        """
+        fields = [f for s in fresh for f in s.new_fields]
+        if not fields:
+            return
+        current = self._with_widening(table.arrow_schema(), table)
+        target = current
         for s in fresh:
-            for f in s.new_fields:
-                wanted.setdefault(f.name, f)
-        present = set(table.arrow_schema().names)
-        missing = [f for name, f in wanted.items() if name not in present]
-        if missing:
-            table.add_columns(missing)
+            if not s.new_fields:
+                continue
+            merge = merge_schemas(target, pa.schema(list(s.new_fields)), absent_ok=target.names)
+            if merge.problems:
+                p = merge.problems[0]
+                raise SchemaMismatchError(
+                    f"the table cannot take {s.topic}[{s.partition}]@{s.offset}: column {p}", field=p.path
+                )
+            target = merge.schema
+        changed = [f for f in target if f.name not in current.names or not f.equals(current.field(f.name))]
+        if changed:
+            table.add_columns(changed)
             self.stats.schema_evolutions += 1
-            log.info("table schema evolved: added %s", ", ".join(f.name for f in missing))
+            log.info("table schema evolved: %s", ", ".join(f"{f.name}: {f.type}" for f in changed))
 
     def _discard(self, paths: Sequence[str]) -> None:
         """Delete files that will never be committed, best effort: what stays is an orphan the

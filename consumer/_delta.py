@@ -4,7 +4,7 @@
 protocol uses (:class:`parka.consumer._log.TableLog`; delta-spark's is in
 ``spark_ext/_delta_spark.py``). The rules both engines share live here once: which tables raw
 files may join (:func:`check_writable`), the schema JSON a new table gets (:func:`schema_json`)
-and how new columns merge in (:func:`new_columns`, :func:`schema_with_columns`).
+and how a schema evolves (:func:`evolve_schema_json`, after :mod:`parka.evolution`'s rule).
 
 Whatever deltalake or the filesystem raises leaves as a parka error::
 
@@ -43,6 +43,7 @@ from deltalake.exceptions import SchemaMismatchError as DeltaSchemaMismatchError
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
 
 from parka.errors import CommitConflict, CommitError, ConfigError, ParkaError, SchemaMismatchError
+from parka.evolution import merge_schemas
 from parka.schema import RESERVED_PREFIX, child_fields
 
 from ._log import DataFile
@@ -55,6 +56,7 @@ __all__ = [
     "RsEngine",
     "RsTableLog",
     "add_columns",
+    "evolve_schema_json",
     "append_rows",
     "arrow_schema",
     "arrow_schema_of_json",
@@ -70,14 +72,13 @@ __all__ = [
     "configuration",
     "live_files",
     "create_table",
-    "new_columns",
     "open_table",
     "partition_columns",
     "read_version",
     "referenced_files",
     "refresh",
     "schema_json",
-    "schema_with_columns",
+    "schema_json_of",
     "txn_version",
     "vacuum",
 ]
@@ -244,7 +245,13 @@ def _check_writable(table: DeltaTable) -> None:
     with _translating("cannot read the table metadata"):
         config = table.metadata().configuration
         fields = table.schema().fields
+        features = set(table.protocol().reader_features or [])
     check_writable(config, [f.metadata for f in fields])
+    if "typeWidening" in features:
+        raise CommitError(
+            "delta-rs 1.6 can neither read nor write a table with type widening (the typeWidening table feature, "
+            "delta.enableTypeWidening): use parka spark-ingest --mode raw"
+        )
 
 
 def configuration(table: DeltaTable) -> dict[str, str]:
@@ -362,82 +369,120 @@ def checkpoint(table: DeltaTable) -> None:
 
 
 def add_columns(table: DeltaTable, fields: list[pa.Field]) -> int:
-    """Add nullable columns, or new fields of struct columns; returns the table version.
+    """Evolve the table's schema to take ``fields`` (top-level columns as they must become:
+    :func:`parka.evolution.merge_schemas`'s): new nullable columns, new fields at any depth
+    (in structs, lists of structs, map values), top-level nullability relaxed. Returns the table
+    version. What is there already is skipped, so a retry after a crash is harmless.
 
-    Fields already present with the same type are skipped, so a retry after a crash is harmless.
+    delta-rs 1.6 commits new fields with ``alter.add_columns`` (which merges nested fields) and
+    a relaxed column with ``alter.drop_column_not_null``; it cannot change a column's type (nor
+    read or write a table with type widening), nor relax a field inside a struct.
 
     Raises:
-        SchemaMismatchError: a type Delta cannot store, a new column that is not nullable, or a
-            column that exists with another type.
+        SchemaMismatchError: a type Delta cannot store, a change the table cannot take (names
+            the path and both types), or one delta-rs cannot commit.
         CommitConflict, CommitError: the metadata commit failed.
     """
-    new = new_columns(table.schema().fields, fields)
-    if new:
-        with _translating("cannot add columns", read_version=table.version()):
-            table.alter.add_columns(new)
+    merged = evolve_schema_json(schema_json_of(table), fields, widening=False)
+    if merged is None:
+        return table.version()
+    with _translating("cannot read the table schema"):
+        current = pa.schema(table.schema().to_arrow())
+    changes = merge_schemas(current, pa.schema(list(fields)), widening=False, absent_ok=current.names).changes
+    nested_relaxed = next((c for c in changes if c.kind == "relaxed" and "." in c.path), None)
+    if nested_relaxed is not None:
+        raise SchemaMismatchError(
+            "delta-rs cannot make a field inside a struct nullable; use parka spark-ingest --mode raw",
+            field=nested_relaxed.path,
+        )
+    added = {c.path.split(".", 1)[0] for c in changes if c.kind == "added"}
+    with _translating("cannot add columns", read_version=table.version()):
+        if added:
+            table.alter.add_columns([DeltaField.from_arrow(f.with_nullable(True)) for f in fields if f.name in added])
+        for c in changes:
+            if c.kind == "relaxed":
+                table.alter.drop_column_not_null(c.path)
     return table.version()
 
 
-def new_columns(current: Collection[DeltaField], fields: Collection[pa.Field]) -> list[DeltaField]:
-    """Which of ``fields`` a table with columns ``current`` lacks, as Delta fields: new nullable
-    columns, and struct columns with new fields (to merge into the existing ones).
+def schema_json_of(table: DeltaTable) -> str:
+    """The table's Delta schema JSON (the ``metaData`` action's ``schemaString``)."""
+    with _translating("cannot read the table schema"):
+        return str(table.schema().to_json())
+
+
+def evolve_schema_json(schema_json: str, fields: Collection[pa.Field], *, widening: bool) -> str | None:
+    """A Delta schema (its JSON, as in the ``metaData`` action) evolved to take ``fields``
+    (top-level columns as :func:`parka.evolution.merge_schemas` makes them): new columns
+    appended, new fields merged in at any depth, nullability relaxed, types widened with the
+    ``delta.typeChanges`` field metadata delta-spark records for them; existing fields keep their
+    metadata. ``None`` when nothing changes. The one implementation for both engines: delta-spark
+    commits this JSON, delta-rs the same changes through its alter API (:func:`add_columns`).
+    ``widening``: the table allows type widening (``delta.enableTypeWidening``).
 
     Raises:
-        SchemaMismatchError: a type Delta cannot store, a new column that is not nullable, or a
-            column that exists with another type (or another case).
+        SchemaMismatchError: a type Delta cannot store, a name that clashes with another but for
+            its case, or a change the table cannot take (names the path and both types).
+        CommitError: the schema JSON cannot be read.
     """
     check_schema(pa.schema(list(fields)))
-    by_name = {f.name.lower(): f for f in current}
-    new: list[DeltaField] = []
+    current = arrow_schema_of_json(schema_json)
+    by_lower = {name.lower(): name for name in current.names}
     for f in fields:
-        wanted, existing = DeltaField.from_arrow(f), by_name.get(f.name.lower())
-        if existing is None:
-            if not f.nullable:
-                raise SchemaMismatchError("an added column must be nullable: older files have no values", field=f.name)
-            new.append(wanted)
-            continue
-        if existing.name != f.name:
-            raise SchemaMismatchError(f"clashes with '{existing.name}': Delta names are case-insensitive", field=f.name)
-        old_type = _delta_type(existing)
-        if old_type == _delta_type(wanted):
-            continue
-        if not (pa.types.is_struct(f.type) and isinstance(old_type, dict) and old_type.get("type") == "struct"):
-            raise SchemaMismatchError(f"the column exists with type {existing.type}", field=f.name)
-        new.append(wanted)  # new fields of a struct: merged into the existing ones
-    return new
-
-
-def schema_with_columns(schema_json: str, fields: Collection[pa.Field]) -> str | None:
-    """A Delta schema (its JSON, as in the ``metaData`` action) with ``fields`` added as
-    :func:`add_columns` adds them (new fields of a struct column merge into it); ``None`` when
-    nothing is missing. For an engine that commits the metadata itself.
-
-    Raises:
-        SchemaMismatchError: as :func:`new_columns`.
-    """
-    try:
-        current = DeltaSchema.from_json(schema_json)
-    except Exception as exc:
-        raise CommitError(f"cannot read the table schema: {exc}") from exc
-    new = new_columns(current.fields, fields)
-    if not new:
+        if by_lower.get(f.name.lower(), f.name) != f.name:
+            raise SchemaMismatchError(
+                f"clashes with '{by_lower[f.name.lower()]}': Delta names are case-insensitive", field=f.name
+            )
+    merge = merge_schemas(current, pa.schema(list(fields)), widening=widening, absent_ok=current.names)
+    if merge.problems:
+        raise SchemaMismatchError(str(merge.problems[0]), field=merge.problems[0].path)
+    if not merge.changes:
         return None
-    merged = json.loads(schema_json)
-    for f in new:
-        _merge_field(merged["fields"], json.loads(f.to_json()))
-    return json.dumps(merged, separators=(",", ":"))
+    doc = json.loads(schema_json)
+    for f in fields:
+        wanted = json.loads(DeltaField.from_arrow(f).to_json())
+        existing = next((e for e in doc["fields"] if e["name"] == f.name), None)
+        if existing is None:
+            wanted["nullable"] = True
+            doc["fields"].append(wanted)
+        else:
+            _merge_json_field(existing, wanted)
+    return json.dumps(doc, separators=(",", ":"))
 
 
-def _merge_field(fields: list[dict[str, Any]], new: dict[str, Any]) -> None:
-    """Add the Delta field ``new`` (JSON) to ``fields``, or merge its struct fields into the one there."""
-    for existing in fields:
-        if existing["name"].lower() == new["name"].lower():
-            kind, added = existing["type"], new["type"]
-            if isinstance(kind, dict) and kind.get("type") == "struct" and isinstance(added, dict):
-                for child in added.get("fields", []):
-                    _merge_field(kind["fields"], child)
-            return
-    fields.append(new)
+def _merge_json_field(old: dict[str, Any], new: dict[str, Any]) -> None:
+    """Merge the Delta field ``new`` (JSON) into ``old``, recording type changes in its metadata."""
+    if new.get("nullable") and not old.get("nullable"):
+        old["nullable"] = True
+    changes: list[dict[str, str]] = []
+    old["type"] = _merge_json_type(old["type"], new["type"], "", changes)
+    if changes:
+        old.setdefault("metadata", {}).setdefault("delta.typeChanges", []).extend(changes)
+
+
+def _merge_json_type(old: Any, new: Any, path: str, changes: list[dict[str, str]]) -> Any:
+    kind = old.get("type") if isinstance(old, dict) else None
+    if kind == "struct" and isinstance(new, dict):
+        present = {f["name"]: f for f in old["fields"]}
+        for child in new.get("fields", []):
+            if child["name"] in present:
+                _merge_json_field(present[child["name"]], child)
+            else:
+                old["fields"].append({**child, "nullable": True})
+        return old
+    inner = path + "." if path else ""
+    if kind == "array" and isinstance(new, dict):
+        old["elementType"] = _merge_json_type(old["elementType"], new["elementType"], inner + "element", changes)
+        old["containsNull"] = bool(old.get("containsNull") or new.get("containsNull"))
+        return old
+    if kind == "map" and isinstance(new, dict):
+        old["valueType"] = _merge_json_type(old["valueType"], new["valueType"], inner + "value", changes)
+        old["valueContainsNull"] = bool(old.get("valueContainsNull") or new.get("valueContainsNull"))
+        return old
+    if old != new:  # a widening merge_schemas allowed
+        changes.append({"fromType": old, "toType": new, **({"fieldPath": path} if path else {})})
+        return new
+    return old
 
 
 def schema_json(schema: pa.Schema) -> str:

@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from parka._crash import crash_point
 from parka.errors import CommitConflict, SchemaMismatchError, SegmentDecodeError, SegmentError
+from parka.evolution import merge_schemas, widening_enabled
 from parka.partitioning import PartitionSpec, parse_partition_by
 from parka.segment import SegmentInfo, is_segment, read_segment_info
 
@@ -159,7 +160,8 @@ def check_segment(
         SchemaMismatchError: the table cannot take the segment (keeps the raw message).
     """
     specs = parse_partition_by(partition_by)
-    fit = _fits.get((specs, merge, seg.schema, table_schema), lambda: _fit(table_schema, seg.schema, specs, merge))
+    key = (specs, merge, widening_enabled(table_schema), seg.schema, table_schema)  # == ignores schema metadata
+    fit = _fits.get(key, lambda: _fit(table_schema, seg.schema, specs, merge))
     if fit.problem is not None:
         raise SchemaMismatchError(
             f"the table cannot take this segment: {fit.problem}",
@@ -213,14 +215,12 @@ def write_segments(
     """
     if not checked:
         return []
-    new_fields: dict[str, pa.Field] = {}
+    target = table_schema
     for c in checked:
-        for f in c.new_fields:
-            new_fields.setdefault(f.name, f)
+        if c.new_fields:  # each segment's changed columns, merged at any depth
+            target = merge_schemas(target, pa.schema(list(c.new_fields)), widening=True, absent_ok=target.names).schema
     specs = parse_partition_by(partition_by)
-    writer = _Writer(
-        table_uri, pa.schema([*table_schema, *new_fields.values()]), specs, storage_options or {}, stats_config
-    )
+    writer = _Writer(table_uri, target, specs, storage_options or {}, stats_config)
     crash_point("before-write")
     landed: list[LandedSegment] = []
     groups: dict[tuple[Any, ...], list[CheckedSegment]] = {}

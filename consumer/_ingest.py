@@ -14,6 +14,7 @@ moves a partition forward when another worker got further in the table.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import threading
@@ -34,6 +35,7 @@ from confluent_kafka import (
 
 from parka._cli_util import redacted_repr
 from parka._crash import crash_point
+from parka._health import Blocker, HealthLog, kafka_logger
 from parka.config import storage_options_for
 from parka.errors import CommitError, ConfigError, KafkaClientError, SchemaMismatchError, SegmentError
 from parka.partitioning import parse_partition_by
@@ -43,6 +45,7 @@ from ._delta import RsEngine
 from ._files import DEFAULT_TARGET_FILE_SIZE, DLQ_SCHEMA, CheckedSegment, check_segment, read_segment, write_segments
 from ._optimize import optimize_table
 from ._plan import CommitPolicy, Refused
+from ._preflight import BrokerWatch, wait_until_ready
 from ._shim import ParquetConsumer, RawSegment
 from ._stats import DEFAULT_STATS
 
@@ -92,6 +95,8 @@ class IngestSettings:
     dlq_table_uri: str | None = None
     storage_options: dict[str, str] = field(default_factory=dict)
     optimize_every: int = 0
+    broker_timeout_s: float = 20.0  # end_at_latest: give up on an unreachable broker after this
+    retry_log_interval_s: float = 300.0  # a cause the daemon waits on is logged again this often
 
     def __repr__(self) -> str:  # Kafka settings and storage options hold credentials
         return redacted_repr(self)
@@ -116,6 +121,10 @@ class IngestSettings:
             raise ConfigError("target_file_size", self.target_file_size, "a number of bytes >= 1")
         if self.max_segments_per_commit < 1:
             raise ConfigError("max_segments_per_commit", self.max_segments_per_commit, "an integer >= 1")
+        if not self.broker_timeout_s > 0:
+            raise ConfigError("broker_timeout_s", self.broker_timeout_s, "a number of seconds > 0")
+        if not self.retry_log_interval_s > 0:
+            raise ConfigError("retry_log_interval_s", self.retry_log_interval_s, "a number of seconds > 0")
         if self.optimize_every < 0:
             raise ConfigError("optimize_every", self.optimize_every, "a number of commits >= 0 (0: never)")
         # delta-rs and the data files get the same options: S3 made safe, unsafe ones refused
@@ -179,8 +188,10 @@ class IngestionConsumer:
         self._start: dict[int, int] = {}
         self._high: dict[int, int] = {}
         self._stop = threading.Event()
-        self._last_kafka_warning = float("-inf")
+        self._health = HealthLog(remind_s=settings.retry_log_interval_s, clock=clock)
+        self._watch = BrokerWatch(self._health, log, clock=clock)
         self._credential_error: Any = None  # a KafkaError from _CREDENTIAL_ERRORS, set by error_cb
+        self._client_error: Any = None  # the last error error_cb reported (the preflight names it)
         self._optimized_at = 0  # stats.commits at the last optimize_every run
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -204,6 +215,8 @@ class IngestionConsumer:
             ConfigError: ``--partition-by`` contradicts the existing table's partitioning.
             CommitError: a commit failed (``CommitConflict``: conflicts did not resolve).
             KafkaClientError: a fatal Kafka client error.
+            BlockedError: ``end_at_latest`` and the table location or the topic cannot be used
+                (:func:`._preflight.wait_until_ready`); a daemon waits for them instead.
         """
         s = self.settings
         conf = dict(s.kafka_conf)
@@ -214,28 +227,33 @@ class IngestionConsumer:
                 "auto.offset.reset": s.auto_offset_reset,
             }
         )
-        self._committer = Committer(
-            RsEngine(),
-            table_uri=s.table_uri,
-            topic=s.topic,
-            app_id=s.app_id,
-            partition_by=s.partition_by,
-            merge=s.schema_evolution == "merge",
-            dlq_table_uri=s.dlq_table_uri,
-            storage_options=s.storage_options,
-            checkpoint_interval=s.checkpoint_interval,
-            stats=self.stats,
-            on_commit=None if self._metrics is None else self._metrics.observe_commit,
-        )
-        self._committer.remove_orphans()
         conf["error_cb"] = self._error_callback(conf.get("error_cb"))
+        conf.setdefault("logger", kafka_logger())  # librdkafka's log through parka's, rate-limited
         self._consumer = ParquetConsumer(conf)
-        self._consumer.subscribe([s.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
         try:
+            if not self._wait_until_ready():
+                return self.stats  # stopped while waiting
+            self._committer = Committer(
+                RsEngine(),
+                table_uri=s.table_uri,
+                topic=s.topic,
+                app_id=s.app_id,
+                partition_by=s.partition_by,
+                merge=s.schema_evolution == "merge",
+                dlq_table_uri=s.dlq_table_uri,
+                storage_options=s.storage_options,
+                checkpoint_interval=s.checkpoint_interval,
+                stats=self.stats,
+                on_commit=None if self._metrics is None else self._metrics.observe_commit,
+            )
+            self._committer.remove_orphans()
+            self._consumer.subscribe([s.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
             while not self._stop.is_set():
                 raw = self._poll()
                 if raw is not None:
                     self._handle(raw)
+                    self._watch.recovered()
+                self._watch.tick(self._consumer, s.topic)
                 if self._policy.due(
                     segments=len(self._checked) + len(self._refused),
                     buffered_bytes=self._buffered_bytes,
@@ -263,6 +281,12 @@ class IngestionConsumer:
         def on_error(err: Any) -> None:
             if err.code() in _CREDENTIAL_ERRORS and self._credential_error is None:
                 self._credential_error = err
+            if err.code() != KafkaError._ALL_BROKERS_DOWN:  # the transport error says more
+                self._client_error = err
+            elif self._consumer is not None and self._assigned:
+                self._watch.trouble(
+                    Blocker("broker", f"lost the Kafka brokers at {self._bootstrap} ({err.str()})", False)
+                )
             if user_cb is not None:
                 user_cb(err)
 
@@ -302,15 +326,45 @@ class IngestionConsumer:
             if err is not None and err.code() in _CREDENTIAL_ERRORS:
                 self._raise_credential_error(err)
             if err is not None and not err.fatal():
-                now = self._clock()
-                if now - self._last_kafka_warning >= 10.0:
-                    log.warning("Kafka client: %s (retrying; buffered segments are kept)", err)
-                    self._last_kafka_warning = now
+                self._watch.trouble(Blocker("kafka", f"Kafka client: {err.str()} (buffered segments are kept)", False))
                 return None
             raise
         if self._credential_error is not None:  # noted by error_cb during this poll
             self._raise_credential_error(self._credential_error)
         return raw
+
+    # -- causes the daemon waits on ------------------------------------------------------------
+
+    @property
+    def _bootstrap(self) -> str:
+        return str(self.settings.kafka_conf.get("bootstrap.servers", "?"))
+
+    def _wait_until_ready(self) -> bool:
+        """The table location and the topic answer (:func:`._preflight.wait_until_ready`)."""
+        s = self.settings
+
+        def client_error() -> Any:
+            assert self._consumer is not None
+            with contextlib.suppress(KafkaClientError):
+                self._consumer.poll_buffer(timeout=0)  # serves error_cb; nothing is subscribed yet
+            return self._credential_error or self._client_error
+
+        ready = wait_until_ready(
+            self._consumer,
+            topic=s.topic,
+            bootstrap=self._bootstrap,
+            table_uri=s.table_uri,
+            storage_options=s.storage_options,
+            run_once=s.end_at_latest,
+            timeout_s=s.broker_timeout_s,
+            health=self._health,
+            stop=self._stop,
+            client_error=client_error,
+            log=log,
+            clock=self._clock,
+        )
+        self._credential_error = None  # cleared, or the daemon waited until it was
+        return ready
 
     # -- rebalance -----------------------------------------------------------------------------
 

@@ -100,13 +100,15 @@ class TableLog(Protocol):
         ...
 
     def add_columns(self, fields: Sequence[pa.Field]) -> None:
-        """Add nullable columns (or new fields of struct columns); present ones are skipped.
-        They are in the table once the next :meth:`commit_add_files` returns (delta-rs commits
-        them at once, delta-spark with that commit).
+        """Evolve the schema to take ``fields``: the table's top-level columns as they must
+        become (:func:`parka.evolution.merge_schemas`): new columns, new fields at any depth,
+        widened types (where the table allows type widening), relaxed nullability; what is
+        there already is skipped. They are in the table once the next :meth:`commit_add_files`
+        returns (delta-rs commits them at once, delta-spark with that commit).
 
         Raises:
-            SchemaMismatchError: a type Delta cannot store, a column that is not nullable, or
-                one that exists with another type.
+            SchemaMismatchError: a type Delta cannot store, or a change the table (or the
+                engine) cannot take: the error names the path and both types.
             CommitConflict, CommitError: the metadata commit failed.
         """
         ...

@@ -10,8 +10,8 @@ import json
 import logging
 import sys
 
-from parka._cli_util import add_shared_flags, columns, env, pairs, redacted, setup_logging, size_bytes
-from parka.errors import ConfigError, ParkaError
+from parka._cli_util import add_shared_flags, columns, env, pairs, redacted, setup_logging, size_bytes, stopped
+from parka._health import exit_code_for
 
 from ._optimize import DEFAULT_TARGET_SIZE, optimize_table
 
@@ -52,13 +52,13 @@ def build_parser() -> argparse.ArgumentParser:
         "versions older than it fail",
     )
     p.add_argument("--no-checkpoint", action="store_true", help="do not write a checkpoint afterwards")
-    add_shared_flags(p, only=("storage_option", "quiet", "log_format"))
+    add_shared_flags(p, only=("storage_option", "quiet", "verbose", "log_format"))
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    setup_logging(quiet=args.quiet, log_format=args.log_format)
+    setup_logging(quiet=args.quiet, log_format=args.log_format, verbose=args.verbose)
     if not args.table_uri:
         raise SystemExit(f"{_PROG}: TABLE_URI is required (or PARKA_TABLE_URI)")
     storage_options = pairs(args.storage_option, "--storage-option", _PROG)
@@ -73,12 +73,9 @@ def main(argv: list[str] | None = None) -> int:
             checkpoint=not args.no_checkpoint,
             storage_options=storage_options,
         )
-    except ConfigError as exc:
-        log.error("stopped: %s: %s", type(exc).__name__, exc)
-        return 2
-    except ParkaError as exc:
-        log.error("stopped: %s: %s", type(exc).__name__, exc)
-        return 1
+    except Exception as exc:  # one line for the operator (docs/operating.md); the trace with --verbose
+        stopped(log, exc)
+        return exit_code_for(exc)
     print(json.dumps({"status": "ok", **dataclasses.asdict(result)}))
     return 0
 

@@ -15,6 +15,7 @@ from urllib.parse import quote
 import pyarrow as pa
 
 from parka.errors import SchemaError, SchemaMismatchError, SegmentError
+from parka.evolution import Change, merge_schemas, nullable_within
 from parka.partitioning import EXPRESSION_KEY, PartitionSpec, parse_partition_by, parse_spec
 from parka.segment import HEADERS_COLUMN, KEY_COLUMN, TIMESTAMP_COLUMN
 
@@ -148,38 +149,20 @@ def partition_path(values: dict[str, str | None]) -> str:
     return "/".join(parts)
 
 
-def _norm(t: pa.DataType) -> Any:
-    """A type's identity for compatibility: ignores large/view variants, child field names and
-    timestamp units down to milliseconds (Delta readers take Parquet's MILLIS and MICROS alike),
-    keeps everything else: a nanosecond timestamp (which Spark and delta-rs do not read as a
-    Delta timestamp) and a timestamp with a time zone (UTC instants) against one without differ."""
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
-        return "string"
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
-        return "binary"
-    if pa.types.is_timestamp(t):
-        return ("timestamp", t.tz is not None, t.unit == "ns")
-    if pa.types.is_map(t):
-        return ("map", _norm(t.key_type), _norm(t.item_type))
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t):
-        return ("list", _norm(t.value_type))
-    if pa.types.is_struct(t):
-        return ("struct", tuple((f.name, _norm(f.type)) for f in t))
-    if pa.types.is_dictionary(t):
-        return _norm(t.value_type)
-    return str(t)
-
-
 @dataclass(frozen=True)
 class SchemaVerdict:
-    """How a segment's schema relates to the table's.
+    """How a segment's schema relates to the table's (:func:`parka.evolution.merge_schemas`).
 
-    ``new_fields``: columns the table lacks (evolution can add them when all are nullable);
-    ``problems``: human-readable reasons the table cannot take the segment as is.
+    ``new_fields``: the table's top-level columns as they must become to take the segment
+    (new ones, new fields at any depth, widened types, relaxed nullability); ``changes``: what
+    changes, by path; ``problems``: human-readable reasons the table cannot take the segment,
+    each naming its path and both types.
     """
 
     new_fields: tuple[pa.Field, ...]
     problems: tuple[str, ...]
+    changes: tuple[Change, ...] = ()
+    problem_paths: tuple[str, ...] = ()
 
     @property
     def fits(self) -> bool:
@@ -187,25 +170,13 @@ class SchemaVerdict:
 
 
 def check_schema(table: pa.Schema, segment: pa.Schema, *, partition_by: tuple[str, ...] = ()) -> SchemaVerdict:
-    """Compare a segment's (footer) schema with the table's; never decodes data."""
-    problems: list[str] = []
-    new_fields: list[pa.Field] = []
-    for field in segment:
-        if field.name not in table.names:
-            if field.nullable or field.name in RESERVED_COLUMNS:
-                new_fields.append(field.with_nullable(True))
-            else:
-                problems.append(f"column '{field.name}' is not in the table and is not nullable")
-            continue
-        target = table.field(field.name)
-        if _norm(target.type) != _norm(field.type):
-            problems.append(f"column '{field.name}' is {field.type} in the segment but {target.type} in the table")
-        elif field.nullable and not target.nullable:
-            problems.append(f"column '{field.name}' is nullable in the segment but not in the table")
-    for field in table:
-        if field.name not in segment.names and not field.nullable and field.name not in partition_by:
-            problems.append(f"non-nullable table column '{field.name}' is missing from the segment")
-    return SchemaVerdict(tuple(new_fields), tuple(problems))
+    """Compare a segment's (footer) schema with the table's at any depth; never decodes data.
+    Type widening is allowed when ``table``'s metadata says the table has it
+    (:data:`parka.evolution.TYPE_WIDENING_KEY`)."""
+    merged = merge_schemas(table, segment, absent_ok=(*partition_by, *RESERVED_COLUMNS))
+    problems = tuple(f"column {p}" for p in merged.problems)
+    changed = tuple(f for f in merged.schema if f.name not in table.names or not f.equals(table.field(f.name)))
+    return SchemaVerdict(changed, problems, merged.changes, tuple(p.path for p in merged.problems))
 
 
 def table_schema_from_segment(schema: pa.Schema, partition_by: Sequence[PartitionSpec | str] = ()) -> pa.Schema:
@@ -234,9 +205,9 @@ def table_schema_from_segment(schema: pa.Schema, partition_by: Sequence[Partitio
         except SchemaError as exc:
             raise SchemaMismatchError(str(exc).removeprefix(f"field '{exc.field}': "), field=exc.field) from exc
     return pa.schema(
-        [_relaxed(f) for f in schema if f.name not in RESERVED_COLUMNS]
+        [nullable_within(f) for f in schema if f.name not in RESERVED_COLUMNS]
         + derived
-        + [_relaxed(f).with_nullable(True) for f in schema if f.name in RESERVED_COLUMNS]
+        + [nullable_within(f).with_nullable(True) for f in schema if f.name in RESERVED_COLUMNS]
     )
 
 
@@ -257,24 +228,11 @@ def table_partitioning(schema: pa.Schema, partition_columns: Sequence[str]) -> t
     return tuple(specs)
 
 
-def _relaxed(field: pa.Field, *, inside: bool = False) -> pa.Field:
-    """``field`` with every field under a list or map nullable (``inside``: it is under one)."""
-    t = field.type
-    if pa.types.is_struct(t):
-        t = pa.struct([_relaxed(f, inside=inside) for f in t])
-    elif pa.types.is_list(t) or pa.types.is_large_list(t):
-        item = _relaxed(t.value_field, inside=True)
-        t = pa.large_list(item) if pa.types.is_large_list(t) else pa.list_(item)
-    elif pa.types.is_map(t):
-        t = pa.map_(t.key_type, _relaxed(t.item_field, inside=True))
-    out = field.with_type(t)
-    return out.with_nullable(True) if inside else out
-
-
 @dataclass(frozen=True)
 class Fit:
-    """Whether a segment fits the table: ``problem`` says why not (``field`` names the column
-    when one is to blame); otherwise ``new_fields`` are the columns it adds."""
+    """Whether a segment fits the table: ``problem`` says why not (``field`` names the path,
+    ``actor.site_admin``, when one is to blame); otherwise ``new_fields`` are the table's
+    top-level columns as they must become to take it (new or changed)."""
 
     new_fields: tuple[pa.Field, ...] = ()
     problem: str | None = None
@@ -307,12 +265,12 @@ def fit_segment(
             )
     verdict = check_schema(table, segment, partition_by=tuple(s.name for s in specs))
     if verdict.problems:
-        return Fit(problem="; ".join(verdict.problems))
-    user_new = [f for f in verdict.new_fields if f.name not in RESERVED_COLUMNS]
-    if user_new and not merge:
-        names = ", ".join(f.name for f in user_new)
+        return Fit(problem="; ".join(verdict.problems), field=verdict.problem_paths[0])
+    user = [c for c in verdict.changes if c.path.split(".", 1)[0] not in RESERVED_COLUMNS]
+    if user and not merge:
+        paths = ", ".join(f"{c.path} ({c.kind})" for c in user)
         return Fit(
-            problem=f"new column(s) {names}: rerun with --schema-evolution merge to add them", field=user_new[0].name
+            problem=f"schema change(s) {paths}: rerun with --schema-evolution merge to take them", field=user[0].path
         )
     return Fit(new_fields=verdict.new_fields)
 

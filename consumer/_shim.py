@@ -64,9 +64,10 @@ from parka.encryption import ENCRYPTION_PREFIX, parse_kms_config
 from parka.errors import ConfigError, KafkaClientError, SegmentDecodeError, SegmentError
 from parka.message import RecordMessage, SegmentRecords
 from parka.registry import Registry, parse_schema_id, split_registry_config
-from parka.schema import RESERVED_PREFIX, schema_fingerprint
+from parka.schema import RESERVED_PREFIX, schema_fingerprint, to_arrow_schema
 from parka.segment import SCHEMA_ID_HEADER, decode_segment, is_segment, read_segment_info
 
+from ._resolve import resolve_table
 from ._rows import segment_records
 from ._segments import Cursor, Key, Position, RawSegment, SegmentTable, decode_position, position_after
 
@@ -186,6 +187,22 @@ class ParquetConsumer:
         self._committer: threading.Thread | None = None
         self._stop_committer = threading.Event()
         self._closed = False
+        self._readers: dict[str, pa.Schema] = {}  # set_reader_schema
+
+    def set_reader_schema(self, topic: str, schema: str | Mapping[str, Any] | pa.Schema | None) -> None:
+        """Read ``topic``'s records in ``schema`` (an Avro record schema or a ``pyarrow.Schema``)
+        whatever schema each segment was written with, Avro-style (:mod:`._resolve`): fields by
+        name at any depth, ``None`` for what a writer lacked, what the reader lacks dropped.
+        ``None`` goes back to the default: each record has its writer's fields, as a plain
+        consumer of the topic would see them. Applies to segments decoded from now on.
+
+        Raises:
+            SchemaError: a schema parka cannot use (names the field).
+        """
+        if schema is None:
+            self._readers.pop(topic, None)
+        else:
+            self._readers[topic] = to_arrow_schema(schema)
 
     # -- subscription --------------------------------------------------------------------
 
@@ -564,6 +581,13 @@ class ParquetConsumer:
             except Exception:
                 self._cursors[key] = Cursor(topic, partition, offset)
                 raise
+        if topic in self._readers:
+            try:
+                table = resolve_table(table, self._readers[topic])
+            except ValueError as exc:
+                self._cursors[key] = Cursor(topic, partition, offset)
+                where = {"topic": topic, "partition": partition, "offset": offset}
+                raise SegmentDecodeError(f"reader schema: {exc}", value=msg.value(), headers=headers, **where) from exc
         cursor = Cursor(topic, partition, offset, message=msg, table=table, start=start)
         self._cursors[key] = cursor
         if cursor.next >= cursor.stop:

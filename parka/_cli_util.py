@@ -23,6 +23,7 @@ from .partitioning import parse_partition_by
 
 __all__ = [
     "SECRET_HINTS",
+    "stopped",
     "JsonFormatter",
     "add_shared_flags",
     "columns",
@@ -57,6 +58,7 @@ SECRET_HINTS = (
 ``azure_storage_connection_string``, ...). This module is the one place that masks secrets:
 log lines, reprs and error messages that show settings go through :func:`redacted`."""
 
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _URL_PASSWORD = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^/:@\s]*):[^/@\s]*@")
 
 
@@ -286,7 +288,8 @@ def _flags(overrides: Mapping[str, Mapping[str, Any]]) -> list[tuple[tuple[str, 
             {
                 "choices": ["none", "merge"],
                 "default": env("SCHEMA_EVOLUTION", "none"),
-                "help": "merge: add new nullable columns to the table [PARKA_SCHEMA_EVOLUTION]",
+                "help": "merge: the table takes new fields at any depth, widenings where it has type widening, "
+                "relaxed nullability (README: Schema evolution) [PARKA_SCHEMA_EVOLUTION]",
             },
         ),
         (
@@ -322,6 +325,42 @@ def _flags(overrides: Mapping[str, Mapping[str, Any]]) -> list[tuple[tuple[str, 
                 "default": port_number(env("METRICS_PORT")) if env("METRICS_PORT") else None,
                 "help": "serve Prometheus metrics (parka_*) on this port, 0 for a free one (the bound address is "
                 "logged); needs parka[metrics] [PARKA_METRICS_PORT]",
+            },
+        ),
+        (
+            ("--broker-timeout",),
+            {
+                "type": float,
+                "default": float(env("BROKER_TIMEOUT", 20)),
+                "help": "with --end-at-latest: seconds to wait for a Kafka broker to answer before exiting 3; a "
+                "daemon waits as long as it takes [PARKA_BROKER_TIMEOUT]",
+            },
+        ),
+        (
+            ("--retry-log-interval",),
+            {
+                "type": float,
+                "default": float(env("RETRY_LOG_INTERVAL", 300)),
+                "help": "while a daemon waits on a cause (no broker, no topic, a table location it cannot use), "
+                "seconds between two lines saying it still does [PARKA_RETRY_LOG_INTERVAL]",
+            },
+        ),
+        (
+            ("--progress-interval",),
+            {
+                "type": float,
+                "default": float(env("PROGRESS_INTERVAL", 60)),
+                "help": "seconds between two progress: summary lines when stderr is not a terminal (a terminal "
+                "gets a progress bar) [PARKA_PROGRESS_INTERVAL]",
+            },
+        ),
+        (
+            ("-v", "--verbose"),
+            {
+                "action": "store_true",
+                "default": env("VERBOSE", "") in ("1", "true"),
+                "help": "debug log: a line per commit, and the stack trace of an error that stops the run "
+                "[PARKA_VERBOSE=1]",
             },
         ),
         (
@@ -361,8 +400,10 @@ def add_shared_flags(
             parser.add_argument(*names, **kwargs)
 
 
-def setup_logging(*, quiet: bool, log_format: str) -> None:
-    """parka's loggers to stderr: text or one JSON object per line; warnings only when ``quiet``."""
+def setup_logging(*, quiet: bool, log_format: str, verbose: bool = False) -> None:
+    """parka's loggers to stderr: text or one JSON object per line; warnings only when ``quiet``,
+    debug lines too when ``verbose``. librdkafka's log comes through ``parka.kafka``
+    (:func:`parka._health.kafka_logger`)."""
     handler = _LineClearingHandler(sys.stderr)
     if log_format == "json":
         handler.setFormatter(JsonFormatter())
@@ -370,12 +411,19 @@ def setup_logging(*, quiet: bool, log_format: str) -> None:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger("parka")
     root.handlers[:] = [handler]
-    root.setLevel(logging.WARNING if quiet else logging.INFO)
+    root.setLevel(logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO)
 
 
 class _LineClearingHandler(logging.StreamHandler):
     """On a terminal, clears the line first: a progress bar drawn there (:mod:`parka._progress`)
-    is overwritten by the log line instead of running into it, and redrawn below it."""
+    is overwritten by the log line instead of running into it, and redrawn below it. Elsewhere
+    (a file, a pipe, a log collector) no line carries ANSI codes: delta-rs colours its errors."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        if not getattr(self.stream, "isatty", lambda: False)():
+            text = _ANSI.sub("", text)
+        return text
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -388,14 +436,28 @@ class _LineClearingHandler(logging.StreamHandler):
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per log line: ``ts`` (UTC), ``level``, ``logger``, ``msg``."""
+    """One JSON object per log line: ``ts`` (UTC), ``level``, ``logger``, ``msg``, and ``trace``
+    when the line carries an exception's (``--verbose``)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        return json.dumps(
-            {
-                "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
-                "level": record.levelname.lower(),
-                "logger": record.name,
-                "msg": record.getMessage(),
-            }
-        )
+        line = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        if record.exc_info:
+            line["trace"] = self.formatException(record.exc_info)
+        return json.dumps(line)
+
+
+def stopped(log: logging.Logger, exc: BaseException) -> None:
+    """Log the error that ends a run as one line (``stopped: <kind>: <what>``: no ANSI codes, no
+    continuation lines); its stack trace only at debug level (``--verbose``)."""
+    from ._health import one_line
+
+    if type(exc).__name__ == "BlockedError":  # its message names the cause; the class adds nothing
+        log.error("stopped: %s", one_line(exc))
+    else:
+        log.error("stopped: %s: %s", type(exc).__name__, one_line(exc))
+    log.debug("the error's trace", exc_info=exc)

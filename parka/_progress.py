@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
-__all__ = ["ProgressBar", "bar_text"]
+__all__ = ["LogProgress", "ProgressBar", "bar_text"]
 
 _WIDTH = 28
 
@@ -96,3 +96,34 @@ class ProgressBar:
         self.stream.write("\r\x1b[2K" + line)
         self.stream.flush()
         self._drawn = True
+
+
+class LogProgress:
+    """:class:`ProgressBar`'s interface for a stream that is not a terminal: one ``progress:``
+    line to ``logger`` at most every ``interval_s`` (``--progress-interval``), none at
+    :meth:`close`. ``parka spark-ingest`` hands it to its loop where a terminal gets the bar."""
+
+    def __init__(
+        self,
+        logger: Any,
+        *,
+        unit: str = "messages",
+        interval_s: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.logger, self.unit, self.interval_s, self._clock = logger, unit, interval_s, clock
+        self.done, self.total = 0, 0
+        self._said_at = clock()
+
+    def update(self, done: int, *, total: int | None = None, extra: str = "") -> None:
+        self.done = done
+        if total is not None:
+            self.total = total
+        now = self._clock()
+        if now - self._said_at >= self.interval_s:
+            self._said_at = now
+            lag = max(self.total - self.done, 0)
+            self.logger.info("progress: %s %s committed; lag %s%s", f"{done:,}", self.unit, f"{lag:,}", extra)
+
+    def close(self) -> None:
+        pass

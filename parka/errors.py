@@ -14,6 +14,8 @@
     │   └── SegmentDecodeError   header or Parquet bytes are corrupt; keeps the raw bytes
     ├── KafkaClientError       the Kafka client reported an error (delivery, consume, commit)
     ├── RegistryError          the schema registry refused a request or could not be reached
+    ├── BlockedError           a run-once cannot start: broker unreachable, topic unknown, Kafka
+    │                          credentials refused, table location unusable (``blocker`` says which)
     └── CommitError            a Delta commit (or a write under the table) failed
         └── CommitConflict       another commit won: raised by a Delta engine for the committer
                                  to re-read and decide again, and by the committer when that
@@ -28,6 +30,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "BlockedError",
     "CommitConflict",
     "CommitError",
     "ConfigError",
@@ -199,6 +202,15 @@ class RegistryError(ParkaError):
         self.subject = subject
         self.schema_id = schema_id
         super().__init__(message)
+
+
+class BlockedError(ParkaError):
+    """Something outside parka keeps a run from starting: ``blocker`` (a
+    :class:`parka._health.Blocker`) names it, its one-line message and its exit code."""
+
+    def __init__(self, blocker: Any) -> None:
+        self.blocker = blocker
+        super().__init__(blocker.message)
 
 
 class KafkaClientError(ParkaError):

@@ -231,17 +231,51 @@ def _column(values: list[Any], field: pa.Field) -> pa.Array:
     return _conform(array, field)
 
 
+def _null_structs(n: int, t: pa.DataType) -> pa.Array:
+    """``n`` null structs of type ``t`` whose never-null children hold placeholders (zeros, empty
+    strings and lists): Arrow's own null structs have null children, which Parquet writers
+    refuse under a field the schema says is never null."""
+    return pa.StructArray.from_arrays([_filler(n, f) for f in t], fields=list(t), mask=pa.array([True] * n, pa.bool_()))
+
+
+def _filler(n: int, field: pa.Field) -> pa.Array:
+    """``n`` values of ``field`` never read (under a null struct): nulls where it allows them."""
+    t = field.type
+    if field.nullable:
+        return _null_structs(n, t) if pa.types.is_struct(t) else pa.nulls(n, t)
+    if pa.types.is_struct(t):
+        return pa.StructArray.from_arrays([_filler(n, f) for f in t], fields=list(t))
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
+        offsets = pa.array([0] * (n + 1), pa.int64() if pa.types.is_large_list(t) else pa.int32())
+        if pa.types.is_map(t):
+            return pa.MapArray.from_arrays(offsets, pa.array([], t.key_type), pa.array([], t.item_type), type=t)
+        return type(pa.nulls(0, t)).from_arrays(offsets, pa.array([], t.value_type), type=t)
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return pa.array([""] * n, pa.string()).cast(t)
+    if pa.types.is_decimal(t):
+        return pa.array([decimal.Decimal(0)] * n, t)
+    for zero in (pa.int64(), pa.int32()):  # timestamps cast from int64, dates from int32
+        try:
+            return pa.array([0] * n, zero).cast(t)
+        except (pa.ArrowException, TypeError, ValueError):
+            continue
+    return pa.nulls(n, t)  # a type without a zero: left to the writer to judge
+
+
 def _struct_column(values: list[Any], field: pa.Field) -> pa.Array:
     """A struct column built child by child (faster than Arrow inferring nested dicts, and each
     level's keys are checked)."""
     nulls = values.count(None)
     if nulls == len(values):
-        return pa.nulls(len(values), field.type)
+        return _null_structs(len(values), field.type)
     mask = None
     dicts = values
     if nulls:
         mask = pa.array([v is None for v in values], pa.bool_())
-        dicts = [_EMPTY if v is None else v for v in values]
+        # A null struct's rows take a present row's values: masked, never read, and no null lands
+        # in a child the schema says is never null (Parquet writers refuse the file otherwise).
+        stand_in = next(v for v in values if v is not None)
+        dicts = [stand_in if v is None else v for v in values]
     t = field.type
     children = _columns(dicts, list(t), frozenset(f.name for f in t))
     return pa.StructArray.from_arrays(children, fields=list(t), mask=mask)
@@ -268,7 +302,7 @@ def _conform(array: pa.Array, field: pa.Field) -> pa.Array:
     target = field.type
     src = array.type
     if pa.types.is_null(src):
-        return pa.nulls(len(array), target)
+        return _null_structs(len(array), target) if pa.types.is_struct(target) else pa.nulls(len(array), target)
     if pa.types.is_dictionary(target):
         return _cast(_conform(array, field.with_type(target.value_type)), target)
     if pa.types.is_struct(target):
@@ -278,9 +312,15 @@ def _conform(array: pa.Array, field: pa.Field) -> pa.Array:
         if set(have) - {f.name for f in target}:
             raise _Slow("unknown struct field")
         children = [
-            _conform(array.field(have[f.name]), f) if f.name in have else pa.nulls(len(array), f.type) for f in target
+            _conform(array.field(have[f.name]), f) if f.name in have else _filler(len(array), f.with_nullable(True))
+            for f in target
         ]
         mask = array.is_null() if array.null_count else None
+        if mask is not None:  # under a null struct, a never-null child holds placeholders (see _null_structs)
+            children = [
+                c if f.nullable or not c.null_count else pc.if_else(mask, _filler(len(array), f), c)
+                for c, f in zip(children, target, strict=True)
+            ]
         return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
     if pa.types.is_list(target) or pa.types.is_large_list(target):
         if not (pa.types.is_list(src) or pa.types.is_large_list(src)):

@@ -18,6 +18,7 @@ load time, and the client's extra dependencies are needed only with a registry c
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,6 +27,8 @@ import pyarrow as pa
 from parka.errors import ConfigError, RegistryError
 from parka.schema import schema_fingerprint, to_arrow_schema
 from parka.segment import SCHEMA_ID_HEADER
+
+log = logging.getLogger(__name__)
 
 __all__ = ["PREFIX", "Registry", "parse_schema_id", "split_registry_config"]
 
@@ -87,10 +90,33 @@ class Registry:
         return self._avro(registered.schema_id, registered.schema, subject=subject), registered.schema.schema_str
 
     def register(self, subject: str, schema: str) -> int:
-        """Register the Avro ``schema`` under ``subject`` (its existing id when already there)."""
+        """Register the Avro ``schema`` under ``subject`` (its existing id when already there); a
+        version the subject's compatibility rule refuses is a :class:`RegistryError` naming the rule."""
         from confluent_kafka.schema_registry import Schema
 
-        return int(self._call(lambda: self._client.register_schema(subject, Schema(schema, "AVRO")), subject=subject))
+        try:
+            return int(
+                self._call(lambda: self._client.register_schema(subject, Schema(schema, "AVRO")), subject=subject)
+            )
+        except RegistryError as exc:
+            if not str(exc).endswith("(HTTP 409)"):
+                raise
+            raise RegistryError(
+                f"{exc}: the new version is incompatible with the subject's compatibility rule "
+                f"({self._compatibility(subject)})",
+                subject=subject,
+            ) from None
+
+    def _compatibility(self, subject: str) -> str:
+        """The compatibility rule ``subject`` is held to (its own, else the registry's), for messages."""
+        for ask in (lambda: self._client.get_compatibility(subject), lambda: self._client.get_compatibility()):
+            try:
+                rule = ask()
+            except Exception as exc:  # not set at this level, or unreachable: ask the next, else say so
+                log.debug("no compatibility rule from the registry: %s", exc)
+                continue
+            return str(getattr(rule, "value", rule))
+        return "unknown"
 
     def writer_schema(self, schema_id: int) -> tuple[pa.Schema, str]:
         """The Arrow schema and its fingerprint of the Avro schema with id ``schema_id``."""

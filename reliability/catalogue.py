@@ -32,11 +32,13 @@ __all__ = [
     "BAD_IDS",
     "DATA_INPUTS",
     "EVENTS",
+    "EVENTS_VERSIONS",
     "PRODUCER_INPUTS",
     "RAW_INPUTS",
     "TOPIC_MAX_MESSAGE_BYTES",
     "BadInput",
     "events",
+    "evolved_events",
     "random_text",
 ]
 
@@ -70,6 +72,32 @@ def events(ids: Sequence[int], *, note: Sequence[str | None] | None = None) -> p
         },
         schema=EVENTS,
     )
+
+
+# The producer's schema as it evolves in the schema-evolution scenario: v1 is EVENTS; v2 adds an
+# ``origin`` struct column; v3 adds a field inside it and a list-of-structs column.
+EVENTS_VERSIONS = (
+    EVENTS,
+    EVENTS.append(pa.field("origin", pa.struct([("site", pa.string())]))),
+    EVENTS.append(pa.field("origin", pa.struct([("site", pa.string()), ("rack", pa.int32())]))).append(
+        pa.field("readings", pa.list_(pa.struct([("k", pa.string()), ("v", pa.float64())])))
+    ),
+)
+
+
+def evolved_events(ids: Sequence[int], version: int) -> pa.Table:
+    """:func:`events` in schema ``EVENTS_VERSIONS[version]`` (its new fields filled)."""
+    table = events(ids)
+    if version == 0:
+        return table
+    schema = EVENTS_VERSIONS[version]
+    origin = [{"site": f"s{i % 3}", "rack": i % 9} for i in ids]
+    readings = [[{"k": "t", "v": i / 4}] * (i % 3) for i in ids]
+    extra = {"origin": origin, "readings": readings}
+    columns = {
+        f.name: table[f.name] if f.name in table.column_names else pa.array(extra[f.name], f.type) for f in schema
+    }
+    return pa.table(columns, schema=schema)
 
 
 def random_text(rng: random.Random, size: int) -> str:

@@ -20,7 +20,16 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from parka.producer import ParquetProducer
 
-from .catalogue import EVENTS, RAW_INPUTS, TOPIC_MAX_MESSAGE_BYTES, BadInput, data_input, events
+from .catalogue import (
+    EVENTS,
+    EVENTS_VERSIONS,
+    RAW_INPUTS,
+    TOPIC_MAX_MESSAGE_BYTES,
+    BadInput,
+    data_input,
+    events,
+    evolved_events,
+)
 
 __all__ = [
     "CLIENT_LOG",
@@ -182,7 +191,8 @@ def end_problems(
 class Feeder(threading.Thread):
     """Produces good segments to random partitions every ``interval_s``, a bad message (cycling
     through :data:`RAW_INPUTS`) every ``bad_every`` segments, and each of ``data_kinds`` once
-    (after ``data_after`` segments), until :meth:`finish`."""
+    (after ``data_after`` segments), until :meth:`finish`. At each of ``evolve_at`` (segment
+    counts) the producer's schema moves to the next of :data:`~.catalogue.EVENTS_VERSIONS`."""
 
     def __init__(
         self,
@@ -199,6 +209,7 @@ class Feeder(threading.Thread):
         bad_kinds: Sequence[BadInput] = RAW_INPUTS,
         data_kinds: Sequence[str] = (),
         data_after: int = 20,
+        evolve_at: Sequence[int] = (),
     ) -> None:
         super().__init__(name=f"feeder-{topic}", daemon=True)
         self.bootstrap = bootstrap
@@ -215,6 +226,9 @@ class Feeder(threading.Thread):
         self.data_after = data_after
         self.batches = 0
         self.bad_sent = 0
+        # the batch counts at which the producer moves to the next EVENTS_VERSIONS schema
+        self.evolve_at = list(evolve_at)
+        self.version = 0
         self.error: BaseException | None = None
         # bad messages and data inputs wait for this (set once the table exists, so that no bad
         # message is the first segment a worker sees: a new table takes the first one's schema)
@@ -236,9 +250,13 @@ class Feeder(threading.Thread):
         n = self.rng.randint(*self.records)
         ids = self.ids.take(n)
         partition = self.rng.randrange(self.partitions)
-        self.producer.produce_batch(
-            self.topic, events(ids), partition=partition, on_delivery=self.ledger.segment_report(ids)
-        )
+        if self.evolve_at and self.batches >= self.evolve_at[0]:
+            self.evolve_at.pop(0)
+            self.version += 1
+            self.producer.set_schema(self.topic, EVENTS_VERSIONS[self.version])  # cuts what v-1 buffered
+            log.info("producer of %s: schema v%d", self.topic, self.version + 1)
+        rows = evolved_events(ids, self.version) if self.version else events(ids)
+        self.producer.produce_batch(self.topic, rows, partition=partition, on_delivery=self.ledger.segment_report(ids))
         self.batches += 1
         if self.bad_enabled.is_set():
             if self.bad_every and self.batches % self.bad_every == 0:
@@ -248,6 +266,10 @@ class Feeder(threading.Thread):
                 self.send_data(self.data_kinds.pop(0), self.rng.randrange(self.partitions))
         self.producer.poll(0)
         self.raw.poll(0)
+
+    def evolve(self) -> None:
+        """Move the producer to the next schema version before its next segment."""
+        self.evolve_at.append(self.batches)
 
     def send_bad(self, bad: BadInput, partition: int) -> None:
         assert bad.build is not None

@@ -149,12 +149,14 @@ class IngestChaos:
     workers: list[Proc] = field(default_factory=list)
     everyone: list[Proc] = field(default_factory=list)
     racer: Proc | None = None
+    flags: tuple[str, ...] = ()  # for every worker and the final pass
+    name: str = "ingest"
 
     def __post_init__(self) -> None:
-        self.topic = f"rel-ingest-{self.run_id}"
+        self.topic = f"rel-{self.name}-{self.run_id}"
         self.table = self.out / "table"
         self.dlq = self.out / "dlq"
-        self.group = f"rel-group-{self.run_id}"
+        self.group = f"rel-group-{self.name}-{self.run_id}"
         self.app_id = f"parka-{self.topic}"
         self.rng = random.Random(f"{self.seed}-ingest-run")
         self.started = 0
@@ -164,7 +166,7 @@ class IngestChaos:
     def start(self, *, crash_at: str | None = None, after: int = 1, group: str | None = None) -> Proc:
         self.started += 1
         name = f"w{self.started:02d}" + (f"-{crash_at}" if crash_at else "")
-        flags = ["-g", group or self.group, "--dlq-table", str(self.dlq)]
+        flags = ["-g", group or self.group, "--dlq-table", str(self.dlq), *self.flags]
         flags += ["--allowed-latency", f"{self.rng.uniform(0.3, 2.0):.1f}"]
         flags += ["--max-segments-per-commit", str(self.rng.randint(2, 8))]
         flags += ["--checkpoint-interval", str(self.rng.randint(2, 6))]
@@ -317,7 +319,7 @@ class IngestChaos:
 
     def final_pass(self) -> subprocess.CompletedProcess[str]:
         """One ``parka ingest --end-at-latest`` after everything: it must exit 0."""
-        flags = ("-g", self.group, "--end-at-latest", "--dlq-table", str(self.dlq), "-q")
+        flags = ("-g", self.group, "--end-at-latest", "--dlq-table", str(self.dlq), "-q", *self.flags)
         command = ingest_command(self.topic, self.table, self.bootstrap, *flags)
         final = subprocess.run(command, capture_output=True, text=True, timeout=300)
         if final.returncode != 0:

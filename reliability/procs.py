@@ -51,12 +51,22 @@ def wait_for(condition: Callable[[], bool], what: str, timeout_s: float, *, poll
         time.sleep(poll_s)
 
 
+# The scenarios wait on log lines: each commit's (debug level, -v) and the progress line (one a
+# second here, not a daemon's one a minute).
+WATCHED = ("-v", "--progress-interval", "1")
+
+
+def _watched(extra: tuple[str, ...]) -> tuple[str, ...]:
+    return WATCHED[1:] if "-q" in extra else WATCHED  # -q: a run whose log nobody waits on
+
+
 def ingest_command(topic: str, table: Path, bootstrap: str, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "parka.cli", "ingest", topic, str(table), "-k", bootstrap, *FAST_GROUP, *extra]
+    cmd = [sys.executable, "-m", "parka.cli", "ingest", topic, str(table), "-k", bootstrap, *FAST_GROUP]
+    return [*cmd, *_watched(extra), *extra]
 
 
 def spark_ingest_command(topic: str, table: Path, bootstrap: str, *extra: str) -> list[str]:
-    cmd = [sys.executable, "-m", "parka.cli", "spark-ingest", topic, str(table), "-k", bootstrap]
+    cmd = [sys.executable, "-m", "parka.cli", "spark-ingest", topic, str(table), "-k", bootstrap, *_watched(extra)]
     return [*cmd, *SPARK_LOCAL, *extra]
 
 

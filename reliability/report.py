@@ -11,7 +11,12 @@ from .ingest_chaos import CRASH_POINTS
 
 __all__ = ["exit_code", "render", "summarize"]
 
-CHAOS = {"ingest": "parka ingest chaos", "spark": "spark-ingest chaos", "broker": "broker restarts"}
+CHAOS = {
+    "ingest": "parka ingest chaos",
+    "evolution": "schema evolution chaos",
+    "spark": "spark-ingest chaos",
+    "broker": "broker restarts",
+}
 MIN_INGEST_KILLS = {"full": 30, "quick": 5}
 
 

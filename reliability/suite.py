@@ -1,8 +1,9 @@
 """``python -m reliability --mode full|quick --bootstrap HOST:PORT --seed N --out DIR``.
 
-Runs the scenarios in order (bad inputs, ``parka ingest`` chaos, Spark raw mode chaos, broker
-restarts), prints the summary and writes it to ``DIR/summary.json``. Exit code 0 only when no
-record is lost or duplicated, every bad input got its answer, and no scenario saw a problem
+Runs the scenarios in order (bad inputs, ``parka ingest`` chaos, the producer's schema
+evolving under ``parka ingest`` chaos, Spark raw mode chaos, broker restarts), prints the
+summary and writes it to ``DIR/summary.json``. Exit code 0 only when no record is lost or
+duplicated, every bad input got its answer, and no scenario saw a problem
 (a worker exiting unasked, an orphan file, a fault plan not carried out).
 
 The seed decides every choice (crash points, ``PARKA_TEST_CRASH_AFTER``, group sizes, who
@@ -26,6 +27,7 @@ from typing import Any
 
 from .bad_inputs import run_bad_inputs
 from .broker_chaos import run_broker_chaos
+from .evolution_chaos import run_evolution_chaos
 from .feed import CLIENT_LOG, IdSource
 from .ingest_chaos import IngestPlan, run_ingest_chaos
 from .report import exit_code, render, summarize
@@ -49,7 +51,7 @@ MODES = {
     # 6 points x 1 + 1 kill: 7 SIGKILLs; no JVM start-up (Spark) and no broker of its own
     "quick": Mode(IngestPlan(crashes_per_point=1, kills=1, leaves=1), None, False),
 }
-SCENARIOS = ("bad-inputs", "ingest", "spark", "broker")
+SCENARIOS = ("bad-inputs", "ingest", "evolution", "spark", "broker")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -102,6 +104,10 @@ def main(argv: list[str] | None = None) -> int:
 
     scenario("bad-inputs", lambda: run_bad_inputs(args.bootstrap, run_id, out / "bad-inputs", ids, args.seed))
     scenario("ingest", lambda: run_ingest_chaos(args.bootstrap, run_id, out / "ingest", ids, args.seed, mode.ingest))
+    quick = args.mode == "quick"
+    scenario(
+        "evolution", lambda: run_evolution_chaos(args.bootstrap, run_id, out / "evolution", ids, args.seed, quick=quick)
+    )
     if mode.spark is not None:
         spark = mode.spark
         scenario("spark", lambda: run_spark_chaos(args.bootstrap, run_id, out / "spark", ids, args.seed, spark))

@@ -23,9 +23,10 @@ from parka._cli_util import (
     seek_offsets,
     serve_metrics,
     setup_logging,
+    stopped,
 )
-from parka._progress import ProgressBar
-from parka.errors import ParkaError
+from parka._health import EXIT_OK, exit_code_for
+from parka._progress import LogProgress, ProgressBar
 
 __all__ = ["build_parser", "main", "settings_from_args"]
 
@@ -84,8 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
                 "[PARKA_END_AT_LATEST=1]"
             },
             "schema_evolution": {
-                "help": "merge: new nullable columns are added to the table (raw mode: a segment's; decode mode: "
-                "--schema's, Delta mergeSchema) [PARKA_SCHEMA_EVOLUTION]"
+                "help": "merge: the table takes new fields (raw mode: a segment's, at any depth, widenings where "
+                "it has type widening; decode mode: --schema's, Delta mergeSchema) [PARKA_SCHEMA_EVOLUTION]"
             },
             "dlq_table": {
                 "help": "raw mode: Delta table for messages that are not segments or that the table cannot take; "
@@ -248,7 +249,7 @@ def settings_from_args(args: argparse.Namespace) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    setup_logging(quiet=args.quiet, log_format=args.log_format)
+    setup_logging(quiet=args.quiet, log_format=args.log_format, verbose=args.verbose)
     from ._ingest import ingest, settings_summary
     from ._session import session
 
@@ -260,14 +261,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = settings_from_args(args)
         log.info("%s", settings_summary(settings))
+        if not _ready(settings, args, stop):
+            return EXIT_OK  # stopped while waiting
         spark = session(
             args.master,
             f"parka spark-ingest {settings.app}",
             extra_conf=pairs(args.spark_conf, "-c", _PROG),
             extra_packages=[c.strip() for c in args.packages.split(",") if c.strip()],
         )
-        bar = None
-        if settings.trigger == "available-now" and not args.quiet:
+        bar: Any = None
+        if not args.quiet and not sys.stderr.isatty():  # a log: a summary line every --progress-interval
+            bar = LogProgress(log, interval_s=args.progress_interval)
+        elif settings.trigger == "available-now" and not args.quiet:
             bar = ProgressBar(label="spark-ingest", unit="messages")
         with serve_metrics(args.metrics_port, topic=settings.topic, prog=_PROG) as metrics:
             try:
@@ -275,15 +280,43 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 if bar is not None:
                     bar.close()
-    except ParkaError as exc:
-        log.error("stopped: %s: %s", type(exc).__name__, exc)
-        return 1
+    except Exception as exc:  # one line (docs/operating.md); the trace with --verbose, and in Spark's log
+        stopped(log, exc)
+        return exit_code_for(exc)
     finally:
         for sig, handler_before in previous.items():
             signal.signal(sig, handler_before)
     log.info("done: %s", stats)
     print(json.dumps({"status": "ok", **stats.__dict__}))
-    return 0
+    return EXIT_OK
+
+
+def _ready(settings: Any, args: argparse.Namespace, stop: threading.Event) -> bool:
+    """Before a Spark session starts: the table location and the topic answer
+    (:func:`parka.consumer._preflight.probe_until_ready`), so that a run-once ends in seconds with
+    a line naming the cause rather than in a JVM trace, and a daemon says what it waits for.
+    Kafka is probed with librdkafka when the ``-K`` settings are ones it takes; an object store
+    configured with Hadoop ``fs.*`` settings is left to Spark.
+
+    Raises:
+        BlockedError: a run-once and a cause that did not clear.
+    """
+    from parka.consumer._preflight import probe_until_ready
+
+    options = dict(settings.storage_options)
+    local = "://" not in settings.table_uri or settings.table_uri.startswith("file:")
+    return probe_until_ready(
+        topic=settings.topic,
+        table_uri=settings.table_uri,
+        kafka_conf={**settings.kafka_conf, "bootstrap.servers": settings.bootstrap_servers},
+        storage_options=options,
+        run_once=settings.trigger == "available-now",
+        timeout_s=args.broker_timeout,
+        remind_s=args.retry_log_interval,
+        stop=stop,
+        log=log,
+        check_table=local or not any(k.startswith("fs.") for k in options),
+    )
 
 
 if __name__ == "__main__":

@@ -14,7 +14,9 @@ interface. Through py4j, on the driver:
   ``Action.fromJson``, as a ``WRITE`` (append) whose ``userMetadata`` holds parka's commit
   info. delta-spark itself then assigns row ids (row tracking), in-commit timestamps and domain
   metadata, checks the protocol and writes checkpoints, as its own writer would.
-* New columns join that commit as a metadata update (``updateMetadata``): one version.
+* Schema changes (new columns, new nested fields, widened types with their ``delta.typeChanges``,
+  relaxed nullability: :func:`parka.consumer._delta.evolve_schema_json`) join that commit as a
+  metadata update (``updateMetadata``): one version, with delta-spark's conflict checks.
 * A table :meth:`SparkEngine.create` makes is created by the first commit, with its data (the
   ``metaData`` through ``updateMetadataForNewTable``, what ``CREATE TABLE`` does without its
   catalog check): one version, where a commit of its own would cost about a CPU-second more.
@@ -46,6 +48,7 @@ from parka.consumer import (
 )
 
 from parka.errors import CommitConflict, CommitError, ParkaError
+from parka.evolution import TYPE_WIDENING_KEY
 
 __all__ = ["SparkEngine", "SparkTableLog"]
 
@@ -222,11 +225,12 @@ class SparkTableLog:
 
     def add_columns(self, fields: Collection[pa.Field]) -> None:
         txn = self._current()
-        merged = _delta.schema_with_columns(self._metadata["schemaString"], fields)
+        widening = str((self._metadata.get("configuration") or {}).get(TYPE_WIDENING_KEY, "")).lower() == "true"
+        merged = _delta.evolve_schema_json(self._metadata["schemaString"], fields, widening=widening)
         if merged is None:
             return
         if self._schema_changed:  # delta-spark takes one metadata update per transaction
-            raise CommitError("add_columns twice before a commit: add all new columns at once")
+            raise CommitError("add_columns twice before a commit: make all schema changes at once")
         metadata = {**self._metadata, "schemaString": merged}
         if self._pending is not None:  # not created yet: create it with these columns
             self._pending = metadata

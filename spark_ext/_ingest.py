@@ -61,7 +61,7 @@ from ._reader import SchemaInput, first_segment_schema, kafka_options, spark_sch
 from ._session import translate
 
 if TYPE_CHECKING:
-    from parka._progress import ProgressBar
+    from parka._progress import LogProgress, ProgressBar
     from parka.metrics import IngestMetrics
 
 __all__ = ["CHECKPOINTS_DIR", "SparkIngestError", "SparkIngestSettings", "SparkIngestStats", "ingest", "start_ingest"]
@@ -652,7 +652,7 @@ def ingest(
     *,
     stop: threading.Event | None = None,
     metrics: IngestMetrics | None = None,
-    progress: ProgressBar | None = None,
+    progress: ProgressBar | LogProgress | None = None,
 ) -> SparkIngestStats:
     """Run the ingestion: until the topic's data at start is in (``available-now``), or until
     ``stop`` is set (``processing-time``; the batch in flight is abandoned and replayed next time).
@@ -690,7 +690,7 @@ def ingest(
                 records = int(observed["records"]) if observed is not None else 0
                 seen[report.batchId] = (int(report.numInputRows), records)
                 if raw is None:
-                    log.info(
+                    log.debug(  # a line per commit at debug level, as parka ingest's
                         "batch %d: %d segments, %d records in %.1f s",
                         report.batchId,
                         report.numInputRows,

@@ -101,7 +101,9 @@ def run_ingest(
 def start_ingest(
     topic: str, table: Path | str, bootstrap: str, *extra: str, log: Path, env: dict[str, str] | None = None
 ) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "parka.cli", "ingest", topic, str(table), "-k", bootstrap, *FAST_GROUP, *extra]
+    # the tests wait on progress: lines (lag), so one a second rather than a daemon's one a minute
+    cmd = [sys.executable, "-m", "parka.cli", "ingest", topic, str(table), "-k", bootstrap, *FAST_GROUP]
+    cmd += ["--progress-interval", "1", *extra]
     with open(log, "ab") as handle:  # the child keeps its own descriptor
         return subprocess.Popen(cmd, stdout=handle, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
 

@@ -43,6 +43,13 @@ def test_ingest_survives_a_broker_restart(tmp_path: Path) -> None:
         _broker("up")
         produce_events(bootstrap, topic, 500, 500, batch=50)
         assert wait_for_rows(table, 1000, timeout_s=90) >= 1000
+        # said once when the broker went, once when it came back (docs/operating.md)
+        wait_for(lambda: log_has(tmp_path / "log", "recovered after"), "the worker to say the broker is back")
+        text = (tmp_path / "log").read_text()
+        lost = f"lost the Kafka brokers at {bootstrap}"
+        assert text.count(f"{lost} (1/1 brokers are down); retrying") == 1, text[-3000:]
+        assert text.count("recovered after") == 1 and f": {lost}" in text, text[-3000:]
+        assert "%3|" not in text
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0, (tmp_path / "log").read_text()[-3000:]
         assert sorted(table_ids(table)) == list(range(1000))

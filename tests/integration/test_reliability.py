@@ -1,7 +1,8 @@
 """The fault suite's quick mode (``reliability/``; ``make reliability-quick``), run by ``make test``:
 ``parka ingest`` workers killed at every crash point (mid-write, between the dead-letter and the
 main commit, during a rebalance...), joining and leaving while a producer produces, another
-writer on the table, and every bad input. Nothing may be lost or duplicated, and every bad
+writer on the table, every bad input, and the producer's schema evolving at any depth while
+workers are killed. Nothing may be lost or duplicated, and every bad
 input must get its answer. The full mode (``make reliability``) adds Spark raw mode's driver
 and broker restarts; it is a program, not part of the tests."""
 
@@ -31,5 +32,8 @@ def test_the_quick_fault_suite_loses_and_duplicates_nothing(bootstrap: str, tmp_
     assert summary["crashes"] >= 5, report
     for point in ("mid-write", "after-dead-letters", "on-revoke"):
         assert summary["faults"].get(f"parka ingest chaos: crash point {point}", 0) >= 1, report
+    # the producer's schema evolves (nested fields, new columns) while workers crash: issue 19
+    for point in ("mid-write", "after-write", "after-delta-commit"):
+        assert summary["faults"].get(f"schema evolution chaos: crash point {point}", 0) >= 1, report
     assert all(b["answered"] for b in summary["bad_inputs"]), report
     assert summary["problems"] == [], report

@@ -225,3 +225,39 @@ def test_trimming_a_stitched_file_another_worker_deleted_is_a_conflict_to_re_rea
     (tmp_path / "t" / run[0].files[0].path).unlink()
     with pytest.raises(CommitConflict, match="was deleted meanwhile"):
         trim_stitched(run[0].files[0], run[1:], table_uri=c.table_uri, table_schema=c.table_schema())
+
+
+def test_segments_adding_different_nested_fields_in_one_commit_all_join(tmp_path: Path) -> None:
+    """Two Kafka partitions' producers each added a field to ``actor`` (and one a list of
+    structs): one commit merges both into the schema it re-read, old files read nulls."""
+    from parka.consumer._committer import Committer
+    from parka.consumer._delta import RsEngine
+
+    def segment(partition: int, offset: int, schema: pa.Schema, rows: list[dict[str, object]]) -> object:
+        seg = encode_segment(pa.Table.from_pylist(rows, schema=schema), codec="zstd", fingerprint="0123456789abcdef")
+        return read_segment(topic="t", partition=partition, offset=offset, value=seg.value, headers=seg.headers)
+
+    actor = [("id", pa.int64()), ("login", pa.string())]
+    v1 = pa.schema([("id", pa.int64()), ("actor", pa.struct(actor))])
+    admin = pa.schema([("id", pa.int64()), ("actor", pa.struct([*actor, ("site_admin", pa.bool_())]))])
+    commits = pa.list_(pa.struct([("sha", pa.string())]))
+    other = pa.schema([("id", pa.int64()), ("actor", pa.struct([*actor, ("type", pa.string())])), ("commits", commits)])
+    c = Committer(RsEngine(), table_uri=str(tmp_path), topic="t", app_id="app", merge=True)
+    first = segment(0, 0, v1, [{"id": 1, "actor": {"id": 1, "login": "a"}}])
+    c.ensure_table(first.schema)  # type: ignore[attr-defined]
+    reads = [
+        first,
+        segment(0, 1, admin, [{"id": 2, "actor": {"id": 2, "login": "b", "site_admin": True}}]),
+        segment(1, 0, other, [{"id": 3, "actor": {"id": 3, "login": "c", "type": "User"}, "commits": [{"sha": "x"}]}]),
+    ]
+    schema = c.table_schema()
+    checked = [check_segment(r, table_schema=schema, partition_by=(), merge=True) for r in reads]  # type: ignore[arg-type]
+    c.commit(write_segments(checked, table_uri=str(tmp_path), table_schema=schema))
+    assert c.stats.schema_evolutions == 1
+    rows = sorted(DeltaTable(str(tmp_path)).to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
+    assert [r["actor"] for r in rows] == [
+        {"id": 1, "login": "a", "site_admin": None, "type": None},
+        {"id": 2, "login": "b", "site_admin": True, "type": None},
+        {"id": 3, "login": "c", "site_admin": None, "type": "User"},
+    ]
+    assert [r["commits"] for r in rows] == [None, None, [{"sha": "x"}]]

@@ -659,7 +659,7 @@ def test_add_columns_old_files_read_nulls_new_files_read_values(tmp_path: Path) 
     ("new_field", "why"),
     [
         (pa.field("z", pa.int32(), nullable=False), "nullable"),
-        (pa.field("x", pa.string()), "exists with type"),
+        (pa.field("x", pa.string()), "int64 in the table: the type changed"),
         (pa.field("X", pa.int64()), "case-insensitive"),
         (pa.field("t", pa.time64("us")), "time-of-day"),
     ],
@@ -674,18 +674,51 @@ def test_add_columns_rejects_what_older_files_or_delta_cannot_take(
     assert table.version() == 0
 
 
-def test_schema_with_columns_merges_as_add_columns_does() -> None:
+def test_evolve_schema_json_merges_as_add_columns_does() -> None:
     # the delta-spark engine commits this JSON itself: it must say what add_columns makes delta-rs say
     schema = pa.schema([("x", pa.int64()), ("s", pa.struct([("a", pa.int32())]))])
     text = _delta.schema_json(schema)
-    assert _delta.schema_with_columns(text, [pa.field("x", pa.int64())]) is None  # nothing missing
+    assert _delta.evolve_schema_json(text, [pa.field("x", pa.int64())], widening=False) is None  # nothing missing
     wider_s = pa.field("s", pa.struct([("a", pa.int32()), ("b", pa.string())]))
-    merged = _delta.schema_with_columns(text, [pa.field("y", pa.string()), wider_s])
+    merged = _delta.evolve_schema_json(text, [pa.field("y", pa.string()), wider_s], widening=False)
     assert merged is not None
     assert _delta.arrow_schema_of_json(merged) == pa.schema([("x", pa.int64()), wider_s, ("y", pa.string())])
-    with pytest.raises(SchemaMismatchError, match="exists with type") as err:
-        _delta.schema_with_columns(text, [pa.field("x", pa.string())])
+    with pytest.raises(SchemaMismatchError, match="type changed") as err:
+        _delta.evolve_schema_json(text, [pa.field("x", pa.string())], widening=False)
     assert err.value.field == "x"
+
+
+def test_nested_fields_join_through_delta_rs_old_files_read_nulls(tmp_path: Path) -> None:
+    uri = str(tmp_path)
+    commit_t = pa.struct([("sha", pa.string())])
+    schema = pa.schema([("id", pa.int64()), ("commits", pa.list_(commit_t)), ("m", pa.map_(pa.string(), commit_t))])
+    table = _delta.create_table(uri, schema, partition_by=[])
+    old = pa.table({"id": [1], "commits": [[{"sha": "a"}]], "m": [[("k", {"sha": "b"})]]}, schema=schema)
+    commit(table, [add_file(uri, "old.parquet", old, schema)])
+    commit2 = pa.struct([("sha", pa.string()), ("msg", pa.string())])
+    fields = [pa.field("commits", pa.list_(commit2)), pa.field("m", pa.map_(pa.string(), commit2))]
+    assert _delta.add_columns(table, fields) == 2
+    wide = pa.schema([("id", pa.int64()), *fields])
+    new = pa.table({"id": [2], "commits": [[{"sha": "c", "msg": "x"}]], "m": [[("k", {"sha": "d", "msg": "y"})]]}, wide)
+    _delta.commit_add_files(table, [add_file(uri, "new.parquet", new, wide)], txns={}, schema=new.schema)
+    back = DeltaTable(uri).to_pyarrow_table().sort_by("id").to_pylist()
+    assert back == [
+        {"id": 1, "commits": [{"sha": "a", "msg": None}], "m": [("k", {"sha": "b", "msg": None})]},
+        {"id": 2, "commits": [{"sha": "c", "msg": "x"}], "m": [("k", {"sha": "d", "msg": "y"})]},
+    ]
+
+
+def test_a_widening_records_its_type_change_as_delta_spark_does() -> None:
+    text = _delta.schema_json(pa.schema([("id", pa.int32()), ("xs", pa.list_(pa.int16()))]))
+    merged = _delta.evolve_schema_json(
+        text, [pa.field("id", pa.int64()), pa.field("xs", pa.list_(pa.int32()))], widening=True
+    )
+    assert merged is not None
+    fields = {f["name"]: f for f in json.loads(merged)["fields"]}
+    assert fields["id"]["type"] == "long"
+    assert fields["id"]["metadata"]["delta.typeChanges"] == [{"fromType": "integer", "toType": "long"}]
+    changes = fields["xs"]["metadata"]["delta.typeChanges"]
+    assert changes == [{"fromType": "short", "toType": "integer", "fieldPath": "element"}]
 
 
 @pytest.mark.parametrize(
@@ -878,3 +911,30 @@ def test_make_durable_flushes_a_local_table_and_fails_loudly_on_a_missing_one(tm
     make_durable(str(tmp_path))  # no error: the directory exists and syncfs succeeds
     with pytest.raises(_CommitError, match="cannot open table directory"):
         make_durable(str(tmp_path / "missing"))
+
+
+def test_a_table_with_type_widening_is_refused_by_delta_rs_naming_it(tmp_path: Path) -> None:
+    """delta-rs 1.6 can neither read nor write the typeWidening table feature (what delta-spark
+    writes for ``delta.enableTypeWidening``): parka ingest says so instead of failing later."""
+    schema = _delta.schema_json(pa.schema([("id", pa.int64())]))
+    actions = [
+        {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["typeWidening"],
+                      "writerFeatures": ["typeWidening"]}},
+        {"metaData": {"id": "t", "format": {"provider": "parquet", "options": {}}, "schemaString": schema,
+                      "partitionColumns": [], "configuration": {"delta.enableTypeWidening": "true"},
+                      "createdTime": 0}},
+    ]  # fmt: skip
+    (tmp_path / "_delta_log").mkdir()
+    (tmp_path / "_delta_log" / f"{0:020d}.json").write_text("\n".join(json.dumps(a) for a in actions) + "\n")
+    with pytest.raises(CommitError, match=r"delta-rs 1\.6 can neither read nor write a table with type widening"):
+        _delta.open_table(str(tmp_path))
+
+
+def test_a_relaxed_top_level_column_becomes_nullable_a_nested_one_is_refused_by_delta_rs(tmp_path: Path) -> None:
+    schema = pa.schema([pa.field("x", pa.int64(), False), pa.field("s", pa.struct([pa.field("a", pa.int32(), False)]))])
+    table = _delta.create_table(str(tmp_path), schema, partition_by=[])
+    _delta.add_columns(table, [pa.field("x", pa.int64())])
+    assert _delta.arrow_schema(table).field("x").nullable
+    with pytest.raises(SchemaMismatchError, match="delta-rs cannot make a field inside a struct nullable") as err:
+        _delta.add_columns(table, [pa.field("s", pa.struct([("a", pa.int32())]))])
+    assert err.value.field == "s.a"

@@ -56,7 +56,10 @@ def test_same_schema_fits_modulo_large_types_and_units() -> None:
 def test_missing_nullable_column_fits_missing_required_does_not() -> None:
     assert check_schema(TABLE, pa.schema([("id", pa.int64(), False)])).fits
     verdict = check_schema(TABLE, pa.schema([("name", pa.string())]))
-    assert verdict.problems == ("non-nullable table column 'id' is missing from the segment",)
+    assert verdict.problems == (
+        "column 'id' is missing in the segment but int64 in the table: the table's field is NOT NULL, the segment "
+        "lacks it",
+    )
 
 
 def test_new_nullable_column_is_an_evolution_new_required_is_a_problem() -> None:
@@ -64,21 +67,30 @@ def test_new_nullable_column_is_an_evolution_new_required_is_a_problem() -> None
     verdict = check_schema(TABLE, seg)
     assert [f.name for f in verdict.new_fields] == ["extra"] and not verdict.problems
     verdict = check_schema(TABLE, TABLE.append(pa.field("extra", pa.int32(), nullable=False)))
-    assert verdict.problems == ("column 'extra' is not in the table and is not nullable",)
+    assert verdict.problems == (
+        "column 'extra' is int32 in the segment but missing in the table: a new field must be nullable: older rows "
+        "have no value",
+    )
 
 
-def test_type_change_and_nullability_widening_are_problems() -> None:
+def test_a_type_change_is_a_problem_relaxed_nullability_an_evolution() -> None:
     seg = pa.schema([("id", pa.int32(), False), ("name", pa.string())])
-    assert check_schema(TABLE, seg).problems == ("column 'id' is int32 in the segment but int64 in the table",)
+    assert check_schema(TABLE, seg).problems == (
+        "column 'id' is int32 in the segment but int64 in the table: a narrowing; with type widening on the table "
+        "an older, narrower segment would be taken",
+    )
     seg = pa.schema([("id", pa.int64(), True)])
-    assert check_schema(TABLE, seg).problems == ("column 'id' is nullable in the segment but not in the table",)
+    verdict = check_schema(TABLE, seg)
+    assert not verdict.problems and [(c.path, c.kind) for c in verdict.changes] == [("id", "relaxed")]
+    assert verdict.new_fields == (pa.field("id", pa.int64(), True),)
 
 
 def test_a_nanosecond_or_zoneless_timestamp_does_not_enter_a_microsecond_utc_table() -> None:
     # issue 10: the check ignored unit and zone, so a nanosecond segment entered a microsecond table
     nanos = pa.schema([("id", pa.int64(), False), ("at", pa.timestamp("ns", tz="UTC"))])
     assert check_schema(TABLE, nanos).problems == (
-        "column 'at' is timestamp[ns, tz=UTC] in the segment but timestamp[us, tz=UTC] in the table",
+        "column 'at' is timestamp[ns, tz=UTC] in the segment but timestamp[us, tz=UTC] in the table: the type changed "
+        "(only widenings can join, with type widening on the table)",
     )
     nested = pa.schema([("id", pa.int64(), False), ("s", pa.struct([("at", pa.timestamp("ns"))]))])
     wider = TABLE.append(pa.field("s", pa.struct([("at", pa.timestamp("us"))])))

@@ -377,3 +377,44 @@ def test_time_columns_take_the_per_record_path_with_the_same_rules() -> None:
     result = RecordConverter(schema).convert([{"t": dt.time(1, 2, 3), "i": 1}, {"t": 86_400_000_000, "i": 2}])
     assert [(i, e.field) for i, e in result.bad] == [(1, "t")]
     assert result.table.to_pylist() == [{"t": dt.time(1, 2, 3), "i": 1}]
+
+
+@pytest.mark.parametrize("present", [0, 1, 500])
+def test_a_null_struct_with_never_null_children_encodes(present: int) -> None:
+    """Avro's ``["null", record]`` with required fields (GitHub events' optional ``org``): a null
+    struct's children must hold no nulls where the schema says never, or Parquet refuses the
+    segment ("Column 'id' is declared non-nullable but contains nulls")."""
+    from parka.segment import decode_segment, encode_segment
+
+    inner = pa.struct(
+        [
+            pa.field("login", pa.string(), False),
+            pa.field("tags", pa.list_(pa.int32()), False),
+            pa.field("labels", pa.map_(pa.string(), pa.int64()), False),
+            pa.field("at", pa.timestamp("us", tz="UTC"), False),
+            pa.field("day", pa.date32(), False),
+            pa.field("admin", pa.bool_(), False),
+            pa.field("score", pa.decimal128(5, 2), False),
+        ]
+    )
+    schema = pa.schema(
+        [("id", pa.int64(), False), ("org", pa.struct([pa.field("id", pa.int64(), False), ("m", inner)]))]
+    )
+    full = {
+        "id": 7,
+        "m": {
+            "login": "acme",
+            "tags": [1],
+            "labels": {"k": 1},
+            "at": dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc),
+            "day": dt.date(2024, 1, 1),
+            "admin": True,
+            "score": decimal.Decimal("1.50"),
+        },
+    }
+    records = [{"id": i, "org": full if i < present else None} for i in range(max(present, 3))]
+    converted = RecordConverter(schema).convert(records)
+    assert not converted.bad
+    segment = encode_segment(converted.table, codec="zstd", fingerprint="0123456789abcdef")
+    back = decode_segment(segment.value, segment.headers, topic="t", partition=0, offset=0)
+    assert back.select(["id", "org"]).to_pylist(maps_as_pydicts="strict") == records

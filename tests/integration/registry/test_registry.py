@@ -155,3 +155,52 @@ def test_unreachable_registry_is_a_clear_error(bootstrap: str) -> None:
         producer.set_schema("t", subject="any")
     producer.close(5)
     assert "s3cret" not in str(info.value)
+
+
+def _nested(version: int) -> dict[str, object]:
+    """An event whose ``actor`` record gains ``site_admin`` (with a default: a compatible change)
+    in v2; v3 changes ``actor.login`` from string to long (incompatible)."""
+    actor: list[dict[str, object]] = [{"name": "id", "type": "long"}]
+    actor.append({"name": "login", "type": "long" if version == 3 else "string"})
+    if version >= 2:
+        actor.append({"name": "site_admin", "type": ["null", "boolean"], "default": None})
+    return {
+        "type": "record",
+        "name": "Event",
+        "fields": [
+            {"name": "id", "type": "long"},
+            {"name": "actor", "type": {"type": "record", "name": "Actor", "fields": actor}},
+        ],
+    }
+
+
+def test_an_evolved_nested_schema_is_registered_under_the_subjects_rule_and_a_refused_one_fails_set_schema(
+    bootstrap: str, registry_url: str, new_topic: Callable[..., str]
+) -> None:
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+
+    topic = new_topic()
+    subject = f"{topic}-value"
+    client = SchemaRegistryClient({"url": registry_url})
+    producer = _producer(bootstrap, registry_url)
+    try:
+        producer.set_schema(topic, json.dumps(_nested(1)), subject=subject, register=True)
+        client.set_compatibility(subject, "BACKWARD")
+        for i in range(5):
+            producer.produce(topic, value={"id": i, "actor": {"id": i, "login": f"u{i}"}})
+        producer.set_schema(topic, json.dumps(_nested(2)), subject=subject, register=True)  # v2 joins the subject
+        for i in range(5, 10):
+            producer.produce(topic, value={"id": i, "actor": {"id": i, "login": f"u{i}", "site_admin": i % 2 == 0}})
+        assert producer.flush(30) == 0
+        assert len(client.get_versions(subject)) == 2
+        with pytest.raises(RegistryError, match=f"subject '{subject}'") as err:
+            producer.set_schema(topic, json.dumps(_nested(3)), subject=subject, register=True)
+        assert "incompatible" in str(err.value).lower() and "BACKWARD" in str(err.value)
+        assert len(client.get_versions(subject)) == 2
+        # each segment names its writer's id; the shim resolves both
+        values = sorted(_consume(bootstrap, registry_url, topic, 10), key=lambda r: int(str(r["id"])))
+        assert values[0]["actor"] == {"id": 0, "login": "u0"}
+        assert values[6]["actor"] == {"id": 6, "login": "u6", "site_admin": True}
+    finally:
+        producer.close()
+        client.close()

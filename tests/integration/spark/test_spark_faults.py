@@ -146,7 +146,8 @@ def test_parka_ingest_and_spark_ingest_at_the_same_time_on_one_table(
     produce_events(bootstrap, topic, 150, 2850, batch=50)  # 57 more segments, 19 per partition
     spark_log, ingest_log = tmp_path / "spark.log", tmp_path / "ingest.log"
     # same app id for both (the default, parka-<topic>); small commits so that they interleave
-    spark_cmd = spark_ingest(topic, table, bootstrap, "--end-at-latest", "--max-offsets-per-trigger", "3")
+    # -v: the commit lines this test waits on are at debug level
+    spark_cmd = spark_ingest(topic, table, bootstrap, "-v", "--end-at-latest", "--max-offsets-per-trigger", "3")
     ingest_cmd = [sys.executable, "-m", "parka.cli", "ingest", topic, str(table), "-k", bootstrap, *FAST_GROUP]
     ingest_cmd += ["--end-at-latest", "--max-segments-per-commit", "2"]
     with open(spark_log, "wb") as out:

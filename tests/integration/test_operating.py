@@ -1,0 +1,233 @@
+"""What an operator sees (docs/operating.md): a run-once (``--end-at-latest``) that cannot work
+ends soon, with its exit code and one line naming the cause; a daemon waits, says why once, then
+at a slow rhythm, and says when it recovered. ``parka ingest`` runs as a process against the real
+broker, a broker of its own and s3proxy; nothing is mocked."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
+
+from ._ingest_util import create_topic, log_has, produce_events, start_ingest, table_ids, wait_for, wait_for_rows
+from ._objectstores import ObjectStoreServer
+from .conftest import REPO
+
+pytestmark = pytest.mark.integration
+
+EXIT_CONFIG, EXIT_UNREACHABLE = 2, 3
+RECOVERY_PORT = os.environ.get("PARKA_TEST_RECOVERY_PORT", "19392")
+
+
+def _run_once(topic: str, table: str, bootstrap: str, *extra: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    """``parka ingest --end-at-latest`` as a cron job runs it (stderr not a terminal); its wall time."""
+    cmd = [sys.executable, "-m", "parka.cli", "ingest", topic, table, "-k", bootstrap, "--end-at-latest", *extra]
+    started = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    return proc, time.monotonic() - started
+
+
+def _error_lines(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    return [ln for ln in proc.stderr.splitlines() if " ERROR " in ln]
+
+
+def _stopped_line(proc: subprocess.CompletedProcess[str]) -> str:
+    """The one line that ends the run: a single ERROR line, plain text, nothing after it."""
+    errors = _error_lines(proc)
+    assert len(errors) == 1, proc.stderr[-3000:]
+    assert "\x1b" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert proc.stdout == "", proc.stdout  # no {"status": "ok"} after a failure
+    return errors[0]
+
+
+def _no_table(uri: str, storage_options: dict[str, str] | None = None) -> bool:
+    try:
+        DeltaTable(uri, storage_options=storage_options)
+    except TableNotFoundError:
+        return True
+    return False
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_run_once_without_a_broker_exits_3_within_the_broker_timeout(tmp_path: Path) -> None:
+    address = f"localhost:{_free_port()}"
+    table = str(tmp_path / "t")
+    proc, wall = _run_once("events", table, address, "--broker-timeout", "4")
+    assert proc.returncode == EXIT_UNREACHABLE, proc.stderr[-3000:]
+    line = _stopped_line(proc)
+    assert f"stopped: no Kafka broker reachable at {address}" in line and "Connection refused" in line, line
+    assert "gave up after 4 s" in line, line
+    assert wall < 4 + 20, f"{wall:.0f} s"  # the timeout plus the interpreter's start on a loaded machine
+    # librdkafka's own log came through parka's logger, once: not a %3|...|FAIL| line every 50 ms
+    assert "%3|" not in proc.stderr
+    assert proc.stderr.count("Connection refused") <= 3, proc.stderr[-3000:]
+    assert _no_table(table)
+
+
+def test_run_once_on_an_unknown_topic_exits_2_naming_it(bootstrap: str, tmp_path: Path) -> None:
+    topic = f"no-such-topic-{time.time_ns()}"
+    table = str(tmp_path / "t")
+    proc, wall = _run_once(topic, table, bootstrap)
+    assert proc.returncode == EXIT_CONFIG, proc.stderr[-3000:]
+    line = _stopped_line(proc)
+    assert f"stopped: topic '{topic}' does not exist on the Kafka cluster at {bootstrap}" in line, line
+    assert wall < 30, f"{wall:.0f} s"
+    assert _no_table(table)
+    # asked about, not created (the broker creates topics on produce: auto.create.topics.enable)
+    assert topic not in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
+
+
+def test_run_once_into_a_table_path_through_a_file_exits_2_naming_it(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic()
+    produce_events(bootstrap, topic, 0, 100, batch=50)
+    (tmp_path / "afile").write_text("not a directory")
+    table = tmp_path / "afile" / "lake" / "t"
+    proc, wall = _run_once(topic, str(table), bootstrap)
+    assert proc.returncode == EXIT_CONFIG, proc.stderr[-3000:]
+    line = _stopped_line(proc)
+    assert f"stopped: table location {table} cannot be created or written: Not a directory" in line, line
+    assert wall < 30, f"{wall:.0f} s"
+    assert (tmp_path / "afile").read_text() == "not a directory"
+
+
+def test_run_once_into_a_missing_bucket_exits_2_naming_it(
+    bootstrap: str, new_topic: Callable[..., str], s3proxy: ObjectStoreServer
+) -> None:
+    topic = new_topic()
+    produce_events(bootstrap, topic, 0, 100, batch=50)
+    bucket = f"no-bucket-{time.time_ns()}"
+    uri = f"s3://{bucket}/t"
+    flags = [a for k, v in s3proxy.storage_options.items() for a in ("--storage-option", f"{k}={v}")]
+    proc, wall = _run_once(topic, uri, bootstrap, *flags)
+    assert proc.returncode == EXIT_CONFIG, proc.stderr[-3000:]
+    line = _stopped_line(proc)
+    assert f"stopped: bucket '{bucket}' of {uri} does not exist" in line, line
+    assert wall < 30, f"{wall:.0f} s"
+
+
+def test_run_once_with_wrong_s3_credentials_exits_2_in_one_plain_line(
+    bootstrap: str, new_topic: Callable[..., str], s3proxy: ObjectStoreServer
+) -> None:
+    topic = new_topic()
+    produce_events(bootstrap, topic, 0, 100, batch=50)
+    uri = s3proxy.table_uri("wrong-credentials")
+    options = {**s3proxy.storage_options, "aws_secret_access_key": "not-the-secret"}
+    flags = [a for k, v in options.items() for a in ("--storage-option", f"{k}={v}")]
+    proc, wall = _run_once(topic, uri, bootstrap, *flags)
+    assert proc.returncode == EXIT_CONFIG, proc.stderr[-3000:]
+    line = _stopped_line(proc)
+    assert f"stopped: the object store refused the credentials for {uri} (SignatureDoesNotMatch)" in line, line
+    assert "not-the-secret" not in proc.stderr
+    assert wall < 30, f"{wall:.0f} s"
+    assert _no_table(uri, s3proxy.storage_options)
+
+
+def test_run_once_with_nothing_new_can_exit_with_its_own_code(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic()
+    produce_events(bootstrap, topic, 0, 100, batch=50)
+    table = str(tmp_path / "t")
+    first, _ = _run_once(topic, table, bootstrap, "--exit-code-when-empty", "99", "-q")
+    assert first.returncode == 0, first.stderr[-3000:]
+    again, _ = _run_once(topic, table, bootstrap, "--exit-code-when-empty", "99", "-q")
+    assert again.returncode == 99, again.stderr[-3000:]
+    assert sorted(table_ids(table)) == list(range(100))
+
+
+def test_json_logs_stay_one_object_per_line_when_a_run_stops(bootstrap: str, tmp_path: Path) -> None:
+    topic = f"no-such-topic-{time.time_ns()}"
+    proc, _ = _run_once(topic, str(tmp_path / "t"), bootstrap, "--log-format", "json", "-v")
+    assert proc.returncode == EXIT_CONFIG, proc.stderr[-3000:]
+    lines = [json.loads(line) for line in proc.stderr.splitlines()]  # the trace too: -v, inside one object
+    errors = [line for line in lines if line["level"] == "error"]
+    assert [e["msg"] for e in errors] == [
+        f"stopped: topic '{topic}' does not exist on the Kafka cluster at {bootstrap}"
+    ]
+    assert any("Traceback" in line.get("trace", "") for line in lines)  # -v: the trace, in its line's object
+
+
+def test_spark_ingest_run_once_ends_in_one_line_before_any_spark_session(bootstrap: str, tmp_path: Path) -> None:
+    # the probe runs before the session: no JVM is started, so this is no Spark test
+    spark = [sys.executable, "-m", "parka.cli", "spark-ingest"]
+    address = f"127.0.0.1:{_free_port()}"
+    cmd = [*spark, "events", str(tmp_path / "a"), "-k", address, "--end-at-latest", "--broker-timeout", "3"]
+    started = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == EXIT_UNREACHABLE, proc.stderr[-3000:]
+    assert f"stopped: no Kafka broker reachable at {address}" in _stopped_line(proc)
+    assert time.monotonic() - started < 3 + 20
+    topic = f"no-such-topic-{time.time_ns()}"
+    cmd = [*spark, topic, str(tmp_path / "b"), "-k", bootstrap, "--end-at-latest"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == EXIT_CONFIG, proc.stderr[-3000:]
+    assert f"stopped: topic '{topic}' does not exist" in _stopped_line(proc)
+
+
+def test_optimize_ends_in_one_line(tmp_path: Path, s3proxy: ObjectStoreServer) -> None:
+    optimize = [sys.executable, "-m", "parka.cli", "optimize"]
+    proc = subprocess.run([*optimize, str(tmp_path / "none")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == EXIT_CONFIG, proc.stderr[-3000:]
+    assert f"stopped: CommitError: no Delta table at {tmp_path / 'none'}" in _stopped_line(proc)
+    options = {**s3proxy.storage_options, "aws_secret_access_key": "not-the-secret"}
+    flags = [a for k, v in options.items() for a in ("--storage-option", f"{k}={v}")]
+    proc = subprocess.run([*optimize, s3proxy.table_uri("t"), *flags], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == EXIT_CONFIG, proc.stderr[-3000:]
+    assert "SignatureDoesNotMatch" in _stopped_line(proc) and "not-the-secret" not in proc.stderr
+
+
+def _broker(action: str) -> None:
+    env = dict(os.environ, PARKA_KAFKA_PORT=RECOVERY_PORT)
+    subprocess.run([str(REPO / "scripts" / "kafka-local.sh"), action], check=True, env=env, timeout=180)
+
+
+def test_daemon_without_a_broker_says_so_once_then_slowly_then_recovers(tmp_path: Path) -> None:
+    # a broker of its own, started only once the daemon has been waiting for it
+    address = f"127.0.0.1:{RECOVERY_PORT}"
+    log = tmp_path / "log"
+    table = tmp_path / "t"
+    topic = f"recovery-{time.time_ns()}"
+    waiting = f"no Kafka broker reachable at {address}"
+    flags = ("--retry-log-interval", "2", "--allowed-latency", "1", "--progress-interval", "1")
+    proc = start_ingest(topic, str(table), address, *flags, log=log)
+    try:
+        wait_for(lambda: log_has(log, "still retrying after"), "the daemon to repeat the cause", 60)
+        text = log.read_text()
+        assert text.count(f"{waiting} (") >= 2 and text.count(f"{waiting} (") == text.count("retrying"), text
+        assert text.count("; retrying\n") == 1, text  # said once when it started; the rest say how long
+        assert "%3|" not in text and proc.poll() is None, text[-3000:]
+
+        _broker("up")
+        wait_for(lambda: log_has(log, "recovered after"), "the daemon to see the broker", 90)
+        assert "recovered after" in log.read_text() and waiting in log.read_text()
+        create_topic(AdminClient({"bootstrap.servers": address}), topic, 2)
+        produce_events(address, topic, 0, 300, batch=50)
+        assert wait_for_rows(table, 300, timeout_s=90) == 300
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0, log.read_text()[-3000:]
+        assert sorted(table_ids(table)) == list(range(300))
+        text = log.read_text()
+        assert "progress:" in text and "\x1b" not in text
+        assert "committed " not in text  # each commit's line is at debug level (-v)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        _broker("reset")
