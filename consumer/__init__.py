@@ -1,7 +1,16 @@
 """The consumer side of parka: the messaging shim :class:`ParquetConsumer` and the ingestion
 consumer :class:`IngestionConsumer` (raw segments into Delta Lake, exactly once)."""
 
+from ._compat import KafkaClientException
 from ._ingest import IngestionConsumer, IngestSettings, IngestStats
 from ._shim import ParquetConsumer, RawSegment, SegmentTable
 
-__all__ = ["IngestSettings", "IngestStats", "IngestionConsumer", "ParquetConsumer", "RawSegment", "SegmentTable"]
+__all__ = [
+    "IngestSettings",
+    "IngestStats",
+    "IngestionConsumer",
+    "KafkaClientException",
+    "ParquetConsumer",
+    "RawSegment",
+    "SegmentTable",
+]

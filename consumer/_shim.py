@@ -67,6 +67,8 @@ from parka.registry import Registry, parse_schema_id, split_registry_config
 from parka.schema import RESERVED_PREFIX, schema_fingerprint
 from parka.segment import SCHEMA_ID_HEADER, decode_segment, is_segment, read_segment_info
 
+from ._compat import UNBUILT, KafkaClientException, closed_error, kafka_error, merge_conf
+from ._offsets import positions, precise
 from ._rows import segment_records
 from ._segments import Cursor, Key, Position, RawSegment, SegmentTable, decode_position, position_after
 
@@ -140,16 +142,28 @@ def _auto_commit_loop(ref: weakref.ref[ParquetConsumer], stop: threading.Event, 
 class ParquetConsumer:
     """Consume parka segments as individual records; plain messages pass through unchanged.
 
-    ``conf`` is a confluent-kafka consumer config; it is copied, never modified. The
-    ``columnar.encryption.kms.*`` keys (:mod:`parka.encryption`) decrypt encrypted segments.
+    ``conf`` is a confluent-kafka consumer config, taken in ``confluent_kafka.Consumer``'s forms
+    (``ParquetConsumer(conf)``, ``ParquetConsumer(conf, logger=...)``, ``ParquetConsumer(**conf)``);
+    it is copied, never modified. The ``columnar.encryption.kms.*`` keys
+    (:mod:`parka.encryption`) decrypt encrypted segments.
 
     Raises:
+        TypeError: ``conf`` is not a dict (confluent's message).
         ConfigError: ``enable.auto.commit``, ``enable.auto.offset.store`` or
             ``auto.commit.interval.ms`` has a value librdkafka would not take; a bad
             ``columnar.encryption.*`` key.
     """
 
-    def __init__(self, conf: Mapping[str, Any]) -> None:
+    # What a consumer whose __init__ never ran (or that is closed) answers with: confluent's
+    # RuntimeError("Consumer closed") from every method (see _compat).
+    _consumer: Any = UNBUILT
+    _closed = True
+    _current: Cursor | None = None
+    _committer: threading.Thread | None = None
+    _registry: Registry | None = None
+
+    def __init__(self, *args: Mapping[str, Any], **kwargs: Any) -> None:
+        conf = merge_conf(args, kwargs)
         registry_conf, client = split_registry_config(conf)
         self._kms = parse_kms_config(client)
         client = {k: v for k, v in client.items() if not k.startswith(ENCRYPTION_PREFIX)}
@@ -170,7 +184,7 @@ class ParquetConsumer:
         self._cursors: dict[Key, Cursor] = {}
         # The cursor whose records are being handed out (at most one: a segment is handed out
         # whole before the next Kafka message is fetched).
-        self._current: Cursor | None = None
+        self._current = None
         # Positions given to store_offsets (enable.auto.offset.store=false).
         self._stored: dict[Key, Position] = {}
         self._assigned: set[Key] = set()
@@ -183,7 +197,7 @@ class ParquetConsumer:
         self._lock = threading.RLock()
         self._sent: dict[Key, Position] = {}
         self._failed: list[Key] = []  # appended by the commit callback, drained by the thread
-        self._committer: threading.Thread | None = None
+        self._committer = None
         self._stop_committer = threading.Event()
         self._closed = False
 
@@ -197,6 +211,7 @@ class ParquetConsumer:
         on_lost: Callable[..., None] | None = None,
     ) -> None:
         """Subscribe like ``confluent_kafka.Consumer.subscribe``; callbacks receive this shim."""
+        self._check_open()
 
         def assigned(_: Any, partitions: list[TopicPartition]) -> None:
             for tp in partitions:
@@ -226,6 +241,7 @@ class ParquetConsumer:
         Partitions of the previous assignment are released first (and committed, with
         auto-commit), as librdkafka does.
         """
+        self._check_open()
         self._release(self._consumer.assignment() + [TopicPartition(*key) for key in self._assigned], commit=True)
         self._add(partitions)
         self._consumer.assign(partitions)
@@ -233,17 +249,20 @@ class ParquetConsumer:
 
     def incremental_assign(self, partitions: list[TopicPartition]) -> None:
         """Add partitions to the assignment (cooperative rebalancing), as :meth:`assign` takes them."""
+        self._check_open()
         self._add(partitions)
         self._consumer.incremental_assign(partitions)
         self._start_committer()
 
     def incremental_unassign(self, partitions: list[TopicPartition]) -> None:
         """Remove partitions from the assignment, committing their positions with auto-commit."""
+        self._check_open()
         self._release(partitions, commit=True)
         self._consumer.incremental_unassign(partitions)
 
     def unassign(self) -> None:
         """Remove the whole assignment, committing its positions with auto-commit."""
+        self._check_open()
         self._release(self._consumer.assignment() + [TopicPartition(*key) for key in self._assigned], commit=True)
         self._consumer.unassign()
 
@@ -298,7 +317,7 @@ class ParquetConsumer:
                 if records is not None:
                     cur.next = index + 1
                     return RecordMessage(records, index)
-        got = self._pending(timeout)
+        got = self._pending(timeout, batch=False)
         if not isinstance(got, Cursor):
             return got
         records = got.records if got.records is not None else self._build_records(got)
@@ -313,15 +332,19 @@ class ParquetConsumer:
         ``None``: no limit) have passed. Records come in slices of their segment; further
         Kafka messages are fetched only as needed. Plain and error messages are returned in
         place. Raises what :meth:`poll` raises; an error met after some records were
-        collected is raised by the next call instead, so those records are not lost.
+        collected is raised by the next call instead, so those records are not lost. Like
+        confluent's, it fetches with the client's ``consume()``, which serves every queued
+        callback (``error_cb``, ...) before raising what the first one raised.
         """
+        if self._closed:
+            raise closed_error()
         if not 0 <= num_messages <= _MAX_CONSUME:
-            raise ValueError(f"num_messages must be between 0 and {_MAX_CONSUME:,}, got {num_messages}")
+            raise ValueError("num_messages must be between 0 and 1000000 (1M)")
         out: list[Any] = []
         deadline = _deadline(timeout)
         while len(out) < num_messages:
             try:
-                got = self._pending(_remaining(deadline))
+                got = self._pending(_remaining(deadline), batch=True)
                 if isinstance(got, Cursor) and got.records is None:
                     self._build_records(got)
             except (SegmentError, KafkaClientError) as exc:
@@ -348,7 +371,7 @@ class ParquetConsumer:
         as the confluent-kafka ``Message`` itself; ``None`` when ``timeout`` seconds passed.
         Raises what :meth:`poll` raises.
         """
-        got = self._pending(timeout)
+        got = self._pending(timeout, batch=False)
         if not isinstance(got, Cursor):
             return got
         start, table = got.next, got.table
@@ -403,6 +426,22 @@ class ParquetConsumer:
 
     # -- offsets ---------------------------------------------------------------------------
 
+    def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        """Where consuming stands: after the last record handed out (see :mod:`._offsets`).
+
+        Inside a segment, the segment's offset with the metadata ``parka:1:<offset>:<index>``,
+        so that ``producer.send_offsets_to_transaction(consumer.position(...), ...)`` and
+        ``commit(offsets=consumer.position(...))`` resume at the next record. A partition
+        nothing was fetched from yet: the client's answer. Raises
+        :class:`~parka.consumer.KafkaClientException` (a ``KafkaException``) as confluent does.
+        """
+        self._check_open()
+        try:
+            reported = self._consumer.position(partitions)
+        except confluent_kafka.KafkaException as exc:
+            raise KafkaClientException.wrap(exc, "position failed") from exc
+        return positions(reported, self._cursors)
+
     def commit(
         self,
         message: Any = None,
@@ -414,57 +453,118 @@ class ParquetConsumer:
         With no argument, the stored position of every partition: after the last record
         handed out, or with ``enable.auto.offset.store=false`` what was given to
         :meth:`store_offsets`. With ``message`` (a record, a :class:`SegmentTable` or a plain
-        message), the position after it; ``offsets`` pass through unchanged. Returns the
-        committed partitions when ``asynchronous=False``. Raises
-        :class:`~parka.errors.KafkaClientError` when there is nothing to commit.
+        message), the position after it. ``offsets`` are committed as given, except an offset
+        one past the segment being handed out (the ``msg.offset() + 1`` idiom), which means the
+        position after the last record handed out (:mod:`._offsets`). Returns the committed
+        partitions when ``asynchronous=False``.
+
+        Raises:
+            ValueError: both ``message`` and ``offsets``.
+            KafkaClientException: (a ``KafkaException``) the commit failed, or, synchronously,
+                nothing was stored (``_NO_OFFSET``), as confluent's; asynchronously that is
+                reported to ``on_commit`` instead.
+            RuntimeError: the consumer is closed.
         """
+        self._check_open()
+        if message is not None and offsets is not None:
+            raise ValueError("message and offsets are mutually exclusive")
+        kwargs: dict[str, Any]
         if offsets is not None:
-            tps = offsets
+            kwargs = {"offsets": precise(offsets, self._cursors)}
+        elif isinstance(message, (RecordMessage, SegmentTable)):
+            kwargs = {"offsets": [_tp((message.topic(), message.partition()), position_after(message))]}
         elif message is not None:
-            tps = [_tp((message.topic(), message.partition()), position_after(message))]
+            kwargs = {"message": message}  # a plain message: the client's own commit of it
         else:
             tps = [_tp(key, pos) for key, pos in self._positions().items()]
-            if not tps:
-                raise KafkaClientError("nothing to commit: no position has been stored yet")
-        if asynchronous:
-            self._consumer.commit(offsets=tps, asynchronous=True)
-            return None
-        return list(self._consumer.commit(offsets=tps, asynchronous=False))
+            # Nothing stored: the client's commit, which fails with _NO_OFFSET as confluent's does
+            kwargs = {"offsets": tps} if tps else {}
+        try:
+            if asynchronous:
+                self._consumer.commit(asynchronous=True, **kwargs)
+                return None
+            return list(self._consumer.commit(asynchronous=False, **kwargs))
+        except confluent_kafka.KafkaException as exc:
+            raise KafkaClientException.wrap(exc, "commit failed") from exc
 
     def store_offsets(self, message: Any = None, offsets: list[TopicPartition] | None = None) -> None:
-        """Store the position after ``message`` (record-precise) or the given ``offsets``, for
-        the next auto-commit or argument-less :meth:`commit`.
+        """Store the position after ``message`` (record-precise) or the given ``offsets`` (read as
+        :meth:`commit` reads them), for the next auto-commit or argument-less :meth:`commit`.
 
-        Raises :class:`~parka.errors.KafkaClientError` unless ``enable.auto.offset.store`` is
-        false (as librdkafka does) or for a partition not assigned, and ``TypeError`` with
-        neither argument.
+        Raises:
+            ValueError: both or neither of ``message`` and ``offsets`` (confluent's messages).
+            KafkaClientException: (a ``KafkaException``) ``enable.auto.offset.store`` is true
+                (``_INVALID_ARG``, as librdkafka) or a partition is not assigned
+                (``_UNKNOWN_PARTITION``).
+            RuntimeError: the consumer is closed.
         """
+        self._check_open()
+        if message is not None and offsets is not None:
+            raise ValueError("message and offsets are mutually exclusive")
+        if message is None and offsets is None:
+            raise ValueError("expected either message or offsets")
         if self._auto_store:
-            raise KafkaClientError("store_offsets needs 'enable.auto.offset.store' set to false")
+            raise KafkaClientException(
+                "store_offsets needs 'enable.auto.offset.store' set to false",
+                kafka_error=kafka_error(confluent_kafka.KafkaError._INVALID_ARG, "StoreOffsets failed"),
+            )
         if offsets is not None:
-            given = {(tp.topic, tp.partition): (tp.offset, tp.metadata or "") for tp in offsets}
-        elif message is not None:
-            given = {(message.topic(), message.partition()): position_after(message)}
+            given = {(tp.topic, tp.partition): (tp.offset, tp.metadata or "") for tp in precise(offsets, self._cursors)}
+        elif message.offset() is None:  # a Message built in Python: no position to store
+            given = {}
         else:
-            raise TypeError("store_offsets needs message or offsets")
+            given = {(message.topic(), message.partition()): position_after(message)}
         for key in given:
             if key not in self._assigned:
-                raise KafkaClientError(f"cannot store an offset for {key[0]}[{key[1]}]: partition not assigned")
+                raise KafkaClientException(
+                    f"cannot store an offset for {key[0]}[{key[1]}]: partition not assigned",
+                    kafka_error=kafka_error(confluent_kafka.KafkaError._UNKNOWN_PARTITION, "partition not assigned"),
+                )
         self._stored.update(given)
 
     def committed(self, partitions: list[TopicPartition], timeout: float | None = None) -> list[TopicPartition]:
+        """The committed positions, metadata included: a position inside a segment is the
+        segment's offset with ``parka:1:<offset>:<index>``. Raises
+        :class:`~parka.consumer.KafkaClientException` (a ``KafkaException``) as confluent does."""
+        self._check_open()
         args = () if timeout is None else (timeout,)
-        return list(self._consumer.committed(partitions, *args))
+        try:
+            return list(self._consumer.committed(partitions, *args))
+        except confluent_kafka.KafkaException as exc:
+            raise KafkaClientException.wrap(exc, "committed failed") from exc
+
+    def seek(self, partition: TopicPartition) -> None:
+        """Seek like the client; records of that partition's segment in hand are dropped, and the
+        offset is taken literally (no mid-segment resume), as :meth:`assign` takes one.
+        Raises :class:`~parka.consumer.KafkaClientException` (a ``KafkaException``)."""
+        self._check_open()
+        try:
+            self._consumer.seek(partition)
+        except confluent_kafka.KafkaException as exc:
+            raise KafkaClientException.wrap(exc, "seek failed") from exc
+        key = (partition.topic, partition.partition)
+        self._cursors.pop(key, None)
+        self._resume_checked.add(key)
+        current = self._current
+        if current is not None and (current.topic, current.partition) == key:
+            self._current = None
 
     def close(self) -> None:
-        """Stop auto-committing, commit the final positions (with auto-commit) and close the client."""
+        """Stop auto-committing, commit the final positions (with auto-commit) and close the client.
+
+        Returns ``None``; closing again does nothing. Afterwards every method raises
+        ``RuntimeError("Consumer closed")``, as confluent's.
+        """
+        if self._closed:
+            self._consumer.close()  # nothing to do; a consumer never built included
+            return
         self._stop_committer.set()
         if self._committer is not None:
             self._committer.join()
         if self._registry is not None:
             self._registry.close()
         with self._lock:
-            if self._auto_commit and not self._closed:
+            if self._auto_commit:
                 final = {key: pos for key, pos in self._positions().items() if key in self._assigned}
                 if final:
                     self._send(final, asynchronous=False)
@@ -478,6 +578,10 @@ class ParquetConsumer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _check_open(self) -> None:
+        if self._closed:
+            raise closed_error()
+
     def __getattr__(self, name: str) -> Any:
         # assignment, position, seek, pause, resume, list_topics, ...: the wrapped client's.
         if name.startswith("_"):
@@ -486,9 +590,12 @@ class ParquetConsumer:
 
     # -- internals: fetching -------------------------------------------------------------------
 
-    def _pending(self, timeout: float | None) -> Any:
+    def _pending(self, timeout: float | None, *, batch: bool) -> Any:
         """The cursor with records left to hand out, fetching Kafka messages until one has
-        some; else what came instead: a plain or error message, or ``None`` on timeout."""
+        some; else what came instead: a plain or error message, or ``None`` on timeout.
+        ``batch``: fetch with the client's ``consume()`` (for :meth:`consume`), else ``poll()``."""
+        if self._closed:
+            raise closed_error()
         current = self._current
         if current is not None:
             if current.next < current.stop:
@@ -501,7 +608,7 @@ class ParquetConsumer:
             raise exc
         deadline = _deadline(timeout)
         while True:
-            got = self._fetch(_remaining(deadline))
+            got = self._fetch(_remaining(deadline), batch=batch)
             if got is _SEGMENT:
                 return self._current
             if got is not _NOTHING:
@@ -531,9 +638,14 @@ class ParquetConsumer:
                 offset=offset,
             )
 
-    def _fetch(self, timeout: float) -> Any:
+    def _fetch(self, timeout: float, *, batch: bool) -> Any:
         """Poll the client once: a plain or error message, ``None``, ``_SEGMENT`` or ``_NOTHING``."""
-        msg: Any = self._consumer.poll(timeout)
+        msg: Any
+        if batch:
+            got = self._consumer.consume(1, timeout)
+            msg = got[0] if got else None
+        else:
+            msg = self._consumer.poll(timeout)
         if msg is None or msg.error() is not None:
             return msg
         topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
