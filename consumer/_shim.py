@@ -75,7 +75,7 @@ from ._segments import Cursor, Key, Position, RawSegment, SegmentTable, decode_p
 __all__ = ["ParquetConsumer", "RawSegment", "SegmentTable"]
 
 # Bound at import, so that an application (or a test) that swaps ``confluent_kafka.Consumer`` for
-# parka's class still gets the real client here.
+# parka's class still gets the real client here (see _client_class).
 _KafkaConsumer = confluent_kafka.Consumer
 
 log = logging.getLogger("parka.consumer")
@@ -129,6 +129,17 @@ def _expired(deadline: float | None) -> bool:
     return deadline is not None and time.monotonic() >= deadline
 
 
+def _client_class() -> Any:
+    """The client to wrap: ``confluent_kafka.Consumer`` as it is now, so that a test double
+    patched in its place (``unittest.mock.patch("confluent_kafka.Consumer")``) is what parka
+    wraps, as it is what confluent's ``AIOConsumer`` would wrap; but when parka's own class was
+    swapped in (confluent's tests run on parka), the class bound at import."""
+    current = confluent_kafka.Consumer
+    if isinstance(current, type) and issubclass(current, ParquetConsumer):
+        return _KafkaConsumer
+    return current
+
+
 def _auto_commit_loop(ref: weakref.ref[ParquetConsumer], stop: threading.Event, interval_s: float) -> None:
     # A weak reference: a consumer the application drops without close() can still be collected.
     while not stop.wait(interval_s):
@@ -180,7 +191,7 @@ class ParquetConsumer:
             client["on_commit"] = _weak_on_commit(weakref.ref(self))
         elif self._user_on_commit is not None:
             client["on_commit"] = self._user_on_commit
-        self._consumer = _KafkaConsumer(client)
+        self._consumer = _client_class()(client)
         self._cursors: dict[Key, Cursor] = {}
         # The cursor whose records are being handed out (at most one: a segment is handed out
         # whole before the next Kafka message is fetched).
