@@ -30,7 +30,7 @@ from ._shim import ParquetConsumer
 __all__ = ["AIOParquetConsumer"]
 
 
-class AIOParquetConsumer(AIOConsumer):  # type: ignore[misc]
+class AIOParquetConsumer(AIOConsumer):
     """``confluent_kafka.aio.AIOConsumer`` over a :class:`ParquetConsumer`: ``await
     consumer.poll()`` returns a record of a segment, ``consume()`` a list of them.
 
@@ -66,7 +66,9 @@ class AIOParquetConsumer(AIOConsumer):  # type: ignore[misc]
         aio_common.wrap_common_callbacks(loop, conf)
         aio_common.wrap_conf_callback(loop, conf, "on_commit")
         try:
-            self._consumer: ParquetConsumer = ParquetConsumer(conf)
+            self._parquet = ParquetConsumer(conf)
+            # a drop-in for confluent_kafka.Consumer, not a subclass of it
+            self._consumer = self._parquet  # type: ignore[assignment]
         except BaseException:
             if self._owns_executor:
                 self.executor.shutdown(wait=False)
@@ -74,9 +76,9 @@ class AIOParquetConsumer(AIOConsumer):  # type: ignore[misc]
 
     async def poll_table(self, *args: Any, **kwargs: Any) -> Any:
         """:meth:`ParquetConsumer.poll_table`: the next segment's records as one ``pyarrow.Table``."""
-        return await self._call(self._consumer.poll_table, *args, **kwargs)
+        return await self._call(self._parquet.poll_table, *args, **kwargs)
 
     async def poll_buffer(self, *args: Any, **kwargs: Any) -> RawSegment | None:
         """:meth:`ParquetConsumer.poll_buffer`: the next message's raw bytes, undecoded."""
-        result: RawSegment | None = await self._call(self._consumer.poll_buffer, *args, **kwargs)
+        result: RawSegment | None = await self._call(self._parquet.poll_buffer, *args, **kwargs)
         return result
