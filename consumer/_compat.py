@@ -15,7 +15,8 @@ nothing of its own: the constructor's forms, the exception types, a consumer tha
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import confluent_kafka
@@ -23,7 +24,7 @@ from confluent_kafka import KafkaError
 
 from parka.errors import KafkaClientError
 
-__all__ = ["UNBUILT", "KafkaClientException", "closed_error", "kafka_error", "merge_conf"]
+__all__ = ["UNBUILT", "KafkaClientException", "closed_error", "kafka_error", "merge_conf", "translated"]
 
 # Never initialised: every method raises RuntimeError("Consumer closed") (list_topics "Handle has
 # been closed"), close() does nothing. Bound at import, as _shim's wrapped class is.
@@ -71,3 +72,14 @@ def merge_conf(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, An
         conf.update(args[0])
     conf.update(kwargs)
     return conf
+
+
+@contextmanager
+def translated(what: str) -> Iterator[None]:
+    """Raise the client's ``KafkaException`` as :class:`KafkaClientException` (still one)."""
+    try:
+        yield
+    except KafkaClientException:
+        raise
+    except confluent_kafka.KafkaException as exc:
+        raise KafkaClientException.wrap(exc, what) from exc

@@ -23,13 +23,17 @@ partition's record-precise position (:func:`precise`). Any other offset is taken
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaError, TopicPartition
 
-from ._segments import Cursor, Key
+from parka.message import RecordMessage
 
-__all__ = ["positions", "precise"]
+from ._compat import KafkaClientException
+from ._segments import Cursor, Key, Position, SegmentTable, position_after
+
+__all__ = ["commit_request", "positions", "precise", "store_request"]
 
 
 def _at(tp: TopicPartition, cursor: Cursor) -> TopicPartition:
@@ -61,3 +65,65 @@ def precise(offsets: Iterable[TopicPartition], cursors: Mapping[Key, Cursor]) ->
         else:
             out.append(tp)
     return out
+
+
+def commit_request(
+    message: Any, offsets: list[TopicPartition] | None, cursors: Mapping[Key, Cursor], stored: Mapping[Key, Position]
+) -> dict[str, Any]:
+    """The client's ``commit()`` arguments for ``ParquetConsumer.commit(message, offsets)``.
+
+    ``offsets`` as :func:`precise` reads them; a record or :class:`SegmentTable`: the position
+    after it; a plain message: the client's own commit of it; neither: the ``stored`` positions,
+    or, with none, the client's argument-less commit, which fails with ``_NO_OFFSET`` as
+    confluent's does. Raises ``ValueError`` for both ``message`` and ``offsets``.
+    """
+    if message is not None and offsets is not None:
+        raise ValueError("message and offsets are mutually exclusive")
+    if offsets is not None:
+        return {"offsets": precise(offsets, cursors)}
+    if isinstance(message, (RecordMessage, SegmentTable)):
+        offset, metadata = position_after(message)
+        return {"offsets": [TopicPartition(message.topic(), message.partition(), offset, metadata)]}
+    if message is not None:
+        return {"message": message}
+    tps = [TopicPartition(key[0], key[1], pos[0], pos[1]) for key, pos in stored.items()]
+    return {"offsets": tps} if tps else {}
+
+
+def store_request(
+    message: Any,
+    offsets: list[TopicPartition] | None,
+    cursors: Mapping[Key, Cursor],
+    assigned: Collection[Key],
+    *,
+    auto_store: bool,
+) -> dict[Key, Position]:
+    """The positions ``ParquetConsumer.store_offsets(message, offsets)`` stores.
+
+    Raises:
+        ValueError: both or neither of ``message`` and ``offsets`` (confluent's messages).
+        KafkaClientException: ``enable.auto.offset.store`` is true (``_INVALID_ARG``, as
+            librdkafka) or a partition is not assigned (``_UNKNOWN_PARTITION``).
+    """
+    if message is not None and offsets is not None:
+        raise ValueError("message and offsets are mutually exclusive")
+    if message is None and offsets is None:
+        raise ValueError("expected either message or offsets")
+    if auto_store:
+        raise KafkaClientException(
+            "store_offsets needs 'enable.auto.offset.store' set to false",
+            kafka_error=KafkaError(KafkaError._INVALID_ARG, "StoreOffsets failed"),
+        )
+    if offsets is not None:
+        given = {(tp.topic, tp.partition): (tp.offset, tp.metadata or "") for tp in precise(offsets, cursors)}
+    elif message.offset() is None:  # a Message built in Python: no position to store
+        given = {}
+    else:
+        given = {(message.topic(), message.partition()): position_after(message)}
+    for topic, partition in given:
+        if (topic, partition) not in assigned:
+            raise KafkaClientException(
+                f"cannot store an offset for {topic}[{partition}]: partition not assigned",
+                kafka_error=KafkaError(KafkaError._UNKNOWN_PARTITION, "partition not assigned"),
+            )
+    return given

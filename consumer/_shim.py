@@ -67,10 +67,10 @@ from parka.registry import Registry, parse_schema_id, split_registry_config
 from parka.schema import RESERVED_PREFIX, schema_fingerprint
 from parka.segment import SCHEMA_ID_HEADER, decode_segment, is_segment, read_segment_info
 
-from ._compat import UNBUILT, KafkaClientException, closed_error, kafka_error, merge_conf
-from ._offsets import positions, precise
+from ._compat import UNBUILT, closed_error, merge_conf, translated
+from ._offsets import commit_request, positions, store_request
 from ._rows import segment_records
-from ._segments import Cursor, Key, Position, RawSegment, SegmentTable, decode_position, position_after
+from ._segments import Cursor, Key, Position, RawSegment, SegmentTable, decode_position
 
 __all__ = ["ParquetConsumer", "RawSegment", "SegmentTable"]
 
@@ -435,23 +435,16 @@ class ParquetConsumer:
             info=info,
         )
 
-    # -- offsets ---------------------------------------------------------------------------
+    # -- offsets (the decisions: _offsets.py) ------------------------------------------------
 
     def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
-        """Where consuming stands: after the last record handed out (see :mod:`._offsets`).
-
-        Inside a segment, the segment's offset with the metadata ``parka:1:<offset>:<index>``,
-        so that ``producer.send_offsets_to_transaction(consumer.position(...), ...)`` and
-        ``commit(offsets=consumer.position(...))`` resume at the next record. A partition
-        nothing was fetched from yet: the client's answer. Raises
-        :class:`~parka.consumer.KafkaClientException` (a ``KafkaException``) as confluent does.
-        """
+        """After the last record handed out: inside a segment, its offset with the metadata
+        ``parka:1:<offset>:<index>``, so that ``send_offsets_to_transaction(consumer.position(..))``
+        resumes at the next record; a partition nothing was fetched from: the client's answer.
+        Raises :class:`KafkaClientException` (a ``KafkaException``) as confluent's."""
         self._check_open()
-        try:
-            reported = self._consumer.position(partitions)
-        except confluent_kafka.KafkaException as exc:
-            raise KafkaClientException.wrap(exc, "position failed") from exc
-        return positions(reported, self._cursors)
+        with translated("position failed"):
+            return positions(self._consumer.position(partitions), self._cursors)
 
     def commit(
         self,
@@ -459,100 +452,44 @@ class ParquetConsumer:
         offsets: list[TopicPartition] | None = None,
         asynchronous: bool = True,
     ) -> list[TopicPartition] | None:
-        """Commit record-precise positions.
+        """Commit record-precise positions: with no argument the stored ones (every record handed
+        out, or with ``enable.auto.offset.store=false`` what :meth:`store_offsets` was given);
+        with ``message`` (a record, a :class:`SegmentTable`, a plain message) the position after
+        it; ``offsets`` as given, the ``msg.offset() + 1`` idiom read as the record position
+        (:func:`._offsets.commit_request`). Returns the committed partitions when synchronous.
 
-        With no argument, the stored position of every partition: after the last record
-        handed out, or with ``enable.auto.offset.store=false`` what was given to
-        :meth:`store_offsets`. With ``message`` (a record, a :class:`SegmentTable` or a plain
-        message), the position after it. ``offsets`` are committed as given, except an offset
-        one past the segment being handed out (the ``msg.offset() + 1`` idiom), which means the
-        position after the last record handed out (:mod:`._offsets`). Returns the committed
-        partitions when ``asynchronous=False``.
-
-        Raises:
-            ValueError: both ``message`` and ``offsets``.
-            KafkaClientException: (a ``KafkaException``) the commit failed, or, synchronously,
-                nothing was stored (``_NO_OFFSET``), as confluent's; asynchronously that is
-                reported to ``on_commit`` instead.
-            RuntimeError: the consumer is closed.
+        Raises ``ValueError`` (both ``message`` and ``offsets``), :class:`KafkaClientException`
+        (a ``KafkaException``; ``_NO_OFFSET`` when synchronous with nothing stored, as
+        confluent's, which tells ``on_commit`` when asynchronous), ``RuntimeError`` when closed.
         """
         self._check_open()
-        if message is not None and offsets is not None:
-            raise ValueError("message and offsets are mutually exclusive")
-        kwargs: dict[str, Any]
-        if offsets is not None:
-            kwargs = {"offsets": precise(offsets, self._cursors)}
-        elif isinstance(message, (RecordMessage, SegmentTable)):
-            kwargs = {"offsets": [_tp((message.topic(), message.partition()), position_after(message))]}
-        elif message is not None:
-            kwargs = {"message": message}  # a plain message: the client's own commit of it
-        else:
-            tps = [_tp(key, pos) for key, pos in self._positions().items()]
-            # Nothing stored: the client's commit, which fails with _NO_OFFSET as confluent's does
-            kwargs = {"offsets": tps} if tps else {}
-        try:
+        kwargs = commit_request(message, offsets, self._cursors, self._positions())
+        with translated("commit failed"):
             if asynchronous:
                 self._consumer.commit(asynchronous=True, **kwargs)
                 return None
             return list(self._consumer.commit(asynchronous=False, **kwargs))
-        except confluent_kafka.KafkaException as exc:
-            raise KafkaClientException.wrap(exc, "commit failed") from exc
 
     def store_offsets(self, message: Any = None, offsets: list[TopicPartition] | None = None) -> None:
-        """Store the position after ``message`` (record-precise) or the given ``offsets`` (read as
-        :meth:`commit` reads them), for the next auto-commit or argument-less :meth:`commit`.
-
-        Raises:
-            ValueError: both or neither of ``message`` and ``offsets`` (confluent's messages).
-            KafkaClientException: (a ``KafkaException``) ``enable.auto.offset.store`` is true
-                (``_INVALID_ARG``, as librdkafka) or a partition is not assigned
-                (``_UNKNOWN_PARTITION``).
-            RuntimeError: the consumer is closed.
-        """
+        """Store the position after ``message`` (record-precise) or ``offsets`` (read as
+        :meth:`commit` reads them) for the next auto-commit or argument-less :meth:`commit`.
+        Raises what :func:`._offsets.store_request` raises, ``RuntimeError`` when closed."""
         self._check_open()
-        if message is not None and offsets is not None:
-            raise ValueError("message and offsets are mutually exclusive")
-        if message is None and offsets is None:
-            raise ValueError("expected either message or offsets")
-        if self._auto_store:
-            raise KafkaClientException(
-                "store_offsets needs 'enable.auto.offset.store' set to false",
-                kafka_error=kafka_error(confluent_kafka.KafkaError._INVALID_ARG, "StoreOffsets failed"),
-            )
-        if offsets is not None:
-            given = {(tp.topic, tp.partition): (tp.offset, tp.metadata or "") for tp in precise(offsets, self._cursors)}
-        elif message.offset() is None:  # a Message built in Python: no position to store
-            given = {}
-        else:
-            given = {(message.topic(), message.partition()): position_after(message)}
-        for key in given:
-            if key not in self._assigned:
-                raise KafkaClientException(
-                    f"cannot store an offset for {key[0]}[{key[1]}]: partition not assigned",
-                    kafka_error=kafka_error(confluent_kafka.KafkaError._UNKNOWN_PARTITION, "partition not assigned"),
-                )
-        self._stored.update(given)
+        self._stored.update(store_request(message, offsets, self._cursors, self._assigned, auto_store=self._auto_store))
 
     def committed(self, partitions: list[TopicPartition], timeout: float | None = None) -> list[TopicPartition]:
-        """The committed positions, metadata included: a position inside a segment is the
-        segment's offset with ``parka:1:<offset>:<index>``. Raises
-        :class:`~parka.consumer.KafkaClientException` (a ``KafkaException``) as confluent does."""
+        """The committed positions, metadata included (inside a segment: the segment's offset
+        and ``parka:1:<offset>:<index>``). Raises :class:`KafkaClientException` as confluent's."""
         self._check_open()
-        args = () if timeout is None else (timeout,)
-        try:
-            return list(self._consumer.committed(partitions, *args))
-        except confluent_kafka.KafkaException as exc:
-            raise KafkaClientException.wrap(exc, "committed failed") from exc
+        with translated("committed failed"):
+            return list(self._consumer.committed(partitions, *(() if timeout is None else (timeout,))))
 
     def seek(self, partition: TopicPartition) -> None:
-        """Seek like the client; records of that partition's segment in hand are dropped, and the
-        offset is taken literally (no mid-segment resume), as :meth:`assign` takes one.
-        Raises :class:`~parka.consumer.KafkaClientException` (a ``KafkaException``)."""
+        """Seek like the client; that partition's records in hand are dropped and the offset is
+        taken literally, as :meth:`assign` takes one. Raises :class:`KafkaClientException`."""
         self._check_open()
-        try:
+        with translated("seek failed"):
             self._consumer.seek(partition)
-        except confluent_kafka.KafkaException as exc:
-            raise KafkaClientException.wrap(exc, "seek failed") from exc
         key = (partition.topic, partition.partition)
         self._cursors.pop(key, None)
         self._resume_checked.add(key)
