@@ -67,7 +67,7 @@ from parka.registry import Registry, parse_schema_id, split_registry_config
 from parka.schema import RESERVED_PREFIX, schema_fingerprint
 from parka.segment import SCHEMA_ID_HEADER, decode_segment, is_segment, read_segment_info
 
-from ._compat import UNBUILT, closed_error, merge_conf, translated
+from ._compat import UNBUILT, KafkaClientException, closed_error, merge_conf, translated
 from ._offsets import commit_request, positions, store_request
 from ._rows import segment_records
 from ._segments import Cursor, Key, Position, RawSegment, SegmentTable, decode_position
@@ -315,7 +315,7 @@ class ParquetConsumer:
 
         Raises :class:`~parka.errors.SegmentDecodeError` for a segment that cannot be decoded;
         the error keeps the raw bytes, topic, partition and offset, and consuming continues
-        after it on the next call. Raises :class:`~parka.errors.KafkaClientError` when the
+        after it on the next call. Raises :class:`KafkaClientException` (a ``KafkaException``) when the
         committed position of a newly assigned partition cannot be read (the segment is
         fetched again on the next call).
         """
@@ -406,7 +406,7 @@ class ParquetConsumer:
 
         Returns ``None`` when nothing arrived in time (or at a partition end event). Raises
         :class:`~parka.errors.SegmentDecodeError` when segment headers are garbled (the error
-        keeps the raw message) and :class:`~parka.errors.KafkaClientError` for client errors.
+        keeps the raw message) and :class:`KafkaClientException` for client errors.
         """
         current = self._current
         if current is not None and current.next < current.stop:
@@ -418,7 +418,7 @@ class ParquetConsumer:
         if err is not None:
             if err.code() == confluent_kafka.KafkaError._PARTITION_EOF:
                 return None
-            raise KafkaClientError(f"consume failed: {err}", kafka_error=err)
+            raise KafkaClientException(f"consume failed: {err}", kafka_error=err)
         topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
         self._cursors[(topic, partition)] = Cursor(topic, partition, offset)
         headers = msg.headers()
@@ -660,7 +660,7 @@ class ParquetConsumer:
     def _resume_index(self, msg: Any) -> int:
         """Records of this segment already consumed before a restart, per committed metadata.
 
-        Raises KafkaClientError when the committed position cannot be read; the client is
+        Raises KafkaClientException when the committed position cannot be read; the client is
         sought back to the segment, so the next poll fetches it again.
         """
         key = (msg.topic(), msg.partition())
@@ -673,7 +673,7 @@ class ParquetConsumer:
                 self._consumer.seek(TopicPartition(key[0], key[1], msg.offset()))
             except confluent_kafka.KafkaException as seek_exc:
                 log.warning("cannot seek %s[%d] back to %d: %s", key[0], key[1], msg.offset(), seek_exc)
-            raise KafkaClientError(f"cannot read committed offset of {key[0]}[{key[1]}]: {exc}") from exc
+            raise KafkaClientException.wrap(exc, f"cannot read committed offset of {key[0]}[{key[1]}]") from exc
         self._resume_checked.add(key)
         pos = decode_position(getattr(tp, "metadata", None))
         if pos is None or tp.offset != msg.offset() or pos[0] != msg.offset():
