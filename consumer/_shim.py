@@ -10,7 +10,9 @@ the next record to hand out as ``(segment offset, index)`` and commits it as:
   commit metadata ``parka:1:<segment offset>:<index>``. When that segment arrives again
   after a restart or rebalance, its first ``index`` records are skipped.
 
-So a commit taken in the middle of a segment neither loses nor repeats records.
+So a commit taken in the middle of a segment neither loses nor repeats records. ``position()``
+answers in the same form, so offsets taken from it (confluent's exactly-once loop hands them to
+``send_offsets_to_transaction``) resume at the next record too (``_offsets.py``).
 
 Handing records out
 -------------------
@@ -168,7 +170,9 @@ class ParquetConsumer:
     # What a consumer whose __init__ never ran (or that is closed) answers with: confluent's
     # RuntimeError("Consumer closed") from every method (see _compat).
     _consumer: Any = UNBUILT
-    _closed = True
+    _closed = True  # close() began: no more commits of parka's own
+    _shut = True  # the client is closed: methods raise RuntimeError (not yet inside close(), where
+    # rebalance callbacks the client serves may still call unassign(), commit(), ...)
     _current: Cursor | None = None
     _committer: threading.Thread | None = None
     _registry: Registry | None = None
@@ -211,6 +215,7 @@ class ParquetConsumer:
         self._committer = None
         self._stop_committer = threading.Event()
         self._closed = False
+        self._shut = False
 
     # -- subscription --------------------------------------------------------------------
 
@@ -347,7 +352,7 @@ class ParquetConsumer:
         confluent's, it fetches with the client's ``consume()``, which serves every queued
         callback (``error_cb``, ...) before raising what the first one raised.
         """
-        if self._closed:
+        if self._shut:
             raise closed_error()
         if not 0 <= num_messages <= _MAX_CONSUME:
             raise ValueError("num_messages must be between 0 and 1000000 (1M)")
@@ -518,7 +523,10 @@ class ParquetConsumer:
                     self._send(final, asynchronous=False)
             self._closed = True
             self._current = None
-        self._consumer.close()
+        try:
+            self._consumer.close()
+        finally:
+            self._shut = True
 
     def __enter__(self) -> ParquetConsumer:
         return self
@@ -527,7 +535,7 @@ class ParquetConsumer:
         self.close()
 
     def _check_open(self) -> None:
-        if self._closed:
+        if self._shut:
             raise closed_error()
 
     def __getattr__(self, name: str) -> Any:
@@ -542,7 +550,7 @@ class ParquetConsumer:
         """The cursor with records left to hand out, fetching Kafka messages until one has
         some; else what came instead: a plain or error message, or ``None`` on timeout.
         ``batch``: fetch with the client's ``consume()`` (for :meth:`consume`), else ``poll()``."""
-        if self._closed:
+        if self._shut:
             raise closed_error()
         current = self._current
         if current is not None:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
+import pytest
 from confluent_kafka import TopicPartition
 from parka.consumer import ParquetConsumer
 from parka.producer import ParquetProducer
@@ -65,3 +66,24 @@ def test_position_commit_offsets_and_seek_are_record_precise(
     with shim(bootstrap, group_id) as again:
         again.subscribe([topic])
         assert next_record(again).value() == {"id": 120}
+
+
+def test_a_revoke_callback_run_by_close_may_call_the_consumer(
+    bootstrap: str, new_topic: Callable[..., str], group_id: str
+) -> None:
+    # close() serves the revocation; the callback still has an open consumer, as with confluent's
+    topic = new_topic()
+    produce(bootstrap, topic, 10, per_segment=10)
+    revoked: list[Any] = []
+
+    def on_revoke(consumer: ParquetConsumer, partitions: list[TopicPartition]) -> None:
+        revoked.append(consumer.assignment())
+        consumer.unassign()
+
+    c = shim(bootstrap, group_id)
+    c.subscribe([topic], on_revoke=on_revoke)
+    assert next_record(c).value() == {"id": 0}
+    c.close()
+    assert revoked == [[TopicPartition(topic, 0)]]
+    with pytest.raises(RuntimeError, match="Consumer closed"):
+        c.assignment()
