@@ -26,27 +26,7 @@ only the cursor's index moves; positions are worked out from cursors when stored
 
 Auto-commit
 -----------
-The wrapped client runs with ``enable.auto.commit=false`` and ``enable.auto.offset.store=false``,
-and parka commits by itself. librdkafka's auto-commit compares offsets only: a stored position
-with the same segment offset and new metadata (a later record of the same segment) is not
-committed while that offset is already committed (librdkafka 2.x). A crash would then
-re-deliver up to a whole segment. So, with ``enable.auto.commit`` (the default):
-
-1. A partition's position is its cursor when ``enable.auto.offset.store`` is true (the default:
-   every record handed out counts as stored, as librdkafka stores every message ``poll``
-   returns), else the last position the application passed to ``store_offsets``.
-2. A daemon thread wakes every ``auto.commit.interval.ms`` and commits, asynchronously, the
-   positions that changed since it last sent them. A commit reported failed to the commit
-   callback is sent again at the next tick. The application's ``on_commit`` sees these
-   commits as it would see librdkafka's automatic ones.
-3. Revocation, ``unassign`` and ``close()`` commit synchronously, as librdkafka does with
-   auto-commit (``close()`` stops the thread first). Lost partitions are not committed.
-4. The thread and the release of partitions share one lock, so no commit for a partition is
-   sent once it is released. Nothing is locked per record: the thread reads a cursor's index,
-   which the consuming thread only ever increases, and a new segment gets a new cursor.
-
-A crash (kill -9) therefore re-delivers at most the records handed out during the last
-``auto.commit.interval.ms``, plus what the last commit's round trip takes.
+parka commits by itself, record-precise: see ``_autocommit.py``.
 """
 
 from __future__ import annotations
@@ -63,12 +43,13 @@ import pyarrow as pa
 from confluent_kafka import TopicPartition
 
 from parka.encryption import ENCRYPTION_PREFIX, parse_kms_config
-from parka.errors import ConfigError, KafkaClientError, SegmentDecodeError, SegmentError
+from parka.errors import KafkaClientError, SegmentDecodeError, SegmentError
 from parka.message import RecordMessage, SegmentRecords
 from parka.registry import Registry, parse_schema_id, split_registry_config
 from parka.schema import RESERVED_PREFIX, schema_fingerprint
 from parka.segment import SCHEMA_ID_HEADER, decode_segment, is_segment, read_segment_info
 
+from ._autocommit import auto_commit_loop, flag, interval_s, weak_on_commit
 from ._compat import UNBUILT, KafkaClientException, closed_error, merge_conf, translated
 from ._offsets import commit_request, positions, store_request
 from ._rows import segment_records
@@ -83,7 +64,6 @@ _KafkaConsumer = confluent_kafka.Consumer
 log = logging.getLogger("parka.consumer")
 
 _MAX_CONSUME = 1_000_000  # confluent-kafka's bound on consume(num_messages)
-_MAX_INTERVAL_MS = 86_400_000  # librdkafka's bound on auto.commit.interval.ms
 
 # _fetch results besides a message and None
 _SEGMENT = object()  # a segment with records to hand out is now the current cursor
@@ -92,31 +72,6 @@ _NOTHING = object()  # a segment with none left (all skipped on resume, or empty
 
 def _tp(key: Key, position: Position) -> TopicPartition:
     return TopicPartition(key[0], key[1], position[0], position[1])
-
-
-def _flag(conf: dict[str, Any], key: str) -> bool:
-    """Pop a librdkafka boolean (default true) from ``conf``. Raises ConfigError for other values."""
-    value = conf.pop(key, True)
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("true", "t", "1"):
-        return True
-    if text in ("false", "f", "0"):
-        return False
-    raise ConfigError(key, value, "true, false")
-
-
-def _interval_s(conf: dict[str, Any]) -> float:
-    """Pop ``auto.commit.interval.ms`` (default 5000) from ``conf``, in seconds. Raises ConfigError."""
-    value = conf.pop("auto.commit.interval.ms", 5000)
-    try:
-        ms = int(value)
-    except (TypeError, ValueError):
-        ms = -1
-    if isinstance(value, (bool, float)) or not 0 <= ms <= _MAX_INTERVAL_MS:
-        raise ConfigError("auto.commit.interval.ms", value, f"an integer from 0 to {_MAX_INTERVAL_MS}")
-    return ms / 1000
 
 
 def _deadline(timeout: float | None) -> float | None:
@@ -140,16 +95,6 @@ def _client_class() -> Any:
     if isinstance(current, type) and issubclass(current, ParquetConsumer):
         return _KafkaConsumer
     return current
-
-
-def _auto_commit_loop(ref: weakref.ref[ParquetConsumer], stop: threading.Event, interval_s: float) -> None:
-    # A weak reference: a consumer the application drops without close() can still be collected.
-    while not stop.wait(interval_s):
-        consumer = ref()
-        if consumer is None:
-            return
-        consumer._auto_commit_tick()
-        del consumer
 
 
 class ParquetConsumer:
@@ -185,14 +130,14 @@ class ParquetConsumer:
         # With a registry, a segment's parka.schema.id is resolved: the writer's Avro schema must
         # be the one the segment's fingerprint names. schema.registry.* never reach librdkafka.
         self._registry = None if registry_conf is None else Registry(registry_conf)
-        self._auto_store = _flag(client, "enable.auto.offset.store")
-        self._auto_commit = _flag(client, "enable.auto.commit")
-        self._interval_s = _interval_s(client)
+        self._auto_store = flag(client, "enable.auto.offset.store")
+        self._auto_commit = flag(client, "enable.auto.commit")
+        self._interval_s = interval_s(client)
         self._user_on_commit: Callable[..., None] | None = client.pop("on_commit", None)
         client["enable.auto.offset.store"] = False
         client["enable.auto.commit"] = False
         if self._auto_commit:
-            client["on_commit"] = _weak_on_commit(weakref.ref(self))
+            client["on_commit"] = weak_on_commit(weakref.ref(self))
         elif self._user_on_commit is not None:
             client["on_commit"] = self._user_on_commit
         self._consumer = _client_class()(client)
@@ -700,7 +645,7 @@ class ParquetConsumer:
         if not self._auto_commit or self._interval_s <= 0 or self._committer is not None or self._closed:
             return
         self._committer = threading.Thread(
-            target=_auto_commit_loop,
+            target=auto_commit_loop,
             args=(weakref.ref(self), self._stop_committer, self._interval_s),
             name="parka-auto-commit",
             daemon=True,
@@ -748,12 +693,3 @@ class ParquetConsumer:
         self._failed.extend(failed)  # the committer thread resends them at its next tick
         if self._user_on_commit is not None:
             self._user_on_commit(err, partitions)
-
-
-def _weak_on_commit(ref: weakref.ref[ParquetConsumer]) -> Callable[[Any, Any], None]:
-    def on_commit(err: Any, partitions: Any) -> None:
-        consumer = ref()
-        if consumer is not None:
-            consumer._on_commit(err, partitions)
-
-    return on_commit
