@@ -42,6 +42,7 @@ import confluent_kafka
 import pyarrow as pa
 from confluent_kafka import TopicPartition
 
+from parka._swap import client_class
 from parka.encryption import ENCRYPTION_PREFIX, parse_kms_config
 from parka.errors import KafkaClientError, SegmentDecodeError, SegmentError
 from parka.message import RecordMessage, SegmentRecords
@@ -88,14 +89,7 @@ def _expired(deadline: float | None) -> bool:
 
 
 def _client_class() -> Any:
-    """The client to wrap: ``confluent_kafka.Consumer`` as it is now, so that a test double
-    patched in its place (``unittest.mock.patch("confluent_kafka.Consumer")``) is what parka
-    wraps, as it is what confluent's ``AIOConsumer`` would wrap; but when parka's own class was
-    swapped in (confluent's tests run on parka), the class bound at import."""
-    current = confluent_kafka.Consumer
-    if isinstance(current, type) and issubclass(current, ParquetConsumer):
-        return _KafkaConsumer
-    return current
+    return client_class(confluent_kafka.Consumer, _KafkaConsumer, ParquetConsumer)
 
 
 class ParquetConsumer:
