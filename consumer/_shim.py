@@ -10,7 +10,9 @@ the next record to hand out as ``(segment offset, index)`` and commits it as:
   commit metadata ``parka:1:<segment offset>:<index>``. When that segment arrives again
   after a restart or rebalance, its first ``index`` records are skipped.
 
-So a commit taken in the middle of a segment neither loses nor repeats records.
+So a commit taken in the middle of a segment neither loses nor repeats records. ``position()``
+answers in the same form, so offsets taken from it (confluent's exactly-once loop hands them to
+``send_offsets_to_transaction``) resume at the next record too (``_offsets.py``).
 
 Handing records out
 -------------------
@@ -24,27 +26,7 @@ only the cursor's index moves; positions are worked out from cursors when stored
 
 Auto-commit
 -----------
-The wrapped client runs with ``enable.auto.commit=false`` and ``enable.auto.offset.store=false``,
-and parka commits by itself. librdkafka's auto-commit compares offsets only: a stored position
-with the same segment offset and new metadata (a later record of the same segment) is not
-committed while that offset is already committed (librdkafka 2.x). A crash would then
-re-deliver up to a whole segment. So, with ``enable.auto.commit`` (the default):
-
-1. A partition's position is its cursor when ``enable.auto.offset.store`` is true (the default:
-   every record handed out counts as stored, as librdkafka stores every message ``poll``
-   returns), else the last position the application passed to ``store_offsets``.
-2. A daemon thread wakes every ``auto.commit.interval.ms`` and commits, asynchronously, the
-   positions that changed since it last sent them. A commit reported failed to the commit
-   callback is sent again at the next tick. The application's ``on_commit`` sees these
-   commits as it would see librdkafka's automatic ones.
-3. Revocation, ``unassign`` and ``close()`` commit synchronously, as librdkafka does with
-   auto-commit (``close()`` stops the thread first). Lost partitions are not committed.
-4. The thread and the release of partitions share one lock, so no commit for a partition is
-   sent once it is released. Nothing is locked per record: the thread reads a cursor's index,
-   which the consuming thread only ever increases, and a new segment gets a new cursor.
-
-A crash (kill -9) therefore re-delivers at most the records handed out during the last
-``auto.commit.interval.ms``, plus what the last commit's round trip takes.
+parka commits by itself, record-precise: see ``_autocommit.py``.
 """
 
 from __future__ import annotations
@@ -60,27 +42,30 @@ import confluent_kafka
 import pyarrow as pa
 from confluent_kafka import TopicPartition
 
+from parka._swap import client_class
 from parka.encryption import ENCRYPTION_PREFIX, parse_kms_config
-from parka.errors import ConfigError, KafkaClientError, SegmentDecodeError, SegmentError
+from parka.errors import KafkaClientError, SegmentDecodeError, SegmentError
 from parka.message import RecordMessage, SegmentRecords
 from parka.registry import Registry, parse_schema_id, split_registry_config
 from parka.schema import RESERVED_PREFIX, schema_fingerprint, to_arrow_schema
 from parka.segment import SCHEMA_ID_HEADER, decode_segment, is_segment, read_segment_info
 
+from ._autocommit import auto_commit_loop, flag, interval_s, weak_on_commit
+from ._compat import UNBUILT, KafkaClientException, closed_error, merge_conf, translated
+from ._offsets import commit_request, positions, store_request
 from ._resolve import resolve_table
 from ._rows import segment_records
-from ._segments import Cursor, Key, Position, RawSegment, SegmentTable, decode_position, position_after
+from ._segments import Cursor, Key, Position, RawSegment, SegmentTable, decode_position
 
 __all__ = ["ParquetConsumer", "RawSegment", "SegmentTable"]
 
 # Bound at import, so that an application (or a test) that swaps ``confluent_kafka.Consumer`` for
-# parka's class still gets the real client here.
+# parka's class still gets the real client here (see _client_class).
 _KafkaConsumer = confluent_kafka.Consumer
 
 log = logging.getLogger("parka.consumer")
 
 _MAX_CONSUME = 1_000_000  # confluent-kafka's bound on consume(num_messages)
-_MAX_INTERVAL_MS = 86_400_000  # librdkafka's bound on auto.commit.interval.ms
 
 # _fetch results besides a message and None
 _SEGMENT = object()  # a segment with records to hand out is now the current cursor
@@ -89,31 +74,6 @@ _NOTHING = object()  # a segment with none left (all skipped on resume, or empty
 
 def _tp(key: Key, position: Position) -> TopicPartition:
     return TopicPartition(key[0], key[1], position[0], position[1])
-
-
-def _flag(conf: dict[str, Any], key: str) -> bool:
-    """Pop a librdkafka boolean (default true) from ``conf``. Raises ConfigError for other values."""
-    value = conf.pop(key, True)
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("true", "t", "1"):
-        return True
-    if text in ("false", "f", "0"):
-        return False
-    raise ConfigError(key, value, "true, false")
-
-
-def _interval_s(conf: dict[str, Any]) -> float:
-    """Pop ``auto.commit.interval.ms`` (default 5000) from ``conf``, in seconds. Raises ConfigError."""
-    value = conf.pop("auto.commit.interval.ms", 5000)
-    try:
-        ms = int(value)
-    except (TypeError, ValueError):
-        ms = -1
-    if isinstance(value, (bool, float)) or not 0 <= ms <= _MAX_INTERVAL_MS:
-        raise ConfigError("auto.commit.interval.ms", value, f"an integer from 0 to {_MAX_INTERVAL_MS}")
-    return ms / 1000
 
 
 def _deadline(timeout: float | None) -> float | None:
@@ -128,50 +88,58 @@ def _expired(deadline: float | None) -> bool:
     return deadline is not None and time.monotonic() >= deadline
 
 
-def _auto_commit_loop(ref: weakref.ref[ParquetConsumer], stop: threading.Event, interval_s: float) -> None:
-    # A weak reference: a consumer the application drops without close() can still be collected.
-    while not stop.wait(interval_s):
-        consumer = ref()
-        if consumer is None:
-            return
-        consumer._auto_commit_tick()
-        del consumer
+def _client_class() -> Any:
+    return client_class(confluent_kafka.Consumer, _KafkaConsumer, ParquetConsumer)
 
 
 class ParquetConsumer:
     """Consume parka segments as individual records; plain messages pass through unchanged.
 
-    ``conf`` is a confluent-kafka consumer config; it is copied, never modified. The
-    ``columnar.encryption.kms.*`` keys (:mod:`parka.encryption`) decrypt encrypted segments.
+    ``conf`` is a confluent-kafka consumer config, taken in ``confluent_kafka.Consumer``'s forms
+    (``ParquetConsumer(conf)``, ``ParquetConsumer(conf, logger=...)``, ``ParquetConsumer(**conf)``);
+    it is copied, never modified. The ``columnar.encryption.kms.*`` keys
+    (:mod:`parka.encryption`) decrypt encrypted segments.
 
     Raises:
+        TypeError: ``conf`` is not a dict (confluent's message).
         ConfigError: ``enable.auto.commit``, ``enable.auto.offset.store`` or
             ``auto.commit.interval.ms`` has a value librdkafka would not take; a bad
             ``columnar.encryption.*`` key.
     """
 
-    def __init__(self, conf: Mapping[str, Any]) -> None:
+    # What a consumer whose __init__ never ran (or that is closed) answers with: confluent's
+    # RuntimeError("Consumer closed") from every method (see _compat).
+    _consumer: Any = UNBUILT
+    _closed = True  # close() began: no more commits of parka's own
+    _shut = True  # the client is closed: methods raise RuntimeError (not yet inside close(), where
+    # rebalance callbacks the client serves may still call unassign(), commit(), ...)
+    _current: Cursor | None = None
+    _committer: threading.Thread | None = None
+    _registry: Registry | None = None
+
+    def __init__(self, *args: Mapping[str, Any], **kwargs: Any) -> None:
+        conf = merge_conf(args, kwargs)
         registry_conf, client = split_registry_config(conf)
         self._kms = parse_kms_config(client)
         client = {k: v for k, v in client.items() if not k.startswith(ENCRYPTION_PREFIX)}
         # With a registry, a segment's parka.schema.id is resolved: the writer's Avro schema must
         # be the one the segment's fingerprint names. schema.registry.* never reach librdkafka.
         self._registry = None if registry_conf is None else Registry(registry_conf)
-        self._auto_store = _flag(client, "enable.auto.offset.store")
-        self._auto_commit = _flag(client, "enable.auto.commit")
-        self._interval_s = _interval_s(client)
+        self._auto_store = flag(client, "enable.auto.offset.store")
+        self._auto_commit = flag(client, "enable.auto.commit")
+        self._interval_s = interval_s(client)
         self._user_on_commit: Callable[..., None] | None = client.pop("on_commit", None)
         client["enable.auto.offset.store"] = False
         client["enable.auto.commit"] = False
         if self._auto_commit:
-            client["on_commit"] = _weak_on_commit(weakref.ref(self))
+            client["on_commit"] = weak_on_commit(weakref.ref(self))
         elif self._user_on_commit is not None:
             client["on_commit"] = self._user_on_commit
-        self._consumer = _KafkaConsumer(client)
+        self._consumer = _client_class()(client)
         self._cursors: dict[Key, Cursor] = {}
         # The cursor whose records are being handed out (at most one: a segment is handed out
         # whole before the next Kafka message is fetched).
-        self._current: Cursor | None = None
+        self._current = None
         # Positions given to store_offsets (enable.auto.offset.store=false).
         self._stored: dict[Key, Position] = {}
         self._assigned: set[Key] = set()
@@ -184,9 +152,10 @@ class ParquetConsumer:
         self._lock = threading.RLock()
         self._sent: dict[Key, Position] = {}
         self._failed: list[Key] = []  # appended by the commit callback, drained by the thread
-        self._committer: threading.Thread | None = None
+        self._committer = None
         self._stop_committer = threading.Event()
         self._closed = False
+        self._shut = False
         self._readers: dict[str, pa.Schema] = {}  # set_reader_schema
 
     def set_reader_schema(self, topic: str, schema: str | Mapping[str, Any] | pa.Schema | None) -> None:
@@ -199,6 +168,7 @@ class ParquetConsumer:
         Raises:
             SchemaError: a schema parka cannot use (names the field).
         """
+        self._check_open()
         if schema is None:
             self._readers.pop(topic, None)
         else:
@@ -214,6 +184,7 @@ class ParquetConsumer:
         on_lost: Callable[..., None] | None = None,
     ) -> None:
         """Subscribe like ``confluent_kafka.Consumer.subscribe``; callbacks receive this shim."""
+        self._check_open()
 
         def assigned(_: Any, partitions: list[TopicPartition]) -> None:
             for tp in partitions:
@@ -243,6 +214,7 @@ class ParquetConsumer:
         Partitions of the previous assignment are released first (and committed, with
         auto-commit), as librdkafka does.
         """
+        self._check_open()
         self._release(self._consumer.assignment() + [TopicPartition(*key) for key in self._assigned], commit=True)
         self._add(partitions)
         self._consumer.assign(partitions)
@@ -250,17 +222,20 @@ class ParquetConsumer:
 
     def incremental_assign(self, partitions: list[TopicPartition]) -> None:
         """Add partitions to the assignment (cooperative rebalancing), as :meth:`assign` takes them."""
+        self._check_open()
         self._add(partitions)
         self._consumer.incremental_assign(partitions)
         self._start_committer()
 
     def incremental_unassign(self, partitions: list[TopicPartition]) -> None:
         """Remove partitions from the assignment, committing their positions with auto-commit."""
+        self._check_open()
         self._release(partitions, commit=True)
         self._consumer.incremental_unassign(partitions)
 
     def unassign(self) -> None:
         """Remove the whole assignment, committing its positions with auto-commit."""
+        self._check_open()
         self._release(self._consumer.assignment() + [TopicPartition(*key) for key in self._assigned], commit=True)
         self._consumer.unassign()
 
@@ -302,7 +277,7 @@ class ParquetConsumer:
 
         Raises :class:`~parka.errors.SegmentDecodeError` for a segment that cannot be decoded;
         the error keeps the raw bytes, topic, partition and offset, and consuming continues
-        after it on the next call. Raises :class:`~parka.errors.KafkaClientError` when the
+        after it on the next call. Raises :class:`KafkaClientException` (a ``KafkaException``) when the
         committed position of a newly assigned partition cannot be read (the segment is
         fetched again on the next call).
         """
@@ -315,7 +290,7 @@ class ParquetConsumer:
                 if records is not None:
                     cur.next = index + 1
                     return RecordMessage(records, index)
-        got = self._pending(timeout)
+        got = self._pending(timeout, batch=False)
         if not isinstance(got, Cursor):
             return got
         records = got.records if got.records is not None else self._build_records(got)
@@ -330,15 +305,19 @@ class ParquetConsumer:
         ``None``: no limit) have passed. Records come in slices of their segment; further
         Kafka messages are fetched only as needed. Plain and error messages are returned in
         place. Raises what :meth:`poll` raises; an error met after some records were
-        collected is raised by the next call instead, so those records are not lost.
+        collected is raised by the next call instead, so those records are not lost. Like
+        confluent's, it fetches with the client's ``consume()``, which serves every queued
+        callback (``error_cb``, ...) before raising what the first one raised.
         """
+        if self._shut:
+            raise closed_error()
         if not 0 <= num_messages <= _MAX_CONSUME:
-            raise ValueError(f"num_messages must be between 0 and {_MAX_CONSUME:,}, got {num_messages}")
+            raise ValueError("num_messages must be between 0 and 1000000 (1M)")
         out: list[Any] = []
         deadline = _deadline(timeout)
         while len(out) < num_messages:
             try:
-                got = self._pending(_remaining(deadline))
+                got = self._pending(_remaining(deadline), batch=True)
                 if isinstance(got, Cursor) and got.records is None:
                     self._build_records(got)
             except (SegmentError, KafkaClientError) as exc:
@@ -365,7 +344,7 @@ class ParquetConsumer:
         as the confluent-kafka ``Message`` itself; ``None`` when ``timeout`` seconds passed.
         Raises what :meth:`poll` raises.
         """
-        got = self._pending(timeout)
+        got = self._pending(timeout, batch=False)
         if not isinstance(got, Cursor):
             return got
         start, table = got.next, got.table
@@ -389,7 +368,7 @@ class ParquetConsumer:
 
         Returns ``None`` when nothing arrived in time (or at a partition end event). Raises
         :class:`~parka.errors.SegmentDecodeError` when segment headers are garbled (the error
-        keeps the raw message) and :class:`~parka.errors.KafkaClientError` for client errors.
+        keeps the raw message) and :class:`KafkaClientException` for client errors.
         """
         current = self._current
         if current is not None and current.next < current.stop:
@@ -401,7 +380,7 @@ class ParquetConsumer:
         if err is not None:
             if err.code() == confluent_kafka.KafkaError._PARTITION_EOF:
                 return None
-            raise KafkaClientError(f"consume failed: {err}", kafka_error=err)
+            raise KafkaClientException(f"consume failed: {err}", kafka_error=err)
         topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
         self._cursors[(topic, partition)] = Cursor(topic, partition, offset)
         headers = msg.headers()
@@ -418,7 +397,16 @@ class ParquetConsumer:
             info=info,
         )
 
-    # -- offsets ---------------------------------------------------------------------------
+    # -- offsets (the decisions: _offsets.py) ------------------------------------------------
+
+    def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        """After the last record handed out: inside a segment, its offset with the metadata
+        ``parka:1:<offset>:<index>``, so that ``send_offsets_to_transaction(consumer.position(..))``
+        resumes at the next record; a partition nothing was fetched from: the client's answer.
+        Raises :class:`KafkaClientException` (a ``KafkaException``) as confluent's."""
+        self._check_open()
+        with translated("position failed"):
+            return positions(self._consumer.position(partitions), self._cursors)
 
     def commit(
         self,
@@ -426,74 +414,86 @@ class ParquetConsumer:
         offsets: list[TopicPartition] | None = None,
         asynchronous: bool = True,
     ) -> list[TopicPartition] | None:
-        """Commit record-precise positions.
+        """Commit record-precise positions: with no argument the stored ones (every record handed
+        out, or with ``enable.auto.offset.store=false`` what :meth:`store_offsets` was given);
+        with ``message`` (a record, a :class:`SegmentTable`, a plain message) the position after
+        it; ``offsets`` as given, the ``msg.offset() + 1`` idiom read as the record position
+        (:func:`._offsets.commit_request`). Returns the committed partitions when synchronous.
 
-        With no argument, the stored position of every partition: after the last record
-        handed out, or with ``enable.auto.offset.store=false`` what was given to
-        :meth:`store_offsets`. With ``message`` (a record, a :class:`SegmentTable` or a plain
-        message), the position after it; ``offsets`` pass through unchanged. Returns the
-        committed partitions when ``asynchronous=False``. Raises
-        :class:`~parka.errors.KafkaClientError` when there is nothing to commit.
+        Raises ``ValueError`` (both ``message`` and ``offsets``), :class:`KafkaClientException`
+        (a ``KafkaException``; ``_NO_OFFSET`` when synchronous with nothing stored, as
+        confluent's, which tells ``on_commit`` when asynchronous), ``RuntimeError`` when closed.
         """
-        if offsets is not None:
-            tps = offsets
-        elif message is not None:
-            tps = [_tp((message.topic(), message.partition()), position_after(message))]
-        else:
-            tps = [_tp(key, pos) for key, pos in self._positions().items()]
-            if not tps:
-                raise KafkaClientError("nothing to commit: no position has been stored yet")
-        if asynchronous:
-            self._consumer.commit(offsets=tps, asynchronous=True)
-            return None
-        return list(self._consumer.commit(offsets=tps, asynchronous=False))
+        self._check_open()
+        kwargs = commit_request(message, offsets, self._cursors, self._positions())
+        with translated("commit failed"):
+            if asynchronous:
+                self._consumer.commit(asynchronous=True, **kwargs)
+                return None
+            return list(self._consumer.commit(asynchronous=False, **kwargs))
 
     def store_offsets(self, message: Any = None, offsets: list[TopicPartition] | None = None) -> None:
-        """Store the position after ``message`` (record-precise) or the given ``offsets``, for
-        the next auto-commit or argument-less :meth:`commit`.
-
-        Raises :class:`~parka.errors.KafkaClientError` unless ``enable.auto.offset.store`` is
-        false (as librdkafka does) or for a partition not assigned, and ``TypeError`` with
-        neither argument.
-        """
-        if self._auto_store:
-            raise KafkaClientError("store_offsets needs 'enable.auto.offset.store' set to false")
-        if offsets is not None:
-            given = {(tp.topic, tp.partition): (tp.offset, tp.metadata or "") for tp in offsets}
-        elif message is not None:
-            given = {(message.topic(), message.partition()): position_after(message)}
-        else:
-            raise TypeError("store_offsets needs message or offsets")
-        for key in given:
-            if key not in self._assigned:
-                raise KafkaClientError(f"cannot store an offset for {key[0]}[{key[1]}]: partition not assigned")
-        self._stored.update(given)
+        """Store the position after ``message`` (record-precise) or ``offsets`` (read as
+        :meth:`commit` reads them) for the next auto-commit or argument-less :meth:`commit`.
+        Raises what :func:`._offsets.store_request` raises, ``RuntimeError`` when closed."""
+        self._check_open()
+        self._stored.update(store_request(message, offsets, self._cursors, self._assigned, auto_store=self._auto_store))
 
     def committed(self, partitions: list[TopicPartition], timeout: float | None = None) -> list[TopicPartition]:
-        args = () if timeout is None else (timeout,)
-        return list(self._consumer.committed(partitions, *args))
+        """The committed positions, metadata included (inside a segment: the segment's offset
+        and ``parka:1:<offset>:<index>``). Raises :class:`KafkaClientException` as confluent's."""
+        self._check_open()
+        with translated("committed failed"):
+            return list(self._consumer.committed(partitions, *(() if timeout is None else (timeout,))))
+
+    def seek(self, partition: TopicPartition) -> None:
+        """Seek like the client; that partition's records in hand are dropped and the offset is
+        taken literally, as :meth:`assign` takes one. Raises :class:`KafkaClientException`."""
+        self._check_open()
+        with translated("seek failed"):
+            self._consumer.seek(partition)
+        key = (partition.topic, partition.partition)
+        self._cursors.pop(key, None)
+        self._resume_checked.add(key)
+        current = self._current
+        if current is not None and (current.topic, current.partition) == key:
+            self._current = None
 
     def close(self) -> None:
-        """Stop auto-committing, commit the final positions (with auto-commit) and close the client."""
+        """Stop auto-committing, commit the final positions (with auto-commit) and close the client.
+
+        Returns ``None``; closing again does nothing. Afterwards every method raises
+        ``RuntimeError("Consumer closed")``, as confluent's.
+        """
+        if self._closed:
+            self._consumer.close()  # nothing to do; a consumer never built included
+            return
         self._stop_committer.set()
         if self._committer is not None:
             self._committer.join()
         if self._registry is not None:
             self._registry.close()
         with self._lock:
-            if self._auto_commit and not self._closed:
+            if self._auto_commit:
                 final = {key: pos for key, pos in self._positions().items() if key in self._assigned}
                 if final:
                     self._send(final, asynchronous=False)
             self._closed = True
             self._current = None
-        self._consumer.close()
+        try:
+            self._consumer.close()
+        finally:
+            self._shut = True
 
     def __enter__(self) -> ParquetConsumer:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _check_open(self) -> None:
+        if self._shut:
+            raise closed_error()
 
     def __getattr__(self, name: str) -> Any:
         # assignment, position, seek, pause, resume, list_topics, ...: the wrapped client's.
@@ -503,9 +503,12 @@ class ParquetConsumer:
 
     # -- internals: fetching -------------------------------------------------------------------
 
-    def _pending(self, timeout: float | None) -> Any:
+    def _pending(self, timeout: float | None, *, batch: bool) -> Any:
         """The cursor with records left to hand out, fetching Kafka messages until one has
-        some; else what came instead: a plain or error message, or ``None`` on timeout."""
+        some; else what came instead: a plain or error message, or ``None`` on timeout.
+        ``batch``: fetch with the client's ``consume()`` (for :meth:`consume`), else ``poll()``."""
+        if self._shut:
+            raise closed_error()
         current = self._current
         if current is not None:
             if current.next < current.stop:
@@ -518,7 +521,7 @@ class ParquetConsumer:
             raise exc
         deadline = _deadline(timeout)
         while True:
-            got = self._fetch(_remaining(deadline))
+            got = self._fetch(_remaining(deadline), batch=batch)
             if got is _SEGMENT:
                 return self._current
             if got is not _NOTHING:
@@ -548,9 +551,14 @@ class ParquetConsumer:
                 offset=offset,
             )
 
-    def _fetch(self, timeout: float) -> Any:
+    def _fetch(self, timeout: float, *, batch: bool) -> Any:
         """Poll the client once: a plain or error message, ``None``, ``_SEGMENT`` or ``_NOTHING``."""
-        msg: Any = self._consumer.poll(timeout)
+        msg: Any
+        if batch:
+            got = self._consumer.consume(1, timeout)
+            msg = got[0] if got else None
+        else:
+            msg = self._consumer.poll(timeout)
         if msg is None or msg.error() is not None:
             return msg
         topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
@@ -624,7 +632,7 @@ class ParquetConsumer:
     def _resume_index(self, msg: Any) -> int:
         """Records of this segment already consumed before a restart, per committed metadata.
 
-        Raises KafkaClientError when the committed position cannot be read; the client is
+        Raises KafkaClientException when the committed position cannot be read; the client is
         sought back to the segment, so the next poll fetches it again.
         """
         key = (msg.topic(), msg.partition())
@@ -637,7 +645,7 @@ class ParquetConsumer:
                 self._consumer.seek(TopicPartition(key[0], key[1], msg.offset()))
             except confluent_kafka.KafkaException as seek_exc:
                 log.warning("cannot seek %s[%d] back to %d: %s", key[0], key[1], msg.offset(), seek_exc)
-            raise KafkaClientError(f"cannot read committed offset of {key[0]}[{key[1]}]: {exc}") from exc
+            raise KafkaClientException.wrap(exc, f"cannot read committed offset of {key[0]}[{key[1]}]") from exc
         self._resume_checked.add(key)
         pos = decode_position(getattr(tp, "metadata", None))
         if pos is None or tp.offset != msg.offset() or pos[0] != msg.offset():
@@ -656,7 +664,7 @@ class ParquetConsumer:
         if not self._auto_commit or self._interval_s <= 0 or self._committer is not None or self._closed:
             return
         self._committer = threading.Thread(
-            target=_auto_commit_loop,
+            target=auto_commit_loop,
             args=(weakref.ref(self), self._stop_committer, self._interval_s),
             name="parka-auto-commit",
             daemon=True,
@@ -704,12 +712,3 @@ class ParquetConsumer:
         self._failed.extend(failed)  # the committer thread resends them at its next tick
         if self._user_on_commit is not None:
             self._user_on_commit(err, partitions)
-
-
-def _weak_on_commit(ref: weakref.ref[ParquetConsumer]) -> Callable[[Any, Any], None]:
-    def on_commit(err: Any, partitions: Any) -> None:
-        consumer = ref()
-        if consumer is not None:
-            consumer._on_commit(err, partitions)
-
-    return on_commit

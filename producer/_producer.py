@@ -50,6 +50,7 @@ import numpy as np
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException
 
+from parka._swap import client_class
 from parka.config import ProducerSettings, parse_producer_config
 from parka.encoding import LayoutCache, sort_order
 from parka.errors import ConfigError, KafkaClientError, RecordError, RecordTooLargeError, RecordTypeError, SchemaError
@@ -72,7 +73,7 @@ if TYPE_CHECKING:
 __all__ = ["ParquetProducer"]
 
 # Bound at import, so that an application (or a test) that swaps ``confluent_kafka.Producer`` for
-# parka's class still gets the real client here.
+# parka's class still gets the real client here (parka._swap).
 _KafkaProducer = confluent_kafka.Producer
 
 log = logging.getLogger("parka.producer")
@@ -150,7 +151,7 @@ class ParquetProducer:
             self._default_callback = client_conf.pop("on_delivery", None) or client_conf.pop(
                 "delivery.report.callback", None
             )
-        self._producer = _KafkaProducer(client_conf)
+        self._producer = client_class(confluent_kafka.Producer, _KafkaProducer, ParquetProducer)(client_conf)
         self._client_id = client_conf.get("client.id", "rdkafka")
         self._clock = clock
         self._policy = CutPolicy(
@@ -468,7 +469,8 @@ class ParquetProducer:
                 # and would then ignore on_delivery
                 given = {"callback": callback, "on_delivery": on_delivery}
                 kwargs = {k: v for k, v in given.items() if v is not None}
-                return int(self._producer.produce_batch(topic, messages, partition=partition, **kwargs))
+                count: int = self._producer.produce_batch(topic, messages, partition=partition, **kwargs)
+                return count  # the client's own answer, unconverted, as a drop-in owes
             if type(partition) is not int:
                 raise TypeError("partition must be an int")
             if not messages:

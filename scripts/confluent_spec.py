@@ -91,18 +91,25 @@ def _outcomes(junit: Path) -> dict[str, str]:
 
 
 def _run(root: Path, files: list[str], *, swap: bool, timeout_s: int) -> tuple[dict[str, str], str]:
-    junit = root / f"junit-{'parka' if swap else 'plain'}.xml"
-    aio = any("AIO" in name for name in files)
-    env = dict(os.environ, PARKA_SPEC_SWAP="1" if swap else "0", PARKA_SPEC_AIO="1" if aio else "0")
-    cmd = [
-        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
-        "-o", "filterwarnings=", "-o", "asyncio_mode=auto", f"--timeout={timeout_s}",
-        f"--junitxml={junit}", *[f"tests/{name}" for name in files],
-    ]  # fmt: skip
-    proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, check=False)
-    if not junit.exists():
-        raise SystemExit(f"pytest wrote no report ({'parka' if swap else 'plain'} run):\n{proc.stdout}\n{proc.stderr}")
-    return _outcomes(junit), proc.stdout
+    """One pytest process per file: a test that ends its process (some of confluent's provoke a
+    fatal librdkafka error) must not take the later files' tests with it."""
+    kind = "parka" if swap else "plain"
+    outcomes: dict[str, str] = {}
+    logs = []
+    for name in files:
+        junit = root / f"junit-{kind}-{name}.xml"
+        env = dict(os.environ, PARKA_SPEC_SWAP="1" if swap else "0", PARKA_SPEC_AIO="1" if "AIO" in name else "0")
+        cmd = [
+            sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+            "-o", "filterwarnings=", "-o", "asyncio_mode=auto", "-o", "asyncio_default_fixture_loop_scope=function",
+            f"--timeout={timeout_s}", f"--junitxml={junit}", f"tests/{name}",
+        ]  # fmt: skip
+        proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, check=False)
+        logs.append(proc.stdout)
+        if not junit.exists():
+            raise SystemExit(f"pytest wrote no report ({kind} run of {name}):\n{proc.stdout}\n{proc.stderr}")
+        outcomes.update(_outcomes(junit))
+    return outcomes, "\n".join(logs)
 
 
 def main(argv: list[str] | None = None) -> int:

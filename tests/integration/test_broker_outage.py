@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -47,7 +48,9 @@ def test_ingest_survives_a_broker_restart(tmp_path: Path) -> None:
         wait_for(lambda: log_has(tmp_path / "log", "recovered after"), "the worker to say the broker is back")
         text = (tmp_path / "log").read_text()
         lost = f"lost the Kafka brokers at {bootstrap}"
-        assert text.count(f"{lost} (1/1 brokers are down); retrying") == 1, text[-3000:]
+        # librdkafka's count in brackets depends on the brokers it had learned of: 1/1, 2/2
+        said = re.findall(rf"{re.escape(lost)} \(\d+/\d+ brokers are down\); retrying", text)
+        assert len(said) == 1, text[-3000:]
         assert text.count("recovered after") == 1 and f": {lost}" in text, text[-3000:]
         assert "%3|" not in text
         proc.send_signal(signal.SIGTERM)
@@ -56,4 +59,5 @@ def test_ingest_survives_a_broker_restart(tmp_path: Path) -> None:
     finally:
         if proc is not None and proc.poll() is None:
             proc.kill()
+            proc.wait(timeout=60)  # reaped here, not by a later test's garbage collection
         _broker("reset")

@@ -422,6 +422,7 @@ def test_two_workers_racing_on_the_same_partitions_commit_each_record_once(
         for proc in racers:
             if proc.poll() is None:
                 proc.kill()
+                proc.wait(timeout=60)
     ids = table_ids(table)
     assert len(ids) == 4100, f"{len(ids) - len(set(ids))} duplicates, {4100 - len(set(ids))} missing"
     assert sorted(ids) == list(range(4100))

@@ -230,4 +230,5 @@ def test_daemon_without_a_broker_says_so_once_then_slowly_then_recovers(tmp_path
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait(timeout=60)
         _broker("reset")

@@ -230,3 +230,23 @@ def test_a_tombstone_on_a_columnar_topic_follows_its_partitions_buffered_records
     assert columnar.flush(5) == 0
     assert order[:4] == [{"id": 0, "s": None}, {"id": 1, "s": None}, {"id": 2, "s": None}, ("tomb", None)]
     assert order[4:] == [{"id": 9, "s": None}]
+
+
+def test_the_wrapped_client_is_confluent_kafka_producer_as_it_is_when_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test double patched over ``confluent_kafka.Producer`` is what parka wraps, and answers for
+    it with encoding ``none``; parka's own class swapped in there does not build itself again."""
+    from unittest import mock
+
+    import confluent_kafka
+
+    double = mock.MagicMock(name="Producer")
+    double.return_value.produce_batch.return_value = None  # whatever the client answers
+    monkeypatch.setattr(confluent_kafka, "Producer", double)
+    p = ParquetProducer({"bootstrap.servers": "127.0.0.1:9"})
+    assert p.produce_batch("t", [{"value": b"v"}]) is None
+    double.return_value.produce_batch.assert_called_once()
+
+    monkeypatch.setattr(confluent_kafka, "Producer", ParquetProducer)
+    swapped = ParquetProducer({"bootstrap.servers": "127.0.0.1:9"})
+    assert not isinstance(swapped._producer, ParquetProducer)
+    swapped.close()

@@ -76,6 +76,7 @@ def test_two_workers_into_s3_store_each_record_once_byte_for_byte(
         for proc in workers:
             if proc.poll() is None:
                 proc.kill()
+                proc.wait(timeout=60)
     for log in logs:  # both workers committed (their closing JSON line), so commits really raced
         closing = json.loads([ln for ln in log.read_text().splitlines() if ln.startswith("{")][-1])
         assert closing["commits"] >= 1, log.read_text()[-3000:]
