@@ -157,7 +157,8 @@ def test_a_bad_segment_fails_its_batch_or_goes_to_the_dead_letter_table(
     with pytest.raises(SchemaMismatchError) as info:
         ingest(spark, settings)
     err = info.value
-    assert (err.topic, err.partition, err.offset, err.field) == (topic, 0, 3, "id")  # the path of the first refused field
+    # the first refused field, by its path
+    assert (err.topic, err.partition, err.offset, err.field) == (topic, 0, 3, "id")
     assert "column 'id' is string in the segment but int64 in the table" in str(err)
     # what came before it is in (offset 2), what came after is not: its file was deleted
     assert DeltaTable(str(table)).version() == version + 1
