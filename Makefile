@@ -52,8 +52,12 @@ test-unit: setup ## unit tests only (no network)
 test-integration: setup ## integration tests against a real broker
 	$(BIN)/pytest tests/integration -q
 
-test: setup lint ## the whole suite: lint, unit and integration tests (starts its own broker)
-	$(BIN)/pytest -q -ra
+# Worker processes: most integration tests wait on a broker or a subprocess, so three share 2 cores
+# well; every Spark test goes to one of them (one JVM). PYTEST_WORKERS=0 runs in one process.
+PYTEST_WORKERS ?= 3
+
+test: setup lint ## the whole suite: lint, unit and integration tests (starts its own broker and servers)
+	$(BIN)/pytest -q -ra -n $(PYTEST_WORKERS) --dist loadgroup
 
 demo: setup kafka-up ## the main job: flights as Parquet segments through a local broker, with numbers
 	$(BIN)/python demo/flights_demo.py --bootstrap localhost:$(PARKA_KAFKA_PORT) \

@@ -1,4 +1,5 @@
-"""What every test gets: parka's loggers as they were before it."""
+"""What every test gets: parka's loggers as they were before it; and the run's servers, stopped
+once at the very end (:mod:`tests.integration._servers`)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,20 @@ import logging
 from collections.abc import Iterator
 
 import pytest
+
+from tests.integration import _servers
+
+_OWNER = pytest.StashKey[bool]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist's workers inherit the folder from the process that spawned them
+    config.stash[_OWNER] = _servers.make_run_dir()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if config.stash.get(_OWNER, False):
+        _servers.stop_all()
 
 
 @pytest.fixture(autouse=True)

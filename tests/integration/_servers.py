@@ -1,24 +1,33 @@
-"""The local servers the integration tests need besides the main broker, in one place: s3proxy
-(Maven Central), Azurite (npm), the Apicurio schema registry (built from Maven Central) and the
-SASL_SSL broker, each run by the repo's own script in ``scripts/``.
+"""The local servers the integration tests need, in one place: the Kafka broker, s3proxy (Maven
+Central), Azurite (npm), the Apicurio schema registry (built from Maven Central) and the SASL_SSL
+broker, each run by the repo's own script in ``scripts/``.
 
 A first start on a fresh machine downloads or builds the server (Azurite ~80 s, the registry
 ~60 s on 2 cores), so each server some collected test needs is started in the background as soon
-as collection ends, and the tests that need one run last (stable order otherwise): the starts
-overlap the rest of the suite instead of adding to it. A fixture waits for its server's start
-(:func:`up`), and every server started is stopped when the session ends. A server that cannot
-be had fails its tests: they never skip for want of one.
+as collection ends, and the tests that need one run after the others (stable order otherwise):
+the starts overlap the rest of the suite instead of adding to it. A fixture waits for its
+server's start (:func:`up`). A server that cannot be had fails its tests: they never skip.
+
+One run, several processes (pytest-xdist): every worker collects the same tests and may need the
+same server. The run's folder (``PARKA_TEST_RUN_DIR``, made by the process that configures the
+run, inherited by the workers) holds a lock per server, so one ``up`` runs at a time and the
+later ones find it up, and a mark per server started. The configuring process stops the marked
+servers at the very end (:func:`stop_all`, from ``pytest_unconfigure``), after every worker has
+exited, so no client of the run is left to complain that its broker went away.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+RUN_DIR_VAR = "PARKA_TEST_RUN_DIR"
+BROKER_PORT = os.environ.get("PARKA_TEST_KAFKA_PORT", "19092")
 S3PROXY_PORT = os.environ.get("PARKA_TEST_S3PROXY_PORT", "19180")
 # Azurite's own default port, which hadoop-azure's emulator mode (wasb://, the Spark test) assumes
 AZURITE_PORT = os.environ.get("PARKA_TEST_AZURITE_PORT", "10000")
@@ -37,10 +46,17 @@ class Server:
     env: dict[str, str] = field(default_factory=dict)
     external: str | None = None
 
+    def command(self, command: str) -> list[str]:
+        return [str(REPO / "scripts" / self.script), command]
+
     def run(self, command: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
         return subprocess.run(  # type: ignore[call-overload, no-any-return]
-            [str(REPO / "scripts" / self.script), command], env={**os.environ, **self.env}, text=True, **kwargs
+            self.command(command), env={**os.environ, **self.env}, text=True, **kwargs
         )
+
+    def locked(self, name: str, command: str) -> list[str]:
+        """``command`` under the run's lock for this server: one start at a time, across workers."""
+        return ["flock", "--close", str(run_dir() / f"{name}.lock"), *self.command(command)]
 
     @property
     def wanted(self) -> bool:
@@ -50,6 +66,7 @@ class Server:
 SERVERS = {
     s.fixture: s
     for s in (
+        Server("bootstrap", "kafka-local.sh", {"PARKA_KAFKA_PORT": BROKER_PORT}, "PARKA_BOOTSTRAP"),
         Server("s3proxy", "s3proxy.sh", {"PARKA_S3PROXY_PORT": S3PROXY_PORT, "PARKA_S3PROXY_BUCKET": "lake"}),
         Server("azurite", "azurite.sh", {"PARKA_AZURITE_PORT": AZURITE_PORT, "PARKA_AZURITE_CONTAINER": "lake"}),
         Server(
@@ -62,7 +79,22 @@ SERVERS = {
 }
 
 _starting: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}
-_started: set[str] = set()
+
+
+def run_dir() -> Path:
+    """This run's folder, shared by its processes (see the module's docstring)."""
+    path = os.environ.get(RUN_DIR_VAR)
+    if not path:
+        raise RuntimeError(f"{RUN_DIR_VAR} is not set: tests/conftest.py's pytest_configure makes it")
+    return Path(path)
+
+
+def make_run_dir() -> bool:
+    """Make the run's folder unless a parent process did; True when this process owns it."""
+    if os.environ.get(RUN_DIR_VAR):
+        return False
+    os.environ[RUN_DIR_VAR] = tempfile.mkdtemp(prefix="parka-test-run-")
+    return True
 
 
 def needed(fixturenames: object) -> list[str]:
@@ -71,20 +103,29 @@ def needed(fixturenames: object) -> list[str]:
     return [name for name, server in SERVERS.items() if name in names and server.wanted]
 
 
+def _mark(name: str) -> None:
+    """Note that the run starts ``name``, unless it was running before the run (a developer's own
+    server, which the run leaves running) or a mark exists already."""
+    mark = run_dir() / f"{name}.started"
+    if mark.exists() or (run_dir() / f"{name}.before").exists():
+        return
+    if SERVERS[name].run("status", capture_output=True, timeout=60, check=False).returncode == 0:
+        (run_dir() / f"{name}.before").touch()
+        return
+    mark.touch()
+
+
 def start_in_background(names: set[str]) -> None:
     """Begin ``up`` of each server named, each logging to a file of its own."""
     for name in sorted(names - set(_starting)):
         server = SERVERS[name]
-        log_path = Path(tempfile.gettempdir()) / f"parka-test-{name}-{os.getpid()}.log"
+        log_path = run_dir() / f"{name}-{os.getpid()}.log"
+        _mark(name)
         with open(log_path, "wb") as log:  # the child keeps its own descriptor
             proc = subprocess.Popen(
-                [str(REPO / "scripts" / server.script), "up"],
-                env={**os.environ, **server.env},
-                stdout=log,
-                stderr=subprocess.STDOUT,
+                server.locked(name, "up"), env={**os.environ, **server.env}, stdout=log, stderr=subprocess.STDOUT
             )
         _starting[name] = (proc, log_path)
-        _started.add(name)
 
 
 def up(name: str) -> Server:
@@ -94,16 +135,21 @@ def up(name: str) -> Server:
         proc, log_path = _starting[name]
         if proc.wait(timeout=START_TIMEOUT_S) != 0:
             raise RuntimeError(f"{server.script} up failed:\n{log_path.read_text()[-4000:]}")
-    _started.add(name)
-    server.run("up", check=True, timeout=START_TIMEOUT_S)  # at once when it is up
+    _mark(name)
+    out = subprocess.run(  # at once when it is up
+        server.locked(name, "up"), env={**os.environ, **server.env}, capture_output=True, text=True,
+        timeout=START_TIMEOUT_S, check=False,
+    )  # fmt: skip
+    if out.returncode != 0:
+        raise RuntimeError(f"{server.script} up failed:\n{(out.stdout + out.stderr)[-4000:]}")
     return server
 
 
 def stop_all() -> None:
-    """Stop every server this session started (after any start still running)."""
-    for name in sorted(_started):
-        if name in _starting:
-            proc, log_path = _starting[name]
-            if proc.wait(timeout=START_TIMEOUT_S) == 0:
-                log_path.unlink(missing_ok=True)  # a failed start's log stays, for the reader
-        SERVERS[name].run("down", check=False, timeout=120, capture_output=True)
+    """Stop every server the run started, quietly, and remove the run's folder (its owner only)."""
+    folder = run_dir()
+    for mark in sorted(folder.glob("*.started")):
+        name = mark.name.removesuffix(".started")
+        server = SERVERS[name]  # under the lock: after a start still running, if any
+        subprocess.run(server.locked(name, "down"), env={**os.environ, **server.env}, capture_output=True, timeout=300)
+    shutil.rmtree(folder, ignore_errors=True)

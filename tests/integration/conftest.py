@@ -3,7 +3,9 @@
 1. ``PARKA_BOOTSTRAP`` set: that broker.
 2. Else, a Docker engine answers: a testcontainers Kafka.
 3. Else: the repo's own broker, ``scripts/kafka-local.sh`` (Maven Central jars, Java 17), on a
-   port of its own so a developer's broker on 9092 is left alone; stopped at the end.
+   port of its own so a developer's broker on 9092 is left alone: one for the run, however many
+   pytest-xdist workers share it, started with the other servers (:mod:`._servers`) and
+   stopped after the last worker is done.
 
 A broker that cannot be had fails the run: integration tests never skip for want of one.
 """
@@ -26,7 +28,7 @@ from ._objectstores import ObjectStoreServer, serve
 from ._secured import SecuredBroker, connect
 
 REPO = Path(__file__).resolve().parents[2]
-TEST_PORT = os.environ.get("PARKA_TEST_KAFKA_PORT", "19092")
+SPARK_TESTS = Path(__file__).resolve().parent / "spark"
 
 
 def _docker_answers() -> bool:
@@ -60,15 +62,10 @@ def bootstrap() -> Iterator[str]:
             _wait_for_metadata(address)
             yield address
         return
-    env = dict(os.environ, PARKA_KAFKA_PORT=TEST_PORT)
-    script = str(REPO / "scripts" / "kafka-local.sh")
-    subprocess.run([script, "up"], check=True, env=env)
-    address = f"127.0.0.1:{TEST_PORT}"
-    try:
-        _wait_for_metadata(address)
-        yield address
-    finally:
-        subprocess.run([script, "down"], check=False, env=env)
+    _servers.up("bootstrap")
+    address = f"127.0.0.1:{_servers.BROKER_PORT}"
+    _wait_for_metadata(address)
+    yield address
 
 
 @pytest.fixture
@@ -113,18 +110,27 @@ def secured_broker() -> SecuredBroker:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests that need a server of :mod:`._servers` run last, so that its start overlaps the rest."""
-    later = [item for item in items if _servers.needed(getattr(item, "fixturenames", ()))]
-    if later:
-        ids = {id(item) for item in later}
-        items[:] = [item for item in items if id(item) not in ids] + later
+    """Spark's tests first (below); then tests without a server, then those on the broker alone,
+    then those that need another server of :mod:`._servers` (stable otherwise), so that the
+    starts overlap the tests before."""
+
+    def tier(item: pytest.Item) -> int:
+        servers = set(_servers.needed(getattr(item, "fixturenames", ())))
+        return 0 if not servers else 1 if servers == {"bootstrap"} else 2
+
+    def spark_group(item: pytest.Item) -> bool:
+        return item.path.is_relative_to(SPARK_TESTS) or "spark" in getattr(item, "fixturenames", ())
+
+    # One worker runs every Spark test (pytest-xdist's --dist loadgroup): the session's JVM is
+    # started once, and the tests that start Spark drivers of their own (kills, the cluster) never
+    # run beside it on the 2 cores. They are the longest chain, so they come first.
+    items.sort(key=lambda item: (not spark_group(item), tier(item)))
+    for item in items:
+        if spark_group(item):
+            item.add_marker(pytest.mark.xdist_group("spark"))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     if session.config.option.collectonly:
         return
     _servers.start_in_background({n for i in session.items for n in _servers.needed(getattr(i, "fixturenames", ()))})
-
-
-def pytest_sessionfinish() -> None:
-    _servers.stop_all()
