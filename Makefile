@@ -13,7 +13,7 @@ BENCH_ARGS = --bootstrap localhost:$(PARKA_KAFKA_PORT) --kafka-data-dir "$$(scri
 SEED ?= 1
 RELIABILITY_OUT ?= reliability-out
 
-.PHONY: help setup kafka-up kafka-down kafka-status spark-cluster-up spark-cluster-down lint test test-unit test-integration demo bench bench-quick bench-encodings bench-encryption reliability reliability-quick clean
+.PHONY: help setup kafka-up kafka-down kafka-status spark-cluster-up spark-cluster-down lint test test-unit test-integration demo bench bench-quick bench-encodings bench-dropin bench-encryption reliability reliability-quick clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 20
@@ -75,6 +75,9 @@ bench-quick: setup kafka-up $(BIN)/.bench-installed ## a reduced benchmark suite
 
 bench-encodings: setup kafka-up $(BIN)/.bench-installed ## bytes per row at 10,000 rows/batch, zstd: JSON, Avro, Parquet tuned and pyarrow defaults (a few min) into BENCH_OUT
 	$(BIN)/python -m benchmarks.suite --mode encodings --out $(BENCH_OUT) $(BENCH_ARGS)
+
+bench-dropin: setup kafka-up $(BIN)/.bench-installed ## the drop-in's per-record CPU: produce() per dict, consume()/poll() vs Avro + zstd, 10,000 rows/batch (~10 min) into BENCH_OUT
+	$(BIN)/python -m benchmarks.suite --mode dropin --out $(BENCH_OUT) $(BENCH_ARGS)
 
 bench-encryption: setup kafka-up $(BIN)/.bench-installed ## column encryption's cost: encode+encrypt vs encode, decode+decrypt vs decode (~2 min) into BENCH_OUT
 	$(BIN)/python -m benchmarks.suite --mode encryption --out $(BENCH_OUT) $(BENCH_ARGS)

@@ -1,4 +1,4 @@
-"""The benchmark suite: ``python -m benchmarks.suite --mode full|quick|encodings|encryption --out DIR``.
+"""The benchmark suite: ``python -m benchmarks.suite --mode full|quick|encodings|dropin|encryption --out DIR``.
 
 ``make bench`` runs the full suite (about 25 minutes on 2 cores), ``make bench-quick`` a reduced
 one (a few minutes), ``make bench-encodings`` (``--mode encodings``) the encoding matrix alone at
@@ -111,6 +111,21 @@ PLANS = {
         repeats=1,
         consumer_rows=20_000,
         per_record_batch=0,
+        ingest_copies={},
+        spark_records=0,
+        spark_timeout_s=0,
+        sections=("matrix",),
+    ),
+    # The drop-in's per-record CPU alone: the encoding matrix at 10,000 rows per batch and zstd,
+    # with produce() per dict and the shim's consume()/poll() against Avro + zstd, three repeats.
+    "dropin": Plan(
+        rows={"flights": None, "web_requests": 200_000, "gps": 200_000, "github_events": 200_000},
+        matrix_rows=100_000,
+        batch_sizes=(10_000,),
+        codecs=("zstd",),
+        repeats=3,
+        consumer_rows=20_000,
+        per_record_batch=10_000,
         ingest_copies={},
         spark_records=0,
         spark_timeout_s=0,
