@@ -57,7 +57,7 @@ test-integration: setup ## integration tests against a real broker
 PYTEST_WORKERS ?= 3
 
 test: setup lint ## the whole suite: lint, unit and integration tests (starts its own broker and servers)
-	$(BIN)/pytest -q -ra -n $(PYTEST_WORKERS) --dist loadgroup
+	$(BIN)/pytest -q -ra -n $(PYTEST_WORKERS)
 
 demo: setup kafka-up ## the main job: flights as Parquet segments through a local broker, with numbers
 	$(BIN)/python demo/flights_demo.py --bootstrap localhost:$(PARKA_KAFKA_PORT) \

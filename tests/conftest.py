@@ -3,14 +3,33 @@ once at the very end (:mod:`tests.integration._servers`)."""
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from tests.integration import _servers
 
 _OWNER = pytest.StashKey[bool]()
+SPARK_PREFIX = "tests/integration/spark/"
+
+
+if importlib.util.find_spec("xdist") is not None:
+
+    def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+        """pytest-xdist's load scheduling, except that every test under ``tests/integration/spark/``
+        goes to one worker: the session's JVM starts once there, and the tests that start Spark
+        drivers of their own (kills, the cluster) never run beside it on the 2 cores. (xdist's own
+        ``--dist loadgroup`` marks no longer reach its scheduler under pytest 9.2.)"""
+        from xdist.scheduler import LoadScopeScheduling
+
+        class SparkTogether(LoadScopeScheduling):  # type: ignore[misc]
+            def _split_scope(self, nodeid: str) -> str:
+                return "spark" if nodeid.startswith(SPARK_PREFIX) else nodeid
+
+        return SparkTogether(config, log)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -108,26 +108,22 @@ def secured_broker() -> SecuredBroker:
     return connect()
 
 
+def _spark_group(item: pytest.Item) -> bool:
+    return item.path.is_relative_to(SPARK_TESTS)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Spark's tests first (below); then tests without a server, then those on the broker alone,
-    then those that need another server of :mod:`._servers` (stable otherwise), so that the
-    starts overlap the tests before."""
+    """Spark's tests first: they are the longest chain, one worker runs them all (see
+    ``tests/conftest.py``). Then tests without a server, then those on the broker alone, then
+    those that need another server of :mod:`._servers` (stable otherwise), so that the starts
+    overlap the tests before."""
 
     def tier(item: pytest.Item) -> int:
         servers = set(_servers.needed(getattr(item, "fixturenames", ())))
         return 0 if not servers else 1 if servers == {"bootstrap"} else 2
 
-    def spark_group(item: pytest.Item) -> bool:
-        return item.path.is_relative_to(SPARK_TESTS) or "spark" in getattr(item, "fixturenames", ())
-
-    # One worker runs every Spark test (pytest-xdist's --dist loadgroup): the session's JVM is
-    # started once, and the tests that start Spark drivers of their own (kills, the cluster) never
-    # run beside it on the 2 cores. They are the longest chain, so they come first.
-    items.sort(key=lambda item: (not spark_group(item), tier(item)))
-    for item in items:
-        if spark_group(item):
-            item.add_marker(pytest.mark.xdist_group("spark"))
+    items.sort(key=lambda item: (not _spark_group(item), tier(item)))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
