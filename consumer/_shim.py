@@ -215,7 +215,7 @@ class ParquetConsumer:
         auto-commit), as librdkafka does.
         """
         self._check_open()
-        self._release(self._consumer.assignment() + [TopicPartition(*key) for key in self._assigned], commit=True)
+        self._release(self._client_assignment() + [TopicPartition(*key) for key in self._assigned], commit=True)
         self._add(partitions)
         self._consumer.assign(partitions)
         self._start_committer()
@@ -236,8 +236,17 @@ class ParquetConsumer:
     def unassign(self) -> None:
         """Remove the whole assignment, committing its positions with auto-commit."""
         self._check_open()
-        self._release(self._consumer.assignment() + [TopicPartition(*key) for key in self._assigned], commit=True)
+        self._release(self._client_assignment() + [TopicPartition(*key) for key in self._assigned], commit=True)
         self._consumer.unassign()
+
+    def _client_assignment(self) -> list[TopicPartition]:
+        """The client's assignment; none asked of it once ``close()`` has begun: a revocation
+        callback that calls ``unassign()`` while the client is torn down (``parka ingest``'s does)
+        would get librdkafka's ``_DESTROY`` from ``assignment()`` and fail the close. parka's own
+        ``_assigned`` still names what is held."""
+        if self._closed:
+            return []
+        return list(self._consumer.assignment())
 
     def _add(self, partitions: list[TopicPartition]) -> None:
         for tp in partitions:

@@ -62,6 +62,7 @@ def test_plain_consumer_reads_segments_as_parquet_bytes(bootstrap: str, new_topi
             "enable.idempotence": True,
             "columnar.encoding": "parquet",
             "columnar.batch.records": 50,
+            "linger.ms": 60_000,  # cut by count alone: a loaded machine must not cut a segment early
         }
     ) as producer:
         producer.set_schema(topic, SCHEMA)
