@@ -27,7 +27,12 @@ SLOW_CONSUMER = Path(__file__).with_name("_slow_consumer.py")
 
 
 def produce(bootstrap: str, topic: str, ids: range, *, per_segment: int, partition: int = 0) -> None:
-    conf = {"bootstrap.servers": bootstrap, "columnar.encoding": "parquet", "columnar.batch.records": per_segment}
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "columnar.encoding": "parquet",
+        "columnar.batch.records": per_segment,
+        "linger.ms": 60_000,
+    }  # segments cut by count alone: a loaded machine must not cut one early
     with ParquetProducer(conf) as producer:
         producer.set_schema(topic, SCHEMA)
         for i in ids:

@@ -21,7 +21,12 @@ SCHEMA = pa.schema([("id", pa.int64(), False), ("body", pa.string())])
 def produce(bootstrap: str, topic: str, ids: range, *, per_segment: int, meta: bool = False) -> None:
     """Records ``{"id": i, "body": "b<i>"}`` in segments of ``per_segment`` (whole segments
     when ``len(ids)`` is a multiple); with ``meta``, a key, timestamp and header per record."""
-    conf = {"bootstrap.servers": bootstrap, "columnar.encoding": "parquet", "columnar.batch.records": per_segment}
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "columnar.encoding": "parquet",
+        "columnar.batch.records": per_segment,
+        "linger.ms": 60_000,
+    }  # segments cut by count alone: a loaded machine must not cut one early
     with ParquetProducer(conf) as producer:
         producer.set_schema(topic, SCHEMA)
         for i in ids:
