@@ -202,3 +202,22 @@ def assert_segments_stored_byte_for_byte(
         for p, fs in files.items()
     }
     assert stored == expected
+
+
+ID_SCHEMA = pa.schema([("id", pa.int64(), False)])
+
+
+def produce_ids(bootstrap: str, topic: str, n: int, per_segment: int) -> None:
+    """Records ``{"id": i}`` (schema ``ID_SCHEMA``) into partition 0, in segments of ``per_segment``,
+    cut by count alone (a loaded machine must not cut one early at a linger)."""
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "columnar.encoding": "parquet",
+        "columnar.batch.records": per_segment,
+        "linger.ms": 60_000,
+    }
+    with ParquetProducer(conf) as producer:
+        producer.set_schema(topic, ID_SCHEMA)
+        for i in range(n):
+            producer.produce(topic, value={"id": i}, partition=0)
+        assert producer.flush(30) == 0

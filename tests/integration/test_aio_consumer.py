@@ -7,22 +7,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import pyarrow as pa
 import pytest
 from confluent_kafka import TopicPartition
 from parka.consumer import AIOParquetConsumer, SegmentTable
-from parka.producer import ParquetProducer
 
-SCHEMA = pa.schema([("id", pa.int64(), False)])
-
-
-def produce(bootstrap: str, topic: str, n: int, per_segment: int) -> None:
-    conf = {"bootstrap.servers": bootstrap, "columnar.encoding": "parquet", "columnar.batch.records": per_segment}
-    with ParquetProducer(conf) as producer:
-        producer.set_schema(topic, SCHEMA)
-        for i in range(n):
-            producer.produce(topic, value={"id": i}, partition=0)
-        assert producer.flush(30) == 0
+from ._ingest_util import produce_ids
 
 
 async def take(c: AIOParquetConsumer, n: int, timeout_s: float = 30) -> list[int]:
@@ -41,7 +30,7 @@ async def test_aio_consumer_hands_out_records_and_resumes_inside_a_segment(
     bootstrap: str, new_topic: Callable[..., str], group_id: str
 ) -> None:
     topic = new_topic()
-    produce(bootstrap, topic, 600, per_segment=400)
+    produce_ids(bootstrap, topic, 600, per_segment=400)
     assigned: list[Any] = []
     commits: list[Any] = []
 

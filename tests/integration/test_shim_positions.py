@@ -7,22 +7,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import pyarrow as pa
 import pytest
 from confluent_kafka import TopicPartition
 from parka.consumer import ParquetConsumer
-from parka.producer import ParquetProducer
 
-SCHEMA = pa.schema([("id", pa.int64(), False)])
-
-
-def produce(bootstrap: str, topic: str, n: int, per_segment: int) -> None:
-    conf = {"bootstrap.servers": bootstrap, "columnar.encoding": "parquet", "columnar.batch.records": per_segment}
-    with ParquetProducer(conf) as producer:
-        producer.set_schema(topic, SCHEMA)
-        for i in range(n):
-            producer.produce(topic, value={"id": i}, partition=0)
-        assert producer.flush(30) == 0
+from ._ingest_util import produce_ids
 
 
 def shim(bootstrap: str, group: str) -> ParquetConsumer:
@@ -44,7 +33,7 @@ def test_position_commit_offsets_and_seek_are_record_precise(
     bootstrap: str, new_topic: Callable[..., str], group_id: str
 ) -> None:
     topic = new_topic()
-    produce(bootstrap, topic, 1000, per_segment=500)
+    produce_ids(bootstrap, topic, 1000, per_segment=500)
     tp0 = TopicPartition(topic, 0)
     with shim(bootstrap, group_id) as c:
         c.assign([tp0])
@@ -73,7 +62,7 @@ def test_a_revoke_callback_run_by_close_may_call_the_consumer(
 ) -> None:
     # close() serves the revocation; the callback still has an open consumer, as with confluent's
     topic = new_topic()
-    produce(bootstrap, topic, 10, per_segment=10)
+    produce_ids(bootstrap, topic, 10, per_segment=10)
     revoked: list[Any] = []
 
     def on_revoke(consumer: ParquetConsumer, partitions: list[TopicPartition]) -> None:
