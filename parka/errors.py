@@ -35,6 +35,7 @@ __all__ = [
     "CommitError",
     "ConfigError",
     "KafkaClientError",
+    "MissingExtraError",
     "ParkaError",
     "RecordError",
     "RecordTooLargeError",
@@ -211,6 +212,19 @@ class BlockedError(ParkaError):
     def __init__(self, blocker: Any) -> None:
         self.blocker = blocker
         super().__init__(blocker.message)
+
+
+class MissingExtraError(ParkaError, ImportError):
+    """An optional part of parka was used without its extra installed; ``extra`` names it
+    (``pip install 'parka[<extra>]'``) and ``missing`` the modules that were not found."""
+
+    def __init__(self, extra: str, missing: list[str], needed_by: str) -> None:
+        self.extra = extra
+        self.missing = missing
+        super().__init__(
+            f"{needed_by} needs parka's '{extra}' extra ({', '.join(missing)} not installed): "
+            f"pip install 'parka[{extra}]'"
+        )
 
 
 class KafkaClientError(ParkaError):
