@@ -32,7 +32,7 @@ from mkdocs.plugins import event_priority
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+    import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]  # the dev extra has it on 3.10
 
 API_TREE = Path("build") / "docs-api"
 _INCLUDE = re.compile(r'^--8<-- "([^"]+)"[ \t]*$', re.MULTILINE)
@@ -95,12 +95,27 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
         return _rewrite_links(text, posixpath.dirname(name), page_dir, root, docs, config.get("repo_url"))
 
     markdown = _INCLUDE.sub(include, markdown)
-    return _rewrite_links(markdown, posixpath.join(docs.relative_to(root).as_posix(), page_dir), page_dir, root, docs,
-                          config.get("repo_url"), only_outside=True)
+    return _rewrite_links(
+        markdown,
+        posixpath.join(docs.relative_to(root).as_posix(), page_dir),
+        page_dir,
+        root,
+        docs,
+        config.get("repo_url"),
+        only_outside=True,
+    )
 
 
-def _rewrite_links(text: str, source_dir: str, page_dir: str, root: Path, docs: Path, repo_url: str | None,
-                   *, only_outside: bool = False) -> str:
+def _rewrite_links(
+    text: str,
+    source_dir: str,
+    page_dir: str,
+    root: Path,
+    docs: Path,
+    repo_url: str | None,
+    *,
+    only_outside: bool = False,
+) -> str:
     """Rewrite the relative links of ``text`` (written in repository folder ``source_dir``) for a page
     in ``docs/<page_dir>``; code blocks are left alone. With ``only_outside``, links that stay in
     ``docs/`` are left as written (mkdocs checks those)."""
