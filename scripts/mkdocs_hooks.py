@@ -1,10 +1,9 @@
 """mkdocs hooks for parka's docs site (``hooks:`` in mkdocs.yml). Three jobs:
 
-1. Lay the source folders out as the installed package, so mkdocstrings (griffe, reading the
-   source statically) finds ``parka.producer`` in ``producer/`` and so on. setuptools'
-   ``package-dir`` mapping in pyproject.toml is the one list of those folders; griffe follows an
-   editable install's top-level package only. The tree is symlinks under ``build/docs-api``
-   (the ``paths:`` of the python handler), rebuilt on every build.
+1. Lay the source folders out as the installed package (scripts/package_tree.py), so mkdocstrings
+   (griffe, reading the source statically) finds ``parka.producer`` in ``producer/`` and so on:
+   griffe follows an editable install's top-level package only. The tree is symlinks under
+   ``build/docs-api`` (the ``paths:`` of the python handler), rebuilt on every build.
 2. Include a file from the repository root in a page: a line ``--8<-- "ARCHITECTURE.md"`` in
    ``docs/architecture.md`` is replaced by that file, so the file stays the one copy and its
    edits reach the site. Its links are rewritten as if it lived in ``docs/``.
@@ -22,17 +21,14 @@ from __future__ import annotations
 
 import posixpath
 import re
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
 from mkdocs.plugins import event_priority
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]  # the dev extra has it on 3.10
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from package_tree import package_tree  # scripts/ is not a package: found through the path above
 
 API_TREE = Path("build") / "docs-api"
 _INCLUDE = re.compile(r'^--8<-- "([^"]+)"[ \t]*$', re.MULTILINE)
@@ -43,29 +39,6 @@ _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 
 # root file -> the docs page that includes it (filled in on_files)
 _included: dict[str, str] = {}
-
-
-def package_tree(root: Path, dest: Path) -> None:
-    """Lay out ``[tool.setuptools] package-dir`` of ``root/pyproject.toml`` under ``dest`` as the
-    installed packages: each package a directory, the files of a mapped folder symlinked into it.
-
-    Raises:
-        ValueError: pyproject.toml has no ``package-dir`` table, or a mapped folder is missing.
-    """
-    with open(root / "pyproject.toml", "rb") as f:
-        mapping = tomllib.load(f).get("tool", {}).get("setuptools", {}).get("package-dir")
-    if not isinstance(mapping, dict) or not mapping:
-        raise ValueError(f"{root / 'pyproject.toml'}: no [tool.setuptools] package-dir table to lay out")
-    shutil.rmtree(dest, ignore_errors=True)
-    for package in sorted(mapping, key=lambda name: name.count(".")):
-        folder = root / mapping[package]
-        if not folder.is_dir():
-            raise ValueError(f"package-dir maps {package!r} to {mapping[package]!r}, which is not a folder")
-        target = dest.joinpath(*package.split("."))
-        target.mkdir(parents=True, exist_ok=True)
-        for entry in folder.iterdir():
-            if entry.name != "__pycache__" and not (target / entry.name).exists():
-                (target / entry.name).symlink_to(entry.resolve())
 
 
 # before mkdocstrings' own on_config, which sets up the handler's search paths
