@@ -7,18 +7,20 @@
 2. Include a file from the repository root in a page: a line ``--8<-- "ARCHITECTURE.md"`` in
    ``docs/architecture.md`` is replaced by that file, so the file stays the one copy and its
    edits reach the site. Its links are rewritten as if it lived in ``docs/``.
-3. Make links that leave ``docs/`` work in the site. On GitHub a page links the code or a
-   checked-in run relatively (``../benchmarks/results/.../report.md``); the site has no such
-   page. Such a link goes to ``repo_url`` (``<repo_url>/blob/main/<path>``) when mkdocs.yml sets
-   one, else it becomes the link's text followed by the path in code, so the path is still
-   there to read. A link to an included root file goes to the page including it.
+3. Make links that leave ``docs/`` work in the site, and check that their target exists. On
+   GitHub a page links the code or a checked-in run relatively
+   (``../benchmarks/results/.../report.md``); the site has no such page. Such a link goes to
+   ``repo_url`` (``<repo_url>/blob/main/<path>``) when mkdocs.yml sets one, else it becomes the
+   link's text followed by the path in code, so the path is still there to read. A link to an
+   included root file goes to the page including it.
 
-Everything else (a link to a missing page, a missing anchor) is mkdocs' own check, which
-``mkdocs build --strict`` turns into an error.
+A link to a file the repository does not have is a warning; so is everything mkdocs checks itself
+(a link to a missing page, a missing anchor). ``mkdocs build --strict`` turns each into an error.
 """
 
 from __future__ import annotations
 
+import logging
 import posixpath
 import re
 import sys
@@ -30,6 +32,8 @@ from mkdocs.plugins import event_priority
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from package_tree import package_tree  # scripts/ is not a package: found through the path above
 
+# under mkdocs' logger, so that mkdocs counts its warnings (and --strict fails on them)
+log = logging.getLogger("mkdocs.hooks.parka")
 API_TREE = Path("build") / "docs-api"
 _INCLUDE = re.compile(r'^--8<-- "([^"]+)"[ \t]*$', re.MULTILINE)
 # an inline link or image: [text](target) / ![alt](target), target without spaces
@@ -116,8 +120,13 @@ def _rewrite_links(
                     return match.group(0)
                 in_docs = posixpath.relpath(repo_path, docs_rel)
                 return f"{bang}[{label}]({_relative(in_docs, page_dir)}{anchor})"
-            if repo_path.startswith(".."):
-                raise ValueError(f"link {target!r} in docs/{page_dir} leaves the repository")
+            if repo_path.startswith("..") or not (root / repo_path).exists():
+                # a warning, so that --strict fails on it and `make docs` still serves the rest
+                problem = (
+                    "leaves the repository" if repo_path.startswith("..") else f"names {repo_path}, which is missing"
+                )
+                log.warning(f"Doc file in docs/{page_dir or '.'}: the link {target!r} {problem}")
+                return match.group(0)
             if repo_url:
                 return f"{bang}[{label}]({repo_url.rstrip('/')}/blob/main/{repo_path}{anchor})"
             shown = label.strip("`")

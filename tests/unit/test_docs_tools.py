@@ -7,6 +7,7 @@ check what the site shows for the links it cannot check: code and checked-in run
 from __future__ import annotations
 
 import importlib.util
+import logging
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -28,18 +29,31 @@ def _load(name: str) -> ModuleType:
 hooks = _load("mkdocs_hooks")
 rest = _load("griffe_rest")
 tree = _load("package_tree")
-ROOT = Path("/repo")
-DOCS = ROOT / "docs"
 
 
-def test_a_root_file_included_in_docs_gets_links_that_work_in_the_site(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    for name in (
+        "docs/client.md",
+        "ARCHITECTURE.md",
+        "benchmarks/results/r1/report.md",
+        "benchmarks/results/r1/README.md",
+    ):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    return tmp_path
+
+
+def test_a_root_file_included_in_docs_gets_links_that_work_in_the_site(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setitem(hooks._included, "ARCHITECTURE.md", "architecture.md")
     text = (
         "See [the client](docs/client.md#where-parka-differs), [layers](ARCHITECTURE.md), "
         "[KIP](https://example.org/kip), [up](#quick-start) and [a run](benchmarks/results/r1/report.md).\n"
         "```sh\n[not a link](docs/x.md)\n```\n"
     )
-    out = hooks._rewrite_links(text, "", "", ROOT, DOCS, None)
+    out = hooks._rewrite_links(text, "", "", repo, repo / "docs", None)
     assert "[the client](client.md#where-parka-differs)" in out
     assert "[layers](architecture.md)" in out
     assert "[KIP](https://example.org/kip)" in out and "[up](#quick-start)" in out
@@ -47,24 +61,37 @@ def test_a_root_file_included_in_docs_gets_links_that_work_in_the_site(monkeypat
     assert "[not a link](docs/x.md)" in out  # code blocks are left alone
 
 
-def test_a_docs_page_keeps_its_page_links_and_sends_code_links_to_the_repository() -> None:
+def test_a_docs_page_keeps_its_page_links_and_sends_code_links_to_the_repository(repo: Path) -> None:
     text = "[Spark](spark.md#on-a-cluster), [`benchmarks/results/r1`](../benchmarks/results/r1/README.md)\n"
-    out = hooks._rewrite_links(text, "docs", "", ROOT, DOCS, None, only_outside=True)
+    out = hooks._rewrite_links(text, "docs", "", repo, repo / "docs", None, only_outside=True)
     assert "[Spark](spark.md#on-a-cluster)" in out
     assert out.rstrip().endswith("`benchmarks/results/r1` (`benchmarks/results/r1/README.md`)")
-    linked = hooks._rewrite_links(text, "docs", "", ROOT, DOCS, "https://github.com/o/parka/", only_outside=True)
+    linked = hooks._rewrite_links(
+        text, "docs", "", repo, repo / "docs", "https://github.com/o/parka/", only_outside=True
+    )
     assert "(https://github.com/o/parka/blob/main/benchmarks/results/r1/README.md)" in linked
 
 
-def test_a_page_in_a_subfolder_links_relative_to_it(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_page_in_a_subfolder_links_relative_to_it(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(hooks._included, "ARCHITECTURE.md", "architecture.md")
-    out = hooks._rewrite_links("[a](../../ARCHITECTURE.md)", "docs/reference", "reference", ROOT, DOCS, None)
+    out = hooks._rewrite_links("[a](../../ARCHITECTURE.md)", "docs/reference", "reference", repo, repo / "docs", None)
     assert out == "[a](../architecture.md)"
 
 
-def test_a_link_leaving_the_repository_is_an_error_naming_it() -> None:
-    with pytest.raises(ValueError, match=r"'\.\./shared/seed\.txt' in docs/ leaves the repository"):
-        hooks._rewrite_links("[KIP](../shared/seed.txt)", "", "", ROOT, DOCS, None)
+def test_a_link_to_a_missing_file_or_out_of_the_repository_is_a_warning_naming_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "there.md").write_text("")
+    text = "[KIP](../shared/seed.txt) [old run](benchmarks/gone.md) [run](benchmarks/there.md)"
+    with caplog.at_level(logging.WARNING, logger="mkdocs"):
+        out = hooks._rewrite_links(text, "", "", tmp_path, tmp_path / "docs", None)
+    assert [r.getMessage() for r in caplog.records] == [
+        "Doc file in docs/.: the link '../shared/seed.txt' leaves the repository",
+        "Doc file in docs/.: the link 'benchmarks/gone.md' names benchmarks/gone.md, which is missing",
+    ]
+    assert out == "[KIP](../shared/seed.txt) [old run](benchmarks/gone.md) run (`benchmarks/there.md`)"
 
 
 def test_rest_roles_and_literal_blocks_become_markdown() -> None:
