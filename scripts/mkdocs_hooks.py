@@ -69,7 +69,15 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
         name = posixpath.normpath(match.group(1))
         text = (root / name).read_text(encoding="utf-8")
         # the included file's links are relative to its own folder in the repository
-        return _rewrite_links(text, posixpath.dirname(name), page_dir, root, docs, config.get("repo_url"))
+        return _rewrite_links(
+            text,
+            posixpath.dirname(name),
+            page_dir,
+            root,
+            docs,
+            config.get("repo_url"),
+            page=f"{name} in {page.file.src_uri}",
+        )
 
     markdown = _INCLUDE.sub(include, markdown)
     return _rewrite_links(
@@ -80,6 +88,7 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
         docs,
         config.get("repo_url"),
         only_outside=True,
+        page=page.file.src_uri,
     )
 
 
@@ -92,6 +101,7 @@ def _rewrite_links(
     repo_url: str | None,
     *,
     only_outside: bool = False,
+    page: str = "",
 ) -> str:
     """Rewrite the relative links of ``text`` (written in repository folder ``source_dir``) for a page
     in ``docs/<page_dir>``; code blocks are left alone. With ``only_outside``, links that stay in
@@ -125,7 +135,7 @@ def _rewrite_links(
                 problem = (
                     "leaves the repository" if repo_path.startswith("..") else f"names {repo_path}, which is missing"
                 )
-                log.warning(f"Doc file in docs/{page_dir or '.'}: the link {target!r} {problem}")
+                log.warning(f"Doc file {page or posixpath.join(page_dir, '*')!r}: the link {target!r} {problem}")
                 return match.group(0)
             if repo_url:
                 return f"{bang}[{label}]({repo_url.rstrip('/')}/blob/main/{repo_path}{anchor})"

@@ -86,10 +86,10 @@ def test_a_link_to_a_missing_file_or_out_of_the_repository_is_a_warning_naming_i
     (tmp_path / "benchmarks" / "there.md").write_text("")
     text = "[KIP](../shared/seed.txt) [old run](benchmarks/gone.md) [run](benchmarks/there.md)"
     with caplog.at_level(logging.WARNING, logger="mkdocs"):
-        out = hooks._rewrite_links(text, "", "", tmp_path, tmp_path / "docs", None)
+        out = hooks._rewrite_links(text, "", "", tmp_path, tmp_path / "docs", None, page="README.md in index.md")
     assert [r.getMessage() for r in caplog.records] == [
-        "Doc file in docs/.: the link '../shared/seed.txt' leaves the repository",
-        "Doc file in docs/.: the link 'benchmarks/gone.md' names benchmarks/gone.md, which is missing",
+        "Doc file 'README.md in index.md': the link '../shared/seed.txt' leaves the repository",
+        "Doc file 'README.md in index.md': the link 'benchmarks/gone.md' names benchmarks/gone.md, which is missing",
     ]
     assert out == "[KIP](../shared/seed.txt) [old run](benchmarks/gone.md) run (`benchmarks/there.md`)"
 
