@@ -13,7 +13,7 @@ BENCH_ARGS = --bootstrap localhost:$(PARKA_KAFKA_PORT) --kafka-data-dir "$$(scri
 SEED ?= 1
 RELIABILITY_OUT ?= reliability-out
 
-.PHONY: help setup kafka-up kafka-down kafka-status spark-cluster-up spark-cluster-down lint test test-unit test-integration demo bench bench-quick bench-encodings bench-dropin bench-encryption reliability reliability-quick clean
+.PHONY: help setup kafka-up kafka-down kafka-status spark-cluster-up spark-cluster-down lint docs docs-build test test-unit test-integration demo bench bench-quick bench-encodings bench-dropin bench-encryption reliability reliability-quick clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 20
@@ -46,6 +46,15 @@ lint: setup ## ruff and mypy
 	$(BIN)/ruff format --check .
 	scripts/typecheck.sh $(BIN)/mypy
 
+# mkdocs-material prints a banner about its successor on every run; the build's own warnings stay
+DOCS_ENV := NO_MKDOCS_2_WARNING=1
+
+docs: setup ## serve the docs site on http://127.0.0.1:8000, rebuilt on every edit (mkdocs serve)
+	$(DOCS_ENV) $(BIN)/python -m mkdocs serve
+
+docs-build: setup ## build the docs site into site/ with --strict: a broken link, anchor or docstring reference fails (make test runs it)
+	$(DOCS_ENV) $(BIN)/python -m mkdocs build --strict
+
 test-unit: setup ## unit tests only (no network)
 	$(BIN)/pytest tests/unit -q
 
@@ -56,7 +65,7 @@ test-integration: setup ## integration tests against a real broker
 # well; every Spark test goes to one of them (one JVM). PYTEST_WORKERS=0 runs in one process.
 PYTEST_WORKERS ?= 3
 
-test: setup lint ## the whole suite: lint, unit and integration tests (starts its own broker and servers)
+test: setup lint docs-build ## the whole suite: lint, the docs site, unit and integration tests (starts its own broker and servers)
 	$(BIN)/pytest -q -ra -n $(PYTEST_WORKERS)
 
 demo: setup kafka-up ## the main job: flights as Parquet segments through a local broker, with numbers
@@ -92,4 +101,4 @@ reliability-quick: setup ## the quick fault suite (~2 min; make test runs it): b
 	$(BIN)/pytest tests/integration/test_reliability.py -q
 
 clean: ## remove build and cache folders (not .venv, not the broker's data)
-	rm -rf build dist *.egg-info .mypy_cache .ruff_cache .pytest_cache bench-out demo-out reliability-out
+	rm -rf build dist site *.egg-info .mypy_cache .ruff_cache .pytest_cache bench-out demo-out reliability-out

@@ -1,24 +1,61 @@
 """The ``parka`` command. Subcommands live with their packages and are imported on use, so the
-core never imports the consumer or Spark layers at import time."""
+core never imports the consumer or Spark layers at import time (``parka --help`` imports none)."""
 
 from __future__ import annotations
 
 import sys
+from typing import NamedTuple
+
+
+class Command(NamedTuple):
+    module: str  # imported only when the command runs; its main(argv) -> exit code
+    summary: str  # the line ``parka --help`` shows
+
+
+COMMANDS: dict[str, Command] = {
+    "ingest": Command(
+        "parka.consumer._cli",
+        "land a topic's Parquet segments in a Delta table as data files, without decoding, exactly once",
+    ),
+    "spark-ingest": Command(
+        "parka.spark_ext._cli",
+        "the same ingestion on Spark Structured Streaming (raw or decode mode), committed through delta-spark",
+    ),
+    "optimize": Command(
+        "parka.consumer._optimize_cli",
+        "compact a Delta table's small files (optionally in Z-order), VACUUM and checkpoint it",
+    ),
+}
+
+
+def usage() -> str:
+    """The text of ``parka --help``: the commands, one line each."""
+    width = max(len(name) for name in COMMANDS)
+    lines = [
+        f"usage: parka {{{','.join(COMMANDS)}}} ...",
+        "",
+        "Kafka carrying Parquet segments (KIP-1008), landed in Delta Lake without decoding them again.",
+        "",
+        "commands:",
+        *(f"  {name:<{width}}  {command.summary}" for name, command in COMMANDS.items()),
+        "",
+        "parka COMMAND --help lists that command's flags.",
+    ]
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    commands = {
-        "ingest": "parka.consumer._cli",
-        "spark-ingest": "parka.spark_ext._cli",
-        "optimize": "parka.consumer._optimize_cli",
-    }
-    if not args or args[0] in ("-h", "--help") or args[0] not in commands:
-        print("usage: parka {ingest,spark-ingest,optimize} ... (parka COMMAND --help for its flags)", file=sys.stderr)
-        return 0 if args and args[0] in ("-h", "--help") else 2
+    if args and args[0] in ("-h", "--help"):
+        print(usage())
+        return 0
+    if not args or args[0] not in COMMANDS:
+        problem = "no command given" if not args else f"unknown command {args[0]!r}"
+        print(f"{usage()}\n\nparka: error: {problem} (choose from {', '.join(COMMANDS)})", file=sys.stderr)
+        return 2
     import importlib
 
-    module = importlib.import_module(commands[args[0]])
+    module = importlib.import_module(COMMANDS[args[0]].module)
     code: int = module.main(args[1:])
     return code
 

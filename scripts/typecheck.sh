@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # mypy over parka as it is installed: one package `parka` with producer/, consumer/ and
 # spark_ext/ inside it (setuptools' package-dir mapping, which mypy cannot follow). A tree of
-# symlinks in build/typecheck lays the folders out that way, so every import between them
+# symlinks in build/typecheck lays the folders out that way (scripts/package_tree.py), so every import between them
 # (spark_ext calling into parka.consumer) is checked for real. Settings: [tool.mypy] in
 # pyproject.toml. Then the fault suite, reliability/, against that tree.
 # Usage: scripts/typecheck.sh [path/to/mypy]
@@ -10,14 +10,8 @@ cd "$(dirname "$0")/.."
 repo=$(pwd)
 mypy=${1:-.venv/bin/mypy}
 tree=build/typecheck
-rm -rf "$tree"
-mkdir -p "$tree/parka"
-for f in parka/*.py parka/py.typed; do
-  ln -s "$repo/$f" "$tree/parka/$(basename "$f")"
-done
-for d in producer consumer spark_ext; do
-  ln -s "$repo/$d" "$tree/parka/$d"
-done
+# the folders come from pyproject.toml's package-dir (scripts/package_tree.py, as the docs site's)
+"$(dirname "$mypy")/python" scripts/package_tree.py "$tree"
 cd "$tree"
 MYPYPATH="$repo/$tree" "$repo/$mypy" --config-file "$repo/pyproject.toml" -p parka
 # the fault suite (a program beside the package, like benchmarks/) imports parka as installed

@@ -155,11 +155,12 @@ class SegmentDecoder:
     def decode_batch(self, batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
         """One output batch per segment in ``batch``, in order; empty segments yield nothing.
 
+        Every error below carries the row's topic, partition, offset and raw value.
+
         Raises:
             SegmentError: a row without a ``parka.format`` header (not a segment).
             SegmentDecodeError: corrupt headers or Parquet bytes.
             SchemaMismatchError: a segment that does not fit the schema.
-            All carry the row's topic, partition, offset and raw value.
         """
         names = batch.schema.names
         missing = [c for c in KAFKA_COLUMNS if c not in names]
