@@ -231,26 +231,28 @@ class SettingsParser(argparse.ArgumentParser):
     def _resolve(self, s: Setting, given: Any) -> Any:
         source, text = s.label, None
         for var in s.env_vars:
-            if var in os.environ:
+            if os.environ.get(var):  # an empty variable (compose's ${VAR:-}) is not set
                 source, text = f"{var} (for {s.flag})", os.environ[var]
                 break
+        if s.kind == "pairs":
+            source = s.label  # the variable's pairs, then the flags'
         try:
-            if s.kind == "pairs":  # the variable's pairs, then the flags'
+            if s.kind == "pairs":
                 from_env = [p for p in text.split(",") if p] if text else []
                 value = parse_pairs([*from_env, *(given or [])])
             elif given is not _UNSET:
                 value = given
             elif text is not None:
                 value = s.read(text)
-                if s.choices and value not in s.choices:
-                    raise ValueError(f"{value!r} is not one of {' | '.join(s.choices)}")
             else:
                 value = s.default
-            s.validate(value)
-        except ConfigError as exc:
-            self.error(str(exc))
         except (ValueError, argparse.ArgumentTypeError) as exc:
-            self.error(f"{s.label if s.kind == 'pairs' else source}: {exc}")
+            self.error(f"{source}: {exc}")
+        try:
+            s.validate(value)
+        except ConfigError as exc:  # a check's own error may not name the flag: then say where it came from
+            message = str(exc)
+            self.error(message if s.label in message else f"{source}: {message}")
         return value
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from parka import _settings as s
-from parka._cli_util import redacted_repr
+from parka._cli_util import redacted, redacted_repr
 from parka._settings import Setting, declared, validate
 from parka.config import is_s3
 from parka.errors import ConfigError
@@ -64,7 +64,8 @@ def _schema_text(text: str) -> str:
 def _spark_owned(conf: Mapping[str, str]) -> None:
     for key in conf:
         if key in _SPARK_OWNED:
-            raise ConfigError(key, conf[key], f"not set here; use {_SPARK_OWNED[key]}", reason="set by -K")
+            shown = redacted({key: conf[key]})[key]
+            raise ConfigError(key, shown, f"not set here; use {_SPARK_OWNED[key]}", reason="set by -K")
 
 
 def _trigger_check(trigger: str) -> None:
