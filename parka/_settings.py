@@ -6,8 +6,9 @@ and what values it allows. From that one declaration come
 
 * the ``argparse`` flag (:meth:`SettingsParser.add_settings`), its help ending in the environment
   variable's name;
-* the environment: a flag not given on the command line takes its variable's value, read as the
-  flag's text would be, else the default;
+* the environment: a flag not given on the command line takes its variable's value (an empty
+  variable counts as unset), read as the flag's text would be, else the default; a repeatable
+  ``KEY=VALUE`` flag takes the variable's comma-separated pairs and then the flags';
 * the settings object's dataclass field (:func:`declared`) and its validation
   (:func:`validate`, called by the settings' ``__post_init__``; :class:`SettingsParser` runs the
   same checks on what it parsed). An error names the setting (field, flag, variable) and the bad
