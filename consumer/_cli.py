@@ -5,63 +5,35 @@ are never logged."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import sys
 import time
 from typing import Any
 
-from parka._cli_util import (
-    add_shared_flags,
-    columns,
-    env,
-    pairs,
-    redacted,
-    seek_offsets,
-    serve_metrics,
-    setup_logging,
-    size_bytes,
-    stopped,
-)
+from parka._cli_util import redacted, serve_metrics, setup_logging, stopped
 from parka._health import EXIT_CONFIG, EXIT_OK, exit_code_for
 from parka._progress import ProgressBar
+from parka._settings import SettingsParser
 from parka.errors import ParkaError
 
-from ._ingest import IngestionConsumer, IngestSettings
+from ._ingest import IngestionConsumer
+from ._settings import FLAGS, IngestSettings
 
 _PROG = "parka ingest"
 log = logging.getLogger("parka.ingest")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="parka ingest",
+def build_parser() -> SettingsParser:
+    """``parka ingest``'s flags, from :data:`._settings.FLAGS`: each one's value is the flag's,
+    else its ``PARKA_*`` variable's, else its default, and is checked (exit 2 naming both)."""
+    p = SettingsParser(
+        prog=_PROG,
         description="Ingest a topic of parka Parquet segments into a Delta table, exactly once. "
         "Each flag's environment variable is shown in brackets.",
     )
-    p.add_argument("topic", nargs="?", default=env("TOPIC"), help="Kafka topic [PARKA_TOPIC]")
-    p.add_argument("table_uri", nargs="?", default=env("TABLE_URI"), help="Delta table URI [PARKA_TABLE_URI]")
-    add_shared_flags(p)
-    p.add_argument(
-        "--min-bytes-per-commit",
-        type=size_bytes,
-        default=env("MIN_BYTES_PER_COMMIT"),
-        help="commit once this many bytes are buffered (default: --target-file-size) [PARKA_MIN_BYTES_PER_COMMIT]",
-    )
-    p.add_argument(
-        "--optimize-every",
-        type=int,
-        default=int(env("OPTIMIZE_EVERY", 0)),
-        help="every N commits of this worker, compact the table's small files (parka optimize without "
-        "VACUUM); 0 never [PARKA_OPTIMIZE_EVERY]",
-    )
-    p.add_argument(
-        "--exit-code-when-empty",
-        type=int,
-        default=int(env("EXIT_CODE_WHEN_EMPTY", 0)),
-        help="with --end-at-latest: the exit code of a run that found nothing new to ingest (e.g. 99, the code "
-        "Airflow's BashOperator marks as skipped); default 0 [PARKA_EXIT_CODE_WHEN_EMPTY]",
-    )
+    p.add_settings(FLAGS)
     return p
 
 
@@ -109,43 +81,22 @@ class ProgressLine:
 
 
 def settings_from_args(args: argparse.Namespace) -> IngestSettings:
-    """The :class:`IngestSettings` the flags describe.
+    """The :class:`IngestSettings` the parsed flags describe: each field with a flag of its own
+    name takes its value; the Kafka client's settings are the ``-K`` ones with ``--kafka`` and
+    ``--consumer-group`` (default: the app id, itself ``parka-<topic>`` by default).
 
     Raises:
-        SystemExit: a malformed flag (argparse style).
+        SystemExit: no topic or table (exit 2).
         ConfigError: a value the settings reject.
     """
     if not args.topic or not args.table_uri:
-        raise SystemExit("parka ingest: TOPIC and TABLE_URI are required (or PARKA_TOPIC / PARKA_TABLE_URI)")
+        build_parser().error("TOPIC and TABLE_URI are required (or PARKA_TOPIC / PARKA_TABLE_URI)")
     app_id = args.app_id or f"parka-{args.topic}"
-    kafka = pairs(args.kafka_setting, "-K", _PROG)
-    kafka.setdefault("bootstrap.servers", args.kafka)
+    kafka = dict(args.kafka_conf)
+    kafka.setdefault("bootstrap.servers", args.bootstrap_servers)
     kafka.setdefault("group.id", args.consumer_group or app_id)
-    return IngestSettings(
-        topic=args.topic,
-        table_uri=args.table_uri,
-        kafka_conf=kafka,
-        app_id=app_id,
-        allowed_latency_s=args.allowed_latency,
-        min_bytes_per_commit=(
-            size_bytes(args.min_bytes_per_commit)
-            if isinstance(args.min_bytes_per_commit, str)
-            else args.min_bytes_per_commit
-        ),
-        target_file_size=args.target_file_size,
-        max_segments_per_commit=args.max_segments_per_commit,
-        auto_offset_reset=args.auto_offset_reset,
-        seek_offsets=seek_offsets(args.seek_offsets, _PROG),
-        end_at_latest=args.end_at_latest,
-        checkpoint_interval=args.checkpoint_interval,
-        partition_by=columns(args.partition_by),
-        schema_evolution=args.schema_evolution,
-        dlq_table_uri=args.dlq_table,
-        storage_options=pairs(args.storage_option, "--storage-option", _PROG),
-        optimize_every=args.optimize_every,
-        broker_timeout_s=args.broker_timeout,
-        retry_log_interval_s=args.retry_log_interval,
-    )
+    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(IngestSettings) if hasattr(args, f.name)}
+    return IngestSettings(**{**given, "kafka_conf": kafka, "app_id": app_id})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -164,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         redacted(settings.kafka_conf),
         redacted(settings.storage_options),
     )
-    progress = None if args.quiet else ProgressLine(bar=settings.end_at_latest, interval_s=args.progress_interval)
+    progress = None if args.quiet else ProgressLine(bar=settings.end_at_latest, interval_s=args.progress_interval_s)
     with serve_metrics(args.metrics_port, topic=settings.topic, prog=_PROG) as metrics:
         ingest = IngestionConsumer(settings, progress=progress, metrics=metrics)
         ingest.install_signal_handlers()

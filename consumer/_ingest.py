@@ -20,8 +20,8 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, NoReturn, get_args
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pyarrow as pa
 from confluent_kafka import (
@@ -33,19 +33,17 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from parka._cli_util import redacted_repr
 from parka._crash import crash_point
 from parka._health import Blocker, HealthLog, kafka_logger
-from parka.config import storage_options_for
-from parka.errors import CommitError, ConfigError, KafkaClientError, SchemaMismatchError, SegmentError
-from parka.partitioning import parse_partition_by
+from parka.errors import CommitError, KafkaClientError, SchemaMismatchError, SegmentError
 
 from ._committer import CommitStats, Committer
 from ._delta import RsEngine
-from ._files import DEFAULT_TARGET_FILE_SIZE, DLQ_SCHEMA, CheckedSegment, check_segment, read_segment, write_segments
+from ._files import DLQ_SCHEMA, CheckedSegment, check_segment, read_segment, write_segments
 from ._optimize import optimize_table
 from ._plan import CommitPolicy, Refused
 from ._preflight import BrokerWatch, wait_until_ready
+from ._settings import IngestSettings
 from ._shim import ParquetConsumer, RawSegment
 from ._stats import DEFAULT_STATS
 
@@ -66,75 +64,6 @@ _CREDENTIAL_ERRORS = {
     KafkaError.GROUP_AUTHORIZATION_FAILED: "Kafka authorization failed",
 }
 _CREDENTIAL_HINT = "check sasl.username, sasl.password, sasl.mechanisms, security.protocol and ssl.ca.location"
-
-OffsetReset = Literal["earliest", "latest"]
-SchemaEvolution = Literal["none", "merge"]
-
-
-@dataclass(frozen=True)
-class IngestSettings:
-    """Everything ``parka ingest`` can be told; see the CLI for each flag's meaning.
-
-    Raises :class:`~parka.errors.ConfigError` naming the setting, the value and what is allowed.
-    """
-
-    topic: str
-    table_uri: str
-    kafka_conf: dict[str, Any]
-    app_id: str
-    allowed_latency_s: float = 30.0
-    min_bytes_per_commit: int | None = None  # None: target_file_size
-    target_file_size: int = DEFAULT_TARGET_FILE_SIZE
-    max_segments_per_commit: int = 1000
-    auto_offset_reset: OffsetReset = "earliest"
-    seek_offsets: dict[int, int] = field(default_factory=dict)
-    end_at_latest: bool = False
-    checkpoint_interval: int = 10
-    partition_by: tuple[str, ...] = ()
-    schema_evolution: SchemaEvolution = "none"
-    dlq_table_uri: str | None = None
-    storage_options: dict[str, str] = field(default_factory=dict)
-    optimize_every: int = 0
-    broker_timeout_s: float = 20.0  # end_at_latest: give up on an unreachable broker after this
-    retry_log_interval_s: float = 300.0  # a cause the daemon waits on is logged again this often
-
-    def __repr__(self) -> str:  # Kafka settings and storage options hold credentials
-        return redacted_repr(self)
-
-    def __post_init__(self) -> None:
-        if not self.topic or not self.table_uri:
-            raise ConfigError("topic/table_uri", (self.topic, self.table_uri), "a topic and a table URI")
-        if self.auto_offset_reset not in get_args(OffsetReset):
-            raise ConfigError("auto_offset_reset", self.auto_offset_reset, " | ".join(get_args(OffsetReset)))
-        if self.schema_evolution not in get_args(SchemaEvolution):
-            raise ConfigError("schema_evolution", self.schema_evolution, " | ".join(get_args(SchemaEvolution)))
-        if not self.allowed_latency_s > 0:
-            raise ConfigError("allowed_latency_s", self.allowed_latency_s, "a number of seconds > 0")
-        if self.checkpoint_interval < 0:
-            raise ConfigError("checkpoint_interval", self.checkpoint_interval, "an integer >= 0 (0: never)")
-        if any(p < 0 or off < 0 for p, off in self.seek_offsets.items()):
-            raise ConfigError("seek_offsets", self.seek_offsets, "{partition: offset}, both >= 0")
-        parse_partition_by(self.partition_by, key="partition_by")
-        if self.min_bytes_per_commit is not None and self.min_bytes_per_commit < 1:
-            raise ConfigError("min_bytes_per_commit", self.min_bytes_per_commit, "an integer >= 1")
-        if self.target_file_size < 1:
-            raise ConfigError("target_file_size", self.target_file_size, "a number of bytes >= 1")
-        if self.max_segments_per_commit < 1:
-            raise ConfigError("max_segments_per_commit", self.max_segments_per_commit, "an integer >= 1")
-        if not self.broker_timeout_s > 0:
-            raise ConfigError("broker_timeout_s", self.broker_timeout_s, "a number of seconds > 0")
-        if not self.retry_log_interval_s > 0:
-            raise ConfigError("retry_log_interval_s", self.retry_log_interval_s, "a number of seconds > 0")
-        if self.optimize_every < 0:
-            raise ConfigError("optimize_every", self.optimize_every, "a number of commits >= 0 (0: never)")
-        # delta-rs and the data files get the same options: S3 made safe, unsafe ones refused
-        options = storage_options_for(self.table_uri, self.storage_options)
-        if self.dlq_table_uri:
-            options = storage_options_for(self.dlq_table_uri, options)
-        object.__setattr__(self, "storage_options", options)
-
-    def app_txn(self, partition: int) -> str:
-        return f"{self.app_id}-{partition}"
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """What parka's command lines share (``parka ingest``, ``parka spark-ingest``, ``parka optimize``),
-defined once: the shared flags (each with its ``PARKA_*`` environment variable), their parsing, the masking
-of secrets in what is logged, the logging set-up and the ``--metrics-port`` server. Standard library only
+defined once: how their values' texts are read (sizes, ports, ``key=value`` pairs, partition specs), the
+masking of secrets in what is logged, the logging set-up and the ``--metrics-port`` server. The flags
+themselves are declared in :mod:`parka._settings`. Standard library only
 (``prometheus_client`` is imported when metrics are asked for), so the core stays free of the consumer and
 Spark layers.
 """
@@ -11,11 +12,10 @@ import argparse
 import dataclasses
 import json
 import logging
-import os
 import re
 import sys
 import time
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -25,15 +25,11 @@ __all__ = [
     "SECRET_HINTS",
     "stopped",
     "JsonFormatter",
-    "add_shared_flags",
     "columns",
-    "env",
-    "env_pairs",
-    "pairs",
+    "parse_pairs",
     "port_number",
     "redacted",
     "redacted_repr",
-    "seek_offsets",
     "serve_metrics",
     "setup_logging",
     "size_bytes",
@@ -90,43 +86,20 @@ def redacted_repr(obj: Any) -> str:
     return f"{type(obj).__name__}({', '.join(parts)})"
 
 
-def env(name: str, default: Any = None) -> Any:
-    """The value of ``PARKA_<name>``, or ``default``."""
-    return os.environ.get(f"PARKA_{name}", default)
+def parse_pairs(values: Iterable[str]) -> dict[str, str]:
+    """``key=value`` strings as a dict (a repeatable flag such as ``-K``).
 
-
-def env_pairs(name: str) -> list[str]:
-    """``PARKA_<name>`` split at commas: the default of a repeatable ``key=value`` flag."""
-    raw = env(name)
-    return [p for p in raw.split(",") if p] if raw else []
-
-
-def pairs(values: list[str], flag: str, prog: str) -> dict[str, str]:
-    """``key=value`` strings as a dict; exits naming ``prog`` and ``flag`` on a malformed one."""
+    Raises:
+        ValueError: a string without ``=`` or key; it is named by its position, never shown (it
+            may be a secret typed without its key).
+    """
     out: dict[str, str] = {}
-    for item in values:
+    for number, item in enumerate(values, 1):
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            # the text may be a secret typed without its key: name it by position, never echo it
             what = "no '='" if not sep else "no key before '='"
-            raise SystemExit(f"{prog}: {flag} expects key=value; its value number {len(out) + 1} has {what}")
+            raise ValueError(f"expects key=value; its value number {number} has {what}")
         out[key.strip()] = value
-    return out
-
-
-def seek_offsets(text: str | None, prog: str) -> dict[int, int]:
-    """``--seek-offsets`` JSON (``{"0": 123}``) as partition -> offset; exits naming ``prog`` when
-    it is not that."""
-    if not text:
-        return {}
-    try:
-        parsed = json.loads(text)
-        out = {int(k): int(v) for k, v in parsed.items()}
-    except (ValueError, AttributeError, TypeError) as exc:
-        raise SystemExit(f'{prog}: --seek-offsets must be JSON like {{"0": 123}}: {exc}') from None
-    bad = [p for p, off in out.items() if p < 0 or off < 0]
-    if bad:
-        raise SystemExit(f"{prog}: --seek-offsets: partition {bad[0]} has a negative partition or offset")
     return out
 
 
@@ -199,205 +172,6 @@ def serve_metrics(port: int | None, *, topic: str, prog: str) -> Iterator[Any]:
     finally:
         server.shutdown()
         server.server_close()
-
-
-def _flags(overrides: Mapping[str, Mapping[str, Any]]) -> list[tuple[tuple[str, ...], dict[str, Any]]]:
-    flags: list[tuple[tuple[str, ...], dict[str, Any]]] = [
-        (("-k", "--kafka"), {"default": env("KAFKA", "localhost:9092"), "help": "bootstrap servers [PARKA_KAFKA]"}),
-        (
-            ("-g", "--consumer-group"),
-            {"default": env("CONSUMER_GROUP"), "help": "consumer group (default: the app id) [PARKA_CONSUMER_GROUP]"},
-        ),
-        (
-            ("-a", "--app-id"),
-            {
-                "default": env("APP_ID"),
-                "help": "application id: the Delta txn actions' <app id>-<partition> (default: parka-<topic>) "
-                "[PARKA_APP_ID]",
-            },
-        ),
-        (
-            ("-l", "--allowed-latency"),
-            {
-                "type": float,
-                "default": float(env("ALLOWED_LATENCY", 30)),
-                "help": "seconds a segment may wait before it is committed [PARKA_ALLOWED_LATENCY]",
-            },
-        ),
-        (
-            ("--max-segments-per-commit",),
-            {
-                "type": int,
-                "default": int(env("MAX_SEGMENTS_PER_COMMIT", 1000)),
-                "help": "commit once this many segments are buffered [PARKA_MAX_SEGMENTS_PER_COMMIT]",
-            },
-        ),
-        (
-            ("--target-file-size",),
-            {
-                "type": size_bytes,
-                "default": size_bytes(env("TARGET_FILE_SIZE", "128MiB")),
-                "help": "stitch the segments of a commit into data files of up to this size (e.g. 128MiB); a "
-                "commit is due once this much is buffered, or after --allowed-latency [PARKA_TARGET_FILE_SIZE]",
-            },
-        ),
-        (
-            ("--auto-offset-reset",),
-            {
-                "choices": ["earliest", "latest"],
-                "default": env("AUTO_OFFSET_RESET", "earliest"),
-                "help": "where a partition the table has never seen starts [PARKA_AUTO_OFFSET_RESET]",
-            },
-        ),
-        (
-            ("--seek-offsets",),
-            {
-                "default": env("SEEK_OFFSETS"),
-                "help": 'JSON {"partition": offset} for partitions the table has never seen [PARKA_SEEK_OFFSETS]',
-            },
-        ),
-        (
-            ("-K", "--kafka-setting"),
-            {
-                "action": "append",
-                "default": env_pairs("KAFKA_SETTINGS"),
-                "metavar": "KEY=VALUE",
-                "help": "Kafka client setting, repeatable (TLS, SASL, ...); secrets are never logged "
-                "[PARKA_KAFKA_SETTINGS, comma-separated]",
-            },
-        ),
-        (
-            ("--end-at-latest",),
-            {
-                "action": "store_true",
-                "default": env("END_AT_LATEST", "") in ("1", "true"),
-                "help": "ingest what is in the topic at start, commit and exit 0 [PARKA_END_AT_LATEST=1]",
-            },
-        ),
-        (
-            ("--partition-by",),
-            {
-                "default": env("PARTITION_BY", ""),
-                "help": "comma-separated partition columns of a new table: column names, or derived ones: "
-                "name=date(col) (UTC date), name=hour(col) (yyyy-MM-dd-HH), name=truncate(col, N); an existing "
-                "table's own win, and a different list is refused [PARKA_PARTITION_BY]",
-            },
-        ),
-        (
-            ("--schema-evolution",),
-            {
-                "choices": ["none", "merge"],
-                "default": env("SCHEMA_EVOLUTION", "none"),
-                "help": "merge: the table takes new fields at any depth, widenings where it has type widening, "
-                "relaxed nullability (README: Schema evolution) [PARKA_SCHEMA_EVOLUTION]",
-            },
-        ),
-        (
-            ("--dlq-table",),
-            {
-                "default": env("DLQ_TABLE"),
-                "help": "Delta table URI for messages the table cannot take; without it such a message stops "
-                "ingestion with an error, after what came before it is committed [PARKA_DLQ_TABLE]",
-            },
-        ),
-        (
-            ("--storage-option",),
-            {
-                "action": "append",
-                "default": env_pairs("STORAGE_OPTIONS"),
-                "metavar": "KEY=VALUE",
-                "help": "object store option, repeatable [PARKA_STORAGE_OPTIONS, comma-separated]",
-            },
-        ),
-        (
-            ("--checkpoint-interval",),
-            {
-                "type": int,
-                "default": int(env("CHECKPOINT_INTERVAL", 10)),
-                "help": "every N commits, write a Delta checkpoint and remove orphan files; 0 never "
-                "[PARKA_CHECKPOINT_INTERVAL]",
-            },
-        ),
-        (
-            ("--metrics-port",),
-            {
-                "type": port_number,
-                "default": port_number(env("METRICS_PORT")) if env("METRICS_PORT") else None,
-                "help": "serve Prometheus metrics (parka_*) on this port, 0 for a free one (the bound address is "
-                "logged); needs parka[metrics] [PARKA_METRICS_PORT]",
-            },
-        ),
-        (
-            ("--broker-timeout",),
-            {
-                "type": float,
-                "default": float(env("BROKER_TIMEOUT", 20)),
-                "help": "with --end-at-latest: seconds to wait for a Kafka broker to answer before exiting 3; a "
-                "daemon waits as long as it takes [PARKA_BROKER_TIMEOUT]",
-            },
-        ),
-        (
-            ("--retry-log-interval",),
-            {
-                "type": float,
-                "default": float(env("RETRY_LOG_INTERVAL", 300)),
-                "help": "while a daemon waits on a cause (no broker, no topic, a table location it cannot use), "
-                "seconds between two lines saying it still does [PARKA_RETRY_LOG_INTERVAL]",
-            },
-        ),
-        (
-            ("--progress-interval",),
-            {
-                "type": float,
-                "default": float(env("PROGRESS_INTERVAL", 60)),
-                "help": "seconds between two progress: summary lines when stderr is not a terminal (a terminal "
-                "gets a progress bar) [PARKA_PROGRESS_INTERVAL]",
-            },
-        ),
-        (
-            ("-v", "--verbose"),
-            {
-                "action": "store_true",
-                "default": env("VERBOSE", "") in ("1", "true"),
-                "help": "debug log: a line per commit, and the stack trace of an error that stops the run "
-                "[PARKA_VERBOSE=1]",
-            },
-        ),
-        (
-            ("-q", "--quiet"),
-            {
-                "action": "store_true",
-                "default": env("QUIET", "") in ("1", "true"),
-                "help": "warnings and errors only [PARKA_QUIET=1]",
-            },
-        ),
-        (
-            ("--log-format",),
-            {"choices": ["text", "json"], "default": env("LOG_FORMAT", "text"), "help": "[PARKA_LOG_FORMAT]"},
-        ),
-    ]
-    out = []
-    for names, kwargs in flags:
-        dest = names[-1].lstrip("-").replace("-", "_")
-        change = dict(overrides.get(dest, {}))
-        aliases = tuple(change.pop("aliases", ()))
-        out.append(((*names, *aliases), {"dest": dest, **kwargs, **change}))
-    return out
-
-
-def add_shared_flags(
-    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
-    overrides: Mapping[str, Mapping[str, Any]] = {},
-    *,
-    only: Collection[str] | None = None,
-) -> None:
-    """Add the flags both daemons take, with their help, defaults and ``PARKA_*`` variables.
-    ``overrides`` changes a flag's ``help`` or ``default`` (keyed by its ``dest``) or adds
-    ``aliases``, where a command means something more precise by it; ``only`` (``dest``s)
-    picks some of them, for a command that is not a daemon (``parka optimize``)."""
-    for names, kwargs in _flags(overrides):
-        if only is None or kwargs["dest"] in only:
-            parser.add_argument(*names, **kwargs)
 
 
 def setup_logging(*, quiet: bool, log_format: str, verbose: bool = False) -> None:

@@ -6,27 +6,20 @@ and are never logged."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import signal
 import sys
 import threading
-from pathlib import Path
 from typing import Any
 
-from parka._cli_util import (
-    add_shared_flags,
-    columns,
-    env,
-    env_pairs,
-    pairs,
-    seek_offsets,
-    serve_metrics,
-    setup_logging,
-    stopped,
-)
+from parka._cli_util import serve_metrics, setup_logging, stopped
 from parka._health import EXIT_OK, exit_code_for
 from parka._progress import LogProgress, ProgressBar
+from parka._settings import TABLE_URI, TOPIC, SettingsParser
+
+from ._settings import SHARED_FLAGS, SPARK_FLAGS, SparkIngestSettings
 
 __all__ = ["build_parser", "main", "settings_from_args"]
 
@@ -34,216 +27,56 @@ _PROG = "parka spark-ingest"
 log = logging.getLogger("parka.spark_ingest")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="parka spark-ingest",
+def build_parser() -> SettingsParser:
+    """``parka spark-ingest``'s flags, from :mod:`._settings`: each one's value is the flag's, else
+    its ``PARKA_*`` variable's, else its default, and is checked (exit 2 naming both)."""
+    p = SettingsParser(
+        prog=_PROG,
         description="Ingest a topic of parka Parquet segments into a Delta table with Spark Structured "
         "Streaming, exactly once. --mode raw (default) lands each segment unchanged as a data file and "
         "commits with parka ingest's per-partition txn; --mode decode decodes records and writes through "
         "delta-spark. Each flag's environment variable is shown in brackets.",
     )
-    p.add_argument("topic", nargs="?", default=env("TOPIC"), help="Kafka topic [PARKA_TOPIC]")
-    p.add_argument("table_uri", nargs="?", default=env("TABLE_URI"), help="Delta table URI [PARKA_TABLE_URI]")
-    shared = p.add_argument_group("flags shared with parka ingest")
-    add_shared_flags(
-        shared,
-        {
-            "consumer_group": {
-                "help": "Kafka group.id for the source's consumers (default: Spark's own, unique per query); "
-                "offsets live in the checkpoint either way [PARKA_CONSUMER_GROUP]"
-            },
-            "app_id": {
-                "help": "application id: the Delta txn actions' <app id>-<partition> (raw mode), the query name "
-                "and the default checkpoint folder (default: parka-<topic>) [PARKA_APP_ID]"
-            },
-            "allowed_latency": {
-                "help": "seconds between micro-batches when no --trigger is given (processing-time=<this>s) "
-                "[PARKA_ALLOWED_LATENCY]"
-            },
-            "max_segments_per_commit": {
-                "aliases": ["--max-offsets-per-trigger"],
-                "default": env("MAX_OFFSETS_PER_TRIGGER", env("MAX_SEGMENTS_PER_COMMIT")),
-                "help": "most Kafka messages (segments) per micro-batch, i.e. per Delta commit; no limit by "
-                "default [PARKA_MAX_SEGMENTS_PER_COMMIT or PARKA_MAX_OFFSETS_PER_TRIGGER]",
-            },
-            "target_file_size": {
-                "help": "raw mode: stitch each task's segments into data files of up to this size (e.g. 128MiB) "
-                "[PARKA_TARGET_FILE_SIZE]"
-            },
-            "auto_offset_reset": {"help": "where a new query (no checkpoint yet) starts [PARKA_AUTO_OFFSET_RESET]"},
-            "seek_offsets": {
-                "help": 'JSON {"partition": offset} where a new query starts; Spark needs every partition listed '
-                "[PARKA_SEEK_OFFSETS]"
-            },
-            "kafka_setting": {
-                "help": "Kafka client setting, repeatable, passed as kafka.KEY (security.protocol, ssl.*, sasl.*; "
-                "sasl.username/sasl.password become sasl.jaas.config); secrets are never logged "
-                "[PARKA_KAFKA_SETTINGS, comma-separated]"
-            },
-            "end_at_latest": {
-                "help": "same as --trigger available-now: ingest what is in the topic at start, then exit 0 "
-                "[PARKA_END_AT_LATEST=1]"
-            },
-            "schema_evolution": {
-                "help": "merge: the table takes new fields (raw mode: a segment's, at any depth, widenings where "
-                "it has type widening; decode mode: --schema's, Delta mergeSchema) [PARKA_SCHEMA_EVOLUTION]"
-            },
-            "dlq_table": {
-                "help": "raw mode: Delta table for messages that are not segments or that the table cannot take; "
-                "without it such a message fails its micro-batch after what came before it in its partition "
-                "is committed [PARKA_DLQ_TABLE]"
-            },
-            "storage_option": {
-                "help": "object store option, repeatable: fs.* Hadoop settings or AWS_ACCESS_KEY_ID, "
-                "AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_ENDPOINT_URL, AWS_REGION "
-                "[PARKA_STORAGE_OPTIONS, comma-separated]"
-            },
-            "checkpoint_interval": {
-                "help": "raw mode: every N commits, write a Delta checkpoint and remove orphan files; 0 never "
-                "[PARKA_CHECKPOINT_INTERVAL]"
-            },
-        },
-    )
-    spark = p.add_argument_group("Spark flags")
-    spark.add_argument(
-        "--mode",
-        choices=["raw", "decode"],
-        default=env("SPARK_MODE", "raw"),
-        help="raw: segments land unchanged, committed with a txn per Kafka partition (as parka ingest); "
-        "decode: records decoded in Spark and written by delta-spark (needed for --reserved drop, "
-        "--metadata) [PARKA_SPARK_MODE]",
-    )
-    spark.add_argument(
-        "--commit-engine",
-        choices=["delta-spark", "delta-rs"],
-        default=env("COMMIT_ENGINE", "delta-spark"),
-        help="raw mode: who commits the data files. delta-spark: delta-spark's transaction API in the JVM, "
-        "which applies the table's features (row tracking, in-commit timestamps, liquid clustering...); "
-        "delta-rs: deltalake on the driver, as parka ingest [PARKA_COMMIT_ENGINE]",
-    )
-    spark.add_argument(
-        "--trigger",
-        default=env("TRIGGER"),
-        help="available-now, or processing-time=<n>[ms|s|m|h] (default: processing-time=<allowed latency>s) "
-        "[PARKA_TRIGGER]",
-    )
-    spark.add_argument(
-        "--checkpoint-location",
-        default=env("CHECKPOINT_LOCATION"),
-        help="Structured Streaming checkpoint (default: <table>/_parka_checkpoints/<app id>) "
-        "[PARKA_CHECKPOINT_LOCATION]",
-    )
-    spark.add_argument(
-        "--starting-offsets",
-        default=env("STARTING_OFFSETS"),
-        help="Kafka source startingOffsets (earliest, latest or Spark's JSON); overrides "
-        "--auto-offset-reset [PARKA_STARTING_OFFSETS]",
-    )
-    spark.add_argument(
-        "-O",
-        "--source-option",
-        action="append",
-        default=env_pairs("SOURCE_OPTIONS"),
-        metavar="KEY=VALUE",
-        help="other Kafka source option, repeatable (failOnDataLoss, minPartitions...) "
-        "[PARKA_SOURCE_OPTIONS, comma-separated]",
-    )
-    spark.add_argument(
-        "--schema",
-        default=env("SCHEMA"),
-        help="the topic's Avro schema, a file or JSON text (default: the table's, else the first "
-        "segment's) [PARKA_SCHEMA]",
-    )
-    spark.add_argument(
-        "--reserved",
-        choices=["keep", "drop"],
-        default=env("RESERVED", "keep"),
-        help="keep: the __parka_key/__parka_timestamp/__parka_headers columns go into the table "
-        "(as parka ingest does); drop: they do not (decode mode) [PARKA_RESERVED]",
-    )
-    spark.add_argument(
-        "--metadata",
-        default=env("METADATA", ""),
-        help="comma-separated Kafka metadata to add as kafka_<name> columns: topic, partition, offset, "
-        "index, timestamp (decode mode) [PARKA_METADATA]",
-    )
-    spark.add_argument(
-        "--master",
-        default=env("SPARK_MASTER"),
-        help="Spark master (default local[*]; an active session is reused) [PARKA_SPARK_MASTER]",
-    )
-    spark.add_argument(
-        "-c",
-        "--spark-conf",
-        action="append",
-        default=env_pairs("SPARK_CONF"),
-        metavar="KEY=VALUE",
-        help="Spark setting, repeatable [PARKA_SPARK_CONF, comma-separated]",
-    )
-    spark.add_argument(
-        "--packages",
-        default=env("SPARK_PACKAGES", ""),
-        metavar="COORDS",
-        help="more Maven coordinates (group:artifact:version, comma-separated) for the session's jars, "
-        "besides delta-spark and the Kafka source; e.g. hadoop-aws for s3a:// [PARKA_SPARK_PACKAGES]",
-    )
+    p.add_settings((TOPIC, TABLE_URI))
+    p.add_settings(SHARED_FLAGS, title="flags shared with parka ingest")
+    p.add_settings(SPARK_FLAGS, title="Spark flags")
     return p
 
 
-def _read_schema(text: str | None) -> str | None:
-    if text is None or text.lstrip().startswith("{"):
-        return text
-    path = Path(text)
-    if not path.is_file():
-        raise SystemExit(f"parka spark-ingest: --schema is neither JSON nor a file: {text!r}")
-    return path.read_text()
-
-
-def settings_from_args(args: argparse.Namespace) -> Any:
-    """The :class:`SparkIngestSettings` the flags describe.
+def settings_from_args(args: argparse.Namespace) -> SparkIngestSettings:
+    """The :class:`SparkIngestSettings` the parsed flags describe: each field with a flag of its
+    own name takes its value; the trigger and the starting offsets follow from ``--trigger``,
+    ``--end-at-latest``, ``--allowed-latency``, ``--starting-offsets``, ``--seek-offsets`` and
+    ``--auto-offset-reset``.
 
     Raises:
-        SystemExit: a malformed flag (argparse style).
+        SystemExit: no topic or table, or flags that contradict each other (exit 2).
         ConfigError: a value the settings reject.
     """
-    from ._ingest import SparkIngestSettings
-
+    parser = build_parser()
     if not args.topic or not args.table_uri:
-        raise SystemExit("parka spark-ingest: TOPIC and TABLE_URI are required (or PARKA_TOPIC / PARKA_TABLE_URI)")
+        parser.error("TOPIC and TABLE_URI are required (or PARKA_TOPIC / PARKA_TABLE_URI)")
     if args.trigger and args.end_at_latest and args.trigger != "available-now":
-        raise SystemExit(f"parka spark-ingest: --end-at-latest contradicts --trigger {args.trigger}")
-    trigger = args.trigger or ("available-now" if args.end_at_latest else f"processing-time={args.allowed_latency}s")
+        parser.error(f"--end-at-latest contradicts --trigger {args.trigger}")
+    trigger = args.trigger or ("available-now" if args.end_at_latest else f"processing-time={args.allowed_latency_s}s")
     starting = args.starting_offsets or args.auto_offset_reset
-    seek = seek_offsets(args.seek_offsets, _PROG)
-    if seek:
+    if args.seek_offsets:
         if args.starting_offsets:
-            raise SystemExit("parka spark-ingest: give --seek-offsets or --starting-offsets, not both")
-        starting = json.dumps({args.topic: {str(p): off for p, off in seek.items()}})
-    kafka = pairs(args.kafka_setting, "-K", _PROG)
+            parser.error("give --seek-offsets or --starting-offsets, not both")
+        starting = json.dumps({args.topic: {str(p): off for p, off in args.seek_offsets.items()}})
+    kafka = dict(args.kafka_conf)
     if args.consumer_group:
         kafka.setdefault("group.id", args.consumer_group)
+    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(SparkIngestSettings) if hasattr(args, f.name)}
     return SparkIngestSettings(
-        topic=args.topic,
-        table_uri=args.table_uri,
-        bootstrap_servers=kafka.pop("bootstrap.servers", args.kafka),
-        kafka_conf=kafka,
-        source_options=pairs(args.source_option, "--source-option", _PROG),
-        app_id=args.app_id,
-        checkpoint_location=args.checkpoint_location,
-        trigger=trigger,
-        starting_offsets=starting,
-        max_offsets_per_trigger=None if args.max_segments_per_commit is None else int(args.max_segments_per_commit),
-        partition_by=columns(args.partition_by),
-        schema=_read_schema(args.schema),
-        schema_evolution=args.schema_evolution,
-        reserved=args.reserved,
-        metadata=tuple(m.strip() for m in args.metadata.split(",") if m.strip()),
-        storage_options=pairs(args.storage_option, "--storage-option", _PROG),
-        mode=args.mode,
-        dlq_table_uri=args.dlq_table,
-        commit_engine=args.commit_engine if args.mode == "raw" else "delta-spark",
-        checkpoint_interval=args.checkpoint_interval,
-        target_file_size=args.target_file_size,
+        **{
+            **given,
+            "bootstrap_servers": kafka.pop("bootstrap.servers", args.bootstrap_servers),
+            "kafka_conf": kafka,
+            "trigger": trigger,
+            "starting_offsets": starting,
+            "commit_engine": args.commit_engine if args.mode == "raw" else "delta-spark",
+        }
     )
 
 
@@ -266,12 +99,12 @@ def main(argv: list[str] | None = None) -> int:
         spark = session(
             args.master,
             f"parka spark-ingest {settings.app}",
-            extra_conf=pairs(args.spark_conf, "-c", _PROG),
-            extra_packages=[c.strip() for c in args.packages.split(",") if c.strip()],
+            extra_conf=args.spark_conf,
+            extra_packages=list(args.packages),
         )
         bar: Any = None
         if not args.quiet and not sys.stderr.isatty():  # a log: a summary line every --progress-interval
-            bar = LogProgress(log, interval_s=args.progress_interval)
+            bar = LogProgress(log, interval_s=args.progress_interval_s)
         elif settings.trigger == "available-now" and not args.quiet:
             bar = ProgressBar(label="spark-ingest", unit="messages")
         with serve_metrics(args.metrics_port, topic=settings.topic, prog=_PROG) as metrics:
@@ -291,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     return EXIT_OK
 
 
-def _ready(settings: Any, args: argparse.Namespace, stop: threading.Event) -> bool:
+def _ready(settings: SparkIngestSettings, args: argparse.Namespace, stop: threading.Event) -> bool:
     """Before a Spark session starts: the table location and the topic answer
     (:func:`parka.consumer._preflight.probe_until_ready`), so that a run-once ends in seconds with
     a line naming the cause rather than in a JVM trace, and a daemon says what it waits for.
@@ -311,8 +144,8 @@ def _ready(settings: Any, args: argparse.Namespace, stop: threading.Event) -> bo
         kafka_conf={**settings.kafka_conf, "bootstrap.servers": settings.bootstrap_servers},
         storage_options=options,
         run_once=settings.trigger == "available-now",
-        timeout_s=args.broker_timeout,
-        remind_s=args.retry_log_interval,
+        timeout_s=args.broker_timeout_s,
+        remind_s=args.retry_log_interval_s,
         stop=stop,
         log=log,
         check_table=local or not any(k.startswith("fs.") for k in options),

@@ -39,26 +39,24 @@ import os
 import re
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from parka.consumer._committer import Committer
-from parka.consumer._files import DEFAULT_TARGET_FILE_SIZE
 from parka.consumer._plan import fit_segment
 from parka.consumer._stats import DEFAULT_STATS
 
-from parka._cli_util import redacted, redacted_repr
+from parka._cli_util import redacted
 from parka._crash import crash_point
-from parka.config import is_s3
 from parka.errors import ConfigError, ParkaError, SchemaMismatchError
-from parka.partitioning import parse_partition_by
 from parka.schema import RESERVED_PREFIX, to_arrow_schema
 from parka.segment import FORMAT_HEADER, RESERVED_FIELDS
 
-from ._arrow import KAFKA_COLUMNS, METADATA_COLUMNS, RESERVED_MODES, SegmentDecoder, type_shape
-from ._reader import SchemaInput, first_segment_schema, kafka_options, spark_schema
+from ._arrow import KAFKA_COLUMNS, METADATA_COLUMNS, SegmentDecoder, type_shape
+from ._reader import first_segment_schema, kafka_options, spark_schema
 from ._session import translate
+from ._settings import CHECKPOINTS_DIR, SparkIngestSettings
 
 if TYPE_CHECKING:
     from parka._progress import LogProgress, ProgressBar
@@ -68,19 +66,6 @@ __all__ = ["CHECKPOINTS_DIR", "SparkIngestError", "SparkIngestSettings", "SparkI
 
 log = logging.getLogger("parka.spark_ingest")
 
-CHECKPOINTS_DIR = "_parka_checkpoints"
-SCHEMA_EVOLUTION = ("none", "merge")
-MODES = ("raw", "decode")
-COMMIT_ENGINES = ("delta-spark", "delta-rs")
-
-# Kafka consumer settings the Spark Kafka source manages itself and refuses, with what to use instead.
-_SPARK_OWNED = {
-    "auto.offset.reset": "--auto-offset-reset / --starting-offsets",
-    "enable.auto.commit": "nothing (the checkpoint holds the offsets)",
-    "key.deserializer": "nothing (values are segments)",
-    "value.deserializer": "nothing (values are segments)",
-    "interceptor.classes": "nothing (not supported by Spark's Kafka source)",
-}
 # delta-rs storage option -> Hadoop setting, for the options both engines know.
 _STORAGE_KEYS = {
     "aws_access_key_id": "fs.s3a.access.key",
@@ -107,124 +92,6 @@ _UNIT_MS = {
 class SparkIngestError(ParkaError):
     """The streaming query failed for a reason other than bad input (which raises the segment's
     own :class:`~parka.errors.SegmentError` or :class:`~parka.errors.SchemaMismatchError`)."""
-
-
-@dataclass(frozen=True)
-class SparkIngestSettings:
-    """Everything ``parka spark-ingest`` can be told; see its ``--help`` for each flag.
-
-    ``kafka_conf`` holds Kafka client settings without the ``kafka.`` prefix (as ``-K`` takes
-    them); ``source_options`` other Kafka source options (``failOnDataLoss``...).
-    ``storage_options`` are ``fs.*`` Hadoop settings or the delta-rs keys in ``_STORAGE_KEYS``.
-
-    ``mode``: ``raw`` lands segments unchanged with parka's own commits; ``decode`` decodes
-    them and writes through delta-spark (``reserved``, ``metadata`` and transforms need it).
-    ``dlq_table_uri`` (raw mode): bad segments go there instead of failing the batch.
-    ``commit_engine`` (raw mode): ``delta-spark`` commits through delta-spark's transaction
-    API in the JVM (table features such as row tracking, in-commit timestamps and liquid
-    clustering are applied by delta-spark); ``delta-rs`` through deltalake on the driver (what
-    ``parka ingest`` uses; refuses tables with features delta-rs cannot write).
-
-    Raises (on construction):
-        ConfigError: a value that is out of range, unknown or contradicts another.
-    """
-
-    topic: str
-    table_uri: str
-    bootstrap_servers: str
-    kafka_conf: Mapping[str, str] = field(default_factory=dict)
-    source_options: Mapping[str, str] = field(default_factory=dict)
-    app_id: str | None = None
-    checkpoint_location: str | None = None
-    trigger: str = "available-now"
-    starting_offsets: str = "earliest"
-    max_offsets_per_trigger: int | None = None
-    partition_by: tuple[str, ...] = ()
-    schema: SchemaInput | None = None
-    schema_evolution: str = "none"
-    reserved: str = "keep"
-    metadata: tuple[str, ...] = ()
-    storage_options: Mapping[str, str] = field(default_factory=dict)
-    mode: str = "raw"
-    dlq_table_uri: str | None = None
-    commit_engine: str = "delta-spark"
-    checkpoint_interval: int = 10
-    target_file_size: int = DEFAULT_TARGET_FILE_SIZE
-
-    def __repr__(self) -> str:  # Kafka settings and storage options hold credentials
-        return redacted_repr(self)
-
-    def __post_init__(self) -> None:
-        if not self.topic or not self.table_uri:
-            raise ConfigError("topic/table_uri", (self.topic, self.table_uri), "a topic and a table URI")
-        if self.mode not in MODES:
-            raise ConfigError("mode", self.mode, ", ".join(MODES))
-        if self.mode == "raw":
-            # raw mode lands segments as they are: it cannot drop or add columns
-            if self.reserved != "keep":
-                raise ConfigError(
-                    "reserved", self.reserved, "keep", reason="raw mode keeps segments whole; use mode decode"
-                )
-            if self.metadata:
-                raise ConfigError(
-                    "metadata", ",".join(self.metadata), "none", reason="raw mode adds no columns; use mode decode"
-                )
-        elif self.dlq_table_uri is not None:
-            raise ConfigError("dlq_table_uri", self.dlq_table_uri, "none", reason="a dead-letter table needs mode raw")
-        elif self.commit_engine != "delta-spark":
-            raise ConfigError(
-                "commit_engine", self.commit_engine, "delta-spark", reason="decode mode writes with delta-spark"
-            )
-        if self.commit_engine not in COMMIT_ENGINES:
-            raise ConfigError("commit_engine", self.commit_engine, ", ".join(COMMIT_ENGINES))
-        if self.mode == "raw" and self.commit_engine == "delta-spark" and is_s3(self.table_uri):
-            raise ConfigError(
-                "commit_engine",
-                self.commit_engine,
-                "delta-rs",
-                reason="on S3, parka's writers commit with a conditional put (If-None-Match) so that two "
-                "writers can never both write one table version; delta-spark 4.0 commits to S3 without "
-                "one (its S3 log store assumes a single writer), so its commits could overwrite parka "
-                "ingest's",
-            )
-        trigger_ms(self.trigger)
-        if self.schema_evolution not in SCHEMA_EVOLUTION:
-            raise ConfigError("schema_evolution", self.schema_evolution, ", ".join(SCHEMA_EVOLUTION))
-        if self.reserved not in RESERVED_MODES:
-            raise ConfigError("reserved", self.reserved, ", ".join(RESERVED_MODES))
-        for name in self.metadata:
-            if name not in METADATA_COLUMNS:
-                raise ConfigError("metadata", name, ", ".join(METADATA_COLUMNS))
-        if self.checkpoint_interval < 0:
-            raise ConfigError("checkpoint_interval", self.checkpoint_interval, "an integer >= 0 (0: never)")
-        if self.max_offsets_per_trigger is not None and self.max_offsets_per_trigger < 1:
-            raise ConfigError("max_offsets_per_trigger", self.max_offsets_per_trigger, "a positive integer")
-        for key in self.kafka_conf:
-            if key in _SPARK_OWNED:
-                raise ConfigError(key, self.kafka_conf[key], f"not set here; use {_SPARK_OWNED[key]}")
-        specs = parse_partition_by(self.partition_by, key="partition_by")
-        derived = [str(spec) for spec in specs if spec.derived]
-        if derived and self.mode != "raw":
-            raise ConfigError(
-                "partition_by", derived[0], "columns of the data", reason="a derived partition column needs mode raw"
-            )
-        if self.checkpoint_location is None:
-            clash = [spec.name for spec in specs if CHECKPOINTS_DIR.startswith(spec.name)]
-            if clash:  # delta-rs VACUUM treats '<partition column>...' directories as data
-                raise ConfigError(
-                    "partition_by", clash[0], "a name that does not prefix '_parka_checkpoints'",
-                    reason="or give a checkpoint location outside the table",
-                )  # fmt: skip
-        hadoop_storage_options(self.storage_options)
-
-    @property
-    def app(self) -> str:
-        """The application id: the query name and the default checkpoint's folder."""
-        return self.app_id or f"parka-{self.topic}"
-
-    @property
-    def checkpoint(self) -> str:
-        return self.checkpoint_location or f"{self.table_uri.rstrip('/')}/{CHECKPOINTS_DIR}/{self.app}"
 
 
 @dataclass

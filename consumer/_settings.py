@@ -1,0 +1,105 @@
+"""``parka ingest``'s settings, declared once (:mod:`parka._settings`): the shared ones and its own.
+Its command line (``_cli.py``) is built from :data:`FLAGS`; :class:`IngestSettings` holds what the
+ingestion needs and checks it where it enters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from parka import _settings as s
+from parka._cli_util import redacted_repr
+from parka._settings import Setting, declared, validate
+from parka.config import storage_options_for
+from parka.errors import ConfigError
+
+__all__ = ["FLAGS", "IngestSettings", "OffsetReset", "SchemaEvolution"]
+
+OffsetReset = Literal["earliest", "latest"]
+SchemaEvolution = Literal["none", "merge"]
+
+MIN_BYTES_PER_COMMIT = Setting(
+    "min_bytes_per_commit",
+    ("--min-bytes-per-commit",),
+    ("MIN_BYTES_PER_COMMIT",),
+    "commit once this many bytes are buffered (default: --target-file-size)",
+    parse=s.TARGET_FILE_SIZE.parse,
+    check=s.at_least(1, "an integer >= 1"),
+)
+OPTIMIZE_EVERY = Setting(
+    "optimize_every",
+    ("--optimize-every",),
+    ("OPTIMIZE_EVERY",),
+    "every N commits of this worker, compact the table's small files (parka optimize without VACUUM); 0 never",
+    default=0,
+    parse=s.integer,
+    check=s.at_least(0, "a number of commits >= 0 (0: never)"),
+)
+EXIT_CODE_WHEN_EMPTY = Setting(
+    "exit_code_when_empty",
+    ("--exit-code-when-empty",),
+    ("EXIT_CODE_WHEN_EMPTY",),
+    "with --end-at-latest: the exit code of a run that found nothing new to ingest (e.g. 99, the code "
+    "Airflow's BashOperator marks as skipped); default 0",
+    default=0,
+    parse=s.integer,
+    check=lambda code: None if 0 <= code <= 255 else "an exit code, 0 to 255",
+)
+
+FLAGS: tuple[Setting, ...] = (
+    s.TOPIC,
+    s.TABLE_URI,
+    *s.SHARED,
+    MIN_BYTES_PER_COMMIT,
+    OPTIMIZE_EVERY,
+    EXIT_CODE_WHEN_EMPTY,
+)
+"""``parka ingest``'s command line, in ``--help`` order."""
+
+
+@dataclass(frozen=True)
+class IngestSettings:
+    """Everything ``parka ingest`` can be told; see the CLI for each flag's meaning.
+
+    ``kafka_conf`` is the Kafka client's settings: the ``-K`` ones with ``bootstrap.servers``
+    and ``group.id`` (the CLI adds them from ``--kafka`` and ``--consumer-group``).
+
+    Raises :class:`~parka.errors.ConfigError` naming the setting, its flag and variable, the
+    value and what is allowed.
+    """
+
+    topic: str = declared(s.TOPIC, required=True)
+    table_uri: str = declared(s.TABLE_URI, required=True)
+    kafka_conf: dict[str, Any] = declared(s.KAFKA_CONF, required=True)
+    app_id: str = declared(s.APP_ID, required=True)
+    allowed_latency_s: float = declared(s.ALLOWED_LATENCY)
+    min_bytes_per_commit: int | None = declared(MIN_BYTES_PER_COMMIT)  # None: target_file_size
+    target_file_size: int = declared(s.TARGET_FILE_SIZE)
+    max_segments_per_commit: int = declared(s.MAX_SEGMENTS_PER_COMMIT)
+    auto_offset_reset: OffsetReset = declared(s.AUTO_OFFSET_RESET)
+    seek_offsets: dict[int, int] = declared(s.SEEK_OFFSETS)
+    end_at_latest: bool = declared(s.END_AT_LATEST)
+    checkpoint_interval: int = declared(s.CHECKPOINT_INTERVAL)
+    partition_by: tuple[str, ...] = declared(s.PARTITION_BY)
+    schema_evolution: SchemaEvolution = declared(s.SCHEMA_EVOLUTION)
+    dlq_table_uri: str | None = declared(s.DLQ_TABLE)
+    storage_options: dict[str, str] = declared(s.STORAGE_OPTIONS)
+    optimize_every: int = declared(OPTIMIZE_EVERY)
+    broker_timeout_s: float = declared(s.BROKER_TIMEOUT)  # end_at_latest: give up on an unreachable broker
+    retry_log_interval_s: float = declared(s.RETRY_LOG_INTERVAL)  # a cause waited on is logged again this often
+
+    def __repr__(self) -> str:  # Kafka settings and storage options hold credentials
+        return redacted_repr(self)
+
+    def __post_init__(self) -> None:
+        if not self.topic or not self.table_uri:
+            raise ConfigError("topic/table_uri", (self.topic, self.table_uri), "a topic and a table URI")
+        validate(self)
+        # delta-rs and the data files get the same options: S3 made safe, unsafe ones refused
+        options = storage_options_for(self.table_uri, self.storage_options)
+        if self.dlq_table_uri:
+            options = storage_options_for(self.dlq_table_uri, options)
+        object.__setattr__(self, "storage_options", options)
+
+    def app_txn(self, partition: int) -> str:
+        return f"{self.app_id}-{partition}"

@@ -1,0 +1,360 @@
+"""``parka spark-ingest``'s settings, declared once (:mod:`parka._settings`): the flags it shares
+with ``parka ingest`` (same flag, same variable, same check; a help text of its own where Spark
+means something more precise) and Spark's own. Its command line (``_cli.py``) is built from
+:data:`SHARED_FLAGS` and :data:`SPARK_FLAGS`; :class:`SparkIngestSettings` holds what the
+ingestion needs and checks it where it enters. No pyspark import here."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from parka import _settings as s
+from parka._cli_util import redacted, redacted_repr
+from parka._settings import Setting, declared, validate
+from parka.config import is_s3
+from parka.errors import ConfigError
+from parka.partitioning import parse_partition_by
+
+from ._arrow import METADATA_COLUMNS, RESERVED_MODES
+
+if TYPE_CHECKING:
+    from ._reader import SchemaInput
+
+__all__ = ["CHECKPOINTS_DIR", "COMMIT_ENGINES", "MODES", "SHARED_FLAGS", "SPARK_FLAGS", "SparkIngestSettings"]
+
+CHECKPOINTS_DIR = "_parka_checkpoints"
+MODES = ("raw", "decode")
+COMMIT_ENGINES = ("delta-spark", "delta-rs")
+
+# Kafka consumer settings the Spark Kafka source manages itself and refuses, with what to use instead.
+_SPARK_OWNED = {
+    "auto.offset.reset": "--auto-offset-reset / --starting-offsets",
+    "enable.auto.commit": "nothing (the checkpoint holds the offsets)",
+    "key.deserializer": "nothing (values are segments)",
+    "value.deserializer": "nothing (values are segments)",
+    "interceptor.classes": "nothing (not supported by Spark's Kafka source)",
+}
+
+
+def _metadata_names(text: str) -> tuple[str, ...]:
+    return tuple(m.strip() for m in text.split(",") if m.strip())
+
+
+def _metadata_check(names: tuple[str, ...]) -> str | None:
+    return None if all(n in METADATA_COLUMNS for n in names) else " | ".join(METADATA_COLUMNS)
+
+
+def _schema_text(text: str) -> str:
+    """``--schema``: JSON text, or a file holding it.
+
+    Raises:
+        ValueError: neither.
+    """
+    if text.lstrip().startswith("{"):
+        return text
+    path = Path(text)
+    if not path.is_file():
+        raise ValueError(f"neither JSON nor a file: {text!r}")
+    return path.read_text()
+
+
+def _spark_owned(conf: Mapping[str, str]) -> None:
+    for key in conf:
+        if key in _SPARK_OWNED:
+            shown = redacted({key: conf[key]})[key]
+            raise ConfigError(key, shown, f"not set here; use {_SPARK_OWNED[key]}", reason="set by -K")
+
+
+def _trigger_check(trigger: str) -> None:
+    from ._ingest import trigger_ms  # raises ConfigError naming the forms it takes
+
+    trigger_ms(trigger)
+
+
+# -- the shared flags, as Spark reads them ---------------------------------------------------------
+
+CONSUMER_GROUP = s.CONSUMER_GROUP.but(
+    help="Kafka group.id for the source's consumers (default: Spark's own, unique per query); offsets live "
+    "in the checkpoint either way"
+)
+APP_ID = s.APP_ID.but(
+    help="application id: the Delta txn actions' <app id>-<partition> (raw mode), the query name and the "
+    "default checkpoint folder (default: parka-<topic>)"
+)
+ALLOWED_LATENCY = s.ALLOWED_LATENCY.but(
+    help="seconds between micro-batches when no --trigger is given (processing-time=<this>s)"
+)
+MAX_OFFSETS_PER_TRIGGER = s.MAX_SEGMENTS_PER_COMMIT.but(
+    name="max_offsets_per_trigger",
+    flags=("--max-segments-per-commit", "--max-offsets-per-trigger"),
+    env=("MAX_OFFSETS_PER_TRIGGER", "MAX_SEGMENTS_PER_COMMIT"),
+    default=None,
+    help="most Kafka messages (segments) per micro-batch, i.e. per Delta commit; no limit by default",
+)
+TARGET_FILE_SIZE = s.TARGET_FILE_SIZE.but(
+    help="raw mode: stitch each task's segments into data files of up to this size (e.g. 128MiB)"
+)
+AUTO_OFFSET_RESET = s.AUTO_OFFSET_RESET.but(help="where a new query (no checkpoint yet) starts")
+SEEK_OFFSETS = s.SEEK_OFFSETS.but(
+    help='JSON {"partition": offset} where a new query starts; Spark needs every partition listed'
+)
+KAFKA_CONF = s.KAFKA_CONF.but(
+    help="Kafka client setting, repeatable, passed as kafka.KEY (security.protocol, ssl.*, sasl.*; "
+    "sasl.username/sasl.password become sasl.jaas.config); secrets are never logged",
+    check=_spark_owned,
+)
+END_AT_LATEST = s.END_AT_LATEST.but(
+    help="same as --trigger available-now: ingest what is in the topic at start, then exit 0"
+)
+SCHEMA_EVOLUTION = s.SCHEMA_EVOLUTION.but(
+    help="merge: the table takes new fields (raw mode: a segment's, at any depth, widenings where it has "
+    "type widening; decode mode: --schema's, Delta mergeSchema)"
+)
+DLQ_TABLE = s.DLQ_TABLE.but(
+    help="raw mode: Delta table for messages that are not segments or that the table cannot take; without it "
+    "such a message fails its micro-batch after what came before it in its partition is committed"
+)
+STORAGE_OPTIONS = s.STORAGE_OPTIONS.but(
+    help="object store option, repeatable: fs.* Hadoop settings or AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, "
+    "AWS_SESSION_TOKEN, AWS_ENDPOINT_URL, AWS_REGION"
+)
+CHECKPOINT_INTERVAL = s.CHECKPOINT_INTERVAL.but(
+    help="raw mode: every N commits, write a Delta checkpoint and remove orphan files; 0 never"
+)
+
+SHARED_FLAGS: tuple[Setting, ...] = (
+    s.BOOTSTRAP_SERVERS,
+    CONSUMER_GROUP,
+    APP_ID,
+    ALLOWED_LATENCY,
+    MAX_OFFSETS_PER_TRIGGER,
+    TARGET_FILE_SIZE,
+    AUTO_OFFSET_RESET,
+    SEEK_OFFSETS,
+    KAFKA_CONF,
+    END_AT_LATEST,
+    s.PARTITION_BY,
+    SCHEMA_EVOLUTION,
+    DLQ_TABLE,
+    STORAGE_OPTIONS,
+    CHECKPOINT_INTERVAL,
+    s.METRICS_PORT,
+    s.BROKER_TIMEOUT,
+    s.RETRY_LOG_INTERVAL,
+    s.PROGRESS_INTERVAL,
+    s.VERBOSE,
+    s.QUIET,
+    s.LOG_FORMAT,
+)
+"""The flags of ``parka ingest`` that ``parka spark-ingest`` takes too, in ``--help`` order."""
+
+# -- Spark's own -----------------------------------------------------------------------------------
+
+MODE = Setting(
+    "mode",
+    ("--mode",),
+    ("SPARK_MODE",),
+    "raw: segments land unchanged, committed with a txn per Kafka partition (as parka ingest); decode: "
+    "records decoded in Spark and written by delta-spark (needed for --reserved drop, --metadata)",
+    default="raw",
+    choices=MODES,
+)
+COMMIT_ENGINE = Setting(
+    "commit_engine",
+    ("--commit-engine",),
+    ("COMMIT_ENGINE",),
+    "raw mode: who commits the data files. delta-spark: delta-spark's transaction API in the JVM, which "
+    "applies the table's features (row tracking, in-commit timestamps, liquid clustering...); delta-rs: "
+    "deltalake on the driver, as parka ingest",
+    default="delta-spark",
+    choices=COMMIT_ENGINES,
+)
+TRIGGER = Setting(
+    "trigger",
+    ("--trigger",),
+    ("TRIGGER",),
+    "available-now, or processing-time=<n>[ms|s|m|h] (default: processing-time=<allowed latency>s)",
+    check=_trigger_check,
+)
+CHECKPOINT_LOCATION = Setting(
+    "checkpoint_location",
+    ("--checkpoint-location",),
+    ("CHECKPOINT_LOCATION",),
+    "Structured Streaming checkpoint (default: <table>/_parka_checkpoints/<app id>)",
+)
+STARTING_OFFSETS = Setting(
+    "starting_offsets",
+    ("--starting-offsets",),
+    ("STARTING_OFFSETS",),
+    "Kafka source startingOffsets (earliest, latest or Spark's JSON); overrides --auto-offset-reset",
+)
+SOURCE_OPTIONS = Setting(
+    "source_options",
+    ("-O", "--source-option"),
+    ("SOURCE_OPTIONS",),
+    "other Kafka source option, repeatable (failOnDataLoss, minPartitions...)",
+    default={},
+    kind="pairs",
+)
+SCHEMA = Setting(
+    "schema",
+    ("--schema",),
+    ("SCHEMA",),
+    "the topic's Avro schema, a file or JSON text (default: the table's, else the first segment's)",
+    parse=_schema_text,
+)
+RESERVED = Setting(
+    "reserved",
+    ("--reserved",),
+    ("RESERVED",),
+    "keep: the __parka_key/__parka_timestamp/__parka_headers columns go into the table (as parka ingest "
+    "does); drop: they do not (decode mode)",
+    default="keep",
+    choices=RESERVED_MODES,
+)
+METADATA = Setting(
+    "metadata",
+    ("--metadata",),
+    ("METADATA",),
+    "comma-separated Kafka metadata to add as kafka_<name> columns: topic, partition, offset, index, "
+    "timestamp (decode mode)",
+    default=(),
+    parse=_metadata_names,
+    check=_metadata_check,
+)
+MASTER = Setting(
+    "master", ("--master",), ("SPARK_MASTER",), "Spark master (default local[*]; an active session is reused)"
+)
+SPARK_CONF = Setting(
+    "spark_conf", ("-c", "--spark-conf"), ("SPARK_CONF",), "Spark setting, repeatable", default={}, kind="pairs"
+)
+PACKAGES = Setting(
+    "packages",
+    ("--packages",),
+    ("SPARK_PACKAGES",),
+    "more Maven coordinates (group:artifact:version, comma-separated) for the session's jars, besides "
+    "delta-spark and the Kafka source; e.g. hadoop-aws for s3a://",
+    default=(),
+    parse=_metadata_names,
+    metavar="COORDS",
+)
+
+SPARK_FLAGS: tuple[Setting, ...] = (
+    MODE,
+    COMMIT_ENGINE,
+    TRIGGER,
+    CHECKPOINT_LOCATION,
+    STARTING_OFFSETS,
+    SOURCE_OPTIONS,
+    SCHEMA,
+    RESERVED,
+    METADATA,
+    MASTER,
+    SPARK_CONF,
+    PACKAGES,
+)
+"""``parka spark-ingest``'s own flags, in ``--help`` order."""
+
+
+@dataclass(frozen=True)
+class SparkIngestSettings:
+    """Everything ``parka spark-ingest`` can be told; see its ``--help`` for each flag.
+
+    ``kafka_conf`` holds Kafka client settings without the ``kafka.`` prefix (as ``-K`` takes
+    them); ``source_options`` other Kafka source options (``failOnDataLoss``...).
+    ``storage_options`` are ``fs.*`` Hadoop settings or the delta-rs keys
+    :func:`~._ingest.hadoop_storage_options` translates.
+
+    ``mode``: ``raw`` lands segments unchanged with parka's own commits; ``decode`` decodes
+    them and writes through delta-spark (``reserved``, ``metadata`` and transforms need it).
+    ``dlq_table_uri`` (raw mode): bad segments go there instead of failing the batch.
+    ``commit_engine`` (raw mode): ``delta-spark`` commits through delta-spark's transaction
+    API in the JVM (table features such as row tracking, in-commit timestamps and liquid
+    clustering are applied by delta-spark); ``delta-rs`` through deltalake on the driver (what
+    ``parka ingest`` uses; refuses tables with features delta-rs cannot write).
+
+    Raises (on construction):
+        ConfigError: a value that is out of range, unknown or contradicts another, naming the
+            setting, its flag and variable.
+    """
+
+    topic: str = declared(s.TOPIC, required=True)
+    table_uri: str = declared(s.TABLE_URI, required=True)
+    bootstrap_servers: str = declared(s.BOOTSTRAP_SERVERS, required=True)
+    kafka_conf: Mapping[str, str] = declared(KAFKA_CONF)
+    source_options: Mapping[str, str] = declared(SOURCE_OPTIONS)
+    app_id: str | None = declared(APP_ID)
+    checkpoint_location: str | None = declared(CHECKPOINT_LOCATION)
+    # the command line's default is computed (from --end-at-latest and --allowed-latency)
+    trigger: str = declared(TRIGGER.but(default="available-now"))
+    starting_offsets: str = declared(STARTING_OFFSETS.but(default="earliest"))
+    max_offsets_per_trigger: int | None = declared(MAX_OFFSETS_PER_TRIGGER)
+    partition_by: tuple[str, ...] = declared(s.PARTITION_BY)
+    schema: SchemaInput | None = declared(SCHEMA)
+    schema_evolution: str = declared(SCHEMA_EVOLUTION)
+    reserved: str = declared(RESERVED)
+    metadata: tuple[str, ...] = declared(METADATA)
+    storage_options: Mapping[str, str] = declared(STORAGE_OPTIONS)
+    mode: str = declared(MODE)
+    dlq_table_uri: str | None = declared(DLQ_TABLE)
+    commit_engine: str = declared(COMMIT_ENGINE)
+    checkpoint_interval: int = declared(CHECKPOINT_INTERVAL)
+    target_file_size: int = declared(TARGET_FILE_SIZE)
+
+    def __repr__(self) -> str:  # Kafka settings and storage options hold credentials
+        return redacted_repr(self)
+
+    def __post_init__(self) -> None:
+        if not self.topic or not self.table_uri:
+            raise ConfigError("topic/table_uri", (self.topic, self.table_uri), "a topic and a table URI")
+        validate(self)
+        # what one setting allows depends on another
+        if self.mode == "raw":
+            # raw mode lands segments as they are: it cannot drop or add columns
+            if self.reserved != "keep":
+                raise RESERVED.error(self.reserved, "keep", reason="raw mode keeps segments whole; use mode decode")
+            if self.metadata:
+                raise METADATA.error(
+                    ",".join(self.metadata), "none", reason="raw mode adds no columns; use mode decode"
+                )
+        elif self.dlq_table_uri is not None:
+            raise DLQ_TABLE.error(self.dlq_table_uri, "none", reason="a dead-letter table needs mode raw")
+        elif self.commit_engine != "delta-spark":
+            raise COMMIT_ENGINE.error(self.commit_engine, "delta-spark", reason="decode mode writes with delta-spark")
+        if self.mode == "raw" and self.commit_engine == "delta-spark" and is_s3(self.table_uri):
+            raise COMMIT_ENGINE.error(
+                self.commit_engine,
+                "delta-rs",
+                reason="on S3, parka's writers commit with a conditional put (If-None-Match) so that two "
+                "writers can never both write one table version; delta-spark 4.0 commits to S3 without "
+                "one (its S3 log store assumes a single writer), so its commits could overwrite parka "
+                "ingest's",
+            )
+        specs = parse_partition_by(self.partition_by, key="partition_by")
+        derived = [str(spec) for spec in specs if spec.derived]
+        if derived and self.mode != "raw":
+            raise s.PARTITION_BY.error(
+                derived[0], "columns of the data", reason="a derived partition column needs mode raw"
+            )
+        if self.checkpoint_location is None:
+            clash = [spec.name for spec in specs if CHECKPOINTS_DIR.startswith(spec.name)]
+            if clash:  # delta-rs VACUUM treats '<partition column>...' directories as data
+                raise s.PARTITION_BY.error(
+                    clash[0], "a name that does not prefix '_parka_checkpoints'",
+                    reason="or give a checkpoint location outside the table",
+                )  # fmt: skip
+        from ._ingest import hadoop_storage_options  # raises ConfigError naming an unknown option
+
+        hadoop_storage_options(self.storage_options)
+
+    @property
+    def app(self) -> str:
+        """The application id: the query name and the default checkpoint's folder."""
+        return self.app_id or f"parka-{self.topic}"
+
+    @property
+    def checkpoint(self) -> str:
+        return self.checkpoint_location or f"{self.table_uri.rstrip('/')}/{CHECKPOINTS_DIR}/{self.app}"
