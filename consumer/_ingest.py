@@ -32,6 +32,23 @@ from confluent_kafka import (
     KafkaException,
     TopicPartition,
 )
+from parka.lake import (
+    DEFAULT_STATS,
+    DEFAULT_TARGET_FILE_SIZE,
+    DLQ_SCHEMA,
+    BrokerWatch,
+    CheckedSegment,
+    CommitPolicy,
+    CommitStats,
+    Committer,
+    Refused,
+    RsEngine,
+    check_segment,
+    optimize_table,
+    read_segment,
+    wait_until_ready,
+    write_segments,
+)
 
 from parka._cli_util import redacted_repr
 from parka._crash import crash_point
@@ -40,14 +57,7 @@ from parka.config import storage_options_for
 from parka.errors import CommitError, ConfigError, KafkaClientError, SchemaMismatchError, SegmentError
 from parka.partitioning import parse_partition_by
 
-from ._committer import CommitStats, Committer
-from ._delta import RsEngine
-from ._files import DEFAULT_TARGET_FILE_SIZE, DLQ_SCHEMA, CheckedSegment, check_segment, read_segment, write_segments
-from ._optimize import optimize_table
-from ._plan import CommitPolicy, Refused
-from ._preflight import BrokerWatch, wait_until_ready
 from ._shim import ParquetConsumer, RawSegment
-from ._stats import DEFAULT_STATS
 
 if TYPE_CHECKING:
     from parka.metrics import IngestMetrics
@@ -216,7 +226,7 @@ class IngestionConsumer:
             CommitError: a commit failed (``CommitConflict``: conflicts did not resolve).
             KafkaClientError: a fatal Kafka client error.
             BlockedError: ``end_at_latest`` and the table location or the topic cannot be used
-                (:func:`._preflight.wait_until_ready`); a daemon waits for them instead.
+                (:func:`parka.lake.wait_until_ready`); a daemon waits for them instead.
         """
         s = self.settings
         conf = dict(s.kafka_conf)
@@ -340,7 +350,7 @@ class IngestionConsumer:
         return str(self.settings.kafka_conf.get("bootstrap.servers", "?"))
 
     def _wait_until_ready(self) -> bool:
-        """The table location and the topic answer (:func:`._preflight.wait_until_ready`)."""
+        """The table location and the topic answer (:func:`parka.lake.wait_until_ready`)."""
         s = self.settings
 
         def client_error() -> Any:
@@ -461,7 +471,7 @@ class IngestionConsumer:
 
     def commit(self) -> None:
         """Commit what is buffered through the committer (the protocol:
-        :meth:`parka.consumer._committer.Committer.commit`), then the Kafka side: offsets for
+        :meth:`parka.lake.Committer.commit`), then the Kafka side: offsets for
         lag tools, and a seek for partitions another worker took further in the table."""
         if not self._checked and not self._refused:
             return
@@ -490,7 +500,7 @@ class IngestionConsumer:
 
     def _maybe_optimize(self) -> None:
         """Every ``optimize_every`` commits of this worker, compact the table
-        (:func:`parka.consumer._optimize.optimize_table`; no checkpoint: the committer writes
+        (:func:`parka.lake.optimize_table`; no checkpoint: the committer writes
         those). Between commits, never inside one: nothing is buffered when it runs, and the
         next commit re-reads the table (the protocol's step 3). Maintenance only: a failure is
         logged and ingestion goes on."""

@@ -11,7 +11,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = {
         "ingest": "parka.consumer._cli",
         "spark-ingest": "parka.spark_ext._cli",
-        "optimize": "parka.consumer._optimize_cli",
+        "optimize": "parka.lake._optimize_cli",
     }
     if not args or args[0] in ("-h", "--help") or args[0] not in commands:
         print("usage: parka {ingest,spark-ingest,optimize} ... (parka COMMAND --help for its flags)", file=sys.stderr)

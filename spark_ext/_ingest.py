@@ -3,7 +3,7 @@
 ``raw`` (the default): each micro-batch's segments land in the table as they are, written by
 the executors and committed by the driver with one ``txn`` per Kafka partition, the scheme of
 ``parka ingest`` (:mod:`._raw`; the protocol is the one committer both share,
-:meth:`parka.consumer._committer.Committer.commit`), through
+:meth:`parka.lake.Committer.commit`), through
 delta-spark's transaction API (``commit_engine="delta-spark"``, :mod:`._delta_spark`) or
 delta-rs. No record is decoded (for an unpartitioned table), and the two ingestions can take
 turns on one table.
@@ -43,10 +43,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-from parka.consumer._committer import Committer
-from parka.consumer._files import DEFAULT_TARGET_FILE_SIZE
-from parka.consumer._plan import fit_segment
-from parka.consumer._stats import DEFAULT_STATS
+from parka.lake import DEFAULT_STATS, DEFAULT_TARGET_FILE_SIZE, Committer, fit_segment
 
 from parka._cli_util import redacted, redacted_repr
 from parka._crash import crash_point
@@ -456,9 +453,9 @@ def _local_path(uri: str) -> str:
 
 
 def _engine(spark: Any, name: str) -> Any:
-    """The :class:`parka.consumer._log.LogEngine` called ``name``."""
+    """The :class:`parka.lake.LogEngine` called ``name``."""
     if name == "delta-rs":
-        from parka.consumer._delta import RsEngine
+        from parka.lake import RsEngine
 
         return RsEngine()
     from ._delta_spark import SparkEngine

@@ -2,9 +2,9 @@
 
 ``parka ingest`` (:mod:`._ingest`) and Spark raw mode's driver (``spark_ext/_raw.py``) both hand
 :meth:`Committer.commit` what they have: segments already written as data files
-(:class:`~parka.consumer._plan.LandedSegment`) and messages the table cannot take
-(:class:`~parka.consumer._plan.Refused`). The committer reaches the Delta log only through
-:class:`~parka.consumer._log.TableLog` (delta-rs or delta-spark). The Delta log is the source of
+(:class:`~parka.lake._plan.LandedSegment`) and messages the table cannot take
+(:class:`~parka.lake._plan.Refused`). The committer reaches the Delta log only through
+:class:`~parka.lake._log.TableLog` (delta-rs or delta-spark). The Delta log is the source of
 truth for progress: for every Kafka partition, the ``txn`` action of app id
 ``<app_id>-<partition>`` holds the last offset in the table. What a caller does about Kafka
 (seeking, committing offsets for lag tools, Spark's checkpoint) stays with the caller.
@@ -231,7 +231,7 @@ class Committer:
     def remove_orphans(self) -> int:
         """Delete files (and half-written temporary files) of commits that never happened, once
         the table's ``txn`` covers their offsets; a file any log entry still names (one an
-        OPTIMIZE removed) is left to VACUUM (see :func:`parka.consumer._files.remove_orphans`)."""
+        OPTIMIZE removed) is left to VACUUM (see :func:`parka.lake._files.remove_orphans`)."""
         if self.table is None:
             return 0
         removed = remove_orphans(self.table, self.topic, self.app_txn, self.storage_options)
@@ -389,7 +389,7 @@ class Committer:
         committed as is, one whose segments are all dropped is deleted. A stitched file holding
         both (another writer with this app id committed part of it, or a refused message stops
         its partition half way) is replaced by a new file with the kept segments' row groups
-        (:func:`parka.consumer._files.trim_stitched`); the old one is deleted.
+        (:func:`parka.lake._files.trim_stitched`); the old one is deleted.
         """
         files: dict[str, tuple[DataFile, list[LandedSegment], list[LandedSegment]]] = {}
         for s in keep:

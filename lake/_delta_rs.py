@@ -1,10 +1,10 @@
 """The one module that talks to deltalake (delta-rs).
 
 :class:`RsTableLog` is delta-rs' implementation of the Delta-log interface the raw commit
-protocol uses (:class:`parka.consumer._log.TableLog`; delta-spark's is in
-``spark_ext/_delta_spark.py``). The rules both engines share live here once: which tables raw
-files may join (:func:`check_writable`), the schema JSON a new table gets (:func:`schema_json`)
-and how a schema evolves (:func:`evolve_schema_json`, after :mod:`parka.evolution`'s rule).
+protocol uses (:class:`parka.lake.TableLog`; delta-spark's is in
+``spark_ext/_delta_spark.py``), with :class:`RsEngine` opening and creating tables. The rules
+every engine shares (which tables raw files may join, the schema JSON a new table gets, how a
+schema evolves) are pure, in :mod:`._delta_rules`; this module applies them to delta-rs.
 
 Whatever deltalake or the filesystem raises leaves as a parka error::
 
@@ -44,27 +44,20 @@ from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Tra
 
 from parka.errors import CommitConflict, CommitError, ConfigError, ParkaError, SchemaMismatchError
 from parka.evolution import merge_schemas
-from parka.schema import RESERVED_PREFIX, child_fields
+from parka.schema import RESERVED_PREFIX
 
+from . import _delta_rules as rules
 from ._log import DataFile
 from ._logscan import logged_files
 from ._plan import partition_value_string
-from ._storage import check_relative
 
 __all__ = [
-    "FILE_TAGS_KEY",
     "RsEngine",
     "RsTableLog",
     "add_columns",
-    "evolve_schema_json",
     "append_rows",
     "arrow_schema",
-    "arrow_schema_of_json",
-    "check_commit",
-    "check_partition_columns",
-    "check_relative",
     "check_schema",
-    "check_writable",
     "checkpoint",
     "LiveFile",
     "commit_add_files",
@@ -77,17 +70,12 @@ __all__ = [
     "read_version",
     "referenced_files",
     "refresh",
-    "schema_json",
     "schema_json_of",
     "txn_version",
     "vacuum",
 ]
 
-FILE_TAGS_KEY = "parka.fileTags"
-"""``commitInfo`` key holding ``{path: tags}`` of a commit's files (delta-rs' ``AddAction`` has no tags)."""
-
 _CONFLICT = re.compile(r"Failed to commit transaction: \d+\s*$|existing table version|[Cc]oncurrent|changed since last")
-_BAD_NAME_CHARS = frozenset(" ,;{}()\n\t=")
 
 
 @contextmanager
@@ -109,66 +97,14 @@ def _translating(what: str, *, read_version: int | None = None) -> Iterator[None
 # --- schemas ----------------------------------------------------------------------------------
 
 
-def _type_problem(t: pa.DataType) -> str | None:
-    """Why Delta (as Spark and delta-rs read it) cannot store ``t``, or ``None``."""
-    if isinstance(t, pa.ExtensionType):
-        return _type_problem(t.storage_type)
-    if pa.types.is_dictionary(t):
-        return _type_problem(t.value_type)
-    if pa.types.is_unsigned_integer(t):
-        return f"Delta has no unsigned integers ({t}); delta-rs would map it to a signed type it can overflow"
-    if pa.types.is_fixed_size_binary(t):
-        return f"Delta has no fixed-size binary ({t}); use binary"
-    if pa.types.is_float16(t):
-        return f"Delta has no {t} type; use float32 or float64"
-    if pa.types.is_timestamp(t):
-        if t.unit not in ("ms", "us"):
-            return f"Delta timestamps have microsecond precision ({t}); use unit 'us'"
-        if t.tz is not None and t.tz.upper() != "UTC":
-            return f"Delta stores instants in UTC or without a time zone ({t}); use tz='UTC'"
-        return None
-    if pa.types.is_time(t) or pa.types.is_duration(t) or pa.types.is_interval(t):
-        return f"Delta has no time-of-day or interval type ({t}); store an integer or a string"
-    if pa.types.is_decimal(t) and not isinstance(t, pa.Decimal128Type):
-        return f"Delta decimals are decimal128 with precision <= 38 ({t})"
-    if isinstance(t, pa.Decimal128Type) and not 0 <= t.scale <= t.precision:
-        return f"Delta needs 0 <= scale <= precision ({t})"
-    if pa.types.is_struct(t) and t.num_fields == 0:
-        return "Delta cannot store a struct without fields"
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-        return None  # the element is checked as a field of its own
-    simple = (pa.types.is_primitive(t) and not pa.types.is_null(t)) or pa.types.is_decimal(t)
-    stringish = any(check(t) for check in (pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view))
-    binaryish = any(check(t) for check in (pa.types.is_binary, pa.types.is_large_binary, pa.types.is_binary_view))
-    if simple or stringish or binaryish or pa.types.is_struct(t) or pa.types.is_map(t):
-        return None
-    return f"Delta cannot store {t}"
-
-
-def _check_fields(fields: list[pa.Field], prefix: str) -> None:
-    seen: dict[str, str] = {}
-    for f in fields:
-        path = prefix + f.name
-        if not f.name or _BAD_NAME_CHARS & set(f.name):
-            raise SchemaMismatchError("Delta (without column mapping) rejects names with ' ,;{}()\\n\\t='", field=path)
-        if f.name.lower() in seen:
-            raise SchemaMismatchError(
-                f"clashes with '{seen[f.name.lower()]}': Delta names are case-insensitive", field=path
-            )
-        seen[f.name.lower()] = f.name
-        problem = _type_problem(f.type)
-        if problem:
-            raise SchemaMismatchError(problem, field=path)
-        _check_fields(child_fields(f.type), path + ".")
-
-
 def check_schema(schema: pa.Schema) -> None:
-    """Check that Delta can store every column of ``schema``, names and types.
+    """:func:`._delta_rules.check_schema`, then delta-rs' own conversion (a rule of delta-rs
+    that the pure rules do not know).
 
     Raises:
-        SchemaMismatchError: ``field`` names the first column Delta cannot store; the message says why.
+        SchemaMismatchError: a column Delta or delta-rs cannot store.
     """
-    _check_fields(list(schema), "")
+    rules.check_schema(schema)
     try:
         DeltaSchema.from_arrow(schema)
     except Exception as exc:  # a rule of delta-rs that _type_problem does not know
@@ -246,7 +182,7 @@ def _check_writable(table: DeltaTable) -> None:
         config = table.metadata().configuration
         fields = table.schema().fields
         features = set(table.protocol().reader_features or [])
-    check_writable(config, [f.metadata for f in fields])
+    rules.check_writable(config, [f.metadata for f in fields])
     if "typeWidening" in features:
         raise CommitError(
             "delta-rs 1.6 can neither read nor write a table with type widening (the typeWidening table feature, "
@@ -262,35 +198,6 @@ def configuration(table: DeltaTable) -> dict[str, str]:
     """
     with _translating("cannot read the table metadata"):
         return {k: v for k, v in table.metadata().configuration.items() if v is not None}
-
-
-def check_writable(configuration: Mapping[str, str], field_metadata: Collection[Mapping[str, Any]]) -> None:
-    """Refuse a table whose features raw Parquet files would bypass or break, naming the table
-    property: column mapping (``delta.columnMapping.mode``: data files use physical column
-    names, raw segments logical ones), CHECK constraints (``delta.constraints.*``) and generated
-    columns (``delta.generationExpression`` in a column's metadata). ``field_metadata``: each
-    top-level column's metadata. One rule for both commit engines.
-
-    Raises:
-        CommitError: the message names the property and what to do instead.
-    """
-    mode = configuration.get("delta.columnMapping.mode", "none")
-    constraint = next((key for key in configuration if key.startswith("delta.constraints.")), None)
-    if mode != "none":
-        problem = (
-            f"column mapping (delta.columnMapping.mode={mode}): its data files use physical column names, "
-            "raw segments logical ones"
-        )
-    elif constraint is not None:
-        problem = f"CHECK constraints ({constraint}): raw files would bypass them"
-    elif any("delta.generationExpression" in m for m in field_metadata):
-        problem = "generated columns (delta.generationExpression): raw files would bypass them"
-    else:
-        return
-    raise CommitError(
-        f"parka cannot add raw Parquet files to a table with {problem}; "
-        "use parka spark-ingest --mode decode, or a table without it"
-    )
 
 
 def create_table(
@@ -310,7 +217,7 @@ def create_table(
         CommitError: any other failure.
     """
     check_schema(schema)
-    check_partition_columns(schema, partition_by)
+    rules.check_partition_columns(schema, partition_by)
     try:
         return DeltaTable.create(
             uri,
@@ -325,14 +232,6 @@ def create_table(
         if DeltaTable.is_deltatable(uri, storage_options):
             raise CommitConflict(f"a Delta table was created at {uri} concurrently") from exc
         raise CommitError(f"cannot create a Delta table at {uri}: {exc}") from exc
-
-
-def check_partition_columns(schema: pa.Schema, partition_by: Collection[str]) -> None:
-    """Raise :class:`SchemaMismatchError` unless each partition column is a top-level primitive
-    column of ``schema`` (a new table's rule, for both engines)."""
-    for column in partition_by:
-        if column not in schema.names or pa.types.is_nested(schema.field(column).type):
-            raise SchemaMismatchError("a partition column must be a top-level primitive column", field=column)
 
 
 def partition_columns(table: DeltaTable) -> list[str]:
@@ -383,7 +282,8 @@ def add_columns(table: DeltaTable, fields: list[pa.Field]) -> int:
             the path and both types), or one delta-rs cannot commit.
         CommitConflict, CommitError: the metadata commit failed.
     """
-    merged = evolve_schema_json(schema_json_of(table), fields, widening=False)
+    check_schema(pa.schema(list(fields)))
+    merged = rules.evolve_schema_json(schema_json_of(table), fields, widening=False)
     if merged is None:
         return table.version()
     with _translating("cannot read the table schema"):
@@ -411,120 +311,8 @@ def schema_json_of(table: DeltaTable) -> str:
         return str(table.schema().to_json())
 
 
-def evolve_schema_json(schema_json: str, fields: Collection[pa.Field], *, widening: bool) -> str | None:
-    """A Delta schema (its JSON, as in the ``metaData`` action) evolved to take ``fields``
-    (top-level columns as :func:`parka.evolution.merge_schemas` makes them): new columns
-    appended, new fields merged in at any depth, nullability relaxed, types widened with the
-    ``delta.typeChanges`` field metadata delta-spark records for them; existing fields keep their
-    metadata. ``None`` when nothing changes. The one implementation for both engines: delta-spark
-    commits this JSON, delta-rs the same changes through its alter API (:func:`add_columns`).
-    ``widening``: the table allows type widening (``delta.enableTypeWidening``).
-
-    Raises:
-        SchemaMismatchError: a type Delta cannot store, a name that clashes with another but for
-            its case, or a change the table cannot take (names the path and both types).
-        CommitError: the schema JSON cannot be read.
-    """
-    check_schema(pa.schema(list(fields)))
-    current = arrow_schema_of_json(schema_json)
-    by_lower = {name.lower(): name for name in current.names}
-    for f in fields:
-        if by_lower.get(f.name.lower(), f.name) != f.name:
-            raise SchemaMismatchError(
-                f"clashes with '{by_lower[f.name.lower()]}': Delta names are case-insensitive", field=f.name
-            )
-    merge = merge_schemas(current, pa.schema(list(fields)), widening=widening, absent_ok=current.names)
-    if merge.problems:
-        raise SchemaMismatchError(str(merge.problems[0]), field=merge.problems[0].path)
-    if not merge.changes:
-        return None
-    doc = json.loads(schema_json)
-    for f in fields:
-        wanted = json.loads(DeltaField.from_arrow(f).to_json())
-        existing = next((e for e in doc["fields"] if e["name"] == f.name), None)
-        if existing is None:
-            wanted["nullable"] = True
-            doc["fields"].append(wanted)
-        else:
-            _merge_json_field(existing, wanted)
-    return json.dumps(doc, separators=(",", ":"))
-
-
-def _merge_json_field(old: dict[str, Any], new: dict[str, Any]) -> None:
-    """Merge the Delta field ``new`` (JSON) into ``old``, recording type changes in its metadata."""
-    if new.get("nullable") and not old.get("nullable"):
-        old["nullable"] = True
-    changes: list[dict[str, str]] = []
-    old["type"] = _merge_json_type(old["type"], new["type"], "", changes)
-    if changes:
-        old.setdefault("metadata", {}).setdefault("delta.typeChanges", []).extend(changes)
-
-
-def _merge_json_type(old: Any, new: Any, path: str, changes: list[dict[str, str]]) -> Any:
-    kind = old.get("type") if isinstance(old, dict) else None
-    if kind == "struct" and isinstance(new, dict):
-        present = {f["name"]: f for f in old["fields"]}
-        for child in new.get("fields", []):
-            if child["name"] in present:
-                _merge_json_field(present[child["name"]], child)
-            else:
-                old["fields"].append({**child, "nullable": True})
-        return old
-    inner = path + "." if path else ""
-    if kind == "array" and isinstance(new, dict):
-        old["elementType"] = _merge_json_type(old["elementType"], new["elementType"], inner + "element", changes)
-        old["containsNull"] = bool(old.get("containsNull") or new.get("containsNull"))
-        return old
-    if kind == "map" and isinstance(new, dict):
-        old["valueType"] = _merge_json_type(old["valueType"], new["valueType"], inner + "value", changes)
-        old["valueContainsNull"] = bool(old.get("valueContainsNull") or new.get("valueContainsNull"))
-        return old
-    if old != new:  # a widening merge_schemas allowed
-        changes.append({"fromType": old, "toType": new, **({"fieldPath": path} if path else {})})
-        return new
-    return old
-
-
-def schema_json(schema: pa.Schema) -> str:
-    """The Delta schema JSON (``schemaString``) of an Arrow schema, converted as delta-rs creates
-    tables, so that both engines give a new table the same column types.
-
-    Raises:
-        SchemaMismatchError: a column Delta cannot store.
-    """
-    check_schema(schema)
-    return str(DeltaSchema.from_arrow(schema).to_json())
-
-
-def arrow_schema_of_json(text: str) -> pa.Schema:
-    """The Arrow schema of a Delta schema JSON, as :func:`arrow_schema` converts a table's.
-
-    Raises:
-        CommitError: JSON delta-rs cannot read as a schema.
-    """
-    with _translating("cannot read the table schema"):
-        return pa.schema(DeltaSchema.from_json(text).to_arrow())
-
-
-def check_commit(files: Collection[DataFile], txns: Mapping[str, int], partitions: Collection[str]) -> None:
-    """What a commit of ``files`` and ``txns`` into a table partitioned by ``partitions`` must
-    satisfy, whichever engine commits it.
-
-    Raises:
-        ValueError: a path that is not relative, partition values for other columns, or a txn
-            version that is not a non-negative int.
-    """
-    for f in files:
-        check_relative(f.path)
-        if set(f.partition_values) != set(partitions):
-            raise ValueError(f"{f.path}: partition values for {sorted(f.partition_values)}, not {list(partitions)}")
-    for app_id, version in txns.items():
-        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-            raise ValueError(f"txn version of '{app_id}' must be a non-negative int, got {version!r}")
-
-
 def _transactions(txns: Mapping[str, int]) -> list[Transaction]:
-    check_commit((), txns, ())
+    rules.check_commit((), txns, ())
     return [Transaction(app_id, version) for app_id, version in txns.items()]
 
 
@@ -573,14 +361,14 @@ def commit_add_files(
         raise SchemaMismatchError(f"the table is partitioned by {partitions}, not {list(partition_by)}")
     if schema is not None:
         _check_files_schema(table, schema)
-    check_commit(files, txns, partitions)
+    rules.check_commit(files, txns, partitions)
     now_ms = int(time.time() * 1000)
     actions: list[AddAction | RemoveAction] = [
         AddAction(f.path, f.size, dict(f.partition_values), now_ms, True, f.stats) for f in files
     ]
     metadata = dict(commit_info or {})
     if any(f.tags for f in files):
-        metadata[FILE_TAGS_KEY] = {f.path: dict(f.tags) for f in files if f.tags}
+        metadata[rules.FILE_TAGS_KEY] = {f.path: dict(f.tags) for f in files if f.tags}
     properties = CommitProperties(
         custom_metadata=metadata or None, max_commit_retries=0, app_transactions=_transactions(txns)
     )
@@ -741,7 +529,7 @@ def vacuum(table: DeltaTable, *, retention_hours: int, enforce_retention: bool =
 
 
 class RsTableLog:
-    """:class:`parka.consumer._log.TableLog` over a delta-rs handle: the functions above, bound
+    """:class:`parka.lake.TableLog` over a delta-rs handle: the functions above, bound
     to one table. Commits go to exactly the read version + 1 (:func:`commit_add_files`)."""
 
     def __init__(self, uri: str, table: DeltaTable, storage_options: Mapping[str, str] | None = None) -> None:
@@ -788,12 +576,20 @@ class RsTableLog:
 
 
 class RsEngine:
-    """:class:`parka.consumer._log.LogEngine` of delta-rs."""
+    """:class:`parka.lake.LogEngine` of delta-rs."""
 
     name = "delta-rs"
 
     def open(self, uri: str, storage_options: Mapping[str, str] | None = None) -> RsTableLog | None:
         table = open_table(uri, dict(storage_options or {}))
+        return None if table is None else RsTableLog(uri, table, storage_options)
+
+    def read_at(self, uri: str, version: int, storage_options: Mapping[str, str] | None = None) -> RsTableLog | None:
+        """The table as of ``version``, to read from only (``txn`` versions, its files), or
+        ``None`` when delta-rs cannot read it (a reader feature it lacks, storage it cannot
+        reach): the caller then reads through its own engine. Another engine's fast path
+        (delta-spark answers those reads with Spark jobs). Never raises."""
+        table = read_version(uri, version, storage_options)
         return None if table is None else RsTableLog(uri, table, storage_options)
 
     def create(
