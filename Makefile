@@ -41,10 +41,11 @@ spark-cluster-up: setup ## a Spark standalone cluster on loopback (1 master, 2 w
 spark-cluster-down: ## stop that cluster
 	scripts/spark-standalone.sh down
 
-lint: setup ## ruff and mypy
+lint: setup ## ruff, mypy and the import contracts (import-linter)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	scripts/typecheck.sh $(BIN)/mypy
+	scripts/lint-imports.sh $(BIN)/lint-imports
 
 test-unit: setup ## unit tests only (no network)
 	$(BIN)/pytest tests/unit -q
