@@ -41,6 +41,7 @@ from parka.lake import (
     CommitPolicy,
     CommitStats,
     Committer,
+    LandingSession,
     Refused,
     RsEngine,
     check_segment,
@@ -185,6 +186,7 @@ class IngestionConsumer:
             settings.max_segments_per_commit,
         )
         self._consumer: ParquetConsumer | None = None
+        self._session: LandingSession | None = None
         self._committer: Committer | None = None
         self._checked: list[CheckedSegment] = []  # written as data files at the next commit
         self._refused: list[Refused] = []
@@ -243,7 +245,7 @@ class IngestionConsumer:
         try:
             if not self._wait_until_ready():
                 return self.stats  # stopped while waiting
-            self._committer = Committer(
+            self._session = LandingSession(
                 RsEngine(),
                 table_uri=s.table_uri,
                 topic=s.topic,
@@ -256,7 +258,8 @@ class IngestionConsumer:
                 stats=self.stats,
                 on_commit=None if self._metrics is None else self._metrics.observe_commit,
             )
-            self._committer.remove_orphans()
+            self._committer = self._session.committer
+            self._session.start()
             self._consumer.subscribe([s.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
             while not self._stop.is_set():
                 raw = self._poll()
@@ -278,7 +281,7 @@ class IngestionConsumer:
                 if s.end_at_latest and self._caught_up():
                     break
             self.commit()
-            self._committer.remove_orphans()
+            self._session.remove_orphans()
             self._report_lag(force=True)
         finally:
             self._consumer.close()
@@ -382,8 +385,8 @@ class IngestionConsumer:
         """Seek every assigned partition from the Delta log (the source of truth), and remove
         the orphans a crashed worker may have left for them."""
         s = self.settings
-        assert self._committer is not None
-        versions = self._committer.txn_versions(tp.partition for tp in partitions)
+        assert self._session is not None
+        versions = self._session.resume(tp.partition for tp in partitions)
         for tp in partitions:
             version = versions[tp.partition]
             if version is not None:
@@ -401,7 +404,7 @@ class IngestionConsumer:
             )
             log.info("partition %d assigned; starting at offset %s (txn version %s)", tp.partition, tp.offset, version)
         consumer.assign(partitions)
-        self._committer.remove_orphans()
+        self._session.remove_orphans()
 
     def _on_revoke(self, consumer: ParquetConsumer, partitions: list[TopicPartition]) -> None:
         """Commit what is buffered before another worker takes the partitions."""

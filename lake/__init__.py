@@ -38,10 +38,20 @@ from ._files import (
     read_segment,
     write_segments,
 )
+from ._landing import LandingSession
 from ._log import DataFile, LogEngine, TableLog
 from ._logscan import logged_files
 from ._optimize import DEFAULT_TARGET_SIZE, OptimizeResult, optimize_table
-from ._plan import CommitPolicy, FileName, LandedSegment, Refused, fit_segment
+from ._plan import (
+    CommitPolicy,
+    FileName,
+    LandedSegment,
+    Refused,
+    app_txn_id,
+    dead_letter_txn_id,
+    default_app_id,
+    fit_segment,
+)
 from ._preflight import BrokerWatch, probe_until_ready, wait_until_ready
 from ._stats import DEFAULT_STATS, StatsConfig
 from ._stitch import row_groups
@@ -62,6 +72,7 @@ __all__ = [
     "DataFile",
     "FileName",
     "LandedSegment",
+    "LandingSession",
     "LogEngine",
     "OptimizeResult",
     "Refused",
@@ -69,11 +80,14 @@ __all__ = [
     "RsTableLog",
     "StatsConfig",
     "TableLog",
+    "app_txn_id",
     "arrow_schema_of_json",
     "check_commit",
     "check_partition_columns",
     "check_segment",
     "check_writable",
+    "dead_letter_txn_id",
+    "default_app_id",
     "evolve_schema_json",
     "fit_segment",
     "logged_files",

@@ -25,9 +25,17 @@ from parka.errors import CommitConflict, CommitError, ConfigError, SchemaMismatc
 from parka.evolution import TYPE_WIDENING_KEY, merge_schemas
 from parka.partitioning import PartitionSpec, parse_partition_by
 
-from ._files import append_dead_letters, remove_orphans, trim_stitched
+from ._dead_letters import append_dead_letters, dead_letter_row
+from ._files import remove_orphans, trim_stitched
 from ._log import DataFile, LogEngine, TableLog
-from ._plan import LandedSegment, Refused, table_partitioning, table_schema_from_segment
+from ._plan import (
+    LandedSegment,
+    Refused,
+    app_txn_id,
+    dead_letter_txn_id,
+    table_partitioning,
+    table_schema_from_segment,
+)
 from ._stats import StatsConfig
 from ._storage import delete_files, make_durable
 
@@ -72,25 +80,6 @@ class CommitResult:
     version: int | None = None
     last: Mapping[int, int] = field(default_factory=dict)
     table_txn: Mapping[int, int | None] = field(default_factory=dict)
-
-
-def _dead_letter_row(r: Refused, app_id: str, now: Any) -> tuple[int, int, dict[str, Any]]:
-    err = r.error
-    return (
-        r.partition,
-        r.offset,
-        {
-            "topic": err.topic,
-            "partition": r.partition,
-            "offset": r.offset,
-            "error": f"{type(err).__name__}: {err}",
-            "value": err.value,
-            "headers": [{"key": k, "value": v} for k, v in (err.headers or [])],
-            "kafka_timestamp_ms": r.timestamp_ms,
-            "ingested_at": now,
-            "app_id": app_id,
-        },
-    )
 
 
 class Committer:
@@ -160,7 +149,7 @@ class Committer:
     # -- the table ---------------------------------------------------------------------------
 
     def app_txn(self, partition: int) -> str:
-        return f"{self.app_id}-{partition}"
+        return app_txn_id(self.app_id, partition)
 
     def txn_versions(self, partitions: Iterable[int]) -> dict[int, int | None]:
         """The table's latest ``txn`` version of each partition (``None``: nothing of it yet)."""
@@ -232,9 +221,15 @@ class Committer:
         """Delete files (and half-written temporary files) of commits that never happened, once
         the table's ``txn`` covers their offsets; a file any log entry still names (one an
         OPTIMIZE removed) is left to VACUUM (see :func:`parka.lake._files.remove_orphans`)."""
-        if self.table is None:
-            return 0
-        removed = remove_orphans(self.table, self.topic, self.app_txn, self.storage_options)
+        removed = 0
+        if self.table is not None:
+            removed += remove_orphans(self.table, self.topic, self.app_txn, self.storage_options)
+        if self.dlq_table_uri is not None:
+            dlq = self.engine.open(self.dlq_table_uri, self.storage_options)
+            if dlq is not None:
+                removed += remove_orphans(
+                    dlq, self.topic, lambda p: dead_letter_txn_id(self.app_id, p), self.storage_options
+                )
         self.stats.orphans_removed += removed
         return removed
 
@@ -452,8 +447,15 @@ class Committer:
         if not dead or self.dlq_table_uri is None:
             return 0
         now = pa.scalar(time.time_ns() // 1000, pa.timestamp("us", tz="UTC")).as_py()
-        rows = [_dead_letter_row(r, self.app_id, now) for r in dead]
-        appended = append_dead_letters(self.dlq_table_uri, self.app_id, rows, self.storage_options)
+        rows = [dead_letter_row(r, self.app_id, now) for r in dead]
+        appended = append_dead_letters(
+            self.engine,
+            self.dlq_table_uri,
+            topic=self.topic,
+            app_id=self.app_id,
+            dead=rows,
+            storage_options=self.storage_options,
+        )
         self.stats.dead_letters += appended
         for r in dead:
             log.error("dead-lettered %s[%d]@%d: %s", self.topic, r.partition, r.offset, r.error)

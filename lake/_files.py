@@ -24,7 +24,7 @@ from parka.evolution import merge_schemas, widening_enabled
 from parka.partitioning import PartitionSpec, parse_partition_by
 from parka.segment import SegmentInfo, is_segment, read_segment_info
 
-from . import _delta_rs, _delta_rules
+from . import _delta_rules
 from ._log import DataFile, TableLog
 from ._partitions import segment_partition_values, split_by_partition
 from ._plan import FileName, Fit, LandedSegment, fit_segment, partition_path
@@ -38,7 +38,6 @@ __all__ = [
     "DLQ_SCHEMA",
     "CheckedSegment",
     "SegmentRead",
-    "append_dead_letters",
     "check_segment",
     "read_footer",
     "read_segment",
@@ -442,39 +441,6 @@ def _arrow_schema(meta: pq.FileMetaData) -> pa.Schema:
     schema) and the Parquet schema."""
     file_schema = meta.schema
     return _schemas.get((meta.metadata, file_schema), file_schema.to_arrow_schema)
-
-
-def append_dead_letters(
-    dlq_table_uri: str,
-    app_id: str,
-    dead: Sequence[tuple[int, int, dict[str, Any]]],
-    storage_options: dict[str, str] | None = None,
-) -> int:
-    """Append ``(partition, offset, row)`` dead letters not yet in the dead-letter table (its
-    ``txn``, ``<app_id>-dlq-<partition>``, says which are); returns how many were appended.
-
-    Raises:
-        CommitConflict: a concurrent append won (re-read and retry).
-        SchemaMismatchError, CommitError: the append failed.
-    """
-    dlq = _delta_rs.open_table(dlq_table_uri, storage_options)
-    txns: dict[str, int] = {}
-    rows = []
-    for partition, offset, row in dead:
-        app = f"{app_id}-dlq-{partition}"
-        done = _delta_rs.txn_version(dlq, app) if dlq is not None else None
-        if done is not None and offset <= done:
-            continue  # an earlier attempt wrote it before crashing
-        rows.append(row)
-        txns[app] = max(offset, txns.get(app, -1))
-    if not rows:
-        return 0
-    # Passing the handle we read the txn versions from makes a concurrent append conflict.
-    target = dlq if dlq is not None else dlq_table_uri
-    _delta_rs.append_rows(
-        target, pa.Table.from_pylist(rows, schema=DLQ_SCHEMA), txns=txns, storage_options=storage_options
-    )
-    return len(rows)
 
 
 def remove_orphans(
