@@ -246,17 +246,19 @@ class IngestionConsumer:
             if not self._wait_until_ready():
                 return self.stats  # stopped while waiting
             self._session = LandingSession(
-                RsEngine(),
-                table_uri=s.table_uri,
-                topic=s.topic,
-                app_id=s.app_id,
-                partition_by=s.partition_by,
-                merge=s.schema_evolution == "merge",
-                dlq_table_uri=s.dlq_table_uri,
-                storage_options=s.storage_options,
-                checkpoint_interval=s.checkpoint_interval,
-                stats=self.stats,
-                on_commit=None if self._metrics is None else self._metrics.observe_commit,
+                Committer(
+                    RsEngine(),
+                    table_uri=s.table_uri,
+                    topic=s.topic,
+                    app_id=s.app_id,
+                    partition_by=s.partition_by,
+                    merge=s.schema_evolution == "merge",
+                    dlq_table_uri=s.dlq_table_uri,
+                    storage_options=s.storage_options,
+                    checkpoint_interval=s.checkpoint_interval,
+                    stats=self.stats,
+                    on_commit=None if self._metrics is None else self._metrics.observe_commit,
+                )
             )
             self._committer = self._session.committer
             self._session.start()

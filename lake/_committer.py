@@ -33,6 +33,7 @@ from ._plan import (
     Refused,
     app_txn_id,
     dead_letter_txn_id,
+    default_app_id,
     table_partitioning,
     table_schema_from_segment,
 )
@@ -89,7 +90,8 @@ class Committer:
     names, or specs such as ``day=date(ts)``: :mod:`parka.partitioning`); an existing table's
     own partitioning wins (its derived columns carry their expression), and a different
     non-empty ``partition_by`` is refused. ``partitioning`` holds the specs, ``partition_by``
-    the table's partition column names. ``on_commit`` is told the seconds each :meth:`commit`
+    the table's partition column names; ``app_id`` names the ``txn`` app ids
+    (:func:`parka.lake.default_app_id` when not given). ``on_commit`` is told the seconds each :meth:`commit`
     that committed something took (the commit-latency metric).
 
     Raises:
@@ -104,7 +106,7 @@ class Committer:
         *,
         table_uri: str,
         topic: str,
-        app_id: str,
+        app_id: str | None = None,
         partition_by: Sequence[str | PartitionSpec] = (),
         merge: bool = False,
         dlq_table_uri: str | None = None,
@@ -118,7 +120,7 @@ class Committer:
         self.engine = engine
         self.table_uri = table_uri
         self.topic = topic
-        self.app_id = app_id
+        self.app_id = app_id or default_app_id(topic)
         self.merge = merge
         self.dlq_table_uri = dlq_table_uri
         self.storage_options = dict(storage_options or {})

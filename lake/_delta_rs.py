@@ -30,40 +30,34 @@ import re
 import time
 from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
 import pyarrow as pa
-from deltalake import DeltaTable, write_deltalake
+from deltalake import DeltaTable
 from deltalake import Field as DeltaField
 from deltalake import Schema as DeltaSchema
 from deltalake.exceptions import CommitFailedError, TableNotFoundError
 from deltalake.exceptions import SchemaMismatchError as DeltaSchemaMismatchError
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
 
-from parka.errors import CommitConflict, CommitError, ConfigError, ParkaError, SchemaMismatchError
+from parka.errors import CommitConflict, CommitError, ParkaError, SchemaMismatchError
 from parka.evolution import merge_schemas
 from parka.schema import RESERVED_PREFIX
 
 from . import _delta_rules as rules
 from ._log import DataFile
 from ._logscan import logged_files
-from ._plan import partition_value_string
 
 __all__ = [
     "RsEngine",
     "RsTableLog",
     "add_columns",
-    "append_rows",
     "arrow_schema",
     "check_schema",
     "checkpoint",
-    "LiveFile",
     "commit_add_files",
-    "commit_rewrite",
     "configuration",
-    "live_files",
     "create_table",
     "open_table",
     "partition_columns",
@@ -72,14 +66,13 @@ __all__ = [
     "refresh",
     "schema_json_of",
     "txn_version",
-    "vacuum",
 ]
 
 _CONFLICT = re.compile(r"Failed to commit transaction: \d+\s*$|existing table version|[Cc]oncurrent|changed since last")
 
 
 @contextmanager
-def _translating(what: str, *, read_version: int | None = None) -> Iterator[None]:
+def translating(what: str, *, read_version: int | None = None) -> Iterator[None]:
     try:
         yield
     except ParkaError:
@@ -113,7 +106,7 @@ def check_schema(schema: pa.Schema) -> None:
 
 def arrow_schema(table: DeltaTable) -> pa.Schema:
     """The table's schema in Arrow (timestamp -> timestamp[us, UTC], timestamp_ntz -> timestamp[us])."""
-    with _translating("cannot read the table schema"):
+    with translating("cannot read the table schema"):
         return pa.schema(table.schema().to_arrow())
 
 
@@ -178,7 +171,7 @@ def read_version(uri: str, version: int, storage_options: Mapping[str, str] | No
 
 
 def _check_writable(table: DeltaTable) -> None:
-    with _translating("cannot read the table metadata"):
+    with translating("cannot read the table metadata"):
         config = table.metadata().configuration
         fields = table.schema().fields
         features = set(table.protocol().reader_features or [])
@@ -196,7 +189,7 @@ def configuration(table: DeltaTable) -> dict[str, str]:
     Raises:
         CommitError: the metadata cannot be read.
     """
-    with _translating("cannot read the table metadata"):
+    with translating("cannot read the table metadata"):
         return {k: v for k, v in table.metadata().configuration.items() if v is not None}
 
 
@@ -236,13 +229,13 @@ def create_table(
 
 def partition_columns(table: DeltaTable) -> list[str]:
     """The table's partition columns."""
-    with _translating("cannot read the table metadata"):
+    with translating("cannot read the table metadata"):
         return list(table.metadata().partition_columns)
 
 
 def refresh(table: DeltaTable) -> int:
     """Move the handle to the table's latest version and return it."""
-    with _translating("cannot refresh the table"):
+    with translating("cannot refresh the table"):
         table.update_incremental()
     _check_writable(table)
     return table.version()
@@ -250,20 +243,20 @@ def refresh(table: DeltaTable) -> int:
 
 def txn_version(table: DeltaTable, app_id: str) -> int | None:
     """The last ``txn`` version of ``app_id`` in the handle's snapshot, ``None`` when there is none."""
-    with _translating(f"cannot read the txn version of '{app_id}'"):
+    with translating(f"cannot read the txn version of '{app_id}'"):
         return table.transaction_version(app_id)
 
 
 def referenced_files(table: DeltaTable) -> set[str]:
     """The snapshot's data files, relative to the table root and decoded (as on disk)."""
-    with _translating("cannot list the table's add actions"):
+    with translating("cannot list the table's add actions"):
         paths = pa.table(table.get_add_actions(flatten=True)).column("path").to_pylist()
     return {unquote(p) for p in paths}
 
 
 def checkpoint(table: DeltaTable) -> None:
     """Write a checkpoint of the handle's version."""
-    with _translating("cannot write a checkpoint"):
+    with translating("cannot write a checkpoint"):
         table.create_checkpoint()
 
 
@@ -286,7 +279,7 @@ def add_columns(table: DeltaTable, fields: list[pa.Field]) -> int:
     merged = rules.evolve_schema_json(schema_json_of(table), fields, widening=False)
     if merged is None:
         return table.version()
-    with _translating("cannot read the table schema"):
+    with translating("cannot read the table schema"):
         current = pa.schema(table.schema().to_arrow())
     changes = merge_schemas(current, pa.schema(list(fields)), widening=False, absent_ok=current.names).changes
     nested_relaxed = next((c for c in changes if c.kind == "relaxed" and "." in c.path), None)
@@ -296,7 +289,7 @@ def add_columns(table: DeltaTable, fields: list[pa.Field]) -> int:
             field=nested_relaxed.path,
         )
     added = {c.path.split(".", 1)[0] for c in changes if c.kind == "added"}
-    with _translating("cannot add columns", read_version=table.version()):
+    with translating("cannot add columns", read_version=table.version()):
         if added:
             table.alter.add_columns([DeltaField.from_arrow(f.with_nullable(True)) for f in fields if f.name in added])
         for c in changes:
@@ -307,7 +300,7 @@ def add_columns(table: DeltaTable, fields: list[pa.Field]) -> int:
 
 def schema_json_of(table: DeltaTable) -> str:
     """The table's Delta schema JSON (the ``metaData`` action's ``schemaString``)."""
-    with _translating("cannot read the table schema"):
+    with translating("cannot read the table schema"):
         return str(table.schema().to_json())
 
 
@@ -355,7 +348,7 @@ def commit_add_files(
     if not files and not txns:
         return read_version
     _check_writable(table)
-    with _translating("cannot read the table metadata"):
+    with translating("cannot read the table metadata"):
         partitions = list(table.metadata().partition_columns)
     if partition_by is not None and list(partition_by) != partitions:
         raise SchemaMismatchError(f"the table is partitioned by {partitions}, not {list(partition_by)}")
@@ -372,160 +365,13 @@ def commit_add_files(
     properties = CommitProperties(
         custom_metadata=metadata or None, max_commit_retries=0, app_transactions=_transactions(txns)
     )
-    with _translating(f"commit on version {read_version} failed", read_version=read_version):
+    with translating(f"commit on version {read_version} failed", read_version=read_version):
         table.create_write_transaction(
             actions, mode="append", schema=table.schema(), partition_by=partitions, commit_properties=properties
         )
-    with _translating(f"committed version {read_version + 1} but cannot load it"):
+    with translating(f"committed version {read_version + 1} but cannot load it"):
         table.load_as_version(read_version + 1)
     return read_version + 1
-
-
-def append_rows(
-    target: str | DeltaTable,
-    rows: pa.Table,
-    *,
-    txns: Mapping[str, int],
-    storage_options: dict[str, str] | None = None,
-    partition_by: list[str] | None = None,
-) -> int:
-    """Append ``rows`` (dead letters) and ``txns`` in one commit; returns the new table version.
-
-    ``target`` is a URI (the table is created when missing) or, better, the handle whose
-    :func:`txn_version` the caller read: then a commit that landed in between raises
-    :class:`CommitConflict` (no retries, as in :func:`commit_add_files`).
-
-    Raises:
-        CommitConflict: a concurrent commit won, or created the table first.
-        SchemaMismatchError: ``rows`` do not fit the table, or Delta.
-        CommitError: any other failure.
-    """
-    check_schema(rows.schema)
-    if isinstance(target, str):  # create first, so that the write has a handle of known version
-        table = open_table(target, storage_options) or create_table(
-            target, rows.schema, partition_by=partition_by or [], storage_options=storage_options
-        )
-    else:
-        table = target
-    read_version = table.version()
-    properties = CommitProperties(max_commit_retries=0, app_transactions=_transactions(txns))
-    with _translating(f"append on version {read_version} failed", read_version=read_version):
-        write_deltalake(table, rows, mode="append", partition_by=partition_by, commit_properties=properties)
-    return read_version + 1
-
-
-# --- maintenance: compaction and VACUUM (parka optimize) --------------------------------------
-
-
-@dataclass(frozen=True)
-class LiveFile:
-    """A data file of a snapshot: path (relative, decoded), size, partition values as the log
-    serialises them, and its add action's modification time (ms)."""
-
-    path: str
-    size: int
-    partition_values: Mapping[str, str | None]
-    modification_time: int
-
-
-def live_files(table: DeltaTable) -> list[LiveFile]:
-    """The handle's snapshot's data files, in commit order (modification time, then path).
-
-    Raises:
-        CommitError: the table has deletion vectors or row tracking (a rewrite from the Parquet
-            files alone would bring deleted rows back or lose row ids), or cannot be read.
-    """
-    with _translating("cannot read the table protocol"):
-        protocol = table.protocol()
-    features = set(protocol.reader_features or []) | set(protocol.writer_features or [])
-    unsafe = sorted(features & {"deletionVectors", "rowTracking"})
-    if unsafe:
-        raise CommitError(
-            f"parka optimize rewrites files from their Parquet alone; the table uses {', '.join(unsafe)}: "
-            "use delta-spark's OPTIMIZE"
-        )
-    partitions = partition_columns(table)
-    with _translating("cannot list the table's add actions"):
-        rows = pa.table(table.get_add_actions(flatten=True)).to_pylist()
-    files = [
-        LiveFile(
-            unquote(r["path"]),
-            int(r["size_bytes"]),
-            {c: partition_value_string(r[f"partition.{c}"]) for c in partitions},
-            int(r["modification_time"]),
-        )
-        for r in rows
-    ]
-    return sorted(files, key=lambda f: (f.modification_time, f.path))
-
-
-def commit_rewrite(
-    table: DeltaTable,
-    removed: Collection[LiveFile],
-    added: Collection[DataFile],
-    *,
-    commit_info: Mapping[str, Any] | None = None,
-) -> int:
-    """Commit a rewrite: ``remove`` actions for ``removed`` and ``add`` actions for ``added``
-    (already written and durable), all with ``dataChange: false`` (the same rows in other
-    files: streaming readers skip the commit), as one version at exactly the handle's
-    version + 1, without retries, like :func:`commit_add_files`. Returns the new version; the
-    handle is loaded at it.
-
-    No rebase on purpose: delta-rs 1.6 rebases a ``dataChange: false`` removal over another
-    commit that removed the same files (its own OPTIMIZE does), which leaves both rewrites'
-    files live and every row twice. The caller re-reads and decides (its files still live?).
-
-    Raises:
-        CommitConflict: any commit landed after the handle's version.
-        CommitError: any other failure.
-    """
-    read_version = table.version()
-    now_ms = int(time.time() * 1000)
-    actions: list[AddAction | RemoveAction] = [
-        RemoveAction(f.path, False, now_ms, f.size, dict(f.partition_values)) for f in removed
-    ]
-    actions += [AddAction(f.path, f.size, dict(f.partition_values), now_ms, False, f.stats) for f in added]
-    properties = CommitProperties(custom_metadata=dict(commit_info or {}) or None, max_commit_retries=0)
-    with _translating(f"rewrite on version {read_version} failed", read_version=read_version):
-        table.create_write_transaction(
-            actions, mode="append", schema=table.schema(), partition_by=partition_columns(table),
-            commit_properties=properties,
-        )  # fmt: skip
-    with _translating(f"committed version {read_version + 1} but cannot load it"):
-        table.load_as_version(read_version + 1)
-    return read_version + 1
-
-
-def vacuum(table: DeltaTable, *, retention_hours: int, enforce_retention: bool = True) -> list[str]:
-    """Delete the files of ``remove`` actions older than ``retention_hours`` (delta-rs' "lite"
-    VACUUM: files no log entry names, such as a live writer's files not yet committed, are
-    never touched); returns the deleted paths. ``enforce_retention`` refuses a retention below
-    the table's ``delta.deletedFileRetentionDuration``.
-
-    Raises:
-        ConfigError: the retention is below the table's (with ``enforce_retention``).
-        CommitError: any other failure.
-    """
-    try:
-        with _translating("vacuum failed"):
-            return list(
-                table.vacuum(
-                    retention_hours=retention_hours,
-                    dry_run=False,
-                    enforce_retention_duration=enforce_retention,
-                    full=False,
-                )
-            )
-    except CommitError as exc:
-        if "Invalid retention period" not in str(exc):
-            raise
-        raise ConfigError(
-            "--vacuum-retention-hours",
-            retention_hours,
-            "at least the table's delta.deletedFileRetentionDuration (default 168 hours), or --allow-short-retention",
-            reason=str(exc.__cause__),
-        ) from exc
 
 
 class RsTableLog:

@@ -11,24 +11,23 @@ around the committer, written once. ``parka ingest`` (:mod:`parka.consumer`) and
 * remove orphans again when they stop, in the table and in the dead-letter table.
 
 Commits go through :attr:`LandingSession.committer` (:class:`parka.lake.Committer`), whatever
-the engine (:class:`parka.lake.LogEngine`).
+the engine (:class:`parka.lake.LogEngine`). The app id defaults to ``parka-<topic>``
+(:func:`parka.lake.default_app_id`).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable
 
 import pyarrow as pa
 
 from parka.errors import CommitConflict, SchemaMismatchError
-from parka.partitioning import PartitionSpec
 from parka.segment import RESERVED_FIELDS
 
-from ._committer import MAX_COMMIT_ATTEMPTS, CommitStats, Committer
-from ._log import LogEngine
-from ._plan import default_app_id, fit_segment
+from ._committer import MAX_COMMIT_ATTEMPTS, Committer
+from ._plan import fit_segment
 
 __all__ = ["LandingSession"]
 
@@ -36,43 +35,11 @@ log = logging.getLogger("parka.ingest")
 
 
 class LandingSession:
-    """One topic landing in one table for one app id (``None``: :func:`default_app_id`), through
-    ``engine``; the other arguments are :class:`parka.lake.Committer`'s.
+    """One topic landing in one table for one app id, through ``committer`` (which holds the
+    engine, the table and the app id: :func:`default_app_id` unless given)."""
 
-    Raises:
-        ConfigError: a malformed partition spec, or ``partition_by`` contradicts the existing
-            table's partitioning.
-        CommitError: the table cannot be read, or uses a feature raw files would bypass.
-    """
-
-    def __init__(
-        self,
-        engine: LogEngine,
-        *,
-        table_uri: str,
-        topic: str,
-        app_id: str | None = None,
-        partition_by: Sequence[str | PartitionSpec] = (),
-        merge: bool = False,
-        dlq_table_uri: str | None = None,
-        storage_options: Mapping[str, str] | None = None,
-        checkpoint_interval: int = 10,
-        stats: CommitStats | None = None,
-        on_commit: Callable[[float], None] | None = None,
-    ) -> None:
-        self.committer = Committer(
-            engine,
-            table_uri=table_uri,
-            topic=topic,
-            app_id=app_id or default_app_id(topic),
-            partition_by=partition_by,
-            merge=merge,
-            dlq_table_uri=dlq_table_uri,
-            storage_options=storage_options,
-            checkpoint_interval=checkpoint_interval,
-            stats=stats,
-            on_commit=on_commit,
-        )
+    def __init__(self, committer: Committer) -> None:
+        self.committer = committer
 
     @property
     def app_id(self) -> str:

@@ -6,7 +6,7 @@ Why it is safe while ``parka ingest`` and ``parka spark-ingest`` commit to the s
 
 * A rewrite is one commit of ``remove`` + ``add`` actions with ``dataChange: false`` and no
   ``txn``: it changes no Kafka progress and adds no rows. It goes to exactly the version after
-  the one it read (:func:`parka.lake._delta_rs.commit_rewrite`). When anything committed in
+  the one it read (:func:`parka.lake._rs_maintenance.commit_rewrite`). When anything committed in
   between, the table is re-read: a rewrite whose input files are all still live is committed
   on the new version (a concurrent append cannot touch them); one whose inputs another rewrite
   or a DELETE removed is dropped, and its new files deleted. :data:`MAX_ATTEMPTS` conflicts in
@@ -45,10 +45,10 @@ import pyarrow.parquet as pq
 from parka.config import storage_options_for
 from parka.errors import CommitConflict, CommitError, ConfigError
 
-from . import _delta_rs
-from ._delta_rs import LiveFile
+from . import _delta_rs, _rs_maintenance
 from ._log import DataFile
 from ._plan import partition_path
+from ._rs_maintenance import LiveFile
 from ._stats import StatsConfig, data_file_stats
 from ._stitch import encrypted_columns
 from ._storage import delete_files, make_durable, read_file, read_parquet_footer, write_data_file
@@ -143,7 +143,10 @@ def optimize_table(
         return md.num_row_groups > 1 and md.num_rows / md.num_row_groups < row_group_rows / 8
 
     bins = plan_bins(
-        _delta_rs.live_files(table), target_size=target_size, z_order=bool(z_order), small_row_groups=small_row_groups
+        _rs_maintenance.live_files(table),
+        target_size=target_size,
+        z_order=bool(z_order),
+        small_row_groups=small_row_groups,
     )
     written: list[tuple[Sequence[LiveFile], list[DataFile]]] = []
     committing = False
@@ -179,7 +182,7 @@ def optimize_table(
         raise  # a commit that failed otherwise may have landed: its files stay (VACUUM FULL)
     vacuumed: list[str] = []
     if vacuum_retention_hours is not None:
-        vacuumed = _delta_rs.vacuum(
+        vacuumed = _rs_maintenance.vacuum(
             table, retention_hours=vacuum_retention_hours, enforce_retention=not allow_short_retention
         )
     checkpoint_version = None
@@ -231,7 +234,7 @@ def _commit(
     attempt = 1
     while written:
         try:
-            _delta_rs.commit_rewrite(
+            _rs_maintenance.commit_rewrite(
                 table,
                 [f for group, _ in written for f in group],
                 [f for _, new in written for f in new],
@@ -249,7 +252,7 @@ def _commit(
             sleep(min(0.02 * 2**attempt, 1.0))
             attempt += 1
             _delta_rs.refresh(table)
-            live = {f.path for f in _delta_rs.live_files(table)}
+            live = {f.path for f in _rs_maintenance.live_files(table)}
             stale = [new for group, new in written if not all(f.path in live for f in group)]
             if stale:
                 log.info("%d rewrite(s) lost their input files to another commit: dropped", len(stale))

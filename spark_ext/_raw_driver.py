@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-from parka.lake import DEFAULT_STATS, LandingSession, RsEngine
+from parka.lake import DEFAULT_STATS, Committer, LandingSession, RsEngine
 
 from parka._crash import crash_point
 from parka.errors import ParkaError
@@ -63,16 +63,18 @@ def start_raw(
     # delta-rs keys go to deltalake as they are; fs.* ones are for Hadoop (the checkpoint)
     storage = {k: v for k, v in s.storage_options.items() if not k.startswith("fs.")}
     session = LandingSession(
-        _engine(spark, s.commit_engine),
-        table_uri=uri,
-        topic=s.topic,
-        app_id=s.app,
-        partition_by=s.partition_by,
-        merge=s.schema_evolution == "merge",
-        dlq_table_uri=s.dlq_table_uri,
-        storage_options=storage,
-        checkpoint_interval=s.checkpoint_interval,
-        on_commit=on_commit,
+        Committer(
+            _engine(spark, s.commit_engine),
+            table_uri=uri,
+            topic=s.topic,
+            app_id=s.app,
+            partition_by=s.partition_by,
+            merge=s.schema_evolution == "merge",
+            dlq_table_uri=s.dlq_table_uri,
+            storage_options=storage,
+            checkpoint_interval=s.checkpoint_interval,
+            on_commit=on_commit,
+        )
     )
     committer = session.committer
     run = RawRun(session)

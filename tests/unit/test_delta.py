@@ -748,25 +748,6 @@ def test_checkpoint_is_written_and_readable(tmp_path: Path) -> None:
     assert (reread.transaction_version("app"), reread.to_pyarrow_table().num_rows) == (4, 1)
 
 
-def test_append_rows_creates_then_appends_with_txns(tmp_path: Path) -> None:
-    uri = str(tmp_path / "dlq")
-    rows = pa.table({"partition": pa.array([0, 1], pa.int32()), "value": [b"\x00", None]})
-    # created as version 0, the rows as version 1
-    assert _delta_rs.append_rows(uri, rows, txns={"dlq-0": 5, "dlq-1": 9}, partition_by=["partition"]) == 1
-    table = _delta_rs.open_table(uri)
-    assert table is not None
-    assert table.metadata().partition_columns == ["partition"]
-    stale = DeltaTable(uri)
-    assert _delta_rs.append_rows(table, rows.slice(0, 1), txns={"dlq-0": 6}) == 2
-    with pytest.raises(CommitConflict):
-        _delta_rs.append_rows(stale, rows.slice(0, 1), txns={"dlq-0": 6})
-    reread = DeltaTable(uri)
-    assert (reread.transaction_version("dlq-0"), reread.transaction_version("dlq-1")) == (6, 9)
-    assert reread.to_pyarrow_table().num_rows == 3
-    with pytest.raises(SchemaMismatchError):
-        _delta_rs.append_rows(uri, pa.table({"other": [1]}), txns={})
-
-
 # --- files ------------------------------------------------------------------------------------
 
 
