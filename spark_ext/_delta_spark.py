@@ -44,6 +44,7 @@ from urllib.parse import quote, unquote
 import pyarrow as pa
 from parka.lake import (
     RsEngine,
+    RsTableLog,
     arrow_schema_of_json,
     check_commit,
     check_partition_columns,
@@ -118,7 +119,7 @@ class SparkTableLog:
         self._pending: dict[str, Any] | None = None
         self._read_app_ids: list[str] = []
         # delta-rs' read of the same version, for what delta-spark answers only with Spark jobs
-        self._reader: tuple[int, Any] | None = None
+        self._reader: tuple[int, RsTableLog | None] | None = None
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -167,11 +168,13 @@ class SparkTableLog:
             self.refresh()
         return self._version
 
-    def _rs(self) -> Any:
-        """delta-rs' handle on exactly the version this transaction read, or None when delta-rs
+    def _rs(self) -> RsTableLog | None:
+        """delta-rs' read of exactly the version this transaction read (``parka.lake``'s
+        :meth:`RsEngine.read_at`; this module imports no deltalake), or None when delta-rs
         cannot read the table. delta-spark answers ``txnVersion`` and the list of files from a
         reconstruction of the table's state, a few Spark jobs (more than a CPU-second) per new
-        snapshot, i.e. per commit; delta-rs reads the same log natively in milliseconds."""
+        snapshot, i.e. per commit; delta-rs reads the same log natively in milliseconds: why
+        this engine keeps a delta-rs reader, read-only."""
         self._current()  # a transaction, and the version it read
         if self._reader is None or self._reader[0] != self._version:
             self._reader = (self._version, RsEngine().read_at(self.uri, self._version, self._storage_options))
