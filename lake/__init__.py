@@ -41,7 +41,7 @@ from ._files import (
 from ._landing import LandingSession
 from ._log import DataFile, LogEngine, TableLog
 from ._logscan import logged_files
-from ._optimize import DEFAULT_TARGET_SIZE, OptimizeResult, optimize_table
+from ._optimize import OptimizeResult, optimize_table
 from ._plan import (
     CommitPolicy,
     FileName,
@@ -60,7 +60,6 @@ from ._storage import make_durable, read_file
 __all__ = [
     "DEFAULT_STATS",
     "DEFAULT_TARGET_FILE_SIZE",
-    "DEFAULT_TARGET_SIZE",
     "DLQ_SCHEMA",
     "FILE_TAGS_KEY",
     "BrokerWatch",
