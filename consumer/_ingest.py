@@ -58,6 +58,7 @@ from parka.config import storage_options_for
 from parka.errors import CommitError, ConfigError, KafkaClientError, SchemaMismatchError, SegmentError
 from parka.partitioning import parse_partition_by
 
+from ._positions import Positions
 from ._shim import ParquetConsumer, RawSegment
 
 if TYPE_CHECKING:
@@ -192,13 +193,7 @@ class IngestionConsumer:
         self._refused: list[Refused] = []
         self._buffered_bytes = 0
         self._oldest_at: float | None = None
-        # partition -> highest offset consumed (landed, refused or committed)
-        self._consumed: dict[int, int] = {}
-        # partition -> highest offset in the table (its txn version, or what this worker committed)
-        self._committed: dict[int, int] = {}
-        self._assigned: set[int] = set()
-        self._start: dict[int, int] = {}
-        self._high: dict[int, int] = {}
+        self._positions = Positions()  # where this worker is in each assigned partition
         self._stop = threading.Event()
         self._health = HealthLog(remind_s=settings.retry_log_interval_s, clock=clock)
         self._watch = BrokerWatch(self._health, log, clock=clock)
@@ -298,7 +293,7 @@ class IngestionConsumer:
                 self._credential_error = err
             if err.code() != KafkaError._ALL_BROKERS_DOWN:  # the transport error says more
                 self._client_error = err
-            elif self._consumer is not None and self._assigned:
+            elif self._consumer is not None and self._positions.assigned:
                 self._watch.trouble(
                     Blocker("broker", f"lost the Kafka brokers at {self._bootstrap} ({err.str()})", False)
                 )
@@ -393,17 +388,13 @@ class IngestionConsumer:
             version = versions[tp.partition]
             if version is not None:
                 tp.offset = version + 1
-                self._committed[tp.partition] = version
             elif tp.partition in s.seek_offsets:
                 tp.offset = s.seek_offsets[tp.partition]
             else:
                 tp.offset = OFFSET_BEGINNING if s.auto_offset_reset == "earliest" else OFFSET_END
-            self._assigned.add(tp.partition)
             low, high = consumer.get_watermark_offsets(TopicPartition(s.topic, tp.partition), timeout=10)
-            self._high[tp.partition] = high
-            self._start[tp.partition] = (
-                low if tp.offset == OFFSET_BEGINNING else high if tp.offset == OFFSET_END else tp.offset
-            )
+            start = low if tp.offset == OFFSET_BEGINNING else high if tp.offset == OFFSET_END else tp.offset
+            self._positions.assign(tp.partition, start=start, high=high, in_table=version)
             log.info("partition %d assigned; starting at offset %s (txn version %s)", tp.partition, tp.offset, version)
         consumer.assign(partitions)
         self._session.remove_orphans()
@@ -413,23 +404,16 @@ class IngestionConsumer:
         crash_point("on-revoke")
         self.commit()
         for tp in partitions:
-            self._assigned.discard(tp.partition)
-            self._consumed.pop(tp.partition, None)
-            self._committed.pop(tp.partition, None)
+            self._positions.revoke(tp.partition)
             log.info("partition %d revoked", tp.partition)
         consumer.unassign()
 
     def _caught_up(self) -> bool:
-        if not self._assigned or self._consumer is None:
+        consumer = self._consumer
+        if consumer is None:
             return False
-        for p in self._assigned:
-            position = max(self._start.get(p, 0), self._consumed.get(p, -1) + 1)
-            [tp] = self._consumer.position([TopicPartition(self.settings.topic, p)])
-            if tp.offset >= 0:
-                position = max(position, tp.offset)
-            if position < self._high.get(p, 0):
-                return False
-        return True
+        topic = self.settings.topic
+        return self._positions.caught_up(lambda p: int(consumer.position([TopicPartition(topic, p)])[0].offset))
 
     # -- one message ---------------------------------------------------------------------------
 
@@ -458,7 +442,7 @@ class IngestionConsumer:
             return
         self._checked.append(checked)
         self._buffered_bytes += len(seg.value)
-        self._consumed[raw.partition] = raw.offset
+        self._positions.consumed[raw.partition] = raw.offset
         if self._oldest_at is None:
             self._oldest_at = self._clock()
 
@@ -466,7 +450,7 @@ class IngestionConsumer:
         log.error("%s: %s", type(exc).__name__, exc)
         stamp = raw.timestamp[1] if raw.timestamp and raw.timestamp[0] else None
         self._refused.append(Refused(raw.partition, raw.offset, exc, stamp))
-        self._consumed[raw.partition] = raw.offset
+        self._positions.consumed[raw.partition] = raw.offset
         if self._oldest_at is None:
             self._oldest_at = self._clock()
         if self.settings.dlq_table_uri is None:
@@ -497,10 +481,10 @@ class IngestionConsumer:
             stats_config=committer.stats_config() if checked else DEFAULT_STATS,
         )
         result = committer.commit(landed, refused)
-        self._committed.update(result.last)
+        self._positions.in_table(result.last)
         self._commit_kafka(result.last)
         for p, version in result.table_txn.items():
-            if version is not None and version >= self._consumed.get(p, -1) and p not in result.last:
+            if version is not None and version >= self._positions.consumed.get(p, -1) and p not in result.last:
                 self._skip_to(p, version + 1)
 
     def _maybe_optimize(self) -> None:
@@ -526,10 +510,8 @@ class IngestionConsumer:
         """Another worker with this app id committed this partition up to ``offset - 1``: all
         this worker had of it was dropped as covered; continue after it."""
         log.warning("partition %d: the table already holds it up to offset %d; continuing there", partition, offset - 1)
-        self._consumed[partition] = offset - 1
-        self._committed[partition] = offset - 1
-        self._start[partition] = offset
-        if partition in self._assigned and self._consumer is not None:
+        self._positions.skip_to(partition, offset)
+        if partition in self._positions.assigned and self._consumer is not None:
             try:
                 self._consumer.seek(TopicPartition(self.settings.topic, partition, offset))
             except KafkaException as exc:  # being revoked: the next owner seeks from the log
@@ -538,7 +520,9 @@ class IngestionConsumer:
     def _commit_kafka(self, last: dict[int, int] | Any) -> None:
         if self._consumer is None:
             return
-        offsets = [TopicPartition(self.settings.topic, p, off + 1) for p, off in last.items() if p in self._assigned]
+        offsets = [
+            TopicPartition(self.settings.topic, p, off + 1) for p, off in last.items() if p in self._positions.assigned
+        ]
         if not offsets:
             return
         try:
@@ -553,30 +537,24 @@ class IngestionConsumer:
         fetch), per assigned partition: not yet consumed (the progress line), or with
         ``committed`` not yet in the table (the metric; what Kafka's lag tools see, as the
         Kafka offsets follow the table's). Call it on the loop's thread (it asks the client)."""
-        out: dict[int, int] = {}
-        if self._consumer is None:
-            return out
-        for p in sorted(self._assigned):
+        consumer = self._consumer
+        if consumer is None:
+            return {}
+        topic = self.settings.topic
+
+        def high_watermark(p: int) -> int | None:
             try:
-                _, high = self._consumer.get_watermark_offsets(TopicPartition(self.settings.topic, p), cached=True)
+                return int(consumer.get_watermark_offsets(TopicPartition(topic, p), cached=True)[1])
             except Exception as exc:  # the progress line and the metrics must never stop ingestion
                 log.debug("no watermark for partition %d: %s", p, exc)
-                continue
-            done = self._committed.get(p, -1) if committed else self._consumed.get(p, -1)
-            pos = max(self._start.get(p, 0), done + 1)
-            if high >= 0:
-                out[p] = max(0, high - pos)
-        return out
+                return None
+
+        return self._positions.lag(high_watermark, committed=committed)
 
     def progress(self) -> tuple[int, int]:
         """Messages consumed since start and the messages there were at start (their high
         watermarks then), over the assigned partitions: the ``--end-at-latest`` progress bar."""
-        done = total = 0
-        for p in self._assigned:
-            start, high = self._start.get(p, 0), self._high.get(p, 0)
-            total += max(0, high - start)
-            done += max(0, min(high, self._consumed.get(p, start - 1) + 1) - start)
-        return done, total
+        return self._positions.progress()
 
     def _report_lag(self, *, force: bool = False) -> None:
         """Hand the lag to the metrics, at most once a second (a scrape reads the last one)."""
