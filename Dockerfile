@@ -14,6 +14,7 @@ COPY pyproject.toml README.md /tmp/parka-src/
 COPY parka /tmp/parka-src/parka
 COPY producer /tmp/parka-src/producer
 COPY consumer /tmp/parka-src/consumer
+COPY lake /tmp/parka-src/lake
 COPY spark_ext /tmp/parka-src/spark_ext
 RUN pip install /tmp/parka-src && rm -rf /tmp/parka-src \
     && useradd --create-home --uid 10001 parka

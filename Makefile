@@ -41,10 +41,11 @@ spark-cluster-up: setup ## a Spark standalone cluster on loopback (1 master, 2 w
 spark-cluster-down: ## stop that cluster
 	scripts/spark-standalone.sh down
 
-lint: setup ## ruff and mypy
+lint: setup ## ruff, mypy and the import contracts (import-linter)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	scripts/typecheck.sh $(BIN)/mypy
+	scripts/lint-imports.sh $(BIN)/lint-imports
 
 # mkdocs-material prints a banner about its successor on every run; the build's own warnings stay
 DOCS_ENV := NO_MKDOCS_2_WARNING=1

@@ -41,7 +41,7 @@ from typing import Any
 
 import pyarrow as pa
 from deltalake import DeltaTable
-from parka.consumer._stitch import row_groups
+from parka.lake import row_groups
 from parka.producer import ParquetProducer
 
 from . import encodings as enc

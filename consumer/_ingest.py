@@ -32,20 +32,31 @@ from confluent_kafka import (
     KafkaException,
     TopicPartition,
 )
+from parka.lake import (
+    DEFAULT_STATS,
+    DLQ_SCHEMA,
+    BrokerWatch,
+    CheckedSegment,
+    CommitPolicy,
+    CommitStats,
+    Committer,
+    LandingSession,
+    Refused,
+    RsEngine,
+    check_segment,
+    optimize_table,
+    read_segment,
+    wait_until_ready,
+    write_segments,
+)
 
 from parka._crash import crash_point
 from parka._health import Blocker, HealthLog, kafka_logger
 from parka.errors import CommitError, KafkaClientError, SchemaMismatchError, SegmentError
 
-from ._committer import CommitStats, Committer
-from ._delta import RsEngine
-from ._files import DLQ_SCHEMA, CheckedSegment, check_segment, read_segment, write_segments
-from ._optimize import optimize_table
-from ._plan import CommitPolicy, Refused
-from ._preflight import BrokerWatch, wait_until_ready
+from ._positions import Positions
 from ._settings import IngestSettings
 from ._shim import ParquetConsumer, RawSegment
-from ._stats import DEFAULT_STATS
 
 if TYPE_CHECKING:
     from parka.metrics import IngestMetrics
@@ -104,18 +115,13 @@ class IngestionConsumer:
             settings.max_segments_per_commit,
         )
         self._consumer: ParquetConsumer | None = None
+        self._session: LandingSession | None = None
         self._committer: Committer | None = None
         self._checked: list[CheckedSegment] = []  # written as data files at the next commit
         self._refused: list[Refused] = []
         self._buffered_bytes = 0
         self._oldest_at: float | None = None
-        # partition -> highest offset consumed (landed, refused or committed)
-        self._consumed: dict[int, int] = {}
-        # partition -> highest offset in the table (its txn version, or what this worker committed)
-        self._committed: dict[int, int] = {}
-        self._assigned: set[int] = set()
-        self._start: dict[int, int] = {}
-        self._high: dict[int, int] = {}
+        self._positions = Positions()  # where this worker is in each assigned partition
         self._stop = threading.Event()
         self._health = HealthLog(remind_s=settings.retry_log_interval_s, clock=clock)
         self._watch = BrokerWatch(self._health, log, clock=clock)
@@ -145,7 +151,7 @@ class IngestionConsumer:
             CommitError: a commit failed (``CommitConflict``: conflicts did not resolve).
             KafkaClientError: a fatal Kafka client error.
             BlockedError: ``end_at_latest`` and the table location or the topic cannot be used
-                (:func:`._preflight.wait_until_ready`); a daemon waits for them instead.
+                (:func:`parka.lake.wait_until_ready`); a daemon waits for them instead.
         """
         s = self.settings
         conf = dict(s.kafka_conf)
@@ -162,20 +168,23 @@ class IngestionConsumer:
         try:
             if not self._wait_until_ready():
                 return self.stats  # stopped while waiting
-            self._committer = Committer(
-                RsEngine(),
-                table_uri=s.table_uri,
-                topic=s.topic,
-                app_id=s.app_id,
-                partition_by=s.partition_by,
-                merge=s.schema_evolution == "merge",
-                dlq_table_uri=s.dlq_table_uri,
-                storage_options=s.storage_options,
-                checkpoint_interval=s.checkpoint_interval,
-                stats=self.stats,
-                on_commit=None if self._metrics is None else self._metrics.observe_commit,
+            self._session = LandingSession(
+                Committer(
+                    RsEngine(),
+                    table_uri=s.table_uri,
+                    topic=s.topic,
+                    app_id=s.app_id,
+                    partition_by=s.partition_by,
+                    merge=s.schema_evolution == "merge",
+                    dlq_table_uri=s.dlq_table_uri,
+                    storage_options=s.storage_options,
+                    checkpoint_interval=s.checkpoint_interval,
+                    stats=self.stats,
+                    on_commit=None if self._metrics is None else self._metrics.observe_commit,
+                )
             )
-            self._committer.remove_orphans()
+            self._committer = self._session.committer
+            self._session.start()
             self._consumer.subscribe([s.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
             while not self._stop.is_set():
                 raw = self._poll()
@@ -197,7 +206,7 @@ class IngestionConsumer:
                 if s.end_at_latest and self._caught_up():
                     break
             self.commit()
-            self._committer.remove_orphans()
+            self._session.remove_orphans()
             self._report_lag(force=True)
         finally:
             self._consumer.close()
@@ -212,7 +221,7 @@ class IngestionConsumer:
                 self._credential_error = err
             if err.code() != KafkaError._ALL_BROKERS_DOWN:  # the transport error says more
                 self._client_error = err
-            elif self._consumer is not None and self._assigned:
+            elif self._consumer is not None and self._positions.assigned:
                 self._watch.trouble(
                     Blocker("broker", f"lost the Kafka brokers at {self._bootstrap} ({err.str()})", False)
                 )
@@ -269,7 +278,7 @@ class IngestionConsumer:
         return str(self.settings.kafka_conf.get("bootstrap.servers", "?"))
 
     def _wait_until_ready(self) -> bool:
-        """The table location and the topic answer (:func:`._preflight.wait_until_ready`)."""
+        """The table location and the topic answer (:func:`parka.lake.wait_until_ready`)."""
         s = self.settings
 
         def client_error() -> Any:
@@ -301,49 +310,38 @@ class IngestionConsumer:
         """Seek every assigned partition from the Delta log (the source of truth), and remove
         the orphans a crashed worker may have left for them."""
         s = self.settings
-        assert self._committer is not None
-        versions = self._committer.txn_versions(tp.partition for tp in partitions)
+        assert self._session is not None
+        versions = self._session.resume(tp.partition for tp in partitions)
         for tp in partitions:
             version = versions[tp.partition]
             if version is not None:
                 tp.offset = version + 1
-                self._committed[tp.partition] = version
             elif tp.partition in s.seek_offsets:
                 tp.offset = s.seek_offsets[tp.partition]
             else:
                 tp.offset = OFFSET_BEGINNING if s.auto_offset_reset == "earliest" else OFFSET_END
-            self._assigned.add(tp.partition)
             low, high = consumer.get_watermark_offsets(TopicPartition(s.topic, tp.partition), timeout=10)
-            self._high[tp.partition] = high
-            self._start[tp.partition] = (
-                low if tp.offset == OFFSET_BEGINNING else high if tp.offset == OFFSET_END else tp.offset
-            )
+            start = low if tp.offset == OFFSET_BEGINNING else high if tp.offset == OFFSET_END else tp.offset
+            self._positions.assign(tp.partition, start=start, high=high, in_table=version)
             log.info("partition %d assigned; starting at offset %s (txn version %s)", tp.partition, tp.offset, version)
         consumer.assign(partitions)
-        self._committer.remove_orphans()
+        self._session.remove_orphans()
 
     def _on_revoke(self, consumer: ParquetConsumer, partitions: list[TopicPartition]) -> None:
         """Commit what is buffered before another worker takes the partitions."""
         crash_point("on-revoke")
         self.commit()
         for tp in partitions:
-            self._assigned.discard(tp.partition)
-            self._consumed.pop(tp.partition, None)
-            self._committed.pop(tp.partition, None)
+            self._positions.revoke(tp.partition)
             log.info("partition %d revoked", tp.partition)
         consumer.unassign()
 
     def _caught_up(self) -> bool:
-        if not self._assigned or self._consumer is None:
+        consumer = self._consumer
+        if consumer is None:
             return False
-        for p in self._assigned:
-            position = max(self._start.get(p, 0), self._consumed.get(p, -1) + 1)
-            [tp] = self._consumer.position([TopicPartition(self.settings.topic, p)])
-            if tp.offset >= 0:
-                position = max(position, tp.offset)
-            if position < self._high.get(p, 0):
-                return False
-        return True
+        topic = self.settings.topic
+        return self._positions.caught_up(lambda p: int(consumer.position([TopicPartition(topic, p)])[0].offset))
 
     # -- one message ---------------------------------------------------------------------------
 
@@ -372,7 +370,7 @@ class IngestionConsumer:
             return
         self._checked.append(checked)
         self._buffered_bytes += len(seg.value)
-        self._consumed[raw.partition] = raw.offset
+        self._positions.consumed[raw.partition] = raw.offset
         if self._oldest_at is None:
             self._oldest_at = self._clock()
 
@@ -380,7 +378,7 @@ class IngestionConsumer:
         log.error("%s: %s", type(exc).__name__, exc)
         stamp = raw.timestamp[1] if raw.timestamp and raw.timestamp[0] else None
         self._refused.append(Refused(raw.partition, raw.offset, exc, stamp))
-        self._consumed[raw.partition] = raw.offset
+        self._positions.consumed[raw.partition] = raw.offset
         if self._oldest_at is None:
             self._oldest_at = self._clock()
         if self.settings.dlq_table_uri is None:
@@ -390,7 +388,7 @@ class IngestionConsumer:
 
     def commit(self) -> None:
         """Commit what is buffered through the committer (the protocol:
-        :meth:`parka.consumer._committer.Committer.commit`), then the Kafka side: offsets for
+        :meth:`parka.lake.Committer.commit`), then the Kafka side: offsets for
         lag tools, and a seek for partitions another worker took further in the table."""
         if not self._checked and not self._refused:
             return
@@ -411,15 +409,15 @@ class IngestionConsumer:
             stats_config=committer.stats_config() if checked else DEFAULT_STATS,
         )
         result = committer.commit(landed, refused)
-        self._committed.update(result.last)
+        self._positions.in_table(result.last)
         self._commit_kafka(result.last)
         for p, version in result.table_txn.items():
-            if version is not None and version >= self._consumed.get(p, -1) and p not in result.last:
+            if version is not None and version >= self._positions.consumed.get(p, -1) and p not in result.last:
                 self._skip_to(p, version + 1)
 
     def _maybe_optimize(self) -> None:
         """Every ``optimize_every`` commits of this worker, compact the table
-        (:func:`parka.consumer._optimize.optimize_table`; no checkpoint: the committer writes
+        (:func:`parka.lake.optimize_table`; no checkpoint: the committer writes
         those). Between commits, never inside one: nothing is buffered when it runs, and the
         next commit re-reads the table (the protocol's step 3). Maintenance only: a failure is
         logged and ingestion goes on."""
@@ -440,10 +438,8 @@ class IngestionConsumer:
         """Another worker with this app id committed this partition up to ``offset - 1``: all
         this worker had of it was dropped as covered; continue after it."""
         log.warning("partition %d: the table already holds it up to offset %d; continuing there", partition, offset - 1)
-        self._consumed[partition] = offset - 1
-        self._committed[partition] = offset - 1
-        self._start[partition] = offset
-        if partition in self._assigned and self._consumer is not None:
+        self._positions.skip_to(partition, offset)
+        if partition in self._positions.assigned and self._consumer is not None:
             try:
                 self._consumer.seek(TopicPartition(self.settings.topic, partition, offset))
             except KafkaException as exc:  # being revoked: the next owner seeks from the log
@@ -452,7 +448,9 @@ class IngestionConsumer:
     def _commit_kafka(self, last: dict[int, int] | Any) -> None:
         if self._consumer is None:
             return
-        offsets = [TopicPartition(self.settings.topic, p, off + 1) for p, off in last.items() if p in self._assigned]
+        offsets = [
+            TopicPartition(self.settings.topic, p, off + 1) for p, off in last.items() if p in self._positions.assigned
+        ]
         if not offsets:
             return
         try:
@@ -467,30 +465,24 @@ class IngestionConsumer:
         fetch), per assigned partition: not yet consumed (the progress line), or with
         ``committed`` not yet in the table (the metric; what Kafka's lag tools see, as the
         Kafka offsets follow the table's). Call it on the loop's thread (it asks the client)."""
-        out: dict[int, int] = {}
-        if self._consumer is None:
-            return out
-        for p in sorted(self._assigned):
+        consumer = self._consumer
+        if consumer is None:
+            return {}
+        topic = self.settings.topic
+
+        def high_watermark(p: int) -> int | None:
             try:
-                _, high = self._consumer.get_watermark_offsets(TopicPartition(self.settings.topic, p), cached=True)
+                return int(consumer.get_watermark_offsets(TopicPartition(topic, p), cached=True)[1])
             except Exception as exc:  # the progress line and the metrics must never stop ingestion
                 log.debug("no watermark for partition %d: %s", p, exc)
-                continue
-            done = self._committed.get(p, -1) if committed else self._consumed.get(p, -1)
-            pos = max(self._start.get(p, 0), done + 1)
-            if high >= 0:
-                out[p] = max(0, high - pos)
-        return out
+                return None
+
+        return self._positions.lag(high_watermark, committed=committed)
 
     def progress(self) -> tuple[int, int]:
         """Messages consumed since start and the messages there were at start (their high
         watermarks then), over the assigned partitions: the ``--end-at-latest`` progress bar."""
-        done = total = 0
-        for p in self._assigned:
-            start, high = self._start.get(p, 0), self._high.get(p, 0)
-            total += max(0, high - start)
-            done += max(0, min(high, self._consumed.get(p, start - 1) + 1) - start)
-        return done, total
+        return self._positions.progress()
 
     def _report_lag(self, *, force: bool = False) -> None:
         """Hand the lag to the metrics, at most once a second (a scrape reads the last one)."""

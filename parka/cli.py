@@ -22,7 +22,7 @@ COMMANDS: dict[str, Command] = {
         "the same ingestion on Spark Structured Streaming (raw or decode mode), committed through delta-spark",
     ),
     "optimize": Command(
-        "parka.consumer._optimize_cli",
+        "parka.lake._optimize_cli",
         "compact a Delta table's small files (optionally in Z-order), VACUUM and checkpoint it",
     ),
 }

@@ -10,7 +10,7 @@ Names start with ``parka_``. Labels are the topic, the Kafka partition and the p
 
 * :class:`IngestMetrics`: what ``parka ingest`` and ``parka spark-ingest`` serve with
   ``--metrics-port``. The counters are read, when scraped, from the counters the committer
-  already keeps (:class:`parka.consumer._committer.CommitStats`, or Spark's progress in decode
+  already keeps (:class:`parka.lake.CommitStats`, or Spark's progress in decode
   mode); commit latency is a histogram the committer feeds; lag is what the daemon last measured.
 * :class:`ProducerMetrics`: segments, rows per segment, encode time, bytes per row and the
   records waiting in the producer's buffers, fed by ``ParquetProducer`` when its config has

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# mypy over parka as it is installed: one package `parka` with producer/, consumer/ and
+# mypy over parka as it is installed: one package `parka` with producer/, consumer/, lake/ and
 # spark_ext/ inside it (setuptools' package-dir mapping, which mypy cannot follow). A tree of
 # symlinks in build/typecheck lays the folders out that way (scripts/package_tree.py), so every import between them
-# (spark_ext calling into parka.consumer) is checked for real. Settings: [tool.mypy] in
+# (spark_ext and consumer calling into parka.lake) is checked for real. Settings: [tool.mypy] in
 # pyproject.toml. Then the fault suite, reliability/, against that tree.
 # Usage: scripts/typecheck.sh [path/to/mypy]
 set -euo pipefail

@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _ready(settings: SparkIngestSettings, args: argparse.Namespace, stop: threading.Event) -> bool:
     """Before a Spark session starts: the table location and the topic answer
-    (:func:`parka.consumer._preflight.probe_until_ready`), so that a run-once ends in seconds with
+    (:func:`parka.lake.probe_until_ready`), so that a run-once ends in seconds with
     a line naming the cause rather than in a JVM trace, and a daemon says what it waits for.
     Kafka is probed with librdkafka when the ``-K`` settings are ones it takes; an object store
     configured with Hadoop ``fs.*`` settings is left to Spark.
@@ -134,7 +134,7 @@ def _ready(settings: SparkIngestSettings, args: argparse.Namespace, stop: thread
     Raises:
         BlockedError: a run-once and a cause that did not clear.
     """
-    from parka.consumer._preflight import probe_until_ready
+    from parka.lake import probe_until_ready
 
     options = dict(settings.storage_options)
     local = "://" not in settings.table_uri or settings.table_uri.startswith("file:")

@@ -1,6 +1,6 @@
 """The one module that talks to delta-spark's JVM classes: raw mode's commits through delta-spark.
 
-:class:`SparkTableLog` is the delta-spark implementation of :class:`parka.consumer._log.TableLog`
+:class:`SparkTableLog` is the delta-spark implementation of :class:`parka.lake.TableLog`
 (the other is delta-rs'); the commit protocol, written once in the committer, sees only that
 interface. Through py4j, on the driver:
 
@@ -15,7 +15,7 @@ interface. Through py4j, on the driver:
   info. delta-spark itself then assigns row ids (row tracking), in-commit timestamps and domain
   metadata, checks the protocol and writes checkpoints, as its own writer would.
 * Schema changes (new columns, new nested fields, widened types with their ``delta.typeChanges``,
-  relaxed nullability: :func:`parka.consumer._delta.evolve_schema_json`) join that commit as a
+  relaxed nullability: :func:`parka.lake.evolve_schema_json`) join that commit as a
   metadata update (``updateMetadata``): one version, with delta-spark's conflict checks.
 * A table :meth:`SparkEngine.create` makes is created by the first commit, with its data (the
   ``metaData`` through ``updateMetadataForNewTable``, what ``CREATE TABLE`` does without its
@@ -42,9 +42,16 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 import pyarrow as pa
-from parka.consumer import (
-    _delta,  # the rules both engines share (schema JSON, writability), CommitConflict
-    _logscan,  # which files the log names, tombstones included
+from parka.lake import (
+    RsEngine,
+    RsTableLog,
+    arrow_schema_of_json,
+    check_commit,
+    check_partition_columns,
+    check_writable,
+    evolve_schema_json,
+    logged_files,
+    schema_json,
 )
 
 from parka.errors import CommitConflict, CommitError, ParkaError
@@ -112,7 +119,7 @@ class SparkTableLog:
         self._pending: dict[str, Any] | None = None
         self._read_app_ids: list[str] = []
         # delta-rs' read of the same version, for what delta-spark answers only with Spark jobs
-        self._reader: tuple[int, Any] | None = None
+        self._reader: tuple[int, RsTableLog | None] | None = None
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -140,7 +147,7 @@ class SparkTableLog:
         self._read_app_ids = []
         if metadata:
             fields = json.loads(metadata["schemaString"])["fields"]
-            _delta.check_writable(metadata.get("configuration") or {}, [f.get("metadata") or {} for f in fields])
+            check_writable(metadata.get("configuration") or {}, [f.get("metadata") or {} for f in fields])
         return version
 
     def _adopt(self, pending: Mapping[str, Any], found: Mapping[str, Any]) -> None:
@@ -161,14 +168,16 @@ class SparkTableLog:
             self.refresh()
         return self._version
 
-    def _rs(self) -> Any:
-        """delta-rs' handle on exactly the version this transaction read, or None when delta-rs
+    def _rs(self) -> RsTableLog | None:
+        """delta-rs' read of exactly the version this transaction read (``parka.lake``'s
+        :meth:`RsEngine.read_at`; this module imports no deltalake), or None when delta-rs
         cannot read the table. delta-spark answers ``txnVersion`` and the list of files from a
         reconstruction of the table's state, a few Spark jobs (more than a CPU-second) per new
-        snapshot, i.e. per commit; delta-rs reads the same log natively in milliseconds."""
+        snapshot, i.e. per commit; delta-rs reads the same log natively in milliseconds: why
+        this engine keeps a delta-rs reader, read-only."""
         self._current()  # a transaction, and the version it read
         if self._reader is None or self._reader[0] != self._version:
-            self._reader = (self._version, _delta.read_version(self.uri, self._version, self._storage_options))
+            self._reader = (self._version, RsEngine().read_at(self.uri, self._version, self._storage_options))
         return self._reader[1]
 
     def txn_version(self, app_id: str) -> int | None:
@@ -185,13 +194,13 @@ class SparkTableLog:
         with _translating(f"cannot read the txn version of '{app_id}'"):
             if reader is not None:
                 txn.readTxn().addOne(app_id)  # what txnVersion() records, without its Spark jobs
-                return _delta.txn_version(reader, app_id)
+                return reader.txn_version(app_id)
             found = int(txn.txnVersion(app_id))
         return None if found < 0 else found
 
     def arrow_schema(self) -> pa.Schema:
         self._current()
-        schema: pa.Schema = _delta.arrow_schema_of_json(self._metadata["schemaString"])
+        schema: pa.Schema = arrow_schema_of_json(self._metadata["schemaString"])
         return schema
 
     def partition_columns(self) -> list[str]:
@@ -207,7 +216,7 @@ class SparkTableLog:
             return set()
         reader = self._rs()
         if reader is not None:
-            return _delta.referenced_files(reader)
+            return reader.referenced_files()
         from pyspark.sql import DataFrame
 
         with _translating("cannot list the table's add actions"):
@@ -219,14 +228,14 @@ class SparkTableLog:
         # The log's files hold the tombstones; delta-spark would answer with Spark jobs.
         if self.version() < 0:
             return set()
-        return _logscan.logged_files(self.uri, self._storage_options)
+        return logged_files(self.uri, self._storage_options)
 
     # -- writes --------------------------------------------------------------------------------
 
     def add_columns(self, fields: Collection[pa.Field]) -> None:
         txn = self._current()
         widening = str((self._metadata.get("configuration") or {}).get(TYPE_WIDENING_KEY, "")).lower() == "true"
-        merged = _delta.evolve_schema_json(self._metadata["schemaString"], fields, widening=widening)
+        merged = evolve_schema_json(self._metadata["schemaString"], fields, widening=widening)
         if merged is None:
             return
         if self._schema_changed:  # delta-spark takes one metadata update per transaction
@@ -249,7 +258,7 @@ class SparkTableLog:
         txn = self._current()
         if not files and not txns and not self._schema_changed:
             return self._version  # a table still to be created stays so: nothing to create it with
-        _delta.check_commit(files, txns, self.partition_columns())
+        check_commit(files, txns, self.partition_columns())
         now_ms = int(time.time() * 1000)
         adds = [
             {
@@ -308,7 +317,7 @@ class SparkTableLog:
 
 
 class SparkEngine:
-    """:class:`parka.consumer._log.LogEngine` of delta-spark, in ``spark``'s JVM."""
+    """:class:`parka.lake.LogEngine` of delta-spark, in ``spark``'s JVM."""
 
     name = "delta-spark"
 
@@ -332,11 +341,11 @@ class SparkEngine:
         partition_by: Collection[str],
         storage_options: Mapping[str, str] | None = None,
     ) -> SparkTableLog:
-        _delta.check_partition_columns(schema, partition_by)
+        check_partition_columns(schema, partition_by)
         metadata = {
             "id": str(uuid.uuid4()),
             "format": {"provider": "parquet", "options": {}},
-            "schemaString": _delta.schema_json(schema),
+            "schemaString": schema_json(schema),
             "partitionColumns": list(partition_by),
             "configuration": {},
             "createdTime": int(time.time() * 1000),

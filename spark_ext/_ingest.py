@@ -3,7 +3,7 @@
 ``raw`` (the default): each micro-batch's segments land in the table as they are, written by
 the executors and committed by the driver with one ``txn`` per Kafka partition, the scheme of
 ``parka ingest`` (:mod:`._raw`; the protocol is the one committer both share,
-:meth:`parka.consumer._committer.Committer.commit`), through
+:meth:`parka.lake.Committer.commit`), through
 delta-spark's transaction API (``commit_engine="delta-spark"``, :mod:`._delta_spark`) or
 delta-rs. No record is decoded (for an unpartitioned table), and the two ingestions can take
 turns on one table.
@@ -32,35 +32,26 @@ hidden, so neither reads nor VACUUM touch it, and the table and its progress mov
 
 from __future__ import annotations
 
-import ast
-import json
 import logging
-import os
 import re
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-from parka.consumer._committer import Committer
-from parka.consumer._plan import fit_segment
-from parka.consumer._stats import DEFAULT_STATS
-
 from parka._cli_util import redacted
-from parka._crash import crash_point
-from parka.errors import ConfigError, ParkaError, SchemaMismatchError
-from parka.schema import RESERVED_PREFIX, to_arrow_schema
-from parka.segment import FORMAT_HEADER, RESERVED_FIELDS
+from parka.errors import ConfigError, ParkaError
 
-from ._arrow import KAFKA_COLUMNS, METADATA_COLUMNS, SegmentDecoder, type_shape
-from ._reader import first_segment_schema, kafka_options, spark_schema
+from ._lag import progress_lag
+from ._reader import kafka_options
 from ._session import translate
 from ._settings import CHECKPOINTS_DIR, SparkIngestSettings
 
 if TYPE_CHECKING:
     from parka._progress import LogProgress, ProgressBar
     from parka.metrics import IngestMetrics
+
+    from ._raw_driver import RawRun
 
 __all__ = ["CHECKPOINTS_DIR", "SparkIngestError", "SparkIngestSettings", "SparkIngestStats", "ingest", "start_ingest"]
 
@@ -187,49 +178,6 @@ def _kafka_client_options(conf: Mapping[str, str]) -> dict[str, str]:
     return {f"kafka.{k}": v for k, v in conf.items()}
 
 
-def _arrow_of_table(spark_struct: Any) -> pa.Schema:
-    from pyspark.sql.pandas.types import to_arrow_schema as spark_to_arrow
-
-    return spark_to_arrow(spark_struct)
-
-
-def _resolve_schema(
-    spark: Any, s: SparkIngestSettings, options: Mapping[str, str], table: pa.Schema | None
-) -> tuple[pa.Schema, str]:
-    """The stream's user schema and where it came from: the given schema, else the table's, else
-    the topic's first segment. Checked against the table before anything runs.
-
-    Raises:
-        SchemaMismatchError: the schema has columns the table lacks (without merge) or types
-            the table cannot take.
-    """
-    if s.schema is not None:
-        schema, source = to_arrow_schema(s.schema), "given"
-    elif table is not None:
-        user = [f for f in table if not f.name.startswith(RESERVED_PREFIX) and f.name not in _METADATA_NAMES]
-        schema, source = pa.schema(user), "table"
-    else:
-        schema, source = first_segment_schema(spark, s.topic, options), "first segment"
-    if table is not None:
-        probe = SegmentDecoder(schema)
-        for f in probe.schema:
-            if f.name not in table.names:
-                if s.schema_evolution != "merge":
-                    raise SchemaMismatchError(
-                        "the table has no such column; rerun with --schema-evolution merge to add it", field=f.name
-                    )
-                continue
-            have = probe.schema.field(f.name).type
-            want = SegmentDecoder(pa.schema([table.field(f.name)])).schema.field(0).type
-            if type_shape(have) != type_shape(want):
-                raise SchemaMismatchError(f"the schema says {have}, the table has {want}", field=f.name)
-    return schema, source
-
-
-_OBSERVED = "parka_ingest"
-_METADATA_NAMES = frozenset(f.name for f in METADATA_COLUMNS.values())
-
-
 def start_ingest(spark: Any, settings: SparkIngestSettings) -> Any:
     """Start the streaming query; returns the ``StreamingQuery`` (see :func:`ingest` to wait).
 
@@ -239,7 +187,7 @@ def start_ingest(spark: Any, settings: SparkIngestSettings) -> Any:
     return _start(spark, settings)[0]
 
 
-def _source_options(spark: Any, s: SparkIngestSettings) -> dict[str, str]:
+def source_options(spark: Any, s: SparkIngestSettings) -> dict[str, str]:
     """The Kafka source's options; also puts the storage settings into the session's Hadoop
     conf (the checkpoint, and in decode mode the table, are written through it)."""
     options = kafka_options(s.topic, s.bootstrap_servers, {**_kafka_client_options(s.kafka_conf), **s.source_options})
@@ -251,7 +199,7 @@ def _source_options(spark: Any, s: SparkIngestSettings) -> dict[str, str]:
     return options
 
 
-def _with_trigger(writer: Any, s: SparkIngestSettings) -> Any:
+def with_trigger(writer: Any, s: SparkIngestSettings) -> Any:
     interval = trigger_ms(s.trigger)
     if interval is None:
         return writer.trigger(availableNow=True)
@@ -260,257 +208,17 @@ def _with_trigger(writer: Any, s: SparkIngestSettings) -> Any:
 
 def _start(
     spark: Any, settings: SparkIngestSettings, on_commit: Callable[[float], None] | None = None
-) -> tuple[Any, str, _RawRun | None]:
+) -> tuple[Any, str, RawRun | None]:
     """The started query, where its schema came from, and (raw mode) its committer's run, which
     tells ``on_commit`` each commit's seconds."""
     if settings.mode == "raw":
-        return _start_raw(spark, settings, on_commit)
-    query, source = _start_decode(spark, settings)
+        from ._raw_driver import start_raw
+
+        return start_raw(spark, settings, on_commit)
+    from ._decode import start_decode
+
+    query, source = start_decode(spark, settings)
     return query, source, None
-
-
-def _start_decode(spark: Any, settings: SparkIngestSettings) -> tuple[Any, str]:
-    from delta.tables import DeltaTable
-
-    s = settings
-    options = _source_options(spark, s)
-    table_schema: pa.Schema | None = None
-    if DeltaTable.isDeltaTable(spark, s.table_uri):
-        detail = DeltaTable.forPath(spark, s.table_uri).detail().collect()[0]
-        existing = list(detail["partitionColumns"] or [])
-        if s.partition_by and list(s.partition_by) != existing:
-            raise ConfigError("partition_by", ",".join(s.partition_by), f"the table's: {','.join(existing) or 'none'}")
-        table_schema = _arrow_of_table(spark.read.format("delta").load(s.table_uri).schema)
-        missing = [f for f in RESERVED_FIELDS if f.name not in table_schema.names]
-        if s.reserved == "keep" and missing:
-            # parka ingest adds reserved columns as they appear; a Spark query's schema is fixed
-            # at start, so add them all now rather than drop keys, timestamps or headers.
-            columns = ", ".join(
-                f"`{f.name}` {spark_schema(pa.schema([f]))[0].dataType.simpleString()}" for f in missing
-            )
-            spark.sql(f"ALTER TABLE delta.`{s.table_uri}` ADD COLUMNS ({columns})")
-            log.info("added reserved column(s) %s to %s", ", ".join(f.name for f in missing), s.table_uri)
-    schema, source = _resolve_schema(spark, s, options, table_schema)
-    decoder = SegmentDecoder(schema, reserved=s.reserved, metadata=s.metadata)
-    for name in s.partition_by:
-        if name not in decoder.output_schema.names:
-            raise ConfigError("partition_by", name, ", ".join(decoder.output_schema.names))
-    log.info("stream schema from the %s: %s", source, ", ".join(f"{f.name} {f.type}" for f in decoder.schema))
-
-    raw = spark.readStream.format("kafka").options(**options).load()
-    from pyspark.sql import functions as F
-
-    from ._reader import decode
-
-    records = decode(raw, schema, reserved=s.reserved, metadata=s.metadata)
-    records = records.observe(_OBSERVED, F.count(F.lit(1)).alias("records"))  # per-batch count, in progress
-    writer = (
-        records.writeStream.format("delta")
-        .outputMode("append")
-        .queryName(s.app)
-        .option("checkpointLocation", s.checkpoint)
-    )
-    if s.schema_evolution == "merge":
-        writer = writer.option("mergeSchema", "true")
-    if s.partition_by:
-        writer = writer.partitionBy(*s.partition_by)
-    return _with_trigger(writer, s).start(s.table_uri), source
-
-
-def _local_path(uri: str) -> str:
-    """A local table path made absolute: executors need not share the driver's working directory."""
-    return os.path.abspath(uri) if "://" not in uri and not uri.startswith("file:") else uri
-
-
-def _engine(spark: Any, name: str) -> Any:
-    """The :class:`parka.consumer._log.LogEngine` called ``name``."""
-    if name == "delta-rs":
-        from parka.consumer._delta import RsEngine
-
-        return RsEngine()
-    from ._delta_spark import SparkEngine
-
-    return SparkEngine(spark)
-
-
-@dataclass
-class _RawRun:
-    """Raw mode's state on the driver: the committer, and what failed the query (to raise as is)."""
-
-    committer: Committer
-    failure: ParkaError | None = None
-
-
-def _start_raw(
-    spark: Any, s: SparkIngestSettings, on_commit: Callable[[float], None] | None = None
-) -> tuple[Any, str, _RawRun]:
-    from ._raw import FILE_ROWS, SegmentFileWriter, committer_input, segment_schema
-
-    options = _source_options(spark, s)
-    uri = _local_path(s.table_uri)
-    # delta-rs keys go to deltalake as they are; fs.* ones are for Hadoop (the checkpoint)
-    storage = {k: v for k, v in s.storage_options.items() if not k.startswith("fs.")}
-    committer = Committer(
-        _engine(spark, s.commit_engine),
-        table_uri=uri,
-        topic=s.topic,
-        app_id=s.app,
-        partition_by=s.partition_by,
-        merge=s.schema_evolution == "merge",
-        dlq_table_uri=s.dlq_table_uri,
-        storage_options=storage,
-        checkpoint_interval=s.checkpoint_interval,
-        on_commit=on_commit,
-    )
-    run = _RawRun(committer)
-    given = None if s.schema is None else to_arrow_schema(s.schema)
-    if committer.table is not None:
-        source = "table"
-        if given is not None:
-            _check_given_schema(committer, given, s)
-        removed = committer.remove_orphans()
-        if removed:
-            log.info("removed %d orphan data file(s) of interrupted commits", removed)
-        _resume_from_table(spark, s, options, committer)
-    elif given is not None:
-        source = "given"
-        committer.ensure_table(pa.schema([*given, *(f.with_nullable(True) for f in RESERVED_FIELDS)]))
-    else:
-        source = "first segment"  # of the first micro-batch, when it runs (as parka ingest does)
-
-    from pyspark.sql import functions as F
-
-    is_seg = F.exists("headers", lambda h: h["key"] == F.lit(FORMAT_HEADER))
-    rows_schema = spark_schema(FILE_ROWS)
-
-    def run_batch(df: Any, batch_id: int) -> None:
-        # On the driver (Spark calls it back through py4j), once per micro-batch.
-        try:
-            kafka = df.select(*KAFKA_COLUMNS)
-            if committer.table is None:
-                first = kafka.where(is_seg).select("value", "headers", "topic", "partition", "offset").limit(1)
-                found = first.toArrow().to_pylist()
-                if found:
-                    row = found[0]
-                    headers = [(h["key"], h["value"]) for h in row["headers"] or ()]
-                    schema = segment_schema(
-                        row["value"], headers, topic=row["topic"], partition=row["partition"], offset=row["offset"]
-                    )
-                    committer.ensure_table(schema)
-            committer.refresh()
-            writer = SegmentFileWriter(
-                uri,
-                pa.schema([]) if committer.table is None else committer.table_schema(),
-                committer.partitioning,
-                storage,
-                merge=committer.merge,
-                keep_bad_values=s.dlq_table_uri is not None,
-                target_file_size=s.target_file_size,
-                stats_config=DEFAULT_STATS if committer.table is None else committer.stats_config(),
-            )
-            crash_point("batch-before-write")
-            rows = kafka.mapInArrow(writer, rows_schema).toArrow()
-            crash_point("batch-after-write")
-            landed, refused = committer_input(rows)
-            # the executors flushed their files before their tasks ended: durable already
-            committer.commit(landed, refused, durable=True, commit_info={"parka.spark_batch": batch_id})
-        except ParkaError as exc:
-            run.failure = exc
-            raise
-
-    writer = raw_stream(spark, options).writeStream.queryName(s.app).option("checkpointLocation", s.checkpoint)
-    query = _with_trigger(writer.foreachBatch(run_batch), s).start()
-    return query, source, run
-
-
-def raw_stream(spark: Any, options: Mapping[str, str]) -> Any:
-    return spark.readStream.format("kafka").options(**options).load()
-
-
-def _check_given_schema(committer: Committer, given: pa.Schema, s: SparkIngestSettings) -> None:
-    """An existing table must take ``--schema`` by the rule segments are held to; with merge, its
-    new columns are added now.
-
-    Raises:
-        SchemaMismatchError: it cannot.
-    """
-    table = committer.table
-    assert table is not None, "only for an existing table"
-    fit = fit_segment(committer.table_schema(), given, partition_by=committer.partitioning, merge=committer.merge)
-    if fit.problem is not None:
-        raise SchemaMismatchError(f"the table cannot take the given schema: {fit.problem}", field=fit.field)
-    if fit.new_fields:
-        table.add_columns(list(fit.new_fields))
-        table.commit_add_files([], txns={}, commit_info={"parka.app_id": s.app, "parka.topic": s.topic})
-
-
-def _resume_from_table(spark: Any, s: SparkIngestSettings, options: dict[str, str], committer: Committer) -> None:
-    """Start a new query (no checkpoint yet) after the table's ``txn`` versions, so that a table
-    ``parka ingest`` or an earlier query filled continues where it is: Spark's
-    ``startingOffsets`` (ignored when the checkpoint exists) becomes ``txn`` version + 1 per
-    partition that has one, and the configured start for the others. Only an optimisation: the
-    commit skips offsets at or below the ``txn`` anyway."""
-    try:
-        partitions = _topic_partitions(spark, s.topic, options)
-    except Exception as exc:  # py4j or Kafka: fall back to the configured start
-        log.warning("cannot list the partitions of %s (%s); starting from %s", s.topic, exc, s.starting_offsets)
-        return
-    versions = committer.txn_versions(partitions)
-    if all(v is None for v in versions.values()):
-        return
-    configured = s.starting_offsets.strip()
-    given = json.loads(configured).get(s.topic, {}) if configured.startswith("{") else {}
-    fallback = -1 if configured == "latest" else -2  # Spark's codes for latest and earliest
-    start = {str(p): v + 1 if v is not None else int(given.get(str(p), fallback)) for p, v in versions.items()}
-    options["startingOffsets"] = json.dumps({s.topic: start})
-    log.info("a new query starts after the table's txn versions: %s", options["startingOffsets"])
-
-
-def _topic_partitions(spark: Any, topic: str, options: Mapping[str, str]) -> list[int]:
-    """The topic's partitions, asked with the Kafka source's own client settings (the JVM's
-    Kafka admin client, through py4j)."""
-    jvm = spark.sparkContext._jvm
-    props = jvm.java.util.Properties()
-    for key, value in options.items():
-        if key.startswith("kafka."):
-            props.setProperty(key[len("kafka.") :], value)
-    admin = jvm.org.apache.kafka.clients.admin.AdminClient.create(props)
-    try:
-        names = jvm.java.util.Collections.singletonList(topic)
-        seconds = jvm.java.util.concurrent.TimeUnit.SECONDS
-        described = admin.describeTopics(names).allTopicNames().get(30, seconds)
-        return sorted(int(info.partition()) for info in described.get(topic).partitions())
-    finally:
-        admin.close()
-
-
-def source_offsets(text: Any, topic: str) -> dict[int, int]:
-    """Partition -> offset of ``topic`` in a Kafka source's offsets as a progress report gives
-    them: Spark's JSON (``{"topic": {"0": 12}}``), or pyspark's ``str()`` of the parsed dict
-    (what ``SourceProgress.fromJson`` keeps); ``{}`` for none."""
-    if not text or text == "None":
-        return {}
-    try:
-        parsed = json.loads(text)
-    except ValueError:
-        try:
-            parsed = ast.literal_eval(text)
-        except (ValueError, SyntaxError):
-            return {}
-    offsets = parsed.get(topic, {}) if isinstance(parsed, dict) else {}
-    return {int(p): int(off) for p, off in offsets.items()}
-
-
-def progress_lag(progress: Any, topic: str) -> dict[int, int]:
-    """Messages of each partition not yet in the table after the batch ``progress`` reports:
-    the source's latest offset then minus the batch's end offset."""
-    lag: dict[int, int] = {}
-    for source in progress.get("sources") or ():
-        end = source_offsets(source.get("endOffset"), topic)
-        latest = source_offsets(source.get("latestOffset"), topic)
-        for p, off in latest.items():
-            lag[p] = max(0, off - end.get(p, off))
-    return lag
 
 
 def ingest(
@@ -535,6 +243,8 @@ def ingest(
     """
     from pyspark.errors import StreamingQueryException
 
+    from ._decode import OBSERVED
+
     query, source, raw = _start(spark, settings, None if metrics is None else metrics.observe_commit)
     # batch id -> (segments, records) of each batch that completed, i.e. whose Delta commit
     # landed (recentProgress keeps only the last 100, so it is read as the query goes)
@@ -542,7 +252,7 @@ def ingest(
     decoded: dict[str, dict[str, int]] = {"counts": {}}  # decode mode's counters, replaced whole
     if metrics is not None:
         if raw is not None:
-            committer_stats = raw.committer.stats
+            committer_stats = raw.session.committer.stats
             metrics.watch(lambda: vars(committer_stats))
         else:
             metrics.watch(lambda: decoded["counts"])
@@ -553,7 +263,7 @@ def ingest(
         reports = query.recentProgress
         for report in reports:
             if report.batchId not in seen:
-                observed = (report.observedMetrics or {}).get(_OBSERVED)
+                observed = (report.observedMetrics or {}).get(OBSERVED)
                 records = int(observed["records"]) if observed is not None else 0
                 seen[report.batchId] = (int(report.numInputRows), records)
                 if raw is None:
@@ -606,8 +316,8 @@ def ingest(
             query_id=str(query.id),
             schema_source=source,
         )
-    raw.committer.remove_orphans()
-    r = raw.committer.stats
+    raw.session.remove_orphans()
+    r = raw.session.committer.stats
     return SparkIngestStats(
         batches=r.commits,
         segments=r.segments,

@@ -5,13 +5,13 @@ imports pyspark; :mod:`._ingest` wires them into a ``foreachBatch`` query):
 
 * :class:`SegmentFileWriter` runs on the executors (``mapInArrow`` over a micro-batch's Kafka
   rows, one row per segment): each segment is read and checked by
-  :func:`parka.consumer._files.read_segment` and :func:`~parka.consumer._files.check_segment`,
-  and a task's segments are written by :func:`~parka.consumer._files.write_segments` (stitched
+  :func:`parka.lake.read_segment` and :func:`~parka.lake.check_segment`,
+  and a task's segments are written by :func:`~parka.lake.write_segments` (stitched
   per Kafka partition, schema and table partition, up to the target file size), exactly as
   ``parka ingest`` writes them at a commit. Out comes one small row per segment and file
   (:data:`FILE_ROWS`), or one per message the table cannot take, with its error.
 * On the driver, :func:`committer_input` turns those rows back into the committer's input, and
-  :class:`parka.consumer._committer.Committer` commits them: the one protocol, with the same
+  :class:`parka.lake.Committer` commits them: the one protocol, with the same
   ``txn`` per Kafka partition as ``parka ingest``, through delta-spark (the default) or delta-rs.
 """
 
@@ -25,17 +25,19 @@ from itertools import groupby
 from typing import Any
 
 import pyarrow as pa
-from parka.consumer._files import (
+from parka.lake import (
+    DEFAULT_STATS,
     DEFAULT_TARGET_FILE_SIZE,
     CheckedSegment,
+    DataFile,
+    LandedSegment,
+    Refused,
+    StatsConfig,
     check_segment,
+    make_durable,
     read_segment,
     write_segments,
 )
-from parka.consumer._log import DataFile
-from parka.consumer._plan import LandedSegment, Refused
-from parka.consumer._stats import DEFAULT_STATS, StatsConfig
-from parka.consumer._storage import make_durable
 
 from parka.errors import ParkaError, SchemaMismatchError, SegmentDecodeError, SegmentError
 from parka.partitioning import PartitionSpec

@@ -16,9 +16,8 @@ import pyarrow as pa
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
 from deltalake import DeltaTable
-from parka.consumer._plan import FileName
-from parka.consumer._stitch import row_groups as row_group_bytes
-from parka.consumer._storage import read_file
+from parka.lake import FileName, read_file
+from parka.lake import row_groups as row_group_bytes
 from parka.producer import ParquetProducer
 
 # The broker's minimum session timeout: a killed worker's partitions move on after 6 s, not 45 s.

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from deltalake import DeltaTable
-from parka.consumer._plan import FileName
+from parka.lake import FileName
 
 from parka.segment import encode_segment
 

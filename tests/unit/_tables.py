@@ -6,10 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
-from parka.consumer._committer import Committer
-from parka.consumer._delta import RsEngine
-from parka.consumer._files import check_segment, read_segment, write_segments
-from parka.consumer._plan import LandedSegment
+from parka.lake import Committer, LandedSegment, RsEngine, check_segment, read_segment, write_segments
 
 from parka.schema import schema_fingerprint
 from parka.segment import encode_segment

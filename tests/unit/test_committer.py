@@ -12,8 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
-from parka.consumer._files import check_segment, read_segment, write_segments
-from parka.consumer._plan import FileName, Refused
+from parka.lake import FileName, Refused, check_segment, read_segment, write_segments
 
 from parka.errors import ConfigError, SegmentDecodeError, SegmentError
 from parka.schema import schema_fingerprint
@@ -179,8 +178,8 @@ def test_a_segment_whose_data_page_is_corrupt_is_refused_not_landed() -> None:
 
 
 def test_data_files_get_the_statistics_the_tables_properties_ask_for(tmp_path: Path) -> None:
-    from parka.consumer._delta import create_table
-    from parka.consumer._stats import StatsConfig
+    from parka.lake import StatsConfig
+    from parka.lake._delta_rs import create_table
 
     uri = tmp_path / "t"
     create_table(str(uri), SCHEMA, partition_by=[], configuration={"delta.dataSkippingStatsColumns": "DAY"})
@@ -216,7 +215,7 @@ def test_trimming_a_stitched_file_another_worker_deleted_is_a_conflict_to_re_rea
     """Found by the fault suite: another worker with the app id committed the rest of a stitched
     file's offsets and its orphan cleanup deleted the file before this worker trimmed it. That is
     a conflict (re-read: the file is wholly covered now), not a failure that stops the worker."""
-    from parka.consumer._files import trim_stitched
+    from parka.lake._files import trim_stitched
 
     from parka.errors import CommitConflict
 
@@ -230,8 +229,7 @@ def test_trimming_a_stitched_file_another_worker_deleted_is_a_conflict_to_re_rea
 def test_segments_adding_different_nested_fields_in_one_commit_all_join(tmp_path: Path) -> None:
     """Two Kafka partitions' producers each added a field to ``actor`` (and one a list of
     structs): one commit merges both into the schema it re-read, old files read nulls."""
-    from parka.consumer._committer import Committer
-    from parka.consumer._delta import RsEngine
+    from parka.lake import Committer, RsEngine
 
     def segment(partition: int, offset: int, schema: pa.Schema, rows: list[dict[str, object]]) -> object:
         seg = encode_segment(pa.Table.from_pylist(rows, schema=schema), codec="zstd", fingerprint="0123456789abcdef")

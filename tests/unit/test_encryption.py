@@ -13,10 +13,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from parka.consumer._files import check_segment, read_footer, read_segment
-from parka.consumer._stats import data_file_stats
-from parka.consumer._stitch import NotStitchable, Source, encrypted_columns, stitch
-from parka.consumer._stitch import read_footer as stitch_footer
+from parka.lake._files import check_segment, read_footer, read_segment
+from parka.lake._stats import data_file_stats
+from parka.lake._stitch import NotStitchable, Source, encrypted_columns, stitch
+from parka.lake._stitch import read_footer as stitch_footer
 from parka.spark_ext import SegmentDecoder
 
 from parka.config import parse_producer_config

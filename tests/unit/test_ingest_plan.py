@@ -4,7 +4,7 @@ import datetime as dt
 
 import pyarrow as pa
 import pytest
-from parka.consumer._plan import CommitPolicy, FileName, check_schema, partition_path, partition_value_string
+from parka.lake._plan import CommitPolicy, FileName, check_schema, partition_path, partition_value_string
 
 
 def test_commit_policy_latency_bytes_count() -> None:
@@ -100,7 +100,7 @@ def test_a_nanosecond_or_zoneless_timestamp_does_not_enter_a_microsecond_utc_tab
 
 
 def test_fit_segment_is_the_one_rule_for_new_columns() -> None:
-    from parka.consumer._plan import fit_segment
+    from parka.lake import fit_segment
 
     with_key = TABLE.append(pa.field("__parka_key", pa.binary()))
     assert [f.name for f in fit_segment(TABLE, with_key, partition_by=(), merge=False).new_fields] == ["__parka_key"]
@@ -124,7 +124,7 @@ def test_temporary_files_of_interrupted_writes_carry_their_coordinates() -> None
 def test_a_new_tables_schema_allows_nulls_inside_lists_and_maps() -> None:
     """delta-spark refuses NOT NULL nested within arrays or maps (the reserved headers column
     is a list of non-null structs), so a table made from a segment relaxes them."""
-    from parka.consumer._plan import table_schema_from_segment
+    from parka.lake._plan import table_schema_from_segment
 
     from parka.segment import RESERVED_FIELDS
 

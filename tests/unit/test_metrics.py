@@ -18,7 +18,7 @@ from parka.consumer._cli import build_parser as ingest_parser
 from parka.consumer._ingest import IngestStats
 from parka.producer import ParquetProducer
 from parka.spark_ext._cli import build_parser as spark_parser
-from parka.spark_ext._ingest import progress_lag, source_offsets
+from parka.spark_ext._lag import progress_lag, source_offsets
 from prometheus_client import CollectorRegistry, generate_latest
 
 from parka._cli_util import setup_logging

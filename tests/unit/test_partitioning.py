@@ -9,9 +9,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from parka.consumer._files import check_segment, read_segment, write_segments
-from parka.consumer._partitions import segment_partition_values, split_by_partition
-from parka.consumer._plan import (
+from parka.lake import check_segment, read_segment, write_segments
+from parka.lake._partitions import segment_partition_values, split_by_partition
+from parka.lake._plan import (
     LandedSegment,
     fit_segment,
     partition_path,

@@ -1,4 +1,4 @@
-"""The start-up probe's decisions (:mod:`parka.consumer._preflight`) on a local disk and a stand-in
+"""The start-up probe's decisions (:mod:`parka.lake._preflight`) on a local disk and a stand-in
 consumer that answers metadata requests as librdkafka does (no broker, no network)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
-from parka.consumer._preflight import table_blocker, wait_until_ready
+from parka.lake._preflight import table_blocker, wait_until_ready
 
 from parka._health import HealthLog
 from parka.errors import BlockedError

@@ -2,7 +2,7 @@
 
 Whatever bytes and headers arrive, :func:`parka.segment.decode_segment`,
 :func:`~parka.segment.read_segment_info`, :func:`~parka.segment.is_segment` and
-:func:`parka.consumer._files.read_segment` either answer correctly or raise one of parka's own
+:func:`parka.lake._files.read_segment` either answer correctly or raise one of parka's own
 errors (:class:`~parka.errors.ParkaError`), never another exception, and never a silent wrong
 result: a decoded table always has the row count its ``parka.records`` header says, and a
 mutated segment that still decodes against its schema decodes to the original rows.
@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from parka.consumer._files import read_segment
+from parka.lake import read_segment
 
 from parka.errors import ParkaError, SegmentError
 from parka.schema import schema_fingerprint

@@ -8,8 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
-from parka.consumer._committer import Committer
-from parka.consumer._delta import RsEngine
+from parka.lake import Committer, RsEngine
 from parka.spark_ext import SparkIngestSettings
 from parka.spark_ext._raw import FILE_ROWS, SegmentFileWriter, committer_input
 

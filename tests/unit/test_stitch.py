@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from parka.consumer._stitch import NotStitchable, Source, read_footer, stitch
+from parka.lake._stitch import NotStitchable, Source, read_footer, stitch
 
 from parka.schema import schema_fingerprint
 from parka.segment import encode_segment

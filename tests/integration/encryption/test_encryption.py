@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 from parka.consumer import ParquetConsumer
-from parka.consumer._optimize import optimize_table
+from parka.lake import optimize_table
 
 from parka.encryption import decryption_properties
 from parka.errors import SegmentDecodeError

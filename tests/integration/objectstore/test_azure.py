@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from parka.consumer._storage import list_files
+from parka.lake._storage import list_files
 
 from .._ingest_util import (
     assert_segments_stored_byte_for_byte,

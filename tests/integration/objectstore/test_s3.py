@@ -16,10 +16,8 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import TableNotFoundError
-from parka.consumer._delta import RsEngine
-from parka.consumer._log import DataFile
-from parka.consumer._optimize import optimize_table
-from parka.consumer._storage import write_data_file
+from parka.lake import DataFile, RsEngine, optimize_table
+from parka.lake._storage import write_data_file
 
 from parka.config import storage_options_for
 from parka.errors import CommitConflict

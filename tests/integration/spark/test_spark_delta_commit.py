@@ -13,8 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
-from parka.consumer._log import DataFile
-from parka.consumer._plan import FileName
+from parka.lake import DataFile, FileName
 from parka.producer import ParquetProducer
 from parka.spark_ext import SparkIngestSettings, ingest
 from parka.spark_ext._cli import main

@@ -9,11 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 from deltalake import DeltaTable
-from parka.consumer._committer import Committer
-from parka.consumer._delta import RsEngine
-from parka.consumer._files import check_segment, read_segment, write_segments
-from parka.consumer._optimize import optimize_table
-from parka.consumer._plan import LandedSegment
+from parka.lake import Committer, LandedSegment, RsEngine, check_segment, optimize_table, read_segment, write_segments
 from parka.spark_ext._delta_spark import SparkEngine
 
 from parka.schema import schema_fingerprint

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
 from deltalake import DeltaTable
-from parka.consumer._plan import FileName
+from parka.lake import FileName
 from parka.producer import ParquetProducer
 from parka.spark_ext import SparkIngestSettings, ingest, start_ingest
 from parka.spark_ext._cli import main

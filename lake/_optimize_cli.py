@@ -1,6 +1,6 @@
 """``parka optimize TABLE_URI``: compact a Delta table's small files (optionally in Z-order),
 VACUUM and checkpoint it, safely next to running ``parka ingest`` / ``parka spark-ingest``
-(:func:`parka.consumer._optimize.optimize_table`). Prints one JSON line with the result."""
+(:func:`parka.lake._optimize.optimize_table`). Prints one JSON line with the result."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ Why it is safe while ``parka ingest`` and ``parka spark-ingest`` commit to the s
 
 * A rewrite is one commit of ``remove`` + ``add`` actions with ``dataChange: false`` and no
   ``txn``: it changes no Kafka progress and adds no rows. It goes to exactly the version after
-  the one it read (:func:`parka.consumer._delta.commit_rewrite`). When anything committed in
+  the one it read (:func:`parka.lake._rs_maintenance.commit_rewrite`). When anything committed in
   between, the table is re-read: a rewrite whose input files are all still live is committed
   on the new version (a concurrent append cannot touch them); one whose inputs another rewrite
   or a DELETE removed is dropped, and its new files deleted. :data:`MAX_ATTEMPTS` conflicts in
@@ -15,11 +15,11 @@ Why it is safe while ``parka ingest`` and ``parka spark-ingest`` commit to the s
   same files (its conflict check lets ``dataChange: false`` removals pass), so two optimizers
   racing (``parka optimize`` in a loop, ``--optimize-every`` in each worker) would leave both
   compacted copies live and every row twice; the unit tests show it.
-* Ingestion's commits never rebase (:func:`parka.consumer._delta.commit_add_files`): one that
+* Ingestion's commits never rebase (:func:`parka.lake._delta_rs.commit_add_files`): one that
   lost to a rewrite re-reads its ``txn`` versions and commits again (the committer's step 3).
   delta-spark rebases an append over a rewrite by itself.
 * The files a rewrite removes stay on disk for readers of older versions: the orphan cleanup
-  leaves any file a log entry names to VACUUM (:func:`parka.consumer._files.remove_orphans`).
+  leaves any file a log entry names to VACUUM (:func:`parka.lake._files.remove_orphans`).
 * VACUUM is delta-rs' "lite" one: it deletes only files of expired ``remove`` actions, never a
   file no log entry names (such as a live worker's file, written but not committed yet).
 
@@ -45,10 +45,10 @@ import pyarrow.parquet as pq
 from parka.config import storage_options_for
 from parka.errors import CommitConflict, CommitError, ConfigError
 
-from . import _delta
-from ._delta import LiveFile
+from . import _delta_rs, _rs_maintenance
 from ._log import DataFile
 from ._plan import partition_path
+from ._rs_maintenance import LiveFile
 from ._stats import StatsConfig, data_file_stats
 from ._stitch import encrypted_columns
 from ._storage import delete_files, make_durable, read_file, read_parquet_footer, write_data_file
@@ -134,16 +134,19 @@ def optimize_table(
     table = _open(uri, options)
     _check_z_order(table, z_order)
     before = int(table.version())
-    table_schema = _delta.arrow_schema(table)
-    partitions = _delta.partition_columns(table)
-    stats_config = StatsConfig.from_properties(_delta.configuration(table))
+    table_schema = _delta_rs.arrow_schema(table)
+    partitions = _delta_rs.partition_columns(table)
+    stats_config = StatsConfig.from_properties(_delta_rs.configuration(table))
 
     def small_row_groups(f: LiveFile) -> bool:
         md = read_parquet_footer(uri, f.path, storage_options)
         return md.num_row_groups > 1 and md.num_rows / md.num_row_groups < row_group_rows / 8
 
     bins = plan_bins(
-        _delta.live_files(table), target_size=target_size, z_order=bool(z_order), small_row_groups=small_row_groups
+        _rs_maintenance.live_files(table),
+        target_size=target_size,
+        z_order=bool(z_order),
+        small_row_groups=small_row_groups,
     )
     written: list[tuple[Sequence[LiveFile], list[DataFile]]] = []
     committing = False
@@ -179,12 +182,12 @@ def optimize_table(
         raise  # a commit that failed otherwise may have landed: its files stay (VACUUM FULL)
     vacuumed: list[str] = []
     if vacuum_retention_hours is not None:
-        vacuumed = _delta.vacuum(
+        vacuumed = _rs_maintenance.vacuum(
             table, retention_hours=vacuum_retention_hours, enforce_retention=not allow_short_retention
         )
     checkpoint_version = None
     if checkpoint:
-        _delta.checkpoint(table)
+        _delta_rs.checkpoint(table)
         checkpoint_version = int(table.version())
     result = OptimizeResult(
         table_uri=uri,
@@ -231,7 +234,7 @@ def _commit(
     attempt = 1
     while written:
         try:
-            _delta.commit_rewrite(
+            _rs_maintenance.commit_rewrite(
                 table,
                 [f for group, _ in written for f in group],
                 [f for _, new in written for f in new],
@@ -248,8 +251,8 @@ def _commit(
             log.info("optimize commit conflict (attempt %d): re-reading the table (%s)", attempt, exc)
             sleep(min(0.02 * 2**attempt, 1.0))
             attempt += 1
-            _delta.refresh(table)
-            live = {f.path for f in _delta.live_files(table)}
+            _delta_rs.refresh(table)
+            live = {f.path for f in _rs_maintenance.live_files(table)}
             stale = [new for group, new in written if not all(f.path in live for f in group)]
             if stale:
                 log.info("%d rewrite(s) lost their input files to another commit: dropped", len(stale))
@@ -404,7 +407,7 @@ def z_order_indices(rows: pa.Table, columns: Sequence[str]) -> pa.Array:
 
 
 def _open(uri: str, storage_options: dict[str, str]) -> DeltaTable:
-    table = _delta.open_table(uri, storage_options)
+    table = _delta_rs.open_table(uri, storage_options)
     if table is None:
         raise CommitError(f"no Delta table at {uri}")
     return table
@@ -414,8 +417,8 @@ def _check_z_order(table: DeltaTable, columns: Sequence[str]) -> None:
     """Each Z-order column must be a top-level, non-nested column the table is not partitioned by."""
     if not columns:
         return
-    schema = _delta.arrow_schema(table)
-    partitions = set(_delta.partition_columns(table))
+    schema = _delta_rs.arrow_schema(table)
+    partitions = set(_delta_rs.partition_columns(table))
     allowed = [f.name for f in schema if f.name not in partitions and not pa.types.is_nested(f.type)]
     for column in columns:
         if column not in allowed:

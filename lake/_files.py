@@ -24,7 +24,7 @@ from parka.evolution import merge_schemas, widening_enabled
 from parka.partitioning import PartitionSpec, parse_partition_by
 from parka.segment import SegmentInfo, is_segment, read_segment_info
 
-from . import _delta
+from . import _delta_rules
 from ._log import DataFile, TableLog
 from ._partitions import segment_partition_values, split_by_partition
 from ._plan import FileName, Fit, LandedSegment, fit_segment, partition_path
@@ -38,7 +38,6 @@ __all__ = [
     "DLQ_SCHEMA",
     "CheckedSegment",
     "SegmentRead",
-    "append_dead_letters",
     "check_segment",
     "read_footer",
     "read_segment",
@@ -125,7 +124,7 @@ def _fit(
     fit = fit_segment(table_schema, segment_schema, partition_by=partition_by, merge=merge)
     if fit.problem is None and fit.new_fields:
         try:
-            _delta.check_schema(pa.schema(list(fit.new_fields)))
+            _delta_rules.check_schema(pa.schema(list(fit.new_fields)))
         except SchemaMismatchError as exc:
             return Fit(problem=str(exc).removeprefix(f"field '{exc.field}': "), field=exc.field)
     return fit
@@ -151,7 +150,7 @@ class CheckedSegment:
 def check_segment(
     seg: SegmentRead, *, table_schema: pa.Schema, partition_by: Sequence[PartitionSpec | str], merge: bool
 ) -> CheckedSegment:
-    """Check ``seg`` against the table (:func:`parka.consumer._plan.fit_segment`) and find the
+    """Check ``seg`` against the table (:func:`parka.lake._plan.fit_segment`) and find the
     table partition it belongs to (:func:`segment_partition_values`: from the footer's min/max
     when they tell, else from the partition source columns). Nothing is written.
     ``partition_by``: the table's partitioning (plain names are identity specs).
@@ -201,7 +200,7 @@ def write_segments(
     """Write checked segments as data files of the table; nothing is committed.
 
     Segments of one Kafka partition that share a schema and a table partition are stitched
-    (:func:`parka.consumer._stitch.stitch`: row groups copied byte for byte under one new
+    (:func:`parka.lake._stitch.stitch`: row groups copied byte for byte under one new
     footer) into files of up to ``target_file_size`` bytes, in offset order. A group of one
     segment is written as its bytes, unchanged. Where stitching is not safe, each segment is
     written alone (``stitch_fallback`` on its :class:`LandedSegment`). A segment whose rows span
@@ -442,39 +441,6 @@ def _arrow_schema(meta: pq.FileMetaData) -> pa.Schema:
     schema) and the Parquet schema."""
     file_schema = meta.schema
     return _schemas.get((meta.metadata, file_schema), file_schema.to_arrow_schema)
-
-
-def append_dead_letters(
-    dlq_table_uri: str,
-    app_id: str,
-    dead: Sequence[tuple[int, int, dict[str, Any]]],
-    storage_options: dict[str, str] | None = None,
-) -> int:
-    """Append ``(partition, offset, row)`` dead letters not yet in the dead-letter table (its
-    ``txn``, ``<app_id>-dlq-<partition>``, says which are); returns how many were appended.
-
-    Raises:
-        CommitConflict: a concurrent append won (re-read and retry).
-        SchemaMismatchError, CommitError: the append failed.
-    """
-    dlq = _delta.open_table(dlq_table_uri, storage_options)
-    txns: dict[str, int] = {}
-    rows = []
-    for partition, offset, row in dead:
-        app = f"{app_id}-dlq-{partition}"
-        done = _delta.txn_version(dlq, app) if dlq is not None else None
-        if done is not None and offset <= done:
-            continue  # an earlier attempt wrote it before crashing
-        rows.append(row)
-        txns[app] = max(offset, txns.get(app, -1))
-    if not rows:
-        return 0
-    # Passing the handle we read the txn versions from makes a concurrent append conflict.
-    target = dlq if dlq is not None else dlq_table_uri
-    _delta.append_rows(
-        target, pa.Table.from_pylist(rows, schema=DLQ_SCHEMA), txns=txns, storage_options=storage_options
-    )
-    return len(rows)
 
 
 def remove_orphans(

@@ -23,6 +23,9 @@ from ._log import DataFile
 
 __all__ = [
     "RESERVED_COLUMNS",
+    "app_txn_id",
+    "dead_letter_txn_id",
+    "default_app_id",
     "CommitPolicy",
     "FileName",
     "Fit",
@@ -55,6 +58,22 @@ class CommitPolicy:
         if segments >= self.max_segments or buffered_bytes >= self.min_bytes:
             return True
         return oldest_at is not None and now - oldest_at >= self.allowed_latency_s
+
+
+def default_app_id(topic: str) -> str:
+    """The app id of a topic's ingestion when none is given: ``parka-<topic>``, the same for
+    ``parka ingest`` and Spark raw mode, so they can take turns on one table."""
+    return f"parka-{topic}"
+
+
+def app_txn_id(app_id: str, partition: int) -> str:
+    """The Delta ``txn`` app id that records a Kafka partition's progress: ``<app_id>-<partition>``."""
+    return f"{app_id}-{partition}"
+
+
+def dead_letter_txn_id(app_id: str, partition: int) -> str:
+    """The dead-letter table's ``txn`` app id of a Kafka partition: ``<app_id>-dlq-<partition>``."""
+    return f"{app_id}-dlq-{partition}"
 
 
 _NAME = re.compile(

@@ -459,7 +459,7 @@ def data_file_stats(
     min/max, nor does a column whose statistics miss in a row group with values. Partition
     columns are skipped; ``stats_config`` says which leaf columns are described. Encrypted
     columns (``encrypted``: footer column indexes, see
-    :func:`parka.consumer._stitch.encrypted_columns`) get nothing: their values stay out of the
+    :func:`parka.lake._stitch.encrypted_columns`) get nothing: their values stay out of the
     log, and their metadata is not even touched (pyarrow aborts on it without the key).
 
     Raises:

@@ -2,7 +2,7 @@
 
 Two implementations, each the one module that talks to its Delta library:
 
-* :class:`parka.consumer._delta.RsTableLog` (delta-rs, in this process): ``parka ingest``, and
+* :class:`parka.lake._delta_rs.RsTableLog` (delta-rs, in this process): ``parka ingest``, and
   ``parka spark-ingest --commit-engine delta-rs``;
 * :class:`parka.spark_ext._delta_spark.SparkTableLog` (delta-spark's ``DeltaLog`` and
   ``OptimisticTransaction`` in Spark's JVM, through py4j): ``parka spark-ingest``'s default.
@@ -39,7 +39,7 @@ class DataFile:
     """A data file written under the table root, for :meth:`TableLog.commit_add_files`.
 
     ``path`` is relative to the table root, ``/``-separated and not URL-encoded (as on disk);
-    ``stats`` is the add action's JSON (:func:`parka.consumer._stats.data_file_stats`); ``tags``
+    ``stats`` is the add action's JSON (:func:`parka.lake._stats.data_file_stats`); ``tags``
     (Kafka coordinates) are recorded with the commit (delta-spark: in the add actions' ``tags``;
     delta-rs, whose add actions carry none: in ``commitInfo`` under ``parka.fileTags``).
     """
@@ -65,7 +65,7 @@ class TableLog(Protocol):
 
         Raises:
             CommitError: the log cannot be read, or the table now uses a feature raw files
-                would bypass (see :func:`parka.consumer._delta.check_writable`).
+                would bypass (see :func:`parka.lake._delta_rules.check_writable`).
         """
         ...
 
@@ -92,7 +92,7 @@ class TableLog(Protocol):
         """Every data file a log entry still names, added or removed (tombstones a checkpoint
         keeps until ``delta.deletedFileRetentionDuration`` is over included), relative to the
         table root and decoded; read after the snapshot, so it holds all of its files. Both
-        engines read the log's files (:func:`parka.consumer._logscan.logged_files`).
+        engines read the log's files (:func:`parka.lake._logscan.logged_files`).
 
         Raises:
             CommitError: the log cannot be read or is not understood (then delete nothing).

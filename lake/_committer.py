@@ -2,9 +2,9 @@
 
 ``parka ingest`` (:mod:`._ingest`) and Spark raw mode's driver (``spark_ext/_raw.py``) both hand
 :meth:`Committer.commit` what they have: segments already written as data files
-(:class:`~parka.consumer._plan.LandedSegment`) and messages the table cannot take
-(:class:`~parka.consumer._plan.Refused`). The committer reaches the Delta log only through
-:class:`~parka.consumer._log.TableLog` (delta-rs or delta-spark). The Delta log is the source of
+(:class:`~parka.lake._plan.LandedSegment`) and messages the table cannot take
+(:class:`~parka.lake._plan.Refused`). The committer reaches the Delta log only through
+:class:`~parka.lake._log.TableLog` (delta-rs or delta-spark). The Delta log is the source of
 truth for progress: for every Kafka partition, the ``txn`` action of app id
 ``<app_id>-<partition>`` holds the last offset in the table. What a caller does about Kafka
 (seeking, committing offsets for lag tools, Spark's checkpoint) stays with the caller.
@@ -25,9 +25,18 @@ from parka.errors import CommitConflict, CommitError, ConfigError, SchemaMismatc
 from parka.evolution import TYPE_WIDENING_KEY, merge_schemas
 from parka.partitioning import PartitionSpec, parse_partition_by
 
-from ._files import append_dead_letters, remove_orphans, trim_stitched
+from ._dead_letters import append_dead_letters, dead_letter_row
+from ._files import remove_orphans, trim_stitched
 from ._log import DataFile, LogEngine, TableLog
-from ._plan import LandedSegment, Refused, table_partitioning, table_schema_from_segment
+from ._plan import (
+    LandedSegment,
+    Refused,
+    app_txn_id,
+    dead_letter_txn_id,
+    default_app_id,
+    table_partitioning,
+    table_schema_from_segment,
+)
 from ._stats import StatsConfig
 from ._storage import delete_files, make_durable
 
@@ -74,25 +83,6 @@ class CommitResult:
     table_txn: Mapping[int, int | None] = field(default_factory=dict)
 
 
-def _dead_letter_row(r: Refused, app_id: str, now: Any) -> tuple[int, int, dict[str, Any]]:
-    err = r.error
-    return (
-        r.partition,
-        r.offset,
-        {
-            "topic": err.topic,
-            "partition": r.partition,
-            "offset": r.offset,
-            "error": f"{type(err).__name__}: {err}",
-            "value": err.value,
-            "headers": [{"key": k, "value": v} for k, v in (err.headers or [])],
-            "kafka_timestamp_ms": r.timestamp_ms,
-            "ingested_at": now,
-            "app_id": app_id,
-        },
-    )
-
-
 class Committer:
     """Commits one topic's raw segments into one Delta table for one app id; see :meth:`commit`.
 
@@ -100,7 +90,8 @@ class Committer:
     names, or specs such as ``day=date(ts)``: :mod:`parka.partitioning`); an existing table's
     own partitioning wins (its derived columns carry their expression), and a different
     non-empty ``partition_by`` is refused. ``partitioning`` holds the specs, ``partition_by``
-    the table's partition column names. ``on_commit`` is told the seconds each :meth:`commit`
+    the table's partition column names; ``app_id`` names the ``txn`` app ids
+    (:func:`parka.lake.default_app_id` when not given). ``on_commit`` is told the seconds each :meth:`commit`
     that committed something took (the commit-latency metric).
 
     Raises:
@@ -115,7 +106,7 @@ class Committer:
         *,
         table_uri: str,
         topic: str,
-        app_id: str,
+        app_id: str | None = None,
         partition_by: Sequence[str | PartitionSpec] = (),
         merge: bool = False,
         dlq_table_uri: str | None = None,
@@ -129,7 +120,7 @@ class Committer:
         self.engine = engine
         self.table_uri = table_uri
         self.topic = topic
-        self.app_id = app_id
+        self.app_id = app_id or default_app_id(topic)
         self.merge = merge
         self.dlq_table_uri = dlq_table_uri
         self.storage_options = dict(storage_options or {})
@@ -160,7 +151,7 @@ class Committer:
     # -- the table ---------------------------------------------------------------------------
 
     def app_txn(self, partition: int) -> str:
-        return f"{self.app_id}-{partition}"
+        return app_txn_id(self.app_id, partition)
 
     def txn_versions(self, partitions: Iterable[int]) -> dict[int, int | None]:
         """The table's latest ``txn`` version of each partition (``None``: nothing of it yet)."""
@@ -231,10 +222,16 @@ class Committer:
     def remove_orphans(self) -> int:
         """Delete files (and half-written temporary files) of commits that never happened, once
         the table's ``txn`` covers their offsets; a file any log entry still names (one an
-        OPTIMIZE removed) is left to VACUUM (see :func:`parka.consumer._files.remove_orphans`)."""
-        if self.table is None:
-            return 0
-        removed = remove_orphans(self.table, self.topic, self.app_txn, self.storage_options)
+        OPTIMIZE removed) is left to VACUUM (see :func:`parka.lake._files.remove_orphans`)."""
+        removed = 0
+        if self.table is not None:
+            removed += remove_orphans(self.table, self.topic, self.app_txn, self.storage_options)
+        if self.dlq_table_uri is not None:
+            dlq = self.engine.open(self.dlq_table_uri, self.storage_options)
+            if dlq is not None:
+                removed += remove_orphans(
+                    dlq, self.topic, lambda p: dead_letter_txn_id(self.app_id, p), self.storage_options
+                )
         self.stats.orphans_removed += removed
         return removed
 
@@ -389,7 +386,7 @@ class Committer:
         committed as is, one whose segments are all dropped is deleted. A stitched file holding
         both (another writer with this app id committed part of it, or a refused message stops
         its partition half way) is replaced by a new file with the kept segments' row groups
-        (:func:`parka.consumer._files.trim_stitched`); the old one is deleted.
+        (:func:`parka.lake._files.trim_stitched`); the old one is deleted.
         """
         files: dict[str, tuple[DataFile, list[LandedSegment], list[LandedSegment]]] = {}
         for s in keep:
@@ -452,8 +449,15 @@ class Committer:
         if not dead or self.dlq_table_uri is None:
             return 0
         now = pa.scalar(time.time_ns() // 1000, pa.timestamp("us", tz="UTC")).as_py()
-        rows = [_dead_letter_row(r, self.app_id, now) for r in dead]
-        appended = append_dead_letters(self.dlq_table_uri, self.app_id, rows, self.storage_options)
+        rows = [dead_letter_row(r, self.app_id, now) for r in dead]
+        appended = append_dead_letters(
+            self.engine,
+            self.dlq_table_uri,
+            topic=self.topic,
+            app_id=self.app_id,
+            dead=rows,
+            storage_options=self.storage_options,
+        )
         self.stats.dead_letters += appended
         for r in dead:
             log.error("dead-lettered %s[%d]@%d: %s", self.topic, r.partition, r.offset, r.error)

@@ -1,0 +1,102 @@
+"""Landing raw segments in tables: parka's one implementation of "these Kafka segments are now
+in the table, exactly once", whichever daemon reads Kafka (``parka ingest`` in
+:mod:`parka.consumer`, Spark raw mode in :mod:`parka.spark_ext`) and whichever engine commits.
+
+* Files: :func:`read_segment` and :func:`check_segment` (headers, CRC, footer schema against
+  the table, its table partition), :func:`write_segments` (stitched data files, statistics),
+  :func:`make_durable`.
+* The exactly-once commit: :class:`Committer` over a :class:`TableLog` (the table-format
+  interface), fed :class:`LandedSegment` and :class:`Refused` (dead letters).
+* Engines: :class:`RsEngine` (delta-rs, in this process); delta-spark's lives in
+  ``parka.spark_ext`` and implements the same :class:`LogEngine`, built on the pure Delta rules
+  exported here (:func:`schema_json`, :func:`evolve_schema_json`, :func:`check_writable`, ...).
+* :class:`LandingSession`: what every daemon does around the committer (orphan cleanup, the
+  table created, positions resumed from its ``txn``, a given schema evolved to, dead letters,
+  app ids).
+* Table maintenance (:func:`optimize_table`, ``parka optimize``) and the probe before
+  consuming (:func:`probe_until_ready`).
+
+Errors are :mod:`parka.errors`' (``CommitError``, ``CommitConflict``, ``SchemaMismatchError``).
+"""
+
+from ._committer import CommitResult, CommitStats, Committer
+from ._delta_rs import RsEngine, RsTableLog
+from ._delta_rules import (
+    FILE_TAGS_KEY,
+    arrow_schema_of_json,
+    check_commit,
+    check_partition_columns,
+    check_writable,
+    evolve_schema_json,
+    schema_json,
+)
+from ._files import (
+    DEFAULT_TARGET_FILE_SIZE,
+    DLQ_SCHEMA,
+    CheckedSegment,
+    check_segment,
+    read_segment,
+    write_segments,
+)
+from ._landing import LandingSession
+from ._log import DataFile, LogEngine, TableLog
+from ._logscan import logged_files
+from ._optimize import OptimizeResult, optimize_table
+from ._plan import (
+    CommitPolicy,
+    FileName,
+    LandedSegment,
+    Refused,
+    app_txn_id,
+    dead_letter_txn_id,
+    default_app_id,
+    fit_segment,
+)
+from ._preflight import BrokerWatch, probe_until_ready, wait_until_ready
+from ._stats import DEFAULT_STATS, StatsConfig
+from ._stitch import row_groups
+from ._storage import make_durable, read_file
+
+__all__ = [
+    "DEFAULT_STATS",
+    "DEFAULT_TARGET_FILE_SIZE",
+    "DLQ_SCHEMA",
+    "FILE_TAGS_KEY",
+    "BrokerWatch",
+    "CheckedSegment",
+    "CommitPolicy",
+    "CommitResult",
+    "CommitStats",
+    "Committer",
+    "DataFile",
+    "FileName",
+    "LandedSegment",
+    "LandingSession",
+    "LogEngine",
+    "OptimizeResult",
+    "Refused",
+    "RsEngine",
+    "RsTableLog",
+    "StatsConfig",
+    "TableLog",
+    "app_txn_id",
+    "arrow_schema_of_json",
+    "check_commit",
+    "check_partition_columns",
+    "check_segment",
+    "check_writable",
+    "dead_letter_txn_id",
+    "default_app_id",
+    "evolve_schema_json",
+    "fit_segment",
+    "logged_files",
+    "make_durable",
+    "optimize_table",
+    "probe_until_ready",
+    "read_file",
+    "read_segment",
+    "row_groups",
+    "schema_json",
+    "wait_until_ready",
+    "write_segments",
+]

@@ -1,0 +1,120 @@
+"""One landing session: what every daemon that lands a topic's raw segments in a table does
+around the committer, written once. ``parka ingest`` (:mod:`parka.consumer`) and Spark raw mode
+(:mod:`parka.spark_ext`) differ in how they read Kafka and write files; both
+
+* name the app the same way (:func:`default_app_id`; ``txn`` app ids ``<app_id>-<partition>``
+  and, in the dead-letter table, ``<app_id>-dlq-<partition>``: :mod:`._plan`);
+* start the same way (:meth:`LandingSession.start`): an existing table takes a schema given up
+  front (new columns added through the committer, conflicts retried), or a missing one is
+  created from it; orphans of interrupted commits are removed;
+* resume each Kafka partition after the table's ``txn`` (:meth:`LandingSession.resume`);
+* remove orphans again when they stop, in the table and in the dead-letter table.
+
+Commits go through :attr:`LandingSession.committer` (:class:`parka.lake.Committer`), whatever
+the engine (:class:`parka.lake.LogEngine`). The app id defaults to ``parka-<topic>``
+(:func:`parka.lake.default_app_id`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+
+import pyarrow as pa
+
+from parka.errors import CommitConflict, SchemaMismatchError
+from parka.segment import RESERVED_FIELDS
+
+from ._committer import MAX_COMMIT_ATTEMPTS, Committer
+from ._plan import fit_segment
+
+__all__ = ["LandingSession"]
+
+log = logging.getLogger("parka.ingest")
+
+
+class LandingSession:
+    """One topic landing in one table for one app id, through ``committer`` (which holds the
+    engine, the table and the app id: :func:`default_app_id` unless given)."""
+
+    def __init__(self, committer: Committer) -> None:
+        self.committer = committer
+
+    @property
+    def app_id(self) -> str:
+        return self.committer.app_id
+
+    def start(self, schema: pa.Schema | None = None) -> str:
+        """Before consuming: an existing table is made to take ``schema`` (when given,
+        :meth:`evolve_to`) and its orphans are removed; a missing table is created from
+        ``schema`` (with parka's reserved columns), or later from the first segment. Returns
+        where the table's schema comes from: ``"table"``, ``"given"`` or ``"first segment"``.
+
+        Raises:
+            SchemaMismatchError: the table cannot take ``schema``, or Delta cannot store it.
+            CommitConflict, CommitError: a schema change or the cleanup failed.
+        """
+        committer = self.committer
+        if committer.table is not None:
+            if schema is not None:
+                self.evolve_to(schema)
+            source = "table"
+        elif schema is not None:
+            committer.ensure_table(pa.schema([*schema, *(f.with_nullable(True) for f in RESERVED_FIELDS)]))
+            source = "given"
+        else:
+            source = "first segment"
+        self.remove_orphans()
+        return source
+
+    def evolve_to(self, schema: pa.Schema) -> bool:
+        """Make the existing table take ``schema`` (one given up front) by the rule segments are
+        held to (:func:`parka.lake.fit_segment`): with ``merge``, its new columns are added now,
+        in a commit of their own that re-reads the table on a conflict, as
+        :meth:`Committer.commit` does. Returns whether the schema changed.
+
+        Raises:
+            SchemaMismatchError: the table cannot take ``schema``.
+            CommitConflict: conflicts that did not resolve.
+        """
+        c = self.committer
+        assert c.table is not None, "only for an existing table"
+        info = {"parka.app_id": c.app_id, "parka.topic": c.topic}
+        for attempt in range(MAX_COMMIT_ATTEMPTS):
+            table = c.table
+            table.refresh()
+            fit = fit_segment(c.table_schema(), schema, partition_by=c.partitioning, merge=c.merge)
+            if fit.problem is not None:
+                raise SchemaMismatchError(f"the table cannot take the given schema: {fit.problem}", field=fit.field)
+            if not fit.new_fields:
+                return False
+            try:
+                table.add_columns(list(fit.new_fields))
+                table.commit_add_files([], txns={}, commit_info=info)
+            except CommitConflict as exc:
+                c.stats.conflicts += 1
+                log.info("schema change conflict (attempt %d): re-reading the table (%s)", attempt + 1, exc)
+                time.sleep(min(0.05 * 2**attempt, 2.0))
+                continue
+            c.stats.schema_evolutions += 1
+            log.info("table schema evolved to the given schema: %s", ", ".join(f.name for f in fit.new_fields))
+            return True
+        raise CommitConflict(f"gave up after {MAX_COMMIT_ATTEMPTS} conflicting schema changes on {c.table_uri}")
+
+    def resume(self, partitions: Iterable[int]) -> dict[int, int | None]:
+        """Each partition's table ``txn`` version (``None``: nothing of it in the table yet):
+        consuming continues at version + 1."""
+        return self.committer.txn_versions(partitions)
+
+    def remove_orphans(self) -> int:
+        """Remove the files of commits that never happened (table and dead-letter table);
+        returns how many. Logged when there were any.
+
+        Raises:
+            CommitError: listing, reading the log or deleting failed.
+        """
+        removed = self.committer.remove_orphans()
+        if removed:
+            log.info("removed %d orphan data file(s) of interrupted commits", removed)
+        return removed

@@ -1,0 +1,135 @@
+"""Table maintenance through delta-rs (``parka optimize``, :mod:`._optimize`): the snapshot's
+live files, a rewrite committed as one version of ``remove`` + ``add`` actions with
+``dataChange: false`` and no rebase, and delta-rs' lite VACUUM. Errors leave as parka's, as in
+:mod:`._delta_rs`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote
+
+import pyarrow as pa
+from deltalake import DeltaTable
+from deltalake.transaction import AddAction, CommitProperties, RemoveAction
+
+from parka.errors import CommitError, ConfigError
+
+from ._delta_rs import partition_columns, translating
+from ._log import DataFile
+from ._plan import partition_value_string
+
+__all__ = ["LiveFile", "commit_rewrite", "live_files", "vacuum"]
+
+
+@dataclass(frozen=True)
+class LiveFile:
+    """A data file of a snapshot: path (relative, decoded), size, partition values as the log
+    serialises them, and its add action's modification time (ms)."""
+
+    path: str
+    size: int
+    partition_values: Mapping[str, str | None]
+    modification_time: int
+
+
+def live_files(table: DeltaTable) -> list[LiveFile]:
+    """The handle's snapshot's data files, in commit order (modification time, then path).
+
+    Raises:
+        CommitError: the table has deletion vectors or row tracking (a rewrite from the Parquet
+            files alone would bring deleted rows back or lose row ids), or cannot be read.
+    """
+    with translating("cannot read the table protocol"):
+        protocol = table.protocol()
+    features = set(protocol.reader_features or []) | set(protocol.writer_features or [])
+    unsafe = sorted(features & {"deletionVectors", "rowTracking"})
+    if unsafe:
+        raise CommitError(
+            f"parka optimize rewrites files from their Parquet alone; the table uses {', '.join(unsafe)}: "
+            "use delta-spark's OPTIMIZE"
+        )
+    partitions = partition_columns(table)
+    with translating("cannot list the table's add actions"):
+        rows = pa.table(table.get_add_actions(flatten=True)).to_pylist()
+    files = [
+        LiveFile(
+            unquote(r["path"]),
+            int(r["size_bytes"]),
+            {c: partition_value_string(r[f"partition.{c}"]) for c in partitions},
+            int(r["modification_time"]),
+        )
+        for r in rows
+    ]
+    return sorted(files, key=lambda f: (f.modification_time, f.path))
+
+
+def commit_rewrite(
+    table: DeltaTable,
+    removed: Collection[LiveFile],
+    added: Collection[DataFile],
+    *,
+    commit_info: Mapping[str, Any] | None = None,
+) -> int:
+    """Commit a rewrite: ``remove`` actions for ``removed`` and ``add`` actions for ``added``
+    (already written and durable), all with ``dataChange: false`` (the same rows in other
+    files: streaming readers skip the commit), as one version at exactly the handle's
+    version + 1, without retries, like :func:`commit_add_files`. Returns the new version; the
+    handle is loaded at it.
+
+    No rebase on purpose: delta-rs 1.6 rebases a ``dataChange: false`` removal over another
+    commit that removed the same files (its own OPTIMIZE does), which leaves both rewrites'
+    files live and every row twice. The caller re-reads and decides (its files still live?).
+
+    Raises:
+        CommitConflict: any commit landed after the handle's version.
+        CommitError: any other failure.
+    """
+    read_version = table.version()
+    now_ms = int(time.time() * 1000)
+    actions: list[AddAction | RemoveAction] = [
+        RemoveAction(f.path, False, now_ms, f.size, dict(f.partition_values)) for f in removed
+    ]
+    actions += [AddAction(f.path, f.size, dict(f.partition_values), now_ms, False, f.stats) for f in added]
+    properties = CommitProperties(custom_metadata=dict(commit_info or {}) or None, max_commit_retries=0)
+    with translating(f"rewrite on version {read_version} failed", read_version=read_version):
+        table.create_write_transaction(
+            actions, mode="append", schema=table.schema(), partition_by=partition_columns(table),
+            commit_properties=properties,
+        )  # fmt: skip
+    with translating(f"committed version {read_version + 1} but cannot load it"):
+        table.load_as_version(read_version + 1)
+    return read_version + 1
+
+
+def vacuum(table: DeltaTable, *, retention_hours: int, enforce_retention: bool = True) -> list[str]:
+    """Delete the files of ``remove`` actions older than ``retention_hours`` (delta-rs' "lite"
+    VACUUM: files no log entry names, such as a live writer's files not yet committed, are
+    never touched); returns the deleted paths. ``enforce_retention`` refuses a retention below
+    the table's ``delta.deletedFileRetentionDuration``.
+
+    Raises:
+        ConfigError: the retention is below the table's (with ``enforce_retention``).
+        CommitError: any other failure.
+    """
+    try:
+        with translating("vacuum failed"):
+            return list(
+                table.vacuum(
+                    retention_hours=retention_hours,
+                    dry_run=False,
+                    enforce_retention_duration=enforce_retention,
+                    full=False,
+                )
+            )
+    except CommitError as exc:
+        if "Invalid retention period" not in str(exc):
+            raise
+        raise ConfigError(
+            "--vacuum-retention-hours",
+            retention_hours,
+            "at least the table's delta.deletedFileRetentionDuration (default 168 hours), or --allow-short-retention",
+            reason=str(exc.__cause__),
+        ) from exc

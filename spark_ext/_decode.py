@@ -1,0 +1,125 @@
+"""Spark ingestion's decode mode: segments decoded into records inside Spark (``mapInArrow``)
+and written by delta-spark's streaming sink (see :mod:`._ingest` for its exactly-once argument).
+The stream's schema is the given one, the table's, or the topic's first segment's, checked
+against the table before the query starts."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from parka.errors import ConfigError, SchemaMismatchError
+from parka.schema import RESERVED_PREFIX, to_arrow_schema
+from parka.segment import RESERVED_FIELDS
+
+from ._arrow import METADATA_COLUMNS, SegmentDecoder, type_shape
+from ._ingest import source_options, with_trigger
+from ._reader import first_segment_schema, spark_schema
+
+if TYPE_CHECKING:
+    from ._ingest import SparkIngestSettings
+
+__all__ = ["OBSERVED", "start_decode"]
+
+log = logging.getLogger("parka.spark_ingest")
+
+
+def _arrow_of_table(spark_struct: Any) -> pa.Schema:
+    from pyspark.sql.pandas.types import to_arrow_schema as spark_to_arrow
+
+    return spark_to_arrow(spark_struct)
+
+
+def _resolve_schema(
+    spark: Any, s: SparkIngestSettings, options: Mapping[str, str], table: pa.Schema | None
+) -> tuple[pa.Schema, str]:
+    """The stream's user schema and where it came from: the given schema, else the table's, else
+    the topic's first segment. Checked against the table before anything runs.
+
+    Raises:
+        SchemaMismatchError: the schema has columns the table lacks (without merge) or types
+            the table cannot take.
+    """
+    if s.schema is not None:
+        schema, source = to_arrow_schema(s.schema), "given"
+    elif table is not None:
+        user = [f for f in table if not f.name.startswith(RESERVED_PREFIX) and f.name not in _METADATA_NAMES]
+        schema, source = pa.schema(user), "table"
+    else:
+        schema, source = first_segment_schema(spark, s.topic, options), "first segment"
+    if table is not None:
+        probe = SegmentDecoder(schema)
+        for f in probe.schema:
+            if f.name not in table.names:
+                if s.schema_evolution != "merge":
+                    raise SchemaMismatchError(
+                        "the table has no such column; rerun with --schema-evolution merge to add it", field=f.name
+                    )
+                continue
+            have = probe.schema.field(f.name).type
+            want = SegmentDecoder(pa.schema([table.field(f.name)])).schema.field(0).type
+            if type_shape(have) != type_shape(want):
+                raise SchemaMismatchError(f"the schema says {have}, the table has {want}", field=f.name)
+    return schema, source
+
+
+OBSERVED = "parka_ingest"
+"""The name of the per-batch record count a decode query observes (its progress reports)."""
+_METADATA_NAMES = frozenset(f.name for f in METADATA_COLUMNS.values())
+
+
+def start_decode(spark: Any, settings: SparkIngestSettings) -> tuple[Any, str]:
+    """Start a decode-mode query; returns it and where its schema came from.
+
+    Raises:
+        ConfigError: ``partition_by`` contradicts the table's, or names no output column.
+        SchemaMismatchError: the schema does not fit the table.
+    """
+    from delta.tables import DeltaTable
+
+    s = settings
+    options = source_options(spark, s)
+    table_schema: pa.Schema | None = None
+    if DeltaTable.isDeltaTable(spark, s.table_uri):
+        detail = DeltaTable.forPath(spark, s.table_uri).detail().collect()[0]
+        existing = list(detail["partitionColumns"] or [])
+        if s.partition_by and list(s.partition_by) != existing:
+            raise ConfigError("partition_by", ",".join(s.partition_by), f"the table's: {','.join(existing) or 'none'}")
+        table_schema = _arrow_of_table(spark.read.format("delta").load(s.table_uri).schema)
+        missing = [f for f in RESERVED_FIELDS if f.name not in table_schema.names]
+        if s.reserved == "keep" and missing:
+            # parka ingest adds reserved columns as they appear; a Spark query's schema is fixed
+            # at start, so add them all now rather than drop keys, timestamps or headers.
+            columns = ", ".join(
+                f"`{f.name}` {spark_schema(pa.schema([f]))[0].dataType.simpleString()}" for f in missing
+            )
+            spark.sql(f"ALTER TABLE delta.`{s.table_uri}` ADD COLUMNS ({columns})")
+            log.info("added reserved column(s) %s to %s", ", ".join(f.name for f in missing), s.table_uri)
+    schema, source = _resolve_schema(spark, s, options, table_schema)
+    decoder = SegmentDecoder(schema, reserved=s.reserved, metadata=s.metadata)
+    for name in s.partition_by:
+        if name not in decoder.output_schema.names:
+            raise ConfigError("partition_by", name, ", ".join(decoder.output_schema.names))
+    log.info("stream schema from the %s: %s", source, ", ".join(f"{f.name} {f.type}" for f in decoder.schema))
+
+    raw = spark.readStream.format("kafka").options(**options).load()
+    from pyspark.sql import functions as F
+
+    from ._reader import decode
+
+    records = decode(raw, schema, reserved=s.reserved, metadata=s.metadata)
+    records = records.observe(OBSERVED, F.count(F.lit(1)).alias("records"))  # per-batch count, in progress
+    writer = (
+        records.writeStream.format("delta")
+        .outputMode("append")
+        .queryName(s.app)
+        .option("checkpointLocation", s.checkpoint)
+    )
+    if s.schema_evolution == "merge":
+        writer = writer.option("mergeSchema", "true")
+    if s.partition_by:
+        writer = writer.partitionBy(*s.partition_by)
+    return with_trigger(writer, s).start(s.table_uri), source

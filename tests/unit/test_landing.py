@@ -1,0 +1,112 @@
+"""The landing session both daemons use (parka.lake.LandingSession), against real delta-rs
+tables in temporary folders: app ids, the start with a given schema (evolved to through the
+committer, retrying a conflict), resume positions, and dead letters as data files committed
+through the engine, whose leftovers the orphan cleanup removes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+from parka.lake import (
+    Committer,
+    FileName,
+    LandingSession,
+    Refused,
+    RsEngine,
+    app_txn_id,
+    dead_letter_txn_id,
+    default_app_id,
+)
+
+from parka.errors import CommitConflict, SchemaMismatchError, SegmentError
+
+from ._tables import SCHEMA, committer, landed
+
+
+def refused(partition: int, offset: int) -> Refused:
+    err = SegmentError("not a parka segment", value=b"{}", headers=[], topic="t", partition=partition, offset=offset)
+    return Refused(partition, offset, err, 1_700_000_000_000)
+
+
+def test_app_and_txn_ids_are_named_in_one_place() -> None:
+    assert (default_app_id("gps"), app_txn_id("a", 3), dead_letter_txn_id("a", 3)) == ("parka-gps", "a-3", "a-dlq-3")
+    c = Committer(RsEngine(), table_uri="/nowhere", topic="gps")
+    assert (c.app_id, c.app_txn(2)) == ("parka-gps", "parka-gps-2")
+
+
+def test_a_missing_table_is_created_from_the_given_schema_with_the_reserved_columns(tmp_path: Path) -> None:
+    session = LandingSession(committer(tmp_path / "t"))
+    assert session.start(SCHEMA) == "given"
+    names = DeltaTable(str(tmp_path / "t")).schema().to_arrow().names
+    assert names[:2] == ["id", "day"] and all(n.startswith("__parka_") for n in names[2:])
+    assert LandingSession(committer(tmp_path / "u")).start() == "first segment"
+
+
+def test_resume_reads_the_txn_of_each_partition(tmp_path: Path) -> None:
+    c = committer(tmp_path / "t")
+    c.commit([landed(c, 0, 0, [1]), landed(c, 0, 4, [2])])
+    session = LandingSession(committer(tmp_path / "t"))
+    assert session.start() == "table"
+    assert session.resume([0, 1]) == {0: 4, 1: None}
+
+
+def test_a_given_schema_the_table_cannot_take_is_refused(tmp_path: Path) -> None:
+    c = committer(tmp_path / "t")
+    c.commit([landed(c, 0, 0, [1])])
+    wrong = pa.schema([("id", pa.string()), ("day", pa.string())])
+    with pytest.raises(SchemaMismatchError, match="the table cannot take the given schema"):
+        LandingSession(committer(tmp_path / "t", merge=True)).start(wrong)
+    more = pa.schema([*SCHEMA, ("extra", pa.int32())])
+    with pytest.raises(SchemaMismatchError):  # without merge, a new column is not added
+        LandingSession(committer(tmp_path / "t")).start(more)
+
+
+def test_a_given_schema_is_evolved_to_through_the_committer_and_a_conflict_retried(tmp_path: Path) -> None:
+    c = committer(tmp_path / "t")
+    c.commit([landed(c, 0, 0, [1])])
+    session = LandingSession(committer(tmp_path / "t", merge=True))
+    table = session.committer.table
+    assert table is not None
+    real_add = table.add_columns
+    calls: list[int] = []
+
+    def add_once_conflicting(fields: Any) -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            c.commit([landed(c, 0, 1, [2])])  # another writer moves the table first
+            raise CommitConflict("a concurrent commit won")
+        real_add(fields)
+
+    table.add_columns = add_once_conflicting  # type: ignore[method-assign]
+    assert session.start(pa.schema([*SCHEMA, ("extra", pa.int32())])) == "table"
+    assert len(calls) == 2 and session.committer.stats.conflicts == 1
+    assert "extra" in DeltaTable(str(tmp_path / "t")).schema().to_arrow().names
+    assert session.evolve_to(pa.schema([*SCHEMA, ("extra", pa.int32())])) is False  # nothing left to do
+
+
+def test_dead_letters_are_one_data_file_per_partition_with_the_dead_letter_txn(tmp_path: Path) -> None:
+    dlq = tmp_path / "dlq"
+    c = committer(tmp_path / "t", dlq_table_uri=str(dlq))
+    c.commit([landed(c, 0, 0, [1])], [refused(0, 1), refused(0, 2), refused(1, 5)])
+    table = DeltaTable(str(dlq))
+    names = sorted(FileName.parse(p) is not None for p in table.file_uris())
+    assert names == [True, True]  # named as data files are, one per Kafka partition
+    assert (table.transaction_version("app-dlq-0"), table.transaction_version("app-dlq-1")) == (2, 5)
+    rows = sorted((d["partition"], d["offset"]) for d in table.to_pyarrow_table().to_pylist())
+    assert rows == [(0, 1), (0, 2), (1, 5)]
+
+
+def test_a_dead_letter_file_of_a_crashed_attempt_is_removed_once_the_txn_covers_it(tmp_path: Path) -> None:
+    dlq = tmp_path / "dlq"
+    c = committer(tmp_path / "t", dlq_table_uri=str(dlq))
+    c.commit([landed(c, 0, 0, [1])], [refused(0, 1)])
+    crashed = dlq / str(FileName.new("t", 0, 1))  # written, never committed, then the retry landed
+    crashed.write_bytes(b"PAR1 not committed")
+    above = dlq / str(FileName.new("t", 0, 9))  # above the dead-letter txn: may be a live writer's
+    above.write_bytes(b"PAR1 not committed")
+    assert LandingSession(c).remove_orphans() == 1
+    assert not crashed.exists() and above.exists()
