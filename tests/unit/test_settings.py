@@ -13,9 +13,9 @@ import pytest
 from parka.consumer import IngestSettings
 from parka.consumer._cli import build_parser as ingest_parser
 from parka.consumer._cli import settings_from_args as ingest_settings
+from parka.consumer._settings import FLAGS as INGEST_FLAGS
 from parka.lake._optimize_cli import FLAGS as OPTIMIZE_FLAGS
 from parka.lake._optimize_cli import build_parser as optimize_parser
-from parka.consumer._settings import FLAGS as INGEST_FLAGS
 from parka.spark_ext import SparkIngestSettings
 from parka.spark_ext._cli import build_parser as spark_parser
 from parka.spark_ext._cli import settings_from_args as spark_settings
