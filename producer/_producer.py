@@ -7,7 +7,7 @@ straight to the wrapped producer, unchanged.
 
 Per record, ``produce()`` only appends the record to its topic's staging lists. Conversion to
 Arrow, validation, partitioning and sizing happen once per few thousand records, in Arrow (see
-``_buffer``): a staging is *drained* when it holds ``drain_size`` records, when ``linger.ms``
+``_pipeline``): a staging is *drained* when it holds ``drain_size`` records, when ``linger.ms``
 expires, or at ``flush()``. A record that Arrow cannot take is isolated and reported through
 its delivery callback with the topic, field and reason; the records around it go on.
 
