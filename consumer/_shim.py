@@ -46,16 +46,14 @@ from parka._swap import client_class
 from parka.encryption import ENCRYPTION_PREFIX, parse_kms_config
 from parka.errors import KafkaClientError, SegmentDecodeError, SegmentError
 from parka.message import RecordMessage, SegmentRecords
-from parka.registry import Registry, parse_schema_id, split_registry_config
-from parka.schema import RESERVED_PREFIX, schema_fingerprint, to_arrow_schema
-from parka.segment import SCHEMA_ID_HEADER, decode_segment, is_segment, read_segment_info
+from parka.registry import Registry, split_registry_config
+from parka.schema import to_arrow_schema
 
-from ._autocommit import auto_commit_loop, flag, interval_s, weak_on_commit
-from ._compat import UNBUILT, KafkaClientException, closed_error, merge_conf, translated
-from ._offsets import commit_request, positions, store_request
-from ._resolve import resolve_table
-from ._rows import segment_records
-from ._segments import Cursor, Key, Position, RawSegment, SegmentTable, decode_position
+from ._autocommit import flag, interval_s, weak_on_commit
+from ._commits import OffsetsAPI
+from ._compat import UNBUILT, closed_error, merge_conf
+from ._fetch import NOTHING, Fetcher, build_records
+from ._segments import Cursor, Key, Position, RawSegment, SegmentTable
 
 __all__ = ["ParquetConsumer", "RawSegment", "SegmentTable"]
 
@@ -66,14 +64,6 @@ _KafkaConsumer = confluent_kafka.Consumer
 log = logging.getLogger("parka.consumer")
 
 _MAX_CONSUME = 1_000_000  # confluent-kafka's bound on consume(num_messages)
-
-# _fetch results besides a message and None
-_SEGMENT = object()  # a segment with records to hand out is now the current cursor
-_NOTHING = object()  # a segment with none left (all skipped on resume, or empty)
-
-
-def _tp(key: Key, position: Position) -> TopicPartition:
-    return TopicPartition(key[0], key[1], position[0], position[1])
 
 
 def _deadline(timeout: float | None) -> float | None:
@@ -92,7 +82,7 @@ def _client_class() -> Any:
     return client_class(confluent_kafka.Consumer, _KafkaConsumer, ParquetConsumer)
 
 
-class ParquetConsumer:
+class ParquetConsumer(OffsetsAPI):
     """Consume parka segments as individual records; plain messages pass through unchanged.
 
     ``conf`` is a confluent-kafka consumer config, taken in ``confluent_kafka.Consumer``'s forms
@@ -157,6 +147,14 @@ class ParquetConsumer:
         self._closed = False
         self._shut = False
         self._readers: dict[str, pa.Schema] = {}  # set_reader_schema
+        self._fetcher = Fetcher(
+            self._consumer,
+            kms=self._kms,
+            registry=self._registry,
+            cursors=self._cursors,
+            resume_checked=self._resume_checked,
+            readers=self._readers,
+        )
 
     def set_reader_schema(self, topic: str, schema: str | Mapping[str, Any] | pa.Schema | None) -> None:
         """Read ``topic``'s records in ``schema`` (an Avro record schema or a ``pyarrow.Schema``)
@@ -382,91 +380,7 @@ class ParquetConsumer:
         current = self._current
         if current is not None and current.next < current.stop:
             raise SegmentError("records of a decoded segment are still pending: call poll() until it returns them")
-        msg: Any = self._consumer.poll(-1 if timeout is None else timeout)
-        if msg is None:
-            return None
-        err = msg.error()
-        if err is not None:
-            if err.code() == confluent_kafka.KafkaError._PARTITION_EOF:
-                return None
-            raise KafkaClientException(f"consume failed: {err}", kafka_error=err)
-        topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
-        self._cursors[(topic, partition)] = Cursor(topic, partition, offset)
-        headers = msg.headers()
-        info = None
-        if is_segment(headers):
-            info = read_segment_info(headers, value=msg.value(), topic=topic, partition=partition, offset=offset)
-        return RawSegment(
-            value=msg.value(),
-            headers=headers,
-            topic=topic,
-            partition=partition,
-            offset=offset,
-            timestamp=msg.timestamp(),
-            info=info,
-        )
-
-    # -- offsets (the decisions: _offsets.py) ------------------------------------------------
-
-    def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
-        """After the last record handed out: inside a segment, its offset with the metadata
-        ``parka:1:<offset>:<index>``, so that ``send_offsets_to_transaction(consumer.position(..))``
-        resumes at the next record; a partition nothing was fetched from: the client's answer.
-        Raises :class:`KafkaClientException` (a ``KafkaException``) as confluent's."""
-        self._check_open()
-        with translated("position failed"):
-            return positions(self._consumer.position(partitions), self._cursors)
-
-    def commit(
-        self,
-        message: Any = None,
-        offsets: list[TopicPartition] | None = None,
-        asynchronous: bool = True,
-    ) -> list[TopicPartition] | None:
-        """Commit record-precise positions: with no argument the stored ones (every record handed
-        out, or with ``enable.auto.offset.store=false`` what :meth:`store_offsets` was given);
-        with ``message`` (a record, a :class:`SegmentTable`, a plain message) the position after
-        it; ``offsets`` as given, the ``msg.offset() + 1`` idiom read as the record position
-        (:func:`._offsets.commit_request`). Returns the committed partitions when synchronous.
-
-        Raises ``ValueError`` (both ``message`` and ``offsets``), :class:`KafkaClientException`
-        (a ``KafkaException``; ``_NO_OFFSET`` when synchronous with nothing stored, as
-        confluent's, which tells ``on_commit`` when asynchronous), ``RuntimeError`` when closed.
-        """
-        self._check_open()
-        kwargs = commit_request(message, offsets, self._cursors, self._positions())
-        with translated("commit failed"):
-            if asynchronous:
-                self._consumer.commit(asynchronous=True, **kwargs)
-                return None
-            return list(self._consumer.commit(asynchronous=False, **kwargs))
-
-    def store_offsets(self, message: Any = None, offsets: list[TopicPartition] | None = None) -> None:
-        """Store the position after ``message`` (record-precise) or ``offsets`` (read as
-        :meth:`commit` reads them) for the next auto-commit or argument-less :meth:`commit`.
-        Raises what :func:`._offsets.store_request` raises, ``RuntimeError`` when closed."""
-        self._check_open()
-        self._stored.update(store_request(message, offsets, self._cursors, self._assigned, auto_store=self._auto_store))
-
-    def committed(self, partitions: list[TopicPartition], timeout: float | None = None) -> list[TopicPartition]:
-        """The committed positions, metadata included (inside a segment: the segment's offset
-        and ``parka:1:<offset>:<index>``). Raises :class:`KafkaClientException` as confluent's."""
-        self._check_open()
-        with translated("committed failed"):
-            return list(self._consumer.committed(partitions, *(() if timeout is None else (timeout,))))
-
-    def seek(self, partition: TopicPartition) -> None:
-        """Seek like the client; that partition's records in hand are dropped and the offset is
-        taken literally, as :meth:`assign` takes one. Raises :class:`KafkaClientException`."""
-        self._check_open()
-        with translated("seek failed"):
-            self._consumer.seek(partition)
-        key = (partition.topic, partition.partition)
-        self._cursors.pop(key, None)
-        self._resume_checked.add(key)
-        current = self._current
-        if current is not None and (current.topic, current.partition) == key:
-            self._current = None
+        return self._fetcher.fetch_raw(timeout)
 
     def close(self) -> None:
         """Stop auto-committing, commit the final positions (with auto-commit) and close the client.
@@ -500,10 +414,6 @@ class ParquetConsumer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _check_open(self) -> None:
-        if self._shut:
-            raise closed_error()
-
     def __getattr__(self, name: str) -> Any:
         # assignment, position, seek, pause, resume, list_topics, ...: the wrapped client's.
         if name.startswith("_"):
@@ -530,194 +440,20 @@ class ParquetConsumer:
             raise exc
         deadline = _deadline(timeout)
         while True:
-            got = self._fetch(_remaining(deadline), batch=batch)
-            if got is _SEGMENT:
-                return self._current
-            if got is not _NOTHING:
+            got = self._fetcher.fetch(_remaining(deadline), batch=batch)
+            if isinstance(got, Cursor):
+                self._current = got
+                return got
+            if got is not NOTHING:
                 return got
             if _expired(deadline):
                 return None
 
-    def _check_writer_schema(self, headers: Any, schema: pa.Schema, *, topic: str, partition: int, offset: int) -> None:
-        """Raise :class:`SegmentDecodeError` when the segment's ``parka.schema.id`` names a writer
-        schema whose user columns differ from the segment's (``RegistryError`` when the registry
-        cannot answer). A segment without the header passes."""
-        if self._registry is None:
-            return
-        raw = next((v for k, v in headers or () if k == SCHEMA_ID_HEADER), None)
-        schema_id = parse_schema_id(raw)
-        if schema_id is None:
-            return
-        _, fingerprint = self._registry.writer_schema(schema_id)
-        found = schema_fingerprint(pa.schema([f for f in schema if not f.name.startswith(RESERVED_PREFIX)]))
-        if found != fingerprint:
-            raise SegmentDecodeError(
-                f"segment's columns (fingerprint {found}) are not the writer schema {schema_id} of the registry "
-                f"at {self._registry.url} (fingerprint {fingerprint})",
-                headers=list(headers or ()),
-                topic=topic,
-                partition=partition,
-                offset=offset,
-            )
-
-    def _fetch(self, timeout: float, *, batch: bool) -> Any:
-        """Poll the client once: a plain or error message, ``None``, ``_SEGMENT`` or ``_NOTHING``."""
-        msg: Any
-        if batch:
-            got = self._consumer.consume(1, timeout)
-            msg = got[0] if got else None
-        else:
-            msg = self._consumer.poll(timeout)
-        if msg is None or msg.error() is not None:
-            return msg
-        topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
-        key = (topic, partition)
-        headers = msg.headers()
-        if not is_segment(headers):
-            self._cursors[key] = Cursor(topic, partition, offset)
-            return msg
-        start = self._resume_index(msg)
-        try:
-            table = decode_segment(msg.value(), headers, topic=topic, partition=partition, offset=offset, kms=self._kms)
-        except SegmentError:
-            self._cursors[key] = Cursor(topic, partition, offset)
-            raise
-        except Exception as exc:  # anything pyarrow raises on odd data: keep the raw bytes
-            self._cursors[key] = Cursor(topic, partition, offset)
-            raise SegmentDecodeError(
-                f"cannot decode segment: {exc}",
-                value=msg.value(),
-                headers=headers,
-                topic=topic,
-                partition=partition,
-                offset=offset,
-            ) from exc
-        if self._registry is not None:
-            try:
-                self._check_writer_schema(headers, table.schema, topic=topic, partition=partition, offset=offset)
-            except Exception:
-                self._cursors[key] = Cursor(topic, partition, offset)
-                raise
-        if topic in self._readers:
-            try:
-                table = resolve_table(table, self._readers[topic])
-            except ValueError as exc:
-                self._cursors[key] = Cursor(topic, partition, offset)
-                where = {"topic": topic, "partition": partition, "offset": offset}
-                raise SegmentDecodeError(f"reader schema: {exc}", value=msg.value(), headers=headers, **where) from exc
-        cursor = Cursor(topic, partition, offset, message=msg, table=table, start=start)
-        self._cursors[key] = cursor
-        if cursor.next >= cursor.stop:
-            return _NOTHING
-        self._current = cursor
-        return _SEGMENT
-
     def _build_records(self, cursor: Cursor) -> SegmentRecords:
-        """The Python records of the cursor's segment, from its next record on (once per segment)."""
-        msg = cursor.message
+        """The cursor's Python records (:func:`._fetch.build_records`); on a failure the segment is
+        no longer the one handing out records."""
         try:
-            records = segment_records(
-                cursor.table,
-                cursor.next,
-                topic=cursor.topic,
-                partition=cursor.partition,
-                offset=cursor.offset,
-                segment_timestamp=msg.timestamp(),
-            )
-        except Exception as exc:  # a value Python cannot hold, a malformed reserved column
-            cursor.next = cursor.stop  # consuming continues after this segment
+            return build_records(cursor)
+        except SegmentDecodeError:
             self._current = None
-            raise SegmentDecodeError(
-                f"cannot decode segment records: {exc}",
-                value=msg.value(),
-                headers=msg.headers(),
-                topic=cursor.topic,
-                partition=cursor.partition,
-                offset=cursor.offset,
-            ) from exc
-        cursor.records = records
-        return records
-
-    def _resume_index(self, msg: Any) -> int:
-        """Records of this segment already consumed before a restart, per committed metadata.
-
-        Raises KafkaClientException when the committed position cannot be read; the client is
-        sought back to the segment, so the next poll fetches it again.
-        """
-        key = (msg.topic(), msg.partition())
-        if key in self._resume_checked:
-            return 0
-        try:
-            [tp] = self._consumer.committed([TopicPartition(*key)], timeout=10)
-        except confluent_kafka.KafkaException as exc:
-            try:
-                self._consumer.seek(TopicPartition(key[0], key[1], msg.offset()))
-            except confluent_kafka.KafkaException as seek_exc:
-                log.warning("cannot seek %s[%d] back to %d: %s", key[0], key[1], msg.offset(), seek_exc)
-            raise KafkaClientException.wrap(exc, f"cannot read committed offset of {key[0]}[{key[1]}]") from exc
-        self._resume_checked.add(key)
-        pos = decode_position(getattr(tp, "metadata", None))
-        if pos is None or tp.offset != msg.offset() or pos[0] != msg.offset():
-            return 0
-        return pos[1]
-
-    # -- internals: positions and auto-commit ------------------------------------------------
-
-    def _positions(self) -> dict[Key, Position]:
-        """The stored position of every partition that has one (a snapshot; any thread)."""
-        if self._auto_store:
-            return {key: cursor.position() for key, cursor in self._cursors.copy().items()}
-        return self._stored.copy()
-
-    def _start_committer(self) -> None:
-        if not self._auto_commit or self._interval_s <= 0 or self._committer is not None or self._closed:
-            return
-        self._committer = threading.Thread(
-            target=auto_commit_loop,
-            args=(weakref.ref(self), self._stop_committer, self._interval_s),
-            name="parka-auto-commit",
-            daemon=True,
-        )
-        self._committer.start()
-
-    def _auto_commit_tick(self) -> None:
-        """One auto-commit (the committer thread): send the positions that changed."""
-        with self._lock:
-            if self._closed:
-                return
-            while self._failed:
-                self._sent.pop(self._failed.pop(), None)
-            due = {
-                key: pos
-                for key, pos in self._positions().items()
-                if key in self._assigned and self._sent.get(key) != pos
-            }
-            if due:
-                self._send(due, asynchronous=True)
-
-    def _send(self, positions: dict[Key, Position], *, asynchronous: bool) -> None:
-        """Commit ``positions`` (holding ``_lock``); failures are logged, not raised."""
-        offsets = [_tp(key, pos) for key, pos in positions.items()]
-        try:
-            if asynchronous:
-                self._consumer.commit(offsets=offsets, asynchronous=True)
-                result = []
-            else:
-                result = self._consumer.commit(offsets=offsets, asynchronous=False)
-        except confluent_kafka.KafkaException as exc:
-            # E.g. a rebalance in progress: the next tick (or the new owner) carries on.
-            log.info("auto-commit of %d partition(s) failed: %s", len(positions), exc)
-            return
-        failed = set()
-        for tp in result:
-            if tp.error is not None:
-                failed.add((tp.topic, tp.partition))
-                log.info("auto-commit of %s[%d] failed: %s", tp.topic, tp.partition, tp.error)
-        self._sent.update((key, pos) for key, pos in positions.items() if key not in failed)
-
-    def _on_commit(self, err: Any, partitions: list[TopicPartition] | None) -> None:
-        """The client's commit callback: remember failed auto-commits, then the application's."""
-        failed = [(tp.topic, tp.partition) for tp in partitions or () if err is not None or tp.error is not None]
-        self._failed.extend(failed)  # the committer thread resends them at its next tick
-        if self._user_on_commit is not None:
-            self._user_on_commit(err, partitions)
+            raise

@@ -19,6 +19,7 @@ __all__ = [
     "batch_message",
     "check_topic",
     "client_config",
+    "pass_through",
     "raise_closed",
 ]
 
@@ -108,3 +109,16 @@ def batch_message(index: int, msg: Any, partition: int, callback: Any) -> tuple[
         raise TypeError(f"Message timestamp at index {index} must be int")
     cb = msg.get("callback") or callback
     return value, key, part, cb, timestamp, msg.get("headers")
+
+
+def pass_through(
+    client: Any, topic: str, value: Any, key: Any, partition: int | None, cb: Any, timestamp: int, headers: Any
+) -> None:
+    """``produce()`` with ``columnar.encoding=none``: the wrapped client's, given only what the
+    caller gave (a partition of -1 and no callback are left out, as its defaults)."""
+    kwargs: dict[str, Any] = {"value": value, "key": key, "headers": headers, "timestamp": timestamp}
+    if partition is not None and partition >= 0:
+        kwargs["partition"] = partition
+    if cb is not None:
+        kwargs["on_delivery"] = cb
+    client.produce(topic, **kwargs)

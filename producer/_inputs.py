@@ -16,7 +16,7 @@ from parka.partitioning import PartitionSpec, partition_keys, runs
 
 from ._buffer import RowBatch
 
-__all__ = ["Group", "conform_table", "key_bytes", "normalize_headers", "normalize_key", "split_by_values"]
+__all__ = ["Group", "conform_table", "key_bytes", "normalize_headers", "normalize_key", "split_by_values", "table_keys"]
 
 
 @dataclass
@@ -80,6 +80,17 @@ def key_bytes(column: pa.Array | pa.ChunkedArray, topic: str, name: str) -> pa.A
     if pa.types.is_integer(t):
         return column.cast(pa.string()).cast(pa.binary())
     raise RecordError(f"a key column must be string, binary or integer, not {t}", topic=topic, field=name)
+
+
+def table_keys(table: pa.Table, topic: str, key_column: str) -> pa.Array:
+    """``produce_batch``'s ``key_column`` of ``table`` as key bytes (:func:`key_bytes`).
+
+    Raises:
+        RecordError: the column is not in the table, or has no key encoding (``field`` names it).
+    """
+    if key_column not in table.column_names:
+        raise RecordError("key_column is not a column of the data", topic=topic, field=key_column)
+    return key_bytes(table[key_column], topic, key_column)
 
 
 def split_by_values(partition_by: Sequence[PartitionSpec], batch: RowBatch) -> list[Group]:

@@ -58,9 +58,12 @@ class _Pending:
 class Outbox:
     """Segments on their way to Kafka and the reports owed to the application."""
 
-    def __init__(self, producer: confluent_kafka.Producer, lock: threading.Lock) -> None:
+    def __init__(
+        self, producer: confluent_kafka.Producer, lock: threading.Lock, on_full: Callable[[], None] | None = None
+    ) -> None:
         self.producer = producer
         self._lock = lock
+        self._on_full = on_full  # told whenever ``full`` may have changed
         self._pending: deque[_Pending] = deque()
         self._reports: deque[tuple[int, Callable[[], None]]] = deque()  # (records, report)
         self.full = False  # too many segments wait: produce() raises BufferError
@@ -103,6 +106,8 @@ class Outbox:
         while self._pending and self._try_send(self._pending[0]):
             self._pending.popleft()
         self.full = len(self._pending) >= _MAX_PENDING_SEGMENTS
+        if self._on_full is not None:
+            self._on_full()
 
     @property
     def waiting(self) -> bool:
@@ -143,6 +148,8 @@ class Outbox:
         while self._pending:
             self._refused(self._pending.popleft(), err)
         self.full = False
+        if self._on_full is not None:
+            self._on_full()
 
     # -- a segment's delivery report, per record ------------------------------------------------
 

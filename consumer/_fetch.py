@@ -1,0 +1,222 @@
+"""The shim's fetch path: one Kafka message in, a decoded segment's cursor (or the message) out.
+
+:class:`Fetcher` polls the wrapped client once per call, decodes a segment (decrypting with the
+``columnar.encryption.kms.*`` settings, checking its ``parka.schema.id`` against the registry,
+resolving it to the topic's reader schema), finds where a segment resumes after a restart (the
+committed ``parka:1:<offset>:<index>`` metadata) and builds a segment's Python records once.
+Whatever happens to a message, its partition's cursor moves past it, so that positions and
+commits never fall behind what was fetched. The cursors and the set of partitions whose
+committed position was consulted are the shim's, shared with it; the decision which cursor
+hands out records stays in ``_shim.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import confluent_kafka
+import pyarrow as pa
+from confluent_kafka import TopicPartition
+
+from parka.errors import SegmentDecodeError, SegmentError
+from parka.message import SegmentRecords
+from parka.registry import Registry, parse_schema_id
+from parka.schema import RESERVED_PREFIX, schema_fingerprint
+from parka.segment import SCHEMA_ID_HEADER, decode_segment, is_segment, read_segment_info
+
+from ._compat import KafkaClientException
+from ._resolve import resolve_table
+from ._rows import segment_records
+from ._segments import Cursor, Key, RawSegment, decode_position
+
+__all__ = ["NOTHING", "Fetcher"]
+
+log = logging.getLogger("parka.consumer")
+
+NOTHING = object()  # fetch(): a segment with no records left (all skipped on resume, or empty)
+
+
+class Fetcher:
+    """Fetches and decodes for one shim. ``cursors``, ``resume_checked`` and ``readers`` (the
+    reader schemas of ``set_reader_schema``) are the shim's own, updated in place."""
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        kms: Any,
+        registry: Registry | None,
+        cursors: dict[Key, Cursor],
+        resume_checked: set[Key],
+        readers: dict[str, pa.Schema],
+    ) -> None:
+        self._client = client
+        self._kms = kms
+        self._registry = registry
+        self._cursors = cursors
+        self._resume_checked = resume_checked
+        self._readers = readers
+
+    def fetch(self, timeout: float, *, batch: bool) -> Any:
+        """Poll the client once (``consume(1)`` when ``batch``): a plain or error message,
+        ``None``, the cursor of a segment with records to hand out, or :data:`NOTHING`.
+
+        Raises :class:`~parka.errors.SegmentDecodeError` (raw bytes kept) for a segment that
+        cannot be decoded or does not match its writer or reader schema, and
+        :class:`KafkaClientException` when the committed position cannot be read."""
+        msg: Any
+        if batch:
+            got = self._client.consume(1, timeout)
+            msg = got[0] if got else None
+        else:
+            msg = self._client.poll(timeout)
+        if msg is None or msg.error() is not None:
+            return msg
+        topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+        key = (topic, partition)
+        headers = msg.headers()
+        if not is_segment(headers):
+            self._cursors[key] = Cursor(topic, partition, offset)
+            return msg
+        start = self._resume_index(msg)
+        try:
+            table = self._decode(msg, headers, topic, partition, offset)
+        except Exception:
+            self._cursors[key] = Cursor(topic, partition, offset)  # consuming goes on after it
+            raise
+        cursor = Cursor(topic, partition, offset, message=msg, table=table, start=start)
+        self._cursors[key] = cursor
+        return NOTHING if cursor.next >= cursor.stop else cursor
+
+    def fetch_raw(self, timeout: float | None) -> RawSegment | None:
+        """The next message undecoded (``poll_buffer``); ``None`` on timeout or a partition end.
+        Raises as ``poll_buffer``."""
+        msg: Any = self._client.poll(-1 if timeout is None else timeout)
+        if msg is None:
+            return None
+        err = msg.error()
+        if err is not None:
+            if err.code() == confluent_kafka.KafkaError._PARTITION_EOF:
+                return None
+            raise KafkaClientException(f"consume failed: {err}", kafka_error=err)
+        topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+        self._cursors[(topic, partition)] = Cursor(topic, partition, offset)
+        headers = msg.headers()
+        info = None
+        if is_segment(headers):
+            info = read_segment_info(headers, value=msg.value(), topic=topic, partition=partition, offset=offset)
+        return RawSegment(
+            value=msg.value(),
+            headers=headers,
+            topic=topic,
+            partition=partition,
+            offset=offset,
+            timestamp=msg.timestamp(),
+            info=info,
+        )
+
+    def _decode(self, msg: Any, headers: Any, topic: str, partition: int, offset: int) -> pa.Table:
+        value = msg.value()
+        try:
+            table = decode_segment(value, headers, topic=topic, partition=partition, offset=offset, kms=self._kms)
+        except SegmentError:
+            raise
+        except Exception as exc:  # anything pyarrow raises on odd data: keep the raw bytes
+            raise SegmentDecodeError(
+                f"cannot decode segment: {exc}",
+                value=value,
+                headers=headers,
+                topic=topic,
+                partition=partition,
+                offset=offset,
+            ) from exc
+        if self._registry is not None:
+            self._check_writer_schema(headers, table.schema, topic=topic, partition=partition, offset=offset)
+        if topic in self._readers:
+            try:
+                table = resolve_table(table, self._readers[topic])
+            except ValueError as exc:
+                raise SegmentDecodeError(
+                    f"reader schema: {exc}",
+                    value=value,
+                    headers=headers,
+                    topic=topic,
+                    partition=partition,
+                    offset=offset,
+                ) from exc
+        return table
+
+    def _check_writer_schema(self, headers: Any, schema: pa.Schema, *, topic: str, partition: int, offset: int) -> None:
+        """Raise :class:`SegmentDecodeError` when the segment's ``parka.schema.id`` names a writer
+        schema whose user columns differ from the segment's (``RegistryError`` when the registry
+        cannot answer). A segment without the header passes."""
+        if self._registry is None:
+            return
+        raw = next((v for k, v in headers or () if k == SCHEMA_ID_HEADER), None)
+        schema_id = parse_schema_id(raw)
+        if schema_id is None:
+            return
+        _, fingerprint = self._registry.writer_schema(schema_id)
+        found = schema_fingerprint(pa.schema([f for f in schema if not f.name.startswith(RESERVED_PREFIX)]))
+        if found != fingerprint:
+            raise SegmentDecodeError(
+                f"segment's columns (fingerprint {found}) are not the writer schema {schema_id} of the registry "
+                f"at {self._registry.url} (fingerprint {fingerprint})",
+                headers=list(headers or ()),
+                topic=topic,
+                partition=partition,
+                offset=offset,
+            )
+
+    def _resume_index(self, msg: Any) -> int:
+        """Records of this segment already consumed before a restart, per committed metadata.
+
+        Raises KafkaClientException when the committed position cannot be read; the client is
+        sought back to the segment, so the next poll fetches it again.
+        """
+        key = (msg.topic(), msg.partition())
+        if key in self._resume_checked:
+            return 0
+        try:
+            [tp] = self._client.committed([TopicPartition(*key)], timeout=10)
+        except confluent_kafka.KafkaException as exc:
+            try:
+                self._client.seek(TopicPartition(key[0], key[1], msg.offset()))
+            except confluent_kafka.KafkaException as seek_exc:
+                log.warning("cannot seek %s[%d] back to %d: %s", key[0], key[1], msg.offset(), seek_exc)
+            raise KafkaClientException.wrap(exc, f"cannot read committed offset of {key[0]}[{key[1]}]") from exc
+        self._resume_checked.add(key)
+        pos = decode_position(getattr(tp, "metadata", None))
+        if pos is None or tp.offset != msg.offset() or pos[0] != msg.offset():
+            return 0
+        return pos[1]
+
+
+def build_records(cursor: Cursor) -> SegmentRecords:
+    """The Python records of the cursor's segment, from its next record on (once per segment).
+
+    Raises :class:`SegmentDecodeError` (raw bytes kept; the cursor moved past the segment, so
+    consuming goes on after it) for a value Python cannot hold or a malformed reserved column."""
+    msg = cursor.message
+    try:
+        records = segment_records(
+            cursor.table,
+            cursor.next,
+            topic=cursor.topic,
+            partition=cursor.partition,
+            offset=cursor.offset,
+            segment_timestamp=msg.timestamp(),
+        )
+    except Exception as exc:
+        cursor.next = cursor.stop
+        raise SegmentDecodeError(
+            f"cannot decode segment records: {exc}",
+            value=msg.value(),
+            headers=msg.headers(),
+            topic=cursor.topic,
+            partition=cursor.partition,
+            offset=cursor.offset,
+        ) from exc
+    cursor.records = records
+    return records
