@@ -12,6 +12,8 @@ import sys
 import time
 from typing import Any
 
+from parka.lake import default_app_id
+
 from parka._cli_util import redacted, serve_metrics, setup_logging, stopped
 from parka._health import EXIT_CONFIG, EXIT_OK, exit_code_for
 from parka._progress import ProgressBar
@@ -91,7 +93,7 @@ def settings_from_args(args: argparse.Namespace) -> IngestSettings:
     """
     if not args.topic or not args.table_uri:
         build_parser().error("TOPIC and TABLE_URI are required (or PARKA_TOPIC / PARKA_TABLE_URI)")
-    app_id = args.app_id or f"parka-{args.topic}"
+    app_id = args.app_id or default_app_id(args.topic)
     kafka = dict(args.kafka_conf)
     kafka.setdefault("bootstrap.servers", args.bootstrap_servers)
     kafka.setdefault("group.id", args.consumer_group or app_id)

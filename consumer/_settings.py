@@ -100,6 +100,3 @@ class IngestSettings:
         if self.dlq_table_uri:
             options = storage_options_for(self.dlq_table_uri, options)
         object.__setattr__(self, "storage_options", options)
-
-    def app_txn(self, partition: int) -> str:
-        return f"{self.app_id}-{partition}"

@@ -21,6 +21,7 @@ from typing import Any
 import pyarrow as pa
 
 from parka._crash import crash_point
+from parka._settings import CHECKPOINT_INTERVAL
 from parka.errors import CommitConflict, CommitError, ConfigError, SchemaMismatchError
 from parka.evolution import TYPE_WIDENING_KEY, merge_schemas
 from parka.partitioning import PartitionSpec, parse_partition_by
@@ -115,8 +116,7 @@ class Committer:
         stats: CommitStats | None = None,
         on_commit: Callable[[float], None] | None = None,
     ) -> None:
-        if checkpoint_interval < 0:
-            raise ConfigError("checkpoint_interval", checkpoint_interval, "an integer >= 0 (0: never)")
+        CHECKPOINT_INTERVAL.validate(checkpoint_interval)  # the daemons' own rule, for library callers
         self.engine = engine
         self.table_uri = table_uri
         self.topic = topic

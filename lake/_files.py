@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from parka._crash import crash_point
+from parka._settings import DEFAULT_TARGET_FILE_SIZE
 from parka.errors import CommitConflict, SchemaMismatchError, SegmentDecodeError, SegmentError
 from parka.evolution import merge_schemas, widening_enabled
 from parka.partitioning import PartitionSpec, parse_partition_by
@@ -128,9 +129,6 @@ def _fit(
         except SchemaMismatchError as exc:
             return Fit(problem=str(exc).removeprefix(f"field '{exc.field}': "), field=exc.field)
     return fit
-
-
-DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from parka._settings import DEFAULT_TARGET_FILE_SIZE
 from parka.config import storage_options_for
 from parka.errors import CommitConflict, CommitError, ConfigError
 
@@ -68,7 +69,7 @@ __all__ = [
 
 log = logging.getLogger("parka.optimize")
 
-DEFAULT_TARGET_SIZE = 128 * 1024 * 1024
+DEFAULT_TARGET_SIZE = DEFAULT_TARGET_FILE_SIZE
 """Bytes a compacted file aims at: 128 MiB (delta-rs' own default is 100 MiB, delta-spark's
 OPTIMIZE 1 GiB): long column chunks, yet a rewrite that stays cheap next to running ingestion."""
 DEFAULT_ROW_GROUP_ROWS = 1024 * 1024

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from parka.lake import default_app_id
+
 from parka import _settings as s
 from parka._cli_util import redacted, redacted_repr
 from parka._settings import Setting, declared, validate
@@ -353,7 +355,7 @@ class SparkIngestSettings:
     @property
     def app(self) -> str:
         """The application id: the query name and the default checkpoint's folder."""
-        return self.app_id or f"parka-{self.topic}"
+        return self.app_id or default_app_id(self.topic)
 
     @property
     def checkpoint(self) -> str:
