@@ -16,7 +16,7 @@ COPY producer /tmp/parka-src/producer
 COPY consumer /tmp/parka-src/consumer
 COPY lake /tmp/parka-src/lake
 COPY spark_ext /tmp/parka-src/spark_ext
-RUN pip install /tmp/parka-src && rm -rf /tmp/parka-src \
+RUN pip install "/tmp/parka-src[lake]" && rm -rf /tmp/parka-src \
     && useradd --create-home --uid 10001 parka
 
 USER parka

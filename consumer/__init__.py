@@ -2,10 +2,28 @@
 counterpart :class:`AIOParquetConsumer`) and the ingestion
 consumer :class:`IngestionConsumer` (raw segments into Delta Lake, exactly once)."""
 
+from typing import TYPE_CHECKING, Any
+
 from ._aio import AIOParquetConsumer
 from ._compat import KafkaClientException
-from ._ingest import IngestionConsumer, IngestSettings, IngestStats
+from ._settings import IngestSettings
 from ._shim import ParquetConsumer, RawSegment, SegmentTable
+
+# The ingestion consumer lands tables (parka.lake: the `lake` extra); imported on first use, so
+# `pip install parka` (the producer and the shim) works without deltalake, obstore, fastparquet.
+_INGEST = ("IngestionConsumer", "IngestStats")
+
+if TYPE_CHECKING:
+    from ._ingest import IngestionConsumer, IngestStats
+
+
+def __getattr__(name: str) -> Any:
+    if name in _INGEST:
+        from . import _ingest
+
+        return getattr(_ingest, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "AIOParquetConsumer",

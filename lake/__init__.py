@@ -19,6 +19,11 @@ in the table, exactly once", whichever daemon reads Kafka (``parka ingest`` in
 Errors are :mod:`parka.errors`' (``CommitError``, ``CommitConflict``, ``SchemaMismatchError``).
 """
 
+# ruff: noqa: E402  (the extra is checked before anything imports deltalake, obstore or fastparquet)
+from parka._extras import require
+
+require(("deltalake", "fastparquet", "obstore"), "lake", "parka.lake (parka ingest, parka optimize, Spark raw mode)")
+
 from ._committer import CommitResult, CommitStats, Committer
 from ._delta_rs import RsEngine, RsTableLog
 from ._delta_rules import (

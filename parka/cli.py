@@ -55,7 +55,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import importlib
 
-    module = importlib.import_module(COMMANDS[args[0]].module)
+    from .errors import MissingExtraError
+
+    try:
+        module = importlib.import_module(COMMANDS[args[0]].module)
+    except MissingExtraError as exc:  # e.g. `parka ingest` on `pip install parka` without [lake]
+        print(f"parka {args[0]}: {exc}", file=sys.stderr)
+        return 2
     code: int = module.main(args[1:])
     return code
 
