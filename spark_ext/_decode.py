@@ -16,11 +16,11 @@ from parka.schema import RESERVED_PREFIX, to_arrow_schema
 from parka.segment import RESERVED_FIELDS
 
 from ._arrow import METADATA_COLUMNS, SegmentDecoder, type_shape
-from ._ingest import source_options, with_trigger
+from ._query import source_options, with_trigger
 from ._reader import first_segment_schema, spark_schema
 
 if TYPE_CHECKING:
-    from ._ingest import SparkIngestSettings
+    from ._settings import SparkIngestSettings
 
 __all__ = ["OBSERVED", "start_decode"]
 

@@ -33,17 +33,15 @@ hidden, so neither reads nor VACUUM touch it, and the table and its progress mov
 from __future__ import annotations
 
 import logging
-import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from parka._cli_util import redacted
-from parka.errors import ConfigError, ParkaError
+from parka.errors import ParkaError
 
 from ._lag import progress_lag
-from ._reader import kafka_options
 from ._session import translate
 from ._settings import CHECKPOINTS_DIR, SparkIngestSettings
 
@@ -56,28 +54,6 @@ if TYPE_CHECKING:
 __all__ = ["CHECKPOINTS_DIR", "SparkIngestError", "SparkIngestSettings", "SparkIngestStats", "ingest", "start_ingest"]
 
 log = logging.getLogger("parka.spark_ingest")
-
-# delta-rs storage option -> Hadoop setting, for the options both engines know.
-_STORAGE_KEYS = {
-    "aws_access_key_id": "fs.s3a.access.key",
-    "aws_secret_access_key": "fs.s3a.secret.key",
-    "aws_session_token": "fs.s3a.session.token",
-    "aws_endpoint_url": "fs.s3a.endpoint",
-    "aws_endpoint": "fs.s3a.endpoint",
-    "aws_region": "fs.s3a.endpoint.region",
-}
-# delta-rs storage options s3a has no setting for (see hadoop_storage_options)
-_STORAGE_KEYS_FOR_OTHERS = ("aws_allow_http", "aws_conditional_put", "aws_virtual_hosted_style_request")
-# Azure's and Google's delta-rs options: for delta-rs and obstore (raw mode's files and commits);
-# Spark's own reads of such a table take Hadoop's fs.azure.* / fs.gs.* settings, given as such
-_OTHER_CLOUDS = ("azure_", "google_")
-_TRIGGER = re.compile(r"processing-time=(\d+(?:\.\d+)?)\s*([a-z]*)")
-_UNIT_MS = {
-    **dict.fromkeys(("ms", "millisecond", "milliseconds"), 1),
-    **dict.fromkeys(("", "s", "second", "seconds"), 1000),
-    **dict.fromkeys(("m", "minute", "minutes"), 60_000),
-    **dict.fromkeys(("h", "hour", "hours"), 3_600_000),
-}
 
 
 class SparkIngestError(ParkaError):
@@ -103,81 +79,6 @@ class SparkIngestStats:
     orphans_removed: int = 0  # raw mode
 
 
-def trigger_ms(trigger: str) -> int | None:
-    """``None`` for ``available-now``, else the processing-time interval in milliseconds.
-
-    Raises:
-        ConfigError: any other form.
-    """
-    if trigger == "available-now":
-        return None
-    m = _TRIGGER.fullmatch(trigger.strip())
-    if m is None or m.group(2) not in _UNIT_MS:
-        raise ConfigError("trigger", trigger, "available-now, processing-time=<n>[ms|s|m|h] (e.g. processing-time=30s)")
-    return max(1, int(float(m.group(1)) * _UNIT_MS[m.group(2)]))
-
-
-def hadoop_storage_options(options: Mapping[str, str]) -> dict[str, str]:
-    """Storage options as Hadoop settings (s3a).
-
-    delta-rs' keys in ``_STORAGE_KEYS`` are translated. ``aws_allow_http`` and
-    ``aws_conditional_put`` have no s3a setting (s3a takes http from the endpoint URL; it makes
-    no conditional puts) and are left to delta-rs and obstore. object_store addresses buckets
-    path-style unless ``aws_virtual_hosted_style_request`` is true; s3a is told the same
-    (``fs.s3a.path.style.access``) when an endpoint is given, so both reach the same server
-    the same way. Azure's and Google's delta-rs keys (``azure_*``, ``google_*``) have no
-    translation: Hadoop's own ``fs.azure.*`` / ``fs.gs.*`` keys configure Spark for those. An
-    ``fs.*`` key given as such wins.
-
-    Raises:
-        ConfigError: a key that is neither ``fs.*`` nor a known delta-rs key.
-    """
-    out: dict[str, str] = {}
-    hosted: str | None = None
-    for key, value in options.items():
-        name = key.lower()
-        if key.startswith("fs."):
-            continue
-        if name in _STORAGE_KEYS:
-            out[_STORAGE_KEYS[name]] = value
-        elif name == "aws_virtual_hosted_style_request":
-            hosted = value
-        elif name not in _STORAGE_KEYS_FOR_OTHERS and not name.startswith(_OTHER_CLOUDS):
-            known = (*_STORAGE_KEYS, *_STORAGE_KEYS_FOR_OTHERS)
-            allowed = "fs.* Hadoop settings, AZURE_*, GOOGLE_*, " + ", ".join(k.upper() for k in known)
-            raise ConfigError("storage option", key, allowed)
-    if hosted is not None:
-        out["fs.s3a.path.style.access"] = "false" if hosted.strip().lower() == "true" else "true"
-    elif "fs.s3a.endpoint" in out:
-        out["fs.s3a.path.style.access"] = "true"
-    out.update({k: v for k, v in options.items() if k.startswith("fs.")})
-    return out
-
-
-def _kafka_client_options(conf: Mapping[str, str]) -> dict[str, str]:
-    """``-K`` settings as Kafka source options; librdkafka's ``sasl.username``/``sasl.password``
-    become the Java client's ``sasl.jaas.config``, its ``sasl.mechanisms`` ``sasl.mechanism`` and
-    its ``ssl.ca.location`` (a PEM file) a PEM trust store, so one set of flags serves both CLIs."""
-    conf = dict(conf)
-    ca = conf.pop("ssl.ca.location", None)
-    if ca is not None and "ssl.truststore.location" not in conf:
-        conf["ssl.truststore.type"] = "PEM"
-        conf["ssl.truststore.location"] = ca
-    user, password = conf.pop("sasl.username", None), conf.pop("sasl.password", None)
-    if (user is None) != (password is None):
-        raise ConfigError("sasl.username/sasl.password", "one of them", "both or neither")
-    if user is not None and "sasl.jaas.config" not in conf:
-        mechanism = conf.get("sasl.mechanism", conf.get("sasl.mechanisms", "PLAIN")).upper()
-        module = "scram.ScramLoginModule" if mechanism.startswith("SCRAM") else "plain.PlainLoginModule"
-        quoted = [v.replace("\\", "\\\\").replace('"', '\\"') for v in (user, password or "")]
-        conf["sasl.jaas.config"] = (
-            f'org.apache.kafka.common.security.{module} required username="{quoted[0]}" password="{quoted[1]}";'
-        )
-    if "sasl.mechanisms" in conf:  # librdkafka's spelling
-        conf.setdefault("sasl.mechanism", conf.pop("sasl.mechanisms"))
-    return {f"kafka.{k}": v for k, v in conf.items()}
-
-
 def start_ingest(spark: Any, settings: SparkIngestSettings) -> Any:
     """Start the streaming query; returns the ``StreamingQuery`` (see :func:`ingest` to wait).
 
@@ -185,25 +86,6 @@ def start_ingest(spark: Any, settings: SparkIngestSettings) -> Any:
         ConfigError, SchemaError, SchemaMismatchError: before anything runs.
     """
     return _start(spark, settings)[0]
-
-
-def source_options(spark: Any, s: SparkIngestSettings) -> dict[str, str]:
-    """The Kafka source's options; also puts the storage settings into the session's Hadoop
-    conf (the checkpoint, and in decode mode the table, are written through it)."""
-    options = kafka_options(s.topic, s.bootstrap_servers, {**_kafka_client_options(s.kafka_conf), **s.source_options})
-    options["startingOffsets"] = s.starting_offsets
-    if s.max_offsets_per_trigger is not None:
-        options["maxOffsetsPerTrigger"] = str(s.max_offsets_per_trigger)
-    for key, value in hadoop_storage_options(s.storage_options).items():
-        spark.sparkContext._jsc.hadoopConfiguration().set(key, value)
-    return options
-
-
-def with_trigger(writer: Any, s: SparkIngestSettings) -> Any:
-    interval = trigger_ms(s.trigger)
-    if interval is None:
-        return writer.trigger(availableNow=True)
-    return writer.trigger(processingTime=f"{interval} milliseconds")
 
 
 def _start(

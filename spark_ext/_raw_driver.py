@@ -20,11 +20,11 @@ from parka.schema import to_arrow_schema
 from parka.segment import FORMAT_HEADER
 
 from ._arrow import KAFKA_COLUMNS
-from ._ingest import source_options, with_trigger
+from ._query import source_options, with_trigger
 from ._reader import spark_schema
 
 if TYPE_CHECKING:
-    from ._ingest import SparkIngestSettings
+    from ._settings import SparkIngestSettings
 
 __all__ = ["RawRun", "raw_stream", "start_raw"]
 

@@ -21,6 +21,7 @@ from parka.errors import ConfigError
 from parka.partitioning import parse_partition_by
 
 from ._arrow import METADATA_COLUMNS, RESERVED_MODES
+from ._options import hadoop_storage_options, trigger_ms
 
 if TYPE_CHECKING:
     from ._reader import SchemaInput
@@ -71,7 +72,6 @@ def _spark_owned(conf: Mapping[str, str]) -> None:
 
 
 def _trigger_check(trigger: str) -> None:
-    from ._ingest import trigger_ms  # raises ConfigError naming the forms it takes
 
     trigger_ms(trigger)
 
@@ -268,7 +268,7 @@ class SparkIngestSettings:
     ``kafka_conf`` holds Kafka client settings without the ``kafka.`` prefix (as ``-K`` takes
     them); ``source_options`` other Kafka source options (``failOnDataLoss``...).
     ``storage_options`` are ``fs.*`` Hadoop settings or the delta-rs keys
-    :func:`~._ingest.hadoop_storage_options` translates.
+    :func:`~._options.hadoop_storage_options` translates.
 
     ``mode``: ``raw`` lands segments unchanged with parka's own commits; ``decode`` decodes
     them and writes through delta-spark (``reserved``, ``metadata`` and transforms need it).
@@ -348,7 +348,6 @@ class SparkIngestSettings:
                     clash[0], "a name that does not prefix '_parka_checkpoints'",
                     reason="or give a checkpoint location outside the table",
                 )  # fmt: skip
-        from ._ingest import hadoop_storage_options  # raises ConfigError naming an unknown option
 
         hadoop_storage_options(self.storage_options)
 

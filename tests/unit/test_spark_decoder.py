@@ -7,7 +7,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from parka.spark_ext import SegmentDecoder, SparkIngestSettings
-from parka.spark_ext._ingest import _kafka_client_options, hadoop_storage_options, trigger_ms
+from parka.spark_ext._options import hadoop_storage_options, kafka_client_options, trigger_ms
 from parka.spark_ext._session import translate
 
 from parka.errors import ConfigError, SchemaError, SchemaMismatchError, SegmentDecodeError, SegmentError
@@ -150,17 +150,17 @@ def test_ingest_settings_are_validated_where_they_enter() -> None:
     assert SparkIngestSettings(**{**base, "table_uri": "s3://lake/t"}, commit_engine="delta-rs").commit_engine
     settings = SparkIngestSettings(**base)
     assert settings.checkpoint == "/t/_parka_checkpoints/parka-gps"
-    jaas = _kafka_client_options({"sasl.username": "u", "sasl.password": 'p"w', "sasl.mechanisms": "SCRAM-SHA-512"})
+    jaas = kafka_client_options({"sasl.username": "u", "sasl.password": 'p"w', "sasl.mechanisms": "SCRAM-SHA-512"})
     assert jaas["kafka.sasl.mechanism"] == "SCRAM-SHA-512"
     assert 'ScramLoginModule required username="u" password="p\\"w";' in jaas["kafka.sasl.jaas.config"]
-    tls = _kafka_client_options({"security.protocol": "SASL_SSL", "ssl.ca.location": "/ca.pem"})
+    tls = kafka_client_options({"security.protocol": "SASL_SSL", "ssl.ca.location": "/ca.pem"})
     assert tls == {
         "kafka.security.protocol": "SASL_SSL",
         "kafka.ssl.truststore.type": "PEM",
         "kafka.ssl.truststore.location": "/ca.pem",
     }
     own = {"ssl.ca.location": "/ca.pem", "ssl.truststore.location": "/ts.jks"}  # a Java trust store wins
-    assert _kafka_client_options(own) == {"kafka.ssl.truststore.location": "/ts.jks"}
+    assert kafka_client_options(own) == {"kafka.ssl.truststore.location": "/ts.jks"}
 
 
 def test_worker_errors_come_back_as_parka_errors() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from parka.spark_ext import SparkIngestSettings, ingest
-from parka.spark_ext._ingest import hadoop_storage_options
+from parka.spark_ext._options import hadoop_storage_options
 
 from .._ingest_util import assert_segments_stored_byte_for_byte, produce_events, run_ingest, table_ids
 from .._objectstores import ObjectStoreServer
