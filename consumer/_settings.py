@@ -8,10 +8,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from parka import _settings as s
-from parka._cli_util import redacted_repr
-from parka._settings import Setting, declared, validate
+from parka._settings import DaemonSettings, Setting, declared
 from parka.config import storage_options_for
-from parka.errors import ConfigError
 
 __all__ = ["FLAGS", "IngestSettings", "OffsetReset", "SchemaEvolution"]
 
@@ -57,8 +55,8 @@ FLAGS: tuple[Setting, ...] = (
 """``parka ingest``'s command line, in ``--help`` order."""
 
 
-@dataclass(frozen=True)
-class IngestSettings:
+@dataclass(frozen=True, repr=False)
+class IngestSettings(DaemonSettings):
     """Everything ``parka ingest`` can be told; see the CLI for each flag's meaning.
 
     ``kafka_conf`` is the Kafka client's settings: the ``-K`` ones with ``bootstrap.servers``
@@ -88,13 +86,8 @@ class IngestSettings:
     broker_timeout_s: float = declared(s.BROKER_TIMEOUT)  # end_at_latest: give up on an unreachable broker
     retry_log_interval_s: float = declared(s.RETRY_LOG_INTERVAL)  # a cause waited on is logged again this often
 
-    def __repr__(self) -> str:  # Kafka settings and storage options hold credentials
-        return redacted_repr(self)
-
     def __post_init__(self) -> None:
-        if not self.topic or not self.table_uri:
-            raise ConfigError("topic/table_uri", (self.topic, self.table_uri), "a topic and a table URI")
-        validate(self)
+        super().__post_init__()
         # delta-rs and the data files get the same options: S3 made safe, unsafe ones refused
         options = storage_options_for(self.table_uri, self.storage_options)
         if self.dlq_table_uri:

@@ -28,7 +28,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from ._cli_util import columns, parse_pairs, port_number, redacted, size_bytes
+from ._cli_util import columns, parse_pairs, port_number, redacted, redacted_repr, size_bytes
 from .errors import ConfigError
 from .partitioning import parse_partition_by
 
@@ -177,6 +177,24 @@ def validate(settings: Any) -> None:
         setting = f.metadata.get("setting")
         if setting is not None:
             setting.validate(getattr(settings, f.name))
+
+
+class DaemonSettings:
+    """The base of a daemon's settings dataclass (declared with ``repr=False``, with ``topic`` and
+    ``table_uri`` fields): its repr masks what Kafka client settings and storage options hold
+    (credentials), and :meth:`__post_init__` runs the checks every daemon's settings get."""
+
+    topic: str
+    table_uri: str
+
+    def __repr__(self) -> str:
+        return redacted_repr(self)
+
+    def __post_init__(self) -> None:
+        """Raises :class:`ConfigError`: no topic or table, or a value its declaration refuses."""
+        if not self.topic or not self.table_uri:
+            raise ConfigError("topic/table_uri", (self.topic, self.table_uri), "a topic and a table URI")
+        validate(self)
 
 
 class _Unset:

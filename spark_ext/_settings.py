@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 from parka.lake import default_app_id
 
 from parka import _settings as s
-from parka._cli_util import redacted, redacted_repr
-from parka._settings import Setting, declared, validate
+from parka._cli_util import redacted
+from parka._settings import DaemonSettings, Setting, declared
 from parka.config import is_s3
 from parka.errors import ConfigError
 from parka.partitioning import parse_partition_by
@@ -261,8 +261,8 @@ SPARK_FLAGS: tuple[Setting, ...] = (
 """``parka spark-ingest``'s own flags, in ``--help`` order."""
 
 
-@dataclass(frozen=True)
-class SparkIngestSettings:
+@dataclass(frozen=True, repr=False)
+class SparkIngestSettings(DaemonSettings):
     """Everything ``parka spark-ingest`` can be told; see its ``--help`` for each flag.
 
     ``kafka_conf`` holds Kafka client settings without the ``kafka.`` prefix (as ``-K`` takes
@@ -306,13 +306,8 @@ class SparkIngestSettings:
     checkpoint_interval: int = declared(CHECKPOINT_INTERVAL)
     target_file_size: int = declared(TARGET_FILE_SIZE)
 
-    def __repr__(self) -> str:  # Kafka settings and storage options hold credentials
-        return redacted_repr(self)
-
     def __post_init__(self) -> None:
-        if not self.topic or not self.table_uri:
-            raise ConfigError("topic/table_uri", (self.topic, self.table_uri), "a topic and a table URI")
-        validate(self)
+        super().__post_init__()
         # what one setting allows depends on another
         if self.mode == "raw":
             # raw mode lands segments as they are: it cannot drop or add columns
