@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from parka import _settings as s
+from parka._cli_util import integer
 from parka._settings import DaemonSettings, Setting, declared
 from parka.config import storage_options_for
 
@@ -30,7 +31,7 @@ OPTIMIZE_EVERY = Setting(
     ("OPTIMIZE_EVERY",),
     "every N commits of this worker, compact the table's small files (parka optimize without VACUUM); 0 never",
     default=0,
-    parse=s.integer,
+    parse=integer,
     check=s.at_least(0, "a number of commits >= 0 (0: never)"),
 )
 EXIT_CODE_WHEN_EMPTY = Setting(
@@ -40,7 +41,7 @@ EXIT_CODE_WHEN_EMPTY = Setting(
     "with --end-at-latest: the exit code of a run that found nothing new to ingest (e.g. 99, the code "
     "Airflow's BashOperator marks as skipped); default 0",
     default=0,
-    parse=s.integer,
+    parse=integer,
     check=lambda code: None if 0 <= code <= 255 else "an exit code, 0 to 255",
 )
 

@@ -10,7 +10,7 @@ import logging
 import sys
 
 from parka import _settings as s
-from parka._cli_util import columns, redacted, setup_logging, stopped
+from parka._cli_util import columns, integer, redacted, setup_logging, stopped
 from parka._health import exit_code_for
 from parka._settings import Setting, SettingsParser
 
@@ -36,7 +36,7 @@ FLAGS: tuple[Setting, ...] = (
         ("VACUUM_RETENTION_HOURS",),
         "then VACUUM: delete files removed more than this many hours ago (at least the table's "
         "delta.deletedFileRetentionDuration); no VACUUM without it",
-        parse=s.integer,
+        parse=integer,
     ),
     Setting(
         "allow_short_retention",

@@ -235,3 +235,42 @@ def stopped(log: logging.Logger, exc: BaseException) -> None:
     else:
         log.error("stopped: %s: %s", type(exc).__name__, one_line(exc))
     log.debug("the error's trace", exc_info=exc)
+
+
+def number(text: str) -> float:
+    """A number (``--allowed-latency 2.5``).
+
+    Raises:
+        ValueError: anything else.
+    """
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number") from None
+
+
+def integer(text: str) -> int:
+    """A whole number (``--checkpoint-interval 10``).
+
+    Raises:
+        ValueError: anything else.
+    """
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a whole number") from None
+
+
+def seek_offsets_json(text: str) -> dict[int, int]:
+    """``--seek-offsets`` JSON (``{"0": 123}``) as partition -> offset.
+
+    Raises:
+        ValueError: not that JSON.
+    """
+    if not text:
+        return {}
+    try:
+        parsed = json.loads(text)
+        return {int(k): int(v) for k, v in parsed.items()}
+    except (ValueError, AttributeError, TypeError) as exc:
+        raise ValueError(f'must be JSON like {{"0": 123}}: {exc}') from None

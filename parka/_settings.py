@@ -23,12 +23,21 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from ._cli_util import columns, parse_pairs, port_number, redacted, redacted_repr, size_bytes
+from ._cli_util import (
+    columns,
+    integer,
+    number,
+    parse_pairs,
+    port_number,
+    redacted,
+    redacted_repr,
+    seek_offsets_json,
+    size_bytes,
+)
 from .errors import ConfigError
 from .partitioning import parse_partition_by
 
@@ -287,45 +296,6 @@ def _argument_type(s: Setting) -> Callable[[str], Any]:
 
 
 # -- how texts are read and values checked -------------------------------------------------------
-
-
-def number(text: str) -> float:
-    """A number (``--allowed-latency 2.5``).
-
-    Raises:
-        ValueError: anything else.
-    """
-    try:
-        return float(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a number") from None
-
-
-def integer(text: str) -> int:
-    """A whole number (``--checkpoint-interval 10``).
-
-    Raises:
-        ValueError: anything else.
-    """
-    try:
-        return int(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a whole number") from None
-
-
-def seek_offsets_json(text: str) -> dict[int, int]:
-    """``--seek-offsets`` JSON (``{"0": 123}``) as partition -> offset.
-
-    Raises:
-        ValueError: not that JSON.
-    """
-    if not text:
-        return {}
-    try:
-        parsed = json.loads(text)
-        return {int(k): int(v) for k, v in parsed.items()}
-    except (ValueError, AttributeError, TypeError) as exc:
-        raise ValueError(f'must be JSON like {{"0": 123}}: {exc}') from None
 
 
 def at_least(low: float, allowed: str) -> Callable[[Any], str | None]:
