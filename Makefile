@@ -62,10 +62,9 @@ test-unit: setup ## unit tests only (no network)
 test-integration: setup ## integration tests against a real broker
 	$(BIN)/pytest tests/integration -q
 
-# Worker processes: most integration tests wait on a broker or a subprocess, so four share 2 cores
-# well; two of them take the Spark test files (a JVM each, see tests/conftest.py) before any other
-# test. PYTEST_WORKERS=0 runs in one process.
-PYTEST_WORKERS ?= 4
+# Worker processes: most integration tests wait on a broker or a subprocess, so three share 2 cores
+# well; every Spark test goes to one of them (one JVM). PYTEST_WORKERS=0 runs in one process.
+PYTEST_WORKERS ?= 3
 
 test: setup lint docs-build ## the whole suite: lint, the docs site, unit and integration tests (starts its own broker and servers)
 	$(BIN)/pytest -q -ra -n $(PYTEST_WORKERS)

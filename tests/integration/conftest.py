@@ -114,17 +114,16 @@ def _spark_group(item: pytest.Item) -> bool:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The workers take tests in this order (``tests/conftest.py``; the two that run Spark's
-    session take its test files before anything else). Tests marked ``long`` first, so that none
-    of them starts late and ends the run alone; the Spark drivers' after the others. Then tests
-    without a server, then those on the broker alone, then those that need another server of
-    :mod:`._servers` (stable otherwise), so that the starts overlap the tests before."""
+    """Spark's tests first: they are the longest chain, one worker runs them all (see
+    ``tests/conftest.py``). Then tests without a server, then those on the broker alone, then
+    those that need another server of :mod:`._servers` (stable otherwise), so that the starts
+    overlap the tests before."""
 
     def tier(item: pytest.Item) -> int:
         servers = set(_servers.needed(getattr(item, "fixturenames", ())))
         return 0 if not servers else 1 if servers == {"bootstrap"} else 2
 
-    items.sort(key=lambda item: (item.get_closest_marker("long") is None, _spark_group(item), tier(item)))
+    items.sort(key=lambda item: (not _spark_group(item), tier(item)))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -19,7 +19,6 @@ from .conftest import REPO
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.long
 def test_the_quick_fault_suite_loses_and_duplicates_nothing(bootstrap: str, tmp_path: Path) -> None:
     command = [sys.executable, "-m", "reliability", "--mode", "quick", "--bootstrap", bootstrap, "--seed", "1"]
     proc = subprocess.run([*command, "--out", str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=870)

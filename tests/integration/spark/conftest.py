@@ -1,12 +1,10 @@
-"""One SparkSession per pytest-xdist worker that runs Spark tests (two of them, see
-``tests/conftest.py``; a JVM start costs ~10 s, the first jar download ~10 s more). Small and
-local: 2 cores, 2 shuffle partitions, no UI. Spark and Java must be there: a missing one fails
-the run, it never skips. The cluster tests get a standalone cluster of their own
-(:func:`spark_cluster`)."""
+"""One SparkSession for every Spark test of a run (a JVM start costs ~10 s, the first jar
+download ~10 s more). Small and local: 2 cores, 2 shuffle partitions, no UI. Spark and Java
+must be there: a missing one fails the run, it never skips. The cluster tests get a standalone
+cluster of their own (:func:`spark_cluster`)."""
 
 from __future__ import annotations
 
-import fcntl
 import os
 import random
 import socket
@@ -19,8 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from .. import _servers
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -70,21 +66,10 @@ def kms_jar() -> str:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    started = time.monotonic()
-    # one session start at a time across the run's workers: Ivy resolves the jars into one cache
-    with open(_servers.run_dir() / "spark-session.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        spark = _session()
-    spark.sparkContext.setLogLevel("ERROR")
-    print(f"\nSpark session ready in {time.monotonic() - started:.1f} s", file=sys.stderr)
-    yield spark
-    spark.stop()
-
-
-def _session() -> Any:
     from parka.spark_ext import session
 
-    return session(
+    started = time.monotonic()
+    spark = session(
         "local[2]",
         "parka-tests",
         extra_packages=OBJECT_STORE_PACKAGES,
@@ -99,6 +84,10 @@ def _session() -> Any:
             "spark.jars": kms_jar(),
         },
     )
+    spark.sparkContext.setLogLevel("ERROR")
+    print(f"\nSpark session ready in {time.monotonic() - started:.1f} s", file=sys.stderr)
+    yield spark
+    spark.stop()
 
 
 @dataclass(frozen=True)
