@@ -41,6 +41,7 @@ from parka.lake import (
     CommitStats,
     Committer,
     LandingSession,
+    LogEngine,
     Refused,
     RsEngine,
     check_segment,
@@ -59,6 +60,8 @@ from ._settings import IngestSettings
 from ._shim import ParquetConsumer, RawSegment
 
 if TYPE_CHECKING:
+    from parka.lake import IcebergEngine
+
     from parka.metrics import IngestMetrics
 
 __all__ = ["DLQ_SCHEMA", "IngestSettings", "IngestStats", "IngestionConsumer"]
@@ -128,6 +131,8 @@ class IngestionConsumer:
         self._credential_error: Any = None  # a KafkaError from _CREDENTIAL_ERRORS, set by error_cb
         self._client_error: Any = None  # the last error error_cb reported (the preflight names it)
         self._optimized_at = 0  # stats.commits at the last optimize_every run
+        self._log_engine: LogEngine | None = None
+        self._iceberg: IcebergEngine | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -170,7 +175,7 @@ class IngestionConsumer:
                 return self.stats  # stopped while waiting
             self._session = LandingSession(
                 Committer(
-                    RsEngine(),
+                    self._engine(),
                     table_uri=s.table_uri,
                     topic=s.topic,
                     app_id=s.app_id,
@@ -300,9 +305,24 @@ class IngestionConsumer:
             client_error=client_error,
             log=log,
             clock=self._clock,
+            table_probe=None if s.catalog is None else self._iceberg_engine().blocker,
         )
         self._credential_error = None  # cleared, or the daemon waited until it was
         return ready
+
+    def _engine(self) -> LogEngine:
+        """The table format's engine: delta-rs, or Iceberg's when a catalog is given (one per run)."""
+        if self._log_engine is None:
+            self._log_engine = RsEngine() if self.settings.catalog is None else self._iceberg_engine()
+        return self._log_engine
+
+    def _iceberg_engine(self) -> IcebergEngine:
+        if self._iceberg is None:
+            from parka.lake import IcebergEngine  # the iceberg extra: only when asked for
+
+            assert self.settings.catalog is not None
+            self._iceberg = IcebergEngine(self.settings.catalog, self.settings.catalog_options)
+        return self._iceberg
 
     # -- rebalance -----------------------------------------------------------------------------
 
@@ -401,7 +421,7 @@ class IngestionConsumer:
         s = self.settings
         landed = write_segments(
             checked,
-            table_uri=s.table_uri,
+            table_uri=committer.root,
             table_schema=committer.table_schema() if checked else pa.schema([]),
             partition_by=committer.partitioning,
             storage_options=s.storage_options,

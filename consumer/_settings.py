@@ -11,6 +11,7 @@ from parka import _settings as s
 from parka._cli_util import integer
 from parka._settings import DaemonSettings, Setting, declared
 from parka.config import storage_options_for
+from parka.errors import ConfigError
 
 __all__ = ["FLAGS", "IngestSettings", "OffsetReset", "SchemaEvolution"]
 
@@ -49,6 +50,8 @@ FLAGS: tuple[Setting, ...] = (
     s.TOPIC,
     s.TABLE_URI,
     *s.SHARED,
+    s.CATALOG,
+    s.CATALOG_OPTIONS,
     MIN_BYTES_PER_COMMIT,
     OPTIMIZE_EVERY,
     EXIT_CODE_WHEN_EMPTY,
@@ -83,12 +86,21 @@ class IngestSettings(DaemonSettings):
     schema_evolution: SchemaEvolution = declared(s.SCHEMA_EVOLUTION)
     dlq_table_uri: str | None = declared(s.DLQ_TABLE)
     storage_options: dict[str, str] = declared(s.STORAGE_OPTIONS)
+    catalog: str | None = declared(s.CATALOG)  # an Iceberg table of this catalog; None: a Delta table
+    catalog_options: dict[str, str] = declared(s.CATALOG_OPTIONS)
     optimize_every: int = declared(OPTIMIZE_EVERY)
     broker_timeout_s: float = declared(s.BROKER_TIMEOUT)  # end_at_latest: give up on an unreachable broker
     retry_log_interval_s: float = declared(s.RETRY_LOG_INTERVAL)  # a cause waited on is logged again this often
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.catalog is not None and self.optimize_every:
+            raise ConfigError(
+                "--optimize-every",
+                self.optimize_every,
+                "0 with --catalog",
+                reason="parka does not compact Iceberg tables yet",
+            )
         # delta-rs and the data files get the same options: S3 made safe, unsafe ones refused
         options = storage_options_for(self.table_uri, self.storage_options)
         if self.dlq_table_uri:

@@ -7,7 +7,8 @@ in the table, exactly once", whichever daemon reads Kafka (``parka ingest`` in
   :func:`make_durable`.
 * The exactly-once commit: :class:`Committer` over a :class:`TableLog` (the table-format
   interface), fed :class:`LandedSegment` and :class:`Refused` (dead letters).
-* Engines: :class:`RsEngine` (delta-rs, in this process); delta-spark's lives in
+* Engines: :class:`RsEngine` (delta-rs, in this process), :class:`IcebergEngine` (Apache Iceberg
+  through pyiceberg, with the ``iceberg`` extra; imported when first used); delta-spark's lives in
   ``parka.spark_ext`` and implements the same :class:`LogEngine`, built on the pure Delta rules
   exported here (:func:`schema_json`, :func:`evolve_schema_json`, :func:`check_writable`, ...).
 * :class:`LandingSession`: what every daemon does around the committer (orphan cleanup, the
@@ -23,6 +24,8 @@ Errors are :mod:`parka.errors`' (``CommitError``, ``CommitConflict``, ``SchemaMi
 from parka._extras import require
 
 require(("deltalake", "fastparquet", "obstore"), "lake", "parka.lake (parka ingest, parka optimize, Spark raw mode)")
+
+from typing import TYPE_CHECKING
 
 from ._committer import CommitResult, CommitStats, Committer
 from ._delta_rs import RsEngine, RsTableLog
@@ -62,6 +65,19 @@ from ._stats import DEFAULT_STATS, StatsConfig
 from ._stitch import row_groups
 from ._storage import make_durable, read_file
 
+if TYPE_CHECKING:
+    from ._iceberg import IcebergEngine, IcebergTableLog
+
+
+def __getattr__(name: str) -> object:
+    """The Iceberg engine, imported when first asked for (it needs the ``iceberg`` extra)."""
+    if name in ("IcebergEngine", "IcebergTableLog"):
+        from . import _iceberg
+
+        return getattr(_iceberg, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "DEFAULT_STATS",
     "DEFAULT_TARGET_FILE_SIZE",
@@ -75,6 +91,8 @@ __all__ = [
     "Committer",
     "DataFile",
     "FileName",
+    "IcebergEngine",
+    "IcebergTableLog",
     "LandedSegment",
     "LandingSession",
     "LogEngine",

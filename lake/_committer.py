@@ -150,6 +150,12 @@ class Committer:
 
     # -- the table ---------------------------------------------------------------------------
 
+    @property
+    def root(self) -> str:
+        """Where the table's data files go: its :attr:`TableLog.uri` (an Iceberg table's is its
+        location's ``data`` directory, while ``table_uri`` names it in its catalog)."""
+        return self.table.uri if self.table is not None else self.table_uri
+
     def app_txn(self, partition: int) -> str:
         return app_txn_id(self.app_id, partition)
 
@@ -182,7 +188,7 @@ class Committer:
                 partition_by=self.partition_by,
                 storage_options=self.storage_options,
             )
-            log.info("new Delta table %s from the segment schema (%s)", self.table_uri, self.engine.name)
+            log.info("new table %s from the segment schema (%s)", self.table_uri, self.engine.name)
         except CommitConflict:
             self.table = self.engine.open(self.table_uri, self.storage_options)
             self._adopt_partitioning()
@@ -296,7 +302,7 @@ class Committer:
             return CommitResult()
         started, commits = time.monotonic(), self.stats.commits
         if landed and not durable:
-            make_durable(self.table_uri, self.storage_options)
+            make_durable(self.root, self.storage_options)
         failure: Refused | None = None
         stopped: list[LandedSegment] = []
         if refused and self.dlq_table_uri is None:
@@ -353,7 +359,7 @@ class Committer:
                 files, doomed = self._settle(fresh, [*stale, *stopped])
                 trimmed = [f.path for f in files if f.path not in {g.path for s in fresh for g in s.files}]
                 if trimmed:
-                    make_durable(self.table_uri, self.storage_options)
+                    make_durable(self.root, self.storage_options)
                 version = table.commit_add_files(
                     files,
                     txns={self.app_txn(p): off for p, off in last.items()},
@@ -407,7 +413,7 @@ class Committer:
                     trim_stitched(
                         f,
                         kept,
-                        table_uri=self.table_uri,
+                        table_uri=self.root,
                         table_schema=self.table_schema(),
                         partition_by=self.partitioning,
                         storage_options=self.storage_options,
@@ -498,6 +504,6 @@ class Committer:
         if not paths:
             return
         try:
-            delete_files(self.table_uri, paths, self.storage_options)
+            delete_files(self.root, paths, self.storage_options)
         except CommitError as exc:
             log.warning("could not delete %d uncommitted file(s), left to the orphan cleanup: %s", len(paths), exc)

@@ -64,8 +64,8 @@ def append_dead_letters(
         return 0
     if dlq is None:
         dlq = engine.create(dlq_table_uri, DLQ_SCHEMA, partition_by=(), storage_options=options)
-    files = [_write(dlq_table_uri, topic, partition, rows, options) for partition, rows in sorted(todo.items())]
-    make_durable(dlq_table_uri, options)
+    files = [_write(dlq.uri, topic, partition, rows, options) for partition, rows in sorted(todo.items())]
+    make_durable(dlq.uri, options)
     dlq.commit_add_files(
         files,
         txns={dead_letter_txn_id(app_id, p): rows[-1][0] for p, rows in todo.items()},

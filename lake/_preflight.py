@@ -129,8 +129,10 @@ def wait_until_ready(
     log: logging.Logger,
     clock: Callable[[], float] = time.monotonic,
     check_table: bool = True,
+    table_probe: Callable[[], Blocker | None] | None = None,
 ) -> bool:
-    """Probe the table location and the topic until both answer; ``True`` then, ``False`` when
+    """Probe the table location (``table_probe`` when given: an Iceberg catalog) and the topic
+    until both answer; ``True`` then, ``False`` when
     ``stop`` is set first. A run-once (``run_once``) gives up at once on a configuration cause
     and after ``timeout_s`` on an unreachable one, raising :class:`BlockedError`; a daemon waits
     with backoff, logging each cause when it starts, every ``health.remind_s`` while it lasts
@@ -144,7 +146,12 @@ def wait_until_ready(
     deadline = clock() + timeout_s
     backoff = Backoff(0.5, 10.0)
     while not stop.is_set():
-        blocker = table_blocker(table_uri, storage_options) if check_table else None
+        if not check_table:
+            blocker = None
+        elif table_probe is not None:
+            blocker = table_probe()
+        else:
+            blocker = table_blocker(table_uri, storage_options)
         if blocker is None and consumer is not None:
             wait_s = max(0.5, min(5.0, deadline - clock())) if run_once else 5.0
             blocker = kafka_blocker(

@@ -62,6 +62,8 @@ __all__ = [
     "SCHEMA_EVOLUTION",
     "DLQ_TABLE",
     "STORAGE_OPTIONS",
+    "CATALOG",
+    "CATALOG_OPTIONS",
     "CHECKPOINT_INTERVAL",
     "METRICS_PORT",
     "BROKER_TIMEOUT",
@@ -433,6 +435,22 @@ STORAGE_OPTIONS = Setting(
     ("--storage-option",),
     ("STORAGE_OPTIONS",),
     "object store option, repeatable",
+    default={},
+    kind="pairs",
+)
+CATALOG = Setting(
+    "catalog",
+    ("--catalog",),
+    ("CATALOG",),
+    "land in an Apache Iceberg table of this pyiceberg catalog (.pyiceberg.yaml, PYICEBERG_CATALOG__<NAME>__*, "
+    "or --catalog-option); TABLE and --dlq-table are then identifiers, namespace.name",
+)
+CATALOG_OPTIONS = Setting(
+    "catalog_options",
+    ("--catalog-option",),
+    ("CATALOG_OPTIONS",),
+    "Iceberg catalog property KEY=VALUE over its configuration, repeatable (uri=..., warehouse=DIR: the embedded "
+    "SQLite catalog when no uri is given)",
     default={},
     kind="pairs",
 )

@@ -183,22 +183,28 @@ def message_values(bootstrap: str, topic: str, expected: int, timeout_s: float =
 
 
 def assert_segments_stored_byte_for_byte(
-    bootstrap: str, topic: str, segments: int, table: Path | str, storage_options: dict[str, str] | None = None
+    bootstrap: str,
+    topic: str,
+    segments: int,
+    table: Path | str,
+    storage_options: dict[str, str] | None = None,
+    files: set[str] | None = None,
 ) -> None:
     """Every segment of ``topic`` is in ``table`` (a folder or an object store URI) once, its row
     groups byte for byte: per Kafka partition, the row groups of the table's files (by first
-    offset, as their names say) are the row groups of the partition's segments, in offset order."""
+    offset, as their names say) are the row groups of the partition's segments, in offset order.
+    ``files``: the table's data files relative to ``table`` (default: a Delta table's)."""
     expected: dict[int, list[bytes]] = {}
     for m in sorted(message_values(bootstrap, topic, segments), key=lambda m: (m.partition(), m.offset())):
         expected.setdefault(m.partition(), []).extend(row_group_bytes(m.value()))
-    files: dict[int, list[tuple[int, str]]] = {}
-    for path in referenced_files(table, storage_options):
+    by_partition: dict[int, list[tuple[int, str]]] = {}
+    for path in referenced_files(table, storage_options) if files is None else files:
         name = FileName.parse(path)
         assert name is not None and name.topic == topic, path
-        files.setdefault(name.partition, []).append((name.offset, path))
+        by_partition.setdefault(name.partition, []).append((name.offset, path))
     stored = {
         p: [g for _, path in sorted(fs) for g in row_group_bytes(read_file(str(table), path, storage_options))]
-        for p, fs in files.items()
+        for p, fs in by_partition.items()
     }
     assert stored == expected
 

@@ -35,7 +35,7 @@ def stitched(c: Committer, segments: list[tuple[int, int, list[int]]], day: str 
         checked.append(check_segment(read, table_schema=c.table_schema(), partition_by=c.partition_by, merge=False))
     return write_segments(
         checked,
-        table_uri=c.table_uri,
+        table_uri=c.root,
         table_schema=c.table_schema(),
         partition_by=c.partition_by,
         stats_config=c.stats_config(),

@@ -47,6 +47,8 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "schema_evolution": ("merge", "merge"),
     "dlq_table_uri": ("/lake/dlq", "/lake/dlq"),
     "storage_options": ("aws_region=eu-west-1", {"aws_region": "eu-west-1"}),
+    "catalog": ("lake", "lake"),
+    "catalog_options": ("uri=http://127.0.0.1:8181", {"uri": "http://127.0.0.1:8181"}),
     "checkpoint_interval": ("3", 3),
     "metrics_port": ("9100", 9100),
     "broker_timeout_s": ("4", 4.0),

@@ -1,0 +1,412 @@
+"""The Apache Iceberg engine (pyiceberg): parka's :class:`~parka.lake.TableLog` for an Iceberg
+table named in a catalog, so the same committer lands raw segments in Iceberg as in Delta.
+
+How the Delta protocol's pieces map onto Iceberg:
+
+* **The table** is ``namespace.name`` in a catalog (:func:`load_catalog`: pyiceberg's own
+  configuration, ``.pyiceberg.yaml`` or ``PYICEBERG_CATALOG__<NAME>__<KEY>``, plus options
+  given on the command line). A catalog with only a ``warehouse`` and no ``uri`` or ``type`` is
+  the embedded one: pyiceberg's SQL catalog on ``<warehouse>/catalog.db`` (SQLite), no server.
+  The data files go under ``<table location>/data`` (:attr:`IcebergTableLog.uri`).
+* **Raw files.** Segments become data files as they are: their Parquet columns carry no
+  Iceberg field ids (the producer cannot know ids a table assigns, and the same segment may
+  land in a Delta table too), so readers resolve columns through the table's name mapping
+  (``schema.name-mapping.default``), which parka sets when it creates a table or first commits
+  to one without it, and which pyiceberg keeps current when the schema evolves. Manifest
+  statistics (sizes, value and null counts, bounds by field id) come from each file's footer.
+* **The ``txn``**: every parka commit's snapshot summary carries ``parka.txns``, a JSON object
+  from ``txn`` app id (``<app>-<partition>``) to the last offset, holding every app id the
+  commit read in the table plus its own (as Iceberg's Kafka Connect sink keeps its offsets in
+  the summary). The latest snapshot in the current snapshot's ancestry that has the key is the
+  table's ``txn`` state; snapshots of other writers (a compaction) are passed over.
+* **No lost race**: a commit asserts the snapshot it read is still the branch's head (the
+  catalog's optimistic concurrency) and pyiceberg's own retries, which would rebase the append
+  past another writer's ``txn``, are off for it; a rejected commit is a
+  :class:`~parka.errors.CommitConflict` and the committer goes back to the protocol's step 3.
+* **Versions**: the number of the table's metadata file (``00042-<uuid>.metadata.json``), which
+  every commit (data or schema) increases (a catalog that names them otherwise: the metadata's
+  ``last-updated-ms``).
+
+Not yet: partitioned tables (``--partition-by``, or a table with a partition spec, is refused
+with an error that says so), and maintenance (``parka optimize``).
+"""
+
+# ruff: noqa: E402  (the extra is checked before pyiceberg is imported)
+from __future__ import annotations
+
+from parka._extras import require
+
+require(("pyiceberg", "sqlalchemy"), "iceberg", "Iceberg tables (--catalog)")
+
+import contextlib
+import json
+import logging
+import os
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import urlparse
+
+import pyarrow as pa
+from pyiceberg.catalog import Catalog, load_catalog
+from pyiceberg.exceptions import (
+    CommitFailedException,
+    NamespaceAlreadyExistsError,
+    NoSuchTableError,
+    TableAlreadyExistsError,
+    ValidationError,
+)
+from pyiceberg.io.pyarrow import (
+    compute_statistics_plan,
+    data_file_statistics_from_parquet_metadata,
+    parquet_path_to_id_mapping,
+    schema_to_pyarrow,
+)
+from pyiceberg.manifest import DataFile as IcebergDataFile
+from pyiceberg.manifest import DataFileContent, FileFormat
+from pyiceberg.table import Table, TableProperties
+from pyiceberg.table.snapshots import ancestors_of
+from pyiceberg.utils.config import Config
+
+from parka._health import Blocker, one_line
+from parka.errors import CommitConflict, CommitError, ConfigError, SchemaMismatchError
+from parka.evolution import TYPE_WIDENING_KEY
+
+from ._delta_rules import FILE_TAGS_KEY
+from ._log import DataFile
+from ._storage import read_parquet_footer
+
+__all__ = ["TXNS_KEY", "IcebergEngine", "IcebergTableLog", "catalog_properties", "iceberg_arrow_schema"]
+
+log = logging.getLogger("parka.commit")
+
+TXNS_KEY = "parka.txns"
+"""The snapshot-summary key of the ``txn`` state: JSON ``{"<app>-<partition>": offset, ...}``."""
+
+_NAME_MAPPING = TableProperties.DEFAULT_NAME_MAPPING
+_NO_RETRIES = {TableProperties.COMMIT_NUM_RETRIES: "0"}
+_METADATA_NUMBER = re.compile(r"(?:^|/)(\d+)-[^/]*\.metadata\.json$")
+
+
+def catalog_properties(name: str, options: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The properties ``name`` loads with: pyiceberg's configuration (``.pyiceberg.yaml``,
+    ``PYICEBERG_CATALOG__<NAME>__<KEY>``) under ``options``. Without a ``uri``, ``type`` or
+    ``py-catalog-impl`` but with a ``warehouse``, the embedded SQL catalog
+    (``sqlite:///<warehouse>/catalog.db``) for a local warehouse.
+
+    Raises:
+        ConfigError: nothing says where the catalog is.
+    """
+    found = Config().get_catalog_config(name) or {}
+    merged = {str(k): str(v) for k, v in found.items() if not isinstance(v, dict)}
+    merged.update({k: str(v) for k, v in (options or {}).items()})
+    if not any(k in merged for k in ("uri", "type", "py-catalog-impl")):
+        warehouse = merged.get("warehouse")
+        if warehouse is None:
+            raise ConfigError(
+                "--catalog",
+                name,
+                "a catalog configured in .pyiceberg.yaml or PYICEBERG_CATALOG__<NAME>__*, or given "
+                "--catalog-option uri=... (a REST or SQL catalog), or --catalog-option warehouse=DIR "
+                "(the embedded SQLite catalog)",
+                reason="no configuration for it",
+            )
+        parsed = urlparse(warehouse)
+        if parsed.scheme not in ("", "file"):
+            raise ConfigError(
+                "--catalog-option",
+                f"warehouse={warehouse}",
+                "a local directory for the embedded catalog, or a uri=... of a catalog server",
+                reason="the embedded SQLite catalog needs a local warehouse",
+            )
+        path = os.path.abspath(parsed.path if parsed.scheme == "file" else warehouse)
+        os.makedirs(path, exist_ok=True)
+        merged.update(type="sql", uri=f"sqlite:///{os.path.join(path, 'catalog.db')}", warehouse=f"file://{path}")
+    return merged
+
+
+def iceberg_arrow_schema(schema: Any) -> pa.Schema:
+    """An Iceberg schema in the Arrow types parka's rules use (as the Delta engines give them):
+    ``string``/``binary``/``list<element>`` rather than pyiceberg's large types, no field ids."""
+    arrow = schema_to_pyarrow(schema, include_field_ids=False)
+    return pa.schema([_plain_field(f) for f in arrow])
+
+
+def _plain_field(f: pa.Field) -> pa.Field:
+    return pa.field(f.name, _plain(f.type), nullable=f.nullable)
+
+
+def _plain(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return pa.string()
+    if pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
+        return pa.binary()
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return pa.list_(pa.field("element", _plain(t.value_type), nullable=t.value_field.nullable))
+    if pa.types.is_map(t):
+        value = pa.field("value", _plain(t.item_type), nullable=t.item_field.nullable)
+        return pa.map_(pa.field("key", _plain(t.key_type), nullable=False), value)
+    if pa.types.is_struct(t):
+        return pa.struct([_plain_field(t.field(i)) for i in range(t.num_fields)])
+    return t
+
+
+class IcebergEngine:
+    """Opens and creates Iceberg tables in one catalog (``catalog``, with ``options`` over its
+    configuration: :func:`catalog_properties`); a table's ``uri`` is its identifier,
+    ``namespace.name``."""
+
+    name = "iceberg"
+
+    def __init__(self, catalog: str, options: Mapping[str, str] | None = None) -> None:
+        self.catalog_name = catalog
+        self.properties = catalog_properties(catalog, options)
+        self._catalog: Catalog | None = None
+
+    @property
+    def catalog(self) -> Catalog:
+        if self._catalog is None:
+            try:
+                self._catalog = load_catalog(self.catalog_name, **self.properties)
+            except Exception as exc:  # pyiceberg raises what its backends raise
+                raise CommitError(f"cannot open Iceberg catalog {self.catalog_name!r}: {exc}") from exc
+        return self._catalog
+
+    def blocker(self) -> Blocker | None:
+        """Whether the catalog answers (listing its namespaces), for the probe before consuming
+        (:func:`parka.lake.wait_until_ready`'s ``table_probe``)."""
+        try:
+            self.catalog.list_namespaces()
+        except Exception as exc:
+            self._catalog = None  # a REST catalog reads its configuration when it is loaded: again
+            cause = one_line(exc.__cause__ or exc) if isinstance(exc, CommitError) else one_line(exc)
+            return Blocker("table", f"Iceberg catalog {self.catalog_name!r} cannot be reached: {cause}", False)
+        return None
+
+    def open(self, uri: str, storage_options: Mapping[str, str] | None = None) -> IcebergTableLog | None:
+        try:
+            table = self.catalog.load_table(uri)
+        except NoSuchTableError:
+            return None
+        except CommitError:
+            raise
+        except Exception as exc:
+            raise CommitError(f"cannot read Iceberg table {uri} in catalog {self.catalog_name!r}: {exc}") from exc
+        return IcebergTableLog(self, uri, table, storage_options)
+
+    def create(
+        self,
+        uri: str,
+        schema: pa.Schema,
+        *,
+        partition_by: Sequence[str],
+        storage_options: Mapping[str, str] | None = None,
+    ) -> IcebergTableLog:
+        if partition_by:
+            raise ConfigError(
+                "--partition-by",
+                ",".join(partition_by),
+                "nothing: parka does not partition Iceberg tables yet",
+                reason=f"{uri} is an Iceberg table",
+            )
+        catalog = self.catalog
+        namespace = uri.rsplit(".", 1)[0] if "." in uri else None
+        if namespace is None:
+            raise ConfigError("table", uri, "an Iceberg identifier namespace.name")
+        try:
+            with contextlib.suppress(NamespaceAlreadyExistsError):
+                catalog.create_namespace(namespace)
+            with catalog.create_table_transaction(uri, schema=_plain_schema(schema)) as tx:
+                tx.set_properties({_NAME_MAPPING: tx.table_metadata.schema().name_mapping.model_dump_json()})
+            table = catalog.load_table(uri)
+        except TableAlreadyExistsError as exc:
+            raise CommitConflict(f"Iceberg table {uri} appeared meanwhile") from exc
+        except (ValueError, TypeError) as exc:
+            raise SchemaMismatchError(f"Iceberg cannot store this schema: {exc}") from exc
+        except Exception as exc:
+            raise CommitError(f"cannot create Iceberg table {uri}: {exc}") from exc
+        return IcebergTableLog(self, uri, table, storage_options)
+
+
+def _plain_schema(schema: pa.Schema) -> pa.Schema:
+    """``schema`` without metadata (pyiceberg would read field ids from it)."""
+    return pa.schema([_plain_field(f) for f in schema])
+
+
+class IcebergTableLog:
+    """One Iceberg table's state, read from its catalog; see the module docstring."""
+
+    def __init__(
+        self, engine: IcebergEngine, identifier: str, table: Table, storage_options: Mapping[str, str] | None = None
+    ) -> None:
+        self.engine = engine
+        self.storage_options = dict(storage_options or {})
+        self.identifier = identifier
+        self._table = table
+        self._txns: dict[int, dict[str, int]] = {}  # snapshot id -> the txn state there
+        self._check(table)
+        self.uri = table.location().rstrip("/") + "/data"
+
+    def _check(self, table: Table) -> None:
+        if not table.spec().is_unpartitioned():
+            raise CommitError(
+                f"Iceberg table {self.identifier} has a partition spec ({table.spec()}): parka lands raw "
+                "segments only in unpartitioned Iceberg tables so far"
+            )
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def version(self) -> int:
+        match = _METADATA_NUMBER.search(self._table.metadata_location or "")
+        # a catalog naming its metadata files otherwise: the time of the last change (it moves too)
+        return int(match.group(1)) if match is not None else self._table.metadata.last_updated_ms
+
+    def refresh(self) -> int:
+        try:
+            self._table = self.engine.catalog.load_table(self.identifier)
+        except Exception as exc:
+            raise CommitError(f"cannot read Iceberg table {self.identifier}: {exc}") from exc
+        self._check(self._table)
+        return self.version()
+
+    def txns(self) -> dict[str, int]:
+        """The table's ``txn`` state at its current snapshot."""
+        metadata = self._table.metadata
+        walked = []
+        state: dict[str, int] = {}
+        for snapshot in ancestors_of(self._table.current_snapshot(), metadata):
+            cached = self._txns.get(snapshot.snapshot_id)
+            if cached is not None:
+                state = cached
+                break
+            walked.append(snapshot.snapshot_id)
+            text = snapshot.summary.additional_properties.get(TXNS_KEY) if snapshot.summary else None
+            if text is not None:
+                state = {str(k): int(v) for k, v in json.loads(text).items()}
+                break
+        for snapshot_id in walked:
+            self._txns[snapshot_id] = state
+        return state
+
+    def txn_version(self, app_id: str) -> int | None:
+        return self.txns().get(app_id)
+
+    def arrow_schema(self) -> pa.Schema:
+        return iceberg_arrow_schema(self._table.schema())
+
+    def partition_columns(self) -> list[str]:
+        return []
+
+    def configuration(self) -> Mapping[str, str]:
+        # Iceberg's promotions (int -> long, float -> double, decimal precision) need no table
+        # feature: the rule (parka.evolution) may widen; the schema update refuses the rest.
+        return {**self._table.metadata.properties, TYPE_WIDENING_KEY: "true"}
+
+    def _relative(self, path: str) -> str:
+        """A data file's path relative to :attr:`uri` (files elsewhere keep their full URI)."""
+        prefix = self.uri + "/"
+        return path[len(prefix) :] if path.startswith(prefix) else path
+
+    def referenced_files(self) -> set[str]:
+        snapshot = self._table.current_snapshot()
+        if snapshot is None:
+            return set()
+        io = self._table.io
+        return {
+            self._relative(entry.data_file.file_path)
+            for manifest in snapshot.manifests(io)
+            for entry in manifest.fetch_manifest_entry(io, discard_deleted=True)
+        }
+
+    def logged_files(self) -> set[str]:
+        io = self._table.io
+        seen: set[str] = set()
+        files: set[str] = set()
+        try:
+            for snapshot in self._table.metadata.snapshots:
+                for manifest in snapshot.manifests(io):
+                    if manifest.manifest_path in seen:
+                        continue
+                    seen.add(manifest.manifest_path)
+                    for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
+                        files.add(self._relative(entry.data_file.file_path))
+        except Exception as exc:
+            raise CommitError(f"cannot read the manifests of {self.identifier}: {exc}") from exc
+        return files
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def add_columns(self, fields: Sequence[pa.Field]) -> None:
+        try:
+            with self._table.update_schema() as update:
+                update.union_by_name(pa.schema([_plain_field(f) for f in fields]))
+        except CommitFailedException as exc:
+            raise CommitConflict(f"schema change on {self.identifier} lost a race: {exc}") from exc
+        except (ValidationError, ValueError, TypeError) as exc:
+            names = ", ".join(f.name for f in fields)
+            raise SchemaMismatchError(f"Iceberg table {self.identifier} cannot take column(s) {names}: {exc}") from exc
+        except Exception as exc:
+            raise CommitError(f"schema change on {self.identifier} failed: {exc}") from exc
+        self.refresh()
+
+    def commit_add_files(
+        self, files: Sequence[DataFile], *, txns: Mapping[str, int], commit_info: Mapping[str, Any] | None = None
+    ) -> int:
+        if not files and not txns:
+            return self.version()
+        state = {**self.txns(), **{k: int(v) for k, v in txns.items()}}
+        summary = {TXNS_KEY: json.dumps(state, sort_keys=True, separators=(",", ":"))}
+        summary.update({k: v if isinstance(v, str) else json.dumps(v) for k, v in (commit_info or {}).items()})
+        tags = {f.path: dict(f.tags) for f in files if f.tags}
+        if tags:
+            summary[FILE_TAGS_KEY] = json.dumps(tags, sort_keys=True, separators=(",", ":"))
+        data_files = [self._data_file(f) for f in files]
+        table = self._without_retries()
+        try:
+            tx = table.transaction()
+            if _NAME_MAPPING not in table.metadata.properties:
+                tx.set_properties({_NAME_MAPPING: table.metadata.schema().name_mapping.model_dump_json()})
+            with tx.update_snapshot(snapshot_properties=summary).fast_append() as append:
+                for data_file in data_files:
+                    append.append_data_file(data_file)
+            tx.commit_transaction()
+        except CommitFailedException as exc:
+            raise CommitConflict(f"commit to {self.identifier} lost a race: {exc}") from exc
+        except Exception as exc:
+            raise CommitError(f"commit to {self.identifier} failed (it may have landed): {exc}") from exc
+        return self.refresh()
+
+    def _without_retries(self) -> Table:
+        """The table as read, with pyiceberg's commit retries off for this handle's commits: a
+        retry would rebase the append onto a snapshot another writer made, past its ``txn``."""
+        t = self._table
+        metadata = t.metadata.model_copy(update={"properties": {**t.metadata.properties, **_NO_RETRIES}})
+        return Table(t.name(), metadata, t.metadata_location, t.io, t.catalog)
+
+    def _data_file(self, f: DataFile) -> IcebergDataFile:
+        """``f``'s manifest entry: statistics from its footer, by the table's field ids."""
+        if f.partition_values:
+            raise ValueError(f"{f.path}: partition values for an unpartitioned Iceberg table")
+        metadata = self._table.metadata
+        schema = metadata.schema()
+        footer = read_parquet_footer(self.uri, f.path, self.storage_options)
+        stats = data_file_statistics_from_parquet_metadata(
+            parquet_metadata=footer,
+            stats_columns=compute_statistics_plan(schema, metadata.properties),
+            parquet_column_mapping=parquet_path_to_id_mapping(schema),
+        )
+        return IcebergDataFile.from_args(
+            content=DataFileContent.DATA,
+            file_path=f"{self.uri}/{f.path}",
+            file_format=FileFormat.PARQUET,
+            partition=stats.partition(metadata.spec(), schema),
+            file_size_in_bytes=f.size,
+            sort_order_id=None,
+            spec_id=metadata.default_spec_id,
+            equality_ids=None,
+            key_metadata=None,
+            **stats.to_serialized_dict(),
+        )
+
+    def checkpoint(self) -> None:
+        """Nothing to do: Iceberg's manifests are its checkpoints."""

@@ -1,0 +1,211 @@
+"""`parka ingest --catalog` on a real broker into real Iceberg tables (pyiceberg's SQL catalog
+on SQLite, the embedded default): raw files, exactly once after kill -9, evolution, dead letters."""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from parka.lake import FileName
+from parka.producer import ParquetProducer
+from pyiceberg.catalog import Catalog, load_catalog
+
+from .._ingest_util import (
+    EVENTS,
+    assert_segments_stored_byte_for_byte,
+    events,
+    last_json,
+    produce_events,
+    run_ingest,
+)
+
+
+class Lake:
+    """An Iceberg catalog for one test: the embedded SQL catalog in a temporary warehouse."""
+
+    def __init__(self, warehouse: Path) -> None:
+        self.warehouse = warehouse
+        self.flags = ("--catalog", "test", "--catalog-option", f"warehouse={warehouse}")
+
+    def catalog(self) -> Catalog:
+        return load_catalog(
+            "test", type="sql", uri=f"sqlite:///{self.warehouse / 'catalog.db'}", warehouse=f"file://{self.warehouse}"
+        )
+
+    def data_root(self, identifier: str) -> str:
+        """The table's data folder: where parka writes (``<location>/data``)."""
+        location: str = self.catalog().load_table(identifier).location()
+        return location.rstrip("/").removeprefix("file://") + "/data"
+
+    def files(self, identifier: str) -> set[str]:
+        """The current snapshot's data files, relative to the data folder."""
+        root = "file://" + self.data_root(identifier) + "/"
+        paths = self.catalog().load_table(identifier).inspect.files()["file_path"].to_pylist()
+        assert all(p.startswith(root) for p in paths), paths
+        return {p.removeprefix(root) for p in paths}
+
+    def on_disk(self, identifier: str) -> set[str]:
+        root = Path(self.data_root(identifier))
+        return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+
+    def rows(self, identifier: str) -> pa.Table:
+        return self.catalog().load_table(identifier).scan().to_arrow()
+
+    def txns(self, identifier: str) -> dict[str, int]:
+        snapshot = self.catalog().load_table(identifier).current_snapshot()
+        assert snapshot is not None and snapshot.summary is not None
+        state: dict[str, int] = json.loads(snapshot.summary.additional_properties["parka.txns"])
+        return state
+
+
+@pytest.fixture
+def lake(tmp_path: Path) -> Lake:
+    return Lake(tmp_path / "warehouse")
+
+
+def watermarks(bootstrap: str, topic: str, partitions: int) -> list[tuple[int, int]]:
+    """``(partition, high watermark)`` of each partition."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "watermarks"})
+    try:
+        return [(p, consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]) for p in range(partitions)]
+    finally:
+        consumer.close()
+
+
+def ingest(lake: Lake, topic: str, table: str, bootstrap: str, *extra: str, **kwargs: Any) -> Any:
+    return run_ingest(topic, table, bootstrap, *lake.flags, *extra, **kwargs)
+
+
+def test_segments_land_as_the_tables_data_files_byte_for_byte_and_read_back_equal(
+    bootstrap: str, new_topic: Callable[..., str], lake: Lake
+) -> None:
+    topic = new_topic(partitions=3)
+    segments = produce_events(bootstrap, topic, 0, 3000, batch=100)
+    result = last_json(ingest(lake, topic, "db.events", bootstrap, "--end-at-latest"))
+    assert (result["segments"], result["records"]) == (segments, 3000)
+    files = lake.files("db.events")
+    assert result["files"] == len(files) <= 3 * result["commits"] < segments  # stitched per partition
+    assert_segments_stored_byte_for_byte(bootstrap, topic, segments, lake.data_root("db.events"), files=files)
+    expected = events(0, 3000)
+    by_pyiceberg = lake.rows("db.events").select(EVENTS.names).sort_by("id")
+    assert by_pyiceberg.cast(EVENTS).equals(expected)
+    root = lake.data_root("db.events")
+    columns = ", ".join(f'"{n}"' for n in EVENTS.names)
+    paths = sorted(f"{root}/{f}" for f in files)
+    by_duckdb = duckdb.sql(f"select {columns} from read_parquet({paths}) order by id").to_arrow_table()
+    assert by_duckdb.cast(EVENTS).equals(expected)
+    # the snapshot summary's txn state: each partition's last offset
+    assert lake.txns("db.events") == {f"parka-{topic}-{p}": high - 1 for p, high in watermarks(bootstrap, topic, 3)}
+
+
+def test_manifests_carry_the_footers_statistics_by_field_id(
+    bootstrap: str, new_topic: Callable[..., str], lake: Lake
+) -> None:
+    topic = new_topic()
+    produce_events(bootstrap, topic, 0, 500, batch=100)
+    ingest(lake, topic, "db.stats", bootstrap, "--end-at-latest")
+    table = lake.catalog().load_table("db.stats")
+    [entry] = table.inspect.files().to_pylist()
+    ids = {f.name: f.field_id for f in table.schema().fields}
+    assert entry["record_count"] == 500
+    nulls, lower, upper = (dict(entry[k]) for k in ("null_value_counts", "lower_bounds", "upper_bounds"))
+    assert nulls[ids["value"]] == sum(1 for i in range(500) if i % 11 == 0)
+    assert lower[ids["id"]] == (0).to_bytes(8, "little")
+    assert upper[ids["id"]] == (499).to_bytes(8, "little")
+    # a scan filtered outside [0, 499] plans no file: the bounds are the ones readers prune with
+    assert list(table.scan(row_filter="id > 1000").plan_files()) == []
+
+
+@pytest.mark.parametrize(
+    ("point", "after"),
+    [("before-write", 4), ("mid-write", 4), ("after-write", 4), ("after-delta-commit", 2)],
+)
+def test_kill_9_then_restart_is_exactly_once_without_orphans(
+    bootstrap: str, new_topic: Callable[..., str], lake: Lake, point: str, after: int
+) -> None:
+    topic = new_topic(partitions=2)
+    produce_events(bootstrap, topic, 0, 2000, batch=100)
+    flags = ("--end-at-latest", "--max-segments-per-commit", "3")
+    crashed = ingest(
+        lake,
+        topic,
+        "db.t",
+        bootstrap,
+        *flags,
+        env={"PARKA_TEST_CRASH_AT": point, "PARKA_TEST_CRASH_AFTER": str(after)},
+        check=False,
+    )
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+    left = lake.on_disk("db.t") - lake.files("db.t")
+    if point in ("after-write", "mid-write"):
+        assert left  # the crash left a file (or a half-written temporary one) behind
+    ingest(lake, topic, "db.t", bootstrap, *flags)
+    ids = lake.rows("db.t")["id"].to_pylist()
+    assert sorted(ids) == list(range(2000))
+    assert lake.on_disk("db.t") == lake.files("db.t")  # no orphans
+
+
+def test_a_field_added_inside_a_struct_evolves_the_table(
+    bootstrap: str, new_topic: Callable[..., str], lake: Lake
+) -> None:
+    topic = new_topic()
+    v1 = pa.schema([("id", pa.int64(), False), ("geo", pa.struct([("lat", pa.float64())]))])
+    v2 = pa.schema([("id", pa.int64(), False), ("geo", pa.struct([("lat", pa.float64()), ("lon", pa.float64())]))])
+    conf = {"bootstrap.servers": bootstrap, "columnar.encoding": "parquet", "columnar.batch.records": 10}
+    with ParquetProducer(conf) as producer:
+        producer.set_schema(topic, v1)
+        producer.produce_batch(topic, pa.table({"id": range(10), "geo": [{"lat": 1.0}] * 10}, schema=v1))
+        assert producer.flush(30) == 0
+        producer.set_schema(topic, v2)
+        rows = [{"lat": 2.0, "lon": 3.0}] * 10
+        producer.produce_batch(topic, pa.table({"id": range(10, 20), "geo": rows}, schema=v2))
+        assert producer.flush(30) == 0
+    ingest(lake, topic, "db.nested", bootstrap, "--end-at-latest", "--schema-evolution", "merge")
+    table = lake.catalog().load_table("db.nested")
+    geo = table.schema().find_field("geo").field_type
+    assert [f.name for f in geo.fields] == ["lat", "lon"]  # type: ignore[attr-defined]
+    rows_back = sorted(lake.rows("db.nested").select(["id", "geo"]).to_pylist(), key=lambda r: r["id"])
+    assert rows_back[0]["geo"] == {"lat": 1.0, "lon": None}  # the old files, through the name mapping
+    assert rows_back[-1]["geo"] == {"lat": 2.0, "lon": 3.0}
+
+
+def test_messages_the_table_cannot_take_go_to_an_iceberg_dead_letter_table_once(
+    bootstrap: str, new_topic: Callable[..., str], lake: Lake
+) -> None:
+    topic = new_topic()
+    produce_events(bootstrap, topic, 0, 300, batch=100)
+    plain = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for i in range(3):
+        plain.produce(topic, value=f'{{"plain": {i}}}'.encode())
+    assert plain.flush(30) == 0
+    produce_events(bootstrap, topic, 300, 300, batch=100)
+    flags = ("--end-at-latest", "--dlq-table", "db.dead")
+    crashed = ingest(
+        lake, topic, "db.t", bootstrap, *flags, env={"PARKA_TEST_CRASH_AT": "after-dead-letters"}, check=False
+    )
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+    assert lake.rows("db.dead").num_rows == 3  # in before the crash
+    ingest(lake, topic, "db.t", bootstrap, *flags)
+    assert sorted(lake.rows("db.t")["id"].to_pylist()) == list(range(600))
+    dead = lake.rows("db.dead").to_pylist()
+    assert sorted(d["value"] for d in dead) == [f'{{"plain": {i}}}'.encode() for i in range(3)]  # once each
+    assert all(d["error"].startswith("SegmentError") for d in dead)
+    assert lake.on_disk("db.t") == lake.files("db.t")
+    names = [FileName.parse(p) for p in lake.files("db.dead")]
+    assert all(n is not None and n.topic == topic for n in names)
+
+
+def test_without_a_catalog_configuration_the_error_names_what_is_missing(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic()
+    proc = run_ingest(topic, "db.t", bootstrap, "--end-at-latest", "--catalog", "nowhere", check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert "--catalog" in proc.stderr and "warehouse=DIR" in proc.stderr

@@ -1,0 +1,146 @@
+"""The Iceberg engine behind the committer, on pyiceberg's SQL catalog (SQLite, in a temporary
+warehouse): the same protocol as Delta's, its ``txn`` in the snapshot summaries."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from parka.lake import Committer, DataFile, IcebergEngine, IcebergTableLog
+
+from parka.errors import CommitConflict, ConfigError
+
+from ._tables import SCHEMA, landed, stitched
+
+
+def engine(tmp_path: Path) -> IcebergEngine:
+    return IcebergEngine("test", {"warehouse": str(tmp_path / "warehouse")})
+
+
+def iceberg_committer(tmp_path: Path, **kwargs: object) -> Committer:
+    return Committer(engine(tmp_path), table_uri="db.t", topic="t", app_id="app", **kwargs)  # type: ignore[arg-type]
+
+
+def ids(e: IcebergEngine, identifier: str = "db.t") -> list[int]:
+    return sorted(e.catalog.load_table(identifier).scan().to_arrow()["id"].to_pylist())
+
+
+def test_the_embedded_catalog_needs_a_warehouse_and_the_error_says_so(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="warehouse=DIR"):
+        IcebergEngine("unconfigured-" + tmp_path.name)
+    with pytest.raises(ConfigError, match="local warehouse"):
+        IcebergEngine("x", {"warehouse": "s3://bucket/wh"})
+
+
+def test_commits_record_each_partitions_offset_in_the_snapshot_summary(tmp_path: Path) -> None:
+    c = iceberg_committer(tmp_path)
+    c.commit([landed(c, 0, 0, [1, 2]), landed(c, 1, 4, [3])])
+    c.commit([landed(c, 0, 1, [4])])
+    table = c.engine.catalog.load_table("db.t")  # type: ignore[attr-defined]
+    summaries = [s.summary.additional_properties for s in table.snapshots()]  # type: ignore[union-attr]
+    assert [json.loads(s["parka.txns"]) for s in summaries] == [{"app-0": 0, "app-1": 4}, {"app-0": 1, "app-1": 4}]
+    assert all(s["parka.app_id"] == "app" and s["parka.topic"] == "t" for s in summaries)
+    assert ids(c.engine) == [1, 2, 3, 4]  # type: ignore[arg-type]
+
+
+def test_a_snapshot_of_another_writer_is_passed_over_when_reading_the_txn(tmp_path: Path) -> None:
+    c = iceberg_committer(tmp_path)
+    c.commit([landed(c, 0, 0, [1])])
+    e = c.engine
+    assert isinstance(e, IcebergEngine)
+    # a writer that is not parka: no parka.txns in its summary
+    e.catalog.load_table("db.t").append(pa.table({"id": [100], "day": ["d9"]}, schema=SCHEMA))
+    assert c.txn_versions([0]) == {0: 0}
+    result = c.commit([landed(c, 0, 0, [1]), landed(c, 0, 1, [2])])  # a replay of 0, and 1
+    assert dict(result.last) == {0: 1}
+    assert ids(e) == [1, 2, 100]
+
+
+def test_of_two_writers_that_read_the_same_snapshot_exactly_one_commits(tmp_path: Path) -> None:
+    c = iceberg_committer(tmp_path)
+    c.commit([landed(c, 0, 0, [1])])
+    e = c.engine
+    assert isinstance(e, IcebergEngine)
+    a, b = e.open("db.t"), e.open("db.t")
+    assert isinstance(a, IcebergTableLog) and isinstance(b, IcebergTableLog)
+    fa, fb = landed(c, 0, 1, [2]).files[0], landed(c, 0, 1, [2]).files[0]
+    a.commit_add_files([fa], txns={"app-0": 1})
+    with pytest.raises(CommitConflict):
+        b.commit_add_files([fb], txns={"app-0": 1})  # read before a's commit: refused, not rebased
+    assert ids(e) == [1, 2]
+    assert b.refresh() == a.version() and b.txn_version("app-0") == 1
+
+
+def test_writers_racing_with_one_app_id_land_each_offset_once(tmp_path: Path) -> None:
+    """Four committers with the same app id commit the same two offsets at once: whoever loses
+    a race re-reads (the protocol's step 3), finds them covered and deletes its files."""
+    first = iceberg_committer(tmp_path)
+    first.commit([landed(first, 0, 0, [0])])
+    committers = [iceberg_committer(tmp_path) for _ in range(4)]
+    batches = [[landed(c, 0, 1, [1]), landed(c, 0, 2, [2])] for c in committers]
+    start = threading.Barrier(len(committers))
+    errors: list[BaseException] = []
+
+    def run(c: Committer, batch: list[object]) -> None:
+        try:
+            start.wait()
+            c.commit(batch)  # type: ignore[arg-type]
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(c, b)) for c, b in zip(committers, batches, strict=True)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    assert ids(first.engine) == [0, 1, 2]  # type: ignore[arg-type]
+    assert sum(c.stats.segments for c in committers) == 2  # one committer's two segments
+    assert sum(c.stats.covered_files for c in committers) == 6  # the others' files, deleted
+    first.refresh()
+    assert first.table is not None
+    on_disk = {p.name for p in Path(first.root.removeprefix("file://")).iterdir()}
+    assert on_disk == first.table.referenced_files()  # no file of a lost race left behind
+
+
+def test_a_stitched_file_the_table_partly_covers_is_trimmed_to_the_rest(tmp_path: Path) -> None:
+    c = iceberg_committer(tmp_path)
+    c.commit([landed(c, 0, 0, [1, 2]), landed(c, 0, 1, [3])])
+    run = stitched(c, [(0, 0, [1, 2]), (0, 1, [3]), (0, 2, [4, 5]), (0, 3, [6])])
+    assert dict(c.commit(run).last) == {0: 3}
+    assert ids(c.engine) == [1, 2, 3, 4, 5, 6]  # type: ignore[arg-type]
+    assert (c.stats.trimmed_files, c.stats.covered_files) == (1, 1)
+
+
+def test_a_new_column_and_a_promotion_evolve_the_table_and_what_iceberg_forbids_is_refused(tmp_path: Path) -> None:
+    c = iceberg_committer(tmp_path)
+    c.commit([landed(c, 0, 0, [1])])
+    table = c.table
+    assert isinstance(table, IcebergTableLog)
+    table.add_columns([pa.field("extra", pa.struct([("a", pa.int32())]))])
+    table.add_columns([pa.field("extra", pa.struct([("a", pa.int64()), ("b", pa.string())]))])  # int -> long
+    extra = table.arrow_schema().field("extra").type
+    assert extra == pa.struct([("a", pa.int64()), ("b", pa.string())])
+    mapping = json.loads(table.configuration()["schema.name-mapping.default"])
+    assert [m["names"] for m in mapping if m["names"] == ["extra"]] and any(
+        [f["names"] for f in m.get("fields", [])] == [["a"], ["b"]] for m in mapping
+    )  # the name mapping follows the schema, so files without field ids keep resolving
+    with pytest.raises(Exception, match="extra"):
+        table.add_columns([pa.field("extra", pa.struct([("a", pa.string()), ("b", pa.string())]))])
+
+
+def test_partitioned_iceberg_tables_are_refused_with_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not partition Iceberg tables yet"):
+        Committer(engine(tmp_path), table_uri="db.p", topic="t", partition_by=["day"]).ensure_table(SCHEMA)
+
+
+def test_a_data_file_outside_the_table_is_refused(tmp_path: Path) -> None:
+    c = iceberg_committer(tmp_path)
+    c.commit([landed(c, 0, 0, [1])])
+    assert c.table is not None
+    with pytest.raises(Exception, match="nowhere"):
+        c.table.commit_add_files([DataFile(path="nowhere.parquet", size=4, stats="{}")], txns={"app-0": 5})
+    assert c.table.txn_version("app-0") == 0  # nothing moved
