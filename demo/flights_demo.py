@@ -6,6 +6,8 @@
    they equal the input.
 4. Ingest the segments into a local Delta table with the ingestion consumer (each segment
    becomes a data file byte for byte, exactly once), query the table and summarise it.
+   Then the same segments into an Apache Iceberg table (``--catalog``: pyiceberg's SQL catalog
+   on SQLite, no server), read back with pyiceberg and queried the same way.
 5. Land the same segments on Spark with ``parka spark-ingest`` (raw mode: executors write the
    segments as data files, the driver commits them through delta-spark's transaction API),
    check that table equals the input too, and run the query in Spark SQL.
@@ -123,47 +125,60 @@ def read_back(bootstrap: str, topic: str, expected: int) -> tuple[list[dict[str,
     return out, time.perf_counter() - start
 
 
-def ingest_to_delta(bootstrap: str, topic: str, table_uri: str) -> tuple[Any, float, float]:
-    """Run the ingestion consumer once over everything in ``topic``; returns stats and times."""
+def ingest_to_delta(
+    bootstrap: str, topic: str, table_uri: str, *, warehouse: str | None = None
+) -> tuple[Any, float, float]:
+    """Run the ingestion consumer once over everything in ``topic``; returns stats and times.
+    With ``warehouse``, ``table_uri`` is an Iceberg identifier in the embedded catalog there
+    (``parka ingest --catalog demo --catalog-option warehouse=...``)."""
     settings = IngestSettings(
         topic=topic,
         table_uri=table_uri,
-        kafka_conf={"bootstrap.servers": bootstrap, "group.id": f"demo-ingest-{topic}"},
+        kafka_conf={"bootstrap.servers": bootstrap, "group.id": f"demo-ingest-{topic}-{bool(warehouse)}"},
         app_id=f"demo-{topic}",
         end_at_latest=True,
+        catalog=None if warehouse is None else "demo",
+        catalog_options={} if warehouse is None else {"warehouse": warehouse},
     )
     start, cpu = time.perf_counter(), time.process_time()
     stats = IngestionConsumer(settings).run()
     return stats, time.perf_counter() - start, time.process_time() - cpu
 
 
-def check_table(table_uri: str, expected: pa.Table) -> pa.Table:
-    """Read the table with deltalake, check it equals ``expected`` (rows in any order), print a
-    line about it and return its rows."""
-    dt = DeltaTable(table_uri)
-    rows = dt.to_pyarrow_table().select(expected.column_names)
+def check_table(table_uri: str, expected: pa.Table, *, warehouse: str | None = None) -> pa.Table:
+    """Read the table (deltalake, or pyiceberg with ``warehouse``), check it equals ``expected``
+    (rows in any order), print a line about it and return its rows."""
+    if warehouse is None:
+        dt = DeltaTable(table_uri)
+        rows, kind, version, files = dt.to_pyarrow_table(), "Delta table", dt.version(), len(dt.file_uris())
+    else:
+        from pyiceberg.catalog import load_catalog
+
+        catalog = load_catalog("demo", type="sql", uri=f"sqlite:///{warehouse}/catalog.db", warehouse=warehouse)
+        it = catalog.load_table(table_uri)
+        rows, kind = it.scan().to_arrow(), "Iceberg table"
+        version, files = it.metadata.current_snapshot_id, len(it.inspect.files())
+    rows = rows.select(expected.column_names)
     if rows.num_rows != expected.num_rows:
-        raise SystemExit(f"Delta table holds {rows.num_rows:,} rows, expected {expected.num_rows:,}")
+        raise SystemExit(f"{kind} holds {rows.num_rows:,} rows, expected {expected.num_rows:,}")
     order = [(name, "ascending") for name in expected.column_names]
     if not rows.cast(expected.schema).sort_by(order).equals(expected.sort_by(order)):
-        raise SystemExit(f"Delta table {table_uri} differs from the input")
-    files = dt.file_uris()
-    print(
-        f"Delta table {table_uri}: version {dt.version()}, {len(files)} data files, {rows.num_rows:,} rows "
-        "(equal to the input)"
-    )
+        raise SystemExit(f"{kind} {table_uri} differs from the input")
+    label = "version" if warehouse is None else "snapshot"
+    print(f"{kind} {table_uri}: {label} {version}, {files} data files, {rows.num_rows:,} rows (equal to the input)")
     return rows
 
 
-def summarise(table_uri: str, expected: pa.Table) -> None:
-    rows = check_table(table_uri, expected)
+def summarise(table_uri: str, expected: pa.Table, *, warehouse: str | None = None) -> None:
+    rows = check_table(table_uri, expected, warehouse=warehouse)
+    kind = "Delta" if warehouse is None else "Iceberg"
     by_carrier = (
         rows.group_by("carrier")
         .aggregate([("arr_delay", "mean"), ("carrier", "count")])
         .sort_by([("arr_delay_mean", "descending")])
     )
     print()
-    print("mean arrival delay by carrier (minutes), from the Delta table:")
+    print(f"mean arrival delay by carrier (minutes), from the {kind} table:")
     for row in by_carrier.slice(0, 5).to_pylist():
         print(f"  {row['carrier']:3} {row['arr_delay_mean']:6.1f}   {row['carrier_count']:>7,} flights")
     late = pc.sum(pc.greater(rows["arr_delay"], 15)).as_py()
@@ -238,6 +253,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--spark-table", default="demo-out/flights_spark", help="where parka spark-ingest writes its Delta table"
     )
+    parser.add_argument(
+        "--iceberg-warehouse", default="demo-out/iceberg", help="the embedded Iceberg catalog's warehouse"
+    )
     parser.add_argument("--no-spark", action="store_true", help="skip the Spark part (parka spark-ingest, Spark SQL)")
     parser.add_argument(
         "--kafka-data-dir",
@@ -301,6 +319,19 @@ def main(argv: list[str] | None = None) -> int:
         f"({stats.records / max(wall_s, 1e-9):,.0f} records/s); no record decoded"
     )
     summarise(table_uri, table)
+
+    # the same segments into an Iceberg table: pyiceberg's SQL catalog on SQLite, no server
+    warehouse = os.path.abspath(os.path.join(args.iceberg_warehouse, run))
+    identifier = f"demo.flights_{run}"
+    ice, ice_wall_s, ice_cpu_s = ingest_to_delta(args.bootstrap, seg_topic, identifier, warehouse=warehouse)
+    print()
+    print(f"$ parka ingest {seg_topic} {identifier} --catalog demo --catalog-option warehouse={warehouse}")
+    print(
+        f"parka ingest into Iceberg: {ice.records:,} records in {ice.segments} segments -> {ice.files} data files, "
+        f"{ice.commits} commit(s), {ice_wall_s:.1f} s wall, {ice_cpu_s:.2f} CPU-s "
+        f"(Delta above: {cpu_s:.2f} CPU-s; this one includes importing pyiceberg); no record decoded"
+    )
+    summarise(identifier, table, warehouse=warehouse)
     if not args.no_spark:
         spark_uri = os.path.abspath(os.path.join(args.spark_table, run))
         os.makedirs(os.path.dirname(spark_uri), exist_ok=True)
