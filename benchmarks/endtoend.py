@@ -1,5 +1,7 @@
 """End to end into Delta, per data set: ``parka ingest`` against the row baseline, each next to
-the raw fetch of the same topic (the physical reference), interleaved over repeats.
+the raw fetch of the same topic (the physical reference), interleaved over repeats; and
+``parka ingest`` of the same segments into an Iceberg table (the embedded SQLite catalog), whose
+CPU per row and scan time are reported as ratios to the Delta run of the same repeat.
 
 Per data set two topics are produced once: the rows as zstd Parquet segments of 10,000 rows
 (for ``parka ingest``) and as Confluent Avro in zstd record batches of 10,000 records (for the
@@ -35,7 +37,7 @@ __all__ = ["SEGMENT_ROWS", "rates", "run_end_to_end", "run_rates"]
 log = logging.getLogger("parka.bench")
 
 SEGMENT_ROWS = 10_000
-VARIANTS = ("parka ingest", "row baseline", "raw fetch (segments)", "raw fetch (Avro)")
+VARIANTS = ("parka ingest", "parka ingest (Iceberg)", "row baseline", "raw fetch (segments)", "raw fetch (Avro)")
 
 
 def rates(
@@ -102,17 +104,20 @@ def _run_variant(
             )
         s = fetched.span
         return rates(ds.rows, fetched.value_bytes, s.wall_s, s.cpu_s, fetched.steady_wall_s, fetched.first_bytes)
-    table_uri = tempfile.mkdtemp(prefix=f"parka-bench-{ds.name}-")
+    folder = tempfile.mkdtemp(prefix=f"parka-bench-{ds.name}-")
+    iceberg = variant == "parka ingest (Iceberg)"
+    warehouse = folder if iceberg else None
+    table_uri = f"bench.{ds.name}" if iceberg else folder
     try:
-        if variant == "parka ingest":
-            run = ingest(broker.bootstrap, topics["segments_topic"], table_uri)
+        if variant.startswith("parka ingest"):
+            run = ingest(broker.bootstrap, topics["segments_topic"], table_uri, warehouse=warehouse)
         else:
             run = row_baseline(broker.bootstrap, topics["avro_topic"], table_uri, ds, ds.rows)
         sample = run_rates(run, ds.rows)
         sample["commits"] = run.commits
-        stats = table_stats(table_uri, ds)
+        stats = table_stats(table_uri, ds, warehouse=warehouse)
         checks.expect(
-            f"{ds.name} {variant}: Delta table",
+            f"{ds.name} {variant}: {'Iceberg' if iceberg else 'Delta'} table",
             rows=stats.rows,
             expected_rows=ds.rows,
             got=stats.fingerprint,
@@ -123,7 +128,7 @@ def _run_variant(
         sample["scan_s"] = stats.scan_s
         return sample
     finally:
-        shutil.rmtree(table_uri, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def run_end_to_end(
@@ -138,6 +143,8 @@ def run_end_to_end(
     """The ``end_to_end`` section of results.json."""
     topics = {}
     fps = {}
+    from parka.lake import IcebergEngine  # noqa: F401  (imported once here: not a cost of the first run)
+
     try:
         for ds in datasets:
             topics[ds.name] = _produce_topics(broker, ds, run_id)
@@ -167,10 +174,18 @@ def run_end_to_end(
         ingest_reps = samples[(ds.name, "parka ingest")]
         base_reps = samples[(ds.name, "row baseline")]
         raw_reps = samples[(ds.name, "raw fetch (segments)")]
+        ice_reps = samples[(ds.name, "parka ingest (Iceberg)")]
         ratios = {
             "ingest_over_baseline_rows_per_cpu_s": summarize(
                 [i["rows_per_cpu_s"] / b["rows_per_cpu_s"] for i, b in zip(ingest_reps, base_reps, strict=True)],
                 "ratio",
+            ),
+            # the same topic into Iceberg and into Delta, per repeat: CPU per row, and the scan query
+            "iceberg_over_delta_cpu_s_per_row": summarize(
+                [c["cpu_s"] / d["cpu_s"] for c, d in zip(ice_reps, ingest_reps, strict=True)], "ratio"
+            ),
+            "iceberg_over_delta_scan_s": summarize(
+                [c["scan_s"] / d["scan_s"] for c, d in zip(ice_reps, ingest_reps, strict=True)], "ratio"
             ),
             # Small topics: the group join dominates both, so this compares whole runs.
             "ingest_over_raw_fetch_rows_per_s": summarize(

@@ -38,7 +38,7 @@ from .clients import consumer_conf, drain
 from .datasets import Dataset
 from .encodings import avro_decoder
 from .measure import Span, measured
-from .scans import scan_pyarrow
+from .scans import scan_pyarrow, scan_pyiceberg
 
 __all__ = ["KDI_FILE_BYTES", "LakeRun", "TableStats", "ingest", "row_baseline", "table_stats"]
 
@@ -64,9 +64,18 @@ class LakeRun:
     commits: int
 
 
-def ingest(bootstrap: str, topic: str, table_uri: str, *, profiler: Callable[[], Any] | None = None) -> LakeRun:
+def ingest(
+    bootstrap: str,
+    topic: str,
+    table_uri: str,
+    *,
+    profiler: Callable[[], Any] | None = None,
+    warehouse: str | None = None,
+) -> LakeRun:
     """Run ``parka ingest`` in-process until the topic is drained. ``profiler`` (a
-    context-manager factory) wraps the run when given. Raises ``CheckFailed`` when it fails."""
+    context-manager factory) wraps the run when given. With ``warehouse``, ``table_uri`` is an
+    Iceberg identifier in the embedded catalog there (``--catalog bench --catalog-option
+    warehouse=...``). Raises ``CheckFailed`` when it fails."""
     first: dict[str, float] = {}
 
     def progress(consumer: IngestionConsumer) -> None:
@@ -80,6 +89,8 @@ def ingest(bootstrap: str, topic: str, table_uri: str, *, profiler: Callable[[],
         kafka_conf={"bootstrap.servers": bootstrap, "group.id": f"parka-bench-{uuid.uuid4().hex[:10]}"},
         app_id=f"bench-{topic}",
         end_at_latest=True,
+        catalog=None if warehouse is None else "bench",
+        catalog_options={} if warehouse is None else {"warehouse": warehouse},
     )
     with measured() as span:
         worker = IngestionConsumer(settings, progress=progress)
@@ -199,26 +210,48 @@ class TableStats:
         return self.total_bytes / self.files if self.files else 0.0
 
 
-def table_stats(table_uri: str, dataset: Dataset, *, scans: int = 3) -> TableStats:
+def table_stats(table_uri: str, dataset: Dataset, *, scans: int = 3, warehouse: str | None = None) -> TableStats:
     """Files, sizes, content fingerprint and the median of ``scans`` timings of the data set's
-    group-by query (open the table, scan the columns, aggregate)."""
-    table = DeltaTable(table_uri)
-    adds = pa.table(table.get_add_actions(flatten=True))
-    data = table.to_pyarrow_table()
+    group-by query (open the table, scan the columns, aggregate). With ``warehouse``: the
+    Iceberg table ``table_uri`` of the embedded catalog there, read with pyiceberg."""
+    if warehouse is None:
+        table = DeltaTable(table_uri)
+        adds = pa.table(table.get_add_actions(flatten=True))
+        data = table.to_pyarrow_table()
+        files, total_bytes = adds.num_rows, int(sum(adds["size_bytes"].to_pylist()))
+
+        def scan() -> Any:
+            return scan_pyarrow(table_uri, dataset.scan)
+    else:
+        catalog = iceberg_catalog(warehouse)
+        listed = catalog.load_table(table_uri).inspect.files()
+        data = catalog.load_table(table_uri).scan().to_arrow()
+        files, total_bytes = listed.num_rows, int(sum(listed["file_size_in_bytes"].to_pylist()))
+
+        def scan() -> Any:
+            return scan_pyiceberg(catalog.load_table(table_uri), dataset.scan)
+
     extra = [c for c in data.column_names if c not in dataset.table.schema.names]
     if extra:
         raise CheckFailed(f"{table_uri}: unexpected column(s) {extra}")
     timings = []
     for _ in range(scans):
         start = time.perf_counter()
-        result = scan_pyarrow(table_uri, dataset.scan)
+        result = scan()
         timings.append(time.perf_counter() - start)
         if not result and dataset.rows:
             raise CheckFailed(f"{table_uri}: the scan query returned no groups")
     return TableStats(
         rows=data.num_rows,
-        files=adds.num_rows,
-        total_bytes=int(sum(adds["size_bytes"].to_pylist())),
+        files=files,
+        total_bytes=total_bytes,
         scan_s=statistics.median(timings),
         fingerprint=fingerprint(data, dataset.table.schema),
     )
+
+
+def iceberg_catalog(warehouse: str) -> Any:
+    """The embedded SQL catalog ``parka ingest --catalog-option warehouse=...`` made there."""
+    from pyiceberg.catalog import load_catalog
+
+    return load_catalog("bench", type="sql", uri=f"sqlite:///{warehouse}/catalog.db", warehouse=f"file://{warehouse}")

@@ -278,7 +278,7 @@ def _e2e_sections(results: dict[str, Any]) -> list[str]:
     if not section:
         return []
     out = [
-        "## End to end into Delta",
+        "## End to end into Delta (and Iceberg)",
         "",
         "Median (min-max) over repeats; zstd, 10,000 rows per segment / record batch.",
         "",
@@ -325,6 +325,13 @@ def _e2e_sections(results: dict[str, Any]) -> list[str]:
             f"whole run: {_spread(r['ingest_over_raw_fetch_rows_per_s'])}",
             "",
         ]
+        if "iceberg_over_delta_cpu_s_per_row" in r:
+            out += [
+                "parka ingest into Iceberg / into Delta, same topic, same repeat: CPU-s per row "
+                f"{_spread(r['iceberg_over_delta_cpu_s_per_row'])}; scan query (pyiceberg vs deltalake, both "
+                f"through pyarrow) {_spread(r['iceberg_over_delta_scan_s'])}",
+                "",
+            ]
     spark = results.get("spark") or {}
     if spark.get("status") == "ok":
         out += ["Spark (gps): see the Spark section.", ""]

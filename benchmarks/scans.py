@@ -32,7 +32,16 @@ from typing import Any
 from .checks import CheckFailed
 from .datasets import ScanQuery
 
-__all__ = ["ENGINES", "SPARK_MARK", "DuckDbScanner", "rounds", "same_groups", "scan_pyarrow", "spark_child_main"]
+__all__ = [
+    "ENGINES",
+    "SPARK_MARK",
+    "DuckDbScanner",
+    "rounds",
+    "same_groups",
+    "scan_pyarrow",
+    "scan_pyiceberg",
+    "spark_child_main",
+]
 
 ENGINES = {
     "pyarrow": "deltalake to_pyarrow_dataset() + pyarrow group_by",
@@ -51,7 +60,16 @@ def scan_pyarrow(uri: str, query: ScanQuery) -> Result:
     """The query with deltalake + pyarrow."""
     from deltalake import DeltaTable
 
-    scanned = DeltaTable(uri).to_pyarrow_dataset().to_table(columns=query.columns)
+    return _aggregate(DeltaTable(uri).to_pyarrow_dataset().to_table(columns=query.columns), query)
+
+
+def scan_pyiceberg(table: Any, query: ScanQuery) -> Result:
+    """The query with pyiceberg + pyarrow, on a loaded Iceberg ``table`` (the planning of the
+    snapshot's manifests included)."""
+    return _aggregate(table.scan(selected_fields=tuple(query.columns)).to_arrow(), query)
+
+
+def _aggregate(scanned: Any, query: ScanQuery) -> Result:
     grouped = scanned.group_by(query.group_by).aggregate(list(query.aggregations))
     names = [f"{c}_{fn}" for c, fn in query.aggregations]
     keys = grouped.column(query.group_by).to_pylist()
