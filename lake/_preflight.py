@@ -191,6 +191,7 @@ def probe_until_ready(
     stop: threading.Event,
     log: logging.Logger,
     check_table: bool = True,
+    table_probe: Callable[[], Blocker | None] | None = None,
 ) -> bool:
     """:func:`wait_until_ready` with a client of its own, for a driver that reads Kafka through
     another client (``parka spark-ingest``: Spark's Java one, whose failures surface late and as
@@ -231,6 +232,7 @@ def probe_until_ready(
             client_error=client_error,
             log=log,
             check_table=check_table,
+            table_probe=table_probe,
         )
     finally:
         if consumer is not None:

@@ -138,6 +138,11 @@ def _ready(settings: SparkIngestSettings, args: argparse.Namespace, stop: thread
 
     options = dict(settings.storage_options)
     local = "://" not in settings.table_uri or settings.table_uri.startswith("file:")
+    probe = None
+    if settings.catalog is not None:
+        from parka.lake import IcebergEngine
+
+        probe = IcebergEngine(settings.catalog, settings.catalog_options).blocker
     return probe_until_ready(
         topic=settings.topic,
         table_uri=settings.table_uri,
@@ -149,6 +154,7 @@ def _ready(settings: SparkIngestSettings, args: argparse.Namespace, stop: thread
         stop=stop,
         log=log,
         check_table=local or not any(k.startswith("fs.") for k in options),
+        table_probe=probe,
     )
 
 

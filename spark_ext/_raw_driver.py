@@ -36,9 +36,14 @@ def _local_path(uri: str) -> str:
     return os.path.abspath(uri) if "://" not in uri and not uri.startswith("file:") else uri
 
 
-def _engine(spark: Any, name: str) -> Any:
-    """The :class:`parka.lake.LogEngine` called ``name``."""
-    if name == "delta-rs":
+def _engine(spark: Any, s: SparkIngestSettings) -> Any:
+    """The :class:`parka.lake.LogEngine` the settings ask for: Iceberg's when a catalog is
+    given, else the Delta engine ``commit_engine`` names."""
+    if s.catalog is not None:
+        from parka.lake import IcebergEngine  # the iceberg extra: only when asked for
+
+        return IcebergEngine(s.catalog, s.catalog_options)
+    if s.commit_engine == "delta-rs":
         return RsEngine()
     from ._delta_spark import SparkEngine
 
@@ -59,12 +64,12 @@ def start_raw(
     from ._raw import FILE_ROWS, SegmentFileWriter, committer_input, segment_schema
 
     options = source_options(spark, s)
-    uri = _local_path(s.table_uri)
+    uri = s.table_uri if s.catalog is not None else _local_path(s.table_uri)  # Iceberg: namespace.name
     # delta-rs keys go to deltalake as they are; fs.* ones are for Hadoop (the checkpoint)
     storage = {k: v for k, v in s.storage_options.items() if not k.startswith("fs.")}
     session = LandingSession(
         Committer(
-            _engine(spark, s.commit_engine),
+            _engine(spark, s),
             table_uri=uri,
             topic=s.topic,
             app_id=s.app,
@@ -103,7 +108,7 @@ def start_raw(
                     committer.ensure_table(schema)
             committer.refresh()
             writer = SegmentFileWriter(
-                uri,
+                committer.root,  # the table's data folder (Iceberg: under its location)
                 pa.schema([]) if committer.table is None else committer.table_schema(),
                 committer.partitioning,
                 storage,

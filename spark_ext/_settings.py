@@ -142,6 +142,8 @@ SHARED_FLAGS: tuple[Setting, ...] = (
     SCHEMA_EVOLUTION,
     DLQ_TABLE,
     STORAGE_OPTIONS,
+    s.CATALOG,
+    s.CATALOG_OPTIONS,
     CHECKPOINT_INTERVAL,
     s.METRICS_PORT,
     s.BROKER_TIMEOUT,
@@ -277,6 +279,9 @@ class SparkIngestSettings(DaemonSettings):
     API in the JVM (table features such as row tracking, in-commit timestamps and liquid
     clustering are applied by delta-spark); ``delta-rs`` through deltalake on the driver (what
     ``parka ingest`` uses; refuses tables with features delta-rs cannot write).
+    ``catalog`` (raw mode): the table is ``namespace.name`` in this Iceberg catalog (pyiceberg,
+    with ``catalog_options``), committed by pyiceberg on the driver; ``checkpoint_location``
+    is then required.
 
     Raises (on construction):
         ConfigError: a value that is out of range, unknown or contradicts another, naming the
@@ -302,7 +307,9 @@ class SparkIngestSettings(DaemonSettings):
     storage_options: Mapping[str, str] = declared(STORAGE_OPTIONS)
     mode: str = declared(MODE)
     dlq_table_uri: str | None = declared(DLQ_TABLE)
-    commit_engine: str = declared(COMMIT_ENGINE)
+    commit_engine: str = declared(COMMIT_ENGINE)  # Delta tables; with a catalog, pyiceberg commits
+    catalog: str | None = declared(s.CATALOG)  # an Iceberg table of this catalog; None: a Delta table
+    catalog_options: Mapping[str, str] = declared(s.CATALOG_OPTIONS)
     checkpoint_interval: int = declared(CHECKPOINT_INTERVAL)
     target_file_size: int = declared(TARGET_FILE_SIZE)
 
@@ -317,11 +324,24 @@ class SparkIngestSettings(DaemonSettings):
                 raise METADATA.error(
                     ",".join(self.metadata), "none", reason="raw mode adds no columns; use mode decode"
                 )
+        elif self.catalog is not None:
+            raise s.CATALOG.error(
+                self.catalog, "none", reason="decode mode writes Delta tables; Iceberg needs mode raw"
+            )
         elif self.dlq_table_uri is not None:
             raise DLQ_TABLE.error(self.dlq_table_uri, "none", reason="a dead-letter table needs mode raw")
         elif self.commit_engine != "delta-spark":
             raise COMMIT_ENGINE.error(self.commit_engine, "delta-spark", reason="decode mode writes with delta-spark")
-        if self.mode == "raw" and self.commit_engine == "delta-spark" and is_s3(self.table_uri):
+        if self.catalog is not None and self.checkpoint_location is None:
+            raise CHECKPOINT_LOCATION.error(
+                "(none)", "a folder", reason="an Iceberg table has no location before it exists: give the checkpoint's"
+            )
+        if (
+            self.mode == "raw"
+            and self.catalog is None
+            and self.commit_engine == "delta-spark"
+            and is_s3(self.table_uri)
+        ):
             raise COMMIT_ENGINE.error(
                 self.commit_engine,
                 "delta-rs",
