@@ -1,8 +1,8 @@
 # shellcheck shell=bash
 # Sourced by the scripts that run a local server for the tests, CI and the demo (kafka-local.sh,
-# s3proxy.sh, azurite.sh, schema-registry.sh): the one implementation of a server's pid file,
-# its start-up wait and its stop. The sourcing script defines log() and is_up() (does the server
-# answer?) and sets PIDFILE, LOG and PORT.
+# s3proxy.sh, azurite.sh, schema-registry.sh, iceberg-rest.sh): the one implementation of a
+# server's pid file, its start-up wait and its stop. The sourcing script defines log() and is_up()
+# (does the server answer?) and sets PIDFILE, LOG and PORT.
 
 # The pid of the server this script started, when it is alive (exit 1 otherwise).
 running_pid() {

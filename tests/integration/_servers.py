@@ -1,12 +1,14 @@
 """The local servers the integration tests need, in one place: the Kafka broker, s3proxy (Maven
-Central), Azurite (npm), the Apicurio schema registry (built from Maven Central) and the SASL_SSL
-broker, each run by the repo's own script in ``scripts/``.
+Central), Azurite (npm), the Apicurio schema registry (built from Maven Central), the SASL_SSL
+broker and Iceberg's REST catalog server (Maven Central), each run by the repo's own script in
+``scripts/``.
 
 A first start on a fresh machine downloads or builds the server (Azurite ~80 s, the registry
-~60 s on 2 cores), so each server some collected test needs is started in the background as soon
-as collection ends, and the tests that need one run after the others (stable order otherwise):
-the starts overlap the rest of the suite instead of adding to it. A fixture waits for its
-server's start (:func:`up`). A server that cannot be had fails its tests: they never skip.
+~60 s, the REST catalog ~40 s on 2 cores), so each server some collected test needs is started in
+the background as soon as collection ends, and the tests that need one run after the others
+(stable order otherwise): the starts overlap the rest of the suite instead of adding to it. A
+fixture waits for its server's start (:func:`up`). A server that cannot be had fails its tests:
+they never skip.
 
 One run, several processes (pytest-xdist): every worker collects the same tests and may need the
 same server. The run's folder (``PARKA_TEST_RUN_DIR``, made by the process that configures the
@@ -33,6 +35,8 @@ S3PROXY_PORT = os.environ.get("PARKA_TEST_S3PROXY_PORT", "19180")
 AZURITE_PORT = os.environ.get("PARKA_TEST_AZURITE_PORT", "10000")
 REGISTRY_PORT = os.environ.get("PARKA_TEST_REGISTRY_PORT", "19081")
 SECURED_PORT = os.environ.get("PARKA_TEST_SECURED_KAFKA_PORT", "19680")
+# not 19181: scripts/azurite.sh's default
+ICEBERG_REST_PORT = os.environ.get("PARKA_TEST_ICEBERG_REST_PORT", "19182")
 START_TIMEOUT_S = 900  # a cold start: downloads and a Maven build, on a busy 2-core machine
 
 
@@ -75,6 +79,7 @@ SERVERS = {
         Server(
             "secured_broker", "kafka-local.sh", {"PARKA_KAFKA_SECURITY": "sasl_ssl", "PARKA_KAFKA_PORT": SECURED_PORT}
         ),
+        Server("iceberg_rest_url", "iceberg-rest.sh", {"PARKA_ICEBERG_REST_PORT": ICEBERG_REST_PORT}),
     )
 }
 

@@ -103,6 +103,13 @@ def azurite() -> ObjectStoreServer:
 
 
 @pytest.fixture(scope="session")
+def iceberg_rest_url() -> str:
+    """Iceberg's own REST catalog server (``scripts/iceberg-rest.sh``: a SQLite JdbcCatalog whose
+    warehouse is a local folder, so a client here reads and writes its data files), once per run."""
+    return _servers.up("iceberg_rest_url").run("url", check=True, capture_output=True).stdout.strip()
+
+
+@pytest.fixture(scope="session")
 def secured_broker() -> SecuredBroker:
     """The SASL_SSL broker (``scripts/kafka-local.sh``, ``PARKA_KAFKA_SECURITY=sasl_ssl``)."""
     return connect()
