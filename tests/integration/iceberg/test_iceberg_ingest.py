@@ -1,21 +1,28 @@
-"""`parka ingest --catalog` on a real broker into real Iceberg tables (pyiceberg's SQL catalog
-on SQLite, the embedded default): raw files, exactly once after kill -9, evolution, dead letters."""
+"""`parka ingest --catalog` on a real broker into real Iceberg tables, on pyiceberg's SQL catalog
+(SQLite, the embedded default) and on Iceberg's own REST catalog server
+(``scripts/iceberg-rest.sh``): raw files, exactly once after kill -9, races, evolution, dead
+letters."""
 
 from __future__ import annotations
 
 import json
 import signal
+import threading
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from parka.lake import FileName
+from parka.lake import DataFile, FileName, IcebergEngine
 from parka.producer import ParquetProducer
 from pyiceberg.catalog import Catalog, load_catalog
+
+from parka.errors import CommitConflict
 
 from .._ingest_util import (
     EVENTS,
@@ -28,16 +35,33 @@ from .._ingest_util import (
 
 
 class Lake:
-    """An Iceberg catalog for one test: the embedded SQL catalog in a temporary warehouse."""
+    """An Iceberg catalog for one test: the embedded SQL catalog in a temporary warehouse, or the
+    session's REST catalog server (``rest_url``), where the test's tables get a namespace of
+    their own."""
 
-    def __init__(self, warehouse: Path) -> None:
+    def __init__(self, warehouse: Path, rest_url: str | None = None) -> None:
         self.warehouse = warehouse
-        self.flags = ("--catalog", "test", "--catalog-option", f"warehouse={warehouse}")
+        self.rest_url = rest_url
+        if rest_url is None:
+            self.namespace = "db"
+            self.flags: tuple[str, ...] = ("--catalog", "test", "--catalog-option", f"warehouse={warehouse}")
+        else:
+            self.namespace = f"t{uuid.uuid4().hex[:12]}"
+            self.flags = ("--catalog", "rest", "--catalog-option", f"uri={rest_url}")
+
+    def name(self, table: str) -> str:
+        return f"{self.namespace}.{table}"
 
     def catalog(self) -> Catalog:
+        if self.rest_url is not None:
+            return load_catalog("rest", type="rest", uri=self.rest_url)
         return load_catalog(
             "test", type="sql", uri=f"sqlite:///{self.warehouse / 'catalog.db'}", warehouse=f"file://{self.warehouse}"
         )
+
+    def engine(self) -> IcebergEngine:
+        options = {"warehouse": str(self.warehouse)} if self.rest_url is None else {"uri": self.rest_url}
+        return IcebergEngine("test" if self.rest_url is None else "rest", options)
 
     def data_root(self, identifier: str) -> str:
         """The table's data folder: where parka writes (``<location>/data``)."""
@@ -65,8 +89,10 @@ class Lake:
         return state
 
 
-@pytest.fixture
-def lake(tmp_path: Path) -> Lake:
+@pytest.fixture(params=["sql", "rest"])
+def lake(request: pytest.FixtureRequest, tmp_path: Path) -> Lake:
+    if request.param == "rest":
+        return Lake(tmp_path / "warehouse", request.getfixturevalue("iceberg_rest_url"))
     return Lake(tmp_path / "warehouse")
 
 
@@ -88,21 +114,23 @@ def test_segments_land_as_the_tables_data_files_byte_for_byte_and_read_back_equa
 ) -> None:
     topic = new_topic(partitions=3)
     segments = produce_events(bootstrap, topic, 0, 3000, batch=100)
-    result = last_json(ingest(lake, topic, "db.events", bootstrap, "--end-at-latest"))
+    result = last_json(ingest(lake, topic, lake.name("events"), bootstrap, "--end-at-latest"))
     assert (result["segments"], result["records"]) == (segments, 3000)
-    files = lake.files("db.events")
+    files = lake.files(lake.name("events"))
     assert result["files"] == len(files) <= 3 * result["commits"] < segments  # stitched per partition
-    assert_segments_stored_byte_for_byte(bootstrap, topic, segments, lake.data_root("db.events"), files=files)
+    assert_segments_stored_byte_for_byte(bootstrap, topic, segments, lake.data_root(lake.name("events")), files=files)
     expected = events(0, 3000)
-    by_pyiceberg = lake.rows("db.events").select(EVENTS.names).sort_by("id")
+    by_pyiceberg = lake.rows(lake.name("events")).select(EVENTS.names).sort_by("id")
     assert by_pyiceberg.cast(EVENTS).equals(expected)
-    root = lake.data_root("db.events")
+    root = lake.data_root(lake.name("events"))
     columns = ", ".join(f'"{n}"' for n in EVENTS.names)
     paths = sorted(f"{root}/{f}" for f in files)
     by_duckdb = duckdb.sql(f"select {columns} from read_parquet({paths}) order by id").to_arrow_table()
     assert by_duckdb.cast(EVENTS).equals(expected)
     # the snapshot summary's txn state: each partition's last offset
-    assert lake.txns("db.events") == {f"parka-{topic}-{p}": high - 1 for p, high in watermarks(bootstrap, topic, 3)}
+    assert lake.txns(lake.name("events")) == {
+        f"parka-{topic}-{p}": high - 1 for p, high in watermarks(bootstrap, topic, 3)
+    }
 
 
 def test_manifests_carry_the_footers_statistics_by_field_id(
@@ -110,8 +138,8 @@ def test_manifests_carry_the_footers_statistics_by_field_id(
 ) -> None:
     topic = new_topic()
     produce_events(bootstrap, topic, 0, 500, batch=100)
-    ingest(lake, topic, "db.stats", bootstrap, "--end-at-latest")
-    table = lake.catalog().load_table("db.stats")
+    ingest(lake, topic, lake.name("stats"), bootstrap, "--end-at-latest")
+    table = lake.catalog().load_table(lake.name("stats"))
     [entry] = table.inspect.files().to_pylist()
     ids = {f.name: f.field_id for f in table.schema().fields}
     assert entry["record_count"] == 500
@@ -136,20 +164,70 @@ def test_kill_9_then_restart_is_exactly_once_without_orphans(
     crashed = ingest(
         lake,
         topic,
-        "db.t",
+        lake.name("t"),
         bootstrap,
         *flags,
         env={"PARKA_TEST_CRASH_AT": point, "PARKA_TEST_CRASH_AFTER": str(after)},
         check=False,
     )
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
-    left = lake.on_disk("db.t") - lake.files("db.t")
+    left = lake.on_disk(lake.name("t")) - lake.files(lake.name("t"))
     if point in ("after-write", "mid-write"):
         assert left  # the crash left a file (or a half-written temporary one) behind
-    ingest(lake, topic, "db.t", bootstrap, *flags)
-    ids = lake.rows("db.t")["id"].to_pylist()
+    ingest(lake, topic, lake.name("t"), bootstrap, *flags)
+    ids = lake.rows(lake.name("t"))["id"].to_pylist()
     assert sorted(ids) == list(range(2000))
-    assert lake.on_disk("db.t") == lake.files("db.t")  # no orphans
+    assert lake.on_disk(lake.name("t")) == lake.files(lake.name("t"))  # no orphans
+
+
+def test_of_two_handles_that_read_one_snapshot_exactly_one_commits(lake: Lake, tmp_path: Path) -> None:
+    """The catalog refuses the second commit made from the same snapshot (no rebasing retry):
+    the engine reports a conflict, and the loser's data is not in the table."""
+    engine = lake.engine()
+    identifier = lake.name("race")
+    created = engine.create(identifier, EVENTS, partition_by=())
+    winner, loser = engine.open(identifier), engine.open(identifier)
+    assert winner is not None and loser is not None
+    root = Path(created.uri.removeprefix("file://"))
+    root.mkdir(parents=True, exist_ok=True)
+    files = []
+    for n in range(2):  # one data file for each writer
+        name = f"t-p0-o{n:020d}-{uuid.uuid4().hex[:12]}.parquet"
+        pq.write_table(events(n * 10, 10), root / name)
+        files.append(DataFile(path=name, size=(root / name).stat().st_size, stats="{}"))
+    winner.commit_add_files([files[0]], txns={"app-0": 0})
+    with pytest.raises(CommitConflict):
+        loser.commit_add_files([files[1]], txns={"app-0": 0})
+    assert sorted(lake.rows(identifier)["id"].to_pylist()) == list(range(10))
+    assert lake.txns(identifier) == {"app-0": 0}
+
+
+def test_two_workers_racing_with_one_app_id_land_each_record_once(
+    bootstrap: str, new_topic: Callable[..., str], lake: Lake
+) -> None:
+    """Two ``parka ingest`` runs in two consumer groups read every partition and commit under
+    one app id: every commit one wins, the other re-reads the offsets and drops what is in."""
+    topic = new_topic(partitions=2)
+    produce_events(bootstrap, topic, 0, 4000, batch=100)
+    flags = ("--end-at-latest", "--max-segments-per-commit", "2", "-a", "racing")
+    results: dict[str, Any] = {}
+    start = threading.Barrier(2)
+
+    def run(group: str) -> None:
+        start.wait()
+        results[group] = ingest(lake, topic, lake.name("race"), bootstrap, *flags, "-g", group, check=False)
+
+    threads = [threading.Thread(target=run, args=(g,)) for g in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert all(r.returncode == 0 for r in results.values()), [r.stderr[-2000:] for r in results.values()]
+    ids = lake.rows(lake.name("race"))["id"].to_pylist()
+    assert sorted(ids) == list(range(4000))  # each once
+    assert lake.on_disk(lake.name("race")) == lake.files(lake.name("race"))  # the losers' files deleted
+    stats = [last_json(r) for r in results.values()]
+    assert sum(st["records"] for st in stats) == 4000  # what each run committed adds up, no overlap
 
 
 def test_a_field_added_inside_a_struct_evolves_the_table(
@@ -167,11 +245,11 @@ def test_a_field_added_inside_a_struct_evolves_the_table(
         rows = [{"lat": 2.0, "lon": 3.0}] * 10
         producer.produce_batch(topic, pa.table({"id": range(10, 20), "geo": rows}, schema=v2))
         assert producer.flush(30) == 0
-    ingest(lake, topic, "db.nested", bootstrap, "--end-at-latest", "--schema-evolution", "merge")
-    table = lake.catalog().load_table("db.nested")
+    ingest(lake, topic, lake.name("nested"), bootstrap, "--end-at-latest", "--schema-evolution", "merge")
+    table = lake.catalog().load_table(lake.name("nested"))
     geo = table.schema().find_field("geo").field_type
     assert [f.name for f in geo.fields] == ["lat", "lon"]  # type: ignore[attr-defined]
-    rows_back = sorted(lake.rows("db.nested").select(["id", "geo"]).to_pylist(), key=lambda r: r["id"])
+    rows_back = sorted(lake.rows(lake.name("nested")).select(["id", "geo"]).to_pylist(), key=lambda r: r["id"])
     assert rows_back[0]["geo"] == {"lat": 1.0, "lon": None}  # the old files, through the name mapping
     assert rows_back[-1]["geo"] == {"lat": 2.0, "lon": 3.0}
 
@@ -186,19 +264,19 @@ def test_messages_the_table_cannot_take_go_to_an_iceberg_dead_letter_table_once(
         plain.produce(topic, value=f'{{"plain": {i}}}'.encode())
     assert plain.flush(30) == 0
     produce_events(bootstrap, topic, 300, 300, batch=100)
-    flags = ("--end-at-latest", "--dlq-table", "db.dead")
+    flags = ("--end-at-latest", "--dlq-table", lake.name("dead"))
     crashed = ingest(
-        lake, topic, "db.t", bootstrap, *flags, env={"PARKA_TEST_CRASH_AT": "after-dead-letters"}, check=False
+        lake, topic, lake.name("t"), bootstrap, *flags, env={"PARKA_TEST_CRASH_AT": "after-dead-letters"}, check=False
     )
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
-    assert lake.rows("db.dead").num_rows == 3  # in before the crash
-    ingest(lake, topic, "db.t", bootstrap, *flags)
-    assert sorted(lake.rows("db.t")["id"].to_pylist()) == list(range(600))
-    dead = lake.rows("db.dead").to_pylist()
+    assert lake.rows(lake.name("dead")).num_rows == 3  # in before the crash
+    ingest(lake, topic, lake.name("t"), bootstrap, *flags)
+    assert sorted(lake.rows(lake.name("t"))["id"].to_pylist()) == list(range(600))
+    dead = lake.rows(lake.name("dead")).to_pylist()
     assert sorted(d["value"] for d in dead) == [f'{{"plain": {i}}}'.encode() for i in range(3)]  # once each
     assert all(d["error"].startswith("SegmentError") for d in dead)
-    assert lake.on_disk("db.t") == lake.files("db.t")
-    names = [FileName.parse(p) for p in lake.files("db.dead")]
+    assert lake.on_disk(lake.name("t")) == lake.files(lake.name("t"))
+    names = [FileName.parse(p) for p in lake.files(lake.name("dead"))]
     assert all(n is not None and n.topic == topic for n in names)
 
 
