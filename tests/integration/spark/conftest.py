@@ -54,6 +54,8 @@ OBJECT_STORE_PACKAGES = [
     ),
     "org.apache.hadoop:hadoop-azure:3.4.1",
 ]
+# Iceberg's Spark runtime, for reading the Iceberg tables parka lands (test_spark_iceberg.py)
+ICEBERG_SPARK = "org.apache.iceberg:iceberg-spark-runtime-4.0_2.13:1.11.0"
 
 
 def kms_jar() -> str:
@@ -72,7 +74,7 @@ def spark() -> Iterator[Any]:
     spark = session(
         "local[2]",
         "parka-tests",
-        extra_packages=OBJECT_STORE_PACKAGES,
+        extra_packages=[*OBJECT_STORE_PACKAGES, ICEBERG_SPARK],
         extra_conf={
             "spark.jars.excludes": "software.amazon.awssdk:bundle",
             "spark.ui.enabled": "false",
