@@ -447,7 +447,12 @@ class IngestionConsumer:
         self._optimized_at = self.stats.commits
         s = self.settings
         try:
-            result = optimize_table(s.table_uri, checkpoint=False, storage_options=s.storage_options)
+            if s.catalog is not None:
+                from parka.lake import optimize_iceberg
+
+                result = optimize_iceberg(self._iceberg_engine(), s.table_uri, storage_options=s.storage_options)
+            else:
+                result = optimize_table(s.table_uri, checkpoint=False, storage_options=s.storage_options)
         except CommitError as exc:  # CommitConflict included: the small files stay, nothing is lost
             log.warning("optimize failed, ingestion goes on: %s", exc)
             return

@@ -11,7 +11,6 @@ from parka import _settings as s
 from parka._cli_util import integer
 from parka._settings import DaemonSettings, Setting, declared
 from parka.config import storage_options_for
-from parka.errors import ConfigError
 
 __all__ = ["FLAGS", "IngestSettings", "OffsetReset", "SchemaEvolution"]
 
@@ -94,13 +93,6 @@ class IngestSettings(DaemonSettings):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.catalog is not None and self.optimize_every:
-            raise ConfigError(
-                "--optimize-every",
-                self.optimize_every,
-                "0 with --catalog",
-                reason="parka does not compact Iceberg tables yet",
-            )
         # delta-rs and the data files get the same options: S3 made safe, unsafe ones refused
         options = storage_options_for(self.table_uri, self.storage_options)
         if self.dlq_table_uri:

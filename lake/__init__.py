@@ -67,6 +67,7 @@ from ._storage import make_durable, read_file
 
 if TYPE_CHECKING:
     from ._iceberg import IcebergEngine, IcebergTableLog
+    from ._iceberg_optimize import optimize_iceberg
 
 
 def __getattr__(name: str) -> object:
@@ -75,6 +76,10 @@ def __getattr__(name: str) -> object:
         from . import _iceberg
 
         return getattr(_iceberg, name)
+    if name == "optimize_iceberg":
+        from . import _iceberg_optimize
+
+        return _iceberg_optimize.optimize_iceberg
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -114,6 +119,7 @@ __all__ = [
     "fit_segment",
     "logged_files",
     "make_durable",
+    "optimize_iceberg",
     "optimize_table",
     "probe_until_ready",
     "read_file",

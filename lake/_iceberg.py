@@ -254,6 +254,11 @@ class IcebergTableLog:
                 "segments only in unpartitioned Iceberg tables so far"
             )
 
+    @property
+    def iceberg(self) -> Table:
+        """The pyiceberg table as last read (for maintenance: :mod:`._iceberg_optimize`)."""
+        return self._table
+
     # -- reading ---------------------------------------------------------------------------
 
     def version(self) -> int:
@@ -308,17 +313,11 @@ class IcebergTableLog:
         return path[len(prefix) :] if path.startswith(prefix) else path
 
     def referenced_files(self) -> set[str]:
-        snapshot = self._table.current_snapshot()
-        if snapshot is None:
-            return set()
-        io = self._table.io
-        return {
-            self._relative(entry.data_file.file_path)
-            for manifest in snapshot.manifests(io)
-            for entry in manifest.fetch_manifest_entry(io, discard_deleted=True)
-        }
+        return {self._relative(f.file_path) for f in self.data_files()}
 
     def logged_files(self) -> set[str]:
+        """The data files any snapshot still in the metadata holds (a snapshot that needs a file
+        lists it as added or existing; an entry marking it deleted adds nothing)."""
         io = self._table.io
         seen: set[str] = set()
         files: set[str] = set()
@@ -328,7 +327,7 @@ class IcebergTableLog:
                     if manifest.manifest_path in seen:
                         continue
                     seen.add(manifest.manifest_path)
-                    for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
+                    for entry in manifest.fetch_manifest_entry(io, discard_deleted=True):
                         files.add(self._relative(entry.data_file.file_path))
         except Exception as exc:
             raise CommitError(f"cannot read the manifests of {self.identifier}: {exc}") from exc
@@ -355,20 +354,64 @@ class IcebergTableLog:
         if not files and not txns:
             return self.version()
         state = {**self.txns(), **{k: int(v) for k, v in txns.items()}}
-        summary = {TXNS_KEY: json.dumps(state, sort_keys=True, separators=(",", ":"))}
-        summary.update({k: v if isinstance(v, str) else json.dumps(v) for k, v in (commit_info or {}).items()})
+        summary = dict(commit_info or {})
         tags = {f.path: dict(f.tags) for f in files if f.tags}
         if tags:
-            summary[FILE_TAGS_KEY] = json.dumps(tags, sort_keys=True, separators=(",", ":"))
-        data_files = [self._data_file(f) for f in files]
+            summary[FILE_TAGS_KEY] = tags
+        return self._commit(files, (), state, summary)
+
+    def data_files(self) -> list[IcebergDataFile]:
+        """The current snapshot's data files (their manifest entries)."""
+        snapshot = self._table.current_snapshot()
+        if snapshot is None:
+            return []
+        io = self._table.io
+        return [
+            entry.data_file
+            for manifest in snapshot.manifests(io)
+            for entry in manifest.fetch_manifest_entry(io, discard_deleted=True)
+        ]
+
+    def replace_files(
+        self, removed: Sequence[IcebergDataFile], added: Sequence[DataFile], *, commit_info: Mapping[str, Any]
+    ) -> int:
+        """One commit that swaps ``removed`` for ``added`` (a compaction: same rows), carrying the
+        ``txn`` state forward, asserting the snapshot read is still current.
+
+        Raises:
+            CommitConflict: another commit came first (the caller re-plans or gives up).
+            CommitError: any other failure (the commit may have landed).
+        """
+        return self._commit(added, removed, self.txns(), commit_info)
+
+    def _commit(
+        self,
+        added: Sequence[DataFile],
+        removed: Sequence[IcebergDataFile],
+        state: Mapping[str, int],
+        info: Mapping[str, Any],
+    ) -> int:
+        """The one commit path: a snapshot adding (and removing) files, whose summary holds the
+        ``txn`` ``state`` and ``info``; made from the snapshot read, without pyiceberg's retries."""
+        summary = {TXNS_KEY: json.dumps(dict(state), sort_keys=True, separators=(",", ":"))}
+        summary.update(
+            {
+                k: v if isinstance(v, str) else json.dumps(v, sort_keys=True, separators=(",", ":"))
+                for k, v in info.items()
+            }
+        )
+        data_files = [self._data_file(f) for f in added]
         table = self._without_retries()
         try:
             tx = table.transaction()
             if _NAME_MAPPING not in table.metadata.properties:
                 tx.set_properties({_NAME_MAPPING: table.metadata.schema().name_mapping.model_dump_json()})
-            with tx.update_snapshot(snapshot_properties=summary).fast_append() as append:
+            snapshot = tx.update_snapshot(snapshot_properties=summary)
+            with snapshot.overwrite() if removed else snapshot.fast_append() as producer:
+                for data_file in removed:
+                    producer.delete_data_file(data_file)
                 for data_file in data_files:
-                    append.append_data_file(data_file)
+                    producer.append_data_file(data_file)
             tx.commit_transaction()
         except CommitFailedException as exc:
             raise CommitConflict(f"commit to {self.identifier} lost a race: {exc}") from exc

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from parka.lake import Committer, DataFile, IcebergEngine, IcebergTableLog
+from parka.lake import Committer, DataFile, IcebergEngine, IcebergTableLog, optimize_iceberg
 
 from parka.errors import CommitConflict, ConfigError
 
@@ -144,3 +144,60 @@ def test_a_data_file_outside_the_table_is_refused(tmp_path: Path) -> None:
     with pytest.raises(Exception, match="nowhere"):
         c.table.commit_add_files([DataFile(path="nowhere.parquet", size=4, stats="{}")], txns={"app-0": 5})
     assert c.table.txn_version("app-0") == 0  # nothing moved
+
+
+def test_compaction_keeps_rows_and_offsets_and_ingestion_continues_after_it(tmp_path: Path) -> None:
+    c = iceberg_committer(tmp_path)
+    for offset in range(6):
+        c.commit([landed(c, offset % 2, offset, [offset])])
+    e = c.engine
+    assert isinstance(e, IcebergEngine)
+    result = optimize_iceberg(e, "db.t")
+    assert (result.files_removed, result.files_added, result.attempts) == (6, 1, 1)
+    table = e.open("db.t")
+    assert table is not None
+    assert len(table.referenced_files()) == 1
+    assert table.txns() == {"app-0": 4, "app-1": 5}  # carried forward by the compaction's snapshot
+    assert ids(e) == [0, 1, 2, 3, 4, 5]
+    c.commit([landed(c, 0, 4, [4]), landed(c, 0, 6, [6])])  # a replay of 4, and 6
+    assert ids(e) == [0, 1, 2, 3, 4, 5, 6]
+
+
+def test_a_commit_during_compaction_wins_and_the_compaction_plans_again(tmp_path: Path) -> None:
+    c = iceberg_committer(tmp_path)
+    for offset in range(3):
+        c.commit([landed(c, 0, offset, [offset])])
+    e = c.engine
+    assert isinstance(e, IcebergEngine)
+    raced: list[int] = []
+
+    def ingest_meanwhile() -> None:
+        if not raced:  # the first attempt only
+            raced.append(c.commit([landed(c, 0, 3, [3])]).version or 0)
+
+    result = optimize_iceberg(e, "db.t", before_commit=ingest_meanwhile)
+    assert result.attempts == 2 and raced  # the first compaction lost to the ingest commit
+    assert ids(e) == [0, 1, 2, 3]
+    assert (result.files_removed, result.files_added) == (4, 1)
+    table = e.open("db.t")
+    assert table is not None
+    data = Path(table.uri.removeprefix("file://"))
+    compacted = [p.name for p in data.iterdir() if p.name.startswith("compacted-")]
+    assert len(compacted) == 1  # the losing attempt's file was deleted
+
+
+def test_expiry_keeps_the_offsets_and_deletes_only_files_no_snapshot_names(tmp_path: Path) -> None:
+    c = iceberg_committer(tmp_path)
+    for offset in range(4):
+        c.commit([landed(c, 0, offset, [offset])])
+    e = c.engine
+    assert isinstance(e, IcebergEngine)
+    result = optimize_iceberg(e, "db.t", expire_older_than_hours=0)
+    table = e.open("db.t")
+    assert table is not None
+    data = Path(table.uri.removeprefix("file://"))
+    assert {p.name for p in data.iterdir()} == table.referenced_files()  # the small files are gone
+    assert result.vacuumed == 4
+    assert len(table.iceberg.metadata.snapshots) == 1  # the compaction's, which holds the offsets
+    assert table.txns() == {"app-0": 3}
+    assert ids(e) == [0, 1, 2, 3]
