@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import Callable
@@ -287,3 +289,23 @@ def test_without_a_catalog_configuration_the_error_names_what_is_missing(
     proc = run_ingest(topic, "db.t", bootstrap, "--end-at-latest", "--catalog", "nowhere", check=False)
     assert proc.returncode == 2, proc.stderr
     assert "--catalog" in proc.stderr and "warehouse=DIR" in proc.stderr
+
+
+def test_parka_optimize_compacts_and_expires_and_ingestion_resumes_after_it(
+    bootstrap: str, new_topic: Callable[..., str], lake: Lake
+) -> None:
+    topic = new_topic(partitions=2)
+    segments = produce_events(bootstrap, topic, 0, 1000, batch=100)
+    table = lake.name("opt")
+    ingest(lake, topic, table, bootstrap, "--end-at-latest", "--max-segments-per-commit", "1")
+    small = lake.files(table)
+    assert len(small) == segments  # one commit, one file per segment
+    cmd = [sys.executable, "-m", "parka.cli", "optimize", table, *lake.flags, "--vacuum-retention-hours", "0"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.splitlines()[-1])
+    assert (result["files_removed"], result["files_added"], result["vacuumed"]) == (segments, 1, segments)
+    assert lake.on_disk(table) == lake.files(table) and len(lake.files(table)) == 1
+    produce_events(bootstrap, topic, 1000, 200, batch=100)
+    ingest(lake, topic, table, bootstrap, "--end-at-latest")  # resumes from the offsets the compaction kept
+    assert sorted(lake.rows(table)["id"].to_pylist()) == list(range(1200))
