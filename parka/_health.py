@@ -214,14 +214,16 @@ _UNREACHABLE_WORDS = (
 
 def exit_code_for(exc: BaseException) -> int:
     """The exit code of a run that ``exc`` ended: a :class:`~parka.errors.BlockedError`'s own;
-    :data:`EXIT_CONFIG` for a :class:`~parka.errors.ConfigError` and for errors whose words say
+    :data:`EXIT_CONFIG` for a :class:`~parka.errors.ConfigError`, a
+    :class:`~parka.errors.MissingExtraError` (an option that needs an extra, e.g. ``--catalog``
+    without ``parka[iceberg]``) and for errors whose words say
     missing bucket or table, refused credentials, a path through a file; :data:`EXIT_UNREACHABLE`
     for a refused connection or an unknown host; else :data:`EXIT_FAILED`."""
-    from .errors import BlockedError, ConfigError
+    from .errors import BlockedError, ConfigError, MissingExtraError
 
     if isinstance(exc, BlockedError):
         return int(exc.blocker.exit_code)
-    if isinstance(exc, ConfigError):
+    if isinstance(exc, (ConfigError, MissingExtraError)):
         return EXIT_CONFIG
     text = one_line(f"{exc} {exc.__cause__ or ''}", limit=100_000)
     if any(word in text for word in _CONFIG_WORDS):

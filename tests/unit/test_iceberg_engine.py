@@ -4,6 +4,8 @@ warehouse): the same protocol as Delta's, its ``txn`` in the snapshot summaries.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -201,3 +203,16 @@ def test_expiry_keeps_the_offsets_and_deletes_only_files_no_snapshot_names(tmp_p
     assert len(table.iceberg.metadata.snapshots) == 1  # the compaction's, which holds the offsets
     assert table.txns() == {"app-0": 3}
     assert ids(e) == [0, 1, 2, 3]
+
+
+def test_without_the_iceberg_extra_the_daemon_exits_2_naming_it(tmp_path: Path) -> None:
+    program = (
+        "import sys\n"
+        "sys.modules['pyiceberg'] = None\n"
+        "from parka.cli import main\n"
+        "sys.exit(main(['ingest', 't', 'db.t', '-k', '127.0.0.1:1', '--end-at-latest', '--catalog', 'x',"
+        f" '--catalog-option', 'warehouse={tmp_path}']))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert "needs parka's 'iceberg' extra" in proc.stderr and "pip install 'parka[iceberg]'" in proc.stderr
