@@ -49,8 +49,6 @@ FLAGS: tuple[Setting, ...] = (
     s.TOPIC,
     s.TABLE_URI,
     *s.SHARED,
-    s.CATALOG,
-    s.CATALOG_OPTIONS,
     MIN_BYTES_PER_COMMIT,
     OPTIMIZE_EVERY,
     EXIT_CODE_WHEN_EMPTY,
