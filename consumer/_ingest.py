@@ -321,7 +321,9 @@ class IngestionConsumer:
             from parka.lake import IcebergEngine  # the iceberg extra: only when asked for
 
             assert self.settings.catalog is not None
-            self._iceberg = IcebergEngine(self.settings.catalog, self.settings.catalog_options)
+            self._iceberg = IcebergEngine(
+                self.settings.catalog, self.settings.catalog_options, self.settings.storage_options
+            )
         return self._iceberg
 
     # -- rebalance -----------------------------------------------------------------------------

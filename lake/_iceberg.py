@@ -151,16 +151,40 @@ def _plain(t: pa.DataType) -> pa.DataType:
     return t
 
 
+# parka's S3 storage options (object_store's keys) -> pyiceberg's FileIO properties, so one set of
+# credentials serves the data files parka writes and the metadata pyiceberg writes
+_S3_PROPERTIES = {
+    "aws_access_key_id": "s3.access-key-id",
+    "aws_secret_access_key": "s3.secret-access-key",
+    "aws_session_token": "s3.session-token",
+    "aws_region": "s3.region",
+    "aws_endpoint_url": "s3.endpoint",
+    "aws_endpoint": "s3.endpoint",
+}
+
+
 class IcebergEngine:
     """Opens and creates Iceberg tables in one catalog (``catalog``, with ``options`` over its
     configuration: :func:`catalog_properties`); a table's ``uri`` is its identifier,
-    ``namespace.name``."""
+    ``namespace.name``. ``storage_options`` (the daemons' ``--storage-option``, object_store's
+    keys) also give pyiceberg's FileIO its S3 settings (``s3.endpoint``, ``s3.access-key-id``...)
+    where the catalog's own properties do not."""
 
     name = "iceberg"
 
-    def __init__(self, catalog: str, options: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        catalog: str,
+        options: Mapping[str, str] | None = None,
+        storage_options: Mapping[str, str] | None = None,
+    ) -> None:
         self.catalog_name = catalog
-        self.properties = catalog_properties(catalog, options)
+        properties = catalog_properties(catalog, options)
+        for key, value in (storage_options or {}).items():
+            target = _S3_PROPERTIES.get(key.lower())
+            if target is not None:
+                properties.setdefault(target, value)
+        self.properties = properties
         self._catalog: Catalog | None = None
 
     @property

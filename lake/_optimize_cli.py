@@ -111,7 +111,7 @@ def _optimize_iceberg(args: Any) -> int:
     from ._iceberg_optimize import optimize_iceberg
 
     result = optimize_iceberg(
-        IcebergEngine(args.catalog, args.catalog_options),
+        IcebergEngine(args.catalog, args.catalog_options, args.storage_options),
         args.table_uri,
         target_size=args.target_file_size,
         expire_older_than_hours=args.vacuum_retention_hours,

@@ -142,7 +142,7 @@ def _ready(settings: SparkIngestSettings, args: argparse.Namespace, stop: thread
     if settings.catalog is not None:
         from parka.lake import IcebergEngine
 
-        probe = IcebergEngine(settings.catalog, settings.catalog_options).blocker
+        probe = IcebergEngine(settings.catalog, settings.catalog_options, options).blocker
     return probe_until_ready(
         topic=settings.topic,
         table_uri=settings.table_uri,

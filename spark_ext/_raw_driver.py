@@ -42,7 +42,7 @@ def _engine(spark: Any, s: SparkIngestSettings) -> Any:
     if s.catalog is not None:
         from parka.lake import IcebergEngine  # the iceberg extra: only when asked for
 
-        return IcebergEngine(s.catalog, s.catalog_options)
+        return IcebergEngine(s.catalog, s.catalog_options, s.storage_options)
     if s.commit_engine == "delta-rs":
         return RsEngine()
     from ._delta_spark import SparkEngine

@@ -36,6 +36,7 @@ def stitched(c: Committer, segments: list[tuple[int, int, list[int]]], day: str 
     return write_segments(
         checked,
         table_uri=c.root,
+        storage_options=c.storage_options,
         table_schema=c.table_schema(),
         partition_by=c.partition_by,
         stats_config=c.stats_config(),
