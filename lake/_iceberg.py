@@ -27,8 +27,10 @@ How the Delta protocol's pieces map onto Iceberg:
   every commit (data or schema) increases (a catalog that names them otherwise: the metadata's
   ``last-updated-ms``).
 
-Not yet: partitioned tables (``--partition-by``, or a table with a partition spec, is refused
-with an error that says so), and maintenance (``parka optimize``).
+* **Partitions**: parka's specs as Iceberg transforms (identity, day, hour, truncate:
+  :mod:`._iceberg_partitions`); segments are split by partition as for Delta, each data file's
+  partition record from the values it was split by. Compaction and snapshot expiry:
+  :mod:`._iceberg_optimize`.
 """
 
 # ruff: noqa: E402  (the extra is checked before pyiceberg is imported)
@@ -41,11 +43,9 @@ require(("pyiceberg", "sqlalchemy"), "iceberg", "Iceberg tables (--catalog)")
 import contextlib
 import json
 import logging
-import os
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
-from urllib.parse import urlparse
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog, load_catalog
@@ -66,14 +66,18 @@ from pyiceberg.manifest import DataFile as IcebergDataFile
 from pyiceberg.manifest import DataFileContent, FileFormat
 from pyiceberg.table import Table, TableProperties
 from pyiceberg.table.snapshots import ancestors_of
-from pyiceberg.utils.config import Config
+from pyiceberg.typedef import Record
 
 from parka._health import Blocker, one_line
 from parka.errors import CommitConflict, CommitError, ConfigError, SchemaMismatchError
 from parka.evolution import TYPE_WIDENING_KEY
+from parka.partitioning import EXPRESSION_KEY, PartitionSpec, parse_spec
 
 from ._delta_rules import FILE_TAGS_KEY
+from ._iceberg_catalog import S3_PROPERTIES, catalog_properties
+from ._iceberg_partitions import data_schema, derived_fields, parka_specs, partition_fields, partition_record
 from ._log import DataFile
+from ._plan import RESERVED_COLUMNS
 from ._storage import read_parquet_footer
 
 __all__ = ["TXNS_KEY", "IcebergEngine", "IcebergTableLog", "catalog_properties", "iceberg_arrow_schema"]
@@ -86,43 +90,6 @@ TXNS_KEY = "parka.txns"
 _NAME_MAPPING = TableProperties.DEFAULT_NAME_MAPPING
 _NO_RETRIES = {TableProperties.COMMIT_NUM_RETRIES: "0"}
 _METADATA_NUMBER = re.compile(r"(?:^|/)(\d+)-[^/]*\.metadata\.json$")
-
-
-def catalog_properties(name: str, options: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The properties ``name`` loads with: pyiceberg's configuration (``.pyiceberg.yaml``,
-    ``PYICEBERG_CATALOG__<NAME>__<KEY>``) under ``options``. Without a ``uri``, ``type`` or
-    ``py-catalog-impl`` but with a ``warehouse``, the embedded SQL catalog
-    (``sqlite:///<warehouse>/catalog.db``) for a local warehouse.
-
-    Raises:
-        ConfigError: nothing says where the catalog is.
-    """
-    found = Config().get_catalog_config(name) or {}
-    merged = {str(k): str(v) for k, v in found.items() if not isinstance(v, dict)}
-    merged.update({k: str(v) for k, v in (options or {}).items()})
-    if not any(k in merged for k in ("uri", "type", "py-catalog-impl")):
-        warehouse = merged.get("warehouse")
-        if warehouse is None:
-            raise ConfigError(
-                "--catalog",
-                name,
-                "a catalog configured in .pyiceberg.yaml or PYICEBERG_CATALOG__<NAME>__*, or given "
-                "--catalog-option uri=... (a REST or SQL catalog), or --catalog-option warehouse=DIR "
-                "(the embedded SQLite catalog)",
-                reason="no configuration for it",
-            )
-        parsed = urlparse(warehouse)
-        if parsed.scheme not in ("", "file"):
-            raise ConfigError(
-                "--catalog-option",
-                f"warehouse={warehouse}",
-                "a local directory for the embedded catalog, or a uri=... of a catalog server",
-                reason="the embedded SQLite catalog needs a local warehouse",
-            )
-        path = os.path.abspath(parsed.path if parsed.scheme == "file" else warehouse)
-        os.makedirs(path, exist_ok=True)
-        merged.update(type="sql", uri=f"sqlite:///{os.path.join(path, 'catalog.db')}", warehouse=f"file://{path}")
-    return merged
 
 
 def iceberg_arrow_schema(schema: Any) -> pa.Schema:
@@ -151,18 +118,6 @@ def _plain(t: pa.DataType) -> pa.DataType:
     return t
 
 
-# parka's S3 storage options (object_store's keys) -> pyiceberg's FileIO properties, so one set of
-# credentials serves the data files parka writes and the metadata pyiceberg writes
-_S3_PROPERTIES = {
-    "aws_access_key_id": "s3.access-key-id",
-    "aws_secret_access_key": "s3.secret-access-key",
-    "aws_session_token": "s3.session-token",
-    "aws_region": "s3.region",
-    "aws_endpoint_url": "s3.endpoint",
-    "aws_endpoint": "s3.endpoint",
-}
-
-
 class IcebergEngine:
     """Opens and creates Iceberg tables in one catalog (``catalog``, with ``options`` over its
     configuration: :func:`catalog_properties`); a table's ``uri`` is its identifier,
@@ -181,7 +136,7 @@ class IcebergEngine:
         self.catalog_name = catalog
         properties = catalog_properties(catalog, options)
         for key, value in (storage_options or {}).items():
-            target = _S3_PROPERTIES.get(key.lower())
+            target = S3_PROPERTIES.get(key.lower())
             if target is not None:
                 properties.setdefault(target, value)
         self.properties = properties
@@ -226,13 +181,9 @@ class IcebergEngine:
         partition_by: Sequence[str],
         storage_options: Mapping[str, str] | None = None,
     ) -> IcebergTableLog:
-        if partition_by:
-            raise ConfigError(
-                "--partition-by",
-                ",".join(partition_by),
-                "nothing: parka does not partition Iceberg tables yet",
-                reason=f"{uri} is an Iceberg table",
-            )
+        data, derived = data_schema(schema)
+        by_name = {spec.name: spec for spec in derived}
+        specs = [by_name.get(name) or parse_spec(name, key="--partition-by") for name in partition_by]
         catalog = self.catalog
         namespace = uri.rsplit(".", 1)[0] if "." in uri else None
         if namespace is None:
@@ -240,11 +191,23 @@ class IcebergEngine:
         try:
             with contextlib.suppress(NamespaceAlreadyExistsError):
                 catalog.create_namespace(namespace)
-            with catalog.create_table_transaction(uri, schema=_plain_schema(schema)) as tx:
+            with catalog.create_table_transaction(uri, schema=_plain_schema(data)) as tx:
+                if specs:
+                    try:
+                        with tx.update_spec() as spec:
+                            for source, transform, name in partition_fields(specs, tx.table_metadata.schema()):
+                                spec.add_field(source, transform, name)
+                    except ValueError as exc:  # e.g. two time transforms of one column
+                        given = ",".join(map(str, specs))
+                        raise ConfigError(
+                            "--partition-by", given, "a partition spec Iceberg takes", reason=str(exc)
+                        ) from exc
                 tx.set_properties({_NAME_MAPPING: tx.table_metadata.schema().name_mapping.model_dump_json()})
             table = catalog.load_table(uri)
         except TableAlreadyExistsError as exc:
             raise CommitConflict(f"Iceberg table {uri} appeared meanwhile") from exc
+        except ConfigError:
+            raise
         except (ValueError, TypeError) as exc:
             raise SchemaMismatchError(f"Iceberg cannot store this schema: {exc}") from exc
         except Exception as exc:
@@ -268,15 +231,13 @@ class IcebergTableLog:
         self.identifier = identifier
         self._table = table
         self._txns: dict[int, dict[str, int]] = {}  # snapshot id -> the txn state there
+        self._specs: tuple[PartitionSpec, ...] = ()
         self._check(table)
         self.uri = table.location().rstrip("/") + "/data"
 
     def _check(self, table: Table) -> None:
-        if not table.spec().is_unpartitioned():
-            raise CommitError(
-                f"Iceberg table {self.identifier} has a partition spec ({table.spec()}): parka lands raw "
-                "segments only in unpartitioned Iceberg tables so far"
-            )
+        """Read the partition spec as parka's (a transform parka has none for is refused)."""
+        self._specs = parka_specs(table.spec(), table.schema(), self.identifier)
 
     @property
     def iceberg(self) -> Table:
@@ -321,10 +282,17 @@ class IcebergTableLog:
         return self.txns().get(app_id)
 
     def arrow_schema(self) -> pa.Schema:
-        return iceberg_arrow_schema(self._table.schema())
+        """The Iceberg schema, and a column per derived partition (with its expression), before
+        the reserved columns: the table as the committer's rules see a partitioned one."""
+        data = iceberg_arrow_schema(self._table.schema())
+        derived = derived_fields(self._specs, data)
+        if not derived:
+            return data
+        user = [f for f in data if f.name not in RESERVED_COLUMNS]
+        return pa.schema([*user, *derived, *(f for f in data if f.name in RESERVED_COLUMNS)])
 
     def partition_columns(self) -> list[str]:
-        return []
+        return [spec.name for spec in self._specs]
 
     def configuration(self) -> Mapping[str, str]:
         # Iceberg's promotions (int -> long, float -> double, decimal precision) need no table
@@ -362,7 +330,8 @@ class IcebergTableLog:
     def add_columns(self, fields: Sequence[pa.Field]) -> None:
         try:
             with self._table.update_schema() as update:
-                update.union_by_name(pa.schema([_plain_field(f) for f in fields]))
+                columns = [f for f in fields if EXPRESSION_KEY.encode() not in (f.metadata or {})]
+                update.union_by_name(pa.schema([_plain_field(f) for f in columns]))
         except CommitFailedException as exc:
             raise CommitConflict(f"schema change on {self.identifier} lost a race: {exc}") from exc
         except (ValidationError, ValueError, TypeError) as exc:
@@ -397,16 +366,22 @@ class IcebergTableLog:
         ]
 
     def replace_files(
-        self, removed: Sequence[IcebergDataFile], added: Sequence[DataFile], *, commit_info: Mapping[str, Any]
+        self,
+        removed: Sequence[IcebergDataFile],
+        added: Sequence[DataFile],
+        *,
+        partitions: Sequence[Record],
+        commit_info: Mapping[str, Any],
     ) -> int:
-        """One commit that swaps ``removed`` for ``added`` (a compaction: same rows), carrying the
-        ``txn`` state forward, asserting the snapshot read is still current.
+        """One commit that swaps ``removed`` for ``added`` (a compaction: same rows; ``added[i]``
+        in partition ``partitions[i]``), carrying the ``txn`` state forward, asserting the
+        snapshot read is still current.
 
         Raises:
             CommitConflict: another commit came first (the caller re-plans or gives up).
             CommitError: any other failure (the commit may have landed).
         """
-        return self._commit(added, removed, self.txns(), commit_info)
+        return self._commit(added, removed, self.txns(), commit_info, partitions)
 
     def _commit(
         self,
@@ -414,6 +389,7 @@ class IcebergTableLog:
         removed: Sequence[IcebergDataFile],
         state: Mapping[str, int],
         info: Mapping[str, Any],
+        partitions: Sequence[Record] | None = None,
     ) -> int:
         """The one commit path: a snapshot adding (and removing) files, whose summary holds the
         ``txn`` ``state`` and ``info``; made from the snapshot read, without pyiceberg's retries."""
@@ -424,7 +400,7 @@ class IcebergTableLog:
                 for k, v in info.items()
             }
         )
-        data_files = [self._data_file(f) for f in added]
+        data_files = [self._data_file(f, None if partitions is None else partitions[i]) for i, f in enumerate(added)]
         table = self._without_retries()
         try:
             tx = table.transaction()
@@ -450,12 +426,14 @@ class IcebergTableLog:
         metadata = t.metadata.model_copy(update={"properties": {**t.metadata.properties, **_NO_RETRIES}})
         return Table(t.name(), metadata, t.metadata_location, t.io, t.catalog)
 
-    def _data_file(self, f: DataFile) -> IcebergDataFile:
-        """``f``'s manifest entry: statistics from its footer, by the table's field ids."""
-        if f.partition_values:
-            raise ValueError(f"{f.path}: partition values for an unpartitioned Iceberg table")
+    def _data_file(self, f: DataFile, partition: Record | None = None) -> IcebergDataFile:
+        """``f``'s manifest entry: statistics from its footer, by the table's field ids; its
+        partition record ``partition``, or from the values its rows were split by."""
         metadata = self._table.metadata
         schema = metadata.schema()
+        spec = metadata.spec()
+        if partition is None and set(f.partition_values) != {field.name for field in spec.fields}:
+            raise ValueError(f"{f.path}: partition values {dict(f.partition_values)} for partition spec {spec}")
         footer = read_parquet_footer(self.uri, f.path, self.storage_options)
         stats = data_file_statistics_from_parquet_metadata(
             parquet_metadata=footer,
@@ -466,7 +444,7 @@ class IcebergTableLog:
             content=DataFileContent.DATA,
             file_path=f"{self.uri}/{f.path}",
             file_format=FileFormat.PARQUET,
-            partition=stats.partition(metadata.spec(), schema),
+            partition=partition if partition is not None else partition_record(spec, schema, f.partition_values),
             file_size_in_bytes=f.size,
             sort_order_id=None,
             spec_id=metadata.default_spec_id,

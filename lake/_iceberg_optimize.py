@@ -1,15 +1,16 @@
 """``parka optimize --catalog``: compact an Iceberg table's small files and expire its old
 snapshots with pyiceberg, safely next to running ``parka ingest`` / ``parka spark-ingest``.
 
-* **Compaction.** The current snapshot's files smaller than the target are packed, in order, into
-  bins of about the target size; each bin of two or more files is read through pyiceberg's reader
-  (the table's schema: older files get the columns added since as nulls) and written as one
-  Parquet file with large row groups under the table's data folder. One commit (an ``overwrite``
-  snapshot) removes the small files and adds the large ones. It carries the table's ``txn`` state
-  (``parka.txns``) forward, so the current snapshot still says which offsets are in, and it
-  asserts that the snapshot it read is still current: a commit of a running ingest in between is
-  a conflict, after which the compaction's files are deleted and it plans again (up to
-  ``max_attempts``). Nothing is lost either way: the removed files stay on disk until expiry.
+* **Compaction.** The current snapshot's files smaller than the target are packed, per table
+  partition and in order, into bins of about the target size; each bin of two or more files is
+  read through pyiceberg's reader (the table's schema: older files get the columns added since
+  as nulls) and written as one Parquet file with large row groups under the table's data folder.
+  One commit (an ``overwrite`` snapshot) removes the small files and adds the large ones. It
+  carries the table's ``txn`` state (``parka.txns``) forward, so the current snapshot still says
+  which offsets are in, and it asserts that the snapshot it read is still current: a commit of a
+  running ingest in between is a conflict, after which the compaction's files are deleted and it
+  plans again (up to ``max_attempts``). Nothing is lost either way: the removed files stay on
+  disk until expiry.
 * **Expiry** (``expire_older_than_hours``): snapshots older than that are expired, except the
   current one and the latest one whose summary holds the ``txn`` state (the offsets every parka
   worker resumes from); then the data files no remaining snapshot names are deleted (pyiceberg's
@@ -89,7 +90,10 @@ def optimize_iceberg(
             before_commit()
         try:
             table.replace_files(
-                [f for group in bins for f in group], files, commit_info={"parka.optimize": "compaction"}
+                [f for group in bins for f in group],
+                files,
+                partitions=[group[0].partition for group in bins],
+                commit_info={"parka.optimize": "compaction"},
             )
         except CommitConflict as exc:
             delete_files(table.uri, [f.path for f in files], options)
@@ -108,17 +112,21 @@ def _plan(table: IcebergTableLog, target_size: int) -> list[list[Any]]:
     snapshot = table.iceberg.current_snapshot()
     if snapshot is not None and any(m.content == ManifestContent.DELETES for m in snapshot.manifests(table.iceberg.io)):
         raise CommitError(f"{table.identifier} has delete files: compact it with an engine that applies them")
-    small = sorted((f for f in table.data_files() if f.file_size_in_bytes < target_size), key=lambda f: f.file_path)
+    by_partition: dict[Any, list[Any]] = {}
+    for f in table.data_files():
+        if f.file_size_in_bytes < target_size and f.spec_id == table.iceberg.spec().spec_id:
+            by_partition.setdefault(repr(f.partition), []).append(f)
     bins: list[list[Any]] = []
-    current: list[Any] = []
-    size = 0
-    for f in small:
-        if current and size + f.file_size_in_bytes > target_size:
-            bins.append(current)
-            current, size = [], 0
-        current.append(f)
-        size += f.file_size_in_bytes
-    bins.append(current)
+    for files in by_partition.values():  # a compacted file holds one partition's rows
+        current: list[Any] = []
+        size = 0
+        for f in sorted(files, key=lambda f: f.file_path):
+            if current and size + f.file_size_in_bytes > target_size:
+                bins.append(current)
+                current, size = [], 0
+            current.append(f)
+            size += f.file_size_in_bytes
+        bins.append(current)
     return [b for b in bins if len(b) >= 2]
 
 

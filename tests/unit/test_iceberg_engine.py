@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 from parka.lake import Committer, DataFile, IcebergEngine, IcebergTableLog, optimize_iceberg
 
-from parka.errors import CommitConflict, ConfigError
+from parka.errors import CommitConflict, CommitError, ConfigError
 
 from ._tables import SCHEMA, landed, stitched
 
@@ -134,9 +134,46 @@ def test_a_new_column_and_a_promotion_evolve_the_table_and_what_iceberg_forbids_
         table.add_columns([pa.field("extra", pa.struct([("a", pa.string()), ("b", pa.string())]))])
 
 
-def test_partitioned_iceberg_tables_are_refused_with_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="does not partition Iceberg tables yet"):
-        Committer(engine(tmp_path), table_uri="db.p", topic="t", partition_by=["day"]).ensure_table(SCHEMA)
+def test_a_partitioned_table_gets_iceberg_transforms_and_each_file_its_partition(tmp_path: Path) -> None:
+    """``day`` (identity on a string column) and ``bucket=truncate(id, 10)``: segments that span
+    several partitions are split, each file lands with its partition record, and the committer
+    reads the table's partitioning back as parka's specs."""
+    c = Committer(
+        engine(tmp_path), table_uri="db.p", topic="t", app_id="app", partition_by=["day", "b=truncate(id, 10)"]
+    )
+    c.commit([landed(c, 0, 0, [1, 2, 15], day="d1"), landed(c, 0, 1, [3], day="d2")])
+    table = c.table
+    assert isinstance(table, IcebergTableLog)
+    spec = table.iceberg.spec()
+    assert [(f.name, str(f.transform)) for f in spec.fields] == [("day", "identity"), ("b", "truncate[10]")]
+    assert table.partition_columns() == ["day", "b"]
+    assert "b" not in table.iceberg.schema().column_names  # a transform, not a column of the Iceberg schema
+    files = table.iceberg.inspect.files().select(["partition", "record_count"]).to_pylist()
+    assert sorted((f["partition"]["day"], f["partition"]["b"], f["record_count"]) for f in files) == [
+        ("d1", 0, 2),
+        ("d1", 10, 1),
+        ("d2", 0, 1),
+    ]
+    e = c.engine
+    assert isinstance(e, IcebergEngine)
+    assert ids(e, "db.p") == [1, 2, 3, 15]
+    scan = e.catalog.load_table("db.p").scan(row_filter="day = 'd2'")
+    assert [t.file.record_count for t in scan.plan_files()] == [1]  # partition pruning
+    reopened = Committer(e, table_uri="db.p", topic="t", app_id="app")  # no --partition-by: the table's own
+    assert [str(s) for s in reopened.partitioning] == ["day", "b=truncate(id, 10)"]
+    assert optimize_iceberg(e, "db.p").files_removed == 0  # no partition has two small files
+
+
+def test_a_partition_transform_parka_has_no_spec_for_is_refused(tmp_path: Path) -> None:
+    from pyiceberg.transforms import BucketTransform
+
+    e = engine(tmp_path)
+    e.catalog.create_namespace("db")
+    created = e.catalog.create_table("db.b", schema=SCHEMA)
+    with created.update_spec() as spec:
+        spec.add_field("id", BucketTransform(4), "id_bucket")
+    with pytest.raises(CommitError, match="identity, day, hour and truncate partitions only"):
+        e.open("db.b")
 
 
 def test_a_data_file_outside_the_table_is_refused(tmp_path: Path) -> None:
