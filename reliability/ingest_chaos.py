@@ -343,7 +343,18 @@ class IngestChaos:
         judged = judge_dead_letters(ledger.bad, self.dlq.dead_letters(), self.topic)
         judged["kinds"].update(judge_data_inputs(ledger, own))
         orphans = self.table.orphans()
+        # An append of the other writer that failed may leave its file behind (deltalake and
+        # pyiceberg write it before they commit; pyiceberg gives up after 4 conflicts). parka's
+        # files are named after the topic: the others are the other writer's, not counted when its
+        # failed appends explain them all.
         notes = []
+        left_by_other = [f for f in orphans if not Path(f).name.lstrip(".").startswith(f"{self.topic}-p")]
+        if left_by_other and len(left_by_other) <= len(foreign.errors):
+            orphans = [f for f in orphans if f not in left_by_other]
+            notes.append(
+                f"{len(left_by_other)} unreferenced file(s) under the table, left by the other writer's "
+                f"{len(foreign.errors)} failed append(s), not by parka"
+            )
         dlq_orphans = self.dlq.orphans()
         if dlq_orphans:
             # a dead-letter file is written before its commit: an append that loses a race leaves
@@ -368,7 +379,9 @@ class IngestChaos:
             "other_writer": {
                 "rows_appended": len(foreign.appended),
                 "rows_in_table": len(theirs),
+                "failed_appends": len(foreign.errors),
                 "append_errors": foreign.errors[:5],
+                "files_left": len(left_by_other),
             },
             "orphans": len(orphans),
             "dead_letter_table_orphans": len(dlq_orphans),
