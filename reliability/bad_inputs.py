@@ -152,19 +152,19 @@ def _raw_kind(bad: BadInput, bootstrap: str, topic: str, out: Path, ids: IdSourc
         without.problems.append(f"exit {stopped.returncode}, not 1")
     elif where not in error_line or f"{bad.error}: " not in error_line or bad.fragment not in error_line:
         without.problems.append(f"error does not name {where} and '{bad.fragment}': {error_line[-300:]!r}")
-    elif sorted(tables.table_ids(table)) != list(first):
+    elif sorted(tables.DeltaTarget(table).ids()) != list(first):
         without.problems.append("the records before the bad message are not (only) what was committed")
     else:
         without.answered = 1
         without.example = error_line.split("stopped: ", 1)[-1][:300]
     landed = _ingest(topic, table, bootstrap, "--dlq-table", str(dlq))
-    judged = judge_dead_letters([BadSent(bad.kind, 0, 1)], tables.dead_letters(dlq), topic)
+    judged = judge_dead_letters([BadSent(bad.kind, 0, 1)], tables.DeltaTarget(dlq).dead_letters(), topic)
     with_dlq: KindVerdict = judged["kinds"][bad.kind]
     with_dlq.problems += judged["unexpected"]
     if landed.returncode != 0:
         stop = next((ln for ln in landed.stderr.splitlines() if "stopped:" in ln), landed.stderr[-300:])
         with_dlq.problems.append(f"parka ingest --dlq-table exited {landed.returncode}: {stop[-300:]}")
-    if sorted(tables.table_ids(table)) != [*first, *last]:
+    if sorted(tables.DeltaTarget(table).ids()) != [*first, *last]:
         with_dlq.problems.append("the good segments around it did not land exactly once")
     return {"without_dlq": without.as_dict(), "with_dlq": with_dlq.as_dict(), "ok": without.ok and with_dlq.ok}
 
@@ -187,7 +187,7 @@ def _data_kind(bad: BadInput, bootstrap: str, topic: str, out: Path, ids: IdSour
     table = out / "table"
     done = _ingest(topic, table, bootstrap)
     verdict = KindVerdict(sent=1)
-    got = sorted(tables.table_ids(table))
+    got = sorted(tables.DeltaTarget(table).ids())
     if done.returncode != 0:
         verdict.problems.append(f"exit {done.returncode}: {done.stderr[-300:]!r}")
     elif got != sorted([*first, *data[0], *last]):
@@ -224,7 +224,7 @@ def _producer_kind(bad: BadInput, bootstrap: str, topic: str, out: Path, ids: Id
     table = out / "table"
     done = _ingest(topic, table, bootstrap)
     verdict = KindVerdict(sent=1)
-    got = sorted(tables.table_ids(table))
+    got = sorted(tables.DeltaTarget(table).ids())
     err = errors[0] if errors else None
     if err is None:
         verdict.problems.append(f"the producer reported no error ({len(errors)} reports)")

@@ -59,7 +59,7 @@ class BrokerChaos:
     def __post_init__(self) -> None:
         self.bootstrap = f"127.0.0.1:{self.port}"
         self.topic = f"rel-broker-{self.run_id}"
-        self.table = self.out / "table"
+        self.table = tables.DeltaTarget(self.out / "table")
         self.group = f"rel-broker-group-{self.run_id}"
         self.app_id = f"parka-{self.topic}"
         self.started = 0
@@ -68,7 +68,7 @@ class BrokerChaos:
         self.started += 1
         name = f"w{self.started}"
         flags = ("-g", self.group, "--allowed-latency", "1", "--max-segments-per-commit", "5")
-        command = ingest_command(self.topic, self.table, self.bootstrap, *flags)
+        command = ingest_command(self.topic, self.table.name, self.bootstrap, *flags)
         proc = Proc.start(name, command, self.out / "logs" / f"{name}.log")
         self.everyone.append(proc)
         return proc
@@ -78,9 +78,7 @@ class BrokerChaos:
         taken once: the feeder may still be producing, and a target that moves with it is never
         met while the workers run ``--allowed-latency`` behind it."""
         target = high_watermarks(self.bootstrap, self.topic, PARTITIONS)
-        wait_for(
-            lambda: tables.caught_up(self.table, self.app_id, target), "the workers to catch up", timeout_s, poll_s=1.0
-        )
+        wait_for(lambda: self.table.caught_up(self.app_id, target), "the workers to catch up", timeout_s, poll_s=1.0)
 
     def run(self, ids: IdSource) -> dict[str, Any]:
         started = time.monotonic()
@@ -95,7 +93,7 @@ class BrokerChaos:
             create_topic(self.bootstrap, self.topic, PARTITIONS)
             feeder.start()
             workers = [self.start_worker(), self.start_worker()]
-            wait_for(lambda: tables.version(self.table) >= 3, "the workers' first commits", 120, poll_s=0.5)
+            wait_for(lambda: self.table.version() >= 3, "the workers' first commits", 120, poll_s=0.5)
 
             # 1. a clean stop and start, mid-ingest and mid-produce
             broker(self.port, "down")
@@ -108,7 +106,7 @@ class BrokerChaos:
             acknowledged = len(ledger.acknowledged)
             wait_for(lambda: len(ledger.acknowledged) > acknowledged, "acknowledgements after the restart", 120)
             self.wait_caught_up(180)
-            self.events.append(f"caught up after the restart: table version {tables.version(self.table)}")
+            self.events.append(f"caught up after the restart: table version {self.table.version()}")
 
             # 2. a SIGKILL of the broker with records in flight, and of a worker while it is away
             in_flight = len(feeder.producer)
@@ -130,7 +128,9 @@ class BrokerChaos:
                 code = w.wait_exit(90)
                 if code != 0:
                     self.problems.append(f"{w.name} exited {code} after SIGTERM: {w.tail(1500)}")
-            command = ingest_command(self.topic, self.table, self.bootstrap, "-g", self.group, "--end-at-latest", "-q")
+            command = ingest_command(
+                self.topic, self.table.name, self.bootstrap, "-g", self.group, "--end-at-latest", "-q"
+            )
             final = subprocess.run(command, capture_output=True, text=True, timeout=300)
             if final.returncode != 0:
                 self.problems.append(f"the final pass exited {final.returncode}: {final.stderr[-1500:]}")
@@ -143,8 +143,8 @@ class BrokerChaos:
         return verdict
 
     def verdict(self, ledger: Ledger, final: subprocess.CompletedProcess[str] | None, wall_s: float) -> dict[str, Any]:
-        tally = tables.tally(tables.table_ids(self.table), ledger.acknowledged, ledger.failed)
-        orphans = tables.orphans(self.table)
+        tally = tables.tally(self.table.ids(), ledger.acknowledged, ledger.failed)
+        orphans = self.table.orphans()
         problems = end_problems(self.problems, ledger, orphans, unexpected_ids=tally.unexpected)
         return {
             "topic": self.topic,

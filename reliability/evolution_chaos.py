@@ -18,10 +18,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-from deltalake import DeltaTable
-
-from . import tables
 from .feed import Feeder, IdSource, Ledger, create_topic, high_watermarks
 from .ingest_chaos import PARTITIONS, ForeignWriter, IngestChaos, IngestPlan, Step, plan
 from .procs import stop_all, wait_for
@@ -43,7 +39,7 @@ class EvolutionChaos(IngestChaos):
         try:
             feeder.start()
             self.start()
-            wait_for(lambda: tables.exists(self.table), "the table to be created", 120)
+            wait_for(self.table.exists, "the table to be created", 120)
             for i, step in enumerate(self.steps):
                 log.info(
                     "evolution step %d/%d: %s (producer at v%d)",
@@ -60,9 +56,7 @@ class EvolutionChaos(IngestChaos):
             feeder.finish()
             self.resize(max(1, len(self.live())))
             highs = high_watermarks(self.bootstrap, self.topic, PARTITIONS)
-            wait_for(
-                lambda: tables.caught_up(self.table, self.app_id, highs), "the workers to catch up", 300, poll_s=1.0
-            )
+            wait_for(lambda: self.table.caught_up(self.app_id, highs), "the workers to catch up", 300, poll_s=1.0)
             for w in self.live():
                 self.leave(w)
             final = self.final_pass()
@@ -71,7 +65,7 @@ class EvolutionChaos(IngestChaos):
             if feeder.is_alive():
                 feeder.finish(60)
         result = self.verdict(ledger, idle, final, time.monotonic() - started)
-        schema = pa.schema(DeltaTable(str(self.table)).schema().to_arrow())
+        schema = self.table.schema()
         origin = schema.field("origin").type if "origin" in schema.names else None
         evolved = origin is not None and "rack" in origin.names and "readings" in schema.names
         if not evolved:

@@ -60,7 +60,9 @@ def _watched(extra: tuple[str, ...]) -> tuple[str, ...]:
     return WATCHED[1:] if "-q" in extra else WATCHED  # -q: a run whose log nobody waits on
 
 
-def ingest_command(topic: str, table: Path, bootstrap: str, *extra: str) -> list[str]:
+def ingest_command(topic: str, table: str | Path, bootstrap: str, *extra: str) -> list[str]:
+    """``parka ingest`` of ``topic`` into ``table`` (a Delta table's path, or what ``extra`` names in a
+    catalog: :attr:`.tables.Target.name` and :attr:`~.tables.Target.flags`)."""
     cmd = [sys.executable, "-m", "parka.cli", "ingest", topic, str(table), "-k", bootstrap, *FAST_GROUP]
     return [*cmd, *_watched(extra), *extra]
 

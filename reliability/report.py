@@ -13,6 +13,7 @@ __all__ = ["exit_code", "render", "summarize"]
 
 CHAOS = {
     "ingest": "parka ingest chaos",
+    "ingest-iceberg": "parka ingest chaos (Iceberg)",
     "evolution": "schema evolution chaos",
     "spark": "spark-ingest chaos",
     "broker": "broker restarts",
@@ -33,7 +34,7 @@ def _verdicts(kind: str, results: dict[str, Any]) -> list[tuple[str, dict[str, A
             out.append((where, calm[key]))
     if "producer" in calm:
         out.append(("producer", calm["producer"]))
-    for scenario in ("ingest", "spark"):
+    for scenario in ("ingest", "ingest-iceberg", "spark"):
         verdict = results.get(scenario, {}).get("bad_input_kinds", {}).get(kind)
         if verdict is not None:
             out.append((f"{scenario} chaos", verdict))
@@ -73,17 +74,19 @@ def summarize(
                 ],
             }
         )
-    ingest_faults = results.get("ingest", {}).get("faults", {})
     requirements = []
-    if "ingest" in results:
+    for scenario, on in (("ingest", ""), ("ingest-iceberg", " (Iceberg)")):  # the same plan, either format
+        if scenario not in results:
+            continue
+        ingest_faults = results[scenario].get("faults", {})
         ingest_kills = sum(n for kind, n in ingest_faults.items() if _is_crash(kind))
         needed = MIN_INGEST_KILLS.get(mode, 0)
         requirements.append(
-            (f"at least {needed} SIGKILLs of parka ingest workers ({ingest_kills})", ingest_kills >= needed)
+            (f"at least {needed} SIGKILLs of parka ingest workers{on} ({ingest_kills})", ingest_kills >= needed)
         )
         for point in CRASH_POINTS:
             n = ingest_faults.get(f"crash point {point}", 0)
-            requirements.append((f"parka ingest killed at crash point {point} ({n})", n > 0))
+            requirements.append((f"parka ingest killed at crash point {point}{on} ({n})", n > 0))
     if "spark" in results:
         done = sum(n for kind, n in results["spark"].get("faults", {}).items() if _is_crash(kind) and "not" not in kind)
         planned = results["spark"].get("planned_kills", 1)

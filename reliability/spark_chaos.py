@@ -201,9 +201,10 @@ class SparkChaos:
         return self.verdict(ledger, final, time.monotonic() - started)
 
     def verdict(self, ledger: Ledger, final: Proc | None, wall_s: float) -> dict[str, Any]:
-        tally = tables.tally(tables.table_ids(self.table), ledger.acknowledged, ledger.failed)
-        judged = judge_dead_letters(ledger.bad, tables.dead_letters(self.dlq), self.topic)
-        orphans = tables.orphans(self.table)
+        table = tables.DeltaTarget(self.table)
+        tally = tables.tally(table.ids(), ledger.acknowledged, ledger.failed)
+        judged = judge_dead_letters(ledger.bad, tables.DeltaTarget(self.dlq).dead_letters(), self.topic)
+        orphans = table.orphans()
         unexpected = judged["unexpected"]
         problems = end_problems(
             self.problems, ledger, orphans, unexpected_dead_letters=unexpected, unexpected_ids=tally.unexpected

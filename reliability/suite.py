@@ -1,7 +1,8 @@
 """``python -m reliability --mode full|quick --bootstrap HOST:PORT --seed N --out DIR``.
 
-Runs the scenarios in order (bad inputs, ``parka ingest`` chaos, the producer's schema
-evolving under ``parka ingest`` chaos, Spark raw mode chaos, broker restarts), prints the
+Runs the scenarios in order (bad inputs, ``parka ingest`` chaos on Delta tables, the same on
+Iceberg tables, the producer's schema evolving under ``parka ingest`` chaos, Spark raw mode
+chaos, broker restarts), prints the
 summary and writes it to ``DIR/summary.json``. Exit code 0 only when no record is lost or
 duplicated, every bad input got its answer, and no scenario saw a problem
 (a worker exiting unasked, an orphan file, a fault plan not carried out).
@@ -51,7 +52,7 @@ MODES = {
     # 6 points x 1 + 1 kill: 7 SIGKILLs; no JVM start-up (Spark) and no broker of its own
     "quick": Mode(IngestPlan(crashes_per_point=1, kills=1, leaves=1), None, False),
 }
-SCENARIOS = ("bad-inputs", "ingest", "evolution", "spark", "broker")
+SCENARIOS = ("bad-inputs", "ingest", "ingest-iceberg", "evolution", "spark", "broker")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -104,6 +105,12 @@ def main(argv: list[str] | None = None) -> int:
 
     scenario("bad-inputs", lambda: run_bad_inputs(args.bootstrap, run_id, out / "bad-inputs", ids, args.seed))
     scenario("ingest", lambda: run_ingest_chaos(args.bootstrap, run_id, out / "ingest", ids, args.seed, mode.ingest))
+    scenario(
+        "ingest-iceberg",
+        lambda: run_ingest_chaos(
+            args.bootstrap, run_id, out / "ingest-iceberg", ids, args.seed, mode.ingest, table_format="iceberg"
+        ),
+    )
     quick = args.mode == "quick"
     scenario(
         "evolution", lambda: run_evolution_chaos(args.bootstrap, run_id, out / "evolution", ids, args.seed, quick=quick)

@@ -1,70 +1,251 @@
-"""What a run checks in the Delta tables: the ids in the table against the ids produced (lost,
-duplicated, unexpected), the dead-letter rows against the bad messages sent, and orphan files."""
+"""What a run checks in its tables, Delta or Iceberg: the ids in the table against the ids
+produced (lost, duplicated, unexpected), the dead-letter rows against the bad messages sent,
+the ``txn`` state the workers caught up to, and orphan files.
+
+A :class:`Target` is one table as the suite sees it: what ``parka ingest`` is told
+(:attr:`~Target.name`, its table argument or ``--dlq-table``, and :attr:`~Target.flags`, what
+else it needs to find it) and a few reads, each made with the table format's own library
+(deltalake, pyiceberg), never through parka. The checks (ids, dead letters, ``txn`` versions,
+caught up, orphans) are written once, on those reads. :func:`target` makes one of either
+format in a scenario's folder.
+"""
 
 from __future__ import annotations
 
+import json
+from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
+from pyiceberg.catalog import Catalog, load_catalog
+from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.table import Table
+from pyiceberg.table.snapshots import ancestors_of
 
-__all__ = ["Tally", "caught_up", "dead_letters", "exists", "orphans", "table_ids", "tally", "txn_versions", "version"]
+__all__ = ["FORMATS", "DeltaTarget", "IcebergTarget", "Tally", "Target", "target", "tally"]
 
-
-def exists(path: Path) -> bool:
-    """Whether a committed table version exists at ``path`` (not just a log folder)."""
-    return any((path / "_delta_log").glob("[0-9]*.json"))
-
-
-def version(path: Path) -> int:
-    return DeltaTable(str(path)).version() if exists(path) else -1
-
-
-def table_ids(path: Path) -> list[int]:
-    if not exists(path):
-        return []
-    ids: list[int] = DeltaTable(str(path)).to_pyarrow_table(columns=["id"])["id"].to_pylist()
-    return ids
+FORMATS = ("delta", "iceberg")
+# parka's snapshot-summary key of the txn state in an Iceberg table (parka.lake._iceberg.TXNS_KEY)
+ICEBERG_TXNS_KEY = "parka.txns"
 
 
-def dead_letters(path: Path) -> list[dict[str, Any]]:
-    """The dead-letter table's rows, without the raw bytes (coordinates, error, value size)."""
-    if not exists(path):
-        return []
-    table = DeltaTable(str(path)).to_pyarrow_table(columns=["topic", "partition", "offset", "error", "value"])
-    sizes = pc.binary_length(table["value"]).to_pylist()
-    rows = table.drop_columns(["value"]).to_pylist()
-    for row, size in zip(rows, sizes, strict=True):
-        row["value_bytes"] = size
-    return rows
+class Target(ABC):
+    """One table a scenario's workers write and its checks read."""
+
+    name: str
+    """What ``parka ingest`` takes as its table argument (or ``--dlq-table``)."""
+    flags: tuple[str, ...] = ()
+    """What else ``parka ingest`` needs to find the table (Iceberg: its catalog)."""
+
+    # -- what each format reads ---------------------------------------------------------------
+
+    @abstractmethod
+    def exists(self) -> bool:
+        """Whether the table was created (Delta: a committed version, not just a folder;
+        Iceberg: in the catalog, maybe without a snapshot yet)."""
+
+    @abstractmethod
+    def read(self, columns: Sequence[str]) -> pa.Table:
+        """``columns`` of the table's current rows (the table exists)."""
+
+    @abstractmethod
+    def schema(self) -> pa.Schema:
+        """The table's current schema (the table exists)."""
+
+    @abstractmethod
+    def txns(self, app_ids: Sequence[str]) -> dict[str, int | None]:
+        """Each ``txn`` app id's version (the last offset in), ``None`` for none (the table exists)."""
+
+    @abstractmethod
+    def files_on_disk(self) -> set[str]:
+        """Every file under the table's data folder, relative to it: data files, and the
+        temporary files a write killed half way leaves (``.<name>.<id>.tmp``)."""
+
+    @abstractmethod
+    def referenced_files(self) -> set[str]:
+        """The data files the current version references, relative to the data folder (the
+        table exists)."""
+
+    @abstractmethod
+    def append(self, rows: pa.Table) -> None:
+        """Append ``rows`` (in :meth:`schema`) as another application would, with the format's
+        own writer: no ``txn`` of parka's."""
+
+    # -- the checks, on those reads -----------------------------------------------------------
+
+    def ids(self) -> list[int]:
+        if not self.exists():
+            return []
+        ids: list[int] = self.read(["id"])["id"].to_pylist()
+        return ids
+
+    def dead_letters(self) -> list[dict[str, Any]]:
+        """The dead-letter table's rows, without the raw bytes (coordinates, error, value size)."""
+        if not self.exists():
+            return []
+        table = self.read(["topic", "partition", "offset", "error", "value"])
+        sizes = pc.binary_length(table["value"]).to_pylist()
+        rows = table.drop_columns(["value"]).to_pylist()
+        for row, size in zip(rows, sizes, strict=True):
+            row["value_bytes"] = size
+        return rows
+
+    def orphans(self) -> list[str]:
+        """Files under the table's data folder that its current version does not reference (sorted)."""
+        referenced = self.referenced_files() if self.exists() else set()
+        return sorted(self.files_on_disk() - referenced)
+
+    def txn_versions(self, app_id: str, partitions: int) -> dict[int, int | None]:
+        """The table's ``txn`` version (last offset in) per partition for ``app_id``."""
+        if not self.exists():
+            return dict.fromkeys(range(partitions))
+        done = self.txns([f"{app_id}-{p}" for p in range(partitions)])
+        return {p: done[f"{app_id}-{p}"] for p in range(partitions)}
+
+    def caught_up(self, app_id: str, highs: dict[int, int]) -> bool:
+        """Whether the table's ``txn`` versions reach every partition's last offset (high - 1)."""
+        done = self.txn_versions(app_id, len(highs))
+        return all(high == 0 or (done[p] or -1) >= high - 1 for p, high in highs.items())
 
 
-def files_on_disk(path: Path) -> set[str]:
-    """Every file under the table but its log and Spark checkpoints (``_*`` folders): data files,
-    and the temporary files a write killed half way leaves (``.<name>.<id>.tmp``)."""
-    return {
-        str(p.relative_to(path))
-        for p in path.rglob("*")
-        if p.is_file() and not any(part.startswith("_") for part in p.relative_to(path).parts[:-1])
-    }
+class DeltaTarget(Target):
+    """A Delta table at ``path`` (deltalake)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.name = str(path)
+
+    def __str__(self) -> str:
+        return self.name
+
+    def exists(self) -> bool:
+        return any((self.path / "_delta_log").glob("[0-9]*.json"))
+
+    def version(self) -> int:
+        return DeltaTable(self.name).version() if self.exists() else -1
+
+    def read(self, columns: Sequence[str]) -> pa.Table:
+        return DeltaTable(self.name).to_pyarrow_table(columns=list(columns))
+
+    def schema(self) -> pa.Schema:
+        return pa.schema(DeltaTable(self.name).schema().to_arrow())
+
+    def txns(self, app_ids: Sequence[str]) -> dict[str, int | None]:
+        table = DeltaTable(self.name)
+        return {a: table.transaction_version(a) for a in app_ids}
+
+    def files_on_disk(self) -> set[str]:
+        # but the log and Spark checkpoints (``_*`` folders)
+        if not self.path.exists():
+            return set()
+        return {
+            str(p.relative_to(self.path))
+            for p in self.path.rglob("*")
+            if p.is_file() and not any(part.startswith("_") for part in p.relative_to(self.path).parts[:-1])
+        }
+
+    def referenced_files(self) -> set[str]:
+        actions = DeltaTable(self.name).get_add_actions(flatten=True)
+        return {unquote(p) for p in pa.table(actions)["path"].to_pylist()}
+
+    def append(self, rows: pa.Table) -> None:
+        write_deltalake(self.name, rows, mode="append")
 
 
-def referenced_files(path: Path) -> set[str]:
-    actions = DeltaTable(str(path)).get_add_actions(flatten=True)
-    return {unquote(p) for p in pa.table(actions)["path"].to_pylist()}
+class IcebergTarget(Target):
+    """The Iceberg table ``identifier`` (``namespace.name``) in the embedded SQL catalog of
+    ``warehouse`` (SQLite at ``<warehouse>/catalog.db``, as ``parka ingest --catalog NAME
+    --catalog-option warehouse=DIR`` makes it), read with pyiceberg. The data files are under
+    ``<table location>/data``."""
+
+    CATALOG = "reliability"  # the SQL catalog keys its rows by the catalog's name: parka's and ours agree
+
+    def __init__(self, warehouse: Path, identifier: str) -> None:
+        self.warehouse = warehouse
+        self.identifier = identifier
+        self.name = identifier
+        self.flags = ("--catalog", self.CATALOG, "--catalog-option", f"warehouse={warehouse}")
+
+    def __str__(self) -> str:
+        return f"{self.identifier} (Iceberg, warehouse {self.warehouse})"
+
+    @cached_property
+    def catalog(self) -> Catalog:
+        uri = f"sqlite:///{self.warehouse / 'catalog.db'}"
+        return load_catalog(self.CATALOG, type="sql", uri=uri, warehouse=f"file://{self.warehouse}")
+
+    def table(self) -> Table | None:
+        """The table as its catalog has it now; ``None`` before parka created it."""
+        if not (self.warehouse / "catalog.db").exists():
+            return None  # no catalog yet: opening one would create it
+        try:
+            return self.catalog.load_table(self.identifier)
+        except NoSuchTableError:
+            return None
+
+    def _current(self) -> Table:
+        table = self.table()
+        if table is None:
+            raise RuntimeError(f"no Iceberg table {self.identifier} in {self.warehouse}")
+        return table
+
+    def _data_root(self, table: Table) -> str:
+        return table.location().rstrip("/") + "/data"
+
+    def exists(self) -> bool:
+        return self.table() is not None
+
+    def read(self, columns: Sequence[str]) -> pa.Table:
+        return self._current().scan(selected_fields=tuple(columns)).to_arrow()
+
+    def schema(self) -> pa.Schema:
+        return self._current().schema().as_arrow()
+
+    def txns(self, app_ids: Sequence[str]) -> dict[str, int | None]:
+        """Each app id's offset in the ``parka.txns`` summary of the latest snapshot in the
+        current one's ancestry that has one (another application's appends have none)."""
+        table = self._current()
+        state: dict[str, int] = {}
+        for snapshot in ancestors_of(table.current_snapshot(), table.metadata):
+            text = snapshot.summary.additional_properties.get(ICEBERG_TXNS_KEY) if snapshot.summary else None
+            if text is not None:
+                state = json.loads(text)
+                break
+        return {a: state.get(a) for a in app_ids}
+
+    def files_on_disk(self) -> set[str]:
+        table = self.table()
+        if table is None:
+            return set()  # parka writes no file before the table exists: it learns where from it
+        root = Path(self._data_root(table).removeprefix("file://"))
+        return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()} if root.exists() else set()
+
+    def referenced_files(self) -> set[str]:
+        table = self._current()
+        prefix = self._data_root(table) + "/"
+        paths: list[str] = table.inspect.files()["file_path"].to_pylist()
+        return {p.removeprefix(prefix) for p in paths}
+
+    def append(self, rows: pa.Table) -> None:
+        self._current().append(rows)
 
 
-def orphans(path: Path) -> list[str]:
-    """Files under the table that no add action references (sorted)."""
-    if not exists(path):
-        return sorted(files_on_disk(path)) if path.exists() else []
-    return sorted(files_on_disk(path) - referenced_files(path))
+def target(table_format: str, folder: Path, name: str) -> Target:
+    """The table ``name`` of a scenario whose files go under ``folder``: a Delta table at
+    ``folder/name``, or the Iceberg table ``chaos.<name>`` in the warehouse ``folder/warehouse``."""
+    if table_format == "delta":
+        return DeltaTarget(folder / name)
+    if table_format == "iceberg":
+        return IcebergTarget(folder / "warehouse", f"chaos.{name}")
+    raise ValueError(f"table format {table_format!r}: one of {', '.join(FORMATS)}")
 
 
 @dataclass(frozen=True)
@@ -111,17 +292,3 @@ def tally(ids: Iterable[int], acknowledged: Collection[int], unacknowledged_ok: 
         lost_sample=tuple(lost[:10]),
         duplicated_sample=tuple(dupes[:10]),
     )
-
-
-def txn_versions(path: Path, app_id: str, partitions: int) -> dict[int, int | None]:
-    """The table's ``txn`` version (last offset in) per partition for ``app_id``."""
-    if not exists(path):
-        return dict.fromkeys(range(partitions))
-    table = DeltaTable(str(path))
-    return {p: table.transaction_version(f"{app_id}-{p}") for p in range(partitions)}
-
-
-def caught_up(path: Path, app_id: str, highs: dict[int, int]) -> bool:
-    """Whether the table's ``txn`` versions reach every partition's last offset (high - 1)."""
-    done = txn_versions(path, app_id, len(highs))
-    return all(high == 0 or (done[p] or -1) >= high - 1 for p, high in highs.items())

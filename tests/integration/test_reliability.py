@@ -1,9 +1,9 @@
 """The fault suite's quick mode (``reliability/``; ``make reliability-quick``), run by ``make test``:
 ``parka ingest`` workers killed at every crash point (mid-write, between the dead-letter and the
 main commit, during a rebalance...), joining and leaving while a producer produces, another
-writer on the table, every bad input, and the producer's schema evolving at any depth while
-workers are killed. Nothing may be lost or duplicated, and every bad
-input must get its answer. The full mode (``make reliability``) adds Spark raw mode's driver
+writer on the table, into Delta tables and into Iceberg tables, every bad input, and the
+producer's schema evolving at any depth while workers are killed. Nothing may be lost or
+duplicated, and every bad input must get its answer. The full mode (``make reliability``) adds Spark raw mode's driver
 and broker restarts; it is a program, not part of the tests."""
 
 from __future__ import annotations
@@ -32,6 +32,12 @@ def test_the_quick_fault_suite_loses_and_duplicates_nothing(bootstrap: str, tmp_
     assert summary["crashes"] >= 5, report
     for point in ("mid-write", "after-dead-letters", "on-revoke"):
         assert summary["faults"].get(f"parka ingest chaos: crash point {point}", 0) >= 1, report
+    # the same chaos into Iceberg tables (pyiceberg's SQL catalog), other writer and racer included
+    iceberg = summary["scenarios"]["parka ingest chaos (Iceberg)"]
+    assert iceberg["records_produced"] > 0 and iceberg["records_in_table"] == iceberg["records_produced"], report
+    assert iceberg["orphans"] == 0, report
+    for point in ("mid-write", "after-dead-letters", "after-delta-commit", "on-revoke"):
+        assert summary["faults"].get(f"parka ingest chaos (Iceberg): crash point {point}", 0) >= 1, report
     # the producer's schema evolves (nested fields, new columns) while workers crash: issue 19
     for point in ("mid-write", "after-write", "after-delta-commit"):
         assert summary["faults"].get(f"schema evolution chaos: crash point {point}", 0) >= 1, report
