@@ -99,17 +99,20 @@ class Cluster:
     home: Path  # the script's logs, pids and the workers' work dirs (work/worker-<i>/<app id>/...)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """A Spark standalone cluster, one master and two workers, started by the repo's
     ``scripts/spark-standalone.sh`` (the installed pyspark's own daemon script) on ports of its
-    own (``PARKA_TEST_SPARK_PORT``, default: six free ones) and stopped at the end. It never skips."""
+    own (``PARKA_TEST_SPARK_PORT``, default: six free ones), its daemons on :data:`SHORT_JVM`,
+    and stopped after the module that uses it (its three JVMs are not left idling beside the
+    other Spark tests). It never skips."""
     home = tmp_path_factory.mktemp("spark-standalone")
     env = dict(
         os.environ,
         PARKA_SPARK_MASTER_PORT=CLUSTER_PORT,
         PARKA_SPARK_CLUSTER_HOME=str(home),
         PARKA_PYTHON=sys.executable,
+        SPARK_DAEMON_JAVA_OPTS=SHORT_JVM,
     )
     script = str(REPO / "scripts" / "spark-standalone.sh")
     subprocess.run([script, "up"], check=True, env=env, timeout=240)

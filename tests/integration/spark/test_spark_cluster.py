@@ -19,7 +19,7 @@ import pyspark
 from parka.spark_ext import packages
 
 from .._ingest_util import assert_segments_stored_byte_for_byte, produce_events, table_ids
-from ._util import SPARK
+from ._util import SHORT_JVM, SPARK
 from .conftest import REPO, Cluster
 from .test_spark_raw import assert_no_orphans
 
@@ -35,6 +35,8 @@ CLUSTER_CONF = {
     "spark.sql.shuffle.partitions": "2",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
+    "spark.driver.extraJavaOptions": SHORT_JVM,
+    "spark.executor.extraJavaOptions": SHORT_JVM,
 }
 
 
