@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from ._util import SHORT_JVM
+
 REPO = Path(__file__).resolve().parents[3]
 
 
@@ -81,6 +83,7 @@ def spark() -> Iterator[Any]:
             "spark.sql.shuffle.partitions": "2",
             "spark.databricks.delta.snapshotPartitions": "2",
             "spark.sql.streaming.stopTimeout": "30s",
+            "spark.driver.extraJavaOptions": SHORT_JVM,
             # parquet-mr's InMemoryKMS for the encryption tests (test_spark_encryption.py): a
             # jar added to a running session was not seen by delta-spark's Parquet reader
             "spark.jars": kms_jar(),
@@ -98,17 +101,20 @@ class Cluster:
     home: Path  # the script's logs, pids and the workers' work dirs (work/worker-<i>/<app id>/...)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """A Spark standalone cluster, one master and two workers, started by the repo's
     ``scripts/spark-standalone.sh`` (the installed pyspark's own daemon script) on ports of its
-    own (``PARKA_TEST_SPARK_PORT``, default: six free ones) and stopped at the end. It never skips."""
+    own (``PARKA_TEST_SPARK_PORT``, default: six free ones), its daemons on :data:`SHORT_JVM`,
+    and stopped after the module that uses it (its three JVMs are not left idling beside the
+    other Spark tests). It never skips."""
     home = tmp_path_factory.mktemp("spark-standalone")
     env = dict(
         os.environ,
         PARKA_SPARK_MASTER_PORT=CLUSTER_PORT,
         PARKA_SPARK_CLUSTER_HOME=str(home),
         PARKA_PYTHON=sys.executable,
+        SPARK_DAEMON_JAVA_OPTS=SHORT_JVM,
     )
     script = str(REPO / "scripts" / "spark-standalone.sh")
     subprocess.run([script, "up"], check=True, env=env, timeout=240)

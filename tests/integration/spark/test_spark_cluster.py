@@ -19,7 +19,7 @@ import pyspark
 from parka.spark_ext import packages
 
 from .._ingest_util import assert_segments_stored_byte_for_byte, produce_events, table_ids
-from ._util import SPARK
+from ._util import SHORT_JVM, SPARK
 from .conftest import REPO, Cluster
 from .test_spark_raw import assert_no_orphans
 
@@ -35,6 +35,8 @@ CLUSTER_CONF = {
     "spark.sql.shuffle.partitions": "2",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
+    "spark.driver.extraJavaOptions": SHORT_JVM,
+    "spark.executor.extraJavaOptions": SHORT_JVM,
 }
 
 
@@ -51,8 +53,10 @@ def parka_zip(into: Path) -> Path:
 
 
 def python_without_parka(into: Path) -> Path:
-    """A Python that has parka's dependencies (this environment's site-packages, as a plain path
-    entry, so the editable install's hook is not run) but not parka itself."""
+    """A Python that has parka's dependencies (this environment's site-packages folders, as plain
+    path entries, so the editable install's hook is not run) but not parka itself. Every
+    site-packages on this interpreter's path: a venv may reach its packages through another's
+    (a worktree's venv, by a .pth file that a plain path entry does not run)."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(into)], check=True, timeout=120)
     python = into / "bin" / "python"
     purelib = subprocess.run(
@@ -61,7 +65,8 @@ def python_without_parka(into: Path) -> Path:
         capture_output=True,
         text=True,
     ).stdout.strip()
-    Path(purelib, "parka-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    folders = [sysconfig.get_paths()["purelib"], *(p for p in sys.path if p.endswith("site-packages"))]
+    Path(purelib, "parka-deps.pth").write_text("".join(f"{p}\n" for p in dict.fromkeys(folders)))
     # (run outside the repo: its root holds the folder parka/, which a script's directory would put first)
     probe = subprocess.run(
         [str(python), "-c", "import pyarrow, deltalake, pyspark, parka"], capture_output=True, cwd=into

@@ -32,13 +32,14 @@ from .._ingest_util import (
     run_ingest,
     table_ids,
 )
-from ._util import SPARK
+from ._util import SHORT_JVM, SPARK
 from .test_spark_raw import assert_no_orphans
 
 pytestmark = SPARK
 
-# A small local driver: the kill tests start four JVMs each.
+# A small local driver: the kill tests start two JVMs each.
 LOCAL = ("--master", "local[2]", "-c", "spark.ui.enabled=false", "-c", "spark.sql.shuffle.partitions=2")
+LOCAL += ("-c", f"spark.driver.extraJavaOptions={SHORT_JVM}")
 
 
 def spark_ingest(topic: str, table: Path, bootstrap: str, *extra: str) -> list[str]:
