@@ -18,8 +18,6 @@ from typing import Any
 
 import pytest
 
-from ._util import SHORT_JVM
-
 REPO = Path(__file__).resolve().parents[3]
 
 
@@ -83,7 +81,6 @@ def spark() -> Iterator[Any]:
             "spark.sql.shuffle.partitions": "2",
             "spark.databricks.delta.snapshotPartitions": "2",
             "spark.sql.streaming.stopTimeout": "30s",
-            "spark.driver.extraJavaOptions": SHORT_JVM,
             # parquet-mr's InMemoryKMS for the encryption tests (test_spark_encryption.py): a
             # jar added to a running session was not seen by delta-spark's Parquet reader
             "spark.jars": kms_jar(),
