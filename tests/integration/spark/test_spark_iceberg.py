@@ -5,6 +5,7 @@ same table where Spark stopped."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from datetime import timezone
 from pathlib import Path
@@ -58,7 +59,7 @@ def test_spark_raw_mode_lands_segments_in_iceberg_and_parka_ingest_continues_the
 ) -> None:
     topic = new_topic(partitions=2)
     segments = produce_events(bootstrap, topic, 0, 400, batch=40)
-    identifier = f"s{tmp_path.name[-20:].replace('-', '_').lower()}.events"
+    identifier = f"s{uuid.uuid4().hex[:12]}.events"  # the REST catalog outlives a run: a namespace of its own
     settings = SparkIngestSettings(
         topic=topic,
         table_uri=identifier,
