@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from ._util import SHORT_JVM
+
 REPO = Path(__file__).resolve().parents[3]
 
 
