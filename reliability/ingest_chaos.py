@@ -197,13 +197,22 @@ class IngestChaos:
             self.problems.append(f"{w.name} exited {code} unasked: {w.tail(1500)}")
 
     def leave(self, w: Proc) -> None:
-        """SIGTERM: the worker commits what it holds and exits 0."""
+        """SIGTERM: the worker commits what it holds and exits 0 (in 90 s: later is a problem, and
+        a SIGKILL, after which the run goes on to its verdict)."""
         # SIGTERM before the worker has installed its handler would just end the process
         wait_for(lambda: w.has("progress:") or not w.alive(), f"{w.name} to run", 90)
         self.workers.remove(w)
         w.signal(signal.SIGTERM)
-        code = w.wait_exit(90)
         self.faults["SIGTERM (leave)"] += 1
+        try:
+            code = w.wait_exit(90)
+        except Timeout as exc:
+            self.problems.append(f"{exc} after SIGTERM: {w.tail(1500)}")
+            w.kill_group()
+            w.wait_exit(30)
+            self.faults["SIGKILL (still running 90 s after SIGTERM)"] += 1
+            self.events.append(f"{w.name} leaves (SIGTERM): still running after 90 s, SIGKILLed")
+            return
         self.events.append(f"{w.name} leaves (SIGTERM): exit {code}")
         if code != 0:
             self.problems.append(f"{w.name} exited {code} after SIGTERM: {w.tail(1500)}")
