@@ -100,6 +100,7 @@ def test_commit_mid_segment_then_restart_loses_and_repeats_nothing(
             "enable.idempotence": True,
             "columnar.encoding": "parquet",
             "columnar.batch.records": 100,
+            "linger.ms": 60_000,  # cut by count alone: a loaded machine must not cut a segment early
         }
     ) as producer:
         producer.set_schema(topic, SCHEMA)
@@ -152,6 +153,7 @@ def test_auto_commit_on_close_is_record_precise(bootstrap: str, new_topic: Calla
             "enable.idempotence": True,
             "columnar.encoding": "parquet",
             "columnar.batch.records": 1000,
+            "linger.ms": 60_000,  # cut by count alone: a loaded machine must not cut a segment early
         }
     ) as producer:
         producer.set_schema(topic, SCHEMA)
