@@ -14,22 +14,57 @@ from tests.integration import _servers
 
 _OWNER = pytest.StashKey[bool]()
 SPARK_PREFIX = "tests/integration/spark/"
+# Spark tests that start drivers of their own (``parka spark-ingest`` subprocesses, a standalone
+# cluster) and never the session's JVM: they go to any worker, beside the session's tests
+OWN_DRIVERS = ("tests/integration/spark/test_spark_faults.py", "tests/integration/spark/test_spark_cluster.py")
+
+
+def scope_of(nodeid: str) -> str:
+    """The unit of work a test belongs to: every test of the Spark session (one JVM per run, on
+    one worker), or the test alone."""
+    if nodeid.startswith(SPARK_PREFIX) and not nodeid.startswith(OWN_DRIVERS):
+        return "spark"
+    return nodeid
 
 
 if importlib.util.find_spec("xdist") is not None:
 
     def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-        """pytest-xdist's load scheduling, except that every test under ``tests/integration/spark/``
-        goes to one worker: the session's JVM starts once there, and the tests that start Spark
-        drivers of their own (kills, the cluster) never run beside it on the 2 cores. (xdist's own
-        ``--dist loadgroup`` marks no longer reach its scheduler under pytest 9.2.)"""
+        """pytest-xdist's load scheduling by :func:`scope_of`: the tests of the Spark session go to
+        one worker together (its JVM starts once there); every other test, the Spark tests with
+        drivers of their own included, to whichever worker is free. (xdist's own
+        ``--dist loadgroup`` marks no longer reach its scheduler under pytest 9.2.) Scopes are
+        handed out largest first (the Spark session's), then in collection order, which puts the
+        ``long`` tests first (``tests/integration/conftest.py``)."""
         from xdist.scheduler import LoadScopeScheduling
 
         class SparkTogether(LoadScopeScheduling):  # type: ignore[misc]
             def _split_scope(self, nodeid: str) -> str:
-                return "spark" if nodeid.startswith(SPARK_PREFIX) else nodeid
+                return scope_of(nodeid)
+
+            def _reschedule(self, node: Any) -> None:
+                """xdist's, but a worker gets the next unit when only its running test is left
+                (xdist's waits for 2: one test more queued behind a long one while another
+                worker goes idle at the end). A worker holds back its last test until it gets
+                the next one (it needs it for the teardown), so 1, not 0."""
+                if node.shutting_down:
+                    return
+                if not self.workqueue:
+                    node.shutdown()
+                    return
+                if self._pending_of(self.assigned_work[node]) > 1:
+                    return
+                self._assign_work_unit(node)
 
         return SparkTogether(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test of :data:`OWN_DRIVERS` may not use the session's JVM (it would start a second one on
+    whichever worker runs it)."""
+    for item in items:
+        if item.nodeid.startswith(OWN_DRIVERS) and "spark" in getattr(item, "fixturenames", ()):
+            raise pytest.UsageError(f"{item.nodeid} uses the Spark session: move it out of OWN_DRIVERS' files")
 
 
 def pytest_configure(config: pytest.Config) -> None:

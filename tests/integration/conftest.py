@@ -121,16 +121,20 @@ def _spark_group(item: pytest.Item) -> bool:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Spark's tests first: they are the longest chain, one worker runs them all (see
-    ``tests/conftest.py``). Then tests without a server, then those on the broker alone, then
-    those that need another server of :mod:`._servers` (stable otherwise), so that the starts
-    overlap the tests before."""
+    """The ``long`` tests first, longest first (``@pytest.mark.long(SECONDS)``, as measured: the
+    workers should not wait at the end for one of them), then Spark's session tests (one worker runs them all, see ``tests/conftest.py``). Then
+    tests without a server, then those on the broker alone, then those that need another server of
+    :mod:`._servers` (stable otherwise), so that the starts overlap the tests before."""
 
     def tier(item: pytest.Item) -> int:
         servers = set(_servers.needed(getattr(item, "fixturenames", ())))
         return 0 if not servers else 1 if servers == {"bootstrap"} else 2
 
-    items.sort(key=lambda item: (not _spark_group(item), tier(item)))
+    def length(item: pytest.Item) -> float:
+        long = item.get_closest_marker("long")
+        return -float(long.args[0]) if long is not None else 0.0
+
+    items.sort(key=lambda item: (length(item), not _spark_group(item), tier(item)))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -9,6 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from ._ingest_util import log_has, produce_events, start_ingest, table_ids, wait_for, wait_for_rows
@@ -22,6 +23,7 @@ def _broker(action: str) -> None:
     subprocess.run([str(REPO / "scripts" / "kafka-local.sh"), action], check=True, env=env, timeout=180)
 
 
+@pytest.mark.long(130)
 def test_ingest_survives_a_broker_restart(tmp_path: Path) -> None:
     # A broker of its own: this test stops it, which the shared one must never be.
     _broker("up")

@@ -199,6 +199,7 @@ def _broker(action: str) -> None:
     subprocess.run([str(REPO / "scripts" / "kafka-local.sh"), action], check=True, env=env, timeout=180)
 
 
+@pytest.mark.long(105)
 def test_daemon_without_a_broker_says_so_once_then_slowly_then_recovers(tmp_path: Path) -> None:
     # a broker of its own, started only once the daemon has been waiting for it
     address = f"127.0.0.1:{RECOVERY_PORT}"

@@ -3,7 +3,8 @@
 main commit, during a rebalance...), joining and leaving while a producer produces, another
 writer on the table, into Delta tables and into Iceberg tables, every bad input, and the
 producer's schema evolving at any depth while workers are killed. Nothing may be lost or
-duplicated, and every bad input must get its answer. The full mode (``make reliability``) adds Spark raw mode's driver
+duplicated, and every bad input must get its answer. One test per scenario (``--only``), so that
+pytest-xdist's workers run them side by side. The full mode (``make reliability``) adds Spark raw mode's driver
 and broker restarts; it is a program, not part of the tests."""
 
 from __future__ import annotations
@@ -12,34 +13,63 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from .conftest import REPO
 
 
-@pytest.mark.timeout(900)
-def test_the_quick_fault_suite_loses_and_duplicates_nothing(bootstrap: str, tmp_path: Path) -> None:
+def run_quick(bootstrap: str, out: Path, scenario: str) -> tuple[dict[str, Any], str]:
+    """``python -m reliability --mode quick --only SCENARIO``: its summary and report; the run
+    must have ended with exit code 0 (nothing lost or duplicated, every requirement met)."""
     command = [sys.executable, "-m", "reliability", "--mode", "quick", "--bootstrap", bootstrap, "--seed", "1"]
-    proc = subprocess.run([*command, "--out", str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=870)
-    summary_file = tmp_path / "summary.json"
+    command += ["--only", scenario, "--out", str(out)]
+    proc = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=570)
+    summary_file = out / "summary.json"
     assert summary_file.exists(), proc.stderr[-5000:]
     summary = json.loads(summary_file.read_text())
-    report = (tmp_path / "summary.txt").read_text()
+    report = (out / "summary.txt").read_text()
     assert proc.returncode == 0, report
     assert (summary["lost"], summary["duplicated"]) == (0, 0), report
-    assert summary["records_produced"] > 0 and summary["records_in_table"] == summary["records_produced"]
+    assert summary["problems"] == [], report
+    assert all(r["met"] for r in summary["requirements"]), report
+    return summary, report
+
+
+@pytest.mark.long(185)
+@pytest.mark.timeout(600)
+def test_every_bad_input_gets_its_answer(bootstrap: str, tmp_path: Path) -> None:
+    summary, report = run_quick(bootstrap, tmp_path, "bad-inputs")
+    assert len(summary["bad_inputs"]) >= 10, report
+    assert all(b["answered"] for b in summary["bad_inputs"]), report
+
+
+@pytest.mark.long(530)
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize(
+    ("scenario", "title"), [("ingest", "parka ingest chaos"), ("ingest-iceberg", "parka ingest chaos (Iceberg)")]
+)
+def test_parka_ingest_chaos_loses_and_duplicates_nothing(
+    bootstrap: str, tmp_path: Path, scenario: str, title: str
+) -> None:
+    """Into a Delta table, and the same chaos into an Iceberg table (pyiceberg's SQL catalog),
+    another writer and a racer included."""
+    summary, report = run_quick(bootstrap, tmp_path, scenario)
+    result = summary["scenarios"][title]
+    assert result["records_produced"] > 0 and result["records_in_table"] == result["records_produced"], report
+    assert result["orphans"] == 0, report
     assert summary["crashes"] >= 5, report
-    for point in ("mid-write", "after-dead-letters", "on-revoke"):
-        assert summary["faults"].get(f"parka ingest chaos: crash point {point}", 0) >= 1, report
-    # the same chaos into Iceberg tables (pyiceberg's SQL catalog), other writer and racer included
-    iceberg = summary["scenarios"]["parka ingest chaos (Iceberg)"]
-    assert iceberg["records_produced"] > 0 and iceberg["records_in_table"] == iceberg["records_produced"], report
-    assert iceberg["orphans"] == 0, report
     for point in ("mid-write", "after-dead-letters", "after-delta-commit", "on-revoke"):
-        assert summary["faults"].get(f"parka ingest chaos (Iceberg): crash point {point}", 0) >= 1, report
-    # the producer's schema evolves (nested fields, new columns) while workers crash: issue 19
+        assert summary["faults"].get(f"{title}: crash point {point}", 0) >= 1, report
+
+
+@pytest.mark.long(150)
+@pytest.mark.timeout(600)
+def test_schema_evolution_chaos_loses_and_duplicates_nothing(bootstrap: str, tmp_path: Path) -> None:
+    """The producer's schema evolves (nested fields, new columns) while workers crash: issue 19."""
+    summary, report = run_quick(bootstrap, tmp_path, "evolution")
+    result = summary["scenarios"]["schema evolution chaos"]
+    assert result["records_produced"] > 0 and result["records_in_table"] == result["records_produced"], report
     for point in ("mid-write", "after-write", "after-delta-commit"):
         assert summary["faults"].get(f"schema evolution chaos: crash point {point}", 0) >= 1, report
-    assert all(b["answered"] for b in summary["bad_inputs"]), report
-    assert summary["problems"] == [], report

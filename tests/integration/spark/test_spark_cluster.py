@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pyspark
+import pytest
 from parka.spark_ext import packages
 
 from .._ingest_util import assert_segments_stored_byte_for_byte, produce_events, table_ids
@@ -23,7 +24,7 @@ from ._util import SHORT_JVM, SPARK
 from .conftest import REPO, Cluster
 from .test_spark_raw import assert_no_orphans
 
-pytestmark = SPARK
+pytestmark = [*SPARK, pytest.mark.long(180)]
 
 # Small executors on 1-core workers; two of them, one per worker. Delta's log replays and
 # shuffles in few partitions (its defaults, 50 and 200 tasks, cost a minute on two cores).

@@ -35,7 +35,7 @@ from .._ingest_util import (
 from ._util import SHORT_JVM, SPARK
 from .test_spark_raw import assert_no_orphans
 
-pytestmark = SPARK
+pytestmark = [*SPARK, pytest.mark.long(200)]
 
 # A small local driver: the kill tests start two JVMs each.
 LOCAL = ("--master", "local[2]", "-c", "spark.ui.enabled=false", "-c", "spark.sql.shuffle.partitions=2")
