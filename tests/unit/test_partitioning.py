@@ -361,3 +361,51 @@ def test_a_segment_in_one_bucket_is_written_raw_and_one_spanning_buckets_is_spli
     for values, part in by_split:  # each part keeps its rows' order
         ids_in = part["id"].to_pylist()
         assert ids_in == [i for i in mixed if str(_buckets([i])[0]) == values["b"]]
+
+
+def test_a_delta_table_takes_year_and_month_as_columns_readers_filter(tmp_path: Path) -> None:
+    """``y=year(ts)`` is an int (2026) and ``m=month(ts)`` a ``yyyy-MM`` string in a Delta
+    table: what Iceberg shows for its year and month transforms."""
+    from deltalake import DeltaTable
+    from parka.lake import Committer, RsEngine
+
+    specs = ["y=year(ts)", "m=month(ts)"]
+    c = Committer(RsEngine(), table_uri=str(tmp_path / "t"), topic="t", app_id="app", partition_by=specs)
+    ts = [utc(2026, 12, 31, 23, 59, 59, 999999), utc(2027, 1, 1), utc(2027, 1, 31)]
+    table = pa.table({"id": pa.array([0, 1, 2], pa.int64()), "ts": pa.array(ts, TS)})
+    seg = encode_segment(table, codec="zstd", fingerprint=schema_fingerprint(table.schema))
+    read = read_segment(topic="t", partition=0, offset=0, value=seg.value, headers=seg.headers)
+    c.ensure_table(read.schema)
+    checked = check_segment(read, table_schema=c.table_schema(), partition_by=c.partitioning, merge=False)
+    files = write_segments([checked], table_uri=c.root, table_schema=c.table_schema(), partition_by=c.partitioning)
+    c.commit(files)
+    rows = DeltaTable(str(tmp_path / "t")).to_pyarrow_table().sort_by("id")
+    assert rows.schema.field("y").type == pa.int32() and rows.schema.field("m").type == pa.string()
+    assert rows.select(["id", "y", "m"]).to_pylist() == [
+        {"id": 0, "y": 2026, "m": "2026-12"},
+        {"id": 1, "y": 2027, "m": "2027-01"},
+        {"id": 2, "y": 2027, "m": "2027-01"},
+    ]
+    assert [str(s) for s in Committer(RsEngine(), table_uri=str(tmp_path / "t"), topic="t").partitioning] == specs
+
+
+def test_a_delta_table_refuses_a_bucket_naming_the_spec(tmp_path: Path) -> None:
+    from parka.consumer import IngestSettings
+    from parka.lake import Committer, RsEngine
+    from parka.spark_ext import SparkIngestSettings
+
+    spec = "b=bucket(id, 8)"
+    base = {"topic": "t", "table_uri": str(tmp_path / "t"), "kafka_conf": {}, "app_id": "a"}
+    with pytest.raises(ConfigError, match="Iceberg-only") as info:
+        IngestSettings(**base, partition_by=("day", spec))  # type: ignore[arg-type]
+    assert (info.value.key, info.value.value) == ("partition_by", spec)
+    assert "--partition-by" in str(info.value) and "--z-order id" in str(info.value)
+    assert IngestSettings(**base, partition_by=(spec,), catalog="lake").partition_by == (spec,)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="Iceberg-only"):
+        SparkIngestSettings(topic="t", table_uri="/x", bootstrap_servers="b", partition_by=(spec,))
+    # a library caller's committer on a Delta engine: the table is never created
+    c = Committer(RsEngine(), table_uri=str(tmp_path / "t"), topic="t", partition_by=[spec])
+    with pytest.raises(ConfigError, match="Iceberg-only") as info:
+        c.ensure_table(pa.schema([("id", pa.int64())]))
+    assert info.value.value == spec
+    assert not (tmp_path / "t" / "_delta_log").exists()
