@@ -91,6 +91,7 @@ class IngestSettings(DaemonSettings):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        s.check_delta_partitioning(self.partition_by, self.catalog)
         # delta-rs and the data files get the same options: S3 made safe, unsafe ones refused
         options = storage_options_for(self.table_uri, self.storage_options)
         if self.dlq_table_uri:

@@ -21,8 +21,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from parka.errors import CommitError, SchemaMismatchError
+from parka.errors import CommitError, ConfigError, SchemaMismatchError
 from parka.evolution import merge_schemas
+from parka.partitioning import DELTA_ALLOWED, EXPRESSION_KEY, parse_spec
 from parka.schema import child_fields
 
 from ._log import DataFile
@@ -352,11 +353,22 @@ def check_writable(configuration: Mapping[str, str], field_metadata: Collection[
 
 
 def check_partition_columns(schema: pa.Schema, partition_by: Collection[str]) -> None:
-    """Raise :class:`SchemaMismatchError` unless each partition column is a top-level primitive
-    column of ``schema`` (a new table's rule, for both engines)."""
+    """A new table's rule for its partition columns, for both engines.
+
+    Raises:
+        SchemaMismatchError: a partition column that is not a top-level primitive column of ``schema``.
+        ConfigError: a derived partition column Delta cannot have (``bucket``: Iceberg-only),
+            naming its spec.
+    """
     for column in partition_by:
         if column not in schema.names or pa.types.is_nested(schema.field(column).type):
             raise SchemaMismatchError("a partition column must be a top-level primitive column", field=column)
+        expression = (schema.field(column).metadata or {}).get(EXPRESSION_KEY.encode())
+        if expression is not None:
+            spec = parse_spec(f"{column}={expression.decode()}", key=f"{EXPRESSION_KEY} of column '{column}'")
+            problem = spec.delta_problem()
+            if problem is not None:
+                raise ConfigError("partition_by", str(spec), DELTA_ALLOWED, reason=problem)
 
 
 def check_commit(files: Collection[DataFile], txns: Mapping[str, int], partitions: Collection[str]) -> None:

@@ -27,8 +27,8 @@ How the Delta protocol's pieces map onto Iceberg:
   every commit (data or schema) increases (a catalog that names them otherwise: the metadata's
   ``last-updated-ms``).
 
-* **Partitions**: parka's specs as Iceberg transforms (identity, day, hour, truncate:
-  :mod:`._iceberg_partitions`); segments are split by partition as for Delta, each data file's
+* **Partitions**: parka's specs as Iceberg transforms (identity, year, month, day, hour,
+  truncate, bucket: :mod:`._iceberg_partitions`); segments are split by partition as for Delta, each data file's
   partition record from the values it was split by. Compaction and snapshot expiry:
   :mod:`._iceberg_optimize`.
 """

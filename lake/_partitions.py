@@ -1,8 +1,9 @@
 """Which table partition a segment belongs to, and the split of one that spans several.
 
 :func:`segment_partition_values` decides from the Parquet footer's min/max and null counts when
-it can (no data page read: the segment then goes into the table byte for byte), else from the
-source columns alone; :func:`split_by_partition` divides decoded rows by their partition values.
+it can (no data page read), else from the source columns alone (a ``bucket`` mostly: bounds do
+not settle a hash); either way a segment whose rows share one partition goes into the table byte
+for byte. :func:`split_by_partition` divides decoded rows by their partition values.
 The specs themselves (``day=date(ts)``) are :mod:`parka.partitioning`'s.
 """
 
@@ -65,8 +66,9 @@ def footer_value(
 ) -> Any:
     """``spec``'s one value for every row of the file described by ``meta``, from its column
     statistics alone; :data:`_SPANS` when it has several, :data:`_UNKNOWN` when the footer
-    cannot tell (no statistics, or a type whose statistics are not exact). ``None``: every
-    source value is null.
+    cannot tell (no statistics, a type whose statistics are not exact, or a ``bucket`` whose
+    smallest and largest values differ: a hash of values in between can be any bucket).
+    ``None``: every source value is null.
 
     Raises:
         SegmentDecodeError: the source column is encrypted (``encrypted``: footer indexes).
@@ -97,7 +99,10 @@ def footer_value(
     if nulls:
         return _SPANS  # nulls and values: the null partition and at least one more
     value = spec.value_of_range(lo, hi, source_type)
-    return _SPANS if value is None else value
+    if value is not None:
+        return value
+    # a monotonic transform's bounds with two values prove two partitions; a hash's prove nothing
+    return _SPANS if spec.monotonic else _UNKNOWN
 
 
 def segment_partition_values(

@@ -39,7 +39,7 @@ from ._cli_util import (
     size_bytes,
 )
 from .errors import ConfigError
-from .partitioning import parse_partition_by
+from .partitioning import DELTA_ALLOWED, parse_partition_by
 
 __all__ = [
     "Setting",
@@ -408,12 +408,29 @@ PARTITION_BY = Setting(
     ("--partition-by",),
     ("PARTITION_BY",),
     "comma-separated partition columns of a new table: column names, or derived ones: name=date(col) (UTC "
-    "date), name=hour(col) (yyyy-MM-dd-HH), name=truncate(col, N); an existing table's own win, and a "
-    "different list is refused",
+    "date), name=hour(col) (yyyy-MM-dd-HH), name=month(col) (yyyy-MM), name=year(col), name=truncate(col, N), "
+    "name=bucket(col, N) (Iceberg tables only); an existing table's own win, and a different list is refused",
     default=(),
     parse=_partition_by_text,
     check=_partition_specs,
 )
+
+
+def check_delta_partitioning(partition_by: Sequence[str], catalog: str | None) -> None:
+    """Refuse a partition spec a Delta table cannot have (``bucket``, Iceberg-only) when no
+    ``catalog`` makes the table an Iceberg one: at start, before a segment is read.
+
+    Raises:
+        ConfigError: naming ``--partition-by`` and the spec, saying why.
+    """
+    if catalog is not None:
+        return
+    for spec in parse_partition_by(partition_by, key="partition_by"):
+        problem = spec.delta_problem()
+        if problem is not None:
+            raise PARTITION_BY.error(str(spec), DELTA_ALLOWED, reason=problem)
+
+
 SCHEMA_EVOLUTION = Setting(
     "schema_evolution",
     ("--schema-evolution",),

@@ -12,9 +12,16 @@ spec                        value                                        partiti
                             the wall-clock date for one without
                             (``timestamp_ntz``); a date as is
 ``hour=hour(ts)``           ``yyyy-MM-dd-HH`` of ``ts`` (UTC, as above)  ``string``
+``month=month(ts)``         ``yyyy-MM`` of ``ts`` or of a date           ``string``
+                            (UTC, as above)
+``year=year(ts)``           the calendar year of ``ts`` or of a date     ``int32``
+                            (UTC, as above): 2026
 ``b=truncate(id, 1000)``    integers: ``id`` rounded down to a multiple  the column's
                             of 1000 (-1 -> -1000, as Iceberg's); strings:
                             the first 1000 characters
+``b=bucket(id, 16)``        Iceberg's bucket: murmur3 of the value's     ``int32``
+                            bytes, modulo 16 (:mod:`parka._bucket`);
+                            Iceberg tables only
 ==========================  ===========================================  ======================
 
 Why a string for ``hour``: delta-spark reads a ``timestamp`` partition value written as
@@ -22,10 +29,21 @@ Why a string for ``hour``: delta-spark reads a ``timestamp`` partition value wri
 would see different hours; a ``yyyy-MM-dd-HH`` string means the same everywhere, sorts in time
 order (``WHERE hour >= '2026-11-23-08'`` prunes) and is what Hive-style hourly layouts use.
 A ``date`` has no such ambiguity, so ``day`` is a Spark/Delta ``date`` a user filters naturally.
+``month`` is a ``yyyy-MM`` string for the reason ``hour`` is one, and ``year`` the calendar year
+(``WHERE year = 2026``): each value is what Iceberg shows for its transform (its human-readable
+partition value, the one in its directory names), so one segment gets the same partition in a
+Delta table and in an Iceberg table; Iceberg's own numbers (years since 1970, months since
+1970-01, days and hours since the epoch) are worked out from it where an Iceberg table is written.
 
-Every transform is monotonic (non-decreasing in its input), so when the smallest and largest
-values of a segment's column map to one value, so does every value between them: that is how
-ingestion decides a segment's partition from its Parquet footer alone (:meth:`PartitionSpec.value_of_range`).
+``bucket`` is Iceberg's only: Delta has no bucket transform, and a Delta reader could not work
+out the bucket of the rows it looks for (Iceberg's Spark runtime has ``system.bucket``), so no
+query would ever prune by it; a Delta table cannot be partitioned by it (:meth:`PartitionSpec.delta_problem`).
+
+Every transform but ``bucket`` is monotonic (non-decreasing in its input), so when the smallest
+and largest values of a segment's column map to one value, so does every value between them:
+that is how ingestion decides a segment's partition from its Parquet footer alone
+(:meth:`PartitionSpec.value_of_range`). A bucket is a hash: the footer settles it only when the
+smallest and largest values are one value; otherwise the column is read.
 """
 
 from __future__ import annotations
@@ -39,9 +57,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ._bucket import bucket, bucket_problem
 from .errors import ConfigError, SchemaError
 
 __all__ = [
+    "DELTA_ALLOWED",
     "EXPRESSION_KEY",
     "TRANSFORMS",
     "PartitionSpec",
@@ -51,7 +71,7 @@ __all__ = [
     "runs",
 ]
 
-TRANSFORMS = ("date", "hour", "truncate")
+TRANSFORMS = ("date", "hour", "month", "year", "truncate", "bucket")
 EXPRESSION_KEY = "parka.partition.expression"
 """Metadata key of a derived partition column in the table schema: its expression (``date(ts)``)."""
 
@@ -60,13 +80,22 @@ _DERIVED = re.compile(
     rf"^(?P<name>{_NAME})\s*=\s*(?P<fn>[A-Za-z_]+)\s*\(\s*(?P<col>{_NAME})\s*(?:,\s*(?P<arg>-?\d+)\s*)?\)$"
 )
 _IDENTITY = re.compile(rf"^{_NAME}$")
-_ALLOWED = "a column name, or name=date(col), name=hour(col), name=truncate(col, N) with N >= 1"
+_ALLOWED = (
+    "a column name, or name=date(col), name=hour(col), name=month(col), name=year(col), name=truncate(col, N) "
+    "or name=bucket(col, N) with N >= 1"
+)
+_TIME = ("date", "hour", "month", "year")  # of a timestamp (or a date, except hour)
+_WITH_N = ("truncate", "bucket")
+_MAX_N = 2**31 - 1  # Iceberg's width and number of buckets are ints
+DELTA_ALLOWED = "for a Delta table: column names, or date, hour, month, year and truncate specs"
+"""What a Delta table can be partitioned by, for the errors refusing what :meth:`PartitionSpec.delta_problem` names."""
 
 
 @dataclass(frozen=True)
 class PartitionSpec:
     """One partition column of a table: ``name``, computed by ``transform`` (``None``: the
-    identity) from ``source`` (``width`` for ``truncate``). Build with :func:`parse_spec`."""
+    identity) from ``source``; ``width`` is the N of ``truncate(col, N)`` and of
+    ``bucket(col, N)`` (the number of buckets). Build with :func:`parse_spec`."""
 
     name: str
     source: str
@@ -76,6 +105,22 @@ class PartitionSpec:
     @property
     def derived(self) -> bool:
         return self.transform is not None
+
+    @property
+    def monotonic(self) -> bool:
+        """Whether the value never decreases as the source value grows (all but ``bucket``)."""
+        return self.transform != "bucket"
+
+    def delta_problem(self) -> str | None:
+        """Why a Delta table cannot be partitioned by this spec (``bucket``, Iceberg-only: see the
+        module docstring), or ``None``."""
+        if self.transform != "bucket":
+            return None
+        return (
+            f"{self.expression} is Iceberg-only: Delta has no bucket transform, and no Delta reader could work out "
+            f"a row's bucket to prune by it; land in an Iceberg table (--catalog), or cluster a Delta table by "
+            f"{self.source} with parka optimize --z-order {self.source}"
+        )
 
     @property
     def expression(self) -> str:
@@ -93,11 +138,14 @@ class PartitionSpec:
         t = _plain(source_type)
         if self.transform is None:
             return "a partition column must be a primitive column" if pa.types.is_nested(t) else None
-        if self.transform in ("date", "hour"):
-            if pa.types.is_timestamp(t) or (self.transform == "date" and pa.types.is_date(t)):
+        if self.transform in _TIME:
+            if pa.types.is_timestamp(t) or (self.transform != "hour" and pa.types.is_date(t)):
                 return None
-            wanted = "a timestamp or a date" if self.transform == "date" else "a timestamp"
+            wanted = "a timestamp" if self.transform == "hour" else "a timestamp or a date"
             return f"{self.expression} needs {wanted}, not {source_type}"
+        if self.transform == "bucket":
+            needs = bucket_problem(t)
+            return None if needs is None else f"{self.expression} needs {needs}, not {source_type}"
         if pa.types.is_integer(t) or _is_string(t):
             return None
         return f"{self.expression} needs an integer or a string, not {source_type}"
@@ -113,8 +161,10 @@ class PartitionSpec:
             raise SchemaError(problem, field=self.source)
         if self.transform == "date":
             return pa.date32()
-        if self.transform == "hour":
+        if self.transform in ("hour", "month"):
             return pa.string()
+        if self.transform in ("year", "bucket"):
+            return pa.int32()
         t = _plain(source_type)
         return pa.string() if _is_string(t) else t
 
@@ -145,14 +195,18 @@ class PartitionSpec:
         if self.transform is None:
             return values
         t = values.type
-        if self.transform in ("date", "hour"):
+        if self.transform in _TIME:
             if pa.types.is_timestamp(t) and t.tz is not None:
                 # A zoned timestamp is an instant: its UTC wall clock is the stored value.
                 values = values.cast(pa.timestamp(t.unit))
             if self.transform == "date":
                 return values.cast(pa.date32())
-            return pc.strftime(values, format="%Y-%m-%d-%H")
-        assert self.width is not None
+            if self.transform == "year":
+                return pc.year(values).cast(pa.int32())
+            return pc.strftime(values, format="%Y-%m-%d-%H" if self.transform == "hour" else "%Y-%m")
+        assert self.width is not None  # parse_spec gives truncate and bucket their N
+        if self.transform == "bucket":
+            return bucket(values, self.width)
         if _is_string(t):
             return pc.utf8_slice_codeunits(values.cast(pa.string()), 0, self.width)
         width = pa.scalar(self.width, t)
@@ -163,12 +217,15 @@ class PartitionSpec:
 
     def value_of_range(self, lo: Any, hi: Any, source_type: pa.DataType) -> Any | None:
         """The one value this spec gives every source value in ``[lo, hi]`` (both not null), or
-        ``None`` when ``lo`` and ``hi`` map to different values. Sound because the transforms are
-        monotonic; for the identity only when ``lo == hi``.
+        ``None`` when it cannot tell: ``lo`` and ``hi`` map to different values, or (``bucket``,
+        a hash) ``lo != hi``. Sound because the other transforms are monotonic; for the identity
+        only when ``lo == hi``.
 
         Raises:
             SchemaError: the transform cannot take ``source_type``.
         """
+        if not self.monotonic and lo != hi:
+            return None
         pair = self.evaluate(pa.array([lo, hi], type=_plain(source_type))).to_pylist()
         return pair[0] if pair[0] == pair[1] and pair[0] is not None else None
 
@@ -182,7 +239,8 @@ def _is_string(t: pa.DataType) -> bool:
 
 
 def parse_spec(text: str, *, key: str = "--partition-by") -> PartitionSpec:
-    """One spec: ``name`` or ``name=date(col)``, ``name=hour(col)``, ``name=truncate(col, N)``.
+    """One spec: ``name`` or ``name=date(col)``, ``name=hour(col)``, ``name=month(col)``,
+    ``name=year(col)``, ``name=truncate(col, N)``, ``name=bucket(col, N)``.
 
     Raises:
         ConfigError: naming ``key`` and the spec, with what is allowed.
@@ -198,9 +256,12 @@ def parse_spec(text: str, *, key: str = "--partition-by") -> PartitionSpec:
         raise ConfigError(key, text, _ALLOWED, reason=f"unknown transform '{fn}'")
     if name.lower() == col.lower():
         raise ConfigError(key, text, _ALLOWED, reason="a derived column needs a name of its own")
-    if fn == "truncate":
+    if fn in _WITH_N:
+        what = "a width" if fn == "truncate" else "a number of buckets"
         if arg is None or int(arg) < 1:
-            raise ConfigError(key, text, _ALLOWED, reason="truncate needs a width N >= 1")
+            raise ConfigError(key, text, _ALLOWED, reason=f"{fn} needs {what} N >= 1")
+        if int(arg) > _MAX_N:
+            raise ConfigError(key, text, _ALLOWED, reason=f"{fn} needs {what} N <= {_MAX_N} (an Iceberg int)")
         return PartitionSpec(name, col, fn, int(arg))
     if arg is not None:
         raise ConfigError(key, text, _ALLOWED, reason=f"{fn}() takes one column")

@@ -350,6 +350,7 @@ class SparkIngestSettings(DaemonSettings):
                 "one (its S3 log store assumes a single writer), so its commits could overwrite parka "
                 "ingest's",
             )
+        s.check_delta_partitioning(self.partition_by, self.catalog)
         specs = parse_partition_by(self.partition_by, key="partition_by")
         derived = [str(spec) for spec in specs if spec.derived]
         if derived and self.mode != "raw":

@@ -145,3 +145,13 @@ def test_unaligned_segments_crossing_midnight_are_split_and_every_row_lands_once
     assert (result["segments"], result["records"]) == (segments, 3000)
     assert 0 < result["split_segments"] < segments
     check_table(table, data)
+
+
+def test_a_bucket_partition_is_refused_for_a_delta_table_at_start(tmp_path: Path) -> None:
+    """bucket(col, N) is Iceberg's only: without --catalog, parka ingest exits 2 naming the spec
+    before it reads anything (no broker at this address), and no table is made."""
+    table = tmp_path / "bucketed"
+    proc = run_ingest("t", table, "127.0.0.1:1", "--end-at-latest", "--partition-by", "b=bucket(id, 8)", check=False)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "'b=bucket(id, 8)'" in proc.stderr and "Iceberg-only" in proc.stderr and "--catalog" in proc.stderr
+    assert not table.exists()

@@ -3,18 +3,34 @@ warehouse): the same protocol as Delta's, its ``txn`` in the snapshot summaries.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import subprocess
 import sys
 import threading
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
-from parka.lake import Committer, DataFile, IcebergEngine, IcebergTableLog, optimize_iceberg
+from parka.lake import (
+    Committer,
+    DataFile,
+    IcebergEngine,
+    IcebergTableLog,
+    LandedSegment,
+    check_segment,
+    optimize_iceberg,
+    read_segment,
+    write_segments,
+)
 
 from parka.errors import CommitConflict, CommitError, ConfigError
+from parka.schema import schema_fingerprint
+from parka.segment import encode_segment
 
+from .._iceberg_files import assert_files_hold_their_partitions
 from ._tables import SCHEMA, landed, stitched
 
 
@@ -165,15 +181,107 @@ def test_a_partitioned_table_gets_iceberg_transforms_and_each_file_its_partition
 
 
 def test_a_partition_transform_parka_has_no_spec_for_is_refused(tmp_path: Path) -> None:
-    from pyiceberg.transforms import BucketTransform
+    from pyiceberg.transforms import BucketTransform, VoidTransform
 
     e = engine(tmp_path)
     e.catalog.create_namespace("db")
-    created = e.catalog.create_table("db.b", schema=SCHEMA)
+    created = e.catalog.create_table("db.v", schema=SCHEMA)
     with created.update_spec() as spec:
-        spec.add_field("id", BucketTransform(4), "id_bucket")
-    with pytest.raises(CommitError, match="identity, day, hour and truncate partitions only"):
-        e.open("db.b")
+        spec.add_field("id", VoidTransform(), "id_void")
+    with pytest.raises(CommitError, match="identity, year, month, day, hour, truncate and bucket partitions only"):
+        e.open("db.v")
+    decimals = e.catalog.create_table("db.d", schema=pa.schema([("amount", pa.decimal128(10, 2))]))
+    with decimals.update_spec() as spec:
+        spec.add_field("amount", BucketTransform(4), "amount_bucket")
+    with pytest.raises(CommitError, match=r"bucket\(amount, 4\) needs an integer, a date, .* not decimal128"):
+        e.open("db.d")
+
+
+TS_SCHEMA = pa.schema([("id", pa.int64(), False), ("ts", pa.timestamp("us", tz="UTC"))])
+UTC = dt.timezone.utc
+NEW_YEAR = [dt.datetime(2025, 12, 31, 23, 59, 59, 999999, tzinfo=UTC), dt.datetime(2026, 1, 1, tzinfo=UTC)]
+
+
+def land_ts(c: Committer, offset: int, ids: list[int], ts: list[dt.datetime]) -> LandedSegment:
+    """A segment of ``(id, ts)`` rows checked and written as a commit writes it."""
+    table = pa.table({"id": ids, "ts": ts}, schema=TS_SCHEMA)
+    seg = encode_segment(table, codec="zstd", fingerprint=schema_fingerprint(TS_SCHEMA))
+    read = read_segment(topic="t", partition=0, offset=offset, value=seg.value, headers=seg.headers)
+    c.ensure_table(read.schema)
+    checked = check_segment(read, table_schema=c.table_schema(), partition_by=c.partitioning, merge=False)
+    [one] = write_segments([checked], table_uri=c.root, table_schema=c.table_schema(), partition_by=c.partitioning)
+    return one
+
+
+def partitions(e: IcebergEngine, identifier: str) -> dict[tuple[Any, ...], int]:
+    """Rows per partition record, over the table's data files."""
+    out: Counter[tuple[Any, ...]] = Counter()
+    for f in e.catalog.load_table(identifier).inspect.files().to_pylist():
+        out[tuple(f["partition"].values())] += f["record_count"]
+    return dict(out)
+
+
+def micros(t: dt.datetime) -> int:
+    return (t - dt.datetime(1970, 1, 1, tzinfo=UTC)) // dt.timedelta(microseconds=1)
+
+
+def test_year_month_and_bucket_partitions_are_icebergs_own_transforms(tmp_path: Path) -> None:
+    """Each file's partition record is what pyiceberg's transforms give for its rows; a scan
+    filtered on the source columns plans only the files of the partitions it needs."""
+    from pyiceberg.transforms import BucketTransform, MonthTransform, YearTransform
+    from pyiceberg.types import LongType, TimestamptzType
+
+    year = YearTransform().transform(TimestamptzType())
+    month = MonthTransform().transform(TimestamptzType())
+    bucket = BucketTransform(4).transform(LongType())
+    e = engine(tmp_path)
+    ids = list(range(12))
+    ts = [NEW_YEAR[i % 2] + dt.timedelta(days=40 * (i // 6)) for i in ids]  # December, January, February
+    c = Committer(e, table_uri="db.yb", topic="t", app_id="app", partition_by=["y=year(ts)", "b=bucket(id, 4)"])
+    c.commit([land_ts(c, 0, ids[:6], ts[:6]), land_ts(c, 1, ids[6:], ts[6:])])
+    table = e.catalog.load_table("db.yb")
+    assert [(f.name, str(f.transform)) for f in table.spec().fields] == [("y", "year"), ("b", "bucket[4]")]
+    assert partitions(e, "db.yb") == Counter((year(micros(t)), bucket(i)) for i, t in zip(ids, ts, strict=True))
+    assert assert_files_hold_their_partitions(table) == len(table.inspect.files())
+    assert sorted(table.scan().to_arrow()["id"].to_pylist()) == ids
+    planned = list(table.scan(row_filter="id = 5").plan_files())  # bucket pruning: one bucket's files
+    assert planned and {t.file.partition[1] for t in planned} == {bucket(5)}
+    assert len(planned) < len(table.inspect.files())
+    planned = list(table.scan(row_filter="ts >= '2026-01-01T00:00:00+00:00'").plan_files())
+    assert planned and {t.file.partition[0] for t in planned} == {2026 - 1970}
+    reopened = Committer(e, table_uri="db.yb", topic="t", app_id="app")
+    assert [str(s) for s in reopened.partitioning] == ["y=year(ts)", "b=bucket(id, 4)"]
+
+    c = Committer(e, table_uri="db.m", topic="t", app_id="app", partition_by=["m=month(ts)"])
+    c.commit([land_ts(c, 0, ids, ts)])
+    table = e.catalog.load_table("db.m")
+    assert [str(f.transform) for f in table.spec().fields] == ["month"]
+    assert partitions(e, "db.m") == Counter((month(micros(t)),) for t in ts)
+    assert (2025 - 1970) * 12 + 11 in {k[0] for k in partitions(e, "db.m")}  # December 2025: months since 1970-01
+    assert assert_files_hold_their_partitions(table) == 3
+
+
+def test_a_table_pyiceberg_partitioned_by_month_and_bucket_is_landed_into(tmp_path: Path) -> None:
+    from pyiceberg.transforms import BucketTransform, MonthTransform
+    from pyiceberg.types import LongType
+
+    e = engine(tmp_path)
+    e.catalog.create_namespace("db")
+    created = e.catalog.create_table("db.ext", schema=TS_SCHEMA)
+    with created.update_spec() as spec:
+        spec.add_field("ts", MonthTransform(), "ts_month")
+        spec.add_field("id", BucketTransform(3), "id_bucket")
+    c = Committer(e, table_uri="db.ext", topic="t", app_id="app")
+    assert [str(s) for s in c.partitioning] == ["ts_month=month(ts)", "id_bucket=bucket(id, 3)"]
+    ids = list(range(9))
+    one_bucket = [i for i in range(100, 200) if BucketTransform(3).transform(LongType())(i) == 0][:3]
+    raw = land_ts(c, 1, one_bucket, [NEW_YEAR[1]] * 3)
+    split = land_ts(c, 0, ids, [NEW_YEAR[i % 2] for i in ids])
+    c.commit([split, raw])
+    table = e.catalog.load_table("db.ext")
+    assert sorted(table.scan().to_arrow()["id"].to_pylist()) == [*ids, *one_bucket]
+    assert assert_files_hold_their_partitions(table) == len(split.files) + 1
+    assert split.split and not raw.split and len(raw.files) == 1  # one month, one bucket: the segment as it came
 
 
 def test_a_data_file_outside_the_table_is_refused(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from parka.lake._plan import (
     table_schema_from_segment,
 )
 
-from parka.errors import ConfigError, SchemaError, SchemaMismatchError
+from parka.errors import ConfigError, SchemaError, SchemaMismatchError, SegmentDecodeError
 from parka.partitioning import EXPRESSION_KEY, PartitionSpec, parse_partition_by, parse_spec, partition_keys, runs
 from parka.schema import schema_fingerprint
 from parka.segment import encode_segment
@@ -50,6 +50,20 @@ def test_specs_parse_and_print_back() -> None:
     assert parse_partition_by("") == ()
 
 
+def test_year_month_and_bucket_parse_and_print_back() -> None:
+    specs = parse_partition_by("y=year(ts),m = month( ts ),b=bucket(id, 16)")
+    assert specs == (
+        PartitionSpec("y", "ts", "year"),
+        PartitionSpec("m", "ts", "month"),
+        PartitionSpec("b", "id", "bucket", 16),
+    )
+    assert [str(s) for s in specs] == ["y=year(ts)", "m=month(ts)", "b=bucket(id, 16)"]
+    assert parse_partition_by([str(s) for s in specs]) == specs
+    assert [s.monotonic for s in specs] == [True, True, False]
+    assert [s.output_type(TS) for s in specs[:2]] == [pa.int32(), pa.string()]
+    assert specs[2].output_type(pa.string()) == pa.int32()
+
+
 @pytest.mark.parametrize(
     ("text", "reason"),
     [
@@ -57,6 +71,11 @@ def test_specs_parse_and_print_back() -> None:
         ("day=date(ts, 3)", "date() takes one column"),
         ("b=truncate(id)", "width N >= 1"),
         ("b=truncate(id, 0)", "width N >= 1"),
+        ("b=bucket(id)", "number of buckets N >= 1"),
+        ("b=bucket(id, -4)", "number of buckets N >= 1"),
+        ("b=bucket(id, 2147483648)", "N <= 2147483647"),
+        ("y=year(ts, 2)", "year() takes one column"),
+        ("m=months(ts)", "unknown transform 'months'"),
         ("ts=date(ts)", "a name of its own"),
         ("day=date(ts),DAY", "'day' and 'DAY' name one column"),
         ("day=date(", None),
@@ -68,7 +87,7 @@ def test_a_bad_spec_is_a_config_error_naming_it(text: str, reason: str | None) -
         parse_partition_by(text, key="columnar.partition.by")
     assert info.value.key == "columnar.partition.by"
     assert info.value.value == text
-    assert "name=date(col)" in info.value.allowed
+    assert "name=date(col)" in info.value.allowed and "name=bucket(col, N)" in info.value.allowed
     if reason is not None:
         assert reason in str(info.value)
 
@@ -123,6 +142,27 @@ def test_value_of_range_is_one_value_or_none() -> None:
     assert parse_spec("b=truncate(id, 100)").value_of_range(-1, 0, pa.int64()) is None
     assert parse_spec("c").value_of_range("x", "x", pa.string()) == "x"
     assert parse_spec("c").value_of_range("x", "y", pa.string()) is None
+
+
+def test_year_and_month_of_a_zoned_timestamp_are_utcs_and_of_a_date_its_own() -> None:
+    year, month = parse_spec("y=year(ts)"), parse_spec("m=month(ts)")
+    values = pa.array([utc(2025, 12, 31, 23, 59, 59, 999999), utc(2026, 1, 1), None, utc(1969, 12, 31, 23)], TS)
+    assert year.evaluate(values).to_pylist() == [2025, 2026, None, 1969]
+    assert month.evaluate(values).to_pylist() == ["2025-12", "2026-01", None, "1969-12"]
+    paris = pa.array([utc(2025, 12, 31, 23, 30)], TS).cast(pa.timestamp("us", tz="Europe/Paris"))
+    assert (year.evaluate(paris).to_pylist(), month.evaluate(paris).to_pylist()) == ([2025], ["2025-12"])
+    assert month.evaluate(pa.array([dt.date(2026, 2, 28)])).to_pylist() == ["2026-02"]
+    assert "needs a timestamp or a date" in (year.problem(pa.int64()) or "")
+
+
+def test_value_of_range_of_a_bucket_is_known_only_for_one_value() -> None:
+    b = parse_spec("b=bucket(id, 4)")
+    assert b.value_of_range(7, 7, pa.int64()) == b.evaluate(pa.array([7])).to_pylist()[0]
+    buckets = b.evaluate(pa.array(range(100))).to_pylist()
+    same = next(i for i in range(9, 100) if buckets[i] == buckets[8])
+    assert b.value_of_range(8, same, pa.int64()) is None  # one bucket at both ends proves nothing between
+    assert parse_spec("m=month(ts)").value_of_range(utc(2026, 11, 1), utc(2026, 11, 30, 23), TS) == "2026-11"
+    assert parse_spec("y=year(ts)").value_of_range(utc(2026, 11, 1), utc(2027, 1, 1), TS) is None
 
 
 def test_runs_keep_row_order() -> None:
@@ -240,3 +280,132 @@ def test_spark_decode_mode_refuses_a_derived_partition_column() -> None:
     assert (info.value.key, info.value.value) == ("partition_by", "day=date(ts)")
     raw = SparkIngestSettings(topic="t", table_uri="/x", bootstrap_servers="b", partition_by=("day=date(ts)",))
     assert raw.partition_by == ("day=date(ts)",)
+
+
+BUCKET = (parse_spec("b=bucket(id, 4)"),)
+
+
+def _ids(ids: list[int]) -> tuple[bytes, pq.FileMetaData, pa.Table]:
+    table = pa.table({"id": pa.array(ids, pa.int64()), "ts": pa.array([utc(2026, 11, 23)] * len(ids), TS)})
+    buf = io.BytesIO()
+    pq.write_table(table, buf, store_schema=True, row_group_size=2)
+    value = buf.getvalue()
+    return value, pq.read_metadata(pa.BufferReader(value)), table
+
+
+def _buckets(ids: list[int]) -> list[int]:
+    return list(BUCKET[0].evaluate(pa.array(ids, pa.int64())).to_pylist())
+
+
+def _one_bucket_ids(n: int) -> list[int]:
+    """``n`` different ids (not in order) that bucket[4] puts in one bucket."""
+    buckets = _buckets(list(range(100)))
+    return [i for i in range(100) if buckets[i] == buckets[0]][:n][::-1]
+
+
+def test_a_bucket_is_read_from_the_column_unless_the_footer_shows_one_value() -> None:
+    schema = pa.schema([("id", pa.int64()), ("ts", TS)])
+    _, one_value, _ = _ids([5, 5, 5])
+    # min == max: the footer settles it; the value's bytes are never looked at
+    assert segment_partition_values(one_value, b"garbage", BUCKET, schema) == {"b": str(_buckets([5])[0])}
+    ids = _one_bucket_ids(5)
+    value, meta, _ = _ids(ids)
+    with pytest.raises(SegmentDecodeError):  # min != max: the footer cannot tell, the column is read
+        segment_partition_values(meta, b"garbage", BUCKET, schema)
+    assert segment_partition_values(meta, value, BUCKET, schema) == {"b": str(_buckets(ids)[0])}
+    value, meta, _ = _ids([*ids, ids[0] + 1])
+    assert len(set(_buckets([*ids, ids[0] + 1]))) == 2
+    assert segment_partition_values(meta, value, BUCKET, schema) is None  # two buckets: split
+
+
+def test_the_footer_decides_a_month_and_a_year() -> None:
+    schema = pa.schema([("id", pa.int64()), ("ts", TS)])
+    month, year = (parse_spec("m=month(ts)"),), (parse_spec("y=year(ts)"),)
+    _, november, _ = _segment([utc(2026, 11, 1), utc(2026, 11, 17), utc(2026, 11, 30, 23, 59, 59, 999999)])
+    assert segment_partition_values(november, b"garbage", month, schema) == {"m": "2026-11"}
+    assert segment_partition_values(november, b"garbage", year, schema) == {"y": "2026"}
+    _, new_year, _ = _segment([utc(2026, 12, 31, 23, 59, 59, 999999), utc(2027, 1, 1)])
+    assert segment_partition_values(new_year, b"garbage", month, schema) is None
+    assert segment_partition_values(new_year, b"garbage", year, schema) is None
+
+
+def _landed_ids(tmp_path: Path, ids: list[int], offset: int) -> tuple[LandedSegment, bytes]:
+    table = pa.table({"id": pa.array(ids, pa.int64()), "ts": pa.array([utc(2026, 11, 23)] * len(ids), TS)})
+    seg = encode_segment(table, codec="zstd", fingerprint=schema_fingerprint(table.schema))
+    read = read_segment(topic="t", partition=0, offset=offset, value=seg.value, headers=seg.headers)
+    schema = table_schema_from_segment(table.schema, BUCKET)
+    checked = check_segment(read, table_schema=schema, partition_by=BUCKET, merge=False)
+    [landed] = write_segments([checked], table_uri=str(tmp_path), table_schema=schema, partition_by=BUCKET)
+    return landed, seg.value
+
+
+def test_a_segment_in_one_bucket_is_written_raw_and_one_spanning_buckets_is_split(tmp_path: Path) -> None:
+    ids = _one_bucket_ids(6)
+    landed, value = _landed_ids(tmp_path, ids, 3)
+    bucket = str(_buckets(ids)[0])
+    assert not landed.split
+    assert [f.partition_values for f in landed.files] == [{"b": bucket}]
+    assert landed.files[0].path.startswith(f"b={bucket}/t-p0-o")
+    assert (tmp_path / landed.files[0].path).read_bytes() == value  # byte for byte
+    mixed = list(range(40, 0, -1))
+    landed, _ = _landed_ids(tmp_path, mixed, 4)
+    assert landed.split and len(landed.files) == len(set(_buckets(mixed))) == 4
+    seen = []
+    for f in landed.files:
+        part = pq.read_table(tmp_path / f.path)
+        assert "b" not in part.column_names
+        assert {str(b) for b in _buckets(part["id"].to_pylist())} == {f.partition_values["b"]}
+        seen += part["id"].to_pylist()
+    assert sorted(seen) == sorted(mixed)  # every row once
+    by_split = split_by_partition(pa.table({"id": pa.array(mixed, pa.int64())}), BUCKET)
+    for values, part in by_split:  # each part keeps its rows' order
+        ids_in = part["id"].to_pylist()
+        assert ids_in == [i for i in mixed if str(_buckets([i])[0]) == values["b"]]
+
+
+def test_a_delta_table_takes_year_and_month_as_columns_readers_filter(tmp_path: Path) -> None:
+    """``y=year(ts)`` is an int (2026) and ``m=month(ts)`` a ``yyyy-MM`` string in a Delta
+    table: what Iceberg shows for its year and month transforms."""
+    from deltalake import DeltaTable
+    from parka.lake import Committer, RsEngine
+
+    specs = ["y=year(ts)", "m=month(ts)"]
+    c = Committer(RsEngine(), table_uri=str(tmp_path / "t"), topic="t", app_id="app", partition_by=specs)
+    ts = [utc(2026, 12, 31, 23, 59, 59, 999999), utc(2027, 1, 1), utc(2027, 1, 31)]
+    table = pa.table({"id": pa.array([0, 1, 2], pa.int64()), "ts": pa.array(ts, TS)})
+    seg = encode_segment(table, codec="zstd", fingerprint=schema_fingerprint(table.schema))
+    read = read_segment(topic="t", partition=0, offset=0, value=seg.value, headers=seg.headers)
+    c.ensure_table(read.schema)
+    checked = check_segment(read, table_schema=c.table_schema(), partition_by=c.partitioning, merge=False)
+    files = write_segments([checked], table_uri=c.root, table_schema=c.table_schema(), partition_by=c.partitioning)
+    c.commit(files)
+    rows = DeltaTable(str(tmp_path / "t")).to_pyarrow_table().sort_by("id")
+    assert rows.schema.field("y").type == pa.int32() and rows.schema.field("m").type == pa.string()
+    assert rows.select(["id", "y", "m"]).to_pylist() == [
+        {"id": 0, "y": 2026, "m": "2026-12"},
+        {"id": 1, "y": 2027, "m": "2027-01"},
+        {"id": 2, "y": 2027, "m": "2027-01"},
+    ]
+    assert [str(s) for s in Committer(RsEngine(), table_uri=str(tmp_path / "t"), topic="t").partitioning] == specs
+
+
+def test_a_delta_table_refuses_a_bucket_naming_the_spec(tmp_path: Path) -> None:
+    from parka.consumer import IngestSettings
+    from parka.lake import Committer, RsEngine
+    from parka.spark_ext import SparkIngestSettings
+
+    spec = "b=bucket(id, 8)"
+    base = {"topic": "t", "table_uri": str(tmp_path / "t"), "kafka_conf": {}, "app_id": "a"}
+    with pytest.raises(ConfigError, match="Iceberg-only") as info:
+        IngestSettings(**base, partition_by=("day", spec))  # type: ignore[arg-type]
+    assert (info.value.key, info.value.value) == ("partition_by", spec)
+    assert "--partition-by" in str(info.value) and "--z-order id" in str(info.value)
+    assert IngestSettings(**base, partition_by=(spec,), catalog="lake").partition_by == (spec,)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="Iceberg-only"):
+        SparkIngestSettings(topic="t", table_uri="/x", bootstrap_servers="b", partition_by=(spec,))
+    # a library caller's committer on a Delta engine: the table is never created
+    c = Committer(RsEngine(), table_uri=str(tmp_path / "t"), topic="t", partition_by=[spec])
+    with pytest.raises(ConfigError, match="Iceberg-only") as info:
+        c.ensure_table(pa.schema([("id", pa.int64())]))
+    assert info.value.value == spec
+    assert not (tmp_path / "t" / "_delta_log").exists()

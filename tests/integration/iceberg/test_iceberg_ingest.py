@@ -27,12 +27,15 @@ from pyiceberg.catalog import Catalog, load_catalog
 
 from parka.errors import CommitConflict
 
+from ..._iceberg_files import assert_files_hold_their_partitions
 from .._ingest_util import (
     EVENTS,
     assert_segments_stored_byte_for_byte,
     events,
     last_json,
+    message_values,
     produce_events,
+    row_group_bytes,
     run_ingest,
 )
 
@@ -361,3 +364,131 @@ def test_derived_day_and_hour_partitions_are_icebergs_day_and_hour_transforms(
     both = ingest(lake, topic, lake.name("both"), bootstrap, "--end-at-latest", "--partition-by",
                   "d=date(at),h=hour(at)", check=False)  # fmt: skip
     assert both.returncode == 2 and "conflicts with" in both.stderr, both.stderr[-2000:]
+
+
+# -- year, month and bucket ------------------------------------------------------------------------
+
+TIMED = pa.schema([("id", pa.int64(), False), ("ts", pa.timestamp("us", tz="UTC"))])
+START = dt.datetime(2025, 11, 1, tzinfo=dt.timezone.utc)
+RUN = 150  # ids come in runs of one bucket[4]: a 100-record segment is in one bucket or two
+
+
+def timed(n: int) -> pa.Table:
+    """``n`` records 6 h apart from 2025-11-01 (months and a new year crossed), whose ids come in
+    runs of ``RUN`` of one ``bucket[4]`` each (the next bucket every run)."""
+    from pyiceberg.transforms import BucketTransform
+    from pyiceberg.types import LongType
+
+    bucket = BucketTransform(4).transform(LongType())
+    pools: dict[int, list[int]] = {b: [] for b in range(4)}
+    for i in range(8 * n):
+        pools[bucket(i)].append(i)
+    ids = [pools[(k // RUN) % 4][(k // (4 * RUN)) * RUN + k % RUN] for k in range(n)]
+    ts = [START + dt.timedelta(hours=6 * k) for k in range(n)]
+    return pa.table({"id": ids, "ts": ts}, schema=TIMED)
+
+
+def produce_timed(bootstrap: str, topic: str, data: pa.Table) -> int:
+    """Segments of 100 records, cut by count (no key: each segment's records go to one Kafka
+    partition in order); returns how many."""
+    conf = {"bootstrap.servers": bootstrap, "columnar.encoding": "parquet", "columnar.batch.records": 100}
+    with ParquetProducer({**conf, "linger.ms": 60_000}) as producer:
+        producer.set_schema(topic, TIMED)
+        producer.produce_batch(topic, data)
+        assert producer.flush(30) == 0
+        return int(producer.stats()["segments"])
+
+
+def one_partition(table: Any, segment: pa.Table) -> bool:
+    """Whether pyiceberg's own transforms put every row of ``segment`` in one partition of ``table``."""
+    keys = set()
+    fields = [(f.transform, table.schema().find_field(f.source_id)) for f in table.spec().fields]
+    micros = segment["ts"].cast(pa.int64()).to_pylist()
+    for i, m in zip(segment["id"].to_pylist(), micros, strict=True):
+        keys.add(tuple(t.transform(s.field_type)(m if s.name == "ts" else i) for t, s in fields))
+    return len(keys) == 1
+
+
+def check_landed(lake: Lake, identifier: str, bootstrap: str, topic: str, segments: int, data: pa.Table) -> int:
+    """Every record once; every file's rows in its partition (pyiceberg's transforms); the row
+    groups of the files that are not splits are those of the segments whose rows share one
+    partition, byte for byte. Returns how many segments were split."""
+    table = lake.catalog().load_table(identifier)
+    assert lake.rows(identifier).sort_by("id").cast(TIMED).equals(data.sort_by("id"))
+    assert assert_files_hold_their_partitions(table) == len(lake.files(identifier))
+    whole: list[bytes] = []
+    spanning = 0
+    for m in message_values(bootstrap, topic, segments):
+        if one_partition(table, pq.read_table(pa.BufferReader(m.value()))):
+            whole += row_group_bytes(m.value())
+        else:
+            spanning += 1
+    root = lake.data_root(identifier)
+    stored: list[bytes] = []
+    for path in lake.files(identifier):
+        name = FileName.parse(path)
+        assert name is not None, path
+        if name.split is None:
+            stored += row_group_bytes((Path(root) / path).read_bytes())
+    assert sorted(stored) == sorted(whole) and whole  # the raw ones, unchanged
+    return spanning
+
+
+def test_year_month_and_bucket_partitions_split_only_the_segments_that_span_them(
+    bootstrap: str, new_topic: Callable[..., str], lake: Lake
+) -> None:
+    """``--partition-by y=year(ts),b=bucket(id, 4)`` and ``m=month(ts)``: Iceberg's transforms;
+    a segment whose rows span partitions is split, the others land raw, and a scan filtered on
+    the source columns reads only the partitions it needs."""
+    from pyiceberg.transforms import BucketTransform, MonthTransform
+    from pyiceberg.types import LongType, TimestamptzType
+
+    topic = new_topic(partitions=2)
+    data = timed(1200)
+    segments = produce_timed(bootstrap, topic, data)
+    for table, spec, transforms in (
+        (lake.name("yb"), "y=year(ts),b=bucket(id, 4)", [("y", "year"), ("b", "bucket[4]")]),
+        (lake.name("m"), "m=month(ts)", [("m", "month")]),
+    ):
+        result = last_json(ingest(lake, topic, table, bootstrap, "--end-at-latest", "--partition-by", spec))
+        assert (result["segments"], result["records"]) == (segments, 1200)
+        loaded = lake.catalog().load_table(table)
+        assert [(f.name, str(f.transform)) for f in loaded.spec().fields] == transforms
+        spanning = check_landed(lake, table, bootstrap, topic, segments, data)
+        assert result["split_segments"] == spanning and 0 < spanning < segments
+    files = lake.catalog().load_table(lake.name("yb")).inspect.files()
+    planned = list(lake.catalog().load_table(lake.name("yb")).scan(row_filter="id = 7").plan_files())
+    assert planned and len(planned) < len(files)
+    assert {t.file.partition[1] for t in planned} == {BucketTransform(4).transform(LongType())(7)}
+    months = lake.catalog().load_table(lake.name("m"))
+    planned = list(months.scan(row_filter="ts >= '2026-02-01T00:00:00+00:00' and ts < '2026-03-01T00:00:00+00:00'")
+                   .plan_files())  # fmt: skip
+    february = MonthTransform().transform(TimestamptzType())(
+        (dt.datetime(2026, 2, 1, tzinfo=dt.timezone.utc) - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc))
+        // dt.timedelta(microseconds=1)
+    )
+    assert planned and {t.file.partition[0] for t in planned} == {february}
+    assert len(planned) < len(months.inspect.files())
+
+
+def test_a_table_pyiceberg_partitioned_by_year_and_bucket_is_landed_into(
+    bootstrap: str, new_topic: Callable[..., str], lake: Lake
+) -> None:
+    """A table made outside parka, by pyiceberg, with Iceberg's year and bucket transforms: parka
+    ingest takes its spec (no --partition-by) and lands each row in its partition."""
+    from pyiceberg.transforms import BucketTransform, YearTransform
+
+    lake.warehouse.mkdir(parents=True, exist_ok=True)  # the embedded catalog's database is in it
+    catalog = lake.catalog()
+    catalog.create_namespace_if_not_exists(lake.namespace)
+    created = catalog.create_table(lake.name("ext"), schema=TIMED)
+    with created.update_spec() as spec:
+        spec.add_field("ts", YearTransform(), "ts_year")
+        spec.add_field("id", BucketTransform(4), "id_bucket")
+    topic = new_topic()
+    data = timed(600)
+    segments = produce_timed(bootstrap, topic, data)
+    result = last_json(ingest(lake, topic, lake.name("ext"), bootstrap, "--end-at-latest"))
+    assert (result["segments"], result["records"]) == (segments, 600)
+    spanning = check_landed(lake, lake.name("ext"), bootstrap, topic, segments, data)
+    assert result["split_segments"] == spanning and 0 < spanning < segments
