@@ -122,9 +122,10 @@ def _spark_group(item: pytest.Item) -> bool:
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The ``long`` tests first, longest first (``@pytest.mark.long(SECONDS)``, as measured: the
-    workers should not wait at the end for one of them), then Spark's session tests (one worker runs them all, see ``tests/conftest.py``). Then
-    tests without a server, then those on the broker alone, then those that need another server of
-    :mod:`._servers` (stable otherwise), so that the starts overlap the tests before."""
+    workers should not wait at the end for one of them), then Spark's session tests (one worker
+    runs them all, see ``tests/conftest.py``). Then tests without a server, then those on the
+    broker alone, then those that need another server of :mod:`._servers` (stable otherwise), so
+    that the starts overlap the tests before."""
 
     def tier(item: pytest.Item) -> int:
         servers = set(_servers.needed(getattr(item, "fixturenames", ())))
