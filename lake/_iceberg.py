@@ -417,7 +417,11 @@ class IcebergTableLog:
             raise CommitConflict(f"commit to {self.identifier} lost a race: {exc}") from exc
         except Exception as exc:
             raise CommitError(f"commit to {self.identifier} failed (it may have landed): {exc}") from exc
-        return self.refresh()
+        # the table now holds the metadata the catalog answered the commit with (its own, without
+        # this handle's in-memory retry setting): no second read of the metadata file
+        self._table = table
+        self._check(table)
+        return self.version()
 
     def _without_retries(self) -> Table:
         """The table as read, with pyiceberg's commit retries off for this handle's commits: a
