@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from parka._progress import LogProgress, ProgressBar
     from parka.metrics import IngestMetrics
 
-    from ._raw_driver import RawRun
+    from ._query import LandingRun
 
 __all__ = ["CHECKPOINTS_DIR", "SparkIngestError", "SparkIngestSettings", "SparkIngestStats", "ingest", "start_ingest"]
 
@@ -90,7 +90,7 @@ def start_ingest(spark: Any, settings: SparkIngestSettings) -> Any:
 
 def _start(
     spark: Any, settings: SparkIngestSettings, on_commit: Callable[[float], None] | None = None
-) -> tuple[Any, str, RawRun | None]:
+) -> tuple[Any, str, LandingRun | None]:
     """The started query, where its schema came from, and (raw mode) its committer's run, which
     tells ``on_commit`` each commit's seconds."""
     if settings.mode == "raw":
