@@ -1,0 +1,69 @@
+"""Decode mode into Iceberg without Spark: a pyiceberg catalog's properties as a Spark catalog of
+Iceberg's Spark runtime, and the jars that takes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from parka.lake import IcebergEngine
+from parka.spark_ext._options import iceberg_catalog_conf
+from parka.spark_ext._session import SQLITE_JDBC, iceberg_packages
+
+from parka.errors import ConfigError
+
+PREFIX = "spark.sql.catalog.lake"
+
+
+def test_the_embedded_catalog_is_a_jdbc_catalog_on_the_same_sqlite_file(tmp_path: Path) -> None:
+    properties = IcebergEngine("lake", {"warehouse": str(tmp_path)}).properties  # pyiceberg's, as parka opens it
+    conf = iceberg_catalog_conf("lake", properties)
+    assert conf == {
+        PREFIX: "org.apache.iceberg.spark.SparkCatalog",
+        f"{PREFIX}.type": "jdbc",
+        f"{PREFIX}.uri": f"jdbc:sqlite:{tmp_path}/catalog.db",
+        f"{PREFIX}.warehouse": f"file://{tmp_path}",
+        f"{PREFIX}.cache-enabled": "false",
+    }
+    runtime, driver = iceberg_packages(conf)
+    assert runtime.startswith("org.apache.iceberg:iceberg-spark-runtime-4.0_2.13:")
+    assert driver == SQLITE_JDBC
+
+
+def test_a_rest_catalog_keeps_its_properties_and_s3_settings_take_java_names() -> None:
+    properties = {
+        "uri": "http://catalog:8181",
+        "credential": "id:secret",
+        "py-io-impl": "pyiceberg.io.pyarrow.PyArrowFileIO",
+        "s3.region": "eu-west-1",
+        "s3.endpoint": "http://minio:9000",
+    }
+    conf = iceberg_catalog_conf("lake", properties)
+    assert conf == {
+        PREFIX: "org.apache.iceberg.spark.SparkCatalog",
+        f"{PREFIX}.type": "rest",
+        f"{PREFIX}.uri": "http://catalog:8181",
+        f"{PREFIX}.credential": "id:secret",
+        f"{PREFIX}.client.region": "eu-west-1",
+        f"{PREFIX}.s3.endpoint": "http://minio:9000",
+        f"{PREFIX}.cache-enabled": "false",
+    }
+    assert len(iceberg_packages(conf)) == 1  # the runtime alone
+    s3 = iceberg_catalog_conf("lake", {"type": "sql", "uri": "sqlite:////c.db", "warehouse": "s3://lake/wh"})
+    assert s3[f"{PREFIX}.io-impl"] == "org.apache.iceberg.aws.s3.S3FileIO"
+    assert iceberg_packages(s3)[-1] == "org.apache.iceberg:iceberg-aws-bundle:1.11.0"
+
+
+@pytest.mark.parametrize(
+    ("properties", "says"),
+    [
+        ({"type": "glue"}, "no Spark mapping for a catalog of type 'glue'"),
+        ({"uri": "thrift://metastore:9083"}, "no Spark mapping for a catalog of type 'hive'"),
+        ({"uri": "postgresql+psycopg2://u:p@db/iceberg"}, "on SQLite only"),
+        ({"py-catalog-impl": "my.Catalog"}, "a Python catalog implementation has no Spark one"),
+    ],
+)
+def test_a_catalog_without_a_mapping_is_refused_with_what_to_do(properties: dict[str, str], says: str) -> None:
+    with pytest.raises(ConfigError, match=says) as info:
+        iceberg_catalog_conf("lake", properties)
+    assert f"-c {PREFIX}=org.apache.iceberg.spark.SparkCatalog" in str(info.value)
