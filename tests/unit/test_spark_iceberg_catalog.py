@@ -1,5 +1,5 @@
 """Decode mode into Iceberg without Spark: a pyiceberg catalog's properties as a Spark catalog of
-Iceberg's Spark runtime, and the jars that takes."""
+Iceberg's Spark runtime, the jars that takes, and the settings that allow it."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 from parka.lake import IcebergEngine
+from parka.spark_ext import SparkIngestSettings
+from parka.spark_ext._decode_iceberg import spark_table_name
 from parka.spark_ext._options import iceberg_catalog_conf
 from parka.spark_ext._session import SQLITE_JDBC, iceberg_packages
 
@@ -67,3 +69,14 @@ def test_a_catalog_without_a_mapping_is_refused_with_what_to_do(properties: dict
     with pytest.raises(ConfigError, match=says) as info:
         iceberg_catalog_conf("lake", properties)
     assert f"-c {PREFIX}=org.apache.iceberg.spark.SparkCatalog" in str(info.value)
+
+
+def test_decode_mode_takes_a_catalog() -> None:
+    base = {"topic": "gps", "table_uri": "db.gps", "bootstrap_servers": "b:9092", "mode": "decode"}
+    settings = SparkIngestSettings(**base, catalog="lake", checkpoint_location="/cp", reserved="drop")
+    assert (settings.mode, settings.catalog) == ("decode", "lake")
+    with pytest.raises(ConfigError, match="'checkpoint_location'"):
+        SparkIngestSettings(**base, catalog="lake")
+    with pytest.raises(ConfigError, match=r"'dlq_table_uri'.*a dead-letter table needs mode raw"):
+        SparkIngestSettings(**base, catalog="lake", checkpoint_location="/cp", dlq_table_uri="db.dlq")
+    assert spark_table_name("lake", "a.b.t`x") == "`lake`.`a`.`b`.`t``x`"
