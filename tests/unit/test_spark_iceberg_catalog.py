@@ -80,3 +80,19 @@ def test_decode_mode_takes_a_catalog() -> None:
     with pytest.raises(ConfigError, match=r"'dlq_table_uri'.*a dead-letter table needs mode raw"):
         SparkIngestSettings(**base, catalog="lake", checkpoint_location="/cp", dlq_table_uri="db.dlq")
     assert spark_table_name("lake", "a.b.t`x") == "`lake`.`a`.`b`.`t``x`"
+
+
+def test_the_command_adds_the_jars_decode_mode_into_iceberg_writes_with(tmp_path: Path) -> None:
+    from parka.spark_ext._cli import _iceberg_packages, build_parser, settings_from_args
+
+    def jars(*argv: str, spark_conf: dict[str, str] | None = None) -> list[str]:
+        args = build_parser().parse_args(["gps", "db.gps", "--checkpoint-location", str(tmp_path / "cp"), *argv])
+        return _iceberg_packages(settings_from_args(args), spark_conf or {})
+
+    embedded = ("--catalog", "lake", "--catalog-option", f"warehouse={tmp_path}")
+    assert jars(*embedded) == []  # raw mode commits with pyiceberg: no Spark catalog
+    assert jars(*embedded, "--mode", "decode") == [*iceberg_packages(), SQLITE_JDBC]
+    glue = ("--mode", "decode", "--catalog", "lake", "--catalog-option", "type=glue")
+    with pytest.raises(ConfigError, match="no Spark mapping for a catalog of type 'glue'"):
+        jars(*glue)
+    assert jars(*glue, spark_conf={f"{PREFIX}": "org.apache.iceberg.spark.SparkCatalog"}) == iceberg_packages()
