@@ -209,6 +209,8 @@ class IcebergBatches:
             .agg(F.min("offset").alias("first"), F.max("offset").alias("last"))
             .collect()
         }
+        if not ranges:
+            return
         for attempt in range(MAX_COMMIT_ATTEMPTS):
             # the table read afresh: each partition's txn version (-1: nothing of it yet)
             done = {p: -1 if v is None else v for p, v in committer.txn_versions(ranges).items()}
@@ -283,8 +285,8 @@ class IcebergBatches:
             found = translate(exc)
             if found is not None:
                 raise found from None
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise CommitError(f"Iceberg's Spark writer failed on {self.table_name}: {first}") from exc
+            cause = jvm_cause(exc, ("Exception:", "Error:")) or str(exc).strip().split("\n", 1)[0]
+            raise CommitError(f"Iceberg's Spark writer failed on {self.table_name}: {cause}") from exc
         return int(read.get["n"]), int(made.get["n"])
 
 
