@@ -27,7 +27,7 @@ require(("deltalake", "fastparquet", "obstore"), "lake", "parka.lake (parka inge
 
 from typing import TYPE_CHECKING
 
-from ._committer import CommitResult, CommitStats, Committer
+from ._committer import MAX_COMMIT_ATTEMPTS, CommitResult, CommitStats, Committer
 from ._delta_rs import RsEngine, RsTableLog
 from ._delta_rules import (
     FILE_TAGS_KEY,
@@ -88,6 +88,7 @@ __all__ = [
     "DEFAULT_TARGET_FILE_SIZE",
     "DLQ_SCHEMA",
     "FILE_TAGS_KEY",
+    "MAX_COMMIT_ATTEMPTS",
     "BrokerWatch",
     "CheckedSegment",
     "CommitPolicy",

@@ -346,12 +346,27 @@ class IcebergTableLog:
     ) -> int:
         if not files and not txns:
             return self.version()
-        state = {**self.txns(), **{k: int(v) for k, v in txns.items()}}
-        summary = dict(commit_info or {})
+        info = dict(commit_info or {})
         tags = {f.path: dict(f.tags) for f in files if f.tags}
         if tags:
-            summary[FILE_TAGS_KEY] = tags
-        return self._commit(files, (), state, summary)
+            info[FILE_TAGS_KEY] = tags
+        return self._commit(files, (), self.commit_summary(txns, info))
+
+    def commit_summary(self, txns: Mapping[str, int], info: Mapping[str, Any] | None = None) -> dict[str, str]:
+        """The snapshot summary of a commit that lands ``txns`` (``txn`` app id -> last offset) on
+        the table as last read: the whole ``txn`` state (the table's, ``txns`` over it) under
+        :data:`TXNS_KEY`, and ``info`` (as JSON where it is not text). The one serialisation of
+        the state, for pyiceberg's commits here and Iceberg's Spark writer (decode mode, as
+        ``snapshot-property.<key>`` options)."""
+        state = {**self.txns(), **{k: int(v) for k, v in txns.items()}}
+        summary = {TXNS_KEY: json.dumps(state, sort_keys=True, separators=(",", ":"))}
+        summary.update(
+            {
+                k: v if isinstance(v, str) else json.dumps(v, sort_keys=True, separators=(",", ":"))
+                for k, v in (info or {}).items()
+            }
+        )
+        return summary
 
     def data_files(self) -> list[IcebergDataFile]:
         """The current snapshot's data files (their manifest entries)."""
@@ -381,32 +396,24 @@ class IcebergTableLog:
             CommitConflict: another commit came first (the caller re-plans or gives up).
             CommitError: any other failure (the commit may have landed).
         """
-        return self._commit(added, removed, self.txns(), commit_info, partitions)
+        return self._commit(added, removed, self.commit_summary({}, commit_info), partitions)
 
     def _commit(
         self,
         added: Sequence[DataFile],
         removed: Sequence[IcebergDataFile],
-        state: Mapping[str, int],
-        info: Mapping[str, Any],
+        summary: Mapping[str, str],
         partitions: Sequence[Record] | None = None,
     ) -> int:
-        """The one commit path: a snapshot adding (and removing) files, whose summary holds the
-        ``txn`` ``state`` and ``info``; made from the snapshot read, without pyiceberg's retries."""
-        summary = {TXNS_KEY: json.dumps(dict(state), sort_keys=True, separators=(",", ":"))}
-        summary.update(
-            {
-                k: v if isinstance(v, str) else json.dumps(v, sort_keys=True, separators=(",", ":"))
-                for k, v in info.items()
-            }
-        )
+        """The one commit path: a snapshot adding (and removing) files, with ``summary``
+        (:meth:`commit_summary`); made from the snapshot read, without pyiceberg's retries."""
         data_files = [self._data_file(f, None if partitions is None else partitions[i]) for i, f in enumerate(added)]
         table = self._without_retries()
         try:
             tx = table.transaction()
             if _NAME_MAPPING not in table.metadata.properties:
                 tx.set_properties({_NAME_MAPPING: table.metadata.schema().name_mapping.model_dump_json()})
-            snapshot = tx.update_snapshot(snapshot_properties=summary)
+            snapshot = tx.update_snapshot(snapshot_properties=dict(summary))
             with snapshot.overwrite() if removed else snapshot.fast_append() as producer:
                 for data_file in removed:
                     producer.delete_data_file(data_file)

@@ -18,6 +18,7 @@ from parka._cli_util import serve_metrics, setup_logging, stopped
 from parka._health import EXIT_OK, exit_code_for
 from parka._progress import LogProgress, ProgressBar
 from parka._settings import TABLE_URI, TOPIC, SettingsParser
+from parka.errors import ConfigError
 
 from ._settings import SHARED_FLAGS, SPARK_FLAGS, SparkIngestSettings
 
@@ -32,10 +33,11 @@ def build_parser() -> SettingsParser:
     its ``PARKA_*`` variable's, else its default, and is checked (exit 2 naming both)."""
     p = SettingsParser(
         prog=_PROG,
-        description="Ingest a topic of parka Parquet segments into a Delta table with Spark Structured "
-        "Streaming, exactly once. --mode raw (default) lands each segment unchanged as a data file and "
-        "commits with parka ingest's per-partition txn; --mode decode decodes records and writes through "
-        "delta-spark. Each flag's environment variable is shown in brackets.",
+        description="Ingest a topic of parka Parquet segments into a Delta table (or, with --catalog, an Iceberg "
+        "table) with Spark Structured Streaming, exactly once. --mode raw (default) lands each segment unchanged "
+        "as a data file and commits with parka ingest's per-partition txn; --mode decode decodes records and "
+        "writes through delta-spark (Iceberg: Iceberg's Spark writer). Each flag's environment variable is shown "
+        "in brackets.",
     )
     p.add_settings((TOPIC, TABLE_URI))
     p.add_settings(SHARED_FLAGS, title="flags shared with parka ingest")
@@ -100,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
             args.master,
             f"parka spark-ingest {settings.app}",
             extra_conf=args.spark_conf,
-            extra_packages=list(args.packages),
+            extra_packages=[*args.packages, *_iceberg_packages(settings, args.spark_conf)],
         )
         bar: Any = None
         if not args.quiet and not sys.stderr.isatty():  # a log: a summary line every --progress-interval
@@ -122,6 +124,31 @@ def main(argv: list[str] | None = None) -> int:
     log.info("done: %s", stats)
     print(json.dumps({"status": "ok", **stats.__dict__}))
     return EXIT_OK
+
+
+def _iceberg_packages(settings: SparkIngestSettings, spark_conf: dict[str, str]) -> list[str]:
+    """The jars decode mode into Iceberg writes with (Iceberg's Spark runtime, and what its catalog
+    needs: :func:`._session.iceberg_packages`); none for the other modes.
+
+    Raises:
+        ConfigError: a catalog decode mode cannot give Spark, unless ``spark_conf`` (``-c``)
+            configures the Spark catalog of that name.
+    """
+    if settings.catalog is None or settings.mode != "decode":
+        return []
+    from parka.lake import IcebergEngine
+
+    from ._options import iceberg_catalog_conf
+    from ._session import iceberg_packages
+
+    engine = IcebergEngine(settings.catalog, settings.catalog_options, settings.storage_options)
+    try:
+        conf = iceberg_catalog_conf(settings.catalog, engine.properties)
+    except ConfigError:
+        if f"spark.sql.catalog.{settings.catalog}" not in spark_conf:
+            raise
+        conf = {}  # the Spark catalog is configured with -c: only the runtime
+    return iceberg_packages(conf)
 
 
 def _ready(settings: SparkIngestSettings, args: argparse.Namespace, stop: threading.Event) -> bool:

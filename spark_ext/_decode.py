@@ -1,12 +1,13 @@
 """Spark ingestion's decode mode: segments decoded into records inside Spark (``mapInArrow``)
-and written by delta-spark's streaming sink (see :mod:`._ingest` for its exactly-once argument).
-The stream's schema is the given one, the table's, or the topic's first segment's, checked
-against the table before the query starts."""
+and written by delta-spark's streaming sink (see :mod:`._ingest` for its exactly-once argument),
+or, with a catalog, by Iceberg's Spark writer (:mod:`._decode_iceberg`). The stream's schema is
+the given one, the table's, or the topic's first segment's, checked against the table before the
+query starts (:func:`stream_decoder`, for both)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -16,13 +17,14 @@ from parka.schema import RESERVED_PREFIX, to_arrow_schema
 from parka.segment import RESERVED_FIELDS
 
 from ._arrow import METADATA_COLUMNS, SegmentDecoder, type_shape
-from ._query import source_options, with_trigger
+from ._query import kafka_stream, source_options, with_trigger
 from ._reader import first_segment_schema, spark_schema
 
 if TYPE_CHECKING:
+    from ._query import LandingRun
     from ._settings import SparkIngestSettings
 
-__all__ = ["OBSERVED", "start_decode"]
+__all__ = ["OBSERVED", "start_decode", "stream_decoder"]
 
 log = logging.getLogger("parka.spark_ingest")
 
@@ -71,17 +73,45 @@ OBSERVED = "parka_ingest"
 _METADATA_NAMES = frozenset(f.name for f in METADATA_COLUMNS.values())
 
 
-def start_decode(spark: Any, settings: SparkIngestSettings) -> tuple[Any, str]:
-    """Start a decode-mode query; returns it and where its schema came from.
+def stream_decoder(
+    spark: Any, s: SparkIngestSettings, options: Mapping[str, str], table: pa.Schema | None
+) -> tuple[SegmentDecoder, pa.Schema, str]:
+    """The decoder of a decode-mode query into a table whose schema is ``table`` (``None``: no
+    table yet), the stream's user schema, and where it came from (:func:`_resolve_schema`).
 
     Raises:
-        ConfigError: ``partition_by`` contradicts the table's, or names no output column.
+        ConfigError: ``partition_by`` names no output column.
         SchemaMismatchError: the schema does not fit the table.
     """
-    from delta.tables import DeltaTable
+    schema, source = _resolve_schema(spark, s, options, table)
+    decoder = SegmentDecoder(schema, reserved=s.reserved, metadata=s.metadata)
+    for name in s.partition_by:
+        if name not in decoder.output_schema.names:
+            raise ConfigError("partition_by", name, ", ".join(decoder.output_schema.names))
+    log.info("stream schema from the %s: %s", source, ", ".join(f"{f.name} {f.type}" for f in decoder.schema))
+    return decoder, schema, source
 
+
+def start_decode(
+    spark: Any, settings: SparkIngestSettings, on_commit: Callable[[float], None] | None = None
+) -> tuple[Any, str, LandingRun | None]:
+    """Start a decode-mode query; returns it, where its schema came from, and (into Iceberg) its
+    run on the driver, which tells ``on_commit`` each commit's seconds.
+
+    Raises:
+        ConfigError: ``partition_by`` contradicts the table's, or names no output column; a
+            catalog decode mode cannot give Spark.
+        SchemaMismatchError: the schema does not fit the table.
+        SparkSetupError: the session lacks Iceberg's Spark runtime (into Iceberg).
+    """
     s = settings
     options = source_options(spark, s)
+    if s.catalog is not None:
+        from ._decode_iceberg import start_decode_iceberg
+
+        return start_decode_iceberg(spark, s, options, on_commit)
+    from delta.tables import DeltaTable
+
     table_schema: pa.Schema | None = None
     if DeltaTable.isDeltaTable(spark, s.table_uri):
         detail = DeltaTable.forPath(spark, s.table_uri).detail().collect()[0]
@@ -98,14 +128,9 @@ def start_decode(spark: Any, settings: SparkIngestSettings) -> tuple[Any, str]:
             )
             spark.sql(f"ALTER TABLE delta.`{s.table_uri}` ADD COLUMNS ({columns})")
             log.info("added reserved column(s) %s to %s", ", ".join(f.name for f in missing), s.table_uri)
-    schema, source = _resolve_schema(spark, s, options, table_schema)
-    decoder = SegmentDecoder(schema, reserved=s.reserved, metadata=s.metadata)
-    for name in s.partition_by:
-        if name not in decoder.output_schema.names:
-            raise ConfigError("partition_by", name, ", ".join(decoder.output_schema.names))
-    log.info("stream schema from the %s: %s", source, ", ".join(f"{f.name} {f.type}" for f in decoder.schema))
+    _, schema, source = stream_decoder(spark, s, options, table_schema)
 
-    raw = spark.readStream.format("kafka").options(**options).load()
+    raw = kafka_stream(spark, options)
     from pyspark.sql import functions as F
 
     from ._reader import decode
@@ -122,4 +147,4 @@ def start_decode(spark: Any, settings: SparkIngestSettings) -> tuple[Any, str]:
         writer = writer.option("mergeSchema", "true")
     if s.partition_by:
         writer = writer.partitionBy(*s.partition_by)
-    return with_trigger(writer, s).start(s.table_uri), source
+    return with_trigger(writer, s).start(s.table_uri), source, None

@@ -1,4 +1,4 @@
-"""Structured Streaming from a parka topic into a Delta table, exactly once, in one of two modes.
+"""Structured Streaming from a parka topic into a Delta (or Iceberg) table, exactly once, in one of two modes.
 
 ``raw`` (the default): each micro-batch's segments land in the table as they are, written by
 the executors and committed by the driver with one ``txn`` per Kafka partition, the scheme of
@@ -9,8 +9,10 @@ delta-rs. No record is decoded (for an unpartitioned table), and the two ingesti
 turns on one table.
 
 ``decode``: segments are decoded into records (``mapInArrow``) and written by delta-spark's
-streaming sink, for tables that need Spark's own writer. Its exactly-once argument is Spark's
-and Delta's, and parka adds nothing to it:
+streaming sink, for tables that need Spark's own writer. (Into an Iceberg table, ``--catalog``:
+by Iceberg's Spark writer, with parka's ``txn`` state in each snapshot's summary, as raw mode and
+``parka ingest`` keep it: :mod:`._decode_iceberg` has that argument; what follows is Delta's.)
+Into Delta, its exactly-once argument is Spark's and Delta's, and parka adds nothing to it:
 
 1. The Kafka source plans each micro-batch as offset ranges and writes them to the offset log
    in the checkpoint (``<checkpoint>/offsets/<batch>``) before running it.
@@ -49,7 +51,7 @@ if TYPE_CHECKING:
     from parka._progress import LogProgress, ProgressBar
     from parka.metrics import IngestMetrics
 
-    from ._raw_driver import RawRun
+    from ._query import LandingRun
 
 __all__ = ["CHECKPOINTS_DIR", "SparkIngestError", "SparkIngestSettings", "SparkIngestStats", "ingest", "start_ingest"]
 
@@ -65,7 +67,8 @@ class SparkIngestError(ParkaError):
 class SparkIngestStats:
     """What a finished (or stopped) ingestion did: completed micro-batches (each one Delta commit
     when it had data), Kafka messages (segments) read and records written, from the query's
-    progress reports (decode mode) or its own commits (raw mode)."""
+    progress reports (decode mode into Delta) or its own commits (raw mode, and decode mode into
+    Iceberg, where ``batches`` counts the commits)."""
 
     batches: int = 0
     segments: int = 0
@@ -90,17 +93,16 @@ def start_ingest(spark: Any, settings: SparkIngestSettings) -> Any:
 
 def _start(
     spark: Any, settings: SparkIngestSettings, on_commit: Callable[[float], None] | None = None
-) -> tuple[Any, str, RawRun | None]:
-    """The started query, where its schema came from, and (raw mode) its committer's run, which
-    tells ``on_commit`` each commit's seconds."""
+) -> tuple[Any, str, LandingRun | None]:
+    """The started query, where its schema came from, and (raw mode, decode mode into Iceberg)
+    its run on the driver, which counts its commits and tells ``on_commit`` each one's seconds."""
     if settings.mode == "raw":
         from ._raw_driver import start_raw
 
         return start_raw(spark, settings, on_commit)
     from ._decode import start_decode
 
-    query, source = start_decode(spark, settings)
-    return query, source, None
+    return start_decode(spark, settings, on_commit)
 
 
 def ingest(
@@ -113,9 +115,10 @@ def ingest(
 ) -> SparkIngestStats:
     """Run the ingestion: until the topic's data at start is in (``available-now``), or until
     ``stop`` is set (``processing-time``; the batch in flight is abandoned and replayed next time).
-    ``metrics`` (:class:`parka.metrics.IngestMetrics`) gets the counters (raw mode: the
-    committer's; decode mode: from the progress reports), the commit latency (raw mode) and the
-    lag after each batch; ``progress`` draws the messages done out of done plus lag.
+    ``metrics`` (:class:`parka.metrics.IngestMetrics`) gets the counters (raw mode and decode
+    mode into Iceberg: the run's; into Delta: from the progress reports), the commit latency
+    (the run's) and the lag after each batch; ``progress`` draws the messages done out of done
+    plus lag.
 
     Raises:
         SegmentError, SegmentDecodeError, SchemaMismatchError: a segment the table cannot take;
@@ -127,28 +130,28 @@ def ingest(
 
     from ._decode import OBSERVED
 
-    query, source, raw = _start(spark, settings, None if metrics is None else metrics.observe_commit)
+    query, source, run = _start(spark, settings, None if metrics is None else metrics.observe_commit)
     # batch id -> (segments, records) of each batch that completed, i.e. whose Delta commit
     # landed (recentProgress keeps only the last 100, so it is read as the query goes)
     seen: dict[int, tuple[int, int]] = {}
     decoded: dict[str, dict[str, int]] = {"counts": {}}  # decode mode's counters, replaced whole
     if metrics is not None:
-        if raw is not None:
-            committer_stats = raw.session.committer.stats
+        if run is not None:
+            committer_stats = run.session.committer.stats
             metrics.watch(lambda: vars(committer_stats))
         else:
             metrics.watch(lambda: decoded["counts"])
 
     def collect() -> None:
-        if metrics is None and progress is None and raw is not None:
-            return  # raw mode counts its own commits
+        if metrics is None and progress is None and run is not None:
+            return  # a run on the driver counts its own commits
         reports = query.recentProgress
         for report in reports:
             if report.batchId not in seen:
                 observed = (report.observedMetrics or {}).get(OBSERVED)
                 records = int(observed["records"]) if observed is not None else 0
                 seen[report.batchId] = (int(report.numInputRows), records)
-                if raw is None:
+                if run is None:
                     log.debug(  # a line per commit at debug level, as parka ingest's
                         "batch %d: %d segments, %d records in %.1f s",
                         report.batchId,
@@ -162,7 +165,7 @@ def ingest(
             return
         done = sum(n for n, _ in seen.values())
         if metrics is not None:
-            if raw is None:
+            if run is None:
                 decoded["counts"] = {
                     "commits": sum(1 for n, _ in seen.values() if n),
                     "segments": done,
@@ -181,7 +184,7 @@ def ingest(
             collect()
         query.awaitTermination()
     except StreamingQueryException as exc:
-        failure = raw.failure if raw is not None else None
+        failure = run.failure if run is not None else None
         parka_error = failure if failure is not None else translate(exc)
         if parka_error is not None:
             raise parka_error from None
@@ -190,7 +193,7 @@ def ingest(
         if query.isActive:
             query.stop()
     collect()
-    if raw is None:
+    if run is None:
         return SparkIngestStats(
             batches=len(seen),
             segments=sum(s for s, _ in seen.values()),
@@ -198,15 +201,15 @@ def ingest(
             query_id=str(query.id),
             schema_source=source,
         )
-    raw.session.remove_orphans()
-    r = raw.session.committer.stats
+    run.session.remove_orphans()
+    r = run.session.committer.stats
     return SparkIngestStats(
         batches=r.commits,
         segments=r.segments,
         records=r.records,
         query_id=str(query.id),
         schema_source=source,
-        mode="raw",
+        mode=settings.mode,
         files=r.files,
         dead_letters=r.dead_letters,
         covered_files=r.covered_files,

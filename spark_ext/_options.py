@@ -1,15 +1,24 @@
 """Settings text as Spark and Kafka take it: the trigger (``available-now`` or
-``processing-time=<n><unit>``), delta-rs storage options as Hadoop's s3a settings, and
-librdkafka's ``-K`` settings as the Kafka source's (Java client) options. Pure: no Spark."""
+``processing-time=<n><unit>``), delta-rs storage options as Hadoop's s3a settings,
+librdkafka's ``-K`` settings as the Kafka source's (Java client) options, and a pyiceberg
+catalog's properties as a Spark catalog of Iceberg's Spark runtime. Pure: no Spark."""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
+from urllib.parse import urlparse
 
 from parka.errors import ConfigError
 
-__all__ = ["hadoop_storage_options", "kafka_client_options", "trigger_ms"]
+__all__ = [
+    "ICEBERG_CATALOG_CLASS",
+    "hadoop_storage_options",
+    "iceberg_catalog_conf",
+    "kafka_client_options",
+    "trigger_ms",
+]
 
 # delta-rs storage option -> Hadoop setting, for the options both engines know.
 _STORAGE_KEYS = {
@@ -107,3 +116,90 @@ def kafka_client_options(conf: Mapping[str, str]) -> dict[str, str]:
     if "sasl.mechanisms" in conf:  # librdkafka's spelling
         conf.setdefault("sasl.mechanism", conf.pop("sasl.mechanisms"))
     return {f"kafka.{k}": v for k, v in conf.items()}
+
+
+ICEBERG_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
+"""The Spark catalog class of Iceberg's Spark runtime."""
+# pyiceberg's catalog properties that name where the catalog is: a Spark catalog of that name
+# configured otherwise is another catalog (the rest may differ: caching, credentials...)
+ICEBERG_CATALOG_IDENTITY = ("", ".type", ".uri", ".warehouse")
+# pyiceberg's FileIO properties that Iceberg's Java S3FileIO names otherwise (the other s3.* are the same)
+_JAVA_FILEIO_KEYS = {"s3.region": "client.region"}
+# pyiceberg's SQL catalog's own settings (SQLAlchemy's), which mean nothing to Java's JdbcCatalog
+_SQLALCHEMY_KEYS = frozenset({"echo", "pool_pre_ping", "init_catalog_tables"})
+_S3_FILE_IO = "org.apache.iceberg.aws.s3.S3FileIO"
+
+
+def iceberg_catalog_conf(name: str, properties: Mapping[str, str]) -> dict[str, str]:
+    """Spark settings (``spark.sql.catalog.<name>...``) that make ``name`` a Spark catalog of
+    Iceberg's Spark runtime (:data:`ICEBERG_CATALOG_CLASS`) on the catalog pyiceberg opens with
+    ``properties`` (:func:`parka.lake.catalog_properties`, as :class:`parka.lake.IcebergEngine`
+    holds them), so that Spark writes the tables parka reads:
+
+    * a REST catalog (``type=rest``, or a ``uri`` starting with ``http``): the properties as they
+      are (Iceberg's Java REST client takes pyiceberg's names: ``uri``, ``credential``, ``token``,
+      ``warehouse``, ``prefix``, ``scope``, ``header.*``...);
+    * pyiceberg's SQL catalog on SQLite (the embedded one, ``<warehouse>/catalog.db``): Iceberg's
+      ``JdbcCatalog`` on the same file (``jdbc:sqlite:<path>``, the SQLite JDBC driver). Both keep
+      their tables in the same two database tables, by catalog name: the Spark catalog has
+      pyiceberg's name;
+    * FileIO properties: pyiceberg's ``s3.*`` are the Java ``S3FileIO``'s (``s3.region`` is
+      ``client.region``); a SQL catalog whose warehouse is in S3 writes through ``S3FileIO``;
+    * ``cache-enabled=false``: each micro-batch loads the table afresh, with the schema pyiceberg
+      evolved.
+
+    pyiceberg-only properties (``py-*``, SQLAlchemy's) are left out.
+
+    Raises:
+        ConfigError: a catalog this has no mapping for (another type, another SQL database, a
+            Python implementation), with what to do instead.
+    """
+    props = {k: v for k, v in properties.items() if not k.startswith("py-")}
+    uri = props.get("uri", "")
+    kind = props.pop("type", "") or _infer_type(uri)
+    prefix = f"spark.sql.catalog.{name}"
+    yourself = (
+        f"configure the Spark catalog yourself: -c {prefix}={ICEBERG_CATALOG_CLASS} and its properties "
+        f"({prefix}.type=..., {prefix}.uri=...); parka then uses it as it is"
+    )
+    if "py-catalog-impl" in properties:
+        raise ConfigError("--catalog", name, yourself, reason="a Python catalog implementation has no Spark one")
+    if kind == "rest":
+        conf = {"type": "rest", **props}
+    elif kind == "sql":
+        parsed = urlparse(uri)
+        if parsed.scheme != "sqlite" or parsed.path in ("", "/"):
+            raise ConfigError(
+                "--catalog-option",
+                f"uri={uri}",
+                f"a SQLite file (sqlite:///PATH), or {yourself}",
+                reason="decode mode maps pyiceberg's SQL catalog to Spark on SQLite only",
+            )
+        path = os.path.abspath(parsed.path[1:])  # SQLAlchemy: sqlite:///relative, sqlite:////absolute
+        conf = {k: v for k, v in props.items() if k not in _SQLALCHEMY_KEYS}
+        conf.update(type="jdbc", uri=f"jdbc:sqlite:{path}")
+        if conf.get("warehouse", "").startswith(("s3://", "s3a://")):
+            conf.setdefault("io-impl", _S3_FILE_IO)
+    else:
+        raise ConfigError(
+            "--catalog",
+            name,
+            f"a REST or SQL (SQLite) catalog, or {yourself}",
+            reason=f"decode mode has no Spark mapping for a catalog of type {kind or 'unknown'!r}",
+        )
+    for key, java in _JAVA_FILEIO_KEYS.items():
+        if key in conf:
+            conf.setdefault(java, conf.pop(key))
+    conf["cache-enabled"] = "false"
+    return {prefix: ICEBERG_CATALOG_CLASS, **{f"{prefix}.{k}": v for k, v in conf.items()}}
+
+
+def _infer_type(uri: str) -> str:
+    """The catalog type pyiceberg infers from a ``uri`` (``infer_catalog_type``)."""
+    if uri.startswith("http"):
+        return "rest"
+    if uri.startswith("thrift"):
+        return "hive"
+    if uri.startswith(("sqlite", "postgresql")):
+        return "sql"
+    return ""

@@ -1,15 +1,39 @@
 """What every streaming query of ``parka spark-ingest`` starts from, in either mode: the Kafka
-source's options (and the storage settings put into the session's Hadoop conf) and the trigger."""
+source's options (and the storage settings put into the session's Hadoop conf), the stream of
+Kafka rows, the trigger, and, for a query whose driver lands through a
+:class:`parka.lake.LandingSession` (raw mode; decode mode into Iceberg), its state on the driver
+(:class:`LandingRun`) and a new query's start after the table's ``txn`` versions
+(:func:`resume_from_table`)."""
 
 from __future__ import annotations
 
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
+
+from parka.lake import LandingSession
+
+from parka.errors import ParkaError
 
 from ._options import hadoop_storage_options, kafka_client_options, trigger_ms
 from ._reader import kafka_options
 from ._settings import SparkIngestSettings
 
-__all__ = ["source_options", "with_trigger"]
+__all__ = ["LandingRun", "kafka_stream", "resume_from_table", "source_options", "with_trigger"]
+
+log = logging.getLogger("parka.spark_ingest")
+
+
+@dataclass
+class LandingRun:
+    """The driver's state of a query that lands through a landing session (raw mode, decode mode
+    into Iceberg): the session (its committer's stats are the run's counters), and what failed the
+    query (to raise as is)."""
+
+    session: LandingSession
+    failure: ParkaError | None = None
 
 
 def source_options(spark: Any, s: SparkIngestSettings) -> dict[str, str]:
@@ -24,8 +48,53 @@ def source_options(spark: Any, s: SparkIngestSettings) -> dict[str, str]:
     return options
 
 
+def kafka_stream(spark: Any, options: Mapping[str, str]) -> Any:
+    """The Kafka source's streaming DataFrame of raw Kafka rows (one row a segment)."""
+    return spark.readStream.format("kafka").options(**options).load()
+
+
 def with_trigger(writer: Any, s: SparkIngestSettings) -> Any:
     interval = trigger_ms(s.trigger)
     if interval is None:
         return writer.trigger(availableNow=True)
     return writer.trigger(processingTime=f"{interval} milliseconds")
+
+
+def resume_from_table(spark: Any, s: SparkIngestSettings, options: dict[str, str], session: LandingSession) -> None:
+    """Start a new query (no checkpoint yet) after the table's ``txn`` versions, so that a table
+    ``parka ingest`` or an earlier query filled continues where it is: Spark's
+    ``startingOffsets`` (ignored when the checkpoint exists) becomes ``txn`` version + 1 per
+    partition that has one, and the configured start for the others. Only an optimisation: the
+    commit skips offsets at or below the ``txn`` anyway."""
+    try:
+        partitions = _topic_partitions(spark, s.topic, options)
+    except Exception as exc:  # py4j or Kafka: fall back to the configured start
+        log.warning("cannot list the partitions of %s (%s); starting from %s", s.topic, exc, s.starting_offsets)
+        return
+    versions = session.resume(partitions)
+    if all(v is None for v in versions.values()):
+        return
+    configured = s.starting_offsets.strip()
+    given = json.loads(configured).get(s.topic, {}) if configured.startswith("{") else {}
+    fallback = -1 if configured == "latest" else -2  # Spark's codes for latest and earliest
+    start = {str(p): v + 1 if v is not None else int(given.get(str(p), fallback)) for p, v in versions.items()}
+    options["startingOffsets"] = json.dumps({s.topic: start})
+    log.info("a new query starts after the table's txn versions: %s", options["startingOffsets"])
+
+
+def _topic_partitions(spark: Any, topic: str, options: Mapping[str, str]) -> list[int]:
+    """The topic's partitions, asked with the Kafka source's own client settings (the JVM's
+    Kafka admin client, through py4j)."""
+    jvm = spark.sparkContext._jvm
+    props = jvm.java.util.Properties()
+    for key, value in options.items():
+        if key.startswith("kafka."):
+            props.setProperty(key[len("kafka.") :], value)
+    admin = jvm.org.apache.kafka.clients.admin.AdminClient.create(props)
+    try:
+        names = jvm.java.util.Collections.singletonList(topic)
+        seconds = jvm.java.util.concurrent.TimeUnit.SECONDS
+        described = admin.describeTopics(names).allTopicNames().get(30, seconds)
+        return sorted(int(info.partition()) for info in described.get(topic).partitions())
+    finally:
+        admin.close()

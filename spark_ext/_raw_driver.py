@@ -1,14 +1,13 @@
 """Spark raw mode's driver: the streaming query whose micro-batches land raw segments through
 one :class:`parka.lake.LandingSession` (the protocol of ``parka ingest``, with the executors
-writing the files: :mod:`._raw`), and a new query's start after the table's ``txn`` versions."""
+writing the files: :mod:`._raw`); a new query starts after the table's ``txn`` versions
+(:func:`._query.resume_from_table`)."""
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -20,13 +19,13 @@ from parka.schema import to_arrow_schema
 from parka.segment import FORMAT_HEADER
 
 from ._arrow import KAFKA_COLUMNS
-from ._query import source_options, with_trigger
+from ._query import LandingRun, kafka_stream, resume_from_table, source_options, with_trigger
 from ._reader import spark_schema
 
 if TYPE_CHECKING:
     from ._settings import SparkIngestSettings
 
-__all__ = ["RawRun", "raw_stream", "start_raw"]
+__all__ = ["start_raw"]
 
 log = logging.getLogger("parka.spark_ingest")
 
@@ -50,17 +49,9 @@ def _engine(spark: Any, s: SparkIngestSettings) -> Any:
     return SparkEngine(spark)
 
 
-@dataclass
-class RawRun:
-    """Raw mode's state on the driver: the landing session, and what failed the query (to raise as is)."""
-
-    session: LandingSession
-    failure: ParkaError | None = None
-
-
 def start_raw(
     spark: Any, s: SparkIngestSettings, on_commit: Callable[[float], None] | None = None
-) -> tuple[Any, str, RawRun]:
+) -> tuple[Any, str, LandingRun]:
     from ._raw import FILE_ROWS, SegmentFileWriter, committer_input, segment_schema
 
     options = source_options(spark, s)
@@ -82,10 +73,10 @@ def start_raw(
         )
     )
     committer = session.committer
-    run = RawRun(session)
+    run = LandingRun(session)
     source = session.start(None if s.schema is None else to_arrow_schema(s.schema))
     if source == "table":
-        _resume_from_table(spark, s, options, session)
+        resume_from_table(spark, s, options, session)
 
     from pyspark.sql import functions as F
 
@@ -127,50 +118,6 @@ def start_raw(
             run.failure = exc
             raise
 
-    writer = raw_stream(spark, options).writeStream.queryName(s.app).option("checkpointLocation", s.checkpoint)
+    writer = kafka_stream(spark, options).writeStream.queryName(s.app).option("checkpointLocation", s.checkpoint)
     query = with_trigger(writer.foreachBatch(run_batch), s).start()
     return query, source, run
-
-
-def raw_stream(spark: Any, options: Mapping[str, str]) -> Any:
-    return spark.readStream.format("kafka").options(**options).load()
-
-
-def _resume_from_table(spark: Any, s: SparkIngestSettings, options: dict[str, str], session: LandingSession) -> None:
-    """Start a new query (no checkpoint yet) after the table's ``txn`` versions, so that a table
-    ``parka ingest`` or an earlier query filled continues where it is: Spark's
-    ``startingOffsets`` (ignored when the checkpoint exists) becomes ``txn`` version + 1 per
-    partition that has one, and the configured start for the others. Only an optimisation: the
-    commit skips offsets at or below the ``txn`` anyway."""
-    try:
-        partitions = _topic_partitions(spark, s.topic, options)
-    except Exception as exc:  # py4j or Kafka: fall back to the configured start
-        log.warning("cannot list the partitions of %s (%s); starting from %s", s.topic, exc, s.starting_offsets)
-        return
-    versions = session.resume(partitions)
-    if all(v is None for v in versions.values()):
-        return
-    configured = s.starting_offsets.strip()
-    given = json.loads(configured).get(s.topic, {}) if configured.startswith("{") else {}
-    fallback = -1 if configured == "latest" else -2  # Spark's codes for latest and earliest
-    start = {str(p): v + 1 if v is not None else int(given.get(str(p), fallback)) for p, v in versions.items()}
-    options["startingOffsets"] = json.dumps({s.topic: start})
-    log.info("a new query starts after the table's txn versions: %s", options["startingOffsets"])
-
-
-def _topic_partitions(spark: Any, topic: str, options: Mapping[str, str]) -> list[int]:
-    """The topic's partitions, asked with the Kafka source's own client settings (the JVM's
-    Kafka admin client, through py4j)."""
-    jvm = spark.sparkContext._jvm
-    props = jvm.java.util.Properties()
-    for key, value in options.items():
-        if key.startswith("kafka."):
-            props.setProperty(key[len("kafka.") :], value)
-    admin = jvm.org.apache.kafka.clients.admin.AdminClient.create(props)
-    try:
-        names = jvm.java.util.Collections.singletonList(topic)
-        seconds = jvm.java.util.concurrent.TimeUnit.SECONDS
-        described = admin.describeTopics(names).allTopicNames().get(30, seconds)
-        return sorted(int(info.partition()) for info in described.get(topic).partitions())
-    finally:
-        admin.close()

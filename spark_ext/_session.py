@@ -23,7 +23,18 @@ from typing import Any
 from parka.encryption import KmsSettings, spark_hadoop_conf
 from parka.errors import ParkaError, SchemaMismatchError, SegmentDecodeError, SegmentError
 
-__all__ = ["SparkSetupError", "encryption_conf", "find_java", "packages", "session", "translate"]
+__all__ = [
+    "ICEBERG_VERSION",
+    "SQLITE_JDBC",
+    "SparkSetupError",
+    "encryption_conf",
+    "find_java",
+    "iceberg_packages",
+    "jvm_cause",
+    "packages",
+    "session",
+    "translate",
+]
 
 SCALA = "2.13"
 _INSTALL_HINT = "the Spark path needs pyspark and delta-spark: pip install 'parka[spark]'"
@@ -82,6 +93,34 @@ def packages(extra: Sequence[str] = ()) -> list[str]:
         f"org.apache.spark:spark-sql-kafka-0-10_{SCALA}:{spark_version}",
         *extra,
     ]
+
+
+ICEBERG_VERSION = "1.11.0"
+"""The Iceberg release whose Spark runtime decode mode writes Iceberg tables with."""
+SQLITE_JDBC = "org.xerial:sqlite-jdbc:3.53.0.0"
+"""The SQLite JDBC driver (the version Iceberg's own build uses), for the embedded SQL catalog."""
+
+
+def iceberg_packages(catalog_conf: Mapping[str, str] | None = None) -> list[str]:
+    """Maven coordinates of Iceberg's Spark runtime for the installed pyspark, and what the
+    Spark catalog settings ``catalog_conf`` (:func:`._options.iceberg_catalog_conf`) need
+    besides: the SQLite JDBC driver for a ``jdbc:sqlite:`` catalog, Iceberg's AWS bundle for
+    ``S3FileIO``.
+
+    Raises:
+        SparkSetupError: pyspark is not installed.
+    """
+    try:
+        minor = ".".join(importlib.metadata.version("pyspark").split(".")[:2])
+    except importlib.metadata.PackageNotFoundError as exc:
+        raise SparkSetupError(f"{exc.name} is not installed; {_INSTALL_HINT}") from exc
+    values = list((catalog_conf or {}).values())
+    out = [f"org.apache.iceberg:iceberg-spark-runtime-{minor}_{SCALA}:{ICEBERG_VERSION}"]
+    if any(v.startswith("jdbc:sqlite:") for v in values):
+        out.append(SQLITE_JDBC)
+    if any(v.endswith(".S3FileIO") for v in values):
+        out.append(f"org.apache.iceberg:iceberg-aws-bundle:{ICEBERG_VERSION}")
+    return out
 
 
 def spark_version() -> str:
@@ -205,10 +244,8 @@ _CLASSES: dict[str, type[ParkaError]] = {
 }
 
 
-def translate(exc: BaseException) -> ParkaError | None:
-    """The parka error a Python worker raised inside ``exc`` (a Spark exception), rebuilt on the
-    driver with its coordinates, or ``None`` when ``exc`` holds none. The raw bytes stay behind
-    on the executor."""
+def _texts(exc: BaseException) -> str:
+    """Everything a Spark exception says: its message, the JVM stack trace and its causes'."""
     texts: list[str] = []
     seen: set[int] = set()
     current: BaseException | None = exc
@@ -219,7 +256,23 @@ def translate(exc: BaseException) -> ParkaError | None:
         # worker's traceback among them) apart from their message.
         texts.append(str(getattr(current, "_stackTrace", "") or ""))
         current = getattr(current, "_cause", None) or current.__cause__
-    found = _WORKER_ERROR.findall("\n".join(texts))
+    return "\n".join(texts)
+
+
+def jvm_cause(exc: BaseException, classes: Sequence[str]) -> str | None:
+    """The first line of ``exc`` (a Spark or py4j exception) that names one of the JVM exception
+    ``classes`` (fully qualified), or ``None`` when none of them is in it."""
+    for line in _texts(exc).splitlines():
+        if any(name in line for name in classes):
+            return line.strip().lstrip(": ")  # py4j starts the JVM's message with ": "
+    return None
+
+
+def translate(exc: BaseException) -> ParkaError | None:
+    """The parka error a Python worker raised inside ``exc`` (a Spark exception), rebuilt on the
+    driver with its coordinates, or ``None`` when ``exc`` holds none. The raw bytes stay behind
+    on the executor."""
+    found = _WORKER_ERROR.findall(_texts(exc))
     if not found:
         return None
     name, message, topic, partition, offset = found[-1]

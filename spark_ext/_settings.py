@@ -113,7 +113,8 @@ END_AT_LATEST = s.END_AT_LATEST.but(
 )
 SCHEMA_EVOLUTION = s.SCHEMA_EVOLUTION.but(
     help="merge: the table takes new fields (raw mode: a segment's, at any depth, widenings where it has "
-    "type widening; decode mode: --schema's, Delta mergeSchema)"
+    "type widening; decode mode: --schema's new columns, Delta mergeSchema, or added to an Iceberg table "
+    "before the query starts)"
 )
 DLQ_TABLE = s.DLQ_TABLE.but(
     help="raw mode: Delta table for messages that are not segments or that the table cannot take; without it "
@@ -122,6 +123,12 @@ DLQ_TABLE = s.DLQ_TABLE.but(
 STORAGE_OPTIONS = s.STORAGE_OPTIONS.but(
     help="object store option, repeatable: fs.* Hadoop settings or AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, "
     "AWS_SESSION_TOKEN, AWS_ENDPOINT_URL, AWS_REGION"
+)
+CATALOG = s.CATALOG.but(
+    help="land in an Apache Iceberg table of this pyiceberg catalog (.pyiceberg.yaml, PYICEBERG_CATALOG__<NAME>__*, "
+    "or --catalog-option); TABLE and --dlq-table are then identifiers, namespace.name, and --checkpoint-location "
+    "is required. Raw mode commits with pyiceberg on the driver; decode mode writes with Iceberg's Spark runtime "
+    "through a Spark catalog of this name (a REST catalog, or the SQL one on SQLite)"
 )
 CHECKPOINT_INTERVAL = s.CHECKPOINT_INTERVAL.but(
     help="raw mode: every N commits, write a Delta checkpoint and remove orphan files; 0 never"
@@ -142,7 +149,7 @@ SHARED_FLAGS: tuple[Setting, ...] = (
     SCHEMA_EVOLUTION,
     DLQ_TABLE,
     STORAGE_OPTIONS,
-    s.CATALOG,
+    CATALOG,
     s.CATALOG_OPTIONS,
     CHECKPOINT_INTERVAL,
     s.METRICS_PORT,
@@ -162,7 +169,8 @@ MODE = Setting(
     ("--mode",),
     ("SPARK_MODE",),
     "raw: segments land unchanged, committed with a txn per Kafka partition (as parka ingest); decode: "
-    "records decoded in Spark and written by delta-spark (needed for --reserved drop, --metadata)",
+    "records decoded in Spark and written by delta-spark, or with --catalog by Iceberg's Spark writer with "
+    "the same per-partition offsets as raw mode (needed for --reserved drop, --metadata)",
     default="raw",
     choices=MODES,
 )
@@ -240,7 +248,8 @@ PACKAGES = Setting(
     ("--packages",),
     ("SPARK_PACKAGES",),
     "more Maven coordinates (group:artifact:version, comma-separated) for the session's jars, besides "
-    "delta-spark and the Kafka source; e.g. hadoop-aws for s3a://",
+    "delta-spark, the Kafka source and (decode mode with --catalog) Iceberg's Spark runtime; e.g. hadoop-aws "
+    "for s3a://",
     default=(),
     parse=_metadata_names,
     metavar="COORDS",
@@ -273,15 +282,17 @@ class SparkIngestSettings(DaemonSettings):
     :func:`~._options.hadoop_storage_options` translates.
 
     ``mode``: ``raw`` lands segments unchanged with parka's own commits; ``decode`` decodes
-    them and writes through delta-spark (``reserved``, ``metadata`` and transforms need it).
+    them and writes through delta-spark, or Iceberg's Spark writer with a ``catalog``
+    (``reserved``, ``metadata`` and transforms need it).
     ``dlq_table_uri`` (raw mode): bad segments go there instead of failing the batch.
     ``commit_engine`` (raw mode): ``delta-spark`` commits through delta-spark's transaction
     API in the JVM (table features such as row tracking, in-commit timestamps and liquid
     clustering are applied by delta-spark); ``delta-rs`` through deltalake on the driver (what
     ``parka ingest`` uses; refuses tables with features delta-rs cannot write).
-    ``catalog`` (raw mode): the table is ``namespace.name`` in this Iceberg catalog (pyiceberg,
-    with ``catalog_options``), committed by pyiceberg on the driver; ``checkpoint_location``
-    is then required.
+    ``catalog``: the table is ``namespace.name`` in this Iceberg catalog (pyiceberg, with
+    ``catalog_options``), committed by pyiceberg on the driver (raw mode) or by Iceberg's Spark
+    writer through a Spark catalog of the same name (decode mode); ``checkpoint_location`` is
+    then required.
 
     Raises (on construction):
         ConfigError: a value that is out of range, unknown or contradicts another, naming the
@@ -308,7 +319,7 @@ class SparkIngestSettings(DaemonSettings):
     mode: str = declared(MODE)
     dlq_table_uri: str | None = declared(DLQ_TABLE)
     commit_engine: str = declared(COMMIT_ENGINE)  # Delta tables; with a catalog, pyiceberg commits
-    catalog: str | None = declared(s.CATALOG)  # an Iceberg table of this catalog; None: a Delta table
+    catalog: str | None = declared(CATALOG)  # an Iceberg table of this catalog; None: a Delta table
     catalog_options: Mapping[str, str] = declared(s.CATALOG_OPTIONS)
     checkpoint_interval: int = declared(CHECKPOINT_INTERVAL)
     target_file_size: int = declared(TARGET_FILE_SIZE)
@@ -324,14 +335,14 @@ class SparkIngestSettings(DaemonSettings):
                 raise METADATA.error(
                     ",".join(self.metadata), "none", reason="raw mode adds no columns; use mode decode"
                 )
-        elif self.catalog is not None:
-            raise s.CATALOG.error(
-                self.catalog, "none", reason="decode mode writes Delta tables; Iceberg needs mode raw"
-            )
         elif self.dlq_table_uri is not None:
             raise DLQ_TABLE.error(self.dlq_table_uri, "none", reason="a dead-letter table needs mode raw")
         elif self.commit_engine != "delta-spark":
-            raise COMMIT_ENGINE.error(self.commit_engine, "delta-spark", reason="decode mode writes with delta-spark")
+            raise COMMIT_ENGINE.error(
+                self.commit_engine,
+                "delta-spark",
+                reason="decode mode writes with delta-spark (or Iceberg's Spark writer)",
+            )
         if self.catalog is not None and self.checkpoint_location is None:
             raise CHECKPOINT_LOCATION.error(
                 "(none)", "a folder", reason="an Iceberg table has no location before it exists: give the checkpoint's"

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from parka.spark_ext._session import SQLITE_JDBC, iceberg_packages
 
 from ._util import SHORT_JVM
 
@@ -56,8 +57,9 @@ OBJECT_STORE_PACKAGES = [
     ),
     "org.apache.hadoop:hadoop-azure:3.4.1",
 ]
-# Iceberg's Spark runtime, for reading the Iceberg tables parka lands (test_spark_iceberg.py)
-ICEBERG_SPARK = "org.apache.iceberg:iceberg-spark-runtime-4.0_2.13:1.11.0"
+# Iceberg's Spark runtime, for reading the Iceberg tables parka lands and for decode mode's writes,
+# and the SQLite JDBC driver of the embedded catalog (test_spark_iceberg.py)
+ICEBERG_SPARK = [*iceberg_packages(), SQLITE_JDBC]
 
 
 def kms_jar() -> str:
@@ -76,7 +78,7 @@ def spark() -> Iterator[Any]:
     spark = session(
         "local[2]",
         "parka-tests",
-        extra_packages=[*OBJECT_STORE_PACKAGES, ICEBERG_SPARK],
+        extra_packages=[*OBJECT_STORE_PACKAGES, *ICEBERG_SPARK],
         extra_conf={
             "spark.jars.excludes": "software.amazon.awssdk:bundle",
             "spark.ui.enabled": "false",

@@ -1,10 +1,13 @@
 """Spark and Iceberg tables: Spark (with Iceberg's Spark runtime) reads what ``parka ingest``
-landed, and ``parka spark-ingest --catalog`` lands raw segments in an Iceberg table of Iceberg's
+landed; ``parka spark-ingest --catalog`` lands raw segments in an Iceberg table of Iceberg's
 REST catalog server through the same committer, after which ``parka ingest`` continues on the
-same table where Spark stopped."""
+same table where Spark stopped; and decode mode writes records with Iceberg's Spark writer, on
+the embedded catalog and on the REST server, exactly once across restarts and taking turns with
+``parka ingest`` on one table."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable
 from datetime import timezone
@@ -12,22 +15,36 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from parka.spark_ext import SparkIngestSettings, ingest
-from pyiceberg.catalog import load_catalog
+import pytest
+from parka.lake import Committer, IcebergEngine, LandingSession
+from parka.producer import ParquetProducer
+from parka.spark_ext import SparkIngestSettings, ingest, start_ingest
+from parka.spark_ext._decode_iceberg import IcebergBatches, spark_table_name
+from parka.spark_ext._query import LandingRun
+from pyiceberg.catalog import Catalog, load_catalog
 
-from .._ingest_util import EVENTS, assert_segments_stored_byte_for_byte, events, produce_events, run_ingest
-from ._util import SPARK
+from parka.errors import CommitConflict
+
+from .._ingest_util import (
+    EVENTS,
+    assert_segments_stored_byte_for_byte,
+    events,
+    produce_events,
+    run_ingest,
+    wait_for,
+)
+from ._util import SPARK, wait_until_idle
 
 pytestmark = SPARK
 
 COLUMNS = EVENTS.names
 
 
-def spark_rows(spark: Any, metadata_location: str) -> list[dict[str, Any]]:
-    """The table's rows as Spark's Iceberg source reads them (from the metadata file: no catalog
-    configuration in the session), sorted by id."""
-    df = spark.read.format("iceberg").load(metadata_location)
-    return sorted((r.asDict() for r in df.select(*COLUMNS).collect()), key=lambda r: r["id"])
+def spark_rows(spark: Any, source: str, columns: list[str] = COLUMNS) -> list[dict[str, Any]]:
+    """The table's rows as Spark's Iceberg source reads them, sorted by id: from a metadata file
+    (no catalog configuration in the session) or by name in a Spark catalog."""
+    df = spark.read.format("iceberg").load(source) if "/" in source else spark.table(source)
+    return sorted((r.asDict() for r in df.select(*columns).collect()), key=lambda r: r["id"])
 
 
 def naive_utc(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -86,3 +103,118 @@ def test_spark_raw_mode_lands_segments_in_iceberg_and_parka_ingest_continues_the
                f"uri={iceberg_rest_url}")  # fmt: skip
     table = catalog.load_table(identifier)
     assert spark_rows(spark, table.metadata_location) == naive_utc(expected(0, 800))  # each once, read by Spark
+
+
+# decode mode ---------------------------------------------------------------------------------------
+
+WIDER = EVENTS.append(pa.field("note", pa.string()))
+
+
+def produce_wider(bootstrap: str, topic: str, start: int, n: int) -> None:
+    """Events with a new field, ``note``, as segments of 50 records."""
+    table = events(start, n).append_column(WIDER.field("note"), pa.array([f"n{i}" for i in range(start, start + n)]))
+    conf = {"bootstrap.servers": bootstrap, "columnar.encoding": "parquet", "columnar.batch.records": 50}
+    with ParquetProducer(conf) as producer:
+        producer.set_schema(topic, WIDER)
+        producer.produce_batch(topic, table, key_column="device")
+        assert producer.flush(30) == 0
+
+
+def iceberg_rows(catalog: Catalog, identifier: str, columns: list[str] = COLUMNS) -> list[dict[str, Any]]:
+    """The table's rows as pyiceberg reads them, sorted by id."""
+    rows = catalog.load_table(identifier).scan(selected_fields=tuple(columns)).to_arrow().select(columns)
+    return sorted(rows.to_pylist(), key=lambda r: r["id"])
+
+
+def test_decode_mode_into_the_embedded_catalog_takes_turns_with_parka_ingest_and_evolves(
+    spark: Any, bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=2)
+    produce_events(bootstrap, topic, 0, 300, batch=50)
+    warehouse = tmp_path / "warehouse"
+    # the catalog's name is the Spark catalog's too, and a session keeps a catalog's settings:
+    # this test's embedded catalog has a name of its own
+    name, identifier = "embedded_decode", "db.events"
+    base: dict[str, Any] = {
+        "topic": topic,
+        "table_uri": identifier,
+        "bootstrap_servers": bootstrap,
+        "mode": "decode",
+        "catalog": name,
+        "catalog_options": {"warehouse": str(warehouse)},
+    }
+    first = ingest(
+        spark, SparkIngestSettings(**base, checkpoint_location=str(tmp_path / "cp1"), max_offsets_per_trigger=4)
+    )
+    assert (first.records, first.schema_source, first.mode) == (300, "first segment", "decode")
+    assert first.batches >= 2  # maxOffsetsPerTrigger split the backlog: one commit each
+    catalog = load_catalog(name, type="sql", uri=f"sqlite:///{warehouse}/catalog.db", warehouse=f"file://{warehouse}")
+    summary = catalog.load_table(identifier).current_snapshot().summary  # type: ignore[union-attr]
+    assert summary.operation.value == "append"
+    assert set(json.loads(summary["parka.txns"])) == {f"parka-{topic}-0", f"parka-{topic}-1"}
+    stale = Committer(IcebergEngine(name, base["catalog_options"]), table_uri=identifier, topic=topic)
+
+    # parka ingest continues from the offsets in the summaries (same app id, parka-<topic>)
+    produce_events(bootstrap, topic, 300, 100, batch=50)
+    run_ingest(topic, identifier, bootstrap, "--end-at-latest", "--catalog", name, "--catalog-option",
+               f"warehouse={warehouse}")  # fmt: skip
+    # a write made from a snapshot that another commit has passed is refused, and leaves nothing
+    kafka = spark.read.format("kafka").options(
+        **{"kafka.bootstrap.servers": bootstrap, "subscribe": topic, "includeHeaders": "true"}
+    )
+    a_segment = kafka.load().where("partition = 0 AND offset = 0")
+    batches = IcebergBatches(LandingRun(LandingSession(stale)), spark_table_name(name, identifier), EVENTS,
+                             SparkIngestSettings(**base, checkpoint_location=str(tmp_path / "cp1")))  # fmt: skip
+    with pytest.raises(CommitConflict, match="ValidationException: Found conflicting files"):
+        batches._append(a_segment, stale, {f"parka-{topic}-0": 10**9}, batch_id=99)
+
+    # decode mode continues after parka ingest (a new checkpoint starts after the table's offsets)
+    # and the table takes the new field
+    produce_wider(bootstrap, topic, 400, 100)
+    settings = SparkIngestSettings(
+        **base, checkpoint_location=str(tmp_path / "cp2"), schema=WIDER, schema_evolution="merge"
+    )
+    assert ingest(spark, settings).records == 100
+    want = [{**r, "note": f"n{r['id']}" if r["id"] >= 400 else None} for r in expected(0, 500)]
+    assert iceberg_rows(catalog, identifier, WIDER.names) == want
+    assert spark_rows(spark, spark_table_name(name, identifier), WIDER.names) == naive_utc(want)
+
+
+def test_decode_mode_into_a_rest_catalog_is_exactly_once_across_a_restart(
+    spark: Any, bootstrap: str, new_topic: Callable[..., str], tmp_path: Path, iceberg_rest_url: str
+) -> None:
+    topic = new_topic(partitions=2)
+    produce_events(bootstrap, topic, 0, 400, batch=40)
+    identifier = f"s{uuid.uuid4().hex[:12]}.events"  # the REST catalog outlives a run: a namespace of its own
+    settings = SparkIngestSettings(
+        topic=topic,
+        table_uri=identifier,
+        bootstrap_servers=bootstrap,
+        mode="decode",
+        catalog="rest",
+        catalog_options={"uri": iceberg_rest_url},
+        checkpoint_location=str(tmp_path / "checkpoint"),
+        trigger="processing-time=200ms",
+        max_offsets_per_trigger=3,
+    )
+    catalog = load_catalog("rest", type="rest", uri=iceberg_rest_url)
+
+    def count() -> int:
+        return catalog.load_table(identifier).scan().to_arrow().num_rows
+
+    query = start_ingest(spark, settings)
+    try:
+        wait_for(lambda: count() > 0, "the first commit", timeout_s=120)
+    finally:
+        query.stop()  # mid-backlog, possibly mid-batch
+    assert count() < 400
+    produce_events(bootstrap, topic, 400, 200, batch=40)
+    query = start_ingest(spark, settings)
+    try:
+        wait_for(lambda: count() >= 600, "600 rows", timeout_s=180)
+        wait_until_idle(query)  # a duplicate batch would have landed by then
+    finally:
+        query.stop()
+    want = expected(0, 600)
+    assert iceberg_rows(catalog, identifier) == want
+    assert spark_rows(spark, spark_table_name("rest", identifier)) == naive_utc(want)
