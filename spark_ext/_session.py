@@ -164,6 +164,8 @@ def session(
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.sql.session.timeZone": "UTC",
+        # Spark's own pattern misses an Iceberg REST catalog's ``credential`` (decode mode sets it)
+        "spark.redaction.regex": _REDACTION,
     }
     if not os.environ.get("PYSPARK_PYTHON"):
         # pyspark starts workers with the 'python3' on PATH (it reads this variable, not the
@@ -197,9 +199,10 @@ def session(
         ) from exc
 
 
-# Spark's default spark.redaction.regex, plus the setting that holds the local KMS's master keys,
-# so that they never show in the UI, the event log or a printed conf.
-_REDACTION = r"(?i)secret|password|token|access[.]?key|parquet[.]encryption[.]key[.]list"
+# Spark's default spark.redaction.regex, plus the setting that holds the local KMS's master keys
+# and an Iceberg catalog's ``credential`` (client id:secret of a REST catalog), so that they never
+# show in the UI, the event log or a printed conf.
+_REDACTION = r"(?i)secret|password|token|access[.]?key|credential|parquet[.]encryption[.]key[.]list"
 
 
 def encryption_conf(kms: KmsSettings, *, kms_jar: str | None = None) -> dict[str, str]:

@@ -96,3 +96,17 @@ def test_the_command_adds_the_jars_decode_mode_into_iceberg_writes_with(tmp_path
     with pytest.raises(ConfigError, match="no Spark mapping for a catalog of type 'glue'"):
         jars(*glue)
     assert jars(*glue, spark_conf={f"{PREFIX}": "org.apache.iceberg.spark.SparkCatalog"}) == iceberg_packages()
+
+
+def test_a_rest_catalogs_credential_is_redacted_by_the_sessions_pattern() -> None:
+    """Spark's default ``spark.redaction.regex`` does not cover ``credential``; parka's sessions
+    use a pattern that does, for every secret decode mode hands Spark."""
+    import re
+
+    from parka.spark_ext._session import _REDACTION
+
+    conf = iceberg_catalog_conf("lake", {"uri": "http://127.0.0.1:8181", "credential": "id:s3cr3t", "token": "t"})
+    secret_keys = {k for k in conf if k.endswith((".credential", ".token"))}
+    assert secret_keys == {f"{PREFIX}.credential", f"{PREFIX}.token"}
+    assert all(re.search(_REDACTION, k) for k in secret_keys)
+    assert not re.search(_REDACTION, f"{PREFIX}.uri")

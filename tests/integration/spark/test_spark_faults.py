@@ -35,7 +35,7 @@ from .._ingest_util import (
 from ._util import SHORT_JVM, SPARK
 from .test_spark_raw import assert_no_orphans
 
-pytestmark = [*SPARK, pytest.mark.long(200)]
+pytestmark = [*SPARK, pytest.mark.long(300)]
 
 # A small local driver: the kill tests start two JVMs each.
 LOCAL = ("--master", "local[2]", "-c", "spark.ui.enabled=false", "-c", "spark.sql.shuffle.partitions=2")
@@ -101,38 +101,52 @@ def run_in_own_group(command: list[str], *, env: dict[str, str] | None = None) -
     return subprocess.CompletedProcess(command, proc.returncode, out, err)
 
 
-@pytest.mark.parametrize("point", ["batch-before-write", "batch-after-write", "after-delta-commit"])
-def test_kill_9_of_the_spark_driver_then_restart_is_exactly_once_without_orphans(
-    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path, point: str
-) -> None:
-    topic = new_topic(partitions=2)
-    segments = produce_events(bootstrap, topic, 0, 600, batch=60)  # keyed: split over the 2 partitions
-    assert segments >= 10  # at least 3 micro-batches of up to 4
-    table = tmp_path / "t"
-    flags = ("--end-at-latest", "--max-offsets-per-trigger", "4", "-q")
-    # killed at the second micro-batch (batch id 1): batch 0 is in the table
-    crash = {"PARKA_TEST_CRASH_AT": point, "PARKA_TEST_CRASH_AFTER": "2"}
-    crashed = run_in_own_group(spark_ingest(topic, table, bootstrap, *flags), env=crash)
+def crash_run(command: list[str], point: str, table: Path, checkpoint: Path, batch: int) -> None:
+    """Run the driver until it kills itself at ``point`` in its second micro-batch (id ``batch``:
+    its first replays the batch the run before died in); that batch's offsets are in the
+    checkpoint, its completion is not."""
+    crashed = run_in_own_group(command, env={"PARKA_TEST_CRASH_AT": point, "PARKA_TEST_CRASH_AFTER": "2"})
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-4000:]
     assert f"crash point {point}: SIGKILL" in crashed.stderr
-    checkpoint = table / CHECKPOINTS_DIR / f"parka-{topic}"
-    assert (checkpoint / "offsets" / "1").exists() and not (checkpoint / "commits" / "1").exists()
-    stray = data_files_on_disk(table) - referenced_files(table)
-    in_table = len(table_ids(table))
-    # batch 0 is in the table; batch-after-write left batch 1's files unreferenced; after-delta-commit
-    # committed batch 1 too, and Spark will replay it (its commits/1 is missing)
-    batches = committed_batches(table)
-    assert list(batches) == ([0, 1] if point == "after-delta-commit" else [0])
-    assert (len(stray) > 0) == (point == "batch-after-write")
+    assert (checkpoint / "offsets" / str(batch)).exists() and not (checkpoint / "commits" / str(batch)).exists()
 
-    restarted = run_in_own_group(spark_ingest(topic, table, bootstrap, *flags))
+
+def test_kill_9_of_the_spark_driver_at_each_crash_point_then_restart_is_exactly_once_without_orphans(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """One table, four runs of the driver: killed before writing micro-batch 1's files, after
+    writing batch 2's (not committed), after committing batch 3 (not marked done by Spark), then
+    a run to the end. Each restart replays the batch its predecessor died in. (One run through
+    the three points, not a test per point: every driver start is a JVM on the CI's 2 cores.)"""
+    topic = new_topic(partitions=2)
+    segments = produce_events(bootstrap, topic, 0, 1200, batch=60)  # keyed: split over the 2 partitions
+    assert segments >= 18  # at least 5 micro-batches of up to 4
+    table = tmp_path / "t"
+    command = spark_ingest(topic, table, bootstrap, "--end-at-latest", "--max-offsets-per-trigger", "4", "-q")
+    checkpoint = table / CHECKPOINTS_DIR / f"parka-{topic}"
+
+    crash_run(command, "batch-before-write", table, checkpoint, 1)
+    assert list(committed_batches(table)) == [0]
+    assert data_files_on_disk(table) == referenced_files(table)  # nothing written for batch 1
+
+    crash_run(command, "batch-after-write", table, checkpoint, 2)
+    assert list(committed_batches(table)) == [0, 1]  # the replay of batch 1 committed
+    stray = data_files_on_disk(table) - referenced_files(table)
+    assert stray, "batch 2's files, written and not committed, should be on disk"
+
+    crash_run(command, "after-delta-commit", table, checkpoint, 3)
+    batches = committed_batches(table)
+    assert list(batches) == [0, 1, 2, 3]  # batch 3 is in the table; Spark will replay it
+    assert not stray & data_files_on_disk(table), "the restart should have removed batch 2's orphans"
+    in_table = len(table_ids(table))
+
+    restarted = run_in_own_group(command)
     assert restarted.returncode == 0, restarted.stderr[-4000:]
     result = last_json(restarted)
-    # Spark replays batch 1 with the same offsets; when it had committed, that is a no-op
-    assert result["records"] == 600 - in_table
-    assert result["covered_files"] == batches.get(1, 0)  # the replay deleted its new copies
-    assert result["orphans_removed"] == len(stray)
-    assert sorted(table_ids(table)) == list(range(600))  # every record once
+    # the replay of batch 3 finds its commit: a no-op whose new copies it deletes
+    assert result["records"] == 1200 - in_table
+    assert result["covered_files"] == batches[3]
+    assert sorted(table_ids(table)) == list(range(1200))  # every record once
     assert sorted(committed_batches(table)) == list(range(max(committed_batches(table)) + 1))  # each batch once
     assert_no_orphans(table)
 
