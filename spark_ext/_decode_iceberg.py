@@ -51,7 +51,7 @@ from parka.lake import MAX_COMMIT_ATTEMPTS, Committer, LandingSession
 from parka.errors import CommitConflict, CommitError, ConfigError, ParkaError, SchemaMismatchError
 
 from ._arrow import KAFKA_COLUMNS
-from ._options import ICEBERG_CATALOG_CLASS, ICEBERG_CATALOG_IDENTITY, iceberg_catalog_conf
+from ._options import ICEBERG_CATALOG_CLASS, ICEBERG_CATALOG_IDENTITY, iceberg_catalog_conf, lake_storage_options
 from ._query import LandingRun, kafka_stream, resume_from_table, with_trigger
 from ._reader import decode, spark_schema
 from ._session import SparkSetupError, iceberg_packages, jvm_cause, translate
@@ -154,7 +154,7 @@ def start_decode_iceberg(
         app_id=s.app,
         partition_by=s.partition_by,
         merge=s.schema_evolution == "merge",
-        storage_options={k: v for k, v in s.storage_options.items() if not k.startswith("fs.")},
+        storage_options=lake_storage_options(s.storage_options),
         on_commit=on_commit,
     )
     session = LandingSession(committer)

@@ -17,6 +17,7 @@ __all__ = [
     "hadoop_storage_options",
     "iceberg_catalog_conf",
     "kafka_client_options",
+    "lake_storage_options",
     "trigger_ms",
 ]
 
@@ -92,6 +93,12 @@ def hadoop_storage_options(options: Mapping[str, str]) -> dict[str, str]:
         out["fs.s3a.path.style.access"] = "true"
     out.update({k: v for k, v in options.items() if k.startswith("fs.")})
     return out
+
+
+def lake_storage_options(options: Mapping[str, str]) -> dict[str, str]:
+    """The storage options the driver's own file and commit work takes (delta-rs, obstore,
+    pyiceberg's FileIO): all but Hadoop's ``fs.*`` settings, which are Spark's alone."""
+    return {k: v for k, v in options.items() if not k.startswith("fs.")}
 
 
 def kafka_client_options(conf: Mapping[str, str]) -> dict[str, str]:

@@ -19,6 +19,7 @@ from parka.schema import to_arrow_schema
 from parka.segment import FORMAT_HEADER
 
 from ._arrow import KAFKA_COLUMNS
+from ._options import lake_storage_options
 from ._query import LandingRun, kafka_stream, resume_from_table, source_options, with_trigger
 from ._reader import spark_schema
 
@@ -57,7 +58,7 @@ def start_raw(
     options = source_options(spark, s)
     uri = s.table_uri if s.catalog is not None else _local_path(s.table_uri)  # Iceberg: namespace.name
     # delta-rs keys go to deltalake as they are; fs.* ones are for Hadoop (the checkpoint)
-    storage = {k: v for k, v in s.storage_options.items() if not k.startswith("fs.")}
+    storage = lake_storage_options(s.storage_options)
     session = LandingSession(
         Committer(
             _engine(spark, s),
