@@ -361,3 +361,63 @@ def test_without_the_iceberg_extra_the_daemon_exits_2_naming_it(tmp_path: Path) 
     proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2, proc.stderr
     assert "needs parka's 'iceberg' extra" in proc.stderr and "pip install 'parka[iceberg]'" in proc.stderr
+
+
+def test_a_commit_copies_the_tables_metadata_a_fixed_number_of_times_however_long_its_history(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pyiceberg 0.12 deep-copies the whole metadata (every snapshot) on each read of a
+    transaction's ``table_metadata``, about ten times per append: parka's commits read it once
+    per transaction state, so a commit's cost stops growing tenfold with the table's history."""
+    import pyiceberg.table
+
+    c = iceberg_committer(tmp_path)
+    for offset in range(3):
+        c.commit([landed(c, 0, offset, [offset])])
+    copies: list[int] = []
+    replay = pyiceberg.table.update_table_metadata
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        copies.append(1)
+        return replay(*args, **kwargs)
+
+    monkeypatch.setattr(pyiceberg.table, "update_table_metadata", counted)
+    c.commit([landed(c, 0, 3, [3])])
+    # the state as read, then with the snapshot staged (the catalog's own copy is not counted here)
+    assert len(copies) == 2
+    assert ids(c.engine) == [0, 1, 2, 3]  # type: ignore[arg-type]
+
+
+def test_each_manifest_is_read_once_per_handle_and_the_files_follow_the_snapshots(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The orphan cleanup asks for the referenced and logged files every few commits; manifests
+    never change once written, so only the new ones are read, and a compaction's removals show."""
+    from pyiceberg.manifest import ManifestFile
+
+    c = iceberg_committer(tmp_path)
+    for offset in range(4):
+        c.commit([landed(c, offset % 2, offset, [offset])])
+    e = c.engine
+    assert isinstance(e, IcebergEngine)
+    table = e.open("db.t")
+    assert table is not None
+    reads: list[str] = []
+    fetch = ManifestFile.fetch_manifest_entry
+
+    def counted(self: ManifestFile, *args: Any, **kwargs: Any) -> Any:
+        reads.append(self.manifest_path)
+        return fetch(self, *args, **kwargs)
+
+    monkeypatch.setattr(ManifestFile, "fetch_manifest_entry", counted)
+    first = table.referenced_files()
+    assert len(first) == 4 and len(reads) == 4
+    assert table.logged_files() == first and table.referenced_files() == first
+    assert len(reads) == 4  # nothing read twice
+    optimize_iceberg(e, "db.t")  # reads the manifests through its own handle
+    table.refresh()
+    known, reads[:] = set(reads), []
+    compacted = table.referenced_files()
+    assert len(compacted) == 1 and not compacted & first
+    assert table.logged_files() == first | compacted  # older snapshots still name the small files
+    assert reads and not set(reads) & known and len(reads) == len(set(reads))  # the new ones, once
