@@ -85,6 +85,7 @@ def spark() -> Iterator[Any]:
             "spark.sql.shuffle.partitions": "2",
             "spark.databricks.delta.snapshotPartitions": "2",
             "spark.sql.streaming.stopTimeout": "30s",
+            "spark.driver.extraJavaOptions": SHORT_JVM,
             # parquet-mr's InMemoryKMS for the encryption tests (test_spark_encryption.py): a
             # jar added to a running session was not seen by delta-spark's Parquet reader
             "spark.jars": kms_jar(),
