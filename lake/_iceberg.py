@@ -44,6 +44,7 @@ import contextlib
 import json
 import logging
 import re
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -79,7 +80,7 @@ from ._iceberg_catalog import S3_PROPERTIES, catalog_properties
 from ._iceberg_partitions import data_schema, derived_fields, parka_specs, partition_fields, partition_record
 from ._log import DataFile
 from ._plan import RESERVED_COLUMNS
-from ._storage import read_parquet_footer
+from ._storage import delete_files, read_parquet_footer
 
 __all__ = ["TXNS_KEY", "IcebergEngine", "IcebergTableLog", "catalog_properties", "iceberg_arrow_schema"]
 
@@ -90,6 +91,13 @@ TXNS_KEY = "parka.txns"
 
 _NAME_MAPPING = TableProperties.DEFAULT_NAME_MAPPING
 _NO_RETRIES = {TableProperties.COMMIT_NUM_RETRIES: "0"}
+# Iceberg's snapshot retention properties (what its expire_snapshots procedure reads)
+MAX_SNAPSHOT_AGE = "history.expire.max-snapshot-age-ms"
+MIN_SNAPSHOTS = "history.expire.min-snapshots-to-keep"
+DEFAULT_MAX_SNAPSHOT_AGE_MS = str(5 * 24 * 3_600_000)  # Iceberg's default: 5 days
+# parka's for the tables it creates: a daemon committing every second makes 3,600 snapshots an
+# hour, and each commit copies and rewrites the metadata of all it keeps
+CREATED_MAX_SNAPSHOT_AGE_MS = str(3_600_000)
 _METADATA_NUMBER = re.compile(r"(?:^|/)(\d+)-[^/]*\.metadata\.json$")
 
 
@@ -203,7 +211,12 @@ class IcebergEngine:
                         raise ConfigError(
                             "--partition-by", given, "a partition spec Iceberg takes", reason=str(exc)
                         ) from exc
-                tx.set_properties({_NAME_MAPPING: tx.table_metadata.schema().name_mapping.model_dump_json()})
+                tx.set_properties(
+                    {
+                        _NAME_MAPPING: tx.table_metadata.schema().name_mapping.model_dump_json(),
+                        MAX_SNAPSHOT_AGE: CREATED_MAX_SNAPSHOT_AGE_MS,
+                    }
+                )
             table = catalog.load_table(uri)
         except TableAlreadyExistsError as exc:
             raise CommitConflict(f"Iceberg table {uri} appeared meanwhile") from exc
@@ -494,4 +507,52 @@ class IcebergTableLog:
         )
 
     def checkpoint(self) -> None:
-        """Nothing to do: Iceberg's manifests are its checkpoints."""
+        """Iceberg's manifests need no checkpoint; what Delta does next to one, dropping log
+        entries past the table's retention, is snapshot expiry here, by the table's own
+        properties (:data:`MAX_SNAPSHOT_AGE`, :data:`MIN_SNAPSHOTS`; Iceberg's defaults when
+        unset). Every commit rewrites the metadata of every snapshot kept, so a daemon that
+        commits each second must expire them. A failure is logged and retried at the next
+        checkpoint: ingestion goes on."""
+        properties = self._table.metadata.properties
+        age_ms = int(properties.get(MAX_SNAPSHOT_AGE, DEFAULT_MAX_SNAPSHOT_AGE_MS))
+        keep = int(properties.get(MIN_SNAPSHOTS, "1"))
+        try:
+            self.expire_snapshots(time.time() * 1000 - age_ms, retain_last=keep)
+        except CommitError as exc:
+            log.warning("%s; trying again at the next checkpoint", exc)
+
+    def expire_snapshots(self, older_than_ms: float, *, retain_last: int = 1) -> int:
+        """Expire the snapshots made before ``older_than_ms`` (epoch ms) except the
+        ``retain_last`` latest of the current one's ancestry and the latest holding the ``txn``
+        state (the offsets every parka worker resumes from), then delete the data files only
+        they named (pyiceberg's expiry removes metadata only). Returns the files deleted.
+
+        Raises:
+            CommitError: the expiry's commit failed (nothing was deleted).
+        """
+        self.refresh()
+        t = self._table
+        current = t.current_snapshot()
+        if current is None:
+            return 0
+        ancestry = list(ancestors_of(current, t.metadata))  # the current snapshot first
+        keep = {s.snapshot_id for s in ancestry[: max(retain_last, 1)]}
+        holder = next((s for s in ancestry if s.summary and TXNS_KEY in s.summary.additional_properties), None)
+        if holder is not None:
+            keep.add(holder.snapshot_id)
+        doomed = [
+            s.snapshot_id for s in t.metadata.snapshots if s.timestamp_ms < older_than_ms and s.snapshot_id not in keep
+        ]
+        if not doomed:
+            return 0
+        logged = self.logged_files()
+        try:
+            t.maintenance.expire_snapshots().by_ids(doomed).commit()
+        except Exception as exc:
+            raise CommitError(f"cannot expire snapshots of {self.identifier}: {exc}") from exc
+        self.refresh()
+        gone = sorted(p for p in logged - self.logged_files() if "://" not in p)  # under the data folder only
+        if gone:
+            delete_files(self.uri, gone, self.storage_options)
+        log.info("expired %d snapshot(s) of %s, deleted %d data file(s)", len(doomed), self.identifier, len(gone))
+        return len(gone)

@@ -34,11 +34,10 @@ from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.io.pyarrow import ArrowScan
 from pyiceberg.manifest import ManifestContent
 from pyiceberg.table import FileScanTask
-from pyiceberg.table.snapshots import ancestors_of
 
 from parka.errors import CommitConflict, CommitError, ConfigError
 
-from ._iceberg import TXNS_KEY, IcebergEngine, IcebergTableLog
+from ._iceberg import IcebergEngine, IcebergTableLog
 from ._log import DataFile
 from ._optimize import DEFAULT_ROW_GROUP_ROWS, DEFAULT_TARGET_SIZE, MAX_ATTEMPTS, OptimizeResult
 from ._storage import delete_files, make_durable, write_data_file
@@ -103,7 +102,11 @@ def optimize_iceberg(
             continue
         removed, added = sum(len(g) for g in bins), len(files)
         break
-    vacuumed = 0 if expire_older_than_hours is None else _expire(table, expire_older_than_hours, options)
+    vacuumed = (
+        0
+        if expire_older_than_hours is None
+        else table.expire_snapshots(time.time() * 1000 - expire_older_than_hours * 3_600_000)
+    )
     return OptimizeResult(identifier, before, table.refresh(), removed, added, vacuumed, None, attempts)
 
 
@@ -143,33 +146,3 @@ def _rewrite(table: IcebergTableLog, group: list[Any], row_group_rows: int, opti
     name = f"compacted-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}.parquet"
     size = write_data_file(table.uri, name, data, options)
     return DataFile(path=name, size=size, stats="{}")
-
-
-def _expire(table: IcebergTableLog, hours: float, options: Mapping[str, str]) -> int:
-    """Expire snapshots older than ``hours`` but the current one and the latest holding the
-    ``txn`` state; delete the data files no remaining snapshot names. Returns how many."""
-    table.refresh()
-    t = table.iceberg
-    current = t.current_snapshot()
-    if current is None:
-        return 0
-    keep = {current.snapshot_id}
-    for snapshot in ancestors_of(current, t.metadata):
-        if snapshot.summary is not None and TXNS_KEY in snapshot.summary.additional_properties:
-            keep.add(snapshot.snapshot_id)
-            break
-    cutoff_ms = (time.time() - hours * 3600) * 1000
-    doomed = [s.snapshot_id for s in t.metadata.snapshots if s.timestamp_ms < cutoff_ms and s.snapshot_id not in keep]
-    if not doomed:
-        return 0
-    logged = table.logged_files()
-    try:
-        t.maintenance.expire_snapshots().by_ids(doomed).commit()
-    except Exception as exc:
-        raise CommitError(f"cannot expire snapshots of {table.identifier}: {exc}") from exc
-    table.refresh()
-    gone = sorted(p for p in logged - table.logged_files() if "://" not in p)  # under the data folder only
-    if gone:
-        delete_files(table.uri, gone, options)
-    log.info("expired %d snapshot(s) of %s, deleted %d data file(s)", len(doomed), table.identifier, len(gone))
-    return len(gone)

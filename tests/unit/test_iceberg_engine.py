@@ -421,3 +421,32 @@ def test_each_manifest_is_read_once_per_handle_and_the_files_follow_the_snapshot
     assert len(compacted) == 1 and not compacted & first
     assert table.logged_files() == first | compacted  # older snapshots still name the small files
     assert reads and not set(reads) & known and len(reads) == len(set(reads))  # the new ones, once
+
+
+def test_the_daemons_checkpoint_expires_snapshots_by_the_tables_own_retention(tmp_path: Path) -> None:
+    """Every ``checkpoint_interval`` commits, snapshots older than the table's
+    ``history.expire.max-snapshot-age-ms`` go (parka creates tables with one hour), except the
+    ``history.expire.min-snapshots-to-keep`` latest and the one holding the offsets; files only
+    they named are deleted, and a table younger than its retention keeps every snapshot."""
+    c = iceberg_committer(tmp_path, checkpoint_interval=3)
+    c.commit([landed(c, 0, 0, [0])])
+    e = c.engine
+    assert isinstance(e, IcebergEngine)
+    table = e.catalog.load_table("db.t")
+    assert table.metadata.properties["history.expire.max-snapshot-age-ms"] == "3600000"
+    for offset in (1, 2):  # the third commit's checkpoint: nothing is an hour old
+        c.commit([landed(c, 0, offset, [offset])])
+    assert len(e.catalog.load_table("db.t").metadata.snapshots) == 3
+    with table.transaction() as tx:
+        tx.set_properties({"history.expire.max-snapshot-age-ms": "0", "history.expire.min-snapshots-to-keep": "2"})
+    optimize_iceberg(e, "db.t")  # a snapshot without offsets, whose small files only older ones name
+    for offset in (3, 4, 5):
+        c.commit([landed(c, 1, offset, [offset])])
+    log = e.open("db.t")
+    assert log is not None
+    snapshots = log.iceberg.metadata.snapshots
+    assert len(snapshots) == 2  # the two latest (each holds the offsets)
+    assert log.txns() == {"app-0": 2, "app-1": 5}
+    data = Path(log.uri.removeprefix("file://"))
+    assert {p.name for p in data.iterdir()} == log.logged_files() == log.referenced_files()
+    assert ids(e) == [0, 1, 2, 3, 4, 5]
