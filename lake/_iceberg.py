@@ -229,6 +229,15 @@ class IcebergEngine:
         return IcebergTableLog(self, uri, table, storage_options)
 
 
+def _merges_manifests(properties: Mapping[str, str]) -> bool:
+    """Whether appends merge small manifests (``commit.manifest-merge.enabled``), with Iceberg
+    Java's default, true, not pyiceberg's: a fast append adds a manifest per commit that the
+    current snapshot keeps listing (its files stay live), so a daemon committing each second
+    would write and read an ever longer manifest list. Merged once there are
+    ``commit.manifest.min-count-to-merge`` (100) of them."""
+    return properties.get(TableProperties.MANIFEST_MERGE_ENABLED, "true").strip().lower() == "true"
+
+
 class _Transaction(Transaction):
     """pyiceberg's transaction, reading its metadata once per state. pyiceberg 0.12 replays the
     staged updates onto a deep copy of the table's whole metadata (every snapshot, every
@@ -346,17 +355,20 @@ class IcebergTableLog:
     def logged_files(self) -> set[str]:
         """The data files any snapshot still in the metadata holds (a snapshot that needs a file
         lists it as added or existing; an entry marking it deleted adds nothing)."""
-        return self._files_of(self._table.metadata.snapshots)
+        return self._files_of(self._table.metadata.snapshots, forget_others=True)
 
-    def _files_of(self, snapshots: Sequence[Snapshot]) -> set[str]:
+    def _files_of(self, snapshots: Sequence[Snapshot], *, forget_others: bool = False) -> set[str]:
         """The data files the ``snapshots`` hold. A manifest never changes once written, so its
         files are read once per handle: a daemon's orphan cleanup would otherwise read every
-        manifest of the table's history again each time (fast appends add one per commit)."""
+        manifest of the table's history again each time. ``forget_others``: ``snapshots`` are
+        all the table has, and manifests none of them lists (merged, expired) leave the memo."""
         io = self._table.io
         files: set[str] = set()
+        listed: set[str] = set()
         try:
             for snapshot in snapshots:
                 for manifest in snapshot.manifests(io):
+                    listed.add(manifest.manifest_path)
                     held = self._manifest_files.get(manifest.manifest_path)
                     if held is None:
                         entries = manifest.fetch_manifest_entry(io, discard_deleted=True)
@@ -365,6 +377,8 @@ class IcebergTableLog:
                     files |= held
         except Exception as exc:
             raise CommitError(f"cannot read the manifests of {self.identifier}: {exc}") from exc
+        if forget_others:
+            self._manifest_files = {path: self._manifest_files[path] for path in listed}
         return files
 
     # -- writing ---------------------------------------------------------------------------
@@ -456,7 +470,10 @@ class IcebergTableLog:
             if _NAME_MAPPING not in table.metadata.properties:
                 tx.set_properties({_NAME_MAPPING: table.metadata.schema().name_mapping.model_dump_json()})
             snapshot = tx.update_snapshot(snapshot_properties=dict(summary))
-            with snapshot.overwrite() if removed else snapshot.fast_append() as producer:
+            merge = _merges_manifests(table.metadata.properties)
+            with (
+                snapshot.overwrite() if removed else snapshot.merge_append() if merge else snapshot.fast_append()
+            ) as producer:
                 for data_file in removed:
                     producer.delete_data_file(data_file)
                 for data_file in data_files:

@@ -450,3 +450,23 @@ def test_the_daemons_checkpoint_expires_snapshots_by_the_tables_own_retention(tm
     data = Path(log.uri.removeprefix("file://"))
     assert {p.name for p in data.iterdir()} == log.logged_files() == log.referenced_files()
     assert ids(e) == [0, 1, 2, 3, 4, 5]
+
+
+@pytest.mark.parametrize(("merge", "manifests"), [("true", 2), ("false", 6)])
+def test_appends_merge_small_manifests_unless_the_table_says_not_to(tmp_path: Path, merge: str, manifests: int) -> None:
+    """Iceberg Java's default (``commit.manifest-merge.enabled``: true), not pyiceberg's: one
+    manifest per commit would stay listed by every later snapshot. With a minimum of 3 to merge,
+    six commits leave the current snapshot 2 manifests, against 6 without merging."""
+    c = iceberg_committer(tmp_path)
+    c.commit([landed(c, 0, 0, [0])])
+    e = c.engine
+    assert isinstance(e, IcebergEngine)
+    with e.catalog.load_table("db.t").transaction() as tx:
+        tx.set_properties({"commit.manifest-merge.enabled": merge, "commit.manifest.min-count-to-merge": "3"})
+    for offset in range(1, 6):
+        c.commit([landed(c, 0, offset, [offset])])
+    table = e.catalog.load_table("db.t")
+    current = table.current_snapshot()
+    assert current is not None
+    assert len(current.manifests(table.io)) == manifests
+    assert ids(e) == [0, 1, 2, 3, 4, 5]
