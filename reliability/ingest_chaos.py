@@ -294,6 +294,7 @@ class IngestChaos:
             feeder.start()
             self.start()
             wait_for(self.table.exists, "the table to be created", 120)
+            self.table.keep_history_short()  # the workers' checkpoints expire it while they crash
             feeder.bad_enabled.set()
             foreign.start()
             for i, step in enumerate(self.steps):

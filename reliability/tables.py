@@ -79,6 +79,10 @@ class Target(ABC):
         """Append ``rows`` (in :meth:`schema`) as another application would, with the format's
         own writer: no ``txn`` of parka's."""
 
+    def keep_history_short(self) -> None:  # noqa: B027  (most formats have nothing to shorten)
+        """Make the table's history expire during the run where the workers expire it (Iceberg's
+        snapshots); Delta's log retention is days, and its cleanup is not parka's."""
+
     # -- the checks, on those reads -----------------------------------------------------------
 
     def ids(self) -> list[int]:
@@ -236,6 +240,14 @@ class IcebergTarget(Target):
 
     def append(self, rows: pa.Table) -> None:
         self._current().append(rows)
+
+    def keep_history_short(self) -> None:
+        """Snapshots older than 20 s expire at the workers' checkpoints (all but the latest 3 and
+        the one holding the offsets), so that expiry runs, and deletes files, amid the chaos."""
+        with self._current().transaction() as tx:
+            tx.set_properties(
+                {"history.expire.max-snapshot-age-ms": "20000", "history.expire.min-snapshots-to-keep": "3"}
+            )
 
 
 def target(table_format: str, folder: Path, name: str) -> Target:
