@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -470,3 +471,29 @@ def test_appends_merge_small_manifests_unless_the_table_says_not_to(tmp_path: Pa
     assert current is not None
     assert len(current.manifests(table.io)) == manifests
     assert ids(e) == [0, 1, 2, 3, 4, 5]
+
+
+def test_two_workers_expiring_the_same_snapshots_at_once_both_go_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Workers of one table reach their checkpoints together: the expiry that loses finds the
+    snapshots gone and returns quietly; one that fails otherwise raises a short CommitError."""
+    c = iceberg_committer(tmp_path)
+    for offset in range(4):
+        c.commit([landed(c, 0, offset, [offset])])
+    e = c.engine
+    assert isinstance(e, IcebergEngine)
+    first, second = e.open("db.t"), e.open("db.t")
+    assert first is not None and second is not None
+    logged = IcebergTableLog.logged_files
+    raced: list[int] = []
+
+    def first_wins(self: IcebergTableLog) -> set[str]:
+        if self is second and not raced:  # between second's plan and its commit
+            raced.append(first.expire_snapshots(time.time() * 1000 + 1000))
+        return logged(self)
+
+    monkeypatch.setattr(IcebergTableLog, "logged_files", first_wins)
+    assert second.expire_snapshots(time.time() * 1000 + 1000) == 0
+    assert raced == [0] and len(first.iceberg.metadata.snapshots) == 1
+    assert ids(e) == [0, 1, 2, 3]
