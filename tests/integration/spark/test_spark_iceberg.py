@@ -33,6 +33,7 @@ from .._ingest_util import (
     run_ingest,
     wait_for,
 )
+from .._objectstores import ObjectStoreServer
 from ._util import SPARK, wait_until_idle
 
 pytestmark = SPARK
@@ -218,3 +219,49 @@ def test_decode_mode_into_a_rest_catalog_is_exactly_once_across_a_restart(
     want = expected(0, 600)
     assert iceberg_rows(catalog, identifier) == want
     assert spark_rows(spark, spark_table_name("rest", identifier)) == naive_utc(want)
+
+
+def test_spark_raw_mode_continues_an_iceberg_table_in_s3_that_parka_ingest_started(
+    spark: Any, bootstrap: str, new_topic: Callable[..., str], s3proxy: ObjectStoreServer, tmp_path: Path
+) -> None:
+    """The warehouse in an S3-compatible store (s3proxy) and the SQL catalog on SQLite: parka
+    ingest creates the table, Spark raw mode continues it (executors write the data files through
+    obstore with the same ``--storage-option`` credentials, the driver commits through pyiceberg),
+    parka ingest again; every record once, every segment's bytes in the bucket, no orphan."""
+    from parka.lake._storage import list_files
+
+    topic = new_topic(partitions=2)
+    options = dict(s3proxy.storage_options)
+    catalog_options = {
+        "uri": f"sqlite:///{tmp_path / 'catalog.db'}",
+        "warehouse": f"{s3proxy.root}/wh-{uuid.uuid4().hex[:8]}",
+    }
+    flags = [a for k, v in catalog_options.items() for a in ("--catalog-option", f"{k}={v}")]
+    flags += [a for k, v in options.items() for a in ("--storage-option", f"{k}={v}")]
+    segments = produce_events(bootstrap, topic, 0, 200, batch=50)
+    run_ingest(topic, "db.events", bootstrap, "--end-at-latest", "--catalog", "s3", *flags)
+    second = produce_events(bootstrap, topic, 200, 300, batch=50)
+    segments += second
+    settings = SparkIngestSettings(
+        topic=topic,
+        table_uri="db.events",
+        bootstrap_servers=bootstrap,
+        catalog="s3",
+        catalog_options=catalog_options,
+        storage_options=options,
+        checkpoint_location=str(tmp_path / "checkpoint"),
+        max_offsets_per_trigger=4,
+    )
+    stats = ingest(spark, settings)
+    assert (stats.records, stats.segments) == (300, second) and stats.batches >= 2
+    segments += produce_events(bootstrap, topic, 500, 100, batch=50)
+    run_ingest(topic, "db.events", bootstrap, "--end-at-latest", "--catalog", "s3", *flags)
+
+    engine = IcebergEngine("s3", catalog_options, options)
+    table = engine.open("db.events", options)
+    assert table is not None and table.uri.startswith("s3://")
+    rows = engine.catalog.load_table("db.events").scan().to_arrow().select(COLUMNS).sort_by("id")
+    assert rows.cast(EVENTS).equals(pa.Table.from_pylist(expected(0, 600), schema=EVENTS))  # each once
+    files = table.referenced_files()
+    assert {f.path for f in list_files(table.uri, options)} == files  # no orphans
+    assert_segments_stored_byte_for_byte(bootstrap, topic, segments, table.uri, options, files=files)
