@@ -64,10 +64,11 @@ from pyiceberg.io.pyarrow import (
     schema_to_pyarrow,
 )
 from pyiceberg.manifest import DataFile as IcebergDataFile
-from pyiceberg.manifest import DataFileContent, FileFormat
+from pyiceberg.manifest import DataFileContent, FileFormat, ManifestFile
 from pyiceberg.table import Table, TableProperties, Transaction
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot, ancestors_of
+from pyiceberg.table.update.snapshot import ExpireSnapshots
 from pyiceberg.typedef import Record
 
 from parka._health import Blocker, one_line
@@ -276,6 +277,7 @@ class IcebergTableLog:
         self._txns: dict[int, dict[str, int]] = {}  # snapshot id -> the txn state there
         self._specs: tuple[PartitionSpec, ...] = ()
         self._manifest_files: dict[str, frozenset[str]] = {}  # manifest path -> its live data files
+        self._manifest_lists: dict[str, tuple[ManifestFile, ...]] = {}  # manifest list path -> its manifests
         self._check(table)
         self.uri = table.location().rstrip("/") + "/data"
 
@@ -367,7 +369,10 @@ class IcebergTableLog:
         listed: set[str] = set()
         try:
             for snapshot in snapshots:
-                for manifest in snapshot.manifests(io):
+                manifests = self._manifest_lists.get(snapshot.manifest_list)
+                if manifests is None:  # a manifest list never changes either
+                    manifests = self._manifest_lists[snapshot.manifest_list] = tuple(snapshot.manifests(io))
+                for manifest in manifests:
                     listed.add(manifest.manifest_path)
                     held = self._manifest_files.get(manifest.manifest_path)
                     if held is None:
@@ -379,6 +384,8 @@ class IcebergTableLog:
             raise CommitError(f"cannot read the manifests of {self.identifier}: {exc}") from exc
         if forget_others:
             self._manifest_files = {path: self._manifest_files[path] for path in listed}
+            lists = {snapshot.manifest_list for snapshot in snapshots}
+            self._manifest_lists = {k: v for k, v in self._manifest_lists.items() if k in lists}
         return files
 
     # -- writing ---------------------------------------------------------------------------
@@ -564,7 +571,7 @@ class IcebergTableLog:
             return 0
         logged = self.logged_files()
         try:
-            t.maintenance.expire_snapshots().by_ids(doomed).commit()
+            ExpireSnapshots(_Transaction(t, autocommit=True)).by_ids(doomed).commit()
         except Exception as exc:
             self.refresh()
             if not {s.snapshot_id for s in self._table.metadata.snapshots} & set(doomed):
