@@ -1,0 +1,182 @@
+"""What one ``parka ingest`` commit into Iceberg costs as the table's snapshots accumulate, with
+and without the daemon's snapshot expiry.
+
+pyiceberg rewrites the metadata of every snapshot kept on each commit, so a daemon committing
+every second pays more per commit the longer it runs, unless snapshots are expired. Two arms on
+topics of the same segments (``--segments`` of 10 rows each, one partition), each ``parka
+ingest`` in-process into a fresh table of the embedded catalog, one segment per commit:
+
+* **keep**: the table as parka creates it (``history.expire.max-snapshot-age-ms`` one hour, so
+  nothing expires during the run): every commit adds a snapshot that stays;
+* **expire**: the same table with ``history.expire.max-snapshot-age-ms=0`` and
+  ``history.expire.min-snapshots-to-keep=10``: every ``checkpoint_interval`` (10) commits the
+  daemon expires all but the latest ten.
+
+The statistic: the process's CPU time per commit (mean over each window of ``--window``
+commits; the first window starts when the first commit has ended), from the ingest's own
+progress callback; the arms run in a shuffled order, once per repeat. Writes ``results.json`` and ``report.md``::
+
+    python -m benchmarks.iceberg_commits --bootstrap 127.0.0.1:9092 \\
+        --kafka-data-dir "$(scripts/kafka-local.sh data-dir)" --out DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import random
+import statistics
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from parka.consumer import IngestionConsumer, IngestSettings
+from parka.lake import IcebergEngine
+from parka.producer import ParquetProducer
+
+from .broker import Broker
+from .machine import machine_info
+
+SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("value", pa.float64())])
+ARMS = {
+    "keep": {},
+    "expire": {"history.expire.max-snapshot-age-ms": "0", "history.expire.min-snapshots-to-keep": "10"},
+}
+
+
+def produce(bootstrap: str, topic: str, first: int, segments: int) -> None:
+    """``segments`` Parquet segments of 10 rows each (one flush each) to partition 0 of ``topic``."""
+    producer = ParquetProducer({"bootstrap.servers": bootstrap, "columnar.encoding": "parquet", "linger.ms": 60_000})
+    producer.set_schema(topic, SCHEMA)
+    for s in range(first, first + segments):
+        for i in range(10):
+            producer.produce(topic, {"id": s * 10 + i, "name": f"n{i}", "value": float(i)}, partition=0)
+        if producer.flush(30) != 0:
+            raise RuntimeError(f"segment {s} of {topic} was not delivered")
+
+
+def ingest(bootstrap: str, topic: str, warehouse: str, table: str, on_commit: Any = None) -> int:
+    settings = IngestSettings(
+        topic=topic,
+        table_uri=table,
+        kafka_conf={"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:8]}"},
+        app_id=f"bench-{topic}",
+        end_at_latest=True,
+        max_segments_per_commit=1,
+        catalog="bench",
+        catalog_options={"warehouse": warehouse},
+    )
+    stats = IngestionConsumer(settings, progress=on_commit).run()
+    return stats.commits
+
+
+def run_arm(broker: Broker, arm: str, segments: int, window: int) -> dict[str, Any]:
+    """One arm: a table made by a first one-segment ingest, its properties set, then
+    ``segments`` more segments ingested one commit each; CPU-ms per commit per window."""
+    topic = f"bench-icecommits-{arm}-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(topic, 1)
+    warehouse = tempfile.mkdtemp(prefix=f"parka-icecommits-{arm}-")
+    table = "bench.commits"
+    produce(broker.bootstrap, topic, 0, 1)
+    ingest(broker.bootstrap, topic, warehouse, table)
+    if ARMS[arm]:
+        loaded = IcebergEngine("bench", {"warehouse": warehouse}).catalog.load_table(table)
+        with loaded.transaction() as tx:
+            tx.set_properties(ARMS[arm])
+    produce(broker.bootstrap, topic, 1, segments)
+    marks: dict[int, float] = {}  # commits done -> the process's CPU time when first seen
+
+    def on_progress(consumer: IngestionConsumer) -> None:
+        marks.setdefault(consumer.stats.commits, time.process_time())
+
+    started = time.process_time()
+    commits = ingest(broker.bootstrap, topic, warehouse, table, on_progress)
+    ended = time.process_time()
+    engine = IcebergEngine("bench", {"warehouse": warehouse})
+    loaded = engine.catalog.load_table(table)
+    rows = loaded.scan().to_arrow().num_rows
+    if rows != (segments + 1) * 10:
+        raise RuntimeError(f"{arm}: {rows} rows in the table, {(segments + 1) * 10} produced")
+    # the progress call that follows a commit marks its end; the first window starts after commit 1
+    ends = [min(marks), *range(window, segments + 1, window)]
+    per_window = [(marks[b] - marks[a]) * 1000 / (b - a) for a, b in itertools.pairwise(ends)]
+    return {
+        "arm": arm,
+        "commits": commits,
+        "snapshots_at_end": len(loaded.metadata.snapshots),
+        "cpu_s": ended - started,
+        "cpu_ms_per_commit_by_window": per_window,
+        "rows": rows,
+    }
+
+
+def report(results: dict[str, Any]) -> str:
+    window = results["window"]
+    lines = [
+        "# Iceberg: CPU per `parka ingest` commit as snapshots accumulate",
+        "",
+        f"{results['segments']} commits of one 10-row segment each per arm; statistic: the mean CPU-ms",
+        f"per commit over each window of {window} commits (the ingest process's CPU time), per repeat.",
+        "",
+        "| repeat | arm | snapshots at the end | "
+        + " | ".join(f"commits {i * window + 1}-{(i + 1) * window}" for i in range(results["segments"] // window))
+        + " |",
+        "|---|---|---|" + "---|" * (results["segments"] // window),
+    ]
+    for r in results["runs"]:
+        cells = " | ".join(f"{v:.0f}" for v in r["cpu_ms_per_commit_by_window"])
+        lines.append(f"| {r['repeat']} | {r['arm']} | {r['snapshots_at_end']} | {cells} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bootstrap", default="localhost:9092")
+    parser.add_argument(
+        "--kafka-data-dir", required=True, help="the broker's log dir (scripts/kafka-local.sh data-dir)"
+    )
+    parser.add_argument("--segments", type=int, default=600, help="commits per arm (a multiple of --window)")
+    parser.add_argument("--window", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--out", default="bench-out/iceberg-commits")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    broker = Broker(args.bootstrap, args.kafka_data_dir)
+    rng = random.Random(args.seed)
+    runs = []
+    for repeat in range(1, args.repeats + 1):
+        order = list(ARMS)
+        rng.shuffle(order)
+        for arm in order:
+            result = run_arm(broker, arm, args.segments, args.window)
+            result["repeat"] = repeat
+            runs.append(result)
+            print(json.dumps(result), flush=True)
+    results = {
+        "machine": machine_info(broker),
+        "segments": args.segments,
+        "window": args.window,
+        "runs": runs,
+        "growth": {
+            arm: statistics.median(
+                r["cpu_ms_per_commit_by_window"][-1] / r["cpu_ms_per_commit_by_window"][0]
+                for r in runs
+                if r["arm"] == arm
+            )
+            for arm in ARMS
+        },
+    }
+    (out / "results.json").write_text(json.dumps(results, indent=2))
+    (out / "report.md").write_text(report(results))
+    print(report(results))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
