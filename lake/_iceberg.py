@@ -226,8 +226,18 @@ class IcebergEngine:
         except (ValueError, TypeError) as exc:
             raise SchemaMismatchError(f"Iceberg cannot store this schema: {exc}") from exc
         except Exception as exc:
+            # a catalog need not say "exists" as pyiceberg's error (the REST catalog's answer to a
+            # create transaction that lost: AlreadyExistsException): a table there now is a lost race
+            if self._exists(uri):
+                raise CommitConflict(f"Iceberg table {uri} appeared meanwhile ({one_line(exc, limit=200)})") from exc
             raise CommitError(f"cannot create Iceberg table {uri}: {exc}") from exc
         return IcebergTableLog(self, uri, table, storage_options)
+
+    def _exists(self, uri: str) -> bool:
+        try:
+            return bool(self.catalog.table_exists(uri))
+        except Exception:  # the catalog cannot say: not a race we can name
+            return False
 
 
 def _merges_manifests(properties: Mapping[str, str]) -> bool:

@@ -497,3 +497,31 @@ def test_two_workers_expiring_the_same_snapshots_at_once_both_go_on(
     assert second.expire_snapshots(time.time() * 1000 + 1000) == 0
     assert raced == [0] and len(first.iceberg.metadata.snapshots) == 1
     assert ids(e) == [0, 1, 2, 3]
+
+
+def test_a_create_that_loses_with_the_catalogs_own_error_takes_the_table_that_won(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Iceberg's REST catalog answers a create transaction that lost the race with its own
+    AlreadyExistsException (not pyiceberg's TableAlreadyExistsError): a table there now is a
+    lost race, and the worker lands into the table that won."""
+    c = iceberg_committer(tmp_path)
+    other = iceberg_committer(tmp_path)
+    e = c.engine
+    assert isinstance(e, IcebergEngine)
+    catalog = e.catalog
+
+    def lost(*args: Any, **kwargs: Any) -> Any:
+        other.commit([landed(other, 0, 0, [1])])  # the other worker creates the table and commits
+        raise RuntimeError("AlreadyExistsException: Table already exists: db.t")
+
+    monkeypatch.setattr(catalog, "create_table_transaction", lost)
+    c.commit([landed(c, 0, 0, [1]), landed(c, 0, 1, [2])])
+    assert ids(e) == [1, 2]
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(catalog, "create_table_transaction", broken)
+    with pytest.raises(CommitError, match=r"cannot create Iceberg table db\.u: disk full"):  # no table: an error
+        e.create("db.u", pa.schema([("id", pa.int64())]), partition_by=())
