@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable, write_deltalake
 from pyiceberg.catalog import Catalog, load_catalog
-from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import ancestors_of
 
@@ -243,11 +243,18 @@ class IcebergTarget(Target):
 
     def keep_history_short(self) -> None:
         """Snapshots older than 20 s expire at the workers' checkpoints (all but the latest 3 and
-        the one holding the offsets), so that expiry runs, and deletes files, amid the chaos."""
-        with self._current().transaction() as tx:
-            tx.set_properties(
-                {"history.expire.max-snapshot-age-ms": "20000", "history.expire.min-snapshots-to-keep": "3"}
-            )
+        the one holding the offsets), so that expiry runs, and deletes files, amid the chaos.
+        The workers commit meanwhile: a change that loses to one of them is made again on the
+        table as it is then (pyiceberg's own retries ran out under load once)."""
+        short = {"history.expire.max-snapshot-age-ms": "20000", "history.expire.min-snapshots-to-keep": "3"}
+        for _ in range(100):
+            try:
+                with self._current().transaction() as tx:
+                    tx.set_properties(short)
+                return
+            except CommitFailedException:
+                continue  # read the table again and retry: the race is the condition, not time
+        raise RuntimeError(f"could not set {short} on {self.identifier}: 100 commits lost to the workers'")
 
 
 def target(table_format: str, folder: Path, name: str) -> Target:
