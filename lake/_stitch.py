@@ -14,7 +14,6 @@ says why, and the caller writes the sources as files of their own.
 
 from __future__ import annotations
 
-import copy
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -204,7 +203,7 @@ def stitch(sources: Sequence[Source]) -> bytes:
             delta = pos - start
             parts.append(footer.data[start:end])
             pos += end - start
-            out = cencoding.ThriftObject("RowGroup", copy.deepcopy(rg.contents))
+            out = _editable_copy(rg)
             if out.file_offset is not None:
                 out.file_offset = start + delta
             if out.ordinal is not None:
@@ -240,6 +239,23 @@ def stitch(sources: Sequence[Source]) -> bytes:
     footer_bytes = bytes(meta.to_bytes())
     parts += [footer_bytes, struct.pack("<I", len(footer_bytes)), MAGIC]
     return b"".join(parts)
+
+
+def _editable_copy(rg: Any) -> Any:
+    """A copy of a ``RowGroup`` whose offsets :func:`stitch` may change without touching the
+    source: the row group, its column chunks and their ``ColumnMetaData`` are copied (the only
+    levels holding offsets); statistics, paths and encodings stay shared, never edited. A deep
+    copy cost about 4 ms per row group of the flights (half of ``parka ingest``'s CPU).
+    """
+    # by Thrift field id (parquet.thrift): fastparquet's attribute setter cannot take a
+    # ThriftObject or a list of them (it asks the value for a ``data`` attribute it hides)
+    chunks = []
+    for cc in rg.contents[1]:  # RowGroup.columns
+        chunk = dict(cc)
+        if chunk.get(3) is not None:  # ColumnChunk.meta_data
+            chunk[3] = dict(chunk[3])
+        chunks.append(chunk)
+    return cencoding.ThriftObject("RowGroup", {**rg.contents, 1: chunks})
 
 
 def _shifted_offset_index(blob: bytes, delta: int) -> bytes:
