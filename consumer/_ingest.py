@@ -24,14 +24,12 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from confluent_kafka import (
     OFFSET_BEGINNING,
     OFFSET_END,
-    TIMESTAMP_NOT_AVAILABLE,
-    KafkaError,
     KafkaException,
     TopicPartition,
 )
@@ -55,12 +53,12 @@ from parka.lake import (
 )
 
 from parka._crash import crash_point
-from parka._health import Blocker, HealthLog, kafka_logger
+from parka._health import HealthLog, kafka_logger
 from parka.errors import CommitError, KafkaClientError, SchemaMismatchError, SegmentError
 from parka.partitioning import PartitionSpec
 
+from ._ingest_client import KafkaSide
 from ._pipeline import Batch, CommitPipeline
-from ._positions import Positions
 from ._settings import IngestSettings
 from ._shim import ParquetConsumer, RawSegment
 
@@ -73,17 +71,6 @@ __all__ = ["DLQ_SCHEMA", "IngestSettings", "IngestStats", "IngestionConsumer"]
 
 log = logging.getLogger("parka.ingest")
 
-# Errors librdkafka retries forever (reported through error_cb or as consume errors) that no
-# retry can fix: a wrong password, mechanism, CA or ACL. The daemon stops on them, naming them.
-_CREDENTIAL_ERRORS = {
-    KafkaError._AUTHENTICATION: "Kafka authentication failed",
-    KafkaError.SASL_AUTHENTICATION_FAILED: "Kafka authentication failed",
-    KafkaError._SSL: "Kafka TLS failed",
-    KafkaError.TOPIC_AUTHORIZATION_FAILED: "Kafka authorization failed",
-    KafkaError.GROUP_AUTHORIZATION_FAILED: "Kafka authorization failed",
-}
-_CREDENTIAL_HINT = "check sasl.username, sasl.password, sasl.mechanisms, security.protocol and ssl.ca.location"
-
 
 @dataclass
 class IngestStats(CommitStats):
@@ -95,7 +82,7 @@ class IngestStats(CommitStats):
     files_compacted: int = 0
 
 
-class IngestionConsumer:
+class IngestionConsumer(KafkaSide):
     """Consume one topic's segments into one Delta table; :meth:`run` until stopped.
 
     ``progress`` is called on every turn of the loop; ``metrics`` (:class:`parka.metrics.IngestMetrics`)
@@ -120,7 +107,6 @@ class IngestionConsumer:
         self._policy = CommitPolicy(
             settings.allowed_latency_s, settings.bytes_per_commit, settings.max_segments_per_commit
         )
-        self._consumer: ParquetConsumer | None = None
         self._session: LandingSession | None = None
         self._committer: Committer | None = None
         self._batch = Batch()  # checked and refused since the last commit was cut
@@ -128,12 +114,9 @@ class IngestionConsumer:
         # What segments are checked against: the table's schema and partitioning after the last
         # commit that ended (the commit thread owns the committer while one is in flight).
         self._table_view: tuple[pa.Schema, tuple[PartitionSpec, ...]] | None = None
-        self._positions = Positions()  # where this worker is in each assigned partition
         self._stop = threading.Event()
         self._health = HealthLog(remind_s=settings.retry_log_interval_s, clock=clock)
-        self._watch = BrokerWatch(self._health, log, clock=clock)
-        self._credential_error: Any = None  # a KafkaError from _CREDENTIAL_ERRORS, set by error_cb
-        self._client_error: Any = None  # the last error error_cb reported (the preflight names it)
+        super().__init__(settings, BrokerWatch(self._health, log, clock=clock))
         self._optimized_at = 0  # stats.commits at the last optimize_every run
         self._log_engine: LogEngine | None = None
         self._iceberg: IcebergEngine | None = None
@@ -230,70 +213,7 @@ class IngestionConsumer:
                 self._pipeline.close()  # when run fails: a commit in flight ends, its error logged
         return self.stats
 
-    def _error_callback(self, user_cb: Callable[[Any], None] | None) -> Callable[[Any], None]:
-        """librdkafka's ``error_cb`` (run inside ``poll``): notes an error no retry fixes, for
-        :meth:`_poll` to raise; then calls the caller's own ``error_cb``, if any."""
-
-        def on_error(err: Any) -> None:
-            if err.code() in _CREDENTIAL_ERRORS and self._credential_error is None:
-                self._credential_error = err
-            if err.code() != KafkaError._ALL_BROKERS_DOWN:  # the transport error says more
-                self._client_error = err
-            elif self._consumer is not None and self._positions.assigned:
-                self._watch.trouble(
-                    Blocker("broker", f"lost the Kafka brokers at {self._bootstrap} ({err.str()})", False)
-                )
-            if user_cb is not None:
-                user_cb(err)
-
-        return on_error
-
-    def _raise_credential_error(self, err: Any) -> NoReturn:
-        raise KafkaClientError(
-            f"{_CREDENTIAL_ERRORS[err.code()]}, stopping ({_CREDENTIAL_HINT}): {err.str()}", kafka_error=err
-        )
-
-    def _poll(self) -> RawSegment | None:
-        """The next raw message; transient client errors (a broker away) are logged and retried.
-
-        librdkafka reconnects by itself, and everything buffered stays buffered until a commit
-        succeeds, so waiting loses nothing. A fatal error stops ingestion.
-        """
-        assert self._consumer is not None
-        try:
-            raw = self._consumer.poll_buffer(timeout=0.5)
-        except SegmentError as exc:
-            # Garbled parka headers: the shim raises before it builds the RawSegment, keeping the
-            # raw message in the error. Hand it on as a message; _handle refuses it (dead letter,
-            # or a stop after what came before is committed) like any other bad message.
-            if exc.topic is None or exc.partition is None or exc.offset is None:
-                raise
-            return RawSegment(
-                value=exc.value,
-                headers=exc.headers,
-                topic=exc.topic,
-                partition=exc.partition,
-                offset=exc.offset,
-                timestamp=(TIMESTAMP_NOT_AVAILABLE, 0),
-                info=None,
-            )
-        except KafkaClientError as exc:
-            err = exc.kafka_error
-            if err is not None and err.code() in _CREDENTIAL_ERRORS:
-                self._raise_credential_error(err)
-            if err is not None and not err.fatal():
-                self._watch.trouble(Blocker("kafka", f"Kafka client: {err.str()} (buffered segments are kept)", False))
-                return None
-            raise
-        if self._credential_error is not None:  # noted by error_cb during this poll
-            self._raise_credential_error(self._credential_error)
-        return raw
-
     # -- causes the daemon waits on ------------------------------------------------------------
-
-    @property
-    def _bootstrap(self) -> str:
-        return str(self.settings.kafka_conf.get("bootstrap.servers", "?"))
 
     def _wait_until_ready(self) -> bool:
         """The table location and the topic answer (:func:`parka.lake.wait_until_ready`)."""
