@@ -85,7 +85,7 @@ class IngestStats(CommitStats):
 class IngestionConsumer(KafkaSide):
     """Consume one topic's segments into one Delta table; :meth:`run` until stopped.
 
-    ``progress`` is called on every turn of the loop; ``metrics`` (:class:`parka.metrics.IngestMetrics`)
+    ``progress`` is called on every turn of the loop and once each commit ended; ``metrics`` (:class:`parka.metrics.IngestMetrics`)
     reads :attr:`stats`, is told each commit's latency and, at most once a second, the lag."""
 
     def __init__(
