@@ -85,8 +85,9 @@ class IngestStats(CommitStats):
 class IngestionConsumer(KafkaSide):
     """Consume one topic's segments into one Delta table; :meth:`run` until stopped.
 
-    ``progress`` is called on every turn of the loop and once each commit ended; ``metrics`` (:class:`parka.metrics.IngestMetrics`)
-    reads :attr:`stats`, is told each commit's latency and, at most once a second, the lag."""
+    ``progress`` is called on every turn of the loop and once each commit ended; ``metrics``
+    (:class:`parka.metrics.IngestMetrics`) reads :attr:`stats`, is told each commit's latency
+    and, at most once a second, the lag."""
 
     def __init__(
         self,
@@ -398,7 +399,14 @@ class IngestionConsumer(KafkaSide):
         """
         if self._pipeline is None or not self._pipeline.busy:
             return
-        result = self._pipeline.wait()  # a failed commit stops the daemon: no view to renew
+        try:
+            result = self._pipeline.wait()
+        except BaseException:
+            # A failed commit stops the daemon. What the loop buffered since must not be
+            # committed without it (a rebalance's revoke while closing would): its txn would jump
+            # over the failed batch's offsets. The next run reads both again from the txn.
+            self._batch = Batch()
+            raise
         assert result is not None
         self._view_table()  # the commit may have evolved the schema
         self._positions.in_table(result.last)
@@ -412,7 +420,7 @@ class IngestionConsumer(KafkaSide):
     def _maybe_optimize(self) -> None:
         """Every ``optimize_every`` commits of this worker, compact the table
         (:func:`parka.lake.optimize_table`; no checkpoint: the committer writes
-        those). Between commits, never inside one: nothing is buffered when it runs, and the
+        those). Between commits, never inside one: the commit in flight ends first, and the
         next commit re-reads the table (the protocol's step 3). Maintenance only: a failure is
         logged and ingestion goes on."""
         every = self.settings.optimize_every
