@@ -33,7 +33,7 @@ from ._log import DataFile, TableLog
 from ._partitions import segment_partition_values, split_by_partition
 from ._plan import FileName, Fit, LandedSegment, fit_segment, partition_path
 from ._stats import DEFAULT_STATS, RecentCache, StatsConfig, data_file_stats
-from ._stitch import NotStitchable, Source, encrypted_columns, stitch
+from ._stitch import NotStitchable, Source, encrypted_columns, gc_paused, stitch
 from ._stitch import read_footer as read_stitch_footer
 from ._storage import delete_files, list_files, read_file, write_data_file
 
@@ -295,8 +295,9 @@ class _Writer:
         if len(run) == 1:
             return [self.alone(run[0])]
         try:
-            footers = [read_stitch_footer(c.seg.value) for c in run]
-            data = stitch([Source(f) for f in footers])
+            with gc_paused():
+                footers = [read_stitch_footer(c.seg.value) for c in run]
+                data = stitch([Source(f) for f in footers])
         except NotStitchable as exc:
             log.warning(
                 "%d segment(s) of %s[%d] written one file each: %s",

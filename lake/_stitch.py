@@ -14,15 +14,27 @@ says why, and the caller writes the sources as files of their own.
 
 from __future__ import annotations
 
+import gc
 import struct
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
 from fastparquet import cencoding
 
-__all__ = ["Footer", "NotStitchable", "Source", "encrypted_columns", "read_footer", "row_groups", "stitch"]
+__all__ = [
+    "Footer",
+    "NotStitchable",
+    "Source",
+    "encrypted_columns",
+    "gc_paused",
+    "read_footer",
+    "row_groups",
+    "stitch",
+]
 
 MAGIC = b"PAR1"
 
@@ -53,6 +65,37 @@ class Source:
 
     footer: Footer
     row_groups: Sequence[int] | None = None
+
+
+_gc_lock = threading.Lock()
+_gc_pauses = 0
+_gc_was_enabled = False
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Hold Python's cyclic garbage collector off while footers are parsed and stitched.
+
+    A parsed footer is a few hundred dicts, and a file's footers (hundreds of segments) live
+    until its footer is written: every collection the allocations set off walked them all
+    again, which made parsing and stitching a 128 MiB file's footers take about 3x as long
+    (measured on the flights: 0.34 against 0.13 ms per footer). Nothing cyclic is made here, and
+    the collector runs as before once the last pause ends; pauses of several threads (a pool of
+    writers) nest.
+    """
+    global _gc_pauses, _gc_was_enabled
+    with _gc_lock:
+        if _gc_pauses == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_was_enabled:
+                gc.enable()
 
 
 def read_footer(data: bytes) -> Footer:
