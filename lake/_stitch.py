@@ -34,6 +34,7 @@ __all__ = [
     "read_footer",
     "row_groups",
     "stitch",
+    "stitch_parts",
 ]
 
 MAGIC = b"PAR1"
@@ -235,9 +236,21 @@ def _shift(value: int, delta: int) -> int:
 
 
 def stitch(sources: Sequence[Source]) -> bytes:
-    """One Parquet file holding the chosen row groups of ``sources``, in order.
+    """One Parquet file holding the chosen row groups of ``sources``, in order: the
+    :func:`stitch_parts` joined.
 
-    Its size is 4 + the copied row groups' bytes + the page indexes + the footer + 8.
+    Raises:
+        NotStitchable: see :func:`stitch_parts`.
+    """
+    return b"".join(stitch_parts(sources))
+
+
+def stitch_parts(sources: Sequence[Source]) -> list[bytes]:
+    """The bytes of one Parquet file holding the chosen row groups of ``sources``, in order, as
+    the parts to write one after the other (a writer need not join a whole file in memory): the
+    magic, each row group, the page indexes, and last the footer, its length and the magic.
+
+    The file's size is 4 + the copied row groups' bytes + the page indexes + the footer + 8.
 
     Raises:
         NotStitchable: see :func:`_check_compatible` and :func:`_row_group_range`; also a page
@@ -296,7 +309,7 @@ def stitch(sources: Sequence[Source]) -> bytes:
     meta[_ROW_GROUPS] = row_groups  # plain dicts, as the copies are
     footer_bytes = bytes(meta.to_bytes())
     parts += [footer_bytes, struct.pack("<I", len(footer_bytes)), MAGIC]
-    return b"".join(parts)
+    return parts
 
 
 def _editable_copy(rg: dict[int, Any]) -> dict[int, Any]:

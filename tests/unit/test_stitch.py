@@ -16,7 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from parka.lake._stitch import NotStitchable, Source, gc_paused, read_footer, stitch
+from parka.lake._stitch import NotStitchable, Source, gc_paused, read_footer, stitch, stitch_parts
+from parka.lake._storage import write_data_file
 
 from parka.schema import schema_fingerprint
 from parka.segment import encode_segment
@@ -110,6 +111,18 @@ def test_a_subset_of_row_groups_is_a_file_of_its_own() -> None:
     whole = stitch([Source(read_footer(value)) for _, value in parts])
     kept = stitch([Source(read_footer(whole), [1, 3])])
     assert pq.read_table(pa.BufferReader(kept)).equals(pa.concat_tables([parts[1][0], parts[3][0]]))
+
+
+def test_a_file_written_part_by_part_is_the_stitched_file(tmp_path: Path) -> None:
+    parts = segments(4, write_page_index=True)
+    sources = [Source(read_footer(value)) for _, value in parts]
+    pieces = stitch_parts(sources)
+    size = write_data_file(str(tmp_path), "p0/stitched.parquet", pieces)
+    written = (tmp_path / "p0" / "stitched.parquet").read_bytes()
+    assert written == stitch(sources) and size == len(written)
+    # the last parts are the footer, its length and the magic: the footer reads alone
+    alone = pq.read_metadata(pa.BufferReader(b"".join([b"PAR1", *pieces[-3:]])))
+    assert alone.equals(pq.read_metadata(pa.BufferReader(written)))
 
 
 def test_stitching_leaves_its_sources_footers_as_they_were() -> None:
