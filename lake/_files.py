@@ -33,7 +33,7 @@ from ._log import DataFile, TableLog
 from ._partitions import segment_partition_values, split_by_partition
 from ._plan import FileName, Fit, LandedSegment, fit_segment, partition_path
 from ._stats import DEFAULT_STATS, RecentCache, StatsConfig, data_file_stats
-from ._stitch import NotStitchable, Source, encrypted_columns, gc_paused, stitch, stitch_parts
+from ._stitch import NotStitchable, Source, encrypted_columns, gc_paused, parts_metadata, stitch, stitch_parts
 from ._stitch import read_footer as read_stitch_footer
 from ._storage import delete_files, list_files, read_file, write_data_file
 
@@ -276,7 +276,7 @@ class _Writer:
         size = write_data_file(self.table_uri, name, data, self.storage_options)
         names = [spec.name for spec in self.partition_by]
         stats = data_file_stats(
-            md if md is not None else _footer(data),
+            md if md is not None else data if isinstance(data, bytes) else parts_metadata(data),
             self.schema,
             partition_by=names,
             stats_config=self.stats_config,
@@ -381,12 +381,6 @@ def trim_stitched(
     """
     writer = _Writer(table_uri, table_schema, parse_partition_by(partition_by), storage_options or {}, stats_config)
     return writer.trim(file, keep)
-
-
-def _footer(data: bytes | list[bytes]) -> bytes | pq.FileMetaData:
-    """What the statistics are read from: a file's bytes, or of a stitched file's parts the footer
-    alone (:func:`parka.lake._stitch.stitch_parts` ends them with it, its length and the magic)."""
-    return data if isinstance(data, bytes) else pq.read_metadata(pa.BufferReader(b"".join([b"PAR1", *data[-3:]])))
 
 
 def _in_partition(values: Mapping[str, str | None], name: FileName) -> str:

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from fastparquet import cencoding
 
 __all__ = [
@@ -31,6 +33,7 @@ __all__ = [
     "Source",
     "encrypted_columns",
     "gc_paused",
+    "parts_metadata",
     "read_footer",
     "row_groups",
     "stitch",
@@ -325,6 +328,12 @@ def _editable_copy(rg: dict[int, Any]) -> dict[int, Any]:
             chunk[_CC_META] = dict(chunk[_CC_META])
         chunks.append(chunk)
     return {**rg, _RG_COLUMNS: chunks}
+
+
+def parts_metadata(parts: Sequence[bytes]) -> pq.FileMetaData:
+    """The footer of a file :func:`stitch_parts` made, read from its last parts alone (the footer,
+    its length and the magic): for the statistics, without joining the file."""
+    return pq.read_metadata(pa.BufferReader(b"".join([MAGIC, *parts[-3:]])))
 
 
 def _shifted_offset_index(blob: bytes, delta: int) -> bytes:
