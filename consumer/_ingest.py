@@ -9,7 +9,9 @@ the one committer ``parka ingest`` and Spark raw mode share (:class:`~._committe
 whose ``commit`` is the protocol). This module keeps the Kafka side: it seeks every assigned
 partition from the Delta log (the source of truth: its ``txn`` version + 1), decides when to
 commit (:class:`~._plan.CommitPolicy`), commits Kafka offsets afterwards for lag tools only, and
-moves a partition forward when another worker got further in the table.
+moves a partition forward when another worker got further in the table. A commit's files are
+written and committed on a thread of its own while the loop fetches the next batch
+(:mod:`._pipeline`: one commit in flight, memory bounded by ``max_buffered_bytes``).
 """
 
 from __future__ import annotations
@@ -20,15 +22,14 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from confluent_kafka import (
     OFFSET_BEGINNING,
     OFFSET_END,
-    TIMESTAMP_NOT_AVAILABLE,
-    KafkaError,
     KafkaException,
     TopicPartition,
 )
@@ -36,8 +37,8 @@ from parka.lake import (
     DEFAULT_STATS,
     DLQ_SCHEMA,
     BrokerWatch,
-    CheckedSegment,
     CommitPolicy,
+    CommitResult,
     CommitStats,
     Committer,
     LandingSession,
@@ -52,10 +53,12 @@ from parka.lake import (
 )
 
 from parka._crash import crash_point
-from parka._health import Blocker, HealthLog, kafka_logger
+from parka._health import HealthLog, kafka_logger
 from parka.errors import CommitError, KafkaClientError, SchemaMismatchError, SegmentError
+from parka.partitioning import PartitionSpec
 
-from ._positions import Positions
+from ._ingest_client import KafkaSide
+from ._pipeline import Batch, CommitPipeline
 from ._settings import IngestSettings
 from ._shim import ParquetConsumer, RawSegment
 
@@ -68,17 +71,6 @@ __all__ = ["DLQ_SCHEMA", "IngestSettings", "IngestStats", "IngestionConsumer"]
 
 log = logging.getLogger("parka.ingest")
 
-# Errors librdkafka retries forever (reported through error_cb or as consume errors) that no
-# retry can fix: a wrong password, mechanism, CA or ACL. The daemon stops on them, naming them.
-_CREDENTIAL_ERRORS = {
-    KafkaError._AUTHENTICATION: "Kafka authentication failed",
-    KafkaError.SASL_AUTHENTICATION_FAILED: "Kafka authentication failed",
-    KafkaError._SSL: "Kafka TLS failed",
-    KafkaError.TOPIC_AUTHORIZATION_FAILED: "Kafka authorization failed",
-    KafkaError.GROUP_AUTHORIZATION_FAILED: "Kafka authorization failed",
-}
-_CREDENTIAL_HINT = "check sasl.username, sasl.password, sasl.mechanisms, security.protocol and ssl.ca.location"
-
 
 @dataclass
 class IngestStats(CommitStats):
@@ -90,11 +82,12 @@ class IngestStats(CommitStats):
     files_compacted: int = 0
 
 
-class IngestionConsumer:
+class IngestionConsumer(KafkaSide):
     """Consume one topic's segments into one Delta table; :meth:`run` until stopped.
 
-    ``progress`` is called on every turn of the loop; ``metrics`` (:class:`parka.metrics.IngestMetrics`)
-    reads :attr:`stats`, is told each commit's latency and, at most once a second, the lag."""
+    ``progress`` is called on every turn of the loop and once each commit ended; ``metrics``
+    (:class:`parka.metrics.IngestMetrics`) reads :attr:`stats`, is told each commit's latency
+    and, at most once a second, the lag."""
 
     def __init__(
         self,
@@ -113,23 +106,18 @@ class IngestionConsumer:
         if metrics is not None:
             metrics.watch(lambda: vars(self.stats))
         self._policy = CommitPolicy(
-            settings.allowed_latency_s,
-            settings.min_bytes_per_commit or settings.target_file_size,
-            settings.max_segments_per_commit,
+            settings.allowed_latency_s, settings.bytes_per_commit, settings.max_segments_per_commit
         )
-        self._consumer: ParquetConsumer | None = None
         self._session: LandingSession | None = None
         self._committer: Committer | None = None
-        self._checked: list[CheckedSegment] = []  # written as data files at the next commit
-        self._refused: list[Refused] = []
-        self._buffered_bytes = 0
-        self._oldest_at: float | None = None
-        self._positions = Positions()  # where this worker is in each assigned partition
+        self._batch = Batch()  # checked and refused since the last commit was cut
+        self._pipeline: CommitPipeline | None = None  # the commit in flight, if any
+        # What segments are checked against: the table's schema and partitioning after the last
+        # commit that ended (the commit thread owns the committer while one is in flight).
+        self._table_view: tuple[pa.Schema, tuple[PartitionSpec, ...]] | None = None
         self._stop = threading.Event()
         self._health = HealthLog(remind_s=settings.retry_log_interval_s, clock=clock)
-        self._watch = BrokerWatch(self._health, log, clock=clock)
-        self._credential_error: Any = None  # a KafkaError from _CREDENTIAL_ERRORS, set by error_cb
-        self._client_error: Any = None  # the last error error_cb reported (the preflight names it)
+        super().__init__(settings, BrokerWatch(self._health, log, clock=clock))
         self._optimized_at = 0  # stats.commits at the last optimize_every run
         self._log_engine: LogEngine | None = None
         self._iceberg: IcebergEngine | None = None
@@ -170,6 +158,7 @@ class IngestionConsumer:
         conf["error_cb"] = self._error_callback(conf.get("error_cb"))
         conf.setdefault("logger", kafka_logger())  # librdkafka's log through parka's, rate-limited
         self._consumer = ParquetConsumer(conf)
+        self._pipeline = CommitPipeline(self._land, write_threads=s.write_threads)
         try:
             if not self._wait_until_ready():
                 return self.stats  # stopped while waiting
@@ -190,20 +179,25 @@ class IngestionConsumer:
             )
             self._committer = self._session.committer
             self._session.start()
+            self._view_table()
             self._consumer.subscribe([s.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
             while not self._stop.is_set():
+                if self._pipeline.done():
+                    self._finish()
+                if self._pipeline.in_flight_bytes + self._batch.bytes >= s.buffer_limit:
+                    self._finish()  # memory bound: the commit in flight must end first
                 raw = self._poll()
                 if raw is not None:
                     self._handle(raw)
                     self._watch.recovered()
                 self._watch.tick(self._consumer, s.topic)
                 if self._policy.due(
-                    segments=len(self._checked) + len(self._refused),
-                    buffered_bytes=self._buffered_bytes,
-                    oldest_at=self._oldest_at,
+                    segments=len(self._batch),
+                    buffered_bytes=self._batch.bytes,
+                    oldest_at=self._batch.oldest_at,
                     now=self._clock(),
                 ):
-                    self.commit()
+                    self._cut()
                     self._maybe_optimize()
                 if self._progress is not None:
                     self._progress(self)
@@ -214,73 +208,13 @@ class IngestionConsumer:
             self._session.remove_orphans()
             self._report_lag(force=True)
         finally:
-            self._consumer.close()
+            try:
+                self._consumer.close()  # its on_revoke commits what is buffered, as a rebalance does
+            finally:
+                self._pipeline.close()  # when run fails: a commit in flight ends, its error logged
         return self.stats
 
-    def _error_callback(self, user_cb: Callable[[Any], None] | None) -> Callable[[Any], None]:
-        """librdkafka's ``error_cb`` (run inside ``poll``): notes an error no retry fixes, for
-        :meth:`_poll` to raise; then calls the caller's own ``error_cb``, if any."""
-
-        def on_error(err: Any) -> None:
-            if err.code() in _CREDENTIAL_ERRORS and self._credential_error is None:
-                self._credential_error = err
-            if err.code() != KafkaError._ALL_BROKERS_DOWN:  # the transport error says more
-                self._client_error = err
-            elif self._consumer is not None and self._positions.assigned:
-                self._watch.trouble(
-                    Blocker("broker", f"lost the Kafka brokers at {self._bootstrap} ({err.str()})", False)
-                )
-            if user_cb is not None:
-                user_cb(err)
-
-        return on_error
-
-    def _raise_credential_error(self, err: Any) -> NoReturn:
-        raise KafkaClientError(
-            f"{_CREDENTIAL_ERRORS[err.code()]}, stopping ({_CREDENTIAL_HINT}): {err.str()}", kafka_error=err
-        )
-
-    def _poll(self) -> RawSegment | None:
-        """The next raw message; transient client errors (a broker away) are logged and retried.
-
-        librdkafka reconnects by itself, and everything buffered stays buffered until a commit
-        succeeds, so waiting loses nothing. A fatal error stops ingestion.
-        """
-        assert self._consumer is not None
-        try:
-            raw = self._consumer.poll_buffer(timeout=0.5)
-        except SegmentError as exc:
-            # Garbled parka headers: the shim raises before it builds the RawSegment, keeping the
-            # raw message in the error. Hand it on as a message; _handle refuses it (dead letter,
-            # or a stop after what came before is committed) like any other bad message.
-            if exc.topic is None or exc.partition is None or exc.offset is None:
-                raise
-            return RawSegment(
-                value=exc.value,
-                headers=exc.headers,
-                topic=exc.topic,
-                partition=exc.partition,
-                offset=exc.offset,
-                timestamp=(TIMESTAMP_NOT_AVAILABLE, 0),
-                info=None,
-            )
-        except KafkaClientError as exc:
-            err = exc.kafka_error
-            if err is not None and err.code() in _CREDENTIAL_ERRORS:
-                self._raise_credential_error(err)
-            if err is not None and not err.fatal():
-                self._watch.trouble(Blocker("kafka", f"Kafka client: {err.str()} (buffered segments are kept)", False))
-                return None
-            raise
-        if self._credential_error is not None:  # noted by error_cb during this poll
-            self._raise_credential_error(self._credential_error)
-        return raw
-
     # -- causes the daemon waits on ------------------------------------------------------------
-
-    @property
-    def _bootstrap(self) -> str:
-        return str(self.settings.kafka_conf.get("bootstrap.servers", "?"))
 
     def _wait_until_ready(self) -> bool:
         """The table location and the topic answer (:func:`parka.lake.wait_until_ready`)."""
@@ -333,6 +267,7 @@ class IngestionConsumer:
         the orphans a crashed worker may have left for them."""
         s = self.settings
         assert self._session is not None
+        self._finish()  # the table is read here: not while the commit thread has it
         versions = self._session.resume(tp.partition for tp in partitions)
         for tp in partitions:
             version = versions[tp.partition]
@@ -348,9 +283,11 @@ class IngestionConsumer:
             log.info("partition %d assigned; starting at offset %s (txn version %s)", tp.partition, tp.offset, version)
         consumer.assign(partitions)
         self._session.remove_orphans()
+        self._view_table()  # read again from the table with the txn versions
 
     def _on_revoke(self, consumer: ParquetConsumer, partitions: list[TopicPartition]) -> None:
-        """Commit what is buffered before another worker takes the partitions."""
+        """Commit what is buffered (the commit in flight and the batch after it) before another
+        worker takes the partitions."""
         crash_point("on-revoke")
         self.commit()
         for tp in partitions:
@@ -368,9 +305,6 @@ class IngestionConsumer:
     # -- one message ---------------------------------------------------------------------------
 
     def _handle(self, raw: RawSegment) -> None:
-        s = self.settings
-        committer = self._committer
-        assert committer is not None
         try:
             seg = read_segment(
                 topic=raw.topic,
@@ -380,72 +314,119 @@ class IngestionConsumer:
                 headers=raw.headers,
                 info=raw.info,  # poll_buffer read the headers and checked the CRC: once per segment
             )
-            committer.ensure_table(seg.schema)
+            if self._table_view is None:  # no table yet: made from this segment's schema
+                self._finish()
+                assert self._committer is not None
+                self._committer.ensure_table(seg.schema)
+                self._view_table()
+            assert self._table_view is not None
+            table_schema, partitioning = self._table_view
             checked = check_segment(
                 seg,
-                table_schema=committer.table_schema(),
-                partition_by=committer.partitioning,
-                merge=s.schema_evolution == "merge",
+                table_schema=table_schema,
+                partition_by=partitioning,
+                merge=self.settings.schema_evolution == "merge",
             )
         except (SegmentError, SchemaMismatchError) as exc:  # bad input, not a failure of ours
             self._refuse(raw, exc)
             return
-        self._checked.append(checked)
-        self._buffered_bytes += len(seg.value)
+        self._batch.checked.append(checked)
+        self._batch.bytes += len(seg.value)
         self._positions.consumed[raw.partition] = raw.offset
-        if self._oldest_at is None:
-            self._oldest_at = self._clock()
+        if self._batch.oldest_at is None:
+            self._batch.oldest_at = self._clock()
 
     def _refuse(self, raw: RawSegment, exc: SegmentError | SchemaMismatchError) -> None:
         log.error("%s: %s", type(exc).__name__, exc)
         stamp = raw.timestamp[1] if raw.timestamp and raw.timestamp[0] else None
-        self._refused.append(Refused(raw.partition, raw.offset, exc, stamp))
+        self._batch.refused.append(Refused(raw.partition, raw.offset, exc, stamp))
         self._positions.consumed[raw.partition] = raw.offset
-        if self._oldest_at is None:
-            self._oldest_at = self._clock()
+        if self._batch.oldest_at is None:
+            self._batch.oldest_at = self._clock()
         if self.settings.dlq_table_uri is None:
             self.commit()  # commits what came before, then raises the error (the protocol's step 2)
+
+    def _view_table(self) -> None:
+        """Note the table's schema and partitioning for checking segments (none: no table yet).
+        Only while no commit is in flight."""
+        c = self._committer
+        assert c is not None and (self._pipeline is None or not self._pipeline.busy)
+        self._table_view = None if c.table is None else (c.table_schema(), c.partitioning)
 
     # -- commits -------------------------------------------------------------------------------
 
     def commit(self) -> None:
-        """Commit what is buffered through the committer (the protocol:
-        :meth:`parka.lake.Committer.commit`), then the Kafka side: offsets for
-        lag tools, and a seek for partitions another worker took further in the table."""
-        if not self._checked and not self._refused:
+        """Commit everything buffered and wait until it is in: the commit in flight, then the
+        batch after it (see :meth:`_cut`)."""
+        self._cut()
+        self._finish()
+
+    def _cut(self) -> None:
+        """Hand the buffered batch to the commit thread (after the commit in flight, if any,
+        ended: one at a time, in order) and start the next one."""
+        if not len(self._batch):
             return
+        assert self._pipeline is not None
+        self._finish()
+        batch, self._batch = self._batch, Batch()
+        self._pipeline.submit(batch)
+
+    def _land(self, batch: Batch, writers: Executor) -> CommitResult:
+        """On the commit thread: write the batch's data files, several at once, and commit them
+        through the committer (the protocol: :meth:`parka.lake.Committer.commit`, which makes
+        them durable first)."""
         committer = self._committer
         assert committer is not None
-        checked, refused = self._checked, self._refused
-        self._checked, self._refused = [], []
-        self._buffered_bytes = 0
-        self._oldest_at = None
         s = self.settings
         landed = write_segments(
-            checked,
+            batch.checked,
             table_uri=committer.root,
-            table_schema=committer.table_schema() if checked else pa.schema([]),
+            table_schema=committer.table_schema() if batch.checked else pa.schema([]),
             partition_by=committer.partitioning,
             storage_options=s.storage_options,
             target_file_size=s.target_file_size,
-            stats_config=committer.stats_config() if checked else DEFAULT_STATS,
+            stats_config=committer.stats_config() if batch.checked else DEFAULT_STATS,
+            executor=writers,
         )
-        result = committer.commit(landed, refused)
+        return committer.commit(landed, batch.refused)
+
+    def _finish(self) -> None:
+        """Wait for the commit in flight, then the Kafka side on this thread: offsets for lag
+        tools, and a seek for partitions another worker took further in the table.
+
+        Raises:
+            What the commit raised (see :meth:`run`).
+        """
+        if self._pipeline is None or not self._pipeline.busy:
+            return
+        try:
+            result = self._pipeline.wait()
+        except BaseException:
+            # A failed commit stops the daemon. What the loop buffered since must not be
+            # committed without it (a rebalance's revoke while closing would): its txn would jump
+            # over the failed batch's offsets. The next run reads both again from the txn.
+            self._batch = Batch()
+            raise
+        assert result is not None
+        self._view_table()  # the commit may have evolved the schema
         self._positions.in_table(result.last)
         self._commit_kafka(result.last)
         for p, version in result.table_txn.items():
             if version is not None and version >= self._positions.consumed.get(p, -1) and p not in result.last:
                 self._skip_to(p, version + 1)
+        if self._progress is not None:
+            self._progress(self)
 
     def _maybe_optimize(self) -> None:
         """Every ``optimize_every`` commits of this worker, compact the table
         (:func:`parka.lake.optimize_table`; no checkpoint: the committer writes
-        those). Between commits, never inside one: nothing is buffered when it runs, and the
+        those). Between commits, never inside one: the commit in flight ends first, and the
         next commit re-reads the table (the protocol's step 3). Maintenance only: a failure is
         logged and ingestion goes on."""
         every = self.settings.optimize_every
         if not every or self.stats.commits - self._optimized_at < every:
             return
+        self._finish()
         self._optimized_at = self.stats.commits
         s = self.settings
         try:

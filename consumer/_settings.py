@@ -25,6 +25,24 @@ MIN_BYTES_PER_COMMIT = Setting(
     parse=s.TARGET_FILE_SIZE.parse,
     check=s.at_least(1, "an integer >= 1"),
 )
+MAX_BUFFERED_BYTES = Setting(
+    "max_buffered_bytes",
+    ("--max-buffered-bytes",),
+    ("MAX_BUFFERED_BYTES",),
+    "segments held in memory at most, those of the next commit and those of the commit being written "
+    "(the next waits for it); default: twice --min-bytes-per-commit",
+    parse=s.TARGET_FILE_SIZE.parse,
+    check=s.at_least(1, "an integer >= 1"),
+)
+WRITE_THREADS = Setting(
+    "write_threads",
+    ("--write-threads",),
+    ("WRITE_THREADS",),
+    "data files of a commit written (or uploaded) at once",
+    default=4,
+    parse=integer,
+    check=s.at_least(1, "a number of threads >= 1"),
+)
 OPTIMIZE_EVERY = Setting(
     "optimize_every",
     ("--optimize-every",),
@@ -50,6 +68,8 @@ FLAGS: tuple[Setting, ...] = (
     s.TABLE_URI,
     *s.SHARED,
     MIN_BYTES_PER_COMMIT,
+    MAX_BUFFERED_BYTES,
+    WRITE_THREADS,
     OPTIMIZE_EVERY,
     EXIT_CODE_WHEN_EMPTY,
 )
@@ -75,6 +95,8 @@ class IngestSettings(DaemonSettings):
     min_bytes_per_commit: int | None = declared(MIN_BYTES_PER_COMMIT)  # None: target_file_size
     target_file_size: int = declared(s.TARGET_FILE_SIZE)
     max_segments_per_commit: int = declared(s.MAX_SEGMENTS_PER_COMMIT)
+    max_buffered_bytes: int | None = declared(MAX_BUFFERED_BYTES)  # None: 2 x bytes_per_commit
+    write_threads: int = declared(WRITE_THREADS)
     auto_offset_reset: OffsetReset = declared(s.AUTO_OFFSET_RESET)
     seek_offsets: dict[int, int] = declared(s.SEEK_OFFSETS)
     end_at_latest: bool = declared(s.END_AT_LATEST)
@@ -97,3 +119,19 @@ class IngestSettings(DaemonSettings):
         if self.dlq_table_uri:
             options = storage_options_for(self.dlq_table_uri, options)
         object.__setattr__(self, "storage_options", options)
+        if self.max_buffered_bytes is not None and self.max_buffered_bytes < self.bytes_per_commit:
+            raise MAX_BUFFERED_BYTES.error(
+                self.max_buffered_bytes,
+                f"at least the bytes per commit ({self.bytes_per_commit:,}: --min-bytes-per-commit, else "
+                "--target-file-size)",
+            )
+
+    @property
+    def bytes_per_commit(self) -> int:
+        """Buffered bytes that make a commit due: ``min_bytes_per_commit``, else ``target_file_size``."""
+        return self.min_bytes_per_commit or self.target_file_size
+
+    @property
+    def buffer_limit(self) -> int:
+        """Segment bytes held in memory at most: ``max_buffered_bytes``, else two commits' worth."""
+        return self.max_buffered_bytes or 2 * self.bytes_per_commit

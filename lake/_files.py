@@ -9,9 +9,12 @@ interrupted commits. Nothing here imports confluent_kafka or pyspark: Spark runs
 
 from __future__ import annotations
 
+import concurrent.futures
+import functools
 import io
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +33,7 @@ from ._log import DataFile, TableLog
 from ._partitions import segment_partition_values, split_by_partition
 from ._plan import FileName, Fit, LandedSegment, fit_segment, partition_path
 from ._stats import DEFAULT_STATS, RecentCache, StatsConfig, data_file_stats
-from ._stitch import NotStitchable, Source, encrypted_columns, stitch
+from ._stitch import NotStitchable, Source, encrypted_columns, gc_paused, parts_metadata, stitch, stitch_parts
 from ._stitch import read_footer as read_stitch_footer
 from ._storage import delete_files, list_files, read_file, write_data_file
 
@@ -194,6 +197,7 @@ def write_segments(
     storage_options: Mapping[str, str] | None = None,
     stats_config: StatsConfig = DEFAULT_STATS,
     target_file_size: int = DEFAULT_TARGET_FILE_SIZE,
+    executor: Executor | None = None,
 ) -> list[LandedSegment]:
     """Write checked segments as data files of the table; nothing is committed.
 
@@ -205,10 +209,11 @@ def write_segments(
     several table partitions is decoded and split (one file per partition, same codec; derived
     partition columns such as ``day=date(ts)`` are not added to the files). File
     names are :class:`FileName`s; statistics come from the footers, described against
-    ``table_schema`` plus the columns the segments bring.
+    ``table_schema`` plus the columns the segments bring. With an ``executor`` the files are
+    written (uploaded) several at once, each on one of its threads; it returns once all are.
 
     Raises:
-        CommitError: a write failed.
+        CommitError: a write failed (after the other writes ended: their files are orphans).
     """
     if not checked:
         return []
@@ -219,11 +224,11 @@ def write_segments(
     specs = parse_partition_by(partition_by)
     writer = _Writer(table_uri, target, specs, storage_options or {}, stats_config)
     crash_point("before-write")
-    landed: list[LandedSegment] = []
+    jobs: list[Callable[[], list[LandedSegment]]] = []  # one per data file (a split: per segment)
     groups: dict[tuple[Any, ...], list[CheckedSegment]] = {}
     for c in checked:
         if c.partition_values is None:
-            landed.append(writer.split(c))
+            jobs.append(functools.partial(writer.split, c))
             continue
         key = (c.seg.topic, c.seg.partition, tuple(c.partition_values.items()), c.seg.schema)
         groups.setdefault(key, []).append(c)
@@ -233,11 +238,17 @@ def write_segments(
         size = 0
         for c in group:
             if run and size + len(c.seg.value) > target_file_size:
-                landed += writer.run(run)
+                jobs.append(functools.partial(writer.run, run))
                 run, size = [], 0
             run.append(c)
             size += len(c.seg.value)
-        landed += writer.run(run)
+        jobs.append(functools.partial(writer.run, run))
+    if executor is None:
+        landed = [s for job in jobs for s in job()]
+    else:
+        futures = [executor.submit(job) for job in jobs]
+        concurrent.futures.wait(futures)  # none still writing when one failed
+        landed = [s for f in futures for s in f.result()]
     crash_point("after-write")
     landed.sort(key=lambda s: (s.partition, s.offset))
     return landed
@@ -256,7 +267,7 @@ class _Writer:
     def put(
         self,
         name: str,
-        data: bytes,
+        data: bytes | list[bytes],
         md: pq.FileMetaData | None,
         values: Mapping[str, str | None],
         tags: dict[str, str],
@@ -265,7 +276,7 @@ class _Writer:
         size = write_data_file(self.table_uri, name, data, self.storage_options)
         names = [spec.name for spec in self.partition_by]
         stats = data_file_stats(
-            md if md is not None else data,
+            md if md is not None else data if isinstance(data, bytes) else parts_metadata(data),
             self.schema,
             partition_by=names,
             stats_config=self.stats_config,
@@ -284,8 +295,9 @@ class _Writer:
         if len(run) == 1:
             return [self.alone(run[0])]
         try:
-            footers = [read_stitch_footer(c.seg.value) for c in run]
-            data = stitch([Source(f) for f in footers])
+            with gc_paused():
+                footers = [read_stitch_footer(c.seg.value) for c in run]
+                data = stitch_parts([Source(f) for f in footers])  # written part by part, not joined
         except NotStitchable as exc:
             log.warning(
                 "%d segment(s) of %s[%d] written one file each: %s",
@@ -306,7 +318,7 @@ class _Writer:
             at += footer.num_row_groups
         return out
 
-    def split(self, c: CheckedSegment) -> LandedSegment:
+    def split(self, c: CheckedSegment) -> list[LandedSegment]:
         """A segment spanning several table partitions: decoded, one file per partition."""
         seg = c.seg
         data = pq.read_table(io.BytesIO(seg.value))
@@ -317,7 +329,7 @@ class _Writer:
             pq.write_table(part, buf, compression=codec if codec != "uncompressed" else "none", store_schema=True)
             name = _in_partition(values, FileName.new(seg.topic, seg.partition, seg.offset, split=i))
             files.append(self.put(name, buf.getvalue(), None, values, _tags(seg.topic, seg.partition, seg.offset)))
-        return _landed(c, tuple(files), split=True)
+        return [_landed(c, tuple(files), split=True)]
 
     def trim(self, file: DataFile, keep: Sequence[LandedSegment]) -> DataFile:
         """A new file holding only ``keep``'s row groups of stitched ``file``.

@@ -23,7 +23,7 @@ import functools
 import logging
 import os
 import uuid
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
@@ -168,9 +168,13 @@ def _root(uri: str, storage_options: Mapping[str, str] | None) -> _Root:
 
 
 def write_data_file(
-    table_uri: str, relative_path: str, data: bytes, storage_options: Mapping[str, str] | None = None
+    table_uri: str,
+    relative_path: str,
+    data: bytes | Sequence[bytes],
+    storage_options: Mapping[str, str] | None = None,
 ) -> int:
-    """Write ``data`` as ``relative_path`` under the table root; returns its size in bytes.
+    """Write ``data`` (bytes, or parts written one after the other) as ``relative_path`` under
+    the table root; returns its size in bytes.
 
     A local file is written under a hidden temporary name and renamed, so a crash never leaves a
     partial file under the final name (at worst a ``.*.tmp`` that :func:`list_files` shows). It
@@ -183,22 +187,24 @@ def write_data_file(
         CommitError: the write failed.
     """
     check_relative(relative_path)
+    parts = [data] if isinstance(data, bytes) else data
     root = _root(table_uri, storage_options)
     try:
         if root.store is None:
-            _write_local(os.path.join(root.local, *relative_path.split("/")), data)
+            _write_local(os.path.join(root.local, *relative_path.split("/")), parts)
         else:
-            obs.put(root.store, relative_path, data)
+            obs.put(root.store, relative_path, data if isinstance(data, bytes) else b"".join(parts))
     except (BaseError, OSError) as exc:
         raise CommitError(f"cannot write data file {relative_path}: {exc}") from exc
-    return len(data)
+    return sum(len(p) for p in parts)
 
 
 LOCAL_WRITE_ATTEMPTS = 3
 
 
-def _write_local(target: str, data: bytes) -> None:
-    """Write ``data`` to a hidden temporary file next to ``target``, then rename it.
+def _write_local(target: str, parts: Sequence[bytes]) -> None:
+    """Write ``parts`` to a hidden temporary file next to ``target``, one after the other, then
+    rename it.
 
     Another writer's orphan cleanup deletes temporary files whose offsets the table already
     has, taking them for a crash's leftovers (it cannot tell a live write from a dead one). When
@@ -213,12 +219,7 @@ def _write_local(target: str, data: bytes) -> None:
         temp = os.path.join(directory, f".{os.path.basename(target)}.{uuid.uuid4().hex}.tmp")
         try:
             with open(temp, "wb") as fh:
-                half = len(data) // 2
-                fh.write(data[:half])
-                if crash_point_armed("mid-write"):
-                    fh.flush()
-                    crash_point("mid-write")  # a test's kill -9 in the middle of a write
-                fh.write(data[half:])
+                _write_parts(fh, parts)
             os.replace(temp, target)
             return
         except FileNotFoundError:
@@ -235,6 +236,22 @@ def _write_local(target: str, data: bytes) -> None:
             with suppress(OSError):
                 os.unlink(temp)
             raise
+
+
+def _write_parts(fh: Any, parts: Sequence[bytes]) -> None:
+    if not crash_point_armed("mid-write"):
+        fh.writelines(parts)
+        return
+    half, written = sum(len(p) for p in parts) // 2, 0
+    for part in parts:
+        if written <= half < written + len(part):
+            fh.write(part[: half - written])
+            fh.flush()
+            crash_point("mid-write")  # a test's kill -9 in the middle of a write
+            fh.write(part[half - written :])
+        else:
+            fh.write(part)
+        written += len(part)
 
 
 def make_durable(table_uri: str, storage_options: Mapping[str, str] | None = None) -> None:

@@ -58,6 +58,8 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "quiet": ("1", True),
     "log_format": ("json", "json"),
     "min_bytes_per_commit": ("1MB", 10**6),
+    "max_buffered_bytes": ("1GiB", 2**30),
+    "write_threads": ("8", 8),
     "optimize_every": ("5", 5),
     "exit_code_when_empty": ("99", 99),
     "mode": ("decode", "decode"),
@@ -89,6 +91,8 @@ BAD: dict[str, str] = {
     "retry_log_interval_s": "0",
     "progress_interval_s": "0",
     "min_bytes_per_commit": "0",
+    "max_buffered_bytes": "0",
+    "write_threads": "0",
     "optimize_every": "-1",
     "exit_code_when_empty": "300",
     "partition_by": "day=week(ts)",
@@ -255,6 +259,19 @@ def test_a_library_caller_gets_the_same_check_naming_the_flag_and_variable() -> 
             make()
         assert exc.value.key == "checkpoint_interval" and exc.value.value == -1
         assert "--checkpoint-interval or PARKA_CHECKPOINT_INTERVAL" in str(exc.value)
+
+
+def test_ingest_holds_at_least_one_commits_bytes_in_memory() -> None:
+    def make(**kw: Any) -> IngestSettings:
+        return IngestSettings(topic="t", table_uri="/t", kafka_conf={}, app_id="a", **kw)
+
+    assert make(target_file_size=2**20).buffer_limit == 2 * 2**20  # default: two commits' worth
+    assert make(target_file_size=2**20, min_bytes_per_commit=10**6).buffer_limit == 2 * 10**6
+    assert make(target_file_size=2**20, max_buffered_bytes=2**20).buffer_limit == 2**20
+    with pytest.raises(ConfigError) as exc:
+        make(target_file_size=2**20, max_buffered_bytes=2**20 - 1)
+    assert exc.value.key == "max_buffered_bytes" and "at least the bytes per commit (1,048,576" in str(exc.value)
+    assert "--max-buffered-bytes or PARKA_MAX_BUFFERED_BYTES" in str(exc.value)
 
 
 def test_a_refused_secret_is_masked_in_the_error(capsys: pytest.CaptureFixture[str]) -> None:

@@ -5,6 +5,7 @@ not safe to stitch says why."""
 
 from __future__ import annotations
 
+import gc
 import io
 import random
 import struct
@@ -15,7 +16,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from parka.lake._stitch import NotStitchable, Source, read_footer, stitch
+from parka.lake._stitch import (
+    NotStitchable,
+    Source,
+    gc_paused,
+    parts_metadata,
+    read_footer,
+    stitch,
+    stitch_parts,
+)
+from parka.lake._storage import write_data_file
 
 from parka.schema import schema_fingerprint
 from parka.segment import encode_segment
@@ -109,6 +119,44 @@ def test_a_subset_of_row_groups_is_a_file_of_its_own() -> None:
     whole = stitch([Source(read_footer(value)) for _, value in parts])
     kept = stitch([Source(read_footer(whole), [1, 3])])
     assert pq.read_table(pa.BufferReader(kept)).equals(pa.concat_tables([parts[1][0], parts[3][0]]))
+
+
+def test_a_file_written_part_by_part_is_the_stitched_file(tmp_path: Path) -> None:
+    parts = segments(4, write_page_index=True)
+    sources = [Source(read_footer(value)) for _, value in parts]
+    pieces = stitch_parts(sources)
+    size = write_data_file(str(tmp_path), "p0/stitched.parquet", pieces)
+    written = (tmp_path / "p0" / "stitched.parquet").read_bytes()
+    assert written == stitch(sources) and size == len(written)
+    # the last parts are the footer, its length and the magic: the statistics read them alone
+    assert parts_metadata(pieces).equals(pq.read_metadata(pa.BufferReader(written)))
+
+
+def test_stitching_leaves_its_sources_footers_as_they_were() -> None:
+    """The row groups' offsets move in the copies only: a source stitched twice lands the same."""
+    parts = segments(3, write_page_index=True)
+    footers = [read_footer(value) for _, value in parts]
+    before = [bytes(f.meta.to_bytes()) for f in footers]
+    first = stitch([Source(f) for f in footers])
+    assert [bytes(f.meta.to_bytes()) for f in footers] == before
+    assert stitch([Source(f) for f in footers]) == first
+
+
+def test_the_collector_is_held_off_until_the_last_pause_ends_and_a_disabled_one_stays_off() -> None:
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+        with gc_paused():  # a second writer thread's pause
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()  # the program's own choice
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 def test_what_is_not_safe_to_stitch_says_why() -> None:
