@@ -64,9 +64,8 @@ from pyiceberg.io.pyarrow import (
     schema_to_pyarrow,
 )
 from pyiceberg.manifest import DataFile as IcebergDataFile
-from pyiceberg.manifest import DataFileContent, FileFormat, ManifestFile
-from pyiceberg.table import Table, TableProperties, Transaction
-from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.manifest import DataFileContent, FileFormat
+from pyiceberg.table import Table, TableProperties
 from pyiceberg.table.snapshots import Snapshot, ancestors_of
 from pyiceberg.table.update.snapshot import ExpireSnapshots
 from pyiceberg.typedef import Record
@@ -79,6 +78,16 @@ from parka.partitioning import EXPRESSION_KEY, PartitionSpec, parse_spec
 from ._delta_rules import FILE_TAGS_KEY
 from ._iceberg_catalog import S3_PROPERTIES, catalog_properties
 from ._iceberg_partitions import data_schema, derived_fields, parka_specs, partition_fields, partition_record
+from ._iceberg_snapshots import (
+    CREATED_MAX_SNAPSHOT_AGE_MS,
+    MAX_SNAPSHOT_AGE,
+    CachingTransaction,
+    ManifestMemo,
+    expiry_candidates,
+    merges_manifests,
+    retention,
+    without_retries,
+)
 from ._log import DataFile
 from ._plan import RESERVED_COLUMNS
 from ._storage import delete_files, read_parquet_footer
@@ -91,14 +100,6 @@ TXNS_KEY = "parka.txns"
 """The snapshot-summary key of the ``txn`` state: JSON ``{"<app>-<partition>": offset, ...}``."""
 
 _NAME_MAPPING = TableProperties.DEFAULT_NAME_MAPPING
-_NO_RETRIES = {TableProperties.COMMIT_NUM_RETRIES: "0"}
-# Iceberg's snapshot retention properties (what its expire_snapshots procedure reads)
-MAX_SNAPSHOT_AGE = "history.expire.max-snapshot-age-ms"
-MIN_SNAPSHOTS = "history.expire.min-snapshots-to-keep"
-DEFAULT_MAX_SNAPSHOT_AGE_MS = str(5 * 24 * 3_600_000)  # Iceberg's default: 5 days
-# parka's for the tables it creates: a daemon committing every second makes 3,600 snapshots an
-# hour, and each commit copies and rewrites the metadata of all it keeps
-CREATED_MAX_SNAPSHOT_AGE_MS = str(3_600_000)
 _METADATA_NUMBER = re.compile(r"(?:^|/)(\d+)-[^/]*\.metadata\.json$")
 
 
@@ -240,33 +241,8 @@ class IcebergEngine:
             return False
 
 
-def _merges_manifests(properties: Mapping[str, str]) -> bool:
-    """Whether appends merge small manifests (``commit.manifest-merge.enabled``), with Iceberg
-    Java's default, true, not pyiceberg's: a fast append adds a manifest per commit that the
-    current snapshot keeps listing (its files stay live), so a daemon committing each second
-    would write and read an ever longer manifest list. Merged once there are
-    ``commit.manifest.min-count-to-merge`` (100) of them."""
-    return properties.get(TableProperties.MANIFEST_MERGE_ENABLED, "true").strip().lower() == "true"
-
-
-class _Transaction(Transaction):
-    """pyiceberg's transaction, reading its metadata once per state. pyiceberg 0.12 replays the
-    staged updates onto a deep copy of the table's whole metadata (every snapshot, every
-    summary) on each read of ``table_metadata``, and one append reads it about ten times: a
-    commit's cost grew with the table's history (320 ms per commit at 120 snapshots, most of it
-    copying). The state is a pair of immutable references (the table's metadata, the tuple of
-    staged updates, rebound on every change), so a copy made for one pair serves every read of
-    it; the approach of iceberg-python's pull requests #3302 and #3784, not merged in 0.12."""
-
-    _cached: tuple[Any, Any, TableMetadata] | None = None
-
-    @property
-    def table_metadata(self) -> TableMetadata:
-        base, updates = self._table.metadata, self._updates
-        cached = self._cached
-        if cached is None or cached[0] is not base or cached[1] is not updates:
-            cached = self._cached = (base, updates, super().table_metadata)
-        return cached[2]
+def _holds_offsets(snapshot: Snapshot) -> bool:
+    return snapshot.summary is not None and TXNS_KEY in snapshot.summary.additional_properties
 
 
 def _plain_schema(schema: pa.Schema) -> pa.Schema:
@@ -286,8 +262,7 @@ class IcebergTableLog:
         self._table = table
         self._txns: dict[int, dict[str, int]] = {}  # snapshot id -> the txn state there
         self._specs: tuple[PartitionSpec, ...] = ()
-        self._manifest_files: dict[str, frozenset[str]] = {}  # manifest path -> its live data files
-        self._manifest_lists: dict[str, tuple[ManifestFile, ...]] = {}  # manifest list path -> its manifests
+        self._manifests = ManifestMemo(self._relative)
         self._check(table)
         self.uri = table.location().rstrip("/") + "/data"
 
@@ -367,36 +342,13 @@ class IcebergTableLog:
     def logged_files(self) -> set[str]:
         """The data files any snapshot still in the metadata holds (a snapshot that needs a file
         lists it as added or existing; an entry marking it deleted adds nothing)."""
-        return self._files_of(self._table.metadata.snapshots, forget_others=True)
+        return self._files_of(self._table.metadata.snapshots, all_there_are=True)
 
-    def _files_of(self, snapshots: Sequence[Snapshot], *, forget_others: bool = False) -> set[str]:
-        """The data files the ``snapshots`` hold. A manifest never changes once written, so its
-        files are read once per handle: a daemon's orphan cleanup would otherwise read every
-        manifest of the table's history again each time. ``forget_others``: ``snapshots`` are
-        all the table has, and manifests none of them lists (merged, expired) leave the memo."""
-        io = self._table.io
-        files: set[str] = set()
-        listed: set[str] = set()
+    def _files_of(self, snapshots: Sequence[Snapshot], *, all_there_are: bool = False) -> set[str]:
         try:
-            for snapshot in snapshots:
-                manifests = self._manifest_lists.get(snapshot.manifest_list)
-                if manifests is None:  # a manifest list never changes either
-                    manifests = self._manifest_lists[snapshot.manifest_list] = tuple(snapshot.manifests(io))
-                for manifest in manifests:
-                    listed.add(manifest.manifest_path)
-                    held = self._manifest_files.get(manifest.manifest_path)
-                    if held is None:
-                        entries = manifest.fetch_manifest_entry(io, discard_deleted=True)
-                        held = frozenset(self._relative(e.data_file.file_path) for e in entries)
-                        self._manifest_files[manifest.manifest_path] = held
-                    files |= held
+            return self._manifests.files_of(snapshots, self._table.io, all_there_are=all_there_are)
         except Exception as exc:
             raise CommitError(f"cannot read the manifests of {self.identifier}: {exc}") from exc
-        if forget_others:
-            self._manifest_files = {path: self._manifest_files[path] for path in listed}
-            lists = {snapshot.manifest_list for snapshot in snapshots}
-            self._manifest_lists = {k: v for k, v in self._manifest_lists.items() if k in lists}
-        return files
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -481,13 +433,13 @@ class IcebergTableLog:
         """The one commit path: a snapshot adding (and removing) files, with ``summary``
         (:meth:`commit_summary`); made from the snapshot read, without pyiceberg's retries."""
         data_files = [self._data_file(f, None if partitions is None else partitions[i]) for i, f in enumerate(added)]
-        table = self._without_retries()
+        table = without_retries(self._table)
         try:
-            tx = _Transaction(table)
+            tx = CachingTransaction(table)
             if _NAME_MAPPING not in table.metadata.properties:
                 tx.set_properties({_NAME_MAPPING: table.metadata.schema().name_mapping.model_dump_json()})
             snapshot = tx.update_snapshot(snapshot_properties=dict(summary))
-            merge = _merges_manifests(table.metadata.properties)
+            merge = merges_manifests(table.metadata.properties)
             with (
                 snapshot.overwrite() if removed else snapshot.merge_append() if merge else snapshot.fast_append()
             ) as producer:
@@ -505,13 +457,6 @@ class IcebergTableLog:
         self._table = table
         self._check(table)
         return self.version()
-
-    def _without_retries(self) -> Table:
-        """The table as read, with pyiceberg's commit retries off for this handle's commits: a
-        retry would rebase the append onto a snapshot another writer made, past its ``txn``."""
-        t = self._table
-        metadata = t.metadata.model_copy(update={"properties": {**t.metadata.properties, **_NO_RETRIES}})
-        return Table(t.name(), metadata, t.metadata_location, t.io, t.catalog)
 
     def _data_file(self, f: DataFile, partition: Record | None = None) -> IcebergDataFile:
         """``f``'s manifest entry: statistics from its footer, by the table's field ids; its
@@ -543,13 +488,11 @@ class IcebergTableLog:
     def checkpoint(self) -> None:
         """Iceberg's manifests need no checkpoint; what Delta does next to one, dropping log
         entries past the table's retention, is snapshot expiry here, by the table's own
-        properties (:data:`MAX_SNAPSHOT_AGE`, :data:`MIN_SNAPSHOTS`; Iceberg's defaults when
-        unset). Every commit rewrites the metadata of every snapshot kept, so a daemon that
+        properties (``history.expire.*``: :func:`._iceberg_snapshots.retention`; Iceberg's
+        defaults when unset). Every commit rewrites the metadata of every snapshot kept, so a daemon that
         commits each second must expire them. A failure is logged and retried at the next
         checkpoint: ingestion goes on."""
-        properties = self._table.metadata.properties
-        age_ms = int(properties.get(MAX_SNAPSHOT_AGE, DEFAULT_MAX_SNAPSHOT_AGE_MS))
-        keep = int(properties.get(MIN_SNAPSHOTS, "1"))
+        age_ms, keep = retention(self._table.metadata.properties)
         try:
             self.expire_snapshots(time.time() * 1000 - age_ms, retain_last=keep)
         except CommitError as exc:
@@ -566,22 +509,12 @@ class IcebergTableLog:
         """
         self.refresh()
         t = self._table
-        current = t.current_snapshot()
-        if current is None:
-            return 0
-        ancestry = list(ancestors_of(current, t.metadata))  # the current snapshot first
-        keep = {s.snapshot_id for s in ancestry[: max(retain_last, 1)]}
-        holder = next((s for s in ancestry if s.summary and TXNS_KEY in s.summary.additional_properties), None)
-        if holder is not None:
-            keep.add(holder.snapshot_id)
-        doomed = [
-            s.snapshot_id for s in t.metadata.snapshots if s.timestamp_ms < older_than_ms and s.snapshot_id not in keep
-        ]
+        doomed = expiry_candidates(t.metadata, older_than_ms, retain_last, _holds_offsets)
         if not doomed:
             return 0
         logged = self.logged_files()
         try:
-            ExpireSnapshots(_Transaction(t, autocommit=True)).by_ids(doomed).commit()
+            ExpireSnapshots(CachingTransaction(t, autocommit=True)).by_ids(doomed).commit()
         except Exception as exc:
             self.refresh()
             if not {s.snapshot_id for s in self._table.metadata.snapshots} & set(doomed):

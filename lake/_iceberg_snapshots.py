@@ -1,0 +1,137 @@
+"""What keeps an Iceberg table's commits cheap as it lives on (:mod:`._iceberg`'s helpers).
+
+pyiceberg rewrites the metadata of every snapshot kept on each commit and reads manifests and
+manifest lists each time it is asked; a daemon that commits every second needs the opposite.
+Here: a transaction that copies the metadata once per state, a memo of what each manifest list
+and manifest holds (both immutable once written), which snapshots an expiry removes (by the
+table's own retention properties) and whether appends merge small manifests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from pyiceberg.io import FileIO
+from pyiceberg.manifest import ManifestFile
+from pyiceberg.table import Table, TableProperties, Transaction
+from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.snapshots import Snapshot, ancestors_of
+
+__all__ = [
+    "CREATED_MAX_SNAPSHOT_AGE_MS",
+    "MAX_SNAPSHOT_AGE",
+    "MIN_SNAPSHOTS",
+    "CachingTransaction",
+    "ManifestMemo",
+    "expiry_candidates",
+    "merges_manifests",
+    "retention",
+    "without_retries",
+]
+
+# Iceberg's snapshot retention properties (what its expire_snapshots procedure reads)
+MAX_SNAPSHOT_AGE = "history.expire.max-snapshot-age-ms"
+MIN_SNAPSHOTS = "history.expire.min-snapshots-to-keep"
+DEFAULT_MAX_SNAPSHOT_AGE_MS = 5 * 24 * 3_600_000  # Iceberg's default: 5 days
+# parka's for the tables it creates: a daemon committing every second makes 3,600 snapshots an
+# hour, and each commit copies and rewrites the metadata of all it keeps
+CREATED_MAX_SNAPSHOT_AGE_MS = str(3_600_000)
+_NO_RETRIES = {TableProperties.COMMIT_NUM_RETRIES: "0"}
+
+
+class CachingTransaction(Transaction):
+    """pyiceberg's transaction, reading its metadata once per state. pyiceberg 0.12 replays the
+    staged updates onto a deep copy of the table's whole metadata (every snapshot, every
+    summary) on each read of ``table_metadata``, and one append reads it about ten times: a
+    commit's cost grew with the table's history (320 ms per commit at 120 snapshots, most of it
+    copying). The state is a pair of immutable references (the table's metadata, the tuple of
+    staged updates, rebound on every change), so a copy made for one pair serves every read of
+    it; the approach of iceberg-python's pull requests #3302 and #3784, not merged in 0.12."""
+
+    _cached: tuple[Any, Any, TableMetadata] | None = None
+
+    @property
+    def table_metadata(self) -> TableMetadata:
+        base, updates = self._table.metadata, self._updates
+        cached = self._cached
+        if cached is None or cached[0] is not base or cached[1] is not updates:
+            cached = self._cached = (base, updates, super().table_metadata)
+        return cached[2]
+
+
+def without_retries(t: Table) -> Table:
+    """``t`` with pyiceberg's commit retries off for commits made through it: a retry would
+    rebase an append onto a snapshot another writer made, past its ``txn``."""
+    metadata = t.metadata.model_copy(update={"properties": {**t.metadata.properties, **_NO_RETRIES}})
+    return Table(t.name(), metadata, t.metadata_location, t.io, t.catalog)
+
+
+def merges_manifests(properties: Mapping[str, str]) -> bool:
+    """Whether appends merge small manifests (``commit.manifest-merge.enabled``), with Iceberg
+    Java's default, true, not pyiceberg's: a fast append adds a manifest per commit that the
+    current snapshot keeps listing (its files stay live), so a daemon committing each second
+    would write and read an ever longer manifest list. Merged once there are
+    ``commit.manifest.min-count-to-merge`` (100) of them."""
+    return properties.get(TableProperties.MANIFEST_MERGE_ENABLED, "true").strip().lower() == "true"
+
+
+def retention(properties: Mapping[str, str]) -> tuple[int, int]:
+    """The table's snapshot retention: (maximum age in ms, snapshots always kept), from its
+    ``history.expire.*`` properties, Iceberg's defaults when unset."""
+    return int(properties.get(MAX_SNAPSHOT_AGE, DEFAULT_MAX_SNAPSHOT_AGE_MS)), int(properties.get(MIN_SNAPSHOTS, 1))
+
+
+def expiry_candidates(
+    metadata: TableMetadata, older_than_ms: float, retain_last: int, holds_offsets: Callable[[Snapshot], bool]
+) -> list[int]:
+    """The ids of the snapshots made before ``older_than_ms`` (epoch ms) except the
+    ``retain_last`` latest of the current snapshot's ancestry and the latest one that
+    ``holds_offsets``."""
+    current = metadata.current_snapshot()
+    if current is None:
+        return []
+    ancestry = list(ancestors_of(current, metadata))  # the current snapshot first
+    keep = {s.snapshot_id for s in ancestry[: max(retain_last, 1)]}
+    holder = next((s for s in ancestry if holds_offsets(s)), None)
+    if holder is not None:
+        keep.add(holder.snapshot_id)
+    return [s.snapshot_id for s in metadata.snapshots if s.timestamp_ms < older_than_ms and s.snapshot_id not in keep]
+
+
+class ManifestMemo:
+    """The data files each manifest list and manifest names, read once: neither changes once
+    written, and a daemon's orphan cleanup and expiry would otherwise read the table's whole
+    history again every few commits. ``relative`` turns a data file's path into the name the
+    caller uses."""
+
+    def __init__(self, relative: Callable[[str], str]) -> None:
+        self._relative = relative
+        self._lists: dict[str, tuple[ManifestFile, ...]] = {}  # manifest list path -> its manifests
+        self._files: dict[str, frozenset[str]] = {}  # manifest path -> its live data files
+
+    def files_of(self, snapshots: Iterable[Snapshot], io: FileIO, *, all_there_are: bool = False) -> set[str]:
+        """The data files the ``snapshots`` hold (a manifest entry marking a file deleted adds
+        nothing). ``all_there_are``: ``snapshots`` are all the table has, and what none of
+        them lists (merged, expired) leaves the memo."""
+        snapshots = list(snapshots)
+        files: set[str] = set()
+        listed: set[str] = set()
+        for snapshot in snapshots:
+            manifests = self._lists.get(snapshot.manifest_list)
+            if manifests is None:
+                manifests = self._lists[snapshot.manifest_list] = tuple(snapshot.manifests(io))
+            for manifest in manifests:
+                listed.add(manifest.manifest_path)
+                held = self._files.get(manifest.manifest_path)
+                if held is None:
+                    entries = manifest.fetch_manifest_entry(io, discard_deleted=True)
+                    held = self._files[manifest.manifest_path] = frozenset(
+                        self._relative(e.data_file.file_path) for e in entries
+                    )
+                files |= held
+        if all_there_are:
+            self._files = {path: self._files[path] for path in listed}
+            lists = {snapshot.manifest_list for snapshot in snapshots}
+            self._lists = {path: v for path, v in self._lists.items() if path in lists}
+        return files
