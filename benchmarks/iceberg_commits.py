@@ -34,11 +34,12 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from parka.consumer import IngestionConsumer, IngestSettings
+from parka.consumer import IngestionConsumer
 from parka.lake import IcebergEngine
 from parka.producer import ParquetProducer
 
 from .broker import Broker
+from .lake import ingest
 from .machine import machine_info
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("value", pa.float64())])
@@ -59,21 +60,6 @@ def produce(bootstrap: str, topic: str, first: int, segments: int) -> None:
             raise RuntimeError(f"segment {s} of {topic} was not delivered")
 
 
-def ingest(bootstrap: str, topic: str, warehouse: str, table: str, on_commit: Any = None) -> int:
-    settings = IngestSettings(
-        topic=topic,
-        table_uri=table,
-        kafka_conf={"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:8]}"},
-        app_id=f"bench-{topic}",
-        end_at_latest=True,
-        max_segments_per_commit=1,
-        catalog="bench",
-        catalog_options={"warehouse": warehouse},
-    )
-    stats = IngestionConsumer(settings, progress=on_commit).run()
-    return stats.commits
-
-
 def run_arm(broker: Broker, arm: str, segments: int, window: int) -> dict[str, Any]:
     """One arm: a table made by a first one-segment ingest, its properties set, then
     ``segments`` more segments ingested one commit each; CPU-ms per commit per window."""
@@ -82,7 +68,7 @@ def run_arm(broker: Broker, arm: str, segments: int, window: int) -> dict[str, A
     warehouse = tempfile.mkdtemp(prefix=f"parka-icecommits-{arm}-")
     table = "bench.commits"
     produce(broker.bootstrap, topic, 0, 1)
-    ingest(broker.bootstrap, topic, warehouse, table)
+    ingest(broker.bootstrap, topic, table, warehouse=warehouse, max_segments_per_commit=1)
     if ARMS[arm]:
         loaded = IcebergEngine("bench", {"warehouse": warehouse}).catalog.load_table(table)
         with loaded.transaction() as tx:
@@ -94,7 +80,9 @@ def run_arm(broker: Broker, arm: str, segments: int, window: int) -> dict[str, A
         marks.setdefault(consumer.stats.commits, time.process_time())
 
     started = time.process_time()
-    commits = ingest(broker.bootstrap, topic, warehouse, table, on_progress)
+    commits = ingest(
+        broker.bootstrap, topic, table, warehouse=warehouse, max_segments_per_commit=1, on_progress=on_progress
+    ).commits
     ended = time.process_time()
     engine = IcebergEngine("bench", {"warehouse": warehouse})
     loaded = engine.catalog.load_table(table)

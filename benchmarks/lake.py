@@ -71,17 +71,23 @@ def ingest(
     *,
     profiler: Callable[[], Any] | None = None,
     warehouse: str | None = None,
+    max_segments_per_commit: int | None = None,
+    on_progress: Callable[[IngestionConsumer], None] | None = None,
 ) -> LakeRun:
     """Run ``parka ingest`` in-process until the topic is drained. ``profiler`` (a
     context-manager factory) wraps the run when given. With ``warehouse``, ``table_uri`` is an
     Iceberg identifier in the embedded catalog there (``--catalog bench --catalog-option
-    warehouse=...``). Raises ``CheckFailed`` when it fails."""
+    warehouse=...``). ``max_segments_per_commit``: that setting (default: the daemon's);
+    ``on_progress``: called as the daemon's progress callback is. Raises ``CheckFailed`` when
+    it fails."""
     first: dict[str, float] = {}
 
     def progress(consumer: IngestionConsumer) -> None:
         if not first and consumer.stats.segments:
             first["at"] = time.perf_counter()
             first["bytes"] = consumer.stats.bytes
+        if on_progress is not None:
+            on_progress(consumer)
 
     settings = IngestSettings(
         topic=topic,
@@ -91,6 +97,7 @@ def ingest(
         end_at_latest=True,
         catalog=None if warehouse is None else "bench",
         catalog_options={} if warehouse is None else {"warehouse": warehouse},
+        **({} if max_segments_per_commit is None else {"max_segments_per_commit": max_segments_per_commit}),
     )
     with measured() as span:
         worker = IngestionConsumer(settings, progress=progress)
