@@ -7,7 +7,7 @@ read from ``/proc`` at the test's start and end (Linux). Processes that leave th
     PYTHONPATH=scripts PARKA_TEST_CPU_DIR=out/cpu .venv/bin/pytest -q -n 3 -p pytest_cpu
     .venv/bin/python scripts/pytest_cpu.py out/cpu      # totals per folder, the top tests
 
-Each worker writes ``<pid>.tsv`` (CPU-s, wall-s, node id) into ``$PARKA_TEST_CPU_DIR``.
+Each worker writes ``<pid>.tsv`` (CPU-s, wall-s, start as epoch seconds, node id) into ``$PARKA_TEST_CPU_DIR``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 _TICK = os.sysconf("SC_CLK_TCK")
-_rows: list[tuple[str, float, float]] = []
+_rows: list[tuple[str, float, float, float]] = []
 
 
 def _tree_cpu(root: int) -> float:
@@ -51,16 +51,16 @@ def _tree_cpu(root: int) -> float:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    cpu, wall = _tree_cpu(os.getpid()), time.monotonic()
+    cpu, wall, start = _tree_cpu(os.getpid()), time.monotonic(), time.time()
     yield
-    _rows.append((item.nodeid, _tree_cpu(os.getpid()) - cpu, time.monotonic() - wall))
+    _rows.append((item.nodeid, _tree_cpu(os.getpid()) - cpu, time.monotonic() - wall, start))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     out = os.environ.get("PARKA_TEST_CPU_DIR")
     if out and _rows:
         Path(out).mkdir(parents=True, exist_ok=True)
-        lines = (f"{cpu:.1f}\t{wall:.1f}\t{nodeid}\n" for nodeid, cpu, wall in _rows)
+        lines = (f"{cpu:.1f}\t{wall:.1f}\t{start:.1f}\t{nodeid}\n" for nodeid, cpu, wall, start in _rows)
         (Path(out) / f"{os.getpid()}.tsv").write_text("".join(lines))
 
 
@@ -69,7 +69,7 @@ def report(folder: Path, top: int = 15) -> str:
     rows: list[tuple[float, float, str]] = []
     for f in folder.glob("*.tsv"):
         for line in f.read_text().splitlines():
-            cpu, wall, nodeid = line.split("\t", 2)
+            cpu, wall, _start, nodeid = line.split("\t", 3)
             rows.append((float(cpu), float(wall), nodeid))
     groups: dict[str, list[Any]] = collections.defaultdict(lambda: [0.0, 0.0, 0])
     for cpu, wall, nodeid in rows:
