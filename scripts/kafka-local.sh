@@ -10,7 +10,8 @@
 #
 # Environment: PARKA_KAFKA_VERSION (default below), PARKA_KAFKA_HOME (jars, config, data,
 # logs; default ~/.cache/parka/kafka-<version>), PARKA_KAFKA_PORT (default 9092; 9094 with
-# sasl_ssl), PARKA_KAFKA_HEAP (default 1G).
+# sasl_ssl), PARKA_KAFKA_HEAP (default 1G), PARKA_KAFKA_JVM_OPTS (the JVM's compiler and collector;
+# default -XX:+UseG1GC, Kafka's own).
 #
 # PARKA_KAFKA_SECURITY=sasl_ssl starts a separate broker whose client listener is SASL_SSL
 # (SCRAM-SHA-512 and SCRAM-SHA-256), with its own data, config and log under
@@ -32,6 +33,7 @@ case "$SECURITY" in
 esac
 CONTROLLER_PORT="${PARKA_KAFKA_CONTROLLER_PORT:-$((PORT + 1))}"
 HEAP="${PARKA_KAFKA_HEAP:-1G}"
+JVM_OPTS="${PARKA_KAFKA_JVM_OPTS:--XX:+UseG1GC}"
 LIBS="$HOME_DIR/libs"
 DATA="$HOME_DIR/data-$PORT"
 CONF="$HOME_DIR/server-$PORT.properties"
@@ -255,7 +257,8 @@ up() {
       -c "$CONF" "${scram[@]}" >>"$LOG" 2>&1 || { log "storage format failed; see $LOG"; tail -20 "$LOG" >&2; exit 5; }
   fi
   log "starting Kafka $VERSION on 127.0.0.1:$PORT (log: $LOG)"
-  nohup java -Xms256m -Xmx"$HEAP" -XX:+UseG1GC -Djava.awt.headless=true \
+  # shellcheck disable=SC2086  # options, split as a shell would
+  nohup java -Xms256m -Xmx"$HEAP" $JVM_OPTS -Djava.awt.headless=true \
     -Dlog4j2.configurationFile="$L4J" \
     -cp "$(classpath)" kafka.Kafka "$CONF" >>"$LOG" 2>&1 &
   echo $! > "$PIDFILE"

@@ -17,12 +17,6 @@ SPARK = [
 
 USER = ["id", "device", "day", "value", "at"]
 
-# The JVM options of the tests' Spark drivers (``spark.driver.extraJavaOptions``, which a local
-# master's executors share): a JVM that lives for a few micro-batches spends more of 2 cores on
-# C2's compiler threads and G1's than it gets back. The client JIT alone and the serial collector
-# took a kill test's CPU from 132 s to 81 s.
-SHORT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-
 
 def rows_via_deltalake(path: Path | str, columns: list[str] | None = None) -> list[dict[str, Any]]:
     table = DeltaTable(str(path)).to_pyarrow_table(columns=columns)

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from parka.spark_ext._session import SQLITE_JDBC, iceberg_packages
 
-from ._util import SHORT_JVM
+from .._servers import SHORT_JVM
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -20,7 +20,8 @@ import pytest
 from parka.spark_ext import packages
 
 from .._ingest_util import assert_segments_stored_byte_for_byte, produce_events, table_ids
-from ._util import SHORT_JVM, SPARK
+from .._servers import SHORT_JVM
+from ._util import SPARK
 from .conftest import REPO, Cluster
 from .test_spark_raw import assert_no_orphans
 

@@ -32,7 +32,8 @@ from .._ingest_util import (
     run_ingest,
     table_ids,
 )
-from ._util import SHORT_JVM, SPARK
+from .._servers import SHORT_JVM
+from ._util import SPARK
 from .test_spark_raw import assert_no_orphans
 
 pytestmark = [*SPARK, pytest.mark.long(300)]
