@@ -4,7 +4,6 @@ consumer :class:`IngestionConsumer` (raw segments into Delta Lake, exactly once)
 
 from typing import TYPE_CHECKING, Any
 
-from ._aio import AIOParquetConsumer
 from ._compat import KafkaClientException
 from ._settings import IngestSettings
 from ._shim import ParquetConsumer, RawSegment, SegmentTable
@@ -14,6 +13,7 @@ from ._shim import ParquetConsumer, RawSegment, SegmentTable
 _INGEST = ("IngestionConsumer", "IngestStats")
 
 if TYPE_CHECKING:
+    from ._aio import AIOParquetConsumer
     from ._ingest import IngestionConsumer, IngestStats
 
 
@@ -22,6 +22,10 @@ def __getattr__(name: str) -> Any:
         from . import _ingest
 
         return getattr(_ingest, name)
+    if name == "AIOParquetConsumer":  # asyncio and confluent_kafka.aio, on first use (not every daemon's start)
+        from ._aio import AIOParquetConsumer
+
+        return AIOParquetConsumer
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

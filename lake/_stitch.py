@@ -15,7 +15,10 @@ says why, and the caller writes the sources as files of their own.
 from __future__ import annotations
 
 import gc
+import importlib.machinery
+import importlib.util
 import struct
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -25,7 +28,33 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from fastparquet import cencoding
+
+
+def _thrift_codec() -> Any:
+    """``fastparquet.cencoding``, without the rest of fastparquet: its package ``__init__`` imports
+    its writer and with it pandas, half a second of every ``parka ingest`` start, for a codec
+    that needs only numpy. The extension is loaded from its file under its own name (importlib's
+    recipe for importing a file directly) and registered, so a later ``import fastparquet`` uses
+    this one; anything unexpected falls back to the plain import."""
+    if "fastparquet.cencoding" in sys.modules:
+        return sys.modules["fastparquet.cencoding"]
+    try:
+        package = importlib.util.find_spec("fastparquet")
+        assert package is not None and package.submodule_search_locations
+        spec = importlib.machinery.PathFinder.find_spec("cencoding", list(package.submodule_search_locations))
+        assert spec is not None and spec.loader is not None
+        spec.name = "fastparquet.cencoding"
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    except Exception:  # any failure: the package's own import
+        from fastparquet import cencoding
+
+        return cencoding
+    sys.modules["fastparquet.cencoding"] = module
+    return module
+
+
+cencoding = _thrift_codec()
 
 __all__ = [
     "Footer",

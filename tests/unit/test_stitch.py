@@ -9,6 +9,8 @@ import gc
 import io
 import random
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -174,3 +176,15 @@ def test_what_is_not_safe_to_stitch_says_why() -> None:
     with pytest.raises(NotStitchable, match="footer length"):
         read_footer(b"PAR1" + b"\0" * 8 + struct.pack("<I", 999) + b"PAR1")
     assert stitch([Source(read_footer(a)), Source(read_footer(b))])  # the two good ones do
+
+
+def test_the_thrift_codec_comes_without_pandas_and_is_fastparquets_own() -> None:
+    """``parka.lake`` loads fastparquet's Thrift codec alone (the package's ``__init__`` imports
+    pandas: half a second of every daemon's start); ``import fastparquet`` afterwards uses it."""
+    script = (
+        "import sys; import parka.lake._stitch as s; loaded = 'pandas' in sys.modules\n"
+        "from fastparquet import cencoding\n"
+        "print(loaded, cencoding is s.cencoding, s.cencoding.__name__)"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "True", "fastparquet.cencoding"]
