@@ -19,7 +19,8 @@ fresh topic of ``--partitions`` partitions and a fresh table:
    batch and any lag of the producer behind the schedule count in its latency; at ``max`` (no
    schedule) and in the warm-up, the wall clock when its ``produce_batch`` call started. The
    achieved rate is measured (rows / the seconds from the first call's start to the last's end),
-   never assumed.
+   never assumed. ``max`` stops after 10M rows (:data:`MAX_RATE_ROWS`) if ``--duration`` has not
+   passed by then: the checks and the row baselines hold the rows in memory.
 4. A poller thread in this process refreshes the table every ``--poll-ms`` (deltalake
    ``update_incremental``) and records when it first saw each version (the wall clock when the
    refresh returned) and the files that version added. A row's **produce-to-visible latency** is
@@ -96,6 +97,9 @@ SEQ, PRODUCED = "bench_seq", "bench_produced_at_us"
 WARMUP_ROWS_PER_PARTITION = 1_000
 SEGMENT_ROWS = 10_000
 _MAX_ROWS_PER_CALL = 10_000
+# "max" stops here even before --duration: the checks and the baselines hold the rows in memory
+# (52M flight rows, about 60 s on the dev machine, took 12 GB before the checks began)
+MAX_RATE_ROWS = 10_000_000
 _WAIT_S = 300.0
 
 
@@ -309,9 +313,9 @@ class PacedProducer:
         return pa.Table.from_arrays([*data.columns, seq, stamp], schema=self.schema)
 
     def paced(self, rate: int | None, duration_s: float, batch_s: float) -> dict[str, Any]:
-        """Produce at ``rate`` rows/s (None: as fast as possible) for ``duration_s``, a batch
-        every ``batch_s``; the rows and seconds achieved (from the first call's start to the
-        last call's end)."""
+        """Produce at ``rate`` rows/s (None: as fast as possible, at most :data:`MAX_RATE_ROWS`
+        rows) for ``duration_s``, a batch every ``batch_s``; the rows and seconds achieved (from
+        the first call's start to the last call's end)."""
         first = self.sent
         start, start_us = time.perf_counter(), time.time_ns() // 1000
         behind_max = 0
@@ -329,6 +333,8 @@ class PacedProducer:
             if elapsed >= duration_s:
                 break
             if rate is None:
+                if self.sent - first >= MAX_RATE_ROWS:
+                    break
                 self.send(_MAX_ROWS_PER_CALL * self.partitions)
                 continue
             behind_max = max(behind_max, due_by(rate, elapsed))
