@@ -13,7 +13,7 @@ BENCH_ARGS = --bootstrap localhost:$(PARKA_KAFKA_PORT) --kafka-data-dir "$$(scri
 SEED ?= 1
 RELIABILITY_OUT ?= reliability-out
 
-.PHONY: help setup kafka-up kafka-down kafka-status spark-cluster-up spark-cluster-down lint docs docs-build test test-unit test-integration demo bench bench-quick bench-encodings bench-dropin bench-encryption reliability reliability-quick clean
+.PHONY: help setup kafka-up kafka-down kafka-status spark-cluster-up spark-cluster-down lint docs docs-build test test-unit test-integration demo bench bench-quick bench-encodings bench-dropin bench-encryption bench-freshness bench-freshness-quick reliability reliability-quick clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 20
@@ -91,6 +91,12 @@ bench-dropin: setup kafka-up $(BIN)/.bench-installed ## the drop-in's per-record
 
 bench-encryption: setup kafka-up $(BIN)/.bench-installed ## column encryption's cost: encode+encrypt vs encode, decode+decrypt vs decode (~2 min) into BENCH_OUT
 	$(BIN)/python -m benchmarks.suite --mode encryption --out $(BENCH_OUT) $(BENCH_ARGS)
+
+bench-freshness: setup kafka-up $(BIN)/.bench-installed ## produce-to-visible latency at 10k and 100k rows/s into 4 partitions (parka ingest -l 1), the table's files per hour, DuckDB scans vs the row baseline (~10 min) into BENCH_OUT
+	$(BIN)/python -m benchmarks.freshness --out $(BENCH_OUT) $(BENCH_ARGS)
+
+bench-freshness-quick: setup kafka-up $(BIN)/.bench-installed ## the freshness benchmark at one rate (10k rows/s) for 15 s (~1 min) into BENCH_OUT
+	$(BIN)/python -m benchmarks.freshness --quick --out $(BENCH_OUT) $(BENCH_ARGS)
 
 reliability: setup kafka-up ## the full fault suite (~13 min on 2 cores): kills, restarts, bad inputs; summary in reliability-out/full
 	PARKA_FUZZ_EXAMPLES=1000 $(BIN)/pytest tests/unit/test_segment_fuzz.py -q -p no:cacheprovider

@@ -18,6 +18,7 @@
 ``spark``              the Spark paths, from ``benchmarks/spark_gps.py``
 ``readers``            the lake for its readers: files, scans vs the row baseline, optimize
 ``scans``              the scan query in pyarrow, DuckDB and Spark, alternating tables
+``freshness``          issue 22: produce-to-visible latency at fixed rates, the table it leaves
 ``targets``            the goals, met or not, from one run's results
 ``machine``            cores, memory, library and broker versions
 ``report``, ``plots``  ``report.md`` and PNG plots from ``results.json``

@@ -40,6 +40,7 @@ __all__ = [
     "produce_parquet",
     "produce_parquet_records",
     "produce_values",
+    "produce_with_backpressure",
 ]
 
 _CONSUME_BATCH = 10_000
@@ -61,7 +62,8 @@ def consumer_conf(bootstrap: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-def _produce_with_backpressure(produce: Callable[..., None], poll: Callable[[float], Any], *args: Any) -> None:
+def produce_with_backpressure(produce: Callable[..., Any], poll: Callable[[float], Any], *args: Any) -> None:
+    """``produce(*args)``, serving delivery reports with ``poll`` while the queue is full."""
     while True:
         try:
             produce(*args)
@@ -83,7 +85,7 @@ def produce_values(conf: dict[str, Any], topic: str, values: list[bytes]) -> Spa
             try:
                 produce(topic, value)
             except BufferError:
-                _produce_with_backpressure(produce, producer.poll, topic, value)
+                produce_with_backpressure(produce, producer.poll, topic, value)
         left = producer.flush(_FLUSH_TIMEOUT_S)
     del producer, produce
     if left:
@@ -127,7 +129,7 @@ def produce_parquet_records(
             try:
                 produce(topic, row)
             except BufferError:
-                _produce_with_backpressure(produce, producer.poll, topic, row)
+                produce_with_backpressure(produce, producer.poll, topic, row)
         left = producer.flush(_FLUSH_TIMEOUT_S)
     producer.close()
     stats = producer.stats()

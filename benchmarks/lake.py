@@ -40,7 +40,15 @@ from .encodings import avro_decoder
 from .measure import Span, measured
 from .scans import scan_pyarrow, scan_pyiceberg
 
-__all__ = ["KDI_FILE_BYTES", "LakeRun", "TableStats", "ingest", "row_baseline", "table_stats"]
+__all__ = [
+    "KDI_FILE_BYTES",
+    "LakeRun",
+    "TableStats",
+    "ingest",
+    "row_baseline",
+    "row_baseline_table",
+    "table_stats",
+]
 
 log = logging.getLogger("parka.bench")
 
@@ -143,6 +151,13 @@ class _RowWriter:
             if self.buffered_bytes >= self.commit_bytes:
                 self.commit()
 
+    def add_batch(self, batch: pa.RecordBatch) -> None:
+        """Buffer a batch of rows already in Arrow form (committed like decoded ones)."""
+        self.batches.append(batch)
+        self.buffered_bytes += batch.nbytes
+        if self.buffered_bytes >= self.commit_bytes:
+            self.commit()
+
     def _to_batch(self) -> None:
         if self.rows:
             batch = pa.RecordBatch.from_pylist(self.rows, schema=self.schema)
@@ -151,17 +166,19 @@ class _RowWriter:
             self.rows = []
 
     def commit(self) -> None:
-        """Append what is buffered as one Delta commit with a ``txn`` (app id, last offset)."""
+        """Append what is buffered as one Delta commit with a ``txn`` (app id, last offset; none
+        for rows that came from no offset, :meth:`add_batch`'s)."""
         self._to_batch()
         if not self.batches:
             return
+        txn = [] if self.last_offset < 0 else [Transaction(f"{self.app_id}-0", self.last_offset)]
         write_deltalake(
             self.table_uri,
             pa.Table.from_batches(self.batches, schema=self.schema),
             mode="append",
             writer_properties=self._props,
             target_file_size=self.target_file_size,
-            commit_properties=CommitProperties(app_transactions=[Transaction(f"{self.app_id}-0", self.last_offset)]),
+            commit_properties=CommitProperties(app_transactions=txn) if txn else None,
         )
         self.commits += 1
         self.batches, self.buffered_bytes = [], 0
@@ -200,6 +217,18 @@ def row_baseline(
         steady_wall_s=done - (first_at[0] if first_at else done),
         commits=writer.commits,
     )
+
+
+def row_baseline_table(table_uri: str, data: pa.Table, *, kdi_files: bool = False) -> int:
+    """Append ``data`` to a Delta table as :func:`row_baseline` appends the same rows once it
+    has decoded them (batches of 10,000 rows, the same commits and files); returns the number
+    of commits. For benchmarks whose rows are already in Arrow form, where a Kafka topic of
+    Avro records would add only the decode."""
+    writer = _RowWriter(table_uri, data.schema, "bench-rows", kdi_files=kdi_files)
+    for batch in data.to_batches(max_chunksize=_BASELINE_DECODE_BATCH):
+        writer.add_batch(batch)
+    writer.commit()
+    return writer.commits
 
 
 @dataclass

@@ -109,6 +109,36 @@ def _ingest_plot(results: dict[str, Any], path: str) -> None:
     plt.close(fig)
 
 
+def _freshness_plot(results: dict[str, Any], path: str) -> None:
+    plt = _pyplot()
+    runs = results["freshness"]["runs"]
+    labels = [f"{r['rate']}\n({r['achieved_rows_per_s']:,.0f} rows/s)" for r in runs]
+    xs = list(range(len(runs)))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.4))
+    for i, (key, label) in enumerate((("p50", "p50"), ("p99", "p99"))):
+        values = [math.nan if r["latency_s"][key] is None else r["latency_s"][key] for r in runs]
+        left.bar([x + (i - 0.5) * 0.35 for x in xs], values, 0.35, label=label)
+    left.set_xticks(xs, labels)
+    left.set_xlabel("target rows/s (achieved)")
+    left.set_ylabel("produce-to-visible latency, s")
+    left.set_title("Latency per row")
+    left.legend()
+    left.grid(True, axis="y", alpha=0.3)
+    for i, (key, label) in enumerate((("versions", "versions"), ("files", "files"), ("row_groups", "row groups"))):
+        right.bar([x + (i - 1) * 0.27 for x in xs], [r["per_hour"][key] for r in runs], 0.27, label=label)
+    right.set_xticks(xs, labels)
+    right.set_yscale("log")
+    right.set_xlabel("target rows/s (achieved)")
+    right.set_ylabel("per hour (log)")
+    right.set_title("The table, scaled per hour")
+    right.legend()
+    right.grid(True, axis="y", which="both", alpha=0.3)
+    fig.suptitle("parka ingest with second-level latency")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def write_plots(results: dict[str, Any], out_dir: str) -> list[str]:
     """Write every plot the results allow; returns the file names written."""
     written = []
@@ -126,4 +156,7 @@ def write_plots(results: dict[str, Any], out_dir: str) -> list[str]:
     if results.get("ingest_throughput"):
         _ingest_plot(results, os.path.join(out_dir, "ingest_throughput.png"))
         written.append("ingest_throughput.png")
+    if results.get("freshness"):
+        _freshness_plot(results, os.path.join(out_dir, "freshness.png"))
+        written.append("freshness.png")
     return written

@@ -58,7 +58,7 @@ from .measure import STATISTIC, paired_ratio, summarize
 from .scans import ENGINES, SPARK_MARK, DuckDbScanner, Result, from_json, rounds, same_groups, scan_pyarrow
 from .spark import child_json
 
-__all__ = ["SEGMENT_ROWS", "optimize_command", "run_readers"]
+__all__ = ["SEGMENT_ROWS", "optimize_command", "run_readers", "table_shape"]
 
 log = logging.getLogger("parka.bench")
 
@@ -76,9 +76,9 @@ def optimize_command() -> list[str] | None:
     return command if probe.returncode == 0 else None
 
 
-def _table_shape(uri: str) -> dict[str, Any]:
-    """Files, bytes and Parquet row groups of the table's current snapshot."""
-    table = DeltaTable(uri)
+def table_shape(uri: str, *, version: int | None = None) -> dict[str, Any]:
+    """Files, bytes and Parquet row groups of the table's current snapshot (or ``version``)."""
+    table = DeltaTable(uri, version=version)
     adds = pa.table(table.get_add_actions(flatten=True))
     sizes = adds["size_bytes"].to_pylist()
     row_groups = sum(pq.ParquetFile(path).metadata.num_row_groups for path in table.file_uris())
@@ -137,7 +137,7 @@ def _ingest_vs_floor(
             shutil.rmtree(keep, ignore_errors=True)
             os.makedirs(keep)
             run = ingest(broker.bootstrap, topic["topic"], keep)
-            table_rows = _table_shape(keep)["rows"]
+            table_rows = table_shape(keep)["rows"]
             if run.rows != topic["rows"] or table_rows != topic["rows"]:
                 raise CheckFailed(f"lake ingest: {run.rows:,} records, {table_rows:,} rows, produced {topic['rows']:,}")
             sample = run_rates(run, topic["rows"])
@@ -292,7 +292,7 @@ def run_readers(
             tables[OPTIMIZED] = os.path.join(work, "parka-optimized")
             _check_table(tables[OPTIMIZED], OPTIMIZED, total, sums, unit, checks)
         progress(f"lake: parka optimize {optimize['status']}")
-        shapes = {label: _table_shape(uri) for label, uri in tables.items()}
+        shapes = {label: table_shape(uri) for label, uri in tables.items()}
         scans = _scans(
             unit,
             tables,

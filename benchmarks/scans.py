@@ -93,10 +93,11 @@ class DuckDbScanner:
 
         self._con = duckdb.connect()
 
-    def __call__(self, uri: str, query: ScanQuery) -> Result:
+    def __call__(self, uri: str, query: ScanQuery, *, version: int | None = None) -> Result:
+        """The query over the table's current snapshot, or over ``version`` of it."""
         from deltalake import DeltaTable
 
-        files = DeltaTable(uri).file_uris()
+        files = DeltaTable(uri, version=version).file_uris()
         rows = self._con.execute(_sql(query, "read_parquet($files)"), {"files": files}).fetchall()
         return {row[0]: tuple(row[1:]) for row in rows}
 
