@@ -18,12 +18,10 @@ RELIABILITY_OUT ?= reliability-out
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 20
 
-# --no-compile: pip byte-compiles every installed module (pyspark's, pandas', ...), 36 of the install's
-# 64 CPU-s and 37 s of its 71 s here; Python compiles the modules a run imports, once, when it does
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet --no-compile -e '.[dev,spark]'
+	$(BIN)/pip install --quiet -e '.[dev,spark]'
 	touch $@
 
 setup: $(BIN)/.installed ## create .venv and install parka with its dev tools
@@ -68,7 +66,13 @@ test-integration: setup ## integration tests against a real broker
 # well; every Spark test goes to one of them (one JVM). PYTEST_WORKERS=0 runs in one process.
 PYTEST_WORKERS ?= 3
 
+# The repo's own modules byte-compiled first: with PYTHONDONTWRITEBYTECODE set (as on this project's
+# machine) every process compiled them again, 0.3-0.4 of the 0.8 CPU-s `parka ingest --help` took,
+# and the suite starts some 250 Python processes that import parka
+COMPILED := parka producer consumer lake spark_ext reliability tests benchmarks demo
+
 test: setup lint docs-build ## the whole suite: lint, the docs site, unit and integration tests (starts its own broker and servers)
+	$(BIN)/python -m compileall -q -j 0 $(COMPILED)
 	$(BIN)/pytest -q -ra -n $(PYTEST_WORKERS)
 
 demo: setup kafka-up ## the main job: flights as Parquet segments through a local broker, with numbers
@@ -76,7 +80,7 @@ demo: setup kafka-up ## the main job: flights as Parquet segments through a loca
 	  --kafka-data-dir "$$(scripts/kafka-local.sh data-dir)"
 
 $(BIN)/.bench-installed: $(BIN)/.installed pyproject.toml
-	$(BIN)/pip install --quiet --no-compile -e '.[dev,spark,bench]'
+	$(BIN)/pip install --quiet -e '.[dev,spark,bench]'
 	touch $@
 
 bench: setup kafka-up $(BIN)/.bench-installed ## the full benchmark suite (~25 min on 2 cores, plus ~20 for the 10M-row lake section) into bench-out/full (or BENCH_OUT)
