@@ -85,7 +85,7 @@ from .clients import produce_with_backpressure
 from .datasets import Dataset, load
 from .lake import row_baseline_table
 from .machine import machine_info
-from .measure import STATISTIC, paired_ratio
+from .measure import STATISTIC, paired_ratio, process_cpu_s
 from .plots import write_plots
 from .readers import table_shape
 from .scans import ENGINES, SPARK_MARK, DuckDbScanner, from_json, rounds, same_groups
@@ -367,11 +367,9 @@ def _ingest_command(bootstrap: str, topic: str, table: str, latency_s: float) ->
 
 
 def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far (all its threads)."""
     import psutil  # the bench extra
 
-    times = psutil.Process(pid).cpu_times()
-    return float(times.user + times.system)
+    return process_cpu_s(psutil.Process(pid))
 
 
 def _latencies(poller: Poller, warmup_rows: int) -> np.ndarray:

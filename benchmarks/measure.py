@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["STATISTIC", "UNITS", "Span", "measured", "paired_ratio", "settle", "summarize"]
+__all__ = ["STATISTIC", "UNITS", "Span", "measured", "paired_ratio", "process_cpu_s", "settle", "summarize"]
 
 STATISTIC = "median of the paired per-repeat ratios (min-max)"  # of every ratio a target reads
 
@@ -67,6 +67,15 @@ def measured() -> Iterator[Span]:
     finally:
         span.wall_s = time.perf_counter() - wall0
         span.cpu_s = time.process_time() - cpu0
+
+
+def process_cpu_s(proc: Any) -> float:
+    """User + system CPU seconds a process (a ``psutil.Process``: all its threads) used so far;
+    NaN for None (a process that could not be found)."""
+    if proc is None:
+        return float("nan")
+    t = proc.cpu_times()
+    return float(t.user + t.system)
 
 
 def unit_of(measure: str) -> str:

@@ -60,7 +60,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from benchmarks.datasets import GPS_AVRO
-from benchmarks.measure import STATISTIC  # the suite's statistic for every target
+from benchmarks.measure import STATISTIC, process_cpu_s  # the suite's statistic for every target
 
 COLUMNS = [f["name"] for f in GPS_AVRO["fields"]]
 SCHEMA_ID = 42  # what the registry would have assigned; only its 4 bytes matter here
@@ -247,23 +247,16 @@ def _broker_process(bootstrap: str) -> Any:
     return None
 
 
-def _process_cpu_s(proc: Any) -> float:
-    if proc is None:
-        return float("nan")
-    t = proc.cpu_times()
-    return float(t.user + t.system)
-
-
 def _measure(spark: Any, step: Callable[[], None], broker: Any = None) -> tuple[float, float, float]:
     """(wall s, Spark tree CPU s, broker CPU s) of ``step``."""
     # the previous run's garbage is collected first, so that its GC is not billed to this run
     spark.sparkContext._jvm.java.lang.System.gc()
     gc.collect()
     time.sleep(1.0)
-    cpu0, broker0, wall0 = _tree_cpu_s(), _process_cpu_s(broker), time.perf_counter()
+    cpu0, broker0, wall0 = _tree_cpu_s(), process_cpu_s(broker), time.perf_counter()
     step()
     wall = time.perf_counter() - wall0
-    return wall, _tree_cpu_s() - cpu0, _process_cpu_s(broker) - broker0
+    return wall, _tree_cpu_s() - cpu0, process_cpu_s(broker) - broker0
 
 
 def _from_avro_query(spark: Any, bootstrap: str, topic: str, table_dir: str) -> None:
