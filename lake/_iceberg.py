@@ -40,7 +40,6 @@ from parka._extras import require
 
 require(("pyiceberg", "sqlalchemy"), "iceberg", "Iceberg tables (--catalog)")
 
-import contextlib
 import json
 import logging
 import re
@@ -200,8 +199,7 @@ class IcebergEngine:
         if namespace is None:
             raise ConfigError("table", uri, "an Iceberg identifier namespace.name")
         try:
-            with contextlib.suppress(NamespaceAlreadyExistsError):
-                catalog.create_namespace(namespace)
+            _ensure_namespace(catalog, namespace)
             with catalog.create_table_transaction(uri, schema=_plain_schema(data)) as tx:
                 if specs:
                     try:
@@ -239,6 +237,24 @@ class IcebergEngine:
             return bool(self.catalog.table_exists(uri))
         except Exception:  # the catalog cannot say: not a race we can name
             return False
+
+
+def _ensure_namespace(catalog: Catalog, namespace: str) -> None:
+    """Create ``namespace`` unless it exists. Two workers creating their first table at once race
+    here, and a catalog need not say so as pyiceberg's error: the SQL catalog checks, then inserts,
+    and the loser's insert fails on the key (sqlite3.IntegrityError). A namespace there now is the
+    other worker's, and this one goes on."""
+    try:
+        catalog.create_namespace(namespace)
+    except NamespaceAlreadyExistsError:
+        pass
+    except Exception:
+        try:
+            exists = bool(catalog.namespace_exists(namespace))
+        except Exception:  # the catalog cannot say: the first error stands
+            exists = False
+        if not exists:
+            raise
 
 
 def _holds_offsets(snapshot: Snapshot) -> bool:

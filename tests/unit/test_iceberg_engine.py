@@ -525,3 +525,31 @@ def test_a_create_that_loses_with_the_catalogs_own_error_takes_the_table_that_wo
     monkeypatch.setattr(catalog, "create_table_transaction", broken)
     with pytest.raises(CommitError, match=r"cannot create Iceberg table db\.u: disk full"):  # no table: an error
         e.create("db.u", pa.schema([("id", pa.int64())]), partition_by=())
+
+
+def test_two_workers_creating_the_namespace_at_once_both_go_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SQL catalog checks that a namespace is absent, then inserts it: two workers creating
+    their first table at once can both pass the check, and the loser's insert fails on the key
+    (sqlite3.IntegrityError, not NamespaceAlreadyExistsError; seen in CI). The namespace is there
+    now, and the worker goes on to create its table."""
+    c = iceberg_committer(tmp_path)
+    e = c.engine
+    assert isinstance(e, IcebergEngine)
+    catalog = e.catalog
+    catalog.create_namespace("db")  # the other worker's insert, after this one's check
+    real_exists = catalog.namespace_exists
+    checks = iter([False])  # the check before the insert, made before the other worker's insert
+
+    def exists(namespace: Any) -> bool:
+        return bool(next(checks, real_exists(namespace)))
+
+    monkeypatch.setattr(catalog, "namespace_exists", exists)
+    c.commit([landed(c, 0, 0, [1])])
+    assert ids(e) == [1]
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(catalog, "create_namespace", broken)  # no namespace: the error stands
+    with pytest.raises(CommitError, match=r"cannot create Iceberg table other\.u: disk full"):
+        e.create("other.u", pa.schema([("id", pa.int64())]), partition_by=())
