@@ -20,6 +20,8 @@ from parka.lake import FileName, read_file
 from parka.lake import row_groups as row_group_bytes
 from parka.producer import ParquetProducer
 
+from . import _forked
+
 # The broker's minimum session timeout: a killed worker's partitions move on after 6 s, not 45 s.
 FAST_GROUP = ("-K", "session.timeout.ms=6000", "-K", "heartbeat.interval.ms=1000")
 
@@ -91,7 +93,7 @@ def run_ingest(
     check: bool = True,
 ) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "parka.cli", "ingest", topic, str(table), "-k", bootstrap, "-q", *FAST_GROUP, *extra]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    proc = _forked.run(cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
     if check and proc.returncode != 0:
         raise AssertionError(f"parka ingest exited {proc.returncode}\n{proc.stderr[-4000:]}")
     return proc
@@ -99,12 +101,12 @@ def run_ingest(
 
 def start_ingest(
     topic: str, table: Path | str, bootstrap: str, *extra: str, log: Path, env: dict[str, str] | None = None
-) -> subprocess.Popen[bytes]:
+) -> _forked.Process:
     # the tests wait on progress: lines (lag), so one a second rather than a daemon's one a minute
     cmd = [sys.executable, "-m", "parka.cli", "ingest", topic, str(table), "-k", bootstrap, *FAST_GROUP]
     cmd += ["--progress-interval", "1", *extra]
     with open(log, "ab") as handle:  # the child keeps its own descriptor
-        return subprocess.Popen(cmd, stdout=handle, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+        return _forked.popen(cmd, stdout=handle, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
 
 
 def last_json(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:

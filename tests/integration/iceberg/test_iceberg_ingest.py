@@ -8,7 +8,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import signal
-import subprocess
 import sys
 import threading
 import uuid
@@ -28,6 +27,7 @@ from pyiceberg.catalog import Catalog, load_catalog
 from parka.errors import CommitConflict
 
 from ..._iceberg_files import assert_files_hold_their_partitions
+from .. import _forked
 from .._ingest_util import (
     EVENTS,
     assert_segments_stored_byte_for_byte,
@@ -305,7 +305,7 @@ def test_parka_optimize_compacts_and_expires_and_ingestion_resumes_after_it(
     small = lake.files(table)
     assert len(small) == segments  # one commit, one file per segment
     cmd = [sys.executable, "-m", "parka.cli", "optimize", table, *lake.flags, "--vacuum-retention-hours", "0"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    proc = _forked.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.splitlines()[-1])
     assert (result["files_removed"], result["files_added"], result["vacuumed"]) == (segments, 1, segments)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import multiprocessing
 import signal
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +21,7 @@ from parka.lake._storage import write_data_file
 from parka.config import storage_options_for
 from parka.errors import CommitConflict
 
+from .. import _forked
 from .._ingest_util import (
     assert_segments_stored_byte_for_byte,
     log_has,
@@ -151,7 +151,7 @@ def test_an_unsafe_s3_configuration_is_refused_naming_the_option(s3proxy: Object
     # (the other refusals: tests/unit/test_delta.py)
     cmd = [sys.executable, "-m", "parka.cli", "ingest", "topic", uri, "-k", "127.0.0.1:1"]
     cmd += [*_flags(s3proxy.storage_options), "--storage-option", "aws_s3_allow_unsafe_rename=true"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    proc = _forked.run(cmd, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2, proc.stderr
     assert "'aws_s3_allow_unsafe_rename'" in proc.stderr
     assert s3proxy.storage_options["aws_secret_access_key"] not in proc.stderr + proc.stdout

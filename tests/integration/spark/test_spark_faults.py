@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 from parka.spark_ext._ingest import CHECKPOINTS_DIR
 
+from .. import _forked
 from .._ingest_util import (
     FAST_GROUP,
     data_files_on_disk,
@@ -85,7 +86,7 @@ def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> No
 def run_in_own_group(command: list[str], *, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run ``command`` in a process group of its own and return once every process of the group
     (the driver, its JVM, their Python workers) is gone."""
-    proc = subprocess.Popen(
+    proc = _forked.popen(
         command,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -173,7 +174,7 @@ def test_parka_ingest_and_spark_ingest_at_the_same_time_on_one_table(
     ingest_cmd = [sys.executable, "-m", "parka.cli", "ingest", topic, str(table), "-k", bootstrap, *FAST_GROUP]
     ingest_cmd += ["--end-at-latest", "--max-segments-per-commit", "2"]
     with open(spark_log, "wb") as out:
-        spark = subprocess.Popen(spark_cmd, stdout=subprocess.PIPE, stderr=out, start_new_session=True)
+        spark = _forked.popen(spark_cmd, stdout=subprocess.PIPE, stderr=out, start_new_session=True)
     try:
         # parka ingest joins once Spark has committed its first micro-batch
         wait_until(
@@ -183,7 +184,7 @@ def test_parka_ingest_and_spark_ingest_at_the_same_time_on_one_table(
             f"spark-ingest exited {spark.returncode} before its first commit: {spark_log.read_text()[-4000:]}"
         )
         with open(ingest_log, "wb") as out:
-            ingest = subprocess.Popen(ingest_cmd, stdout=subprocess.PIPE, stderr=out)
+            ingest = _forked.popen(ingest_cmd, stdout=subprocess.PIPE, stderr=out)
             ingest_out, _ = ingest.communicate(timeout=300)
         spark_out, _ = spark.communicate(timeout=300)
     finally:

@@ -1,0 +1,113 @@
+"""A fork server for the suite's ``python -m parka.cli`` processes (:mod:`tests.integration._forked`
+is its client).
+
+The suite starts some 200 ``parka ingest`` daemons, and each spent most of its CPU (about 0.9 of
+a median 1.1 CPU-s) importing pyarrow, pandas, deltalake and confluent-kafka before it did
+anything. This server imports them once, and forks a child per command: the child is a process of
+its own (its own pid, file descriptors, environment, working directory, signals and exit status)
+that then runs ``parka.cli`` as ``__main__`` with :func:`runpy.run_module`, as ``python -m
+parka.cli`` does, and ends as that interpreter ends (atexit handlers, non-daemon threads joined).
+The same technique as :mod:`multiprocessing`'s ``forkserver`` start method with preloaded modules.
+
+The server stays single-threaded in Python and never opens a Kafka client, a table or a thread
+pool: a child must not inherit anything but imported modules. Protocol, over a ``SOCK_SEQPACKET``
+socket whose descriptor is the argument: the client sends ``{"id", "argv", "env", "cwd", "session"}`` as JSON
+with the child's stdin, stdout and stderr descriptors; the server answers ``{"id", "pid"}``, and
+``{"exited": pid, "returncode": rc}`` when the child ends (``rc`` as :attr:`subprocess.Popen.returncode`
+says it: negative for a signal). The server exits when the client closes its end."""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import select
+import signal
+import socket
+import sys
+from typing import Any
+
+_MAX_MESSAGE = 1 << 20
+
+
+def _preload() -> None:
+    """What every parka command imports, loaded before the first fork (pyarrow imports pandas at
+    the first table it builds, when pandas is installed: that too)."""
+    import confluent_kafka  # noqa: F401
+    import deltalake  # noqa: F401
+    import parka.consumer._cli
+    import parka.lake
+    import pyarrow as pa
+
+    import parka.cli  # noqa: F401
+
+    pa.table({"x": [0]})
+
+
+def _reap(sock: socket.socket) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        message = {"exited": pid, "returncode": os.waitstatus_to_exitcode(status)}
+        sock.send(json.dumps(message).encode())
+
+
+def _serve(sock: socket.socket) -> dict[str, Any] | None:
+    """Answer requests until the client goes (None), or, in a forked child, return its request."""
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)  # only to wake select through the wakeup fd
+    while True:
+        try:
+            ready, _, _ = select.select([sock, wake_r], [], [])
+        except InterruptedError:
+            continue
+        if wake_r in ready:
+            os.read(wake_r, 4096)
+        _reap(sock)
+        if sock not in ready:
+            continue
+        data, fds, _, _ = socket.recv_fds(sock, _MAX_MESSAGE, 3)
+        if not data:
+            return None
+        request = json.loads(data)
+        pid = os.fork()
+        if pid == 0:
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            os.close(wake_r)
+            os.close(wake_w)
+            sock.close()
+            for target, fd in enumerate(fds):
+                os.dup2(fd, target)
+            for fd in fds:
+                if fd > 2:
+                    os.close(fd)
+            return dict(request)
+        for fd in fds:
+            os.close(fd)
+        sock.send(json.dumps({"id": request["id"], "pid": pid}).encode())
+
+
+def _run(request: dict[str, Any]) -> None:
+    """In the child: become ``python -m parka.cli ARGS`` in the request's directory and environment."""
+    if request["session"]:
+        os.setsid()
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    sys.argv = ["-m", *request["argv"]]
+    sys.modules.pop("parka.cli", None)  # as in ``python -m``: the module runs as __main__ only
+    runpy.run_module("parka.cli", run_name="__main__", alter_sys=True)
+
+
+if __name__ == "__main__":
+    _preload()
+    child = _serve(socket.socket(fileno=int(sys.argv[1])))
+    if child is not None:
+        _run(child)

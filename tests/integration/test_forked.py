@@ -1,0 +1,53 @@
+"""The tests' fork server (:mod:`tests.integration._forked`) runs ``python -m parka.cli`` as a new
+interpreter does: the same output, exit status, environment, working directory and signals."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from . import _forked
+from ._ingest_util import log_has, wait_for
+
+PARKA = [sys.executable, "-m", "parka.cli"]
+
+
+def test_a_forked_command_answers_as_a_new_interpreter_does(tmp_path: Path) -> None:
+    """Help, a usage error, and a run that reads its settings from the environment and writes a
+    relative table path under its working directory, each forked and as a new interpreter."""
+    env = {**os.environ, "PARKA_KAFKA": "127.0.0.1:1", "PARKA_BROKER_TIMEOUT": "0.5"}
+    commands = [
+        ["ingest", "--help"],
+        ["ingest", "--no-such-flag"],
+        ["ingest", "events", "t", "--end-at-latest"],
+    ]
+    for args in commands:
+        answers = []
+        for fork in (True, False):
+            cwd = tmp_path / ("forked" if fork else "new")
+            cwd.mkdir(exist_ok=True)
+            run = _forked.run if fork else subprocess.run
+            proc = run([*PARKA, *args], capture_output=True, text=True, timeout=60, env=env, cwd=str(cwd))
+            stderr = [line.split(" ", 2)[-1] for line in proc.stderr.splitlines()]  # without the time
+            answers.append((proc.returncode, proc.stdout, stderr))
+        assert answers[0] == answers[1], args
+    assert answers[0][0] == 3 and any("no Kafka broker reachable at 127.0.0.1:1" in ln for ln in answers[0][2])
+    assert "RuntimeWarning" not in "".join(answers[0][2])
+
+
+def test_a_forked_daemon_stops_on_sigterm_and_dies_on_sigkill(bootstrap: str, tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    cmd = [*PARKA, "ingest", "no-topic-yet", str(tmp_path / "t"), "-k", bootstrap, "--progress-interval", "1"]
+    with open(log, "wb") as out:
+        daemon = _forked.popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+    assert isinstance(daemon, _forked.ForkedProcess) and daemon.pid != os.getpid()
+    wait_for(lambda: log_has(log, "does not exist"), "the daemon to wait for its topic")
+    daemon.send_signal(signal.SIGTERM)
+    assert daemon.wait(60) == 0, log.read_text()[-2000:]
+    with open(log, "wb") as out:
+        daemon = _forked.popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+    daemon.kill()
+    assert daemon.wait(60) == -signal.SIGKILL
