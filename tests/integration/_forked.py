@@ -262,7 +262,7 @@ def run(
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         proc.kill()
-        proc.wait()
+        proc.__exit__()  # its pipes closed, its exit awaited
         raise
     result = subprocess.CompletedProcess(list(args), proc.returncode, out, err)
     if check:

@@ -31,16 +31,17 @@ _MAX_MESSAGE = 1 << 20
 
 
 def _preload() -> None:
-    """What every parka command imports, loaded before the first fork (pyarrow imports pandas at
-    the first table it builds, when pandas is installed: that too)."""
-    import confluent_kafka  # noqa: F401
-    import deltalake  # noqa: F401
-    import parka.consumer._cli
-    import parka.lake
+    """What parka's commands import (each command's module, as ``parka.cli`` names them), loaded
+    before the first fork; and pandas, which pyarrow imports at the first table it builds when
+    pandas is installed."""
+    import importlib
+
     import pyarrow as pa
 
-    import parka.cli  # noqa: F401
+    from parka.cli import COMMANDS
 
+    for command in COMMANDS.values():
+        importlib.import_module(command.module)
     pa.table({"x": [0]})
 
 
