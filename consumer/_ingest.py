@@ -41,12 +41,12 @@ from parka.lake import (
     CommitResult,
     CommitStats,
     Committer,
+    CompactionPolicy,
     LandingSession,
     LogEngine,
     Refused,
     RsEngine,
     check_segment,
-    optimize_table,
     read_segment,
     wait_until_ready,
     write_segments,
@@ -57,6 +57,7 @@ from parka._health import HealthLog, kafka_logger
 from parka.errors import CommitError, KafkaClientError, SchemaMismatchError, SegmentError
 from parka.partitioning import PartitionSpec
 
+from ._compactor import Compact, Compactor, table_compaction
 from ._ingest_client import KafkaSide
 from ._pipeline import Batch, CommitPipeline
 from ._settings import IngestSettings
@@ -74,11 +75,14 @@ log = logging.getLogger("parka.ingest")
 
 @dataclass
 class IngestStats(CommitStats):
-    """The committer's counters (committed segments, records, bytes, files, ...), and the
-    ``--optimize-every`` runs and the files they compacted; printed by the progress line, served
-    as metrics and returned by :meth:`IngestionConsumer.run`."""
+    """The committer's counters (committed segments, records, bytes, files, ...), the
+    ``--optimize-every`` runs, the background compactions that committed and those that failed,
+    and the files both compacted; printed by the progress line, served as metrics and returned
+    by :meth:`IngestionConsumer.run`."""
 
     optimizations: int = 0
+    compactions: int = 0
+    compaction_failures: int = 0
     files_compacted: int = 0
 
 
@@ -119,6 +123,8 @@ class IngestionConsumer(KafkaSide):
         self._health = HealthLog(remind_s=settings.retry_log_interval_s, clock=clock)
         super().__init__(settings, BrokerWatch(self._health, log, clock=clock))
         self._optimized_at = 0  # stats.commits at the last optimize_every run
+        self._compactor: Compactor | None = None  # background compaction's thread, while running
+        self._optimize: Compact | None = None  # --optimize-every's compaction, on the loop's thread
         self._log_engine: LogEngine | None = None
         self._iceberg: IcebergEngine | None = None
 
@@ -180,6 +186,7 @@ class IngestionConsumer(KafkaSide):
             self._committer = self._session.committer
             self._session.start()
             self._view_table()
+            self._start_compactor()
             self._consumer.subscribe([s.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
             while not self._stop.is_set():
                 if self._pipeline.done():
@@ -204,11 +211,13 @@ class IngestionConsumer(KafkaSide):
                 self._report_lag()
                 if s.end_at_latest and self._caught_up():
                     break
+            self._stop_compactor()  # before the last orphan cleanup: it deletes what it did not commit
             self.commit()
             self._session.remove_orphans()
             self._report_lag(force=True)
         finally:
             try:
+                self._stop_compactor()
                 self._consumer.close()  # its on_revoke commits what is buffered, as a rebalance does
             finally:
                 self._pipeline.close()  # when run fails: a commit in flight ends, its error logged
@@ -282,6 +291,9 @@ class IngestionConsumer(KafkaSide):
             self._positions.assign(tp.partition, start=start, high=high, in_table=version)
             log.info("partition %d assigned; starting at offset %s (txn version %s)", tp.partition, tp.offset, version)
         consumer.assign(partitions)
+        if self._compactor is not None:
+            self._compactor.assign(self._positions.assigned)
+            self._compactor.poke()  # small files other workers left of these partitions
         self._session.remove_orphans()
         self._view_table()  # read again from the table with the txn versions
 
@@ -293,6 +305,8 @@ class IngestionConsumer(KafkaSide):
         for tp in partitions:
             self._positions.revoke(tp.partition)
             log.info("partition %d revoked", tp.partition)
+        if self._compactor is not None:
+            self._compactor.assign(self._positions.assigned)
         consumer.unassign()
 
     def _caught_up(self) -> bool:
@@ -416,6 +430,20 @@ class IngestionConsumer(KafkaSide):
                 self._skip_to(p, version + 1)
         if self._progress is not None:
             self._progress(self)
+        if self._compactor is not None:
+            self._compactor.poke()
+
+    def _start_compactor(self) -> None:
+        """Background compaction's thread (:mod:`._compactor`), unless ``compact_min_files`` is 0."""
+        s = self.settings
+        if s.compact_min_files:
+            policy = CompactionPolicy(s.compact_min_files, s.compact_max_rewrites)
+            self._compactor = Compactor(table_compaction(s), policy, topic=s.topic, counts=self.stats)
+
+    def _stop_compactor(self) -> None:
+        if self._compactor is not None:
+            self._compactor.close()
+            self._compactor = None
 
     def _maybe_optimize(self) -> None:
         """Every ``optimize_every`` commits of this worker, compact the table
@@ -428,14 +456,10 @@ class IngestionConsumer(KafkaSide):
             return
         self._finish()
         self._optimized_at = self.stats.commits
-        s = self.settings
+        if self._optimize is None:
+            self._optimize = table_compaction(self.settings)
         try:
-            if s.catalog is not None:
-                from parka.lake import optimize_iceberg
-
-                result = optimize_iceberg(self._iceberg_engine(), s.table_uri, storage_options=s.storage_options)
-            else:
-                result = optimize_table(s.table_uri, checkpoint=False, storage_options=s.storage_options)
+            result = self._optimize(None, None)
         except CommitError as exc:  # CommitConflict included: the small files stay, nothing is lost
             log.warning("optimize failed, ingestion goes on: %s", exc)
             return

@@ -29,6 +29,7 @@ from parka.partitioning import PartitionSpec, parse_partition_by
 from parka.segment import SegmentInfo, is_segment, read_segment_info
 
 from . import _delta_rules
+from ._compaction import CompactedName, input_key
 from ._log import DataFile, TableLog
 from ._partitions import segment_partition_values, split_by_partition
 from ._plan import FileName, Fit, LandedSegment, fit_segment, partition_path
@@ -480,6 +481,11 @@ def remove_orphans(
     (``.<name>.<id>.tmp``, which no reader, VACUUM included, ever looks at). The log is read
     only when there is a candidate; a log this cannot read deletes nothing (it raises).
 
+    A file background compaction wrote (:class:`~._compaction.CompactedName`, of any topic's
+    worker) goes by the same rules 2 and 3 when, instead of 1, the first input file its name
+    points at is not in a snapshot read after the listing: a compaction commits only while all
+    its inputs are live, so nobody will ever commit it.
+
     Raises:
         CommitError: listing, reading the log or deleting failed.
     """
@@ -487,22 +493,37 @@ def remove_orphans(
     referenced = table.referenced_files()
     versions: dict[int, int | None] = {}
     candidates = []
+    written: list[tuple[str, str]] = []  # compacted files and their first input's key
     for info in list_files(table.uri, storage_options):
+        if info.path in referenced:
+            continue
+        compacted = CompactedName.parse(info.path, temporary=True)
+        if compacted is not None:
+            written.append((info.path, compacted.input))
+            continue
         name = FileName.parse(info.path, temporary=True)
-        if name is None or name.topic != topic or info.path in referenced:
+        if name is None or name.topic != topic:
             continue
         if name.partition not in versions:
             versions[name.partition] = table.txn_version(app_txn(name.partition))
         version = versions[name.partition]
         if version is not None and name.last_offset <= version:
             candidates.append(info.path)
+    if written:
+        # Judged on a snapshot read after the listing: the compaction that wrote a listed file
+        # planned on a snapshot no newer than that, so an input it had is either still live in
+        # it or was removed, for good.
+        table.refresh()
+        live = table.referenced_files()
+        live_keys = {input_key(path) for path in live}
+        candidates += [path for path, key in written if path not in live and key not in live_keys]
     if not candidates:
         return 0
     logged = table.logged_files()  # read after the snapshot: it names all of the snapshot's files
     doomed = [path for path in candidates if path not in logged]
     if doomed:
         delete_files(table.uri, doomed, storage_options)
-        log.info("removed %d orphan data file(s) left by interrupted commits", len(doomed))
+        log.info("removed %d orphan data file(s) left by interrupted commits or compactions", len(doomed))
     if len(doomed) < len(candidates):
         log.debug("left %d removed file(s) to VACUUM", len(candidates) - len(doomed))
     return len(doomed)
