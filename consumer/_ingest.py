@@ -291,11 +291,12 @@ class IngestionConsumer(KafkaSide):
             self._positions.assign(tp.partition, start=start, high=high, in_table=version)
             log.info("partition %d assigned; starting at offset %s (txn version %s)", tp.partition, tp.offset, version)
         consumer.assign(partitions)
-        if self._compactor is not None:
-            self._compactor.assign(self._positions.assigned)
-            self._compactor.poke()  # small files other workers left of these partitions
         self._session.remove_orphans()
         self._view_table()  # read again from the table with the txn versions
+        if self._compactor is not None:
+            self._compactor.assign(self._positions.assigned)
+            if self._table_view is not None:  # no table yet: the first commit pokes it
+                self._compactor.poke()  # small files other workers left of these partitions
 
     def _on_revoke(self, consumer: ParquetConsumer, partitions: list[TopicPartition]) -> None:
         """Commit what is buffered (the commit in flight and the batch after it) before another

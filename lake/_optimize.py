@@ -226,7 +226,9 @@ def optimize_table(
         checkpoint_version=checkpoint_version,
         attempts=attempt,
     )
-    log.info(
+    quiet = policy is not None and not result.files_removed  # background compaction's checks find nothing
+    log.log(
+        logging.DEBUG if quiet else logging.INFO,
         "optimized %s: version %d -> %d, %d file(s) into %d, %d vacuumed",
         uri,
         result.version_before,
