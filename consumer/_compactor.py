@@ -30,7 +30,7 @@ from ._settings import IngestSettings
 if TYPE_CHECKING:
     from parka.lake import IcebergEngine
 
-__all__ = ["CompactionCounts", "Compactor", "table_compaction"]
+__all__ = ["CompactionCounts", "Compactor", "Maintenance", "table_compaction"]
 
 log = logging.getLogger("parka.ingest")
 
@@ -78,6 +78,8 @@ def table_compaction(settings: IngestSettings) -> Compact:
 class CompactionCounts(Protocol):
     """Where the compactor counts (the daemon's stats)."""
 
+    commits: int
+    optimizations: int
     compactions: int
     files_compacted: int
     compaction_failures: int
@@ -148,3 +150,62 @@ class Compactor:
                     result.version_before,
                     result.version_after,
                 )
+
+
+class Maintenance:
+    """The table maintenance of one ``parka ingest``: the background compaction thread (unless
+    ``compact_min_files`` is 0) and ``--optimize-every``'s compaction between commits, which the
+    loop runs on its own thread once the commit in flight ended."""
+
+    def __init__(self, settings: IngestSettings, counts: CompactionCounts) -> None:
+        self._settings = settings
+        self._counts = counts
+        self._compactor: Compactor | None = None
+        self._optimize: Compact | None = None
+        self._optimized_at = 0  # counts.commits at the last --optimize-every run
+
+    def start(self) -> None:
+        s = self._settings
+        if s.compact_min_files and self._compactor is None:
+            policy = CompactionPolicy(s.compact_min_files, s.compact_max_rewrites)
+            self._compactor = Compactor(table_compaction(s), policy, topic=s.topic, counts=self._counts)
+
+    def assign(self, partitions: Collection[int], *, table_exists: bool) -> None:
+        """The worker holds ``partitions`` now; look at the table when it exists (small files
+        another worker left of them), else after the first commit made it."""
+        if self._compactor is not None:
+            self._compactor.assign(partitions)
+            if table_exists:
+                self._compactor.poke()
+
+    def committed(self) -> None:
+        """A commit ended: the compaction thread looks at the table."""
+        if self._compactor is not None:
+            self._compactor.poke()
+
+    def close(self) -> None:
+        """Stop the compaction thread (a compaction in progress cancelled, its files deleted)."""
+        if self._compactor is not None:
+            self._compactor.close()
+            self._compactor = None
+
+    def optimize_due(self) -> bool:
+        """``--optimize-every`` commits of this worker went by since its last run."""
+        every = self._settings.optimize_every
+        return bool(every) and self._counts.commits - self._optimized_at >= every
+
+    def optimize(self) -> None:
+        """Compact the table's small files, all of them, as ``parka optimize`` does (no
+        checkpoint: the committer writes those). Between commits, never inside one: the caller
+        waits for the commit in flight, and the next commit re-reads the table (the protocol's
+        step 3). Maintenance only: a failure is logged and ingestion goes on."""
+        self._optimized_at = self._counts.commits
+        if self._optimize is None:
+            self._optimize = table_compaction(self._settings)
+        try:
+            result = self._optimize(None, None)
+        except CommitError as exc:  # CommitConflict included: the small files stay, nothing is lost
+            log.warning("optimize failed, ingestion goes on: %s", exc)
+            return
+        self._counts.optimizations += 1
+        self._counts.files_compacted += result.files_removed

@@ -41,7 +41,6 @@ from parka.lake import (
     CommitResult,
     CommitStats,
     Committer,
-    CompactionPolicy,
     LandingSession,
     LogEngine,
     Refused,
@@ -54,10 +53,10 @@ from parka.lake import (
 
 from parka._crash import crash_point
 from parka._health import HealthLog, kafka_logger
-from parka.errors import CommitError, KafkaClientError, SchemaMismatchError, SegmentError
+from parka.errors import KafkaClientError, SchemaMismatchError, SegmentError
 from parka.partitioning import PartitionSpec
 
-from ._compactor import Compact, Compactor, table_compaction
+from ._compactor import Maintenance
 from ._ingest_client import KafkaSide
 from ._pipeline import Batch, CommitPipeline
 from ._settings import IngestSettings
@@ -122,9 +121,7 @@ class IngestionConsumer(KafkaSide):
         self._stop = threading.Event()
         self._health = HealthLog(remind_s=settings.retry_log_interval_s, clock=clock)
         super().__init__(settings, BrokerWatch(self._health, log, clock=clock))
-        self._optimized_at = 0  # stats.commits at the last optimize_every run
-        self._compactor: Compactor | None = None  # background compaction's thread, while running
-        self._optimize: Compact | None = None  # --optimize-every's compaction, on the loop's thread
+        self._maintenance = Maintenance(settings, self.stats)  # compaction, background and --optimize-every
         self._log_engine: LogEngine | None = None
         self._iceberg: IcebergEngine | None = None
 
@@ -186,7 +183,7 @@ class IngestionConsumer(KafkaSide):
             self._committer = self._session.committer
             self._session.start()
             self._view_table()
-            self._start_compactor()
+            self._maintenance.start()
             self._consumer.subscribe([s.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
             while not self._stop.is_set():
                 if self._pipeline.done():
@@ -205,19 +202,21 @@ class IngestionConsumer(KafkaSide):
                     now=self._clock(),
                 ):
                     self._cut()
-                    self._maybe_optimize()
+                    if self._maintenance.optimize_due():
+                        self._finish()  # the commit in flight ends first
+                        self._maintenance.optimize()
                 if self._progress is not None:
                     self._progress(self)
                 self._report_lag()
                 if s.end_at_latest and self._caught_up():
                     break
-            self._stop_compactor()  # before the last orphan cleanup: it deletes what it did not commit
+            self._maintenance.close()  # before the last orphan cleanup: it deletes what it did not commit
             self.commit()
             self._session.remove_orphans()
             self._report_lag(force=True)
         finally:
             try:
-                self._stop_compactor()
+                self._maintenance.close()
                 self._consumer.close()  # its on_revoke commits what is buffered, as a rebalance does
             finally:
                 self._pipeline.close()  # when run fails: a commit in flight ends, its error logged
@@ -293,10 +292,7 @@ class IngestionConsumer(KafkaSide):
         consumer.assign(partitions)
         self._session.remove_orphans()
         self._view_table()  # read again from the table with the txn versions
-        if self._compactor is not None:
-            self._compactor.assign(self._positions.assigned)
-            if self._table_view is not None:  # no table yet: the first commit pokes it
-                self._compactor.poke()  # small files other workers left of these partitions
+        self._maintenance.assign(self._positions.assigned, table_exists=self._table_view is not None)
 
     def _on_revoke(self, consumer: ParquetConsumer, partitions: list[TopicPartition]) -> None:
         """Commit what is buffered (the commit in flight and the batch after it) before another
@@ -306,8 +302,7 @@ class IngestionConsumer(KafkaSide):
         for tp in partitions:
             self._positions.revoke(tp.partition)
             log.info("partition %d revoked", tp.partition)
-        if self._compactor is not None:
-            self._compactor.assign(self._positions.assigned)
+        self._maintenance.assign(self._positions.assigned, table_exists=False)
         consumer.unassign()
 
     def _caught_up(self) -> bool:
@@ -431,41 +426,7 @@ class IngestionConsumer(KafkaSide):
                 self._skip_to(p, version + 1)
         if self._progress is not None:
             self._progress(self)
-        if self._compactor is not None:
-            self._compactor.poke()
-
-    def _start_compactor(self) -> None:
-        """Background compaction's thread (:mod:`._compactor`), unless ``compact_min_files`` is 0."""
-        s = self.settings
-        if s.compact_min_files:
-            policy = CompactionPolicy(s.compact_min_files, s.compact_max_rewrites)
-            self._compactor = Compactor(table_compaction(s), policy, topic=s.topic, counts=self.stats)
-
-    def _stop_compactor(self) -> None:
-        if self._compactor is not None:
-            self._compactor.close()
-            self._compactor = None
-
-    def _maybe_optimize(self) -> None:
-        """Every ``optimize_every`` commits of this worker, compact the table
-        (:func:`parka.lake.optimize_table`; no checkpoint: the committer writes
-        those). Between commits, never inside one: the commit in flight ends first, and the
-        next commit re-reads the table (the protocol's step 3). Maintenance only: a failure is
-        logged and ingestion goes on."""
-        every = self.settings.optimize_every
-        if not every or self.stats.commits - self._optimized_at < every:
-            return
-        self._finish()
-        self._optimized_at = self.stats.commits
-        if self._optimize is None:
-            self._optimize = table_compaction(self.settings)
-        try:
-            result = self._optimize(None, None)
-        except CommitError as exc:  # CommitConflict included: the small files stay, nothing is lost
-            log.warning("optimize failed, ingestion goes on: %s", exc)
-            return
-        self.stats.optimizations += 1
-        self.stats.files_compacted += result.files_removed
+        self._maintenance.committed()
 
     def _skip_to(self, partition: int, offset: int) -> None:
         """Another worker with this app id committed this partition up to ``offset - 1``: all

@@ -25,7 +25,7 @@ a rewrite commits only while all its input files are still live.
 process killed in between leaves them unreferenced. Their name carries a key of the bin's first
 input file (:func:`input_key`), and a compaction commits only while every input is live: so an
 unreferenced compacted file whose first input is no longer live can never be committed, and
-the orphan cleanup deletes it (:func:`parka.lake._files.remove_orphans`), together with a temporary file of
+the orphan cleanup deletes it (:func:`parka.lake._orphans.remove_orphans`), together with a temporary file of
 such a write. One whose input is still live waits until a compaction of that input lands.
 """
 

@@ -19,7 +19,7 @@ Why it is safe while ``parka ingest`` and ``parka spark-ingest`` commit to the s
   lost to a rewrite re-reads its ``txn`` versions and commits again (the committer's step 3).
   delta-spark rebases an append over a rewrite by itself.
 * The files a rewrite removes stay on disk for readers of older versions: the orphan cleanup
-  leaves any file a log entry names to VACUUM (:func:`parka.lake._files.remove_orphans`).
+  leaves any file a log entry names to VACUUM (:func:`parka.lake._orphans.remove_orphans`).
 * VACUUM is delta-rs' "lite" one: it deletes only files of expired ``remove`` actions, never a
   file no log entry names (such as a live worker's file, written but not committed yet).
 
