@@ -98,6 +98,7 @@ class Compactor:
         self.partitions: frozenset[int] = frozenset()
         self._due = threading.Event()
         self._cancel = threading.Event()
+        self._draining = False  # close(drain=True): end once nothing is due
         self._thread = threading.Thread(target=self._run, name="parka-compact", daemon=True)
         self._thread.start()
 
@@ -109,12 +110,16 @@ class Compactor:
         """A commit ended (or ingestion started): look at the table again."""
         self._due.set()
 
-    def close(self, timeout_s: float | None = None) -> None:
+    def close(self, *, drain: bool = False) -> None:
         """Cancel a compaction in progress (between rewrites, or before its commit) and wait for
-        the thread (at most ``timeout_s``). Idempotent."""
-        self._cancel.set()
+        the thread; with ``drain`` (a run-once's end), let it finish what is due first, the
+        table's latest commit included, so a short run still compacts. Idempotent."""
+        if drain:
+            self._draining = True
+        else:
+            self._cancel.set()
         self._due.set()
-        self._thread.join(timeout_s)
+        self._thread.join()
 
     @property
     def alive(self) -> bool:
@@ -122,6 +127,8 @@ class Compactor:
 
     def _run(self) -> None:
         while True:
+            if self._draining and not self._due.is_set():
+                return
             self._due.wait()
             if self._cancel.is_set():
                 return
@@ -183,10 +190,11 @@ class Maintenance:
         if self._compactor is not None:
             self._compactor.poke()
 
-    def close(self) -> None:
-        """Stop the compaction thread (a compaction in progress cancelled, its files deleted)."""
+    def close(self, *, drain: bool = False) -> None:
+        """Stop the compaction thread: a compaction in progress cancelled, its files deleted; with
+        ``drain``, once it compacted what is due (:meth:`Compactor.close`)."""
         if self._compactor is not None:
-            self._compactor.close()
+            self._compactor.close(drain=drain)
             self._compactor = None
 
     def optimize_due(self) -> bool:

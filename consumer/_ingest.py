@@ -210,8 +210,10 @@ class IngestionConsumer(KafkaSide):
                 self._report_lag()
                 if s.end_at_latest and self._caught_up():
                     break
-            self._maintenance.close()  # before the last orphan cleanup: it deletes what it did not commit
             self.commit()
+            # Before the last orphan cleanup (a compaction deletes the files it did not commit). A
+            # run-once that caught up compacts what is due first: its short runs compact too.
+            self._maintenance.close(drain=s.end_at_latest and not self._stop.is_set())
             self._session.remove_orphans()
             self._report_lag(force=True)
         finally:

@@ -338,6 +338,7 @@ class IngestChaos:
     def final_pass(self) -> subprocess.CompletedProcess[str]:
         """One ``parka ingest --end-at-latest`` after everything: it must exit 0."""
         flags = ("-g", self.group, "--end-at-latest", "--dlq-table", self.dlq.name, "-q", *self.flags)
+        flags += ("--compact-min-files", "2")  # compacts what the workers left, before it stops
         command = ingest_command(self.topic, self.table.name, self.bootstrap, *self.table.flags, *flags)
         final = subprocess.run(command, capture_output=True, text=True, timeout=300)
         if final.returncode != 0:

@@ -18,7 +18,7 @@ from deltalake import DeltaTable
 from parka.lake import FileName
 from pyiceberg.catalog import Catalog, load_catalog
 
-from ._ingest_util import produce_events, start_ingest, wait_for
+from ._ingest_util import last_json, produce_events, run_ingest, start_ingest, wait_for
 
 TOTAL = 2400
 ROUND = 200
@@ -108,3 +108,19 @@ def test_background_compaction_keeps_small_files_in_budget_while_ingesting_every
     assert compacted and all(pq.read_metadata(f).num_row_groups == 1 for f in compacted)
     conflicts = text.count("conflict")
     print(f"{table_format}: {stats['compactions']} compactions, at most {most} small files live, {conflicts} conflicts")
+
+
+def test_a_run_once_compacts_what_is_due_before_it_exits(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """``--end-at-latest`` ends by finishing the compaction that is due rather than cancelling it:
+    otherwise a job run every few minutes would never compact."""
+    topic = new_topic(partitions=2)
+    produce_events(bootstrap, topic, 0, 1200, batch=25)
+    table = Table("delta", tmp_path)
+    flags = ("--end-at-latest", "--max-segments-per-commit", "4", "--compact-min-files", str(MIN_FILES))
+    stats = last_json(run_ingest(topic, table.name, bootstrap, *flags))
+    assert stats["records"] == 1200 and stats["commits"] >= 6
+    assert stats["compactions"] >= 1 and stats["compaction_failures"] == 0, stats
+    assert table.small_ingestion_files() < MIN_FILES  # the last commit's files included
+    assert sorted(table.ids()) == list(range(1200))
