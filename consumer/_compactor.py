@@ -17,6 +17,7 @@ between two rewrites or before its commit (its new files deleted) and waits for 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Protocol
@@ -126,6 +127,7 @@ class Compactor:
         return self._thread.is_alive()
 
     def _run(self) -> None:
+        _lower_priority()
         while True:
             if self._draining and not self._due.is_set():
                 return
@@ -157,6 +159,16 @@ class Compactor:
                     result.version_before,
                     result.version_after,
                 )
+
+
+def _lower_priority() -> None:
+    """Make the calling thread nice 10 (Linux schedules threads on their own: the loop and the
+    commit thread keep theirs), so that on a busy machine a compaction waits, not a commit.
+    Where threads cannot be niced, nothing changes."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+    except (AttributeError, OSError) as exc:
+        log.debug("background compaction runs at the process's priority: %s", exc)
 
 
 class Maintenance:

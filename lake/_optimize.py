@@ -184,6 +184,7 @@ def optimize_table(
                     row_group_rows=row_group_rows,
                     storage_options=options,
                     name=name,
+                    use_threads=policy is None,  # background compaction stays on its (niced) thread
                 )
             except _Encrypted as exc:
                 log.warning("%d file(s) left as they are: %s is encrypted, and optimize has no keys", len(group), exc)
@@ -347,6 +348,7 @@ def _rewrite(
     row_group_rows: int,
     storage_options: Mapping[str, str],
     name: str | None = None,
+    use_threads: bool = True,
 ) -> list[DataFile]:
     """Write the rows of ``files`` (one table partition) as new data files: one file in row
     groups of ``row_group_rows`` (compaction; named ``name`` when given), or sorted by the
@@ -367,7 +369,7 @@ def _rewrite(
         if raw[-4:] == b"PARE" or encrypted_columns(raw):
             raise _Encrypted(f.path)
         try:
-            return _conform(pq.read_table(pa.BufferReader(raw)), data_schema)
+            return _conform(pq.read_table(pa.BufferReader(raw), use_threads=use_threads), data_schema)
         except (pa.ArrowException, ValueError) as exc:
             raise CommitError(f"cannot read {f.path} as the table schema: {exc}") from exc
 
