@@ -5,7 +5,9 @@ For each producer rate of ``--rates`` (rows/s; ``max``: as fast as the producer 
 fresh topic of ``--partitions`` partitions and a fresh table:
 
 1. ``parka ingest TOPIC TABLE -k BOOTSTRAP -l LATENCY`` runs as a subprocess (``python -m
-   parka.cli ingest``, a daemon with default settings but the allowed latency) for the whole run.
+   parka.cli ingest``, a daemon with default settings but the allowed latency, background
+   compaction included, and any ``--ingest-arg``) for the whole run; its final counters
+   (compactions, files compacted) are recorded.
 2. A warm-up (1,000 rows per partition) creates the table; the run starts once the poller sees
    it, so neither the group join nor the table's creation is billed to the paced rows.
 3. A ``ParquetProducer`` (zstd, 10,000 rows per segment at most) produces the flights rows
