@@ -5,7 +5,9 @@ For each producer rate of ``--rates`` (rows/s; ``max``: as fast as the producer 
 fresh topic of ``--partitions`` partitions and a fresh table:
 
 1. ``parka ingest TOPIC TABLE -k BOOTSTRAP -l LATENCY`` runs as a subprocess (``python -m
-   parka.cli ingest``, a daemon with default settings but the allowed latency) for the whole run.
+   parka.cli ingest``, a daemon with default settings but the allowed latency, background
+   compaction included, and any ``--ingest-arg``) for the whole run; its final counters
+   (compactions, files compacted) are recorded.
 2. A warm-up (1,000 rows per partition) creates the table; the run starts once the poller sees
    it, so neither the group join nor the table's creation is billed to the paced rows.
 3. A ``ParquetProducer`` (zstd, 10,000 rows per segment at most) produces the flights rows
@@ -362,8 +364,16 @@ class PacedProducer:
 # -- one rate ---------------------------------------------------------------------------------
 
 
-def _ingest_command(bootstrap: str, topic: str, table: str, latency_s: float) -> list[str]:
-    return [sys.executable, "-m", "parka.cli", "ingest", topic, table, "-k", bootstrap, "-l", f"{latency_s:g}"]
+def _ingest_command(bootstrap: str, topic: str, table: str, latency_s: float, extra: Sequence[str] = ()) -> list[str]:
+    cmd = [sys.executable, "-m", "parka.cli", "ingest", topic, table, "-k", bootstrap, "-l", f"{latency_s:g}"]
+    return [*cmd, *extra]
+
+
+def _ingest_stats(log_path: str) -> dict[str, Any]:
+    """The ingest process's final JSON line (its counters: commits, compactions, ...)."""
+    with open(log_path, errors="replace") as f:
+        lines = [ln for ln in f.read().splitlines() if ln.startswith("{")]
+    return json.loads(lines[-1]) if lines else {}
 
 
 def _cpu_s(pid: int) -> float:
@@ -505,6 +515,7 @@ def run_rate(
     out_dir: str,
     spark: bool = True,
     spark_timeout_s: float = 900.0,
+    ingest_args: Sequence[str] = (),
 ) -> dict[str, Any]:
     """One rate, steps 1-5 of the module's docstring. Raises ``CheckFailed`` when the table
     does not end with exactly the produced rows or a scan disagrees."""
@@ -518,7 +529,9 @@ def run_rate(
     poller = Poller(table, poll_s)
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            _ingest_command(broker.bootstrap, topic, table, latency_s), stdout=log, stderr=subprocess.STDOUT
+            _ingest_command(broker.bootstrap, topic, table, latency_s, ingest_args),
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
     try:
         poller.start()
@@ -596,7 +609,8 @@ def run_rate(
             "ratio": written / stats["segment_bytes"],
         },
         "ingest": {
-            "command": ["python", *_ingest_command("BOOTSTRAP", "TOPIC", "TABLE", latency_s)[1:]],
+            "command": ["python", *_ingest_command("BOOTSTRAP", "TOPIC", "TABLE", latency_s, ingest_args)[1:]],
+            "stats": _ingest_stats(log_path),
             "exit_code": exit_code,
             "cpu_s": cpu1 - cpu0,
             "rows": rows1 - rows0,
@@ -625,13 +639,21 @@ def _spark_cell(spark: dict[str, Any] | None) -> str:
     return _ratio(spark["ratio"]) if spark["status"] == "ok" else f"not run: {spark['reason'][:80]}"
 
 
+def _compactions(stats: dict[str, Any]) -> str:
+    """Background compactions that committed, and the small files they removed ("-": not counted)."""
+    if "compactions" not in stats:
+        return "-"
+    return f"{stats['compactions']} ({stats['files_compacted']})"
+
+
 def report(results: dict[str, Any]) -> str:
     s = results["settings"]
     lines = [
         "# Freshness: produce-to-visible latency and the table `parka ingest -l` leaves",
         "",
         f"flights rows (cycled) at fixed rates into {s['partitions']} partitions for {s['duration_s']:g} s each;"
-        f" `parka ingest -l {s['allowed_latency_s']:g}` (subprocess),"
+        f" `parka ingest -l {s['allowed_latency_s']:g}{''.join(' ' + a for a in s.get('ingest_args', []))}`"
+        " (subprocess),"
         f" a `produce_batch` per partition every {s['batch_ms']:g} ms,"
         f" table polled every {s['poll_ms']:g} ms.",
         "Latency: per row, the poll that first saw its version minus its slot in the pacing schedule"
@@ -639,8 +661,9 @@ def report(results: dict[str, Any]) -> str:
         f" table of the same rows, {STATISTIC}.",
         "",
         "| target rows/s | achieved rows/s | p50 latency s | p99 latency s | max s | versions/h | files/h |"
-        " row groups/h | files at end | row groups at end | write amplification | ingest CPU µs/row |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        " row groups/h | files at end | row groups at end | write amplification | compactions (files) |"
+        " ingest CPU µs/row |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results["freshness"]["runs"]:
         lat = r["latency_s"]
@@ -648,7 +671,8 @@ def report(results: dict[str, Any]) -> str:
             f"| {r['rate']} | {r['achieved_rows_per_s']:,.0f} | {_fmt(lat['p50'])} | {_fmt(lat['p99'])} |"
             f" {_fmt(lat['max'])} | {r['per_hour']['versions']:,.0f} | {r['per_hour']['files']:,.0f} |"
             f" {r['per_hour']['row_groups']:,.0f} | {r['table']['files']} | {r['table']['row_groups']} |"
-            f" {r['write_amplification']['ratio']:.3f} | {r['ingest']['cpu_us_per_row']:.2f} |"
+            f" {r['write_amplification']['ratio']:.3f} | {_compactions(r['ingest'].get('stats', {}))} |"
+            f" {r['ingest']['cpu_us_per_row']:.2f} |"
         )
     lines += [
         "",
@@ -685,6 +709,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-spark", action="store_true", help="no Spark scans at the end point")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--quick", action="store_true", help="one rate (10000 rows/s), 15 s, 3 scan rounds, no Spark")
+    parser.add_argument(
+        "--ingest-arg",
+        action="append",
+        default=[],
+        help="one more argument for parka ingest (repeatable; e.g. --ingest-arg=--compact-min-files=8)",
+    )
     parser.add_argument("--out", default="bench-out/freshness")
     args = parser.parse_args(argv)
     try:
@@ -718,6 +748,7 @@ def main(argv: list[str] | None = None) -> int:
             seed=args.seed,
             out_dir=args.out,
             spark=not (args.no_spark or args.quick),
+            ingest_args=args.ingest_arg,
         )
         runs.append(result)
         print(json.dumps({k: result[k] for k in ("rate", "achieved_rows_per_s", "latency_s", "per_hour")}), flush=True)
@@ -729,6 +760,7 @@ def main(argv: list[str] | None = None) -> int:
             "partitions": args.partitions,
             "duration_s": duration,
             "allowed_latency_s": args.allowed_latency,
+            "ingest_args": args.ingest_arg,
             "batch_ms": args.batch_ms,
             "poll_ms": args.poll_ms,
             "segment_rows": SEGMENT_ROWS,

@@ -46,7 +46,6 @@ from parka.lake import (
     Refused,
     RsEngine,
     check_segment,
-    optimize_table,
     read_segment,
     wait_until_ready,
     write_segments,
@@ -54,9 +53,10 @@ from parka.lake import (
 
 from parka._crash import crash_point
 from parka._health import HealthLog, kafka_logger
-from parka.errors import CommitError, KafkaClientError, SchemaMismatchError, SegmentError
+from parka.errors import KafkaClientError, SchemaMismatchError, SegmentError
 from parka.partitioning import PartitionSpec
 
+from ._compactor import Maintenance
 from ._ingest_client import KafkaSide
 from ._pipeline import Batch, CommitPipeline
 from ._settings import IngestSettings
@@ -74,11 +74,14 @@ log = logging.getLogger("parka.ingest")
 
 @dataclass
 class IngestStats(CommitStats):
-    """The committer's counters (committed segments, records, bytes, files, ...), and the
-    ``--optimize-every`` runs and the files they compacted; printed by the progress line, served
-    as metrics and returned by :meth:`IngestionConsumer.run`."""
+    """The committer's counters (committed segments, records, bytes, files, ...), the
+    ``--optimize-every`` runs, the background compactions that committed and those that failed,
+    and the files both compacted; printed by the progress line, served as metrics and returned
+    by :meth:`IngestionConsumer.run`."""
 
     optimizations: int = 0
+    compactions: int = 0
+    compaction_failures: int = 0
     files_compacted: int = 0
 
 
@@ -118,7 +121,7 @@ class IngestionConsumer(KafkaSide):
         self._stop = threading.Event()
         self._health = HealthLog(remind_s=settings.retry_log_interval_s, clock=clock)
         super().__init__(settings, BrokerWatch(self._health, log, clock=clock))
-        self._optimized_at = 0  # stats.commits at the last optimize_every run
+        self._maintenance = Maintenance(settings, self.stats)  # compaction, background and --optimize-every
         self._log_engine: LogEngine | None = None
         self._iceberg: IcebergEngine | None = None
 
@@ -180,6 +183,7 @@ class IngestionConsumer(KafkaSide):
             self._committer = self._session.committer
             self._session.start()
             self._view_table()
+            self._maintenance.start()
             self._consumer.subscribe([s.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
             while not self._stop.is_set():
                 if self._pipeline.done():
@@ -198,17 +202,23 @@ class IngestionConsumer(KafkaSide):
                     now=self._clock(),
                 ):
                     self._cut()
-                    self._maybe_optimize()
+                    if self._maintenance.optimize_due():
+                        self._finish()  # the commit in flight ends first
+                        self._maintenance.optimize()
                 if self._progress is not None:
                     self._progress(self)
                 self._report_lag()
                 if s.end_at_latest and self._caught_up():
                     break
             self.commit()
+            # Before the last orphan cleanup (a compaction deletes the files it did not commit). A
+            # run-once that caught up compacts what is due first: its short runs compact too.
+            self._maintenance.close(drain=s.end_at_latest and not self._stop.is_set())
             self._session.remove_orphans()
             self._report_lag(force=True)
         finally:
             try:
+                self._maintenance.close()
                 self._consumer.close()  # its on_revoke commits what is buffered, as a rebalance does
             finally:
                 self._pipeline.close()  # when run fails: a commit in flight ends, its error logged
@@ -284,6 +294,7 @@ class IngestionConsumer(KafkaSide):
         consumer.assign(partitions)
         self._session.remove_orphans()
         self._view_table()  # read again from the table with the txn versions
+        self._maintenance.assign(self._positions.assigned, table_exists=self._table_view is not None)
 
     def _on_revoke(self, consumer: ParquetConsumer, partitions: list[TopicPartition]) -> None:
         """Commit what is buffered (the commit in flight and the batch after it) before another
@@ -293,6 +304,7 @@ class IngestionConsumer(KafkaSide):
         for tp in partitions:
             self._positions.revoke(tp.partition)
             log.info("partition %d revoked", tp.partition)
+        self._maintenance.assign(self._positions.assigned, table_exists=False)
         consumer.unassign()
 
     def _caught_up(self) -> bool:
@@ -416,31 +428,7 @@ class IngestionConsumer(KafkaSide):
                 self._skip_to(p, version + 1)
         if self._progress is not None:
             self._progress(self)
-
-    def _maybe_optimize(self) -> None:
-        """Every ``optimize_every`` commits of this worker, compact the table
-        (:func:`parka.lake.optimize_table`; no checkpoint: the committer writes
-        those). Between commits, never inside one: the commit in flight ends first, and the
-        next commit re-reads the table (the protocol's step 3). Maintenance only: a failure is
-        logged and ingestion goes on."""
-        every = self.settings.optimize_every
-        if not every or self.stats.commits - self._optimized_at < every:
-            return
-        self._finish()
-        self._optimized_at = self.stats.commits
-        s = self.settings
-        try:
-            if s.catalog is not None:
-                from parka.lake import optimize_iceberg
-
-                result = optimize_iceberg(self._iceberg_engine(), s.table_uri, storage_options=s.storage_options)
-            else:
-                result = optimize_table(s.table_uri, checkpoint=False, storage_options=s.storage_options)
-        except CommitError as exc:  # CommitConflict included: the small files stay, nothing is lost
-            log.warning("optimize failed, ingestion goes on: %s", exc)
-            return
-        self.stats.optimizations += 1
-        self.stats.files_compacted += result.files_removed
+        self._maintenance.committed()
 
     def _skip_to(self, partition: int, offset: int) -> None:
         """Another worker with this app id committed this partition up to ``offset - 1``: all

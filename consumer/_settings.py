@@ -52,6 +52,28 @@ OPTIMIZE_EVERY = Setting(
     parse=integer,
     check=s.at_least(0, "a number of commits >= 0 (0: never)"),
 )
+COMPACT_MIN_FILES = Setting(
+    "compact_min_files",
+    ("--compact-min-files",),
+    ("COMPACT_MIN_FILES",),
+    "background compaction: once a table partition holds this many files below --target-file-size of "
+    "one generation (files ingestion wrote, or compaction's own below --compact-max-rewrites), or such "
+    "files adding up to it, a thread rewrites them into one file with large row groups, next to the "
+    "commits; 0: no background compaction",
+    default=s.DEFAULT_COMPACT_MIN_FILES,
+    parse=integer,
+    check=lambda n: None if n == 0 or n >= 2 else "0 (off) or a number of files >= 2",
+)
+COMPACT_MAX_REWRITES = Setting(
+    "compact_max_rewrites",
+    ("--compact-max-rewrites",),
+    ("COMPACT_MAX_REWRITES",),
+    "background compaction rewrites a row at most this many times, so the bytes written stay below about "
+    "1 + this times the bytes ingested; above 1 its files are compacted again",
+    default=s.DEFAULT_COMPACT_MAX_REWRITES,
+    parse=integer,
+    check=s.at_least(1, "a number of rewrites >= 1"),
+)
 EXIT_CODE_WHEN_EMPTY = Setting(
     "exit_code_when_empty",
     ("--exit-code-when-empty",),
@@ -70,6 +92,8 @@ FLAGS: tuple[Setting, ...] = (
     MIN_BYTES_PER_COMMIT,
     MAX_BUFFERED_BYTES,
     WRITE_THREADS,
+    COMPACT_MIN_FILES,
+    COMPACT_MAX_REWRITES,
     OPTIMIZE_EVERY,
     EXIT_CODE_WHEN_EMPTY,
 )
@@ -107,6 +131,8 @@ class IngestSettings(DaemonSettings):
     storage_options: dict[str, str] = declared(s.STORAGE_OPTIONS)
     catalog: str | None = declared(s.CATALOG)  # an Iceberg table of this catalog; None: a Delta table
     catalog_options: dict[str, str] = declared(s.CATALOG_OPTIONS)
+    compact_min_files: int = declared(COMPACT_MIN_FILES)  # 0: no background compaction
+    compact_max_rewrites: int = declared(COMPACT_MAX_REWRITES)
     optimize_every: int = declared(OPTIMIZE_EVERY)
     broker_timeout_s: float = declared(s.BROKER_TIMEOUT)  # end_at_latest: give up on an unreachable broker
     retry_log_interval_s: float = declared(s.RETRY_LOG_INTERVAL)  # a cause waited on is logged again this often

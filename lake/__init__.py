@@ -14,8 +14,8 @@ in the table, exactly once", whichever daemon reads Kafka (``parka ingest`` in
 * :class:`LandingSession`: what every daemon does around the committer (orphan cleanup, the
   table created, positions resumed from its ``txn``, a given schema evolved to, dead letters,
   app ids).
-* Table maintenance (:func:`optimize_table`, ``parka optimize``) and the probe before
-  consuming (:func:`probe_until_ready`).
+* Table maintenance (:func:`optimize_table`, ``parka optimize``; background compaction's policy,
+  :class:`CompactionPolicy`) and the probe before consuming (:func:`probe_until_ready`).
 
 Errors are :mod:`parka.errors`' (``CommitError``, ``CommitConflict``, ``SchemaMismatchError``).
 """
@@ -28,6 +28,7 @@ require(("deltalake", "fastparquet", "obstore"), "lake", "parka.lake (parka inge
 from typing import TYPE_CHECKING
 
 from ._committer import MAX_COMMIT_ATTEMPTS, CommitResult, CommitStats, Committer
+from ._compaction import CompactedName, CompactionPolicy
 from ._delta_rs import RsEngine, RsTableLog
 from ._delta_rules import (
     FILE_TAGS_KEY,
@@ -95,6 +96,8 @@ __all__ = [
     "CommitResult",
     "CommitStats",
     "Committer",
+    "CompactedName",
+    "CompactionPolicy",
     "DataFile",
     "FileName",
     "IcebergEngine",

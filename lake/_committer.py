@@ -27,8 +27,9 @@ from parka.evolution import TYPE_WIDENING_KEY, merge_schemas
 from parka.partitioning import PartitionSpec, parse_partition_by
 
 from ._dead_letters import append_dead_letters, dead_letter_row
-from ._files import remove_orphans, trim_stitched
+from ._files import trim_stitched
 from ._log import DataFile, LogEngine, TableLog
+from ._orphans import remove_orphans
 from ._plan import (
     LandedSegment,
     Refused,
@@ -228,7 +229,7 @@ class Committer:
     def remove_orphans(self) -> int:
         """Delete files (and half-written temporary files) of commits that never happened, once
         the table's ``txn`` covers their offsets; a file any log entry still names (one an
-        OPTIMIZE removed) is left to VACUUM (see :func:`parka.lake._files.remove_orphans`)."""
+        OPTIMIZE removed) is left to VACUUM (see :func:`parka.lake._orphans.remove_orphans`)."""
         removed = 0
         if self.table is not None:
             removed += remove_orphans(self.table, self.topic, self.app_txn, self.storage_options)

@@ -29,13 +29,13 @@ from parka.partitioning import PartitionSpec, parse_partition_by
 from parka.segment import SegmentInfo, is_segment, read_segment_info
 
 from . import _delta_rules
-from ._log import DataFile, TableLog
+from ._log import DataFile
 from ._partitions import segment_partition_values, split_by_partition
 from ._plan import FileName, Fit, LandedSegment, fit_segment, partition_path
 from ._stats import DEFAULT_STATS, RecentCache, StatsConfig, data_file_stats
 from ._stitch import NotStitchable, Source, encrypted_columns, gc_paused, parts_metadata, stitch, stitch_parts
 from ._stitch import read_footer as read_stitch_footer
-from ._storage import delete_files, list_files, read_file, write_data_file
+from ._storage import read_file, write_data_file
 
 __all__ = [
     "DEFAULT_TARGET_FILE_SIZE",
@@ -45,7 +45,6 @@ __all__ = [
     "check_segment",
     "read_footer",
     "read_segment",
-    "remove_orphans",
     "trim_stitched",
     "write_segments",
 ]
@@ -451,58 +450,3 @@ def _arrow_schema(meta: pq.FileMetaData) -> pa.Schema:
     schema) and the Parquet schema."""
     file_schema = meta.schema
     return _schemas.get((meta.metadata, file_schema), file_schema.to_arrow_schema)
-
-
-def remove_orphans(
-    table: TableLog,
-    topic: str,
-    app_txn: Callable[[int], str],
-    storage_options: Mapping[str, str] | None = None,
-) -> int:
-    """Delete data files this topic's ingestion wrote but never committed; returns how many.
-
-    A parka-named file is an orphan, and deleted, when all three hold:
-
-    1. the table's ``txn`` for its partition (``app_txn(partition)``) has reached its offset:
-       that offset's data was committed in another file (or dead-lettered), so nobody will ever
-       commit this one. Files above it may belong to a live worker's open commit;
-    2. the table's current snapshot does not reference it;
-    3. no entry still in the Delta log names it (:meth:`TableLog.logged_files`: the ``add`` and
-       ``remove`` actions of the latest checkpoint and of every commit after it). A file some
-       commit added and a later one removed (OPTIMIZE compacted it, a DELETE rewrote it) is
-       left to VACUUM: readers of older versions and time travel still need it until the
-       table's ``delta.deletedFileRetentionDuration`` is over, and the checkpoints keep its
-       tombstone that long. Once the tombstone has expired (and log cleanup removed the commits
-       that named the file) VACUUM no longer protects it, and deleting it is what VACUUM would do.
-
-    A file of a crashed, never-committed write is in no log entry, so it goes as soon as the
-    ``txn`` covers it; so does the temporary file of a write a crash interrupted
-    (``.<name>.<id>.tmp``, which no reader, VACUUM included, ever looks at). The log is read
-    only when there is a candidate; a log this cannot read deletes nothing (it raises).
-
-    Raises:
-        CommitError: listing, reading the log or deleting failed.
-    """
-    table.refresh()
-    referenced = table.referenced_files()
-    versions: dict[int, int | None] = {}
-    candidates = []
-    for info in list_files(table.uri, storage_options):
-        name = FileName.parse(info.path, temporary=True)
-        if name is None or name.topic != topic or info.path in referenced:
-            continue
-        if name.partition not in versions:
-            versions[name.partition] = table.txn_version(app_txn(name.partition))
-        version = versions[name.partition]
-        if version is not None and name.last_offset <= version:
-            candidates.append(info.path)
-    if not candidates:
-        return 0
-    logged = table.logged_files()  # read after the snapshot: it names all of the snapshot's files
-    doomed = [path for path in candidates if path not in logged]
-    if doomed:
-        delete_files(table.uri, doomed, storage_options)
-        log.info("removed %d orphan data file(s) left by interrupted commits", len(doomed))
-    if len(doomed) < len(candidates):
-        log.debug("left %d removed file(s) to VACUUM", len(candidates) - len(doomed))
-    return len(doomed)

@@ -8,9 +8,11 @@ snapshots with pyiceberg, safely next to running ``parka ingest`` / ``parka spar
   One commit (an ``overwrite`` snapshot) removes the small files and adds the large ones. It
   carries the table's ``txn`` state (``parka.txns``) forward, so the current snapshot still says
   which offsets are in, and it asserts that the snapshot it read is still current: a commit of a
-  running ingest in between is a conflict, after which the compaction's files are deleted and it
-  plans again (up to ``max_attempts``). Nothing is lost either way: the removed files stay on
-  disk until expiry.
+  running ingest in between is a conflict, after which the table is read again and the rewrites
+  whose input files are all still live are committed on the new snapshot (an append cannot touch
+  them), while those whose inputs another compaction removed are dropped with their files (and
+  the compaction plans again when none is left), up to ``max_attempts``, as Delta's does
+  (:mod:`._optimize`). Nothing is lost either way: the removed files stay on disk until expiry.
 * **Expiry** (``expire_older_than_hours``): snapshots older than that are expired, except the
   current one and the latest one whose summary holds the ``txn`` state (the offsets every parka
   worker resumes from); then the data files no remaining snapshot names are deleted (pyiceberg's
@@ -23,6 +25,7 @@ manifests of expired snapshots are left in the metadata folder.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -37,6 +40,7 @@ from pyiceberg.table import FileScanTask
 
 from parka.errors import CommitConflict, CommitError, ConfigError
 
+from ._compaction import CompactionPolicy
 from ._iceberg import IcebergEngine, IcebergTableLog
 from ._log import DataFile
 from ._optimize import DEFAULT_ROW_GROUP_ROWS, DEFAULT_TARGET_SIZE, MAX_ATTEMPTS, OptimizeResult
@@ -57,16 +61,21 @@ def optimize_iceberg(
     row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
     max_attempts: int = MAX_ATTEMPTS,
     before_commit: Callable[[], None] | None = None,
+    policy: CompactionPolicy | None = None,
+    cancel: threading.Event | None = None,
 ) -> OptimizeResult:
     """Compact, then expire (see the module docstring). ``before_commit`` is called between
     writing the compacted files and committing them (tests make a concurrent commit there).
+    With ``policy`` (background compaction, :mod:`._compaction`), only the small files it picks
+    are rewritten, into files named by generation; ``cancel`` set between two rewrites or before
+    a commit attempt ends the compaction, its new files deleted and nothing committed.
 
     Raises:
         ConfigError: a bad ``target_size``, ``row_group_rows``, ``max_attempts`` or retention.
         CommitConflict: the compaction kept conflicting with concurrent commits (nothing lost).
         CommitError: no such table, a table with delete files, or a failed read, write or commit.
     """
-    if target_size < 1024 * 1024:
+    if target_size < 1024 * 1024 and policy is None:  # background compaction takes ingestion's file size
         raise ConfigError("--target-file-size", target_size, "at least 1 MiB")
     if row_group_rows < 1 or max_attempts < 1:
         raise ConfigError("row_group_rows/max_attempts", (row_group_rows, max_attempts), "at least 1")
@@ -78,30 +87,51 @@ def optimize_iceberg(
         raise CommitError(f"no Iceberg table {identifier} in catalog {engine.catalog_name!r}")
     before = table.version()
     removed = added = attempts = 0
-    for attempts in range(1, max_attempts + 1):
-        table.refresh()
-        bins = _plan(table, target_size)
-        if not bins:
-            break
-        files = [_rewrite(table, group, row_group_rows, options) for group in bins]
-        make_durable(table.uri, options)
-        if before_commit is not None:
-            before_commit()
-        try:
-            table.replace_files(
-                [f for group in bins for f in group],
-                files,
-                partitions=[group[0].partition for group in bins],
-                commit_info={"parka.optimize": "compaction"},
-            )
-        except CommitConflict as exc:
-            delete_files(table.uri, [f.path for f in files], options)
-            log.info("compaction conflicted with another commit (attempt %d): planning again (%s)", attempts, exc)
-            if attempts == max_attempts:
+    written: list[tuple[list[Any], DataFile]] = []  # (input files, their rewrite), not committed yet
+    try:
+        for attempts in range(1, max_attempts + 1):
+            table.refresh()
+            spec = table.iceberg.spec().spec_id
+            if written:  # after a conflict: keep the rewrites whose inputs are all still live
+                live = {f.file_path for f in table.data_files()}
+                stale = [new for group, new in written if not _still_live(group, live, spec)]
+                if stale:
+                    log.info("%d compacted file(s) lost their inputs to another commit: dropped", len(stale))
+                    _discard(table.uri, stale, options)
+                written = [(group, new) for group, new in written if _still_live(group, live, spec)]
+            if not written:
+                for group, name in _plan(table, target_size, policy):
+                    if cancel is not None and cancel.is_set():
+                        break
+                    written.append((group, _rewrite(table, group, row_group_rows, options, name)))
+                if not written:
+                    break
+                make_durable(table.uri, options)
+            if cancel is not None and cancel.is_set():
+                break
+            if before_commit is not None:
+                before_commit()
+            try:
+                table.replace_files(
+                    [f for group, _ in written for f in group],
+                    [new for _, new in written],
+                    partitions=[group[0].partition for group, _ in written],
+                    commit_info={"parka.optimize": "compaction"},
+                )
+            except CommitConflict as exc:
+                log.info("compaction conflicted with another commit (attempt %d): reading again (%s)", attempts, exc)
+                if attempts == max_attempts:
+                    raise
+                continue
+            except BaseException:
+                written = []  # a commit that failed otherwise may have landed: its files stay
                 raise
-            continue
-        removed, added = sum(len(g) for g in bins), len(files)
-        break
+            removed, added = sum(len(g) for g, _ in written), len(written)
+            written = []
+            break
+    finally:
+        if written:  # not committed: cancelled, out of attempts, or failed before its commit
+            _discard(table.uri, [new for _, new in written], options)
     vacuumed = (
         0
         if expire_older_than_hours is None
@@ -110,31 +140,62 @@ def optimize_iceberg(
     return OptimizeResult(identifier, before, table.refresh(), removed, added, vacuumed, None, attempts)
 
 
-def _plan(table: IcebergTableLog, target_size: int) -> list[list[Any]]:
-    """Bins of small files (two or more each) to rewrite as one file of about ``target_size``."""
+def _still_live(group: list[Any], live: set[str], spec: int) -> bool:
+    """A rewrite may still be committed: all its inputs are live, in the current partition spec."""
+    return all(f.spec_id == spec and f.file_path in live for f in group)
+
+
+def _discard(uri: str, files: list[DataFile], options: Mapping[str, str]) -> None:
+    try:
+        delete_files(uri, [f.path for f in files], options)
+    except CommitError as exc:  # unreferenced either way: the orphan cleanup or expiry takes them
+        log.warning("could not delete %d uncommitted compacted file(s): %s", len(files), exc)
+
+
+def _plan(
+    table: IcebergTableLog, target_size: int, policy: CompactionPolicy | None
+) -> list[tuple[list[Any], str | None]]:
+    """Bins of small files (two or more each) to rewrite as one file of about ``target_size``,
+    each with its new file's name (``None``: ``parka optimize``'s naming); with ``policy``,
+    the bins it picks."""
     snapshot = table.iceberg.current_snapshot()
     if snapshot is not None and any(m.content == ManifestContent.DELETES for m in snapshot.manifests(table.iceberg.io)):
         raise CommitError(f"{table.identifier} has delete files: compact it with an engine that applies them")
+    spec = table.iceberg.spec().spec_id
+    current = [f for f in table.data_files() if f.spec_id == spec]  # a compacted file holds one partition's rows
+    if policy is not None:
+        files = sorted(current, key=lambda f: f.file_path)
+        planned = policy.plan(
+            files,
+            target_size=target_size,
+            path=lambda f: str(f.file_path),
+            size=lambda f: int(f.file_size_in_bytes),
+            partition=lambda f: repr(f.partition),
+        )
+        return [(b.files, b.new_name(lambda f: str(f.file_path))) for b in planned]
     by_partition: dict[Any, list[Any]] = {}
-    for f in table.data_files():
-        if f.file_size_in_bytes < target_size and f.spec_id == table.iceberg.spec().spec_id:
+    for f in current:
+        if f.file_size_in_bytes < target_size:
             by_partition.setdefault(repr(f.partition), []).append(f)
     bins: list[list[Any]] = []
-    for files in by_partition.values():  # a compacted file holds one partition's rows
-        current: list[Any] = []
+    for files in by_partition.values():
+        group: list[Any] = []
         size = 0
         for f in sorted(files, key=lambda f: f.file_path):
-            if current and size + f.file_size_in_bytes > target_size:
-                bins.append(current)
-                current, size = [], 0
-            current.append(f)
+            if group and size + f.file_size_in_bytes > target_size:
+                bins.append(group)
+                group, size = [], 0
+            group.append(f)
             size += f.file_size_in_bytes
-        bins.append(current)
-    return [b for b in bins if len(b) >= 2]
+        bins.append(group)
+    return [(b, None) for b in bins if len(b) >= 2]
 
 
-def _rewrite(table: IcebergTableLog, group: list[Any], row_group_rows: int, options: Mapping[str, str]) -> DataFile:
-    """The rows of ``group`` as one new data file under the table's data folder."""
+def _rewrite(
+    table: IcebergTableLog, group: list[Any], row_group_rows: int, options: Mapping[str, str], name: str | None
+) -> DataFile:
+    """The rows of ``group`` as one new data file under the table's data folder (named ``name``
+    when given)."""
     t = table.iceberg
     try:
         rows = ArrowScan(t.metadata, t.io, t.schema(), AlwaysTrue()).to_table([FileScanTask(f) for f in group])
@@ -143,6 +204,6 @@ def _rewrite(table: IcebergTableLog, group: list[Any], row_group_rows: int, opti
         data = sink.getvalue().to_pybytes()
     except Exception as exc:
         raise CommitError(f"cannot rewrite {len(group)} file(s) of {table.identifier}: {exc}") from exc
-    name = f"compacted-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}.parquet"
+    name = name or f"compacted-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}.parquet"
     size = write_data_file(table.uri, name, data, options)
     return DataFile(path=name, size=size, stats="{}")

@@ -19,7 +19,7 @@ Why it is safe while ``parka ingest`` and ``parka spark-ingest`` commit to the s
   lost to a rewrite re-reads its ``txn`` versions and commits again (the committer's step 3).
   delta-spark rebases an append over a rewrite by itself.
 * The files a rewrite removes stay on disk for readers of older versions: the orphan cleanup
-  leaves any file a log entry names to VACUUM (:func:`parka.lake._files.remove_orphans`).
+  leaves any file a log entry names to VACUUM (:func:`parka.lake._orphans.remove_orphans`).
 * VACUUM is delta-rs' "lite" one: it deletes only files of expired ``remove`` actions, never a
   file no log entry names (such as a live worker's file, written but not committed yet).
 
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import io
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -47,6 +48,7 @@ from parka.config import storage_options_for
 from parka.errors import CommitConflict, CommitError, ConfigError
 
 from . import _delta_rs, _rs_maintenance
+from ._compaction import CompactionPolicy
 from ._log import DataFile
 from ._plan import partition_path
 from ._rs_maintenance import LiveFile
@@ -107,11 +109,17 @@ def optimize_table(
     row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
     max_attempts: int = MAX_ATTEMPTS,
     sleep: Callable[[float], None] = time.sleep,
+    policy: CompactionPolicy | None = None,
+    cancel: threading.Event | None = None,
 ) -> OptimizeResult:
     """Compact the table at ``uri`` (or Z-order it by ``z_order``), then VACUUM files removed more
     than ``vacuum_retention_hours`` ago (``None``: no VACUUM; below the table's
     ``delta.deletedFileRetentionDuration`` only with ``allow_short_retention``), then write a
     checkpoint (``checkpoint``). Safe next to running ingestion (see the module docstring).
+
+    With ``policy`` (background compaction, :mod:`._compaction`), only the small files it picks
+    are rewritten, into files named by generation. ``cancel`` set between two rewrites or before
+    the commit ends the compaction: its new files are deleted and nothing is committed.
 
     Raises:
         ConfigError: a bad ``target_size``, ``row_group_rows``, ``max_attempts`` or retention, a
@@ -123,7 +131,7 @@ def optimize_table(
             file that cannot be read as the table schema or written, or a failed commit (which
             may have landed: its files are kept).
     """
-    if target_size < 1024 * 1024:
+    if target_size < 1024 * 1024 and policy is None:  # background compaction takes ingestion's file size
         raise ConfigError("--target-file-size", target_size, "at least 1 MiB")
     if row_group_rows < 1:
         raise ConfigError("row_group_rows", row_group_rows, "an integer >= 1")
@@ -131,6 +139,8 @@ def optimize_table(
         raise ConfigError("max_attempts", max_attempts, "an integer >= 1")
     if vacuum_retention_hours is not None and vacuum_retention_hours < 0:
         raise ConfigError("--vacuum-retention-hours", vacuum_retention_hours, "hours >= 0")
+    if policy is not None and z_order:
+        raise ConfigError("z_order", ",".join(z_order), "no Z-order with a background compaction policy")
     options = storage_options_for(uri, storage_options)
     table = _open(uri, options)
     _check_z_order(table, z_order)
@@ -143,16 +153,25 @@ def optimize_table(
         md = read_parquet_footer(uri, f.path, storage_options)
         return md.num_row_groups > 1 and md.num_rows / md.num_row_groups < row_group_rows / 8
 
-    bins = plan_bins(
-        _rs_maintenance.live_files(table),
-        target_size=target_size,
-        z_order=bool(z_order),
-        small_row_groups=small_row_groups,
-    )
+    live = _rs_maintenance.live_files(table)
+    if policy is None:
+        bins: list[tuple[list[LiveFile], str | None]] = [
+            (group, None)
+            for group in plan_bins(
+                live, target_size=target_size, z_order=bool(z_order), small_row_groups=small_row_groups
+            )
+        ]
+    else:
+        bins = [
+            (b.files, b.new_name(_path))
+            for b in policy.plan(live, target_size=target_size, path=_path, size=_size, partition=_partition_key)
+        ]
     written: list[tuple[Sequence[LiveFile], list[DataFile]]] = []
     committing = False
     try:
-        for group in bins:
+        for group, name in bins:
+            if cancel is not None and cancel.is_set():
+                raise _Cancelled
             try:
                 new = _rewrite(
                     uri,
@@ -164,6 +183,8 @@ def optimize_table(
                     target_size=target_size,
                     row_group_rows=row_group_rows,
                     storage_options=options,
+                    name=name,
+                    use_threads=policy is None,  # background compaction stays on its (niced) thread
                 )
             except _Encrypted as exc:
                 log.warning("%d file(s) left as they are: %s is encrypted, and optimize has no keys", len(group), exc)
@@ -171,12 +192,18 @@ def optimize_table(
             written.append((group, new))
         if written:
             make_durable(uri, options)
+        if cancel is not None and cancel.is_set():
+            raise _Cancelled
         committing = True
         committed, attempt = _commit(
             uri, table, written, z_order, max_attempts=max_attempts, sleep=sleep, storage_options=options
         )
     except CommitConflict:
         raise  # _commit deleted what it did not commit
+    except _Cancelled:
+        _discard(uri, [f for _, new in written for f in new], options)
+        log.info("compaction of %s cancelled: %d rewritten file(s) deleted, nothing committed", uri, len(written))
+        return OptimizeResult(uri, before, before, 0, 0, 0, None, 0)
     except BaseException:
         if not committing:  # nothing names them: a failed rewrite leaves no files behind
             _discard(uri, [f for _, new in written for f in new], options)
@@ -200,7 +227,9 @@ def optimize_table(
         checkpoint_version=checkpoint_version,
         attempts=attempt,
     )
-    log.info(
+    quiet = policy is not None and not result.files_removed  # background compaction's checks find nothing
+    log.log(
+        logging.DEBUG if quiet else logging.INFO,
         "optimized %s: version %d -> %d, %d file(s) into %d, %d vacuumed",
         uri,
         result.version_before,
@@ -318,11 +347,14 @@ def _rewrite(
     target_size: int,
     row_group_rows: int,
     storage_options: Mapping[str, str],
+    name: str | None = None,
+    use_threads: bool = True,
 ) -> list[DataFile]:
     """Write the rows of ``files`` (one table partition) as new data files: one file in row
-    groups of ``row_group_rows`` (compaction), or sorted by the Z-order of ``z_order`` in files
-    of about ``target_size`` bytes. Partition columns stay out of the files (their values are in
-    the add actions, where readers take them), as Delta writers do.
+    groups of ``row_group_rows`` (compaction; named ``name`` when given), or sorted by the
+    Z-order of ``z_order`` in files of about ``target_size`` bytes. Partition columns stay out
+    of the files (their values are in the add actions, where readers take them), as Delta
+    writers do.
 
     Raises:
         CommitError: a file cannot be read, converted to the table schema, or written.
@@ -337,7 +369,7 @@ def _rewrite(
         if raw[-4:] == b"PARE" or encrypted_columns(raw):
             raise _Encrypted(f.path)
         try:
-            return _conform(pq.read_table(pa.BufferReader(raw)), data_schema)
+            return _conform(pq.read_table(pa.BufferReader(raw), use_threads=use_threads), data_schema)
         except (pa.ArrowException, ValueError) as exc:
             raise CommitError(f"cannot read {f.path} as the table schema: {exc}") from exc
 
@@ -347,10 +379,10 @@ def _rewrite(
             for chunk in chunks:
                 writer.write_table(chunk, row_group_size=row_group_rows)
         data = sink.getvalue()
-        name = f"{directory}part-00000-{uuid.uuid4()}-c000.zstd.parquet"
-        size = write_data_file(uri, name, data, storage_options)
+        path = directory + (name or f"part-00000-{uuid.uuid4()}-c000.zstd.parquet")
+        size = write_data_file(uri, path, data, storage_options)
         stats = data_file_stats(data, table_schema, partition_by=partitions, stats_config=stats_config)
-        return DataFile(path=name, size=size, stats=stats, partition_values=values)
+        return DataFile(path=path, size=size, stats=stats, partition_values=values)
 
     if z_order:
         rows = pa.concat_tables([read(f) for f in files])
@@ -376,6 +408,22 @@ def _rewrite(
 
 class _Encrypted(Exception):
     """A file of a bin is encrypted (column encryption): the bin is left alone."""
+
+
+class _Cancelled(Exception):
+    """``cancel`` was set: the compaction stops before its commit."""
+
+
+def _path(f: LiveFile) -> str:
+    return f.path
+
+
+def _size(f: LiveFile) -> int:
+    return f.size
+
+
+def _partition_key(f: LiveFile) -> tuple[tuple[str, str | None], ...]:
+    return tuple(sorted(f.partition_values.items()))
 
 
 def _conform(t: pa.Table, schema: pa.Schema) -> pa.Table:

@@ -63,6 +63,8 @@ __all__ = [
     "LOG_FORMAT",
     "SHARED",
     "DEFAULT_TARGET_FILE_SIZE",
+    "DEFAULT_COMPACT_MIN_FILES",
+    "DEFAULT_COMPACT_MAX_REWRITES",
 ]
 
 
@@ -93,6 +95,13 @@ def _partition_by_text(text: str) -> tuple[str, ...]:
 
 DEFAULT_TARGET_FILE_SIZE = 128 * 2**20
 """``--target-file-size``'s default: a data file of up to 128 MiB."""
+DEFAULT_COMPACT_MIN_FILES = 16
+"""``parka ingest --compact-min-files``' default: small files of one generation a table partition
+may gather before background compaction rewrites them (at one commit a second from four Kafka
+partitions, a compaction every 4 s of 16 files into one)."""
+DEFAULT_COMPACT_MAX_REWRITES = 1
+"""``parka ingest --compact-max-rewrites``' default: background compaction rewrites a row once at
+most, so the bytes written are about twice the bytes ingested at most."""
 
 
 # -- the settings both daemons share ---------------------------------------------------------------

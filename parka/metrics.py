@@ -43,6 +43,9 @@ INGEST_COUNTERS: dict[str, tuple[str, str]] = {
     "dead_letters": ("parka_dead_letters", "messages written to the dead-letter table"),
     "split_segments": ("parka_split_segments", "segments whose rows spanned several table partitions"),
     "conflicts": ("parka_commit_conflicts", "commit attempts that lost to a concurrent commit and were retried"),
+    "compactions": ("parka_compactions", "background compactions that committed a rewrite of small files"),
+    "compaction_failures": ("parka_compaction_failures", "background compactions that failed (retried later)"),
+    "files_compacted": ("parka_files_compacted", "small files removed by compactions (background, --optimize-every)"),
 }
 """What the ingestion counters are: each is read from the daemon's counter of the same name."""
 

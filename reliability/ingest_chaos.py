@@ -172,6 +172,8 @@ class IngestChaos:
         flags += ["--allowed-latency", f"{self.rng.uniform(0.3, 2.0):.1f}"]
         flags += ["--max-segments-per-commit", str(self.rng.randint(2, 8))]
         flags += ["--checkpoint-interval", str(self.rng.randint(2, 6))]
+        # background compaction is on by default; a low budget makes it run (and race) often
+        flags += ["--compact-min-files", str(self.rng.randint(2, 6))]
         command = ingest_command(self.topic, self.table.name, self.bootstrap, *flags)
         proc = Proc.start(name, command, self.out / "logs" / f"{name}.log", crash_at=crash_at, crash_after=after)
         self.everyone.append(proc)
@@ -336,6 +338,7 @@ class IngestChaos:
     def final_pass(self) -> subprocess.CompletedProcess[str]:
         """One ``parka ingest --end-at-latest`` after everything: it must exit 0."""
         flags = ("-g", self.group, "--end-at-latest", "--dlq-table", self.dlq.name, "-q", *self.flags)
+        flags += ("--compact-min-files", "2")  # compacts what the workers left, before it stops
         command = ingest_command(self.topic, self.table.name, self.bootstrap, *self.table.flags, *flags)
         final = subprocess.run(command, capture_output=True, text=True, timeout=300)
         if final.returncode != 0:
@@ -362,7 +365,8 @@ class IngestChaos:
         # files are named after the topic: the others are the other writer's, not counted when its
         # failed appends explain them all.
         notes = []
-        left_by_other = [f for f in orphans if not Path(f).name.lstrip(".").startswith(f"{self.topic}-p")]
+        ours = (f"{self.topic}-p", "compacted-g")  # ingestion's files and background compaction's
+        left_by_other = [f for f in orphans if not Path(f).name.lstrip(".").startswith(ours)]
         if left_by_other and len(left_by_other) <= len(foreign.errors):
             orphans = [f for f in orphans if f not in left_by_other]
             notes.append(
@@ -398,6 +402,7 @@ class IngestChaos:
                 "files_left": len(left_by_other),
             },
             "orphans": len(orphans),
+            "compacted_files": self.table.compacted_files(),
             "dead_letter_table_orphans": len(dlq_orphans),
             "notes": notes,
             "final_pass": final.stdout.strip().splitlines()[-1] if final and final.stdout.strip() else None,

@@ -55,7 +55,7 @@ def summarize(
         res = results.get(scenario)
         if res is None:
             continue
-        per_scenario[title] = {k: res.get(k) for k in (*totals, "unexpected", "orphans", "wall_s")}
+        per_scenario[title] = {k: res.get(k) for k in (*totals, "unexpected", "orphans", "compacted_files", "wall_s")}
         for k in totals:
             totals[k] += res.get(k) or 0
     bad_inputs = []
@@ -140,7 +140,7 @@ def render(s: dict[str, Any]) -> str:
     ]
     lines += _table([("fault injected", "count"), *((k, str(n)) for k, n in s["faults"].items())])
     lines += [f"SIGKILLs in all (crash points, process groups, the broker): {s['crashes']}", ""]
-    rows = [("scenario", "produced", "in table", "lost", "duplicated", "orphans", "wall s")]
+    rows = [("scenario", "produced", "in table", "lost", "duplicated", "orphans", "compacted files", "wall s")]
     for title, r in s["scenarios"].items():
         rows.append(
             (
@@ -150,6 +150,7 @@ def render(s: dict[str, Any]) -> str:
                 str(r["lost"]),
                 str(r["duplicated"]),
                 str(r["orphans"]),
+                "-" if r.get("compacted_files") is None else str(r["compacted_files"]),
                 str(r["wall_s"]),
             )
         )
@@ -160,6 +161,7 @@ def render(s: dict[str, Any]) -> str:
             f"{s['records_in_table']:,}",
             str(s["lost"]),
             str(s["duplicated"]),
+            "",
             "",
             "",
         )

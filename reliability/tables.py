@@ -24,6 +24,7 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from deltalake import DeltaTable, write_deltalake
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
@@ -75,6 +76,12 @@ class Target(ABC):
         table exists)."""
 
     @abstractmethod
+    def logged_files(self) -> set[str]:
+        """The data files any version still in the table's history names, relative to the data
+        folder (the table exists): a file a compaction removed stays on disk for readers of older
+        versions until VACUUM (Delta) or snapshot expiry (Iceberg) deletes it."""
+
+    @abstractmethod
     def append(self, rows: pa.Table) -> None:
         """Append ``rows`` (in :meth:`schema`) as another application would, with the format's
         own writer: no ``txn`` of parka's."""
@@ -103,9 +110,18 @@ class Target(ABC):
         return rows
 
     def orphans(self) -> list[str]:
-        """Files under the table's data folder that its current version does not reference (sorted)."""
-        referenced = self.referenced_files() if self.exists() else set()
-        return sorted(self.files_on_disk() - referenced)
+        """Files under the table's data folder that no version in its history names (sorted):
+        not the current version's, nor one a compaction removed and VACUUM or expiry will delete."""
+        on_disk = self.files_on_disk()
+        if not self.exists():
+            return sorted(on_disk)
+        unreferenced = on_disk - self.referenced_files()
+        return sorted(unreferenced - self.logged_files()) if unreferenced else []
+
+    def compacted_files(self) -> int:
+        """Data files in the table's history that ``parka ingest``'s background compaction wrote
+        (named ``compacted-g<generation>-...``): whether it ran during a scenario."""
+        return sum(1 for f in self.logged_files() if Path(f).name.startswith("compacted-g")) if self.exists() else 0
 
     def txn_versions(self, app_id: str, partitions: int) -> dict[int, int | None]:
         """The table's ``txn`` version (last offset in) per partition for ``app_id``."""
@@ -159,6 +175,23 @@ class DeltaTarget(Target):
     def referenced_files(self) -> set[str]:
         actions = DeltaTable(self.name).get_add_actions(flatten=True)
         return {unquote(p) for p in pa.table(actions)["path"].to_pylist()}
+
+    def logged_files(self) -> set[str]:
+        """The ``add`` and ``remove`` paths of every commit file and checkpoint in ``_delta_log``
+        (read as the protocol writes them: JSON lines, Parquet checkpoints)."""
+        log = self.path / "_delta_log"
+        paths: set[str] = set()
+        for commit in log.glob("[0-9]*.json"):
+            for line in commit.read_text().splitlines():
+                action = json.loads(line) if line.strip() else {}
+                for kind in ("add", "remove"):
+                    if kind in action:
+                        paths.add(unquote(action[kind]["path"]))
+        for checkpoint in log.glob("[0-9]*.checkpoint*.parquet"):
+            actions = pq.read_table(checkpoint, columns=["add", "remove"])
+            for kind in ("add", "remove"):
+                paths |= {unquote(a["path"]) for a in actions[kind].to_pylist() if a is not None}
+        return paths
 
     def append(self, rows: pa.Table) -> None:
         write_deltalake(self.name, rows, mode="append")
@@ -236,6 +269,12 @@ class IcebergTarget(Target):
         table = self._current()
         prefix = self._data_root(table) + "/"
         paths: list[str] = table.inspect.files()["file_path"].to_pylist()
+        return {p.removeprefix(prefix) for p in paths}
+
+    def logged_files(self) -> set[str]:
+        table = self._current()
+        prefix = self._data_root(table) + "/"
+        paths: list[str] = table.inspect.all_files()["file_path"].to_pylist()
         return {p.removeprefix(prefix) for p in paths}
 
     def append(self, rows: pa.Table) -> None:

@@ -311,7 +311,7 @@ def test_compaction_keeps_rows_and_offsets_and_ingestion_continues_after_it(tmp_
     assert ids(e) == [0, 1, 2, 3, 4, 5, 6]
 
 
-def test_a_commit_during_compaction_wins_and_the_compaction_plans_again(tmp_path: Path) -> None:
+def test_a_commit_during_compaction_wins_and_the_compaction_commits_on_the_new_snapshot(tmp_path: Path) -> None:
     c = iceberg_committer(tmp_path)
     for offset in range(3):
         c.commit([landed(c, 0, offset, [offset])])
@@ -324,14 +324,38 @@ def test_a_commit_during_compaction_wins_and_the_compaction_plans_again(tmp_path
             raced.append(c.commit([landed(c, 0, 3, [3])]).version or 0)
 
     result = optimize_iceberg(e, "db.t", before_commit=ingest_meanwhile)
-    assert result.attempts == 2 and raced  # the first compaction lost to the ingest commit
+    assert result.attempts == 2 and raced  # the first commit lost to the ingest commit
     assert ids(e) == [0, 1, 2, 3]
-    assert (result.files_removed, result.files_added) == (4, 1)
+    # its inputs were all still live: the same rewrite, committed on the new snapshot
+    assert (result.files_removed, result.files_added) == (3, 1)
+    table = e.open("db.t")
+    assert table is not None
+    assert table.txns() == {"app-0": 3}  # the ingest commit's offsets, carried forward
+    data = Path(table.uri.removeprefix("file://"))
+    compacted = [p.name for p in data.iterdir() if p.name.startswith("compacted-")]
+    assert len(compacted) == 1 and len(table.referenced_files()) == 2
+
+
+def test_a_compaction_whose_inputs_another_compaction_took_is_dropped_and_plans_again(tmp_path: Path) -> None:
+    c = iceberg_committer(tmp_path)
+    for offset in range(4):
+        c.commit([landed(c, 0, offset, [offset])])
+    e = c.engine
+    assert isinstance(e, IcebergEngine)
+    other: list[Any] = []
+
+    def compact_meanwhile() -> None:
+        if not other:  # another optimizer compacts the same files first
+            other.append(optimize_iceberg(IcebergEngine("test", {"warehouse": str(tmp_path / "warehouse")}), "db.t"))
+
+    result = optimize_iceberg(e, "db.t", before_commit=compact_meanwhile)
+    assert other[0].files_removed == 4
+    assert result.files_removed == 0 and result.attempts == 2  # dropped, and nothing small left
+    assert ids(e) == [0, 1, 2, 3]  # never a row twice
     table = e.open("db.t")
     assert table is not None
     data = Path(table.uri.removeprefix("file://"))
-    compacted = [p.name for p in data.iterdir() if p.name.startswith("compacted-")]
-    assert len(compacted) == 1  # the losing attempt's file was deleted
+    assert len([p for p in data.iterdir() if p.name.startswith("compacted-")]) == 1  # the loser's file deleted
 
 
 def test_expiry_keeps_the_offsets_and_deletes_only_files_no_snapshot_names(tmp_path: Path) -> None:

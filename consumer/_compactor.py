@@ -1,0 +1,231 @@
+"""``parka ingest``'s background compaction: a thread of its own that keeps the table's small
+files within the budget of :class:`parka.lake.CompactionPolicy` while the loop and the commit
+thread ingest.
+
+It never blocks a commit and is never part of one: after each commit that ended, the loop
+:meth:`~Compactor.poke`\\ s it, and it reads the table as committed (a new handle on the table's
+latest version: it cannot see, let alone touch, the files of a commit not yet in the table),
+picks the files the policy says, rewrites them and commits the rewrite through
+:func:`parka.lake.optimize_table` / ``optimize_iceberg`` (one commit of ``remove`` + ``add``,
+no ``txn``; a conflict re-reads, keeps the rewrites whose inputs are all still live and drops
+the others with their files). Pokes that arrive while it works are folded into one more round.
+A compaction that fails (conflicts that did not resolve included) is logged and counted, and
+the next poke tries again; ingestion goes on either way. :meth:`~Compactor.close` cancels it
+between two rewrites or before its commit (its new files deleted) and waits for the thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Collection
+from typing import TYPE_CHECKING, Protocol
+
+from parka.lake import DEFAULT_TARGET_FILE_SIZE, CompactionPolicy, OptimizeResult, optimize_table
+
+from parka.errors import CommitError
+
+from ._settings import IngestSettings
+
+if TYPE_CHECKING:
+    from parka.lake import IcebergEngine
+
+__all__ = ["CompactionCounts", "Compactor", "Maintenance", "table_compaction"]
+
+log = logging.getLogger("parka.ingest")
+
+Compact = Callable[[CompactionPolicy | None, threading.Event | None], OptimizeResult]
+"""One compaction of the table: by ``policy`` (``None``: all its small files, as ``parka
+optimize`` does), cancelled when the event is set."""
+
+
+def table_compaction(settings: IngestSettings) -> Compact:
+    """The compaction of ``settings``' table (no checkpoint, no VACUUM: the committer and
+    ``parka optimize`` do those), for one thread: an Iceberg table is reached through an engine
+    (a catalog connection) of its own."""
+    engine: IcebergEngine | None = None
+    s = settings
+
+    def compact(policy: CompactionPolicy | None, cancel: threading.Event | None) -> OptimizeResult:
+        nonlocal engine
+        # --optimize-every (no policy) compacts to parka optimize's default size, as it always did
+        target = DEFAULT_TARGET_FILE_SIZE if policy is None else s.target_file_size
+        if s.catalog is None:
+            return optimize_table(
+                s.table_uri,
+                target_size=target,
+                checkpoint=False,
+                storage_options=s.storage_options,
+                policy=policy,
+                cancel=cancel,
+            )
+        from parka.lake import IcebergEngine, optimize_iceberg  # the iceberg extra: only when asked for
+
+        if engine is None:
+            engine = IcebergEngine(s.catalog, s.catalog_options, s.storage_options)
+        return optimize_iceberg(
+            engine,
+            s.table_uri,
+            target_size=target,
+            storage_options=s.storage_options,
+            policy=policy,
+            cancel=cancel,
+        )
+
+    return compact
+
+
+class CompactionCounts(Protocol):
+    """Where the compactor counts (the daemon's stats)."""
+
+    commits: int
+    optimizations: int
+    compactions: int
+    files_compacted: int
+    compaction_failures: int
+
+
+class Compactor:
+    """The compaction thread of one ``parka ingest`` of ``topic``; ``compact`` is called on it,
+    with ``policy`` scoped to the Kafka partitions the worker holds (:attr:`partitions`, set by
+    the loop on each assignment)."""
+
+    def __init__(self, compact: Compact, policy: CompactionPolicy, *, topic: str, counts: CompactionCounts) -> None:
+        self._compact = compact
+        self._policy = policy
+        self._topic = topic
+        self._counts = counts
+        self.partitions: frozenset[int] = frozenset()
+        self._due = threading.Event()
+        self._cancel = threading.Event()
+        self._draining = False  # close(drain=True): end once nothing is due
+        self._thread = threading.Thread(target=self._run, name="parka-compact", daemon=True)
+        self._thread.start()
+
+    def assign(self, partitions: Collection[int]) -> None:
+        """The Kafka partitions this worker now holds (its files are the ones it compacts)."""
+        self.partitions = frozenset(partitions)
+
+    def poke(self) -> None:
+        """A commit ended (or ingestion started): look at the table again."""
+        self._due.set()
+
+    def close(self, *, drain: bool = False) -> None:
+        """Cancel a compaction in progress (between rewrites, or before its commit) and wait for
+        the thread; with ``drain`` (a run-once's end), let it finish what is due first, the
+        table's latest commit included, so a short run still compacts. Idempotent."""
+        if drain:
+            self._draining = True
+        else:
+            self._cancel.set()
+        self._due.set()
+        self._thread.join()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def _run(self) -> None:
+        _lower_priority()
+        while True:
+            if self._draining and not self._due.is_set():
+                return
+            self._due.wait()
+            if self._cancel.is_set():
+                return
+            self._due.clear()
+            policy = self._policy.scoped(self._topic, self.partitions)
+            if not policy.partitions:
+                continue  # holds nothing: nothing of its own to compact
+            try:
+                result = self._compact(policy, self._cancel)
+            except CommitError as exc:  # CommitConflict included: nothing lost, the small files stay
+                self._counts.compaction_failures += 1
+                log.warning("background compaction failed, ingestion goes on: %s", exc)
+                continue
+            except Exception:  # maintenance only: never the end of ingestion
+                self._counts.compaction_failures += 1
+                log.exception("background compaction failed unexpectedly, ingestion goes on")
+                continue
+            if result.files_removed:
+                self._due.set()  # its files may complete the next generation's budget: look again
+                self._counts.compactions += 1
+                self._counts.files_compacted += result.files_removed
+                log.info(
+                    "compacted %d small file(s) into %d (version %d -> %d)",
+                    result.files_removed,
+                    result.files_added,
+                    result.version_before,
+                    result.version_after,
+                )
+
+
+def _lower_priority() -> None:
+    """Make the calling thread nice 10 (Linux schedules threads on their own: the loop and the
+    commit thread keep theirs), so that on a busy machine a compaction waits, not a commit.
+    Where threads cannot be niced, nothing changes."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+    except (AttributeError, OSError) as exc:
+        log.debug("background compaction runs at the process's priority: %s", exc)
+
+
+class Maintenance:
+    """The table maintenance of one ``parka ingest``: the background compaction thread (unless
+    ``compact_min_files`` is 0) and ``--optimize-every``'s compaction between commits, which the
+    loop runs on its own thread once the commit in flight ended."""
+
+    def __init__(self, settings: IngestSettings, counts: CompactionCounts) -> None:
+        self._settings = settings
+        self._counts = counts
+        self._compactor: Compactor | None = None
+        self._optimize: Compact | None = None
+        self._optimized_at = 0  # counts.commits at the last --optimize-every run
+
+    def start(self) -> None:
+        s = self._settings
+        if s.compact_min_files and self._compactor is None:
+            policy = CompactionPolicy(s.compact_min_files, s.compact_max_rewrites)
+            self._compactor = Compactor(table_compaction(s), policy, topic=s.topic, counts=self._counts)
+
+    def assign(self, partitions: Collection[int], *, table_exists: bool) -> None:
+        """The worker holds ``partitions`` now; look at the table when it exists (small files
+        another worker left of them), else after the first commit made it."""
+        if self._compactor is not None:
+            self._compactor.assign(partitions)
+            if table_exists:
+                self._compactor.poke()
+
+    def committed(self) -> None:
+        """A commit ended: the compaction thread looks at the table."""
+        if self._compactor is not None:
+            self._compactor.poke()
+
+    def close(self, *, drain: bool = False) -> None:
+        """Stop the compaction thread: a compaction in progress cancelled, its files deleted; with
+        ``drain``, once it compacted what is due (:meth:`Compactor.close`)."""
+        if self._compactor is not None:
+            self._compactor.close(drain=drain)
+            self._compactor = None
+
+    def optimize_due(self) -> bool:
+        """``--optimize-every`` commits of this worker went by since its last run."""
+        every = self._settings.optimize_every
+        return bool(every) and self._counts.commits - self._optimized_at >= every
+
+    def optimize(self) -> None:
+        """Compact the table's small files, all of them, as ``parka optimize`` does (no
+        checkpoint: the committer writes those). Between commits, never inside one: the caller
+        waits for the commit in flight, and the next commit re-reads the table (the protocol's
+        step 3). Maintenance only: a failure is logged and ingestion goes on."""
+        self._optimized_at = self._counts.commits
+        if self._optimize is None:
+            self._optimize = table_compaction(self._settings)
+        try:
+            result = self._optimize(None, None)
+        except CommitError as exc:  # CommitConflict included: the small files stay, nothing is lost
+            log.warning("optimize failed, ingestion goes on: %s", exc)
+            return
+        self._counts.optimizations += 1
+        self._counts.files_compacted += result.files_removed

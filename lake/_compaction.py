@@ -1,0 +1,196 @@
+"""Background compaction's policy (``parka ingest``'s compaction thread): which of a table's small
+files are rewritten, when, and how the new files are named. Pure: no I/O, tested without a table.
+
+**The budget.** Files are counted per table partition and *generation*: a file ingestion wrote
+(a parka-named file, :class:`~._plan.FileName`) is generation 0; a file background compaction
+wrote from generation ``g`` files is generation ``g + 1`` (:class:`CompactedName`). Once a
+table partition holds ``min_files`` files of one generation below ``max_rewrites`` that are
+smaller than the target size, or such files that add up to the target size, they are rewritten
+into files of up to the target size (one row group per million rows). Between compactions a
+table partition keeps fewer than ``min_files`` small files of each such generation.
+
+**The write amplification bound.** A file of generation ``max_rewrites``, a file at the target
+size or larger, and any file parka did not name (``parka optimize``'s output, another writer's
+files) are never picked. So each row is rewritten at most ``max_rewrites`` times: the bytes
+written are at most about ``1 + max_rewrites`` times the bytes ingested (a rewritten file
+compresses about as well as its inputs; the freshness benchmark measures it).
+
+**Who compacts what.** With several workers on one table, each compacts the generation-0 files
+of its own topic's Kafka partitions (those assigned to it), so workers do not race each other
+over the same files; the files of later generations are compacted by the worker holding Kafka
+partition 0. A race that happens anyway (a rebalance, ``parka optimize``) costs work, not data:
+a rewrite commits only while all its input files are still live.
+
+**A crashed compaction's files.** A compaction writes its files before it commits them; a
+process killed in between leaves them unreferenced. Their name carries a key of the bin's first
+input file (:func:`input_key`), and a compaction commits only while every input is live: so an
+unreferenced compacted file whose first input is no longer live can never be committed, and
+the orphan cleanup deletes it (:func:`parka.lake._orphans.remove_orphans`), together with a temporary file of
+such a write. One whose input is still live waits until a compaction of that input lands.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import uuid
+from collections.abc import Callable, Collection, Hashable, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from parka._settings import DEFAULT_COMPACT_MAX_REWRITES, DEFAULT_COMPACT_MIN_FILES
+
+from ._plan import _TEMPORARY, FileName
+
+__all__ = [
+    "Bin",
+    "CompactedName",
+    "CompactionPolicy",
+    "generation_of",
+    "input_key",
+]
+
+_COMPACTED = re.compile(r"^compacted-g(?P<generation>\d+)-(?P<input>[0-9a-f]{16})-(?P<uid>[0-9a-f]{32})\.parquet$")
+
+
+def input_key(path: str) -> str:
+    """The key of a file that a compacted file's name carries: 16 hex digits of the BLAKE2b
+    digest of its base name (parka's and compaction's file names are unique: they end in a
+    random id)."""
+    return hashlib.blake2b(path.rsplit("/", 1)[-1].encode(), digest_size=8).hexdigest()
+
+
+@dataclass(frozen=True)
+class CompactedName:
+    """``compacted-g<generation>-<input key>-<32 hex>.parquet``: a file background compaction
+    wrote, its generation, and the key of its bin's first input file."""
+
+    generation: int
+    input: str
+    uid: str
+
+    @classmethod
+    def new(cls, generation: int, first_input: str) -> CompactedName:
+        return cls(generation, input_key(first_input), uuid.uuid4().hex)
+
+    def __str__(self) -> str:
+        return f"compacted-g{self.generation}-{self.input}-{self.uid}.parquet"
+
+    @classmethod
+    def parse(cls, name: str, *, temporary: bool = False) -> CompactedName | None:
+        """The parts of a compacted file's base name, or ``None`` for another file. With
+        ``temporary``, also of such a write's temporary file (``.<name>.<32 hex>.tmp``)."""
+        base = name.rsplit("/", 1)[-1]
+        if temporary:
+            t = _TEMPORARY.match(base)
+            if t is not None:
+                base = t.group("name")
+        m = _COMPACTED.match(base)
+        if m is None:
+            return None
+        return cls(int(m.group("generation")), m.group("input"), m.group("uid"))
+
+
+def generation_of(path: str) -> int | None:
+    """0 for a file ingestion wrote, ``g`` for one of background compaction's generation ``g``,
+    ``None`` for any other file (never picked)."""
+    if FileName.parse(path) is not None:
+        return 0
+    name = CompactedName.parse(path)
+    return None if name is None else name.generation
+
+
+F = TypeVar("F")
+
+
+@dataclass(frozen=True)
+class Bin(Generic[F]):
+    """Files of one table partition and generation to rewrite as one file of ``generation``."""
+
+    files: list[F]
+    generation: int
+
+    def new_name(self, path: Callable[[F], str]) -> str:
+        """A fresh name for the file this bin becomes (its first input's key in it)."""
+        return str(CompactedName.new(self.generation, path(self.files[0])))
+
+
+@dataclass(frozen=True)
+class CompactionPolicy:
+    """What background compaction picks (see the module docstring): ``min_files`` small files
+    of a generation below ``max_rewrites`` per table partition, or as many as add up to the
+    target size. ``topic`` and ``partitions`` scope it to one worker: only ingestion files of
+    that topic's Kafka ``partitions`` (``None``: any), and files of later generations only when
+    Kafka partition 0 is among them.
+
+    Raises:
+        ValueError: ``min_files`` below 2 or ``max_rewrites`` below 1.
+    """
+
+    min_files: int = DEFAULT_COMPACT_MIN_FILES
+    max_rewrites: int = DEFAULT_COMPACT_MAX_REWRITES
+    topic: str | None = None
+    partitions: frozenset[int] | None = None
+
+    def __post_init__(self) -> None:
+        if self.min_files < 2:
+            raise ValueError(f"min_files must be at least 2, not {self.min_files}")
+        if self.max_rewrites < 1:
+            raise ValueError(f"max_rewrites must be at least 1, not {self.max_rewrites}")
+
+    def scoped(self, topic: str, partitions: Collection[int]) -> CompactionPolicy:
+        """This policy for a worker of ``topic`` holding Kafka ``partitions``."""
+        return CompactionPolicy(self.min_files, self.max_rewrites, topic, frozenset(partitions))
+
+    def picks(self, path: str, size: int, target_size: int) -> int | None:
+        """The generation of a file this policy may rewrite, ``None`` for one it leaves."""
+        if size >= target_size:
+            return None
+        generation = generation_of(path)
+        if generation is None or generation >= self.max_rewrites:
+            return None
+        if generation == 0:
+            name = FileName.parse(path)
+            assert name is not None
+            if self.topic is not None and name.topic != self.topic:
+                return None
+            return generation if self.partitions is None or name.partition in self.partitions else None
+        return generation if self.partitions is None or 0 in self.partitions else None
+
+    def plan(
+        self,
+        files: Sequence[F],
+        *,
+        target_size: int,
+        path: Callable[[F], str],
+        size: Callable[[F], int],
+        partition: Callable[[F], Hashable],
+    ) -> list[Bin[F]]:
+        """The rewrites due now, in the order of ``files`` (commit order) within each table
+        partition and generation: a group that reached ``min_files`` files or ``target_size``
+        bytes is packed into bins of up to ``target_size`` bytes; a bin of one file is left,
+        and so is the group's last bin when it holds fewer than ``min_files`` files and could
+        still take the group's smallest file (it waits for more)."""
+        groups: dict[tuple[Hashable, int], list[F]] = {}
+        for f in files:
+            generation = self.picks(path(f), size(f), target_size)
+            if generation is not None:
+                groups.setdefault((partition(f), generation), []).append(f)
+        bins: list[Bin[F]] = []
+        for (_, generation), group in groups.items():
+            if len(group) < self.min_files and sum(size(f) for f in group) < target_size:
+                continue
+            packed: list[list[F]] = [[]]
+            total = 0
+            for f in group:
+                if packed[-1] and total + size(f) > target_size:
+                    packed.append([])
+                    total = 0
+                packed[-1].append(f)
+                total += size(f)
+            if len(packed[-1]) < self.min_files:
+                last_full = total + min(size(f) for f in group) > target_size
+                if not last_full:
+                    packed.pop()
+            bins += [Bin(b, generation + 1) for b in packed if len(b) >= 2]
+        return bins

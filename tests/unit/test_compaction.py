@@ -1,0 +1,210 @@
+"""Background compaction's policy (which small files are picked, how often a row can be
+rewritten), and the policy through the Delta and Iceberg compactions on real tables in
+temporary folders: only the picked files rewritten, generations, cancellation, and the orphan
+cleanup of a crashed compaction's files."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+from parka.lake import CompactedName, CompactionPolicy, FileName, IcebergEngine, optimize_iceberg, optimize_table
+from parka.lake._compaction import generation_of, input_key
+
+from ._tables import committer, landed
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class F:
+    """A file as the planner sees it: path, size, table partition; ``rows``: the ids it holds."""
+
+    path: str
+    size: int
+    partition: str = "d1"
+    rows: tuple[int, ...] = ()
+
+
+def ingested(partition: int, offset: int, size: int = 1000, day: str = "d1", topic: str = "t") -> F:
+    return F(str(FileName.new(topic, partition, offset)), size, day, (partition * 1_000_000 + offset,))
+
+
+def plan(policy: CompactionPolicy, files: list[F], target_size: int = MiB) -> list[tuple[list[str], int]]:
+    bins = policy.plan(files, target_size=target_size, path=lambda f: f.path, size=lambda f: f.size,
+                       partition=lambda f: f.partition)  # fmt: skip
+    return [([f.path for f in b.files], b.generation) for b in bins]
+
+
+def test_files_are_compacted_once_a_partition_holds_min_files_small_ones_of_a_generation() -> None:
+    policy = CompactionPolicy(min_files=4)
+    files = [ingested(0, o) for o in range(3)]
+    assert plan(policy, files) == []  # three: below the budget
+    files.append(ingested(1, 0))
+    assert plan(policy, files) == [([f.path for f in files], 1)]
+    # per table partition: three in d1 and three in d2 are no four anywhere
+    split = [ingested(0, o, day=f"d{o % 2}") for o in range(6)]
+    assert plan(policy, split) == []
+
+
+def test_small_files_that_add_up_to_the_target_size_are_compacted_before_min_files() -> None:
+    policy = CompactionPolicy(min_files=16)
+    files = [ingested(0, o, size=400_000) for o in range(3)]  # 1.2 MB > 1 MiB
+    [(first, generation)] = plan(policy, files)
+    assert first == [files[0].path, files[1].path] and generation == 1  # a bin of at most the target
+    # the rest waits: one file is no bin
+
+
+def test_large_foreign_and_fully_rewritten_files_are_never_picked() -> None:
+    policy = CompactionPolicy(min_files=2, max_rewrites=1)
+    large = ingested(0, 0, size=MiB)  # at the target size
+    foreign = F("part-00000-1b2c-c000.snappy.parquet", 10)  # another writer's, or parka optimize's
+    compacted = F(str(CompactedName.new(1, "x.parquet")), 10)  # generation 1 = max_rewrites
+    other_topic = F(str(FileName.new("other", 0, 5)), 10)
+    small = ingested(0, 1)
+    scoped = policy.scoped("t", {0})  # a worker of topic t: the other topic's files are its workers'
+    assert plan(scoped, [large, foreign, compacted, compacted, other_topic, small]) == []
+    assert generation_of(foreign.path) is None and generation_of(compacted.path) == 1 and generation_of(small.path) == 0
+    assert plan(policy, [other_topic, small]) == [([other_topic.path, small.path], 1)]  # unscoped: any topic's
+
+
+def test_a_worker_compacts_its_own_partitions_files_and_partition_0s_holder_the_compacted_ones() -> None:
+    policy = CompactionPolicy(min_files=2, max_rewrites=2)
+    mine = [ingested(1, o) for o in range(2)]
+    theirs = [ingested(2, o) for o in range(2)]
+    compacted = [F(str(CompactedName.new(1, f"x{i}.parquet")), 10) for i in range(2)]
+    files = mine + theirs + compacted
+    assert plan(policy.scoped("t", {1}), files) == [([f.path for f in mine], 1)]
+    assert plan(policy.scoped("t", {0, 1}), files) == [([f.path for f in mine], 1), ([f.path for f in compacted], 2)]
+    assert plan(policy.scoped("t", set()), files) == []
+
+
+@pytest.mark.parametrize("max_rewrites", [1, 2, 3])
+def test_no_row_is_rewritten_more_than_max_rewrites_times(max_rewrites: int) -> None:
+    """A simulated ingestion: a small file per commit, the policy applied after each, each bin
+    rewritten into one file holding its inputs' rows. Every row ends rewritten at most
+    ``max_rewrites`` times, and the small files of each generation stay within the budget."""
+    policy = CompactionPolicy(min_files=4, max_rewrites=max_rewrites)
+    live: list[F] = []
+    rewrites: dict[int, int] = {}
+    for offset in range(600):
+        live.append(ingested(0, offset, size=1000))
+        while bins := policy.plan(live, target_size=MiB, path=lambda f: f.path, size=lambda f: f.size,
+                                  partition=lambda f: f.partition):  # fmt: skip
+            for b in bins:  # the compactor looks again after a compaction that did something
+                rows = tuple(r for f in b.files for r in f.rows)
+                for r in rows:
+                    rewrites[r] = rewrites.get(r, 0) + 1
+                new = F(b.new_name(lambda f: f.path), sum(f.size for f in b.files), "d1", rows)
+                live = [f for f in live if f not in b.files] + [new]
+        per_generation: dict[int | None, int] = {}
+        for f in live:
+            g = generation_of(f.path)
+            per_generation[g] = per_generation.get(g, 0) + 1
+        assert all(n < 4 for g, n in per_generation.items() if g is not None and g < max_rewrites)
+    assert max(rewrites.values()) == max_rewrites  # reached, never passed
+    assert sorted(r for f in live for r in f.rows) == list(range(600))  # every row once
+    written = 600 * 1000 + sum(rewrites.values()) * 1000
+    assert written <= (1 + max_rewrites) * 600 * 1000
+
+
+def test_a_policy_refuses_a_budget_that_would_compact_single_files() -> None:
+    with pytest.raises(ValueError, match="min_files"):
+        CompactionPolicy(min_files=1)
+    with pytest.raises(ValueError, match="max_rewrites"):
+        CompactionPolicy(max_rewrites=0)
+
+
+def test_compacted_names_parse_and_carry_their_first_inputs_key() -> None:
+    name = CompactedName.new(2, "day=d1/t-p0-o00000000000000000001-0123456789ab.parquet")
+    assert CompactedName.parse(f"day=d1/{name}") == name
+    assert CompactedName.parse(f".{name}.{'a' * 32}.tmp", temporary=True) == name
+    assert CompactedName.parse(f".{name}.{'a' * 32}.tmp") is None
+    assert name.input == input_key("t-p0-o00000000000000000001-0123456789ab.parquet")
+    assert FileName.parse(str(name)) is None  # never taken for an ingestion file
+    assert CompactedName.parse("compacted-20261126T101010-0123456789ab.parquet") is None  # parka optimize's
+
+
+# -- on tables ---------------------------------------------------------------------------------
+
+
+def files(path: Path) -> list[str]:
+    return sorted(uri.rsplit("/", 1)[-1] for uri in DeltaTable(str(path)).file_uris())
+
+
+def ids(path: Path) -> list[int]:
+    return sorted(DeltaTable(str(path)).to_pyarrow_table(columns=["id"])["id"].to_pylist())
+
+
+def test_delta_compaction_by_policy_rewrites_the_small_files_once(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    c = committer(path, checkpoint_interval=0)
+    for offset in range(5):
+        c.commit([landed(c, offset % 2, offset, [offset * 10 + i for i in range(10)])])
+    policy = CompactionPolicy(min_files=4).scoped("t", {0, 1})
+    result = optimize_table(str(path), target_size=MiB, checkpoint=False, policy=policy)
+    assert (result.files_removed, result.files_added) == (5, 1)
+    [live] = files(path)
+    assert generation_of(live) == 1
+    assert ids(path) == list(range(50))
+    for offset in range(5, 9):  # four more small files: with the compacted one, no file is rewritten twice
+        c.commit([landed(c, 0, offset, [offset * 10 + i for i in range(10)])])
+    again = optimize_table(str(path), target_size=MiB, checkpoint=False, policy=policy)
+    assert (again.files_removed, again.files_added) == (4, 1)
+    assert live in files(path)
+    assert ids(path) == list(range(90))
+    assert DeltaTable(str(path)).transaction_version("app-0") == 8
+
+
+def test_a_cancelled_compaction_commits_nothing_and_leaves_no_file(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    c = committer(path, checkpoint_interval=0)
+    for offset in range(4):
+        c.commit([landed(c, 0, offset, [offset])])
+    before = set(files(path))
+    cancel = threading.Event()
+    cancel.set()
+    result = optimize_table(str(path), checkpoint=False, policy=CompactionPolicy(min_files=2), cancel=cancel)
+    assert result.files_removed == 0 and DeltaTable(str(path)).version() == result.version_before
+    assert {p.name for p in path.glob("*.parquet")} == before
+
+
+def test_the_orphan_cleanup_deletes_a_crashed_compactions_file_once_its_input_is_gone(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    c = committer(path, checkpoint_interval=0)
+    for offset in range(4):
+        c.commit([landed(c, 0, offset, [offset])])
+    first = sorted(files(path))[0]
+    crashed = CompactedName.new(1, first)  # a compaction of ``first`` killed before its commit
+    (path / str(crashed)).write_bytes(b"PAR1 half a file")
+    (path / f".{CompactedName.new(1, first)}.{'b' * 32}.tmp").write_bytes(b"PAR1")
+    assert c.remove_orphans() == 0  # its input is live: a compaction may still commit such a file
+    assert (path / str(crashed)).exists()
+    optimize_table(str(path), checkpoint=False, policy=CompactionPolicy(min_files=2))  # another compaction lands
+    assert c.remove_orphans() == 2  # now nobody can commit them
+    assert not (path / str(crashed)).exists() and not list(path.glob(".*.tmp"))
+    assert ids(path) == [0, 1, 2, 3]
+    # the committed compaction's own file, and its removed inputs (the log names them), stay
+    assert len(list(path.glob("t-p0-*.parquet"))) == 4 and len(list(path.glob("compacted-g1-*.parquet"))) == 1
+
+
+def test_iceberg_compaction_by_policy_names_generations_and_leaves_compacted_files(tmp_path: Path) -> None:
+    from parka.lake import Committer
+
+    e = IcebergEngine("test", {"warehouse": str(tmp_path / "warehouse")})
+    c = Committer(e, table_uri="db.t", topic="t", app_id="app")
+    for offset in range(3):
+        c.commit([landed(c, 0, offset, [offset])])
+    policy = CompactionPolicy(min_files=3).scoped("t", {0})
+    result = optimize_iceberg(e, "db.t", target_size=MiB, policy=policy)
+    assert (result.files_removed, result.files_added) == (3, 1)
+    c.commit([landed(c, 0, 3, [3])])
+    c.commit([landed(c, 0, 4, [4])])  # two small files and the compacted one: nothing due
+    assert optimize_iceberg(e, "db.t", target_size=MiB, policy=policy).files_removed == 0
+    table = e.open("db.t")
+    assert table is not None
+    assert sorted(generation_of(p) for p in table.referenced_files()) == [0, 0, 1]
+    assert sorted(e.catalog.load_table("db.t").scan().to_arrow()["id"].to_pylist()) == [0, 1, 2, 3, 4]
