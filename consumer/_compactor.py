@@ -159,6 +159,13 @@ class Compactor:
                     result.version_before,
                     result.version_after,
                 )
+            if result.encrypted_files:
+                log.warning(
+                    "background compaction stops for this run: %d file(s) of the table are encrypted (column "
+                    "encryption) and compaction holds no keys to rewrite them (--compact-min-files 0 skips it)",
+                    result.encrypted_files,
+                )
+                return
 
 
 def _lower_priority() -> None:

@@ -95,6 +95,8 @@ class OptimizeResult:
     vacuumed: int
     checkpoint_version: int | None
     attempts: int
+    # files left as they are because a file of their bin is encrypted (column encryption; no keys)
+    encrypted_files: int = 0
 
 
 def optimize_table(
@@ -167,6 +169,7 @@ def optimize_table(
             for b in policy.plan(live, target_size=target_size, path=_path, size=_size, partition=_partition_key)
         ]
     written: list[tuple[Sequence[LiveFile], list[DataFile]]] = []
+    encrypted = 0
     committing = False
     try:
         for group, name in bins:
@@ -187,7 +190,10 @@ def optimize_table(
                     use_threads=policy is None,  # background compaction stays on its (niced) thread
                 )
             except _Encrypted as exc:
-                log.warning("%d file(s) left as they are: %s is encrypted, and optimize has no keys", len(group), exc)
+                encrypted += len(group)
+                # background compaction (a policy) says it once for the run: parka.consumer's Compactor
+                level = logging.DEBUG if policy is not None else logging.WARNING
+                log.log(level, "%d file(s) left as they are: %s is encrypted; optimize has no keys", len(group), exc)
                 continue
             written.append((group, new))
         if written:
@@ -226,6 +232,7 @@ def optimize_table(
         vacuumed=len(vacuumed),
         checkpoint_version=checkpoint_version,
         attempts=attempt,
+        encrypted_files=encrypted,
     )
     quiet = policy is not None and not result.files_removed  # background compaction's checks find nothing
     log.log(

@@ -208,3 +208,39 @@ def test_iceberg_compaction_by_policy_names_generations_and_leaves_compacted_fil
     assert table is not None
     assert sorted(generation_of(p) for p in table.referenced_files()) == [0, 0, 1]
     assert sorted(e.catalog.load_table("db.t").scan().to_arrow()["id"].to_pylist()) == [0, 1, 2, 3, 4]
+
+
+def test_background_compaction_stops_for_the_run_once_it_meets_encrypted_files(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The compactor holds no keys: a table whose files are encrypted is said once, and not read
+    again at every commit (a stand-in for the table: what the thread does with the answer)."""
+    from parka.consumer._compactor import Compactor
+    from parka.lake import OptimizeResult
+
+    calls: list[int] = []
+
+    def compact(policy: object, cancel: object) -> OptimizeResult:
+        calls.append(1)
+        return OptimizeResult("t", 3, 3, 0, 0, 0, None, 1, encrypted_files=4)
+
+    @dataclass
+    class Counts:
+        commits: int = 0
+        optimizations: int = 0
+        compactions: int = 0
+        files_compacted: int = 0
+        compaction_failures: int = 0
+
+    compactor = Compactor(compact, CompactionPolicy(min_files=2), topic="t", counts=Counts())
+    compactor.assign({0})
+    with caplog.at_level("WARNING", logger="parka.ingest"):
+        compactor.poke()
+        compactor._thread.join(30)
+        assert not compactor.alive
+        for _ in range(3):
+            compactor.poke()
+        compactor.close()
+    assert len(calls) == 1
+    stops = [r.getMessage() for r in caplog.records if "background compaction stops" in r.getMessage()]
+    assert stops == [stops[0]] and "4 file(s) of the table are encrypted" in stops[0]
