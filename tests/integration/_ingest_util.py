@@ -16,7 +16,7 @@ import pyarrow as pa
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
 from deltalake import DeltaTable
-from parka.lake import FileName, read_file
+from parka.lake import FileName, logged_files, read_file
 from parka.lake import row_groups as row_group_bytes
 from parka.producer import ParquetProducer
 
@@ -163,6 +163,15 @@ def referenced_files(path: Path | str, storage_options: dict[str, str] | None = 
 
     actions = DeltaTable(str(path), storage_options=storage_options).get_add_actions(flatten=True)
     return {unquote(p) for p in pa.table(actions)["path"].to_pylist()}
+
+
+def assert_no_orphans(path: Path) -> None:
+    """No orphan in the table at ``path``: every data file on disk is one the table references,
+    or one its log still names (the inputs a background compaction removed stay for readers of
+    older versions until VACUUM)."""
+    unreferenced = data_files_on_disk(path) - referenced_files(path)
+    orphans = unreferenced - logged_files(str(path))
+    assert not orphans, f"{len(orphans)} file(s) no log entry names: {sorted(orphans)[:5]}"
 
 
 def sha256(data: bytes) -> str:

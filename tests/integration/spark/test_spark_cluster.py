@@ -19,11 +19,10 @@ import pyspark
 import pytest
 from parka.spark_ext import packages
 
-from .._ingest_util import assert_segments_stored_byte_for_byte, produce_events, table_ids
+from .._ingest_util import assert_no_orphans, assert_segments_stored_byte_for_byte, produce_events, table_ids
 from .._servers import SHORT_JVM
 from ._util import SPARK
 from .conftest import REPO, Cluster
-from .test_spark_raw import assert_no_orphans
 
 pytestmark = [*SPARK, pytest.mark.long(180)]
 

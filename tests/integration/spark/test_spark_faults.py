@@ -26,6 +26,7 @@ from parka.spark_ext._ingest import CHECKPOINTS_DIR
 from .. import _forked
 from .._ingest_util import (
     FAST_GROUP,
+    assert_no_orphans,
     data_files_on_disk,
     last_json,
     produce_events,
@@ -35,7 +36,6 @@ from .._ingest_util import (
 )
 from .._servers import SHORT_JVM
 from ._util import SPARK
-from .test_spark_raw import assert_no_orphans
 
 pytestmark = [*SPARK, pytest.mark.long(300)]
 

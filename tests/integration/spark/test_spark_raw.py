@@ -21,8 +21,8 @@ from parka.spark_ext._cli import main
 from parka.errors import SchemaMismatchError
 
 from .._ingest_util import (
+    assert_no_orphans,
     assert_segments_stored_byte_for_byte,
-    data_files_on_disk,
     events,
     produce_events,
     referenced_files,
@@ -33,13 +33,6 @@ from .._ingest_util import (
 from ._util import SPARK, USER, rows_via_deltalake, rows_via_spark, wait_until_idle
 
 pytestmark = SPARK
-
-
-def assert_no_orphans(table: Path) -> None:
-    assert data_files_on_disk(table) == referenced_files(table)
-    # parka's half-written data files would be ``.*.tmp`` in the table; the checkpoint folder
-    # belongs to Spark, whose own writer may leave a temp file when a query is stopped mid-write.
-    assert not [p for p in table.rglob("*.tmp") if "_parka_checkpoints" not in p.parts]
 
 
 def test_available_now_twice_lands_segments_byte_for_byte(
