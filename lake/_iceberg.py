@@ -89,7 +89,7 @@ from ._iceberg_snapshots import (
 )
 from ._log import DataFile
 from ._plan import RESERVED_COLUMNS
-from ._storage import delete_files, read_parquet_footer
+from ._storage import FileGone, delete_files, read_parquet_footer
 
 __all__ = ["TXNS_KEY", "IcebergEngine", "IcebergTableLog", "catalog_properties", "iceberg_arrow_schema"]
 
@@ -482,7 +482,14 @@ class IcebergTableLog:
         spec = metadata.spec()
         if partition is None and set(f.partition_values) != {field.name for field in spec.fields}:
             raise ValueError(f"{f.path}: partition values {dict(f.partition_values)} for partition spec {spec}")
-        footer = read_parquet_footer(self.uri, f.path, self.storage_options)
+        try:
+            footer = read_parquet_footer(self.uri, f.path, self.storage_options)
+        except FileGone as exc:
+            # The only deleter of a file not yet committed is the orphan cleanup of another worker
+            # with this app id, once a commit of its own covered the file's offsets: this commit
+            # lost that race, and the committer re-reads the table and drops the file as covered
+            # (on Delta the commit's own txn check says so; here the footer is read first).
+            raise CommitConflict(f"{exc}: another worker's commit covered it meanwhile") from exc
         stats = data_file_statistics_from_parquet_metadata(
             parquet_metadata=footer,
             stats_columns=compute_statistics_plan(schema, metadata.properties),

@@ -417,5 +417,11 @@ def read_parquet_footer(
         if root.store is None:
             return pq.read_metadata(os.path.join(root.local, *relative_path.split("/")))
         return _remote_footer(root.store, relative_path)
+    except (FileNotFoundError, NotFoundError) as exc:
+        raise FileGone(f"cannot read the Parquet footer of {relative_path}: the file is gone ({exc})") from exc
     except (pa.ArrowException, BaseError, OSError) as exc:
         raise CommitError(f"cannot read the Parquet footer of {relative_path}: {exc}") from exc
+
+
+class FileGone(CommitError):
+    """A data file that was there is not (:func:`read_parquet_footer`)."""
