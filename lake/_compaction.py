@@ -40,7 +40,7 @@ from typing import Generic, TypeVar
 
 from parka._settings import DEFAULT_COMPACT_MAX_REWRITES, DEFAULT_COMPACT_MIN_FILES
 
-from ._plan import _TEMPORARY, FileName
+from ._plan import FileName, base_name
 
 __all__ = [
     "Bin",
@@ -80,12 +80,7 @@ class CompactedName:
     def parse(cls, name: str, *, temporary: bool = False) -> CompactedName | None:
         """The parts of a compacted file's base name, or ``None`` for another file. With
         ``temporary``, also of such a write's temporary file (``.<name>.<32 hex>.tmp``)."""
-        base = name.rsplit("/", 1)[-1]
-        if temporary:
-            t = _TEMPORARY.match(base)
-            if t is not None:
-                base = t.group("name")
-        m = _COMPACTED.match(base)
+        m = _COMPACTED.match(base_name(name, temporary=temporary))
         if m is None:
             return None
         return cls(int(m.group("generation")), m.group("input"), m.group("uid"))

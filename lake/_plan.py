@@ -85,6 +85,17 @@ _NAME = re.compile(
 _TEMPORARY = re.compile(r"^\.(?P<name>.+)\.[0-9a-f]{32}\.tmp$")
 
 
+def base_name(name: str, *, temporary: bool = False) -> str:
+    """A path's base name; with ``temporary``, the name a write's temporary file
+    (``.<name>.<32 hex>.tmp``) stands for, where it is one."""
+    base = name.rsplit("/", 1)[-1]
+    if temporary:
+        t = _TEMPORARY.match(base)
+        if t is not None:
+            return t.group("name")
+    return base
+
+
 @dataclass(frozen=True)
 class FileName:
     """A data file's name carries the Kafka coordinates of the segments it holds.
@@ -124,12 +135,7 @@ class FileName:
         """The coordinates in a file's base name, or None for a file parka did not name. With
         ``temporary``, also of a write's temporary file (``.<name>.<32 hex>.tmp``), which a
         crash in the middle of the write leaves behind."""
-        base = name.rsplit("/", 1)[-1]
-        if temporary:
-            t = _TEMPORARY.match(base)
-            if t is not None:
-                base = t.group("name")
-        m = _NAME.match(base)
+        m = _NAME.match(base_name(name, temporary=temporary))
         if m is None:
             return None
         split, last = m.group("split"), m.group("last")
