@@ -4,7 +4,10 @@ once at the very end (:mod:`tests.integration._servers`)."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import logging
+import os
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -57,6 +60,31 @@ if importlib.util.find_spec("xdist") is not None:
                 self._assign_work_unit(node)
 
         return SparkTogether(config, log)
+
+
+TIMELINE = os.environ.get("PARKA_TEST_TIMELINE")
+if TIMELINE:
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+        """``PARKA_TEST_TIMELINE=FILE``: one JSON line per test (worker, start, end, the time its
+        setup took), for ``scripts/test_timeline.py``: where a run's workers wait."""
+        phases: dict[str, float] = {}
+        item.stash[_PHASES] = phases
+        start = time.time()
+        yield
+        line = {"test": item.nodeid, "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"), "start": start}
+        with open(TIMELINE, "a") as out:
+            out.write(json.dumps({**line, "end": time.time(), **phases}) + "\n")
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+        start = time.time()
+        yield
+        item.stash.get(_PHASES, {})["setup"] = time.time() - start
+
+
+_PHASES = pytest.StashKey[dict[str, float]]()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
