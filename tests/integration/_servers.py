@@ -5,8 +5,9 @@ broker and Iceberg's REST catalog server (Maven Central), each run by the repo's
 
 A first start on a fresh machine downloads or builds the server (Azurite ~80 s, the registry
 ~60 s, the REST catalog ~40 s on 2 cores), so each server some collected test needs is started in
-the background as soon as collection ends, and the tests that need one run after the others
-(stable order otherwise): the starts overlap the rest of the suite instead of adding to it. A
+the background as soon as collection ends (the broker first, alone: every integration test needs
+it; the others once it is up), and the tests that need one run after the others (stable order
+otherwise): the starts overlap the rest of the suite instead of adding to it. A
 fixture waits for its server's start (:func:`up`). A server that cannot be had fails its tests:
 they never skip.
 
@@ -20,10 +21,13 @@ exited, so no client of the run is left to complain that its broker went away.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import tempfile
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,6 +51,7 @@ REGISTRY_PORT = os.environ.get("PARKA_TEST_REGISTRY_PORT", "19081")
 SECURED_PORT = os.environ.get("PARKA_TEST_SECURED_KAFKA_PORT", "19680")
 # not 19181: scripts/azurite.sh's default
 ICEBERG_REST_PORT = os.environ.get("PARKA_TEST_ICEBERG_REST_PORT", "19182")
+FRESH = {"PARKA_KAFKA_FRESH": "1"}
 START_TIMEOUT_S = 900  # a cold start: downloads and a Maven build, on a busy 2-core machine
 
 
@@ -80,14 +85,17 @@ class Server:
 SERVERS = {
     s.fixture: s
     for s in (
-        Server("bootstrap", "kafka-local.sh", {"PARKA_KAFKA_PORT": BROKER_PORT}, "PARKA_BOOTSTRAP"),
+        # the run's brokers start empty (PARKA_KAFKA_FRESH): not with every topic of earlier runs
+        Server("bootstrap", "kafka-local.sh", {"PARKA_KAFKA_PORT": BROKER_PORT, **FRESH}, "PARKA_BOOTSTRAP"),
         Server("s3proxy", "s3proxy.sh", {"PARKA_S3PROXY_PORT": S3PROXY_PORT, "PARKA_S3PROXY_BUCKET": "lake"}),
         Server("azurite", "azurite.sh", {"PARKA_AZURITE_PORT": AZURITE_PORT, "PARKA_AZURITE_CONTAINER": "lake"}),
         Server(
             "registry_url", "schema-registry.sh", {"PARKA_REGISTRY_PORT": REGISTRY_PORT}, "PARKA_SCHEMA_REGISTRY_URL"
         ),
         Server(
-            "secured_broker", "kafka-local.sh", {"PARKA_KAFKA_SECURITY": "sasl_ssl", "PARKA_KAFKA_PORT": SECURED_PORT}
+            "secured_broker",
+            "kafka-local.sh",
+            {"PARKA_KAFKA_SECURITY": "sasl_ssl", "PARKA_KAFKA_PORT": SECURED_PORT, **FRESH},
         ),
         Server("iceberg_rest_url", "iceberg-rest.sh", {"PARKA_ICEBERG_REST_PORT": ICEBERG_REST_PORT}),
     )
@@ -130,17 +138,50 @@ def _mark(name: str) -> None:
     mark.touch()
 
 
+# Every integration test needs the broker: it starts alone, the other servers once it is up. All
+# at once, six server starts and the Spark session's shared 2 cores, and the broker (with its
+# storage format, two JVMs more) was the last to answer while two workers waited for it.
+FIRST = "bootstrap"
+
+
 def start_in_background(names: set[str]) -> None:
-    """Begin ``up`` of each server named, each logging to a file of its own."""
-    for name in sorted(names - set(_starting)):
-        server = SERVERS[name]
-        log_path = run_dir() / f"{name}-{os.getpid()}.log"
-        _mark(name)
-        with open(log_path, "wb") as log:  # the child keeps its own descriptor
-            proc = subprocess.Popen(
-                server.locked(name, "up"), env={**os.environ, **server.env}, stdout=log, stderr=subprocess.STDOUT
-            )
-        _starting[name] = (proc, log_path)
+    """Begin ``up`` of each server named, each logging to a file of its own: the broker now, the
+    others on a thread once the broker's start has ended (a test that asks for one earlier
+    starts it itself, :func:`up`)."""
+    names = names - set(_starting)
+    if FIRST in names:
+        _launch(FIRST)
+    later = sorted(names - {FIRST})
+    if not later:
+        return
+
+    def after_the_broker() -> None:
+        if FIRST in _starting:
+            _starting[FIRST][0].wait()
+        for name in later:
+            if name not in _starting:
+                _launch(name)
+
+    threading.Thread(target=after_the_broker, name="server-starts", daemon=True).start()
+
+
+def _launch(name: str) -> None:
+    server = SERVERS[name]
+    log_path = run_dir() / f"{name}-{os.getpid()}.log"
+    _mark(name)
+    with open(log_path, "wb") as log:  # the child keeps its own descriptor
+        proc = subprocess.Popen(
+            server.locked(name, "up"), env={**os.environ, **server.env}, stdout=log, stderr=subprocess.STDOUT
+        )
+    _starting[name] = (proc, log_path)
+    _timeline({"server": name, "launched": time.time()})
+
+
+def _timeline(event: dict[str, object]) -> None:
+    """With ``PARKA_TEST_TIMELINE`` set (``tests/conftest.py``): a server's start, one JSON line."""
+    if path := os.environ.get("PARKA_TEST_TIMELINE"):
+        with open(path, "a") as out:
+            out.write(json.dumps({**event, "worker": os.environ.get("PYTEST_XDIST_WORKER", "main")}) + "\n")
 
 
 def up(name: str) -> Server:
@@ -149,7 +190,10 @@ def up(name: str) -> Server:
     background = ""
     if name in _starting:
         proc, log_path = _starting[name]
-        if proc.wait(timeout=START_TIMEOUT_S) != 0:
+        asked = time.time()
+        code = proc.wait(timeout=START_TIMEOUT_S)
+        _timeline({"server": name, "asked": asked, "ready": log_path.stat().st_mtime, "code": code})
+        if code != 0:
             # The start at collection, when every server and Spark start at once on two cores, can
             # outlast the script's wait for the port. Its JVM may still come up: `up` below finds
             # it running and waits again, or starts it again; only a second failure is an error.
