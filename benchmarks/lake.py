@@ -23,7 +23,7 @@ import logging
 import statistics
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,13 +79,15 @@ def ingest(
     *,
     profiler: Callable[[], Any] | None = None,
     warehouse: str | None = None,
+    storage_options: Mapping[str, str] | None = None,
     max_segments_per_commit: int | None = None,
     on_progress: Callable[[IngestionConsumer], None] | None = None,
 ) -> LakeRun:
     """Run ``parka ingest`` in-process until the topic is drained. ``profiler`` (a
     context-manager factory) wraps the run when given. With ``warehouse``, ``table_uri`` is an
     Iceberg identifier in the embedded catalog there (``--catalog bench --catalog-option
-    warehouse=...``). ``max_segments_per_commit``: that setting (default: the daemon's);
+    warehouse=...``). ``storage_options``: ``--storage-option``'s, for a table on an object
+    store. ``max_segments_per_commit``: that setting (default: the daemon's);
     ``on_progress``: called as the daemon's progress callback is. Raises ``CheckFailed`` when
     it fails."""
     first: dict[str, float] = {}
@@ -105,6 +107,7 @@ def ingest(
         end_at_latest=True,
         catalog=None if warehouse is None else "bench",
         catalog_options={} if warehouse is None else {"warehouse": warehouse},
+        storage_options=dict(storage_options or {}),
         **({} if max_segments_per_commit is None else {"max_segments_per_commit": max_segments_per_commit}),
     )
     with measured() as span:
