@@ -8,13 +8,15 @@
 ``datasets``           flights (real), web_requests and GPS telemetry (seeded synthetic)
 ``encodings``          JSON / Confluent Avro / parka Parquet, codecs, batch-size configs
 ``broker``             topics, the broker's log dir (bytes on disk, record batches)
-``clients``            timed producers, messaging consumers and the raw fetch
+``clients``            timed producers, messaging consumers, the raw fetch and its sinks
 ``lake``               into Delta: ``parka ingest``, the row baseline, table statistics
 ``checks``             order-independent content fingerprints; a mismatch fails the run
 ``measure``            CPU and wall clocks, medians and spreads, units
 ``matrix``             bytes/row, producer and consumer CPU per encoding and batch size
 ``endtoend``           per data set: ingest vs row baseline vs raw fetch, table scans
-``ingest_throughput``  issue 3: ingest next to the raw fetch of the same bytes (runs alone too)
+``ingest_throughput``  issues 3, 22: ingest next to its floor and the raw fetch (runs alone too)
+``ingest_summary``     its variants, paired ratios and printed lines (pure)
+``objectstore``        its object-store arms' root, the fetch + PUT floor's sink, clean-up
 ``spark``              the Spark paths, from ``benchmarks/spark_gps.py``
 ``readers``            the lake for its readers: files, scans vs the row baseline, optimize
 ``scans``              the scan query in pyarrow, DuckDB and Spark, alternating tables

@@ -18,7 +18,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import confluent_kafka
 import pyarrow as pa
@@ -31,6 +31,8 @@ from .measure import Span, measured
 
 __all__ = [
     "Fetched",
+    "FileSink",
+    "Sink",
     "consume_decoded",
     "drain",
     "consume_shim",
@@ -41,6 +43,7 @@ __all__ = [
     "produce_parquet_records",
     "produce_values",
     "produce_with_backpressure",
+    "value_name",
 ]
 
 _CONSUME_BATCH = 10_000
@@ -247,6 +250,35 @@ def consume_shim_tables(bootstrap: str, topic: str, want: int) -> tuple[Span, li
     return span, out
 
 
+class Sink(Protocol):
+    """Where :func:`fetch_raw` puts each value it fetches: ``take`` as each arrives, ``finish``
+    once all have (returns when every value is durable)."""
+
+    def take(self, name: str, value: bytes) -> None: ...
+
+    def finish(self) -> None: ...
+
+
+def value_name(partition: int, offset: int) -> str:
+    """The file or object name of the value at ``partition``, ``offset``."""
+    return f"{partition}-{offset}.parquet"
+
+
+class FileSink:
+    """Each value written to a file of its own in ``folder``, then one ``syncfs`` of its file
+    system so all are durable, as a Delta commit needs them (the least a local ingester does)."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+
+    def take(self, name: str, value: bytes) -> None:
+        with open(os.path.join(self.folder, name), "wb") as f:
+            f.write(value)
+
+    def finish(self) -> None:
+        _sync_filesystem(self.folder)
+
+
 @dataclass
 class Fetched:
     """A raw fetch: messages and value bytes, timed in total and from the first message on."""
@@ -269,16 +301,18 @@ def fetch_raw(
     digest: bool = False,
     keep: bool = False,
     batch_size: int = _CONSUME_BATCH,
-    write_to: str | None = None,
+    sink: Sink | None = None,
 ) -> Fetched:
     """The physical reference: fetch ``messages`` messages of ``topic`` and discard them.
 
     With ``subscribe`` the consumer joins a fresh group, like ``parka ingest`` does; otherwise it
     assigns partition 0. ``batch_size=1`` polls message by message as ``parka ingest`` does
     (and times the first message exactly). ``digest`` hashes the values in order (for content
-    checks; do not combine it with a timed reference); ``keep`` returns them. ``write_to``
-    makes it the least an ingester must do: each value written to its own file in that
-    folder, then one ``syncfs`` so all are durable, as a Delta commit needs them.
+    checks; do not combine it with a timed reference); ``keep`` returns them. A ``sink`` makes
+    it the least an ingester must do: each value goes to the sink under a name of its own
+    (:func:`value_name`) as it arrives, and the clock stops once the sink's ``finish`` has
+    returned (every value durable: :class:`FileSink`'s one ``syncfs``, an object store's
+    acknowledged PUTs).
     """
     hasher = hashlib.sha256() if digest else None
     kept: list[bytes] | None = [] if keep else None
@@ -298,10 +332,8 @@ def fetch_raw(
             hasher.update(value)
         if kept is not None:
             kept.append(value)
-        if write_to is not None:
-            path = os.path.join(write_to, f"{msg.partition()}-{msg.offset()}.parquet")
-            with open(path, "wb") as f:
-                f.write(value)
+        if sink is not None:
+            sink.take(value_name(msg.partition(), msg.offset()), value)
 
     with measured() as span:
         consumer = Consumer(consumer_conf(bootstrap))
@@ -310,8 +342,8 @@ def fetch_raw(
         else:
             consumer.assign([TopicPartition(topic, 0, 0)])
         drain(consumer, messages, take, topic, batch_size=batch_size)
-        if write_to is not None:
-            _sync_filesystem(write_to)
+        if sink is not None:
+            sink.finish()
         done_at = time.perf_counter()
         consumer.close()
     steady = done_at - first_at if first_at is not None else 0.0

@@ -1,24 +1,35 @@
-"""Issue 3: ``parka ingest`` throughput next to the raw fetch of the same bytes, in one run.
+"""Issues 3 and 22: ``parka ingest`` throughput next to the raw fetch of the same bytes and next
+to its floor, in one run.
 
 For each segment size, a topic holds copies of the flights as zstd Parquet segments (about
 6 MB per copy at 10,000 rows per segment; fewer copies for small segments, which are slow).
 Per repeat, in a shuffled order, each topic is (a) ingested into a fresh Delta table by
 ``parka ingest`` (in-process, ``end_at_latest``), (b) fetched by a plain confluent-kafka
-consumer that polls every message and discards it (the raw fetch, the goal's reference), and
+consumer that polls every message and discards it (the raw fetch, issue 3's reference), and
 (c) fetched the same way with each message written to a file of its own and one ``syncfs``
-at the end: the least any ingester must do, so (c) is the ceiling for (a) on this disk. All join a
-fresh consumer group; throughput is reported over the whole run and "steady" (from the first
-message in hand to the end, so the group join is not billed). The goal: ingest steady MB/s
->= 0.8 x the raw fetch's.
+at the end: the least any ingester must do, so (c) is the floor of (a) on this disk. With
+``--s3 s3://bucket/prefix`` two arms run on that object store too (:mod:`.objectstore`):
+(d) ``parka ingest`` into a fresh ``s3://`` Delta table there, and (e) its floor: the fetch of
+(c) with each message PUT as an object of its own, as many PUTs in flight as ``parka ingest``
+writes files at once, through the same client (obstore), done when all are acknowledged. All
+join a fresh consumer group; throughput is reported over the whole run and "steady" (from the
+first message in hand to the end, so the group join is not billed). The goals: ingest steady
+MB/s >= 0.8 x its floor's, (a) / (c) and (d) / (e) (issue 22); issue 3's (a) / (b) is kept.
 
 Checks on every ingest: rows in the table, the table's files are byte for byte the produced
-segments (SHA-256 per file against the delivery reports' values); on the first repeat also
-exact column sums of the table read back. With ``--profile`` (or when the goal is missed, in
-the suite) one extra ingest at 10,000 rows per segment runs under pyinstrument, outside the
+segments (SHA-256 per row group against the delivery reports' values; on the object store the
+objects are read back); on the first repeat also exact column sums of the table read back. On
+every fetch + PUT: the objects stored hold the bytes produced. The object-store arms delete
+their tables and objects afterwards. With ``--profile`` (or when the goal is missed, in the
+suite) one extra ingest at 10,000 rows per segment runs under pyinstrument, outside the
 measurements.
 
 Run alone (writes results.json and report.md):
-``python -m benchmarks.ingest_throughput --kafka-data-dir "$(scripts/kafka-local.sh data-dir)" --profile``.
+``python -m benchmarks.ingest_throughput --kafka-data-dir "$(scripts/kafka-local.sh data-dir)" --profile``;
+with the object-store arms, its storage options in the environment as for ``parka ingest``
+(``PARKA_STORAGE_OPTIONS``, comma-separated; or ``--storage-option``, repeatable), e.g. on
+``scripts/s3proxy.sh``'s server: ``PARKA_STORAGE_OPTIONS="$(scripts/s3proxy.sh env | paste -sd,)"
+python -m benchmarks.ingest_throughput ... --s3 s3://lake/bench``.
 """
 
 from __future__ import annotations
@@ -35,31 +46,38 @@ import tempfile
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
 import pyarrow as pa
 from deltalake import DeltaTable
-from parka.lake import row_groups
+from parka.lake import read_file, row_groups
 from parka.producer import ParquetProducer
 
 from . import encodings as enc
 from .broker import Broker
 from .checks import CheckFailed, Checks, column_sums
-from .clients import fetch_raw
+from .clients import FileSink, Sink, fetch_raw
 from .datasets import Dataset, load
 from .endtoend import rates
+from .ingest_summary import FETCH_AND_PUT, FETCH_AND_WRITE, GOAL, S3_VARIANTS, VARIANTS, summarize_runs, summary_lines
 from .lake import ingest
-from .measure import summarize
+from .objectstore import ObjectStoreRoot, PutSink, remove_all, stored
 
-__all__ = ["GOAL", "fetch_and_write", "main", "produce_copies", "run"]
+__all__ = [
+    "FETCH_AND_PUT",
+    "FETCH_AND_WRITE",
+    "GOAL",
+    "fetch_and_put",
+    "fetch_and_write",
+    "main",
+    "produce_copies",
+    "run",
+]
 
 log = logging.getLogger("parka.bench")
 
-GOAL = 0.8
-VARIANTS = ("parka ingest", "raw fetch", "fetch + write")
-FETCH_AND_WRITE = "poll every message, write it to a file of its own, one syncfs once all are written"
 PROFILE_SEGMENT_ROWS = 10_000
 
 
@@ -98,13 +116,15 @@ def produce_copies(broker: Broker, ds: Dataset, copies: int, segment_rows: int, 
     }
 
 
-def _file_digests(table_uri: str) -> tuple[list[str], int]:
-    table = DeltaTable(table_uri)
+def _file_digests(table_uri: str, storage_options: Mapping[str, str]) -> tuple[list[str], int]:
+    """The digests of the row groups in the table's data files (read back from wherever the
+    table lives, through parka's own file layer) and its rows."""
+    table = DeltaTable(table_uri, storage_options=dict(storage_options) or None)
     adds = pa.table(table.get_add_actions(flatten=True))
-    digests = []
+    digests: list[str] = []
     for path in adds["path"].to_pylist():
-        with open(os.path.join(table_uri, path), "rb") as f:
-            digests.extend(hashlib.sha256(g).hexdigest() for g in row_groups(f.read()))
+        data = read_file(table_uri, path, storage_options)
+        digests.extend(hashlib.sha256(g).hexdigest() for g in row_groups(data))
     rows = int(sum(adds["num_records"].to_pylist()))
     return sorted(digests), rows
 
@@ -140,32 +160,37 @@ def run(
     run_id: str,
     checks: Checks,
     seed: int,
+    s3: ObjectStoreRoot | None = None,
     profile_path: str | None = None,
     profile_if_missed: bool = False,
     progress: Callable[[str], None] = log.info,
 ) -> dict[str, Any]:
     """The ``ingest_throughput`` section of results.json. ``copies`` maps each segment size
-    (rows per segment) to how many copies of the data set its topic holds. Profiles one ingest
-    into ``profile_path`` when asked, or when ``profile_if_missed`` and the goal is missed."""
+    (rows per segment) to how many copies of the data set its topic holds. With ``s3`` the
+    object-store arms run there too (:data:`S3_VARIANTS`). Profiles one ingest into
+    ``profile_path`` when asked, or when ``profile_if_missed`` and the goal is missed."""
     sums_by_copies = {
         n: _sums_digest(column_sums(pa.concat_tables([ds.table] * n), ds.table.schema)) for n in set(copies.values())
     }
     topics: dict[int, dict[str, Any]] = {}
     samples: dict[tuple[int, str], list[dict[str, float]]] = defaultdict(list)
+    variants = VARIANTS + (S3_VARIANTS if s3 is not None else ())
     try:
         for size, n in copies.items():
             topic = f"bench-{run_id}-ingest-{size}-{uuid.uuid4().hex[:6]}"
             topics[size] = {**produce_copies(broker, ds, n, size, topic), "copies": n}
         progress(f"ingest throughput: {len(topics)} topics produced")
-        runs = [(size, variant) for size in copies for variant in VARIANTS]
+        runs = [(size, variant) for size in copies for variant in variants]
         for rep in range(repeats):
             order = list(runs)
             random.Random(seed + 2000 + rep).shuffle(order)
             for size, variant in order:
                 sums = sums_by_copies[copies[size]] if rep == 0 else None
-                samples[(size, variant)].append(_run_one(broker, ds, topics[size], variant, sums, checks))
+                samples[(size, variant)].append(_run_one(broker, ds, topics[size], variant, sums, checks, s3))
             progress(f"ingest throughput repeat {rep + 1}/{repeats} done")
-        out = _summarize(ds, topics, samples)
+        out = summarize_runs(ds.name, topics, samples)
+        if s3 is not None:
+            out["object_store"] = s3.described()
         missed = any((r["ratio_steady_mb_per_s"]["median"] or 0.0) < GOAL for r in out["segment_sizes"])
         if profile_path is None and profile_if_missed and missed:
             raise ValueError("profile_if_missed needs profile_path")
@@ -187,26 +212,54 @@ def _sums_digest(sums: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps(sums, sort_keys=True).encode()).hexdigest()[:20]
 
 
-def fetch_and_write(broker: Broker, topic: dict[str, Any], *, write: bool = True) -> dict[str, float]:
-    """The floor of any ingester on ``topic`` (a :func:`produce_copies` result): fetch every
-    segment one poll at a time and, with ``write``, write each to a file of its own, then one
-    ``syncfs`` (:data:`FETCH_AND_WRITE`); without ``write``, the raw fetch. Returns its rates;
-    raises ``CheckFailed`` when the bytes fetched differ from the bytes produced. Call
-    ``os.sync()`` first to start from clean page cache."""
-    folder = tempfile.mkdtemp(prefix="parka-bench-fetch-") if write else None
-    try:
-        fetched = fetch_raw(broker.bootstrap, topic["topic"], topic["segments"], batch_size=1, write_to=folder)
-    finally:
-        if folder is not None:
-            shutil.rmtree(folder, ignore_errors=True)
+def _fetch_into(broker: Broker, topic: dict[str, Any], sink: Sink | None, what: str) -> dict[str, float]:
+    """:func:`fetch_raw` of every segment of ``topic``, one poll at a time, into ``sink``; its
+    rates. Raises ``CheckFailed`` when the bytes fetched differ from the bytes produced."""
+    fetched = fetch_raw(broker.bootstrap, topic["topic"], topic["segments"], batch_size=1, sink=sink)
     if fetched.value_bytes != topic["bytes"]:
-        what = "fetch + write" if write else "raw fetch"
         raise CheckFailed(
             f"{topic['topic']} {what}: fetched {fetched.value_bytes:,} bytes, produced {topic['bytes']:,}"
         )
     s = fetched.span
-    rows = topic["rows"]
-    return rates(rows, fetched.value_bytes, s.wall_s, s.cpu_s, fetched.steady_wall_s, fetched.first_bytes)
+    return rates(topic["rows"], fetched.value_bytes, s.wall_s, s.cpu_s, fetched.steady_wall_s, fetched.first_bytes)
+
+
+def fetch_and_write(broker: Broker, topic: dict[str, Any], *, write: bool = True) -> dict[str, float]:
+    """The floor of any ingester on ``topic`` (a :func:`produce_copies` result) on this disk:
+    fetch every segment one poll at a time and, with ``write``, write each to a file of its own,
+    then one ``syncfs`` (:data:`FETCH_AND_WRITE`); without ``write``, the raw fetch. Returns its
+    rates; raises ``CheckFailed`` when the bytes fetched differ from the bytes produced. Call
+    ``os.sync()`` first to start from clean page cache."""
+    folder = tempfile.mkdtemp(prefix="parka-bench-fetch-") if write else None
+    try:
+        sink = FileSink(folder) if folder is not None else None
+        return _fetch_into(broker, topic, sink, "fetch + write" if write else "raw fetch")
+    finally:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def fetch_and_put(broker: Broker, topic: dict[str, Any], root: ObjectStoreRoot, checks: Checks) -> dict[str, float]:
+    """The floor of any ingester on ``topic`` on the object store at ``root``: fetch every
+    segment one poll at a time and PUT each as an object of its own under a fresh path
+    (:data:`FETCH_AND_PUT`), deleted afterwards. Returns its rates; raises ``CheckFailed`` when
+    the bytes fetched, or the objects stored, differ from what was produced."""
+    what = f"ingest throughput {topic['topic']} fetch + PUT (s3)"
+    store = root.store(root.fresh("fetch-put"))
+    sink = PutSink(store)
+    try:
+        sample = _fetch_into(broker, topic, sink, "fetch + PUT (s3)")
+        objects, nbytes = stored(store)
+    finally:
+        sink.close()
+        remove_all(store)
+    if (objects, nbytes) != (topic["segments"], topic["bytes"]):
+        raise CheckFailed(
+            f"{what}: {objects:,} objects of {nbytes:,} bytes stored, "
+            f"produced {topic['segments']:,} segments of {topic['bytes']:,} bytes"
+        )
+    checks.passed_elsewhere(what + ": the objects hold the bytes produced", objects=objects, bytes=nbytes)
+    return sample
 
 
 def _run_one(
@@ -216,86 +269,94 @@ def _run_one(
     variant: str,
     expected_sums: str | None,
     checks: Checks,
+    s3: ObjectStoreRoot | None,
 ) -> dict[str, float]:
     """One measured run; with ``expected_sums`` the table is also read back and summed."""
-    rows = topic["rows"]
     # Start from clean page cache: on ext4 (data=ordered) an fsync also writes out other files'
     # dirty data, such as the broker's, which would bill earlier work to this run.
     os.sync()
-    what = f"ingest throughput {topic['topic']} {variant}"
     if variant in ("raw fetch", "fetch + write"):
         return fetch_and_write(broker, topic, write=variant == "fetch + write")
+    if variant in S3_VARIANTS and s3 is None:
+        raise ValueError(f"{variant} needs an object store (--s3)")
+    if variant == "fetch + PUT (s3)" and s3 is not None:
+        return fetch_and_put(broker, topic, s3, checks)
+    if variant == "parka ingest (s3)" and s3 is not None:
+        table_uri = s3.fresh("ingest")
+        try:
+            return _ingest_checked(broker, ds, topic, table_uri, s3.storage_options, expected_sums, checks, variant)
+        finally:
+            remove_all(s3.store(table_uri))
     table_uri = tempfile.mkdtemp(prefix="parka-bench-ingest-")
     try:
-        result = ingest(broker.bootstrap, topic["topic"], table_uri)
-        digests, table_rows = _file_digests(table_uri)
-        checks.expect(
-            what + ": data files hold the segments' row groups, byte for byte",
-            rows=table_rows,
-            expected_rows=rows,
-            got=hashlib.sha256("".join(digests).encode()).hexdigest()[:20],
-            expected=hashlib.sha256("".join(topic["digests"]).encode()).hexdigest()[:20],
-        )
-        if expected_sums is not None:
-            got = column_sums(DeltaTable(table_uri).to_pyarrow_dataset(), ds.table.schema)
-            checks.expect(
-                what + ": column sums read back",
-                rows=table_rows,
-                expected_rows=rows,
-                got=_sums_digest(got),
-                expected=expected_sums,
-            )
-        sample = rates(
-            rows, result.bytes, result.span.wall_s, result.span.cpu_s, result.steady_wall_s, result.first_bytes
-        )
-        sample["commits"] = result.commits
-        return sample
+        return _ingest_checked(broker, ds, topic, table_uri, {}, expected_sums, checks, variant)
     finally:
         shutil.rmtree(table_uri, ignore_errors=True)
 
 
-def _summarize(
+def _ingest_checked(
+    broker: Broker,
     ds: Dataset,
-    topics: dict[int, dict[str, Any]],
-    samples: dict[tuple[int, str], list[dict[str, float]]],
-) -> dict[str, Any]:
-    sizes = []
-    for size, topic in topics.items():
-        ing, raw, written = (samples[(size, v)] for v in VARIANTS)
-        sizes.append(
-            {
-                "segment_rows": size,
-                "copies": topic["copies"],
-                "rows": topic["rows"],
-                "segments": topic["segments"],
-                "bytes": topic["bytes"],
-                "parka_ingest": {k: summarize([s[k] for s in ing], k) for k in ing[0]},
-                "raw_fetch": {k: summarize([s[k] for s in raw], k) for k in raw[0]},
-                "fetch_and_write": {k: summarize([s[k] for s in written], k) for k in written[0]},
-                "ratio_steady_mb_per_s": summarize(
-                    [i["steady_mb_per_s"] / r["steady_mb_per_s"] for i, r in zip(ing, raw, strict=True)], "ratio"
-                ),
-                "ratio_mb_per_s": summarize(
-                    [i["mb_per_s"] / r["mb_per_s"] for i, r in zip(ing, raw, strict=True)], "ratio"
-                ),
-                "ratio_to_fetch_and_write_steady_mb_per_s": summarize(
-                    [i["steady_mb_per_s"] / w["steady_mb_per_s"] for i, w in zip(ing, written, strict=True)], "ratio"
-                ),
-            }
+    topic: dict[str, Any],
+    table_uri: str,
+    storage_options: Mapping[str, str],
+    expected_sums: str | None,
+    checks: Checks,
+    variant: str,
+) -> dict[str, float]:
+    """``parka ingest`` of ``topic`` into the fresh table ``table_uri``, its rates and commits.
+    Raises ``CheckFailed`` when the table's rows or files (or, with ``expected_sums``, its column
+    sums) are not the produced segments'."""
+    rows = topic["rows"]
+    what = f"ingest throughput {topic['topic']} {variant}"
+    result = ingest(broker.bootstrap, topic["topic"], table_uri, storage_options=storage_options)
+    digests, table_rows = _file_digests(table_uri, storage_options)
+    checks.expect(
+        what + ": data files hold the segments' row groups, byte for byte",
+        rows=table_rows,
+        expected_rows=rows,
+        got=hashlib.sha256("".join(digests).encode()).hexdigest()[:20],
+        expected=hashlib.sha256("".join(topic["digests"]).encode()).hexdigest()[:20],
+    )
+    if expected_sums is not None:
+        table = DeltaTable(table_uri, storage_options=dict(storage_options) or None)
+        got = column_sums(table.to_pyarrow_dataset(), ds.table.schema)
+        checks.expect(
+            what + ": column sums read back",
+            rows=table_rows,
+            expected_rows=rows,
+            got=_sums_digest(got),
+            expected=expected_sums,
         )
-    return {
-        "dataset": ds.name,
-        "goal_ratio": GOAL,
-        "fetch_and_write": FETCH_AND_WRITE,
-        "segment_sizes": sizes,
-    }
+    sample = rates(rows, result.bytes, result.span.wall_s, result.span.cpu_s, result.steady_wall_s, result.first_bytes)
+    sample["commits"] = result.commits
+    return sample
+
+
+def _recorded(argv: list[str]) -> list[str]:
+    """The command line as results.json records it: the storage options' values masked."""
+    out: list[str] = []
+    for arg in argv:
+        if out and out[-1] == "--storage-option":
+            arg = arg.partition("=")[0] + "=***"
+        elif arg.startswith("--storage-option="):
+            arg = "--storage-option=" + arg.removeprefix("--storage-option=").partition("=")[0] + "=***"
+        out.append(arg)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
+    from parka._settings import STORAGE_OPTIONS, SettingsParser
+
     from .machine import machine_info
     from .report import write_report
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    argv = sys.argv[1:] if argv is None else argv
+    # parka ingest's own reading of --storage-option / PARKA_STORAGE_OPTIONS; no abbreviated
+    # flags, so _recorded finds every storage option to mask
+    parser = SettingsParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False
+    )
     parser.add_argument("--bootstrap", default="localhost:9092")
     parser.add_argument("--kafka-data-dir", default=os.environ.get("PARKA_KAFKA_DATA_DIR"), required=False)
     parser.add_argument(
@@ -306,10 +367,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--profile", action="store_true", help="profile one ingest with pyinstrument")
+    parser.add_argument(
+        "--s3",
+        metavar="URI",
+        help="also run parka ingest and fetch + PUT on this object store (s3://bucket/prefix), with the "
+        "storage options below (endpoint, keys, aws_allow_http=true for plain HTTP)",
+    )
+    parser.add_settings(
+        [STORAGE_OPTIONS], title="object store (as parka ingest takes them; keys belong in the variable)"
+    )
     parser.add_argument("--out", default="bench-out/ingest")
     args = parser.parse_args(argv)
     if not args.kafka_data_dir:
         parser.error("--kafka-data-dir is required (scripts/kafka-local.sh data-dir)")
+    try:
+        s3 = ObjectStoreRoot(args.s3, args.storage_options) if args.s3 else None
+    except ValueError as exc:
+        parser.error(str(exc))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     logging.getLogger("parka").setLevel(logging.WARNING)
     log.setLevel(logging.INFO)
@@ -325,10 +399,11 @@ def main(argv: list[str] | None = None) -> int:
         run_id=uuid.uuid4().hex[:6],
         checks=checks,
         seed=args.seed,
+        s3=s3,
         profile_path=os.path.join(args.out, "profile_ingest.txt") if args.profile else None,
     )
     doc = {
-        "command": " ".join([os.path.basename(sys.executable), "-m", "benchmarks.ingest_throughput", *sys.argv[1:]]),
+        "command": " ".join([os.path.basename(sys.executable), "-m", "benchmarks.ingest_throughput", *_recorded(argv)]),
         "wall_s": time.perf_counter() - started,
         "machine": machine_info(broker),
         "ingest_throughput": result,
@@ -337,17 +412,8 @@ def main(argv: list[str] | None = None) -> int:
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(doc, f, indent=2)
     write_report(doc, args.out)
-
-    def fmt(v: float | None, spec: str) -> str:
-        return "-" if v is None else format(v, spec)  # None: no steady window in any repeat
-
-    for s in result["segment_sizes"]:
-        ratio = s["ratio_steady_mb_per_s"]
-        print(
-            f"{s['segment_rows']:>7} rows/segment: ingest {fmt(s['parka_ingest']['steady_mb_per_s']['median'], '8.1f')}"
-            f" MB/s, raw fetch {fmt(s['raw_fetch']['steady_mb_per_s']['median'], '8.1f')} MB/s, ratio "
-            f"{fmt(ratio['median'], '.2f')} ({fmt(ratio['min'], '.2f')}-{fmt(ratio['max'], '.2f')}); goal {GOAL}"
-        )
+    for line in summary_lines(result):
+        print(line)
     return 0
 
 

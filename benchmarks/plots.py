@@ -89,7 +89,10 @@ def _ingest_plot(results: dict[str, Any], path: str) -> None:
     sizes = results["ingest_throughput"]["segment_sizes"]
     fig, ax = plt.subplots(figsize=(7, 4.4))
     xs = list(range(len(sizes)))
-    variants = (("parka_ingest", "parka ingest"), ("fetch_and_write", "fetch + write"), ("raw_fetch", "raw fetch"))
+    variants = [("parka_ingest", "parka ingest"), ("fetch_and_write", "fetch + write"), ("raw_fetch", "raw fetch")]
+    if all("fetch_and_put_s3" in s for s in sizes):  # the object-store arms ran
+        variants += [("parka_ingest_s3", "parka ingest (s3)"), ("fetch_and_put_s3", "fetch + PUT (s3)")]
+    width = 0.8 / len(variants)
     for i, (key, label) in enumerate(variants):
         values = [s[key]["steady_mb_per_s"] for s in sizes]  # median None: no steady window, no bar
         medians = [math.nan if v["median"] is None else v["median"] for v in values]
@@ -97,7 +100,8 @@ def _ingest_plot(results: dict[str, Any], path: str) -> None:
             [0.0 if v["median"] is None else v["median"] - v["min"] for v in values],
             [0.0 if v["median"] is None else v["max"] - v["median"] for v in values],
         ]
-        ax.bar([x + (i - 1) * 0.27 for x in xs], medians, 0.27, yerr=errors, label=label, capsize=3)
+        offset = (i - (len(variants) - 1) / 2) * width
+        ax.bar([x + offset for x in xs], medians, width, yerr=errors, label=label, capsize=3)
     ax.set_xticks(xs, [f"{s['segment_rows']:,} rows/segment" for s in sizes])
     ax.set_yscale("log")
     ax.set_ylabel("MB/s, steady (log)")

@@ -4,7 +4,8 @@ in the table, exactly once", whichever daemon reads Kafka (``parka ingest`` in
 
 * Files: :func:`read_segment` and :func:`check_segment` (headers, CRC, footer schema against
   the table, its table partition), :func:`write_segments` (stitched data files, statistics),
-  :func:`make_durable`.
+  :func:`make_durable`; :func:`read_file` and :func:`object_store` (the client parka's files go
+  through on an object store).
 * The exactly-once commit: :class:`Committer` over a :class:`TableLog` (the table-format
   interface), fed :class:`LandedSegment` and :class:`Refused` (dead letters).
 * Engines: :class:`RsEngine` (delta-rs, in this process), :class:`IcebergEngine` (Apache Iceberg
@@ -64,7 +65,7 @@ from ._plan import (
 from ._preflight import BrokerWatch, probe_until_ready, wait_until_ready
 from ._stats import DEFAULT_STATS, StatsConfig
 from ._stitch import row_groups
-from ._storage import make_durable, read_file
+from ._storage import make_durable, object_store, read_file
 
 if TYPE_CHECKING:
     from ._iceberg import IcebergEngine, IcebergTableLog
@@ -123,6 +124,7 @@ __all__ = [
     "fit_segment",
     "logged_files",
     "make_durable",
+    "object_store",
     "optimize_iceberg",
     "optimize_table",
     "probe_until_ready",

@@ -48,6 +48,7 @@ __all__ = [
     "list_files",
     "list_log",
     "make_durable",
+    "object_store",
     "read_file",
     "read_parquet_footer",
     "write_data_file",
@@ -165,6 +166,21 @@ def _root(uri: str, storage_options: Mapping[str, str] | None) -> _Root:
         return _Root(_object_store(url.rstrip("/"), tuple(sorted(options.items()))))
     except (BaseError, ValueError) as exc:
         raise CommitError(f"no object store for {parsed.scheme}:// ({exc})") from exc
+
+
+def object_store(uri: str, storage_options: Mapping[str, str] | None = None) -> ObjectStore:
+    """The obstore store parka reads and writes the files under ``uri`` with, paths relative to
+    ``uri``: the same client, built from the same options (:func:`_object_store`), so a caller
+    that must share parka's client costs (a benchmark's floor) uses this one.
+
+    Raises:
+        ValueError: ``uri`` is a local path, which no object store serves.
+        CommitError: no object store for its scheme, or options it cannot take.
+    """
+    root = _root(uri, storage_options)
+    if root.store is None:
+        raise ValueError(f"{uri!r} is a local path, not an object store URI (s3://, az://, gs://...)")
+    return root.store
 
 
 def write_data_file(

@@ -20,7 +20,7 @@ from deltalake import DeltaTable, QueryBuilder, write_deltalake
 from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import CommitProperties, Transaction
 from parka.consumer._ingest import IngestSettings
-from parka.lake import DataFile, StatsConfig, _delta_rs, _delta_rules, _stats, _storage
+from parka.lake import DataFile, StatsConfig, _delta_rs, _delta_rules, _stats, _storage, object_store
 from parka.lake._files import read_footer
 
 from parka.config import storage_options_for
@@ -852,6 +852,17 @@ def test_the_object_store_takes_the_storage_options_delta_rs_gets() -> None:
     assert store.config["conditional_put"] == "etag"  # parka's safe default
     assert store.client_options == {"allow_http": "true", "timeout": "30s"}
     assert _storage._root(".", options).store is None  # a local table stays plain files
+
+
+def test_object_store_is_the_client_parkas_files_go_through() -> None:
+    """The public handle on that store (a benchmark's floor shares it): the very object the file
+    layer uses for the same URI and options, and a clear error for a local path."""
+    options = {"aws_access_key_id": "id", "aws_secret_access_key": "secret", "aws_region": "us-east-1"}
+    store = object_store("s3://bucket/tables/t", options)
+    assert store is _storage._root("s3://bucket/tables/t", options).store
+    assert (store.prefix, store.config["bucket"]) == ("tables/t", "bucket")
+    with pytest.raises(ValueError, match="local path"):
+        object_store(".", options)
 
 
 def test_s3_tables_get_conditional_puts_and_unsafe_settings_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
