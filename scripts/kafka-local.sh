@@ -238,6 +238,14 @@ scram_args() {
 
 is_up() { (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; }
 
+# A new cluster id as `kafka-storage random-uuid` makes one (16 random bytes, base64url without
+# padding, never starting with "-"), without starting a JVM for it.
+cluster_id() {
+  local id
+  while id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n'); [[ "$id" == -* ]]; do :; done
+  echo "$id"
+}
+
 up() {
   need_java "Kafka $VERSION"
   if pid=$(running_pid); then
@@ -260,7 +268,7 @@ up() {
   if [[ ! -f "$DATA/meta.properties" ]]; then
     log "formatting KRaft storage in $DATA"
     java -cp "$(classpath)" -Dlog4j2.configurationFile="$L4J" \
-      kafka.tools.StorageTool format -t "$(java -cp "$(classpath)" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -1)" \
+      kafka.tools.StorageTool format -t "$(cluster_id)" \
       -c "$CONF" "${scram[@]}" >>"$LOG" 2>&1 || { log "storage format failed; see $LOG"; tail -20 "$LOG" >&2; exit 5; }
   fi
   log "starting Kafka $VERSION on 127.0.0.1:$PORT (log: $LOG)"
