@@ -81,13 +81,15 @@ def ingest(
     warehouse: str | None = None,
     storage_options: Mapping[str, str] | None = None,
     max_segments_per_commit: int | None = None,
+    compaction: bool = True,
     on_progress: Callable[[IngestionConsumer], None] | None = None,
 ) -> LakeRun:
     """Run ``parka ingest`` in-process until the topic is drained. ``profiler`` (a
     context-manager factory) wraps the run when given. With ``warehouse``, ``table_uri`` is an
     Iceberg identifier in the embedded catalog there (``--catalog bench --catalog-option
     warehouse=...``). ``storage_options``: ``--storage-option``'s, for a table on an object
-    store. ``max_segments_per_commit``: that setting (default: the daemon's);
+    store. ``max_segments_per_commit``: that setting (default: the daemon's); ``compaction``
+    False: no background compaction (``--compact-min-files 0``);
     ``on_progress``: called as the daemon's progress callback is. Raises ``CheckFailed`` when
     it fails."""
     first: dict[str, float] = {}
@@ -114,6 +116,7 @@ def ingest(
         catalog_options={} if warehouse is None else {"warehouse": warehouse},
         storage_options=dict(storage_options or {}),
         **({} if max_segments_per_commit is None else {"max_segments_per_commit": max_segments_per_commit}),
+        **({} if compaction else {"compact_min_files": 0}),
     )
     with measured() as span:
         worker = IngestionConsumer(settings, progress=progress)

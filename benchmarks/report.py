@@ -369,7 +369,8 @@ def _ingest_section(results: dict[str, Any], out_dir: str) -> list[str]:
         f"fetch + write ({section.get('fetch_and_write', _OLD_FETCH_AND_WRITE)}: the least any ingester "
         "must do, so the floor of ingest on this disk) and a raw fetch of the same topic (poll every message, "
         f"discard it). Goal: ingest >= {goal} x its floor, steady MB/s (issue 22); issue 3 asked "
-        f"{goal} x the raw fetch.",
+        f"{goal} x the raw fetch. Each cell: the median over the repeats (min-max); a ratio is the median "
+        "of the repeats' paired ratios (each repeat's ingest over the same repeat's reference).",
         "",
         _table(
             [
