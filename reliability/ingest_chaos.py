@@ -200,7 +200,8 @@ class IngestChaos:
 
     def leave(self, w: Proc) -> None:
         """SIGTERM: the worker commits what it holds and exits 0 (in 90 s: later is a problem, and
-        a SIGKILL, after which the run goes on to its verdict)."""
+        a SIGABRT that writes its threads' stacks to its log, then a SIGKILL, after which the run
+        goes on to its verdict)."""
         # SIGTERM before the worker has installed its handler would just end the process
         wait_for(lambda: w.has("progress:") or not w.alive(), f"{w.name} to run", 90)
         self.workers.remove(w)
@@ -209,8 +210,8 @@ class IngestChaos:
         try:
             code = w.wait_exit(90)
         except Timeout as exc:
-            self.problems.append(f"{exc} after SIGTERM: {w.tail(1500)}")
-            w.kill_group()
+            w.abort_with_stacks()  # what it was doing: every thread's stack, in its log
+            self.problems.append(f"{exc} after SIGTERM, its threads' stacks at SIGABRT: {w.tail(8000)}")
             w.wait_exit(30)
             self.faults["SIGKILL (still running 90 s after SIGTERM)"] += 1
             self.events.append(f"{w.name} leaves (SIGTERM): still running after 90 s, SIGKILLed")

@@ -109,7 +109,8 @@ class Proc:
         env: dict[str, str] | None = None,
     ) -> Proc:
         """Start ``command`` in a new session (its own process group), stdout and stderr to ``log``."""
-        environ = {**os.environ, **(env or {})}
+        # faulthandler: a SIGABRT (:meth:`abort_with_stacks`) writes every thread's stack to the log
+        environ = {**os.environ, "PYTHONFAULTHANDLER": "1", **(env or {})}
         environ.pop("PARKA_TEST_CRASH_AT", None)
         environ.pop("PARKA_TEST_CRASH_AFTER", None)
         if crash_at is not None:
@@ -155,6 +156,15 @@ class Proc:
     def signal(self, sig: signal.Signals) -> None:
         if self.alive():
             self.popen.send_signal(sig)
+
+    def abort_with_stacks(self, timeout_s: float = 30) -> None:
+        """A process that does not exit when asked: SIGABRT, on which Python's faulthandler
+        (``PYTHONFAULTHANDLER``, set by :meth:`start`) writes the stack of every thread to the
+        log, even with the main thread stuck in native code; then SIGKILL of the group."""
+        self.signal(signal.SIGABRT)
+        with contextlib.suppress(Timeout):
+            wait_for(lambda: not self.alive(), f"{self.name} to abort", timeout_s)
+        self.kill_group()
 
     def kill_group(self) -> None:
         """SIGKILL the whole process group (a Spark driver's JVM and Python workers too)."""
