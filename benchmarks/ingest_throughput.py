@@ -64,7 +64,7 @@ from .datasets import Dataset, load
 from .endtoend import rates
 from .ingest_summary import FETCH_AND_PUT, FETCH_AND_WRITE, GOAL, S3_VARIANTS, VARIANTS, summarize_runs, summary_lines
 from .lake import ingest
-from .objectstore import ObjectStoreRoot, PutSink, remove_all, stored
+from .objectstore import ObjectStoreRoot, PutSink, add_s3_arguments, masked_command, remove_all, s3_root, stored
 
 __all__ = [
     "FETCH_AND_PUT",
@@ -337,27 +337,15 @@ def _ingest_checked(
     return sample
 
 
-def _recorded(argv: list[str]) -> list[str]:
-    """The command line as results.json records it: the storage options' values masked."""
-    out: list[str] = []
-    for arg in argv:
-        if out and out[-1] == "--storage-option":
-            arg = arg.partition("=")[0] + "=***"
-        elif arg.startswith("--storage-option="):
-            arg = "--storage-option=" + arg.removeprefix("--storage-option=").partition("=")[0] + "=***"
-        out.append(arg)
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
-    from parka._settings import STORAGE_OPTIONS, SettingsParser
+    from parka._settings import SettingsParser
 
     from .machine import machine_info
     from .report import write_report
 
     argv = sys.argv[1:] if argv is None else argv
     # parka ingest's own reading of --storage-option / PARKA_STORAGE_OPTIONS; no abbreviated
-    # flags, so _recorded finds every storage option to mask
+    # flags, so masked_command finds every storage option to mask
     parser = SettingsParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False
     )
@@ -371,23 +359,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--profile", action="store_true", help="profile one ingest with pyinstrument")
-    parser.add_argument(
-        "--s3",
-        metavar="URI",
-        help="also run parka ingest and fetch + PUT on this object store (s3://bucket/prefix), with the "
-        "storage options below (endpoint, keys, aws_allow_http=true for plain HTTP)",
-    )
-    parser.add_settings(
-        [STORAGE_OPTIONS], title="object store (as parka ingest takes them; keys belong in the variable)"
-    )
+    add_s3_arguments(parser)
     parser.add_argument("--out", default="bench-out/ingest")
     args = parser.parse_args(argv)
     if not args.kafka_data_dir:
         parser.error("--kafka-data-dir is required (scripts/kafka-local.sh data-dir)")
-    try:
-        s3 = ObjectStoreRoot(args.s3, args.storage_options) if args.s3 else None
-    except ValueError as exc:
-        parser.error(str(exc))
+    s3 = s3_root(parser, args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     logging.getLogger("parka").setLevel(logging.WARNING)
     log.setLevel(logging.INFO)
@@ -407,7 +384,9 @@ def main(argv: list[str] | None = None) -> int:
         profile_path=os.path.join(args.out, "profile_ingest.txt") if args.profile else None,
     )
     doc = {
-        "command": " ".join([os.path.basename(sys.executable), "-m", "benchmarks.ingest_throughput", *_recorded(argv)]),
+        "command": " ".join(
+            [os.path.basename(sys.executable), "-m", "benchmarks.ingest_throughput", *masked_command(argv)]
+        ),
         "wall_s": time.perf_counter() - started,
         "machine": machine_info(broker),
         "ingest_throughput": result,

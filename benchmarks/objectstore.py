@@ -10,10 +10,14 @@ the floor's sink.
   go through the very client parka's data files go through (:func:`parka.lake.object_store`,
   obstore), so the floor and ``parka ingest`` share the client's costs.
 * :func:`stored` and :func:`remove_all`: what a run left under its path, and its removal.
+* :func:`add_s3_arguments`, :func:`s3_root` and :func:`masked_command`: ``--s3`` and the storage
+  options on a benchmark's command line (``benchmarks.ingest_throughput``, ``benchmarks.suite``),
+  and that command line as results.json records it, the options' values masked.
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -26,7 +30,16 @@ from obstore.store import ObjectStore
 from parka.consumer import IngestSettings
 from parka.lake import object_store
 
-__all__ = ["WRITE_THREADS", "ObjectStoreRoot", "PutSink", "remove_all", "stored"]
+__all__ = [
+    "WRITE_THREADS",
+    "ObjectStoreRoot",
+    "PutSink",
+    "add_s3_arguments",
+    "masked_command",
+    "remove_all",
+    "s3_root",
+    "stored",
+]
 
 
 def _default_write_threads() -> int:
@@ -100,3 +113,40 @@ def remove_all(store: ObjectStore) -> None:
     paths = [meta["path"] for chunk in obs.list(store) for meta in chunk]
     if paths:
         obs.delete(store, paths)
+
+
+def add_s3_arguments(parser: Any) -> None:
+    """``--s3 URI`` and the storage options, as ``parka ingest`` reads them (``--storage-option``
+    or ``PARKA_STORAGE_OPTIONS``), on ``parser``: a :class:`parka._settings.SettingsParser` made
+    with ``allow_abbrev=False``, so :func:`masked_command` finds every storage option."""
+    from parka._settings import STORAGE_OPTIONS
+
+    parser.add_argument(
+        "--s3",
+        metavar="URI",
+        help="also run parka ingest and fetch + PUT on this object store (s3://bucket/prefix), with the "
+        "storage options below (endpoint, keys, aws_allow_http=true for plain HTTP)",
+    )
+    parser.add_settings(
+        [STORAGE_OPTIONS], title="object store (as parka ingest takes them; keys belong in the variable)"
+    )
+
+
+def s3_root(parser: argparse.ArgumentParser, args: argparse.Namespace) -> ObjectStoreRoot | None:
+    """The store ``--s3`` names, or None; a URI it cannot take is the parser's usage error."""
+    try:
+        return ObjectStoreRoot(args.s3, args.storage_options) if args.s3 else None
+    except ValueError as exc:
+        parser.error(str(exc))
+
+
+def masked_command(argv: list[str]) -> list[str]:
+    """The command line as results.json records it: the storage options' values masked."""
+    out: list[str] = []
+    for arg in argv:
+        if out and out[-1] == "--storage-option":
+            arg = arg.partition("=")[0] + "=***"
+        elif arg.startswith("--storage-option="):
+            arg = "--storage-option=" + arg.removeprefix("--storage-option=").partition("=")[0] + "=***"
+        out.append(arg)
+    return out

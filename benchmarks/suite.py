@@ -36,6 +36,7 @@ from .ingest_throughput import run as run_ingest_throughput
 from .machine import machine_info
 from .matrix import MatrixPlan, run_matrix, warm_up
 from .measure import settle
+from .objectstore import add_s3_arguments, masked_command, s3_root
 from .readers import run_readers
 from .report import write_report
 from .spark import run_spark
@@ -230,6 +231,7 @@ def run_suite(args: argparse.Namespace) -> dict[str, Any]:
                 run_id=run_id,
                 checks=checks,
                 seed=args.seed,
+                s3=args.s3,
                 profile_path=os.path.join(args.out, "profile_ingest.txt"),
                 profile_if_missed=True,
             )
@@ -279,7 +281,13 @@ def run_suite(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from parka._settings import SettingsParser
+
+    argv = sys.argv[1:] if argv is None else argv
+    # no abbreviated flags: masked_command must find every storage option
+    parser = SettingsParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False
+    )
     parser.add_argument("--mode", choices=sorted(PLANS), default="quick")
     parser.add_argument("--out", required=True, help="output folder for results.json, report.md and plots")
     parser.add_argument("--bootstrap", default="localhost:9092")
@@ -290,10 +298,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seed", type=int, default=1, help="seed of the run order shuffles")
     parser.add_argument("--skip", action="append", default=[], choices=list(SECTIONS), help="skip a section")
+    add_s3_arguments(parser)  # the ingest section's object-store arms
     args = parser.parse_args(argv)
+    args.s3 = s3_root(parser, args)
     if not args.kafka_data_dir:
         parser.error("--kafka-data-dir is required: bytes per row are read from the broker's log dir")
-    args.command = shlex.join(["python", "-m", "benchmarks.suite", *(sys.argv[1:] if argv is None else argv)])
+    args.command = shlex.join(["python", "-m", "benchmarks.suite", *masked_command(argv)])
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     log.setLevel(logging.INFO)
     os.makedirs(args.out, exist_ok=True)

@@ -14,8 +14,7 @@ from obstore.store import MemoryStore
 
 from benchmarks.clients import FileSink, value_name
 from benchmarks.ingest_summary import FETCH_AND_PUT, GOAL, summarize_runs, summary_lines
-from benchmarks.ingest_throughput import _recorded
-from benchmarks.objectstore import WRITE_THREADS, ObjectStoreRoot, PutSink, remove_all, stored
+from benchmarks.objectstore import WRITE_THREADS, ObjectStoreRoot, PutSink, masked_command, remove_all, stored
 from benchmarks.report import render_ingest
 
 TOPIC = {"copies": 2, "rows": 1_000, "segments": 10, "bytes": 5_000}
@@ -157,7 +156,7 @@ def test_object_store_root_takes_s3_uris_and_records_no_credentials() -> None:
 
 def test_the_recorded_command_masks_storage_options() -> None:
     argv = ["--s3", "s3://b/x", "--storage-option", "aws_secret_access_key=sss", "--storage-option=aws_region=r"]
-    assert _recorded(argv) == [
+    assert masked_command(argv) == [
         "--s3",
         "s3://b/x",
         "--storage-option",
