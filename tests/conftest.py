@@ -4,7 +4,6 @@ once at the very end (:mod:`tests.integration._servers`)."""
 from __future__ import annotations
 
 import importlib.util
-import json
 import logging
 import os
 import time
@@ -73,9 +72,7 @@ if TIMELINE:
         item.stash[_PHASES] = phases
         start = time.time()
         yield
-        line = {"test": item.nodeid, "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"), "start": start}
-        with open(TIMELINE, "a") as out:
-            out.write(json.dumps({**line, "end": time.time(), **phases}) + "\n")
+        _servers.timeline_event({"test": item.nodeid, "start": start, "end": time.time(), **phases})
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:

@@ -174,11 +174,12 @@ def _launch(name: str) -> None:
             server.locked(name, "up"), env={**os.environ, **server.env}, stdout=log, stderr=subprocess.STDOUT
         )
     _starting[name] = (proc, log_path)
-    _timeline({"server": name, "launched": time.time()})
+    timeline_event({"server": name, "launched": time.time()})
 
 
-def _timeline(event: dict[str, object]) -> None:
-    """With ``PARKA_TEST_TIMELINE`` set (``tests/conftest.py``): a server's start, one JSON line."""
+def timeline_event(event: dict[str, object]) -> None:
+    """With ``PARKA_TEST_TIMELINE`` set: one JSON line of this process's (a test's, from
+    ``tests/conftest.py``; a server start's, from here), with its xdist worker."""
     if path := os.environ.get("PARKA_TEST_TIMELINE"):
         with open(path, "a") as out:
             out.write(json.dumps({**event, "worker": os.environ.get("PYTEST_XDIST_WORKER", "main")}) + "\n")
@@ -192,7 +193,7 @@ def up(name: str) -> Server:
         proc, log_path = _starting[name]
         asked = time.time()
         code = proc.wait(timeout=START_TIMEOUT_S)
-        _timeline({"server": name, "asked": asked, "ready": log_path.stat().st_mtime, "code": code})
+        timeline_event({"server": name, "asked": asked, "ready": log_path.stat().st_mtime, "code": code})
         if code != 0:
             # The start at collection, when every server and Spark start at once on two cores, can
             # outlast the script's wait for the port. Its JVM may still come up: `up` below finds
