@@ -83,7 +83,7 @@ $(BIN)/.bench-installed: $(BIN)/.installed pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev,spark,bench]'
 	touch $@
 
-bench: setup kafka-up $(BIN)/.bench-installed ## the full benchmark suite (~25 min on 2 cores, plus ~20 for the 10M-row lake section) into bench-out/full (or BENCH_OUT)
+bench: setup kafka-up $(BIN)/.bench-installed ## the full benchmark suite (~25 min on 2 cores, plus ~20 for the 10M-row lake section and ~4 for freshness) into bench-out/full (or BENCH_OUT)
 	$(BIN)/python -m benchmarks.suite --mode full --out $(BENCH_FULL_OUT) $(BENCH_ARGS)
 
 bench-quick: setup kafka-up $(BIN)/.bench-installed ## a reduced benchmark suite (a few minutes) into BENCH_OUT (default bench-out/quick)

@@ -646,10 +646,12 @@ def _compactions(stats: dict[str, Any]) -> str:
     return f"{stats['compactions']} ({stats['files_compacted']})"
 
 
-def report(results: dict[str, Any]) -> str:
-    s = results["settings"]
+def report(results: dict[str, Any], *, title: str = "#") -> str:
+    """The section's tables (``results["freshness"]``: :func:`run`'s), under a heading of
+    ``title``'s level."""
+    s = results["freshness"]["settings"]
     lines = [
-        "# Freshness: produce-to-visible latency and the table `parka ingest -l` leaves",
+        f"{title} Freshness: produce-to-visible latency and the table `parka ingest -l` leaves",
         "",
         f"flights rows (cycled) at fixed rates into {s['partitions']} partitions for {s['duration_s']:g} s each;"
         f" `parka ingest -l {s['allowed_latency_s']:g}{''.join(' ' + a for a in s.get('ingest_args', []))}`"
@@ -694,6 +696,63 @@ def report(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def run(
+    broker: Broker,
+    ds: Dataset,
+    rates: Sequence[int | None],
+    *,
+    partitions: int,
+    duration_s: float,
+    latency_s: float = 1.0,
+    batch_ms: float = 100.0,
+    poll_ms: float = 100.0,
+    scan_points: Sequence[float] = (0.5,),
+    scan_repeats: int = 5,
+    seed: int = 1,
+    out_dir: str,
+    spark: bool = True,
+    spark_timeout_s: float = 900.0,
+    ingest_args: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Every rate of ``rates`` (:func:`run_rate`), one after the other: the section ``main`` and
+    the benchmark suite write, ``{"settings": ..., "runs": [...]}``."""
+    runs = []
+    for rate in rates:
+        result = run_rate(
+            broker,
+            ds,
+            rate,
+            partitions=partitions,
+            duration_s=duration_s,
+            latency_s=latency_s,
+            batch_s=batch_ms / 1000.0,
+            poll_s=poll_ms / 1000.0,
+            scan_points=scan_points,
+            scan_repeats=scan_repeats,
+            seed=seed,
+            out_dir=out_dir,
+            spark=spark,
+            spark_timeout_s=spark_timeout_s,
+            ingest_args=ingest_args,
+        )
+        runs.append(result)
+        print(json.dumps({k: result[k] for k in ("rate", "achieved_rows_per_s", "latency_s", "per_hour")}), flush=True)
+    settings = {
+        "dataset": ds.name,
+        "partitions": partitions,
+        "duration_s": duration_s,
+        "allowed_latency_s": latency_s,
+        "ingest_args": list(ingest_args),
+        "batch_ms": batch_ms,
+        "poll_ms": poll_ms,
+        "segment_rows": SEGMENT_ROWS,
+        "warmup_rows_per_partition": WARMUP_ROWS_PER_PARTITION,
+        "scan_repeats": scan_repeats,
+        "scan_readers": {"duckdb": ENGINES["duckdb"], "spark": ENGINES["spark"] if spark else None},
+    }
+    return {"settings": settings, "runs": runs}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bootstrap", default="localhost:9092")
@@ -727,51 +786,29 @@ def main(argv: list[str] | None = None) -> int:
     if args.partitions < 1 or args.duration <= 0:
         parser.error("--partitions must be at least 1 and --duration above 0")
     duration = 15.0 if args.quick else args.duration
-    scan_repeats = 3 if args.quick else args.scan_repeats
     os.makedirs(args.out, exist_ok=True)
     data_dir = args.kafka_data_dir or tempfile.mkdtemp(prefix="parka-freshness-nodir-")
     broker = Broker(args.bootstrap, data_dir)
-    ds = load("flights", None)
-    runs = []
-    for rate in rates:
-        result = run_rate(
-            broker,
-            ds,
-            rate,
-            partitions=args.partitions,
-            duration_s=duration,
-            latency_s=args.allowed_latency,
-            batch_s=args.batch_ms / 1000.0,
-            poll_s=args.poll_ms / 1000.0,
-            scan_points=points,
-            scan_repeats=scan_repeats,
-            seed=args.seed,
-            out_dir=args.out,
-            spark=not (args.no_spark or args.quick),
-            ingest_args=args.ingest_arg,
-        )
-        runs.append(result)
-        print(json.dumps({k: result[k] for k in ("rate", "achieved_rows_per_s", "latency_s", "per_hour")}), flush=True)
+    section = run(
+        broker,
+        load("flights", None),
+        rates,
+        partitions=args.partitions,
+        duration_s=duration,
+        latency_s=args.allowed_latency,
+        batch_ms=args.batch_ms,
+        poll_ms=args.poll_ms,
+        scan_points=points,
+        scan_repeats=3 if args.quick else args.scan_repeats,
+        seed=args.seed,
+        out_dir=args.out,
+        spark=not (args.no_spark or args.quick),
+        ingest_args=args.ingest_arg,
+    )
     results = {
         "machine": machine_info(broker),
         "command": ["python", "-m", "benchmarks.freshness", *(sys.argv[1:] if argv is None else argv)],
-        "settings": {
-            "dataset": ds.name,
-            "partitions": args.partitions,
-            "duration_s": duration,
-            "allowed_latency_s": args.allowed_latency,
-            "ingest_args": args.ingest_arg,
-            "batch_ms": args.batch_ms,
-            "poll_ms": args.poll_ms,
-            "segment_rows": SEGMENT_ROWS,
-            "warmup_rows_per_partition": WARMUP_ROWS_PER_PARTITION,
-            "scan_repeats": scan_repeats,
-            "scan_readers": {
-                "duckdb": ENGINES["duckdb"],
-                "spark": None if args.no_spark or args.quick else ENGINES["spark"],
-            },
-        },
-        "freshness": {"runs": runs},
+        "freshness": section,
     }
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(results, f, indent=2, default=str)

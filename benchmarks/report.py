@@ -613,6 +613,14 @@ def _encryption_section(results: dict[str, Any]) -> list[str]:
     ]
 
 
+def _freshness_section(results: dict[str, Any]) -> list[str]:
+    if not results.get("freshness"):
+        return []
+    from .freshness import report as freshness_report  # pulls deltalake and the producer in: only when run
+
+    return [*freshness_report(results, title="##").splitlines(), "", "![freshness](freshness.png)", ""]
+
+
 def render(results: dict[str, Any], out_dir: str) -> str:
     """The report as Markdown."""
     quick = results["suite"]["mode"] == "quick"
@@ -637,6 +645,7 @@ def render(results: dict[str, Any], out_dir: str) -> str:
         *_spark_section(results),
         *_lake_section(results),
         *_encryption_section(results),
+        *_freshness_section(results),
         *_method_section(results),
     ]
     return "\n".join(lines).rstrip() + "\n"

@@ -7,7 +7,8 @@ encoding matrix (bytes per row, producer and consumer CPU; at 10,000 rows per ba
 with pyarrow's default encodings and, for GPS, segments sorted by device), end to end into Delta,
 issue 3's ingest throughput, the Spark paths, the lake for its readers (10M flight rows: files,
 DuckDB/Spark/pyarrow scans, after ``parka optimize``), the cost of column encryption (``--mode
-encryption`` runs it alone, ``make bench-encryption``: about 2 minutes). Each run
+encryption`` runs it alone, ``make bench-encryption``: about 2 minutes), and freshness (issue 22:
+``parka ingest -l 1`` under a paced producer, :mod:`benchmarks.freshness`; about 4 minutes). Each run
 writes ``results.json``, ``report.md`` and PNG plots into DIR; any failed check stops the run
 with a non-zero exit and no report.
 """
@@ -32,6 +33,7 @@ from .checks import CheckFailed, Checks
 from .encodings import CODECS
 from .encryption import run_encryption
 from .endtoend import run_end_to_end
+from .freshness import run as run_freshness
 from .ingest_throughput import run as run_ingest_throughput
 from .machine import machine_info
 from .matrix import MatrixPlan, run_matrix, warm_up
@@ -46,7 +48,7 @@ __all__ = ["PLANS", "SECTIONS", "Plan", "main"]
 
 log = logging.getLogger("parka.bench")
 
-SECTIONS = ("matrix", "e2e", "ingest", "spark", "lake", "encryption")
+SECTIONS = ("matrix", "e2e", "ingest", "spark", "lake", "encryption", "freshness")
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,14 @@ class Plan:
     lake_scan_repeats: int = 0
     encryption_rows: int = 100_000  # the first rows of each data set, in 10,000-row segments
     encryption_rounds: int = 5  # paired rounds of plain and encrypted encode/decode
-    sections: tuple[str, ...] = ("matrix", "e2e", "ingest", "spark", "lake", "encryption")
+    # the freshness section: rows/s into partitions for seconds (issue 22's figures are at
+    # 100,000 rows/s into 4 partitions), scanned half-way and at the end
+    freshness_rate: int = 100_000
+    freshness_partitions: int = 4
+    freshness_duration_s: float = 60.0
+    freshness_scan_repeats: int = 5
+    freshness_spark: bool = True
+    sections: tuple[str, ...] = ("matrix", "e2e", "ingest", "spark", "lake", "encryption", "freshness")
 
 
 PLANS = {
@@ -103,6 +112,10 @@ PLANS = {
         lake_scan_repeats=3,
         encryption_rows=20_000,
         encryption_rounds=2,
+        freshness_rate=10_000,
+        freshness_duration_s=10.0,
+        freshness_scan_repeats=3,
+        freshness_spark=False,
     ),
     # The encoding matrix alone at 10,000 rows per batch and zstd, on the full mode's data: bytes
     # per row of JSON, Avro and Parquet segments (tuned, pyarrow's defaults, sorted); a few minutes.
@@ -270,6 +283,24 @@ def run_suite(args: argparse.Namespace) -> dict[str, Any]:
                 [ds.head(plan.encryption_rows) for ds in sets], plan.encryption_rounds, checks
             )
             timings["encryption_s"] = time.perf_counter() - t0
+        if "freshness" not in skip:
+            t0 = time.perf_counter()
+            log.info("freshness: %d rows/s into %d partitions", plan.freshness_rate, plan.freshness_partitions)
+            results["freshness"] = run_freshness(
+                broker,
+                next(ds for ds in sets if ds.name == "flights"),
+                [plan.freshness_rate],
+                partitions=plan.freshness_partitions,
+                duration_s=plan.freshness_duration_s,
+                scan_repeats=plan.freshness_scan_repeats,
+                seed=args.seed,
+                out_dir=args.out,
+                spark=plan.freshness_spark,
+                spark_timeout_s=plan.spark_timeout_s,
+            )
+            for run in results["freshness"]["runs"]:  # run_rate raised CheckFailed on any mismatch
+                checks.passed_elsewhere(f"freshness {run['rate']} rows/s: table and scans", **run["checks"])
+            timings["freshness_s"] = time.perf_counter() - t0
     finally:
         _cleanup(broker, run_id)
     results["targets"] = evaluate(results)
