@@ -138,8 +138,13 @@ def main(argv: list[str] | None = None) -> int:
         trace = os.path.join(work, "execve.txt")
         tracer = None
         if args.processes:
-            tracer = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=execve", "-p", str(jvm.pid), "-o", trace])
+            tracer = subprocess.Popen(
+                ["strace", "-f", "-qq", "-s", "512", "-e", "trace=execve", "-p", str(jvm.pid), "-o", trace]
+            )
             time.sleep(2)  # strace attaches to every thread before the first measured query
+        # the JVM writes to the same stdout: what it prints after this line (-XX:+PrintCompilation's
+        # methods, with --conf spark.driver.extraJavaOptions=...) is the measured queries'
+        print("-- the measured queries start", flush=True)
         before, wall0 = cpu_by_kind(jvm, driver), time.perf_counter()
         for i in range(args.runs):
             one(args.warmups + i)
