@@ -205,26 +205,16 @@ def _freshness_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for run in section.get("runs", []):
         where = f"freshness, {run['rate']} rows/s into {partitions} partitions"
-        p99 = run["latency_s"]["p99"]
-        out.append(
-            _target(
-                f"freshness_p99_s[{run['rate']}]",
-                f"{where}: p99 produce-to-visible latency over every row, seconds",
-                {"median": p99, "min": p99, "max": p99, "n": 1},
-                2.0,
-                at_most=True,
-            )
-        )
-        wa = run["write_amplification"]["ratio"]
-        out.append(
-            _target(
-                f"freshness_write_amplification[{run['rate']}]",
-                f"{where}: write amplification (bytes of every data file written / segment bytes)",
-                {"median": wa, "min": wa, "max": wa, "n": 1},
-                2.0,
-                at_most=True,
-            )
-        )
+        for key, what, value in (
+            ("p99_s", "p99 produce-to-visible latency over every row, seconds", run["latency_s"]["p99"]),
+            (
+                "write_amplification",
+                "write amplification (bytes of every data file written / segment bytes)",
+                run["write_amplification"]["ratio"],
+            ),
+        ):
+            one = {"median": value, "min": value, "max": value, "n": 1}  # one value per run
+            out.append(_target(f"freshness_{key}[{run['rate']}]", f"{where}: {what}", one, 2.0, at_most=True))
         for point in run["scans"]:
             out.append(
                 _target(
