@@ -8,6 +8,12 @@ BENCH_OUT ?= bench-out/quick
 # `make bench` writes to bench-out/full unless BENCH_OUT is given on the command line or in the environment
 BENCH_FULL_OUT = $(if $(filter file,$(origin BENCH_OUT)),bench-out/full,$(BENCH_OUT))
 BENCH_ARGS = --bootstrap localhost:$(PARKA_KAFKA_PORT) --kafka-data-dir "$$(scripts/kafka-local.sh data-dir)"
+# BENCH_S3=s3://BUCKET/PREFIX: `make bench` and `make bench-quick` also run the ingest section's
+# object-store arms there, against scripts/s3proxy.sh's server (started with that bucket)
+BENCH_S3 ?=
+BENCH_S3_ENV = $(if $(BENCH_S3),PARKA_STORAGE_OPTIONS="$$(scripts/s3proxy.sh env | paste -sd,)")
+BENCH_S3_ARGS = $(if $(BENCH_S3),--s3 $(BENCH_S3))
+BENCH_S3_UP = $(if $(BENCH_S3),PARKA_S3PROXY_BUCKET=$(firstword $(subst /, ,$(patsubst s3://%,%,$(BENCH_S3)))) scripts/s3proxy.sh up,true)
 
 .DEFAULT_GOAL := help
 SEED ?= 1
@@ -84,10 +90,12 @@ $(BIN)/.bench-installed: $(BIN)/.installed pyproject.toml
 	touch $@
 
 bench: setup kafka-up $(BIN)/.bench-installed ## the full benchmark suite (~25 min on 2 cores, plus ~20 for the 10M-row lake section and ~4 for freshness) into bench-out/full (or BENCH_OUT)
-	$(BIN)/python -m benchmarks.suite --mode full --out $(BENCH_FULL_OUT) $(BENCH_ARGS)
+	$(BENCH_S3_UP)
+	$(BENCH_S3_ENV) $(BIN)/python -m benchmarks.suite --mode full --out $(BENCH_FULL_OUT) $(BENCH_ARGS) $(BENCH_S3_ARGS)
 
 bench-quick: setup kafka-up $(BIN)/.bench-installed ## a reduced benchmark suite (a few minutes) into BENCH_OUT (default bench-out/quick)
-	$(BIN)/python -m benchmarks.suite --mode quick --out $(BENCH_OUT) $(BENCH_ARGS)
+	$(BENCH_S3_UP)
+	$(BENCH_S3_ENV) $(BIN)/python -m benchmarks.suite --mode quick --out $(BENCH_OUT) $(BENCH_ARGS) $(BENCH_S3_ARGS)
 
 bench-encodings: setup kafka-up $(BIN)/.bench-installed ## bytes per row at 10,000 rows/batch, zstd: JSON, Avro, Parquet tuned and pyarrow defaults (a few min) into BENCH_OUT
 	$(BIN)/python -m benchmarks.suite --mode encodings --out $(BENCH_OUT) $(BENCH_ARGS)
