@@ -27,11 +27,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from functools import partial
 from typing import Any
 
-PATHS = ("from_avro", "parka_raw", "parka_decode")
+from . import spark_gps as gps
+
+PATHS = tuple(gps.QUERIES)
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -104,26 +104,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--processes needs strace on PATH")
 
     import psutil
-    from parka.spark_ext import session
-    from parka.spark_ext._session import spark_version
-
-    from . import spark_gps as gps
 
     data = gps.gps_tracks(args.records)
-    avro = args.path == "from_avro"
     topic = gps._new_topic(args.bootstrap, "gps-cpu")
     work = tempfile.mkdtemp(prefix="parka-spark-cpu-")
     try:
-        (gps.produce_avro if avro else gps.produce_parka)(args.bootstrap, topic, data)
-        spark = session(
-            app_name="parka spark_cpu",
-            extra_packages=[f"org.apache.spark:spark-avro_2.13:{spark_version()}"],
-            extra_conf={"spark.ui.enabled": "false", **conf},
-        )
-        spark.sparkContext.setLogLevel("ERROR")
-        query: Callable[..., None] = (
-            gps._from_avro_query if avro else partial(gps._parka_query, mode=args.path.removeprefix("parka_"))
-        )
+        (gps.produce_parka if gps.TOPIC_OF[args.path] == "parka" else gps.produce_avro)(args.bootstrap, topic, data)
+        spark = gps.benchmark_session("parka spark_cpu", conf)
+        query = gps.QUERIES[args.path]
 
         def one(i: int) -> None:
             table = os.path.join(work, f"t{i}")

@@ -306,6 +306,31 @@ def _parka_query(spark: Any, bootstrap: str, topic: str, table_dir: str, *, mode
         raise AssertionError(f"asked for {mode} mode, ran {stats.mode}")
 
 
+QUERIES: dict[str, Callable[[Any, str, str, str], None]] = {
+    "from_avro": _from_avro_query,
+    "parka_raw": partial(_parka_query, mode="raw"),
+    "parka_decode": partial(_parka_query, mode="decode"),
+}
+"""Each path's query: ``(spark, bootstrap, topic, table_dir)``, one ``availableNow`` run."""
+TOPIC_OF = {"from_avro": "from_avro", "parka_raw": "parka", "parka_decode": "parka"}
+"""Which topic each path reads: the Avro records', or the parka segments'."""
+
+
+def benchmark_session(app_name: str = "parka spark_gps benchmark", extra_conf: dict[str, str] | None = None) -> Any:
+    """The session the paths run in: delta-spark, the Kafka source and spark-avro, no UI, Spark's
+    log at ERROR; ``extra_conf`` on top."""
+    from parka.spark_ext import session
+    from parka.spark_ext._session import spark_version
+
+    spark = session(
+        app_name=app_name,
+        extra_packages=[f"org.apache.spark:spark-avro_2.13:{spark_version()}"],
+        extra_conf={"spark.ui.enabled": "false", **(extra_conf or {})},
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
 def _sorted_table(path: str) -> pa.Table:
     from deltalake import DeltaTable
 
@@ -380,9 +405,6 @@ def _run(
 ) -> dict[str, Any]:
     import importlib.metadata
 
-    from parka.spark_ext import session
-    from parka.spark_ext._session import spark_version
-
     work = out / "tables"
     produced: dict[str, dict[str, float]] = {}
     t0 = time.perf_counter()
@@ -392,19 +414,8 @@ def _run(
     produce_s = time.perf_counter() - t0
 
     if spark is None:
-        avro_jar = f"org.apache.spark:spark-avro_2.13:{spark_version()}"
-        spark = session(
-            app_name="parka spark_gps benchmark",
-            extra_packages=[avro_jar],
-            extra_conf={"spark.ui.enabled": "false"},
-        )
-        spark.sparkContext.setLogLevel("ERROR")
-    queries: dict[str, Callable[[Any, str, str, str], None]] = {
-        "from_avro": _from_avro_query,
-        "parka_raw": partial(_parka_query, mode="raw"),
-        "parka_decode": partial(_parka_query, mode="decode"),
-    }
-    topic_of = {"from_avro": "from_avro", "parka_raw": "parka", "parka_decode": "parka"}
+        spark = benchmark_session()
+    queries, topic_of = QUERIES, TOPIC_OF
     produced_by = {name: produced[topic_of[name]] for name in queries}
     for i in range(warmups):  # not measured
         for name, query in queries.items():

@@ -201,6 +201,7 @@ def run_suite(args: argparse.Namespace) -> dict[str, Any]:
         t0 = time.perf_counter()
         sets = [data.load(name, plan.rows[name]) for name in data.DATASET_NAMES]
         matrix_sets = [ds.head(plan.matrix_rows) for ds in sets]
+        flights = next(ds for ds in sets if ds.name == "flights")
         settle()
         timings["datasets_s"] = time.perf_counter() - t0
         results["datasets"] = [
@@ -235,7 +236,6 @@ def run_suite(args: argparse.Namespace) -> dict[str, Any]:
             timings["end_to_end_s"] = time.perf_counter() - t0
         if "ingest" not in skip:
             t0 = time.perf_counter()
-            flights = next(ds for ds in sets if ds.name == "flights")
             results["ingest_throughput"] = run_ingest_throughput(
                 broker,
                 flights,
@@ -263,10 +263,9 @@ def run_suite(args: argparse.Namespace) -> dict[str, Any]:
             t0 = time.perf_counter()
             log.info("lake: %d flight rows for the readers", plan.lake_rows)
             # all of the flights, whatever the mode loaded: the section repeats or cuts them itself
-            loaded = next(ds for ds in sets if ds.name == "flights")
             results["lake"] = run_readers(
                 broker,
-                loaded if plan.rows["flights"] is None else data.load("flights", None),
+                flights if plan.rows["flights"] is None else data.load("flights", None),
                 rows=plan.lake_rows,
                 repeats=plan.repeats,
                 scan_repeats=plan.lake_scan_repeats,
@@ -288,7 +287,7 @@ def run_suite(args: argparse.Namespace) -> dict[str, Any]:
             log.info("freshness: %d rows/s into %d partitions", plan.freshness_rate, plan.freshness_partitions)
             results["freshness"] = run_freshness(
                 broker,
-                next(ds for ds in sets if ds.name == "flights"),
+                flights,
                 [plan.freshness_rate],
                 partitions=plan.freshness_partitions,
                 duration_s=plan.freshness_duration_s,
