@@ -18,7 +18,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["STATISTIC", "UNITS", "Span", "measured", "paired_ratio", "process_cpu_s", "settle", "summarize"]
+__all__ = [
+    "STATISTIC",
+    "UNITS",
+    "Span",
+    "local_listener",
+    "measured",
+    "paired_ratio",
+    "process_cpu_s",
+    "settle",
+    "summarize",
+]
 
 STATISTIC = "median of the paired per-repeat ratios (min-max)"  # of every ratio a target reads
 
@@ -76,6 +86,25 @@ def process_cpu_s(proc: Any) -> float:
         return float("nan")
     t = proc.cpu_times()
     return float(t.user + t.system)
+
+
+def local_listener(address: str) -> Any:
+    """The process of this machine listening on ``address`` (``host:port``, the first of a
+    comma-separated list; a URL's ``http://host:port`` too), as a ``psutil.Process``; None for
+    a remote host or when it cannot be found (no permission)."""
+    import psutil
+
+    first = address.split(",")[0].split("://")[-1].split("/")[0]
+    host, _, port = first.rpartition(":")
+    if host not in ("localhost", "127.0.0.1", "::1", "[::1]") or not port.isdigit():
+        return None
+    try:
+        for conn in psutil.net_connections(kind="tcp"):
+            if conn.status == psutil.CONN_LISTEN and conn.laddr.port == int(port) and conn.pid:
+                return psutil.Process(conn.pid)
+    except psutil.Error:
+        return None
+    return None
 
 
 def unit_of(measure: str) -> str:

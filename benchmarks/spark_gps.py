@@ -60,7 +60,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from benchmarks.datasets import GPS_AVRO
-from benchmarks.measure import STATISTIC, process_cpu_s  # the suite's statistic for every target
+from benchmarks.measure import STATISTIC, local_listener, process_cpu_s  # the suite's statistic for every target
 
 COLUMNS = [f["name"] for f in GPS_AVRO["fields"]]
 SCHEMA_ID = 42  # what the registry would have assigned; only its 4 bytes matter here
@@ -229,22 +229,6 @@ def _tree_cpu_s() -> float:
             continue
         total += t.user + t.system + t.children_user + t.children_system
     return total
-
-
-def _broker_process(bootstrap: str) -> Any:
-    """The local process listening on the bootstrap port, or None (remote broker, no permission)."""
-    import psutil
-
-    host, _, port = bootstrap.split(",")[0].rpartition(":")
-    if host not in ("localhost", "127.0.0.1", "::1", "[::1]") or not port.isdigit():
-        return None
-    try:
-        for conn in psutil.net_connections(kind="tcp"):
-            if conn.status == psutil.CONN_LISTEN and conn.laddr.port == int(port) and conn.pid:
-                return psutil.Process(conn.pid)
-    except psutil.Error:
-        return None
-    return None
 
 
 def _measure(spark: Any, step: Callable[[], None], broker: Any = None) -> tuple[float, float, float]:
@@ -421,7 +405,7 @@ def _run(
         for name, query in queries.items():
             query(spark, bootstrap, topics[topic_of[name]], str(work / f"warm_{name}_{i}"))
             shutil.rmtree(work / f"warm_{name}_{i}", ignore_errors=True)
-    broker = _broker_process(bootstrap)
+    broker = local_listener(bootstrap)
     runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in queries}
     for i in range(repeats):
         for name, query in queries.items():
