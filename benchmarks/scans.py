@@ -92,12 +92,16 @@ class DuckDbScanner:
         import duckdb  # the bench extra
 
         self._con = duckdb.connect()
+        self.open_s = 0.0
+        """The last call's opening of the table: its Delta log read into the list of files."""
 
     def __call__(self, uri: str, query: ScanQuery, *, version: int | None = None) -> Result:
         """The query over the table's current snapshot, or over ``version`` of it."""
         from deltalake import DeltaTable
 
+        start = time.perf_counter()
         files = DeltaTable(uri, version=version).file_uris()
+        self.open_s = time.perf_counter() - start
         rows = self._con.execute(_sql(query, "read_parquet($files)"), {"files": files}).fetchall()
         return {row[0]: tuple(row[1:]) for row in rows}
 
