@@ -81,6 +81,7 @@ def ingest(
     warehouse: str | None = None,
     storage_options: Mapping[str, str] | None = None,
     max_segments_per_commit: int | None = None,
+    min_bytes_per_commit: int | None = None,
     compaction: bool = True,
     on_progress: Callable[[IngestionConsumer], None] | None = None,
 ) -> LakeRun:
@@ -88,7 +89,8 @@ def ingest(
     context-manager factory) wraps the run when given. With ``warehouse``, ``table_uri`` is an
     Iceberg identifier in the embedded catalog there (``--catalog bench --catalog-option
     warehouse=...``). ``storage_options``: ``--storage-option``'s, for a table on an object
-    store. ``max_segments_per_commit``: that setting (default: the daemon's); ``compaction``
+    store. ``max_segments_per_commit``, ``min_bytes_per_commit``: those settings (default: the
+    daemon's); ``compaction``
     False: no background compaction (``--compact-min-files 0``);
     ``on_progress``: called as the daemon's progress callback is. Raises ``CheckFailed`` when
     it fails."""
@@ -116,6 +118,7 @@ def ingest(
         catalog_options={} if warehouse is None else {"warehouse": warehouse},
         storage_options=dict(storage_options or {}),
         **({} if max_segments_per_commit is None else {"max_segments_per_commit": max_segments_per_commit}),
+        **({} if min_bytes_per_commit is None else {"min_bytes_per_commit": min_bytes_per_commit}),
         **({} if compaction else {"compact_min_files": 0}),
     )
     with measured() as span:

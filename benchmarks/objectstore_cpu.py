@@ -4,7 +4,10 @@
 For issue 22's object-store floor. A topic of ``--copies`` copies of the flights in 10,000-row
 segments, then ``--repeats`` pairs of runs, each pair: fetch + PUT (the floor of
 :mod:`benchmarks.ingest_throughput`) and ``parka ingest`` into a fresh table on the store
-(background compaction off, as there), both done by that module's own functions. Printed per
+(background compaction off, as there), both done by that module's own functions; with
+``--commit-bytes`` also ``parka ingest`` with those ``--min-bytes-per-commit`` values (by
+default a commit, and so a file, holds 128 MiB: on a short topic most of it is fetched before
+the first upload starts, and the last file's upload is waited on alone). Printed per
 run: wall seconds, MB/s over the whole run, and the CPU seconds of this process, of the store's
 server and of the broker when they listen on this machine (psutil, by port). Then one
 128 MiB object PUT three ways with the client parka writes through (:func:`parka.lake.object_store`):
@@ -55,11 +58,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kafka-data-dir", default=os.environ.get("PARKA_KAFKA_DATA_DIR", ""))
     parser.add_argument("--copies", type=int, default=48)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument(
+        "--commit-bytes",
+        default="",
+        help="also run parka ingest with these --min-bytes-per-commit values (comma-separated), in each repeat",
+    )
     add_s3_arguments(parser)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     root = s3_root(parser, args)
     if root is None:
         parser.error("--s3 is required")
+    try:
+        commit_bytes = [int(b) for b in args.commit_bytes.split(",") if b.strip()]
+    except ValueError:
+        parser.error(f"--commit-bytes: integers separated by commas, got {args.commit_bytes!r}")
     import psutil
 
     procs = {
@@ -74,12 +86,21 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for rep in range(args.repeats):
             _timed(f"{rep + 1}: fetch + PUT", nbytes, procs, lambda: fetch_and_put(broker, topic, root, Checks()))
-            uri = root.fresh("ingest")
-            try:
-                run = partial(ingest, broker.bootstrap, topic["topic"], uri, compaction=False)
-                _timed(f"{rep + 1}: parka ingest", nbytes, procs, partial(run, storage_options=root.storage_options))
-            finally:
-                remove_all(root.store(uri))
+            for per_commit in [None, *commit_bytes]:
+                label = "" if per_commit is None else f", --min-bytes-per-commit {per_commit:,}"
+                uri = root.fresh("ingest")
+                try:
+                    run = partial(
+                        ingest, broker.bootstrap, topic["topic"], uri, compaction=False, min_bytes_per_commit=per_commit
+                    )
+                    _timed(
+                        f"{rep + 1}: parka ingest{label}",
+                        nbytes,
+                        procs,
+                        partial(run, storage_options=root.storage_options),
+                    )
+                finally:
+                    remove_all(root.store(uri))
     finally:
         broker.delete_topics([topic["topic"]])
 
