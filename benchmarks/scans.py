@@ -102,6 +102,10 @@ class DuckDbScanner:
         start = time.perf_counter()
         files = DeltaTable(uri, version=version).file_uris()
         self.open_s = time.perf_counter() - start
+        return self.read(files, query)
+
+    def read(self, files: list[str], query: ScanQuery) -> Result:
+        """The query over these Parquet files (what a scan does once it has the table's files)."""
         rows = self._con.execute(_sql(query, "read_parquet($files)"), {"files": files}).fetchall()
         return {row[0]: tuple(row[1:]) for row in rows}
 
