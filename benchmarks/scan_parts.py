@@ -99,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     first = checkpoint if checkpoint is not None else 0
     print(f"opening the log (the last checkpoint at or before {version}: {checkpoint}):")
     for v in range(first, version + 1):
-        what = "the checkpoint alone" if v == checkpoint else f"+ {v - first} JSON commit(s)"
+        jsons = v + 1 if checkpoint is None else v - checkpoint  # read after the checkpoint, if any
+        what = "the checkpoint alone" if v == checkpoint else f"+ {jsons} JSON commit(s)"
         print(f"  version {v} ({what}): {open_ms(table, v):.2f}")
 
     work = tempfile.mkdtemp(prefix="parka-scan-parts-")

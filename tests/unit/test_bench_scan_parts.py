@@ -47,7 +47,8 @@ def test_it_times_the_log_from_the_last_checkpoint_and_the_files_by_kind(
     out = capsys.readouterr().out
     assert "at version 1: 2 files" in out
     assert "the last checkpoint at or before 1: None" in out  # the log replayed from version 0
-    assert re.search(r"version 0 \(\+ 0 JSON commit\(s\)\)", out) and "version 2 " not in out
+    assert re.search(r"version 0 \(\+ 1 JSON commit\(s\)\)", out)  # no checkpoint: its own commit
+    assert re.search(r"version 1 \(\+ 2 JSON commit\(s\)\)", out) and "version 2 " not in out
 
 
 def test_files_are_told_apart_by_the_name_compaction_gives_them() -> None:
