@@ -47,6 +47,12 @@ __all__ = ["CommitResult", "CommitStats", "Committer"]
 log = logging.getLogger("parka.commit")
 
 MAX_COMMIT_ATTEMPTS = 20
+SLOW_CHECKPOINT_S = 1.0
+"""A checkpoint that took this long is logged as a warning (at most every
+:data:`SLOW_CHECKPOINT_WARNING_EVERY_S`): it runs on the commit path, and it grows with the
+tombstones the table keeps (``python -m benchmarks.tombstones``)."""
+SLOW_CHECKPOINT_WARNING_EVERY_S = 600.0
+DELTA_DEFAULT_TOMBSTONE_RETENTION = "interval 1 week"  # delta.deletedFileRetentionDuration's default
 
 
 @dataclass
@@ -116,6 +122,7 @@ class Committer:
         checkpoint_interval: int = 10,
         stats: CommitStats | None = None,
         on_commit: Callable[[float], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         CHECKPOINT_INTERVAL.validate(checkpoint_interval)  # the daemons' own rule, for library callers
         self.engine = engine
@@ -128,6 +135,8 @@ class Committer:
         self.checkpoint_interval = checkpoint_interval
         self.stats = CommitStats() if stats is None else stats
         self.on_commit = on_commit
+        self._clock = clock
+        self._slow_checkpoint_warned_at: float | None = None
         self.partitioning = parse_partition_by(partition_by)
         self.partition_by = tuple(s.name for s in self.partitioning)
         self.table: TableLog | None = engine.open(table_uri, self.storage_options)
@@ -448,8 +457,42 @@ class Committer:
         )
         if self.checkpoint_interval and st.commits % self.checkpoint_interval == 0:
             assert self.table is not None
+            start = self._clock()
             self.table.checkpoint()
+            self._watch_checkpoint(version, self._clock() - start)
             self.remove_orphans()
+
+    def _watch_checkpoint(self, version: int, seconds: float) -> None:
+        """Warn about a slow checkpoint (at most every ten minutes): it delays the commits, and
+        on a table whose small files compaction keeps removing it grows with the tombstones
+        the Delta log keeps for ``delta.deletedFileRetentionDuration`` (and so does every
+        reader's opening of the table)."""
+        if seconds < SLOW_CHECKPOINT_S:
+            return
+        now = self._clock()
+        last = self._slow_checkpoint_warned_at
+        if last is not None and now - last < SLOW_CHECKPOINT_WARNING_EVERY_S:
+            log.debug("the checkpoint of version %d took %.1f s", version, seconds)
+            return
+        self._slow_checkpoint_warned_at = now
+        assert self.table is not None
+        why = ""
+        if self.engine.name.startswith("delta"):
+            retention = self.table.configuration().get(
+                "delta.deletedFileRetentionDuration", f"{DELTA_DEFAULT_TOMBSTONE_RETENTION}, the default"
+            )
+            why = (
+                "; a checkpoint keeps a tombstone for every file removed (by compaction too) until "
+                f"delta.deletedFileRetentionDuration is over ({retention} here), and every reader reads "
+                "them: a shorter retention keeps both small (docs/ingest.md, background compaction)"
+            )
+        log.warning(
+            "the checkpoint of version %d took %.1f s (every %d commits)%s",
+            version,
+            seconds,
+            self.checkpoint_interval,
+            why,
+        )
 
     def _dead_letter(self, dead: Sequence[Refused]) -> int:
         """Append dead letters not yet in the dead-letter table; returns how many were appended."""

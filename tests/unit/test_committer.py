@@ -259,3 +259,48 @@ def test_segments_adding_different_nested_fields_in_one_commit_all_join(tmp_path
         {"id": 3, "login": "c", "site_admin": None, "type": "User"},
     ]
     assert [r["commits"] for r in rows] == [None, None, [{"sha": "x"}]]
+
+
+class _SteppingClock:
+    """A clock each checkpoint finds ``step`` seconds later: every reading moves it on."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def test_a_slow_checkpoint_is_a_warning_naming_the_tombstone_retention_once_per_ten_minutes(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = _SteppingClock(2.0)  # each checkpoint "takes" 2 s
+    c = committer(tmp_path / "t", checkpoint_interval=1, clock=clock)
+    with caplog.at_level("WARNING", logger="parka.commit"):
+        c.commit([landed(c, 0, 0, [1])])
+        c.commit([landed(c, 0, 1, [2])])  # 2 clock readings later: within ten minutes, not again
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1, warnings
+    assert warnings[0].startswith("the checkpoint of version ")
+    assert "took 2.0 s (every 1 commits)" in warnings[0]
+    assert "delta.deletedFileRetentionDuration is over (interval 1 week, the default here)" in warnings[0]
+    assert ids(tmp_path / "t") == [1, 2]  # a warning, nothing else: both commits are in
+
+    caplog.clear()
+    clock.now += 600.0
+    DeltaTable(str(tmp_path / "t")).alter.set_table_properties(
+        {"delta.deletedFileRetentionDuration": "interval 1 hours"}
+    )
+    with caplog.at_level("WARNING", logger="parka.commit"):
+        c.commit([landed(c, 0, 2, [3])])
+    [again] = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert "(interval 1 hours here)" in again
+
+
+def test_a_quick_checkpoint_says_nothing(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    c = committer(tmp_path / "t", checkpoint_interval=1, clock=_SteppingClock(0.1))
+    with caplog.at_level("WARNING", logger="parka.commit"):
+        c.commit([landed(c, 0, 0, [1])])
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
+    assert list((tmp_path / "t" / "_delta_log").glob("*.checkpoint.parquet"))  # it did checkpoint
