@@ -178,6 +178,7 @@ class IngestionConsumer(KafkaSide):
                     checkpoint_interval=s.checkpoint_interval,
                     stats=self.stats,
                     on_commit=None if self._metrics is None else self._metrics.observe_commit,
+                    on_checkpoint=None if self._metrics is None else self._metrics.observe_checkpoint,
                 )
             )
             self._committer = self._session.committer

@@ -100,7 +100,8 @@ class Committer:
     non-empty ``partition_by`` is refused. ``partitioning`` holds the specs, ``partition_by``
     the table's partition column names; ``app_id`` names the ``txn`` app ids
     (:func:`parka.lake.default_app_id` when not given). ``on_commit`` is told the seconds each :meth:`commit`
-    that committed something took (the commit-latency metric).
+    that committed something took (the commit-latency metric), ``on_checkpoint`` the seconds each
+    checkpoint took (the checkpoint metric), as ``clock`` times it.
 
     Raises:
         ConfigError: a malformed spec, or ``partition_by`` contradicts the existing table's
@@ -122,6 +123,7 @@ class Committer:
         checkpoint_interval: int = 10,
         stats: CommitStats | None = None,
         on_commit: Callable[[float], None] | None = None,
+        on_checkpoint: Callable[[float], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         CHECKPOINT_INTERVAL.validate(checkpoint_interval)  # the daemons' own rule, for library callers
@@ -135,6 +137,7 @@ class Committer:
         self.checkpoint_interval = checkpoint_interval
         self.stats = CommitStats() if stats is None else stats
         self.on_commit = on_commit
+        self.on_checkpoint = on_checkpoint
         self._clock = clock
         self._slow_checkpoint_warned_at: float | None = None
         self.partitioning = parse_partition_by(partition_by)
@@ -459,7 +462,10 @@ class Committer:
             assert self.table is not None
             start = self._clock()
             self.table.checkpoint()
-            self._watch_checkpoint(version, self._clock() - start)
+            seconds = self._clock() - start
+            if self.on_checkpoint is not None:
+                self.on_checkpoint(seconds)
+            self._watch_checkpoint(version, seconds)
             self.remove_orphans()
 
     def _watch_checkpoint(self, version: int, seconds: float) -> None:

@@ -56,7 +56,8 @@ class IngestMetrics(Collector):
     """The ``parka_*`` metrics of one ingestion of ``topic``, registered in ``registry``.
 
     The daemon tells it where its counters are (:meth:`watch`), times each commit
-    (:meth:`observe_commit`) and sets the lag it measured (:meth:`set_lag`). Scrapes run on
+    (:meth:`observe_commit`) and checkpoint (:meth:`observe_checkpoint`) and sets the lag it
+    measured (:meth:`set_lag`). Scrapes run on
     the HTTP server's thread: they read plain ints and a dict the daemon replaces whole, so
     they never touch the Kafka client.
 
@@ -75,6 +76,13 @@ class IngestMetrics(Collector):
             buckets=COMMIT_LATENCY_BUCKETS,
             registry=registry,
         ).labels(topic)
+        self._checkpoint = Histogram(
+            "parka_checkpoint_seconds",
+            "seconds each checkpoint of the table took (Delta: it grows with the tombstones the log keeps)",
+            ["topic"],
+            buckets=COMMIT_LATENCY_BUCKETS,
+            registry=registry,
+        ).labels(topic)
         registry.register(self)
 
     def watch(self, counts: Callable[[], Mapping[str, int]]) -> None:
@@ -83,6 +91,9 @@ class IngestMetrics(Collector):
 
     def observe_commit(self, seconds: float) -> None:
         self._latency.observe(seconds)
+
+    def observe_checkpoint(self, seconds: float) -> None:
+        self._checkpoint.observe(seconds)
 
     def set_lag(self, lag: Mapping[int, int]) -> None:
         """Messages not yet in the table, per Kafka partition this ingestion holds (a partition

@@ -139,6 +139,7 @@ def ingest(
         if run is not None:
             committer_stats = run.session.committer.stats
             metrics.watch(lambda: vars(committer_stats))
+            run.session.committer.on_checkpoint = metrics.observe_checkpoint
         else:
             metrics.watch(lambda: decoded["counts"])
 

@@ -276,7 +276,8 @@ def test_a_slow_checkpoint_is_a_warning_naming_the_tombstone_retention_once_per_
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     clock = _SteppingClock(2.0)  # each checkpoint "takes" 2 s
-    c = committer(tmp_path / "t", checkpoint_interval=1, clock=clock)
+    timed: list[float] = []
+    c = committer(tmp_path / "t", checkpoint_interval=1, clock=clock, on_checkpoint=timed.append)
     with caplog.at_level("WARNING", logger="parka.commit"):
         c.commit([landed(c, 0, 0, [1])])
         c.commit([landed(c, 0, 1, [2])])  # 2 clock readings later: within ten minutes, not again
@@ -286,6 +287,7 @@ def test_a_slow_checkpoint_is_a_warning_naming_the_tombstone_retention_once_per_
     assert "took 2.0 s (every 1 commits)" in warnings[0]
     assert "delta.deletedFileRetentionDuration is over (interval 1 week, the default here)" in warnings[0]
     assert ids(tmp_path / "t") == [1, 2]  # a warning, nothing else: both commits are in
+    assert timed == [2.0, 2.0]  # the checkpoint metric gets each one
 
     caplog.clear()
     clock.now += 600.0

@@ -57,6 +57,11 @@ def test_ingest_metrics_read_the_daemon_counters_at_each_scrape() -> None:
     }
     assert registry.get_sample_value("parka_commit_latency_seconds_count", {"topic": "gps"}) == 2
     assert registry.get_sample_value("parka_commit_latency_seconds_bucket", {"topic": "gps", "le": "0.025"}) == 1
+    assert registry.get_sample_value("parka_checkpoint_seconds_count", {"topic": "gps"}) == 0
+    metrics.observe_checkpoint(1.5)
+    assert registry.get_sample_value("parka_checkpoint_seconds_count", {"topic": "gps"}) == 1
+    assert registry.get_sample_value("parka_checkpoint_seconds_bucket", {"topic": "gps", "le": "1.0"}) == 0
+    assert registry.get_sample_value("parka_checkpoint_seconds_bucket", {"topic": "gps", "le": "2.5"}) == 1
     assert registry.get_sample_value("parka_consumer_lag", {"topic": "gps", "partition": "0"}) == 5
     # a partition this worker no longer holds leaves the metric
     metrics.set_lag({1: 0})

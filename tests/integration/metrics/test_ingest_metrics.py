@@ -27,6 +27,8 @@ def test_a_running_ingest_serves_counters_and_lag_that_follow_the_data(
         "0",
         "--allowed-latency",
         "4",
+        "--checkpoint-interval",
+        "1",  # a checkpoint after each commit: the checkpoint histogram counts them
         "-K",
         f"sasl.password={SECRET}",  # ignored on a PLAINTEXT listener; must never reach a label
         log=log,
@@ -49,9 +51,13 @@ def test_a_running_ingest_serves_counters_and_lag_that_follow_the_data(
                 value(last["s"], "parka_records_total", topic=topic) == records
                 and set(by_partition) == {0, 1}
                 and all(n == 0 for n in by_partition.values())
+                # the last commit's checkpoint and the commit itself, counted before them, timed too
+                and value(last["s"], "parka_checkpoint_seconds_count", topic=topic)
+                == value(last["s"], "parka_commit_latency_seconds_count", topic=topic)
+                == value(last["s"], "parka_commits_total", topic=topic)
             )
 
-        wait_for(lambda: caught_up(600), "600 records counted and lag 0 on both partitions", 60)
+        wait_for(lambda: caught_up(600), "600 records counted, lag 0 on both partitions, checkpoints timed", 60)
         s = last["s"]
         assert value(s, "parka_segments_total", topic=topic) == segments
         commits = value(s, "parka_commits_total", topic=topic)
@@ -59,6 +65,7 @@ def test_a_running_ingest_serves_counters_and_lag_that_follow_the_data(
         files = value(s, "parka_files_total", topic=topic)
         assert files is not None and 0 < files <= segments
         assert value(s, "parka_commit_latency_seconds_count", topic=topic) == commits
+        assert value(s, "parka_checkpoint_seconds_count", topic=topic) == commits
         latency_sum = value(s, "parka_commit_latency_seconds_sum", topic=topic)
         assert latency_sum is not None and latency_sum > 0
         bytes_total = value(s, "parka_bytes_total", topic=topic)

@@ -28,7 +28,11 @@ def test_a_running_spark_ingest_serves_counters_and_lag(
     topic = new_topic(partitions=2)
     segments = produce_events(bootstrap, topic, 0, 300, batch=50)
     settings = SparkIngestSettings(
-        topic=topic, table_uri=str(tmp_path / "events"), bootstrap_servers=bootstrap, trigger="processing-time=500ms"
+        topic=topic,
+        table_uri=str(tmp_path / "events"),
+        bootstrap_servers=bootstrap,
+        trigger="processing-time=500ms",
+        checkpoint_interval=1,  # a Delta checkpoint after each commit: the checkpoint histogram counts them
     )
     stop = threading.Event()
     failures: list[BaseException] = []
@@ -57,6 +61,10 @@ def test_a_running_spark_ingest_serves_counters_and_lag(
                 value(last["s"], "parka_records_total", topic=topic) == 300
                 and set(by_partition) == {0, 1}
                 and not any(by_partition.values())
+                # the last commit's checkpoint and the commit itself, counted before them, timed too
+                and value(last["s"], "parka_checkpoint_seconds_count", topic=topic)
+                == value(last["s"], "parka_commit_latency_seconds_count", topic=topic)
+                == value(last["s"], "parka_commits_total", topic=topic)
             )
 
         try:
@@ -73,6 +81,7 @@ def test_a_running_spark_ingest_serves_counters_and_lag(
     commits = value(s, "parka_commits_total", topic=topic)
     assert commits is not None and commits > 0
     assert value(s, "parka_commit_latency_seconds_count", topic=topic) == commits
+    assert value(s, "parka_checkpoint_seconds_count", topic=topic) == commits
     files = value(s, "parka_files_total", topic=topic)
     assert files is not None and 0 < files <= segments
     bytes_total = value(s, "parka_bytes_total", topic=topic)
