@@ -54,9 +54,12 @@ def _last_checkpoint(table: str, version: int) -> int | None:
 
 
 def by_kind(files: list[str]) -> tuple[list[str], list[str]]:
-    """The files background compaction wrote (named ``compacted-*``), and the others."""
-    compacted = [f for f in files if os.path.basename(f).startswith("compacted-")]
-    return compacted, [f for f in files if not os.path.basename(f).startswith("compacted-")]
+    """The files background compaction wrote (by their names, :class:`parka.lake.CompactedName`),
+    and the others."""
+    from parka.lake import CompactedName
+
+    compacted = [f for f in files if CompactedName.parse(f) is not None]
+    return compacted, [f for f in files if CompactedName.parse(f) is None]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -89,14 +89,10 @@ def main(argv: list[str] | None = None) -> int:
         counts = [int(c) for c in args.counts.split(",") if c.strip()]
     except ValueError:
         parser.error(f"--counts: integers separated by commas, got {args.counts!r}")
-    import resource
-
     import pyarrow.parquet as pq
     from deltalake import DeltaTable
 
-    def cpu_s() -> float:
-        r = resource.getrusage(resource.RUSAGE_SELF)
-        return r.ru_utime + r.ru_stime
+    from .measure import measured
 
     work = tempfile.mkdtemp(prefix="parka-tombstones-")
     try:
@@ -105,9 +101,8 @@ def main(argv: list[str] | None = None) -> int:
             props = None if args.retention is None else {"delta.deletedFileRetentionDuration": args.retention}
             build_log(path, count, age_s=args.age_hours * 3600, properties=props)
             table = DeltaTable(path)  # the committer holds its table open: not timed
-            cpu0, start = cpu_s(), time.perf_counter()
-            table.create_checkpoint()
-            wall, cpu = time.perf_counter() - start, cpu_s() - cpu0
+            with measured() as span:
+                table.create_checkpoint()
             log = os.path.join(path, "_delta_log")
             checkpoints = [os.path.join(log, f) for f in os.listdir(log) if ".checkpoint." in f]
             size = sum(os.path.getsize(f) for f in checkpoints)
@@ -119,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
                 opens.append(time.perf_counter() - start)
             assert len(files) == 1, files  # the tombstones are no reader's files
             print(
-                f"{count:>9,} tombstones: checkpoint {wall:.2f} s, {cpu:.2f} CPU-s, {size / 1e6:.1f} MB,"
+                f"{count:>9,} tombstones: checkpoint {span.wall_s:.2f} s, {span.cpu_s:.2f} CPU-s, {size / 1e6:.1f} MB,"
                 f" {kept:,} tombstones in it;"
                 f" a reader opens the table in {statistics.median(opens) * 1e3:.1f} ms",
                 flush=True,

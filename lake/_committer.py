@@ -462,20 +462,19 @@ class Committer:
             assert self.table is not None
             start = self._clock()
             self.table.checkpoint()
-            seconds = self._clock() - start
+            end = self._clock()
             if self.on_checkpoint is not None:
-                self.on_checkpoint(seconds)
-            self._watch_checkpoint(version, seconds)
+                self.on_checkpoint(end - start)
+            self._watch_checkpoint(version, end - start, end)
             self.remove_orphans()
 
-    def _watch_checkpoint(self, version: int, seconds: float) -> None:
+    def _watch_checkpoint(self, version: int, seconds: float, now: float) -> None:
         """Warn about a slow checkpoint (at most every ten minutes): it delays the commits, and
         on a table whose small files compaction keeps removing it grows with the tombstones
         the Delta log keeps for ``delta.deletedFileRetentionDuration`` (and so does every
         reader's opening of the table)."""
         if seconds < SLOW_CHECKPOINT_S:
             return
-        now = self._clock()
         last = self._slow_checkpoint_warned_at
         if last is not None and now - last < SLOW_CHECKPOINT_WARNING_EVERY_S:
             log.debug("the checkpoint of version %d took %.1f s", version, seconds)
