@@ -16,7 +16,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 from parka.lake import DataFile, RsEngine, optimize_table
-from parka.lake._storage import write_data_file
+from parka.lake._storage import read_file, write_data_file
 
 from parka.config import storage_options_for
 from parka.errors import CommitConflict
@@ -155,3 +155,15 @@ def test_an_unsafe_s3_configuration_is_refused_naming_the_option(s3proxy: Object
     assert proc.returncode == 2, proc.stderr
     assert "'aws_s3_allow_unsafe_rename'" in proc.stderr
     assert s3proxy.storage_options["aws_secret_access_key"] not in proc.stderr + proc.stdout
+
+
+def test_a_file_larger_than_one_put_goes_up_from_its_parts_whole_and_in_order(s3proxy: ObjectStoreServer) -> None:
+    # write_data_file hands obstore the parts of a file above one 5 MiB chunk (no join): the
+    # object must be the parts, in order; a small file goes up joined, in one PUT
+    uri = s3proxy.table_uri("parts")
+    parts = [bytes([i]) * (700_000 + i) for i in range(10)]  # 7 MB in uneven parts
+    small = [b"PAR1", b"x" * 1000, b"PAR1"]
+    assert write_data_file(uri, "big.parquet", parts, s3proxy.storage_options) == sum(map(len, parts))
+    assert write_data_file(uri, "small.parquet", small, s3proxy.storage_options) == 1008
+    assert read_file(uri, "big.parquet", s3proxy.storage_options) == b"".join(parts)
+    assert read_file(uri, "small.parquet", s3proxy.storage_options) == b"".join(small)
