@@ -193,8 +193,6 @@ class IngestionConsumer(KafkaSide):
                     self._finish()  # memory bound: the commit in flight must end first
                 raw = self._poll()
                 if raw is not None:
-                    if self._policy.overflows(buffered_bytes=self._batch.bytes, next_bytes=len(raw.value or b"")):
-                        self._commit_due()  # before it: the commit's files stay within the target size
                     self._handle(raw)
                     self._watch.recovered()
                 self._watch.tick(self._consumer, s.topic)
@@ -204,7 +202,10 @@ class IngestionConsumer(KafkaSide):
                     oldest_at=self._batch.oldest_at,
                     now=self._clock(),
                 ):
-                    self._commit_due()
+                    self._cut()
+                    if self._maintenance.optimize_due():
+                        self._finish()  # the commit in flight ends first
+                        self._maintenance.optimize()
                 if self._progress is not None:
                     self._progress(self)
                 self._report_lag()
@@ -382,14 +383,6 @@ class IngestionConsumer(KafkaSide):
         self._finish()
         batch, self._batch = self._batch, Batch()
         self._pipeline.submit(batch)
-
-    def _commit_due(self) -> None:
-        """A commit is due (:class:`parka.lake.CommitPolicy`): cut the batch, then run
-        ``--optimize-every``'s compaction when it is due too."""
-        self._cut()
-        if self._maintenance.optimize_due():
-            self._finish()  # the commit in flight ends first
-            self._maintenance.optimize()
 
     def _land(self, batch: Batch, writers: Executor) -> CommitResult:
         """On the commit thread: write the batch's data files, several at once, and commit them

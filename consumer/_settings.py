@@ -21,8 +21,7 @@ MIN_BYTES_PER_COMMIT = Setting(
     "min_bytes_per_commit",
     ("--min-bytes-per-commit",),
     ("MIN_BYTES_PER_COMMIT",),
-    "commit once this many bytes are buffered, and before a segment that would go past it (default: "
-    "--target-file-size)",
+    "commit once this many bytes are buffered (default: --target-file-size)",
     parse=s.TARGET_FILE_SIZE.parse,
     check=s.at_least(1, "an integer >= 1"),
 )

@@ -46,8 +46,7 @@ RESERVED_COLUMNS = (KEY_COLUMN, TIMESTAMP_COLUMN, HEADERS_COLUMN)
 @dataclass(frozen=True)
 class CommitPolicy:
     """Commit when the oldest buffered segment waited ``allowed_latency_s``, or the buffer holds
-    ``min_bytes`` or ``max_segments``: whichever first (kafka-delta-ingest's knobs); and before a
-    segment that would take the buffer past ``min_bytes`` (:meth:`overflows`)."""
+    ``min_bytes`` or ``max_segments``: whichever first (kafka-delta-ingest's knobs)."""
 
     allowed_latency_s: float
     min_bytes: int
@@ -59,13 +58,6 @@ class CommitPolicy:
         if segments >= self.max_segments or buffered_bytes >= self.min_bytes:
             return True
         return oldest_at is not None and now - oldest_at >= self.allowed_latency_s
-
-    def overflows(self, *, buffered_bytes: int, next_bytes: int) -> bool:
-        """Whether the next segment (``next_bytes``) would take a batch holding segments past
-        ``min_bytes``: the batch is committed before it joins. Otherwise the segment that crosses
-        the line, stitched after files filled up to ``min_bytes`` (which defaults to the target
-        file size), got a data file of its own in every commit: a small file for compaction."""
-        return buffered_bytes > 0 and buffered_bytes + next_bytes > self.min_bytes
 
 
 def default_app_id(topic: str) -> str:
