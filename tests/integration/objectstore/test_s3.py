@@ -159,7 +159,7 @@ def test_an_unsafe_s3_configuration_is_refused_naming_the_option(s3proxy: Object
 
 def test_a_file_larger_than_one_put_goes_up_from_its_parts_whole_and_in_order(s3proxy: ObjectStoreServer) -> None:
     # write_data_file hands obstore the parts of a file above one 5 MiB chunk (no join): the
-    # object must be the parts, in order; a small file goes up joined, in one PUT
+    # object must be the parts, in order (and a small file, which goes up joined, too)
     uri = s3proxy.table_uri("parts")
     parts = [bytes([i]) * (700_000 + i) for i in range(10)]  # 7 MB in uneven parts
     small = [b"PAR1", b"x" * 1000, b"PAR1"]
