@@ -13,7 +13,7 @@ import gc
 import math
 import statistics
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +24,7 @@ __all__ = [
     "Span",
     "local_listener",
     "measured",
+    "median_s",
     "paired_ratio",
     "process_cpu_s",
     "settle",
@@ -77,6 +78,19 @@ def measured() -> Iterator[Span]:
     finally:
         span.wall_s = time.perf_counter() - wall0
         span.cpu_s = time.process_time() - cpu0
+
+
+def median_s(fn: Callable[[], Any], repeats: int, *, warmups: int = 0) -> float:
+    """The median wall seconds of ``repeats`` calls of ``fn``, after ``warmups`` unmeasured ones
+    (a diagnostic's timing of one step; the suite's rounds are :func:`benchmarks.scans.rounds`)."""
+    for _ in range(warmups):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
 
 
 def process_cpu_s(proc: Any) -> float:

@@ -25,26 +25,12 @@ import argparse
 import os
 import re
 import shutil
-import statistics
 import sys
 import tempfile
-import time
-from collections.abc import Callable
-from typing import Any
 
 __all__ = ["by_kind", "main"]
 
 _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(\.\d+\.\d+)?\.parquet$")
-
-
-def _median_ms(fn: Callable[[], Any], repeats: int) -> float:
-    fn()  # unmeasured: page cache, first-call costs
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
 
 
 def _last_checkpoint(table: str, version: int) -> int | None:
@@ -77,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from .datasets import FLIGHTS_SCAN
     from .lake import row_baseline_table
+    from .measure import median_s
     from .scans import DuckDbScanner
 
     table = os.path.abspath(args.table)
@@ -86,10 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     repeats = args.repeats
 
     def read_ms(files: list[str]) -> float:
-        return _median_ms(lambda: duck.read(files, query), repeats)
+        return median_s(lambda: duck.read(files, query), repeats, warmups=1) * 1e3
 
     def open_ms(uri: str, at: int | None) -> float:
-        return _median_ms(lambda: DeltaTable(uri, version=at).file_uris(), repeats)
+        return median_s(lambda: DeltaTable(uri, version=at).file_uris(), repeats, warmups=1) * 1e3
 
     files = DeltaTable(table, version=version).file_uris()
     compacted, rest = by_kind(files)

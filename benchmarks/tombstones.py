@@ -28,7 +28,6 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -92,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     import pyarrow.parquet as pq
     from deltalake import DeltaTable
 
-    from .measure import measured
+    from .measure import measured, median_s
 
     work = tempfile.mkdtemp(prefix="parka-tombstones-")
     try:
@@ -107,16 +106,13 @@ def main(argv: list[str] | None = None) -> int:
             checkpoints = [os.path.join(log, f) for f in os.listdir(log) if ".checkpoint." in f]
             size = sum(os.path.getsize(f) for f in checkpoints)
             kept = sum(pq.read_table(f, columns=["remove"]).column("remove").drop_null().length() for f in checkpoints)
-            opens = []
-            for _ in range(7):
-                start = time.perf_counter()
-                files = DeltaTable(path).file_uris()
-                opens.append(time.perf_counter() - start)
+            opened = median_s(lambda path=path: DeltaTable(path).file_uris(), 7)
+            files = DeltaTable(path).file_uris()
             assert len(files) == 1, files  # the tombstones are no reader's files
             print(
                 f"{count:>9,} tombstones: checkpoint {span.wall_s:.2f} s, {span.cpu_s:.2f} CPU-s, {size / 1e6:.1f} MB,"
                 f" {kept:,} tombstones in it;"
-                f" a reader opens the table in {statistics.median(opens) * 1e3:.1f} ms",
+                f" a reader opens the table in {opened * 1e3:.1f} ms",
                 flush=True,
             )
             shutil.rmtree(path)
