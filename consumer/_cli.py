@@ -32,8 +32,8 @@ def build_parser() -> SettingsParser:
     else its ``PARKA_*`` variable's, else its default, and is checked (exit 2 naming both)."""
     p = SettingsParser(
         prog=_PROG,
-        description="Ingest a topic of parka Parquet segments into a Delta table, exactly once. "
-        "Each flag's environment variable is shown in brackets.",
+        description="Ingest a topic of parka Parquet segments into a table, exactly once: a Delta table, or with "
+        "--catalog an Iceberg table.",
     )
     p.add_settings(FLAGS)
     return p

@@ -21,7 +21,8 @@ MIN_BYTES_PER_COMMIT = Setting(
     "min_bytes_per_commit",
     ("--min-bytes-per-commit",),
     ("MIN_BYTES_PER_COMMIT",),
-    "commit once this many bytes are buffered (default: --target-file-size)",
+    "commit once this many bytes are buffered",
+    default_text="--target-file-size",
     parse=s.TARGET_FILE_SIZE.parse,
     check=s.at_least(1, "an integer >= 1"),
 )
@@ -30,7 +31,8 @@ MAX_BUFFERED_BYTES = Setting(
     ("--max-buffered-bytes",),
     ("MAX_BUFFERED_BYTES",),
     "segments held in memory at most, those of the next commit and those of the commit being written "
-    "(the next waits for it); default: twice --min-bytes-per-commit",
+    "(the next waits for it)",
+    default_text="twice --min-bytes-per-commit",
     parse=s.TARGET_FILE_SIZE.parse,
     check=s.at_least(1, "an integer >= 1"),
 )
@@ -40,6 +42,7 @@ WRITE_THREADS = Setting(
     ("WRITE_THREADS",),
     "data files of a commit written (or uploaded) at once",
     default=4,
+    unit="threads",
     parse=integer,
     check=s.at_least(1, "a number of threads >= 1"),
 )
@@ -61,6 +64,7 @@ COMPACT_MIN_FILES = Setting(
     "files adding up to it, a thread rewrites them into one file with large row groups, next to the "
     "commits; 0: no background compaction",
     default=s.DEFAULT_COMPACT_MIN_FILES,
+    unit="files",
     parse=integer,
     check=lambda n: None if n == 0 or n >= 2 else "0 (off) or a number of files >= 2",
 )
@@ -79,7 +83,7 @@ EXIT_CODE_WHEN_EMPTY = Setting(
     ("--exit-code-when-empty",),
     ("EXIT_CODE_WHEN_EMPTY",),
     "with --end-at-latest: the exit code of a run that found nothing new to ingest (e.g. 99, the code "
-    "Airflow's BashOperator marks as skipped); default 0",
+    "Airflow's BashOperator marks as skipped)",
     default=0,
     parse=integer,
     check=lambda code: None if 0 <= code <= 255 else "an exit code, 0 to 255",

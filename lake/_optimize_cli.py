@@ -30,7 +30,7 @@ FLAGS: tuple[Setting, ...] = (
         "z_order",
         ("--z-order",),
         ("Z_ORDER",),
-        "comma-separated columns: rewrite each table partition sorted along their Z-order curve",
+        "comma-separated columns: rewrite each table partition sorted along their Z-order curve (Delta tables)",
         default=(),
         parse=columns,
     ),
@@ -39,22 +39,34 @@ FLAGS: tuple[Setting, ...] = (
         ("--vacuum-retention-hours",),
         ("VACUUM_RETENTION_HOURS",),
         "then VACUUM: delete files removed more than this many hours ago (at least the table's "
-        "delta.deletedFileRetentionDuration); no VACUUM without it",
+        "delta.deletedFileRetentionDuration); with --catalog, expire the Iceberg snapshots older than this and "
+        "their files",
+        default_text="no VACUUM, no expiry",
         parse=integer,
     ),
     Setting(
         "allow_short_retention",
         ("--allow-short-retention",),
+        ("ALLOW_SHORT_RETENTION",),
         help="allow a VACUUM retention below the table's delta.deletedFileRetentionDuration: readers of "
-        "versions older than it fail",
+        "versions older than it fail (Delta tables)",
         default=False,
         kind="switch",
     ),
     Setting(
-        "no_checkpoint", ("--no-checkpoint",), help="do not write a checkpoint afterwards", default=False, kind="switch"
+        "no_checkpoint",
+        ("--no-checkpoint",),
+        ("NO_CHECKPOINT",),
+        help="do not write a checkpoint afterwards (Delta tables)",
+        default=False,
+        kind="switch",
     ),
     s.STORAGE_OPTIONS,
-    s.CATALOG,
+    s.CATALOG.but(
+        help="the table is an Apache Iceberg table of this pyiceberg catalog (.pyiceberg.yaml, "
+        "PYICEBERG_CATALOG__<NAME>__*, or --catalog-option), TABLE_URI its identifier, namespace.name; without "
+        "it, a Delta table"
+    ),
     s.CATALOG_OPTIONS,
     s.QUIET,
     s.VERBOSE,
@@ -67,9 +79,9 @@ daemons')."""
 def build_parser() -> SettingsParser:
     p = SettingsParser(
         prog=_PROG,
-        description="Compact a Delta table's small files into large ones (optionally in Z-order), VACUUM and "
-        "checkpoint it; safe while parka ingest and parka spark-ingest write the same table. "
-        "Each flag's environment variable is shown in brackets.",
+        description="Compact a table's small files into large ones: a Delta table's (optionally in Z-order), then "
+        "VACUUM and checkpoint it; with --catalog an Iceberg table's, then expire its old snapshots. Safe while "
+        "parka ingest and parka spark-ingest write the same table.",
     )
     p.add_settings(FLAGS)
     return p

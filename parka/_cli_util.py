@@ -33,6 +33,7 @@ __all__ = [
     "serve_metrics",
     "setup_logging",
     "size_bytes",
+    "size_text",
 ]
 
 SECRET_HINTS = (
@@ -128,6 +129,16 @@ def size_bytes(text: str) -> int:
             f"{text!r} is not a size (a number of bytes, or with B, KB, MB, GB, KiB, MiB, GiB)"
         )
     return int(float(m.group(1)) * _UNITS[unit])
+
+
+def size_text(size: int) -> str:
+    """A number of bytes as :func:`size_bytes` reads it, in the largest binary unit that divides it
+    (``134217728`` is ``128MiB``; ``1000`` stays ``1000B``)."""
+    for unit in ("GiB", "MiB", "KiB"):
+        factor = _UNITS[unit.lower()]
+        if size >= factor and size % factor == 0:
+            return f"{size // factor}{unit}"
+    return f"{size}B"
 
 
 def port_number(text: str) -> int:

@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from ._cli_util import parse_pairs, redacted, redacted_repr
+from ._cli_util import parse_pairs, redacted, redacted_repr, size_text
 from .errors import ConfigError
 
 __all__ = ["DaemonSettings", "Kind", "Setting", "SettingsParser", "declared", "validate"]
@@ -46,6 +46,8 @@ class Setting:
     choices: tuple[str, ...] = ()
     kind: Kind = "value"
     metavar: str | None = None
+    unit: str = ""
+    default_text: str | None = None
 
     @property
     def env_vars(self) -> tuple[str, ...]:
@@ -95,16 +97,42 @@ class Setting:
             return text.strip().lower() in _TRUE
         return self.parse(text) if self.parse is not None else text
 
-    def help_text(self) -> str:
+    def default_shown(self) -> str:
+        """What ``--help`` says of the default: ``required`` (a positional argument), ``no
+        default``, ``default: off`` (a switch) or ``default: <value> <unit>``."""
+        if self.default_text is not None:
+            return f"default: {self.default_text}"
+        value = self.default
+        if self.kind == "positional" and value is None:
+            return "required"
+        if self.kind == "switch":
+            return f"default: {'on' if value else 'off'}"
+        if value is None or (isinstance(value, (dict, list, tuple)) and not value):
+            return "no default"
+        if self.unit == "bytes":
+            return f"default: {size_text(value)}"
+        if isinstance(value, (list, tuple)):
+            value = ",".join(map(str, value))
+        elif isinstance(value, float) and value.is_integer():
+            value = int(value)
+        return f"default: {value} {self.unit}".rstrip()
+
+    def env_shown(self) -> str | None:
+        """How ``--help`` names its variables (``env: PARKA_KAFKA``), ``None`` without one."""
         if not self.env_vars:
-            return self.help
+            return None
         if self.kind == "pairs":
-            where = f"{' or '.join(self.env_vars)}, comma-separated"
-        elif self.kind == "switch":
-            where = " or ".join(f"{e}=1" for e in self.env_vars)
-        else:
-            where = " or ".join(self.env_vars)
-        return f"{self.help} [{where}]" if self.help else f"[{where}]"
+            return f"env: {' or '.join(self.env_vars)}, comma-separated"
+        if self.kind == "switch":
+            return "env: " + " or ".join(f"{e}=1" for e in self.env_vars)
+        return "env: " + " or ".join(self.env_vars)
+
+    def help_text(self) -> str:
+        """Its ``--help`` text: the help, then the default and the variable in parentheses, both
+        made from the declaration (``seconds ... committed (default: 30 s; env:
+        PARKA_ALLOWED_LATENCY)``)."""
+        shown = "; ".join(x for x in (self.default_shown(), self.env_shown()) if x)
+        return f"{self.help} ({shown})" if self.help else shown[:1].upper() + shown[1:]
 
 
 def declared(setting: Setting, *, required: bool = False) -> Any:
@@ -156,6 +184,12 @@ class _Unset:
 
 _UNSET: Any = _Unset()  # a flag's default: not given on the command line
 
+EPILOG = (
+    "Each flag shows its default and its environment variable (env:), which is read when the flag is not "
+    "given; an empty variable counts as unset."
+)
+"""What every command's ``--help`` ends with: how to read the parentheses after each flag."""
+
 
 class SettingsParser(argparse.ArgumentParser):
     """An ``ArgumentParser`` whose arguments come from :class:`Setting` declarations. After
@@ -164,6 +198,7 @@ class SettingsParser(argparse.ArgumentParser):
     value."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("epilog", EPILOG)
         super().__init__(*args, **kwargs)
         self.settings: dict[str, Setting] = {}
 
@@ -174,9 +209,9 @@ class SettingsParser(argparse.ArgumentParser):
             if s.name in self.settings:
                 raise ValueError(f"setting {s.name!r} added twice")
             self.settings[s.name] = s
-            kwargs: dict[str, Any] = {"help": s.help_text(), "default": _UNSET}
-            if s.kind == "positional":
-                target.add_argument(s.name, nargs="?", **kwargs)
+            kwargs: dict[str, Any] = {"help": s.help_text().replace("%", "%%"), "default": _UNSET}
+            if s.kind == "positional":  # shown as TOPIC, as the errors and docs name it
+                target.add_argument(s.name, nargs="?", metavar=s.flag, **kwargs)
                 continue
             kwargs["dest"] = s.name
             if s.kind == "switch":

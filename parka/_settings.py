@@ -4,8 +4,8 @@ A :class:`Setting` is one thing an operator can set: its field name on the setti
 flag(s), its ``PARKA_*`` environment variable(s), its help text, its default, how its text is read
 and what values it allows. From that one declaration come
 
-* the ``argparse`` flag (:meth:`SettingsParser.add_settings`), its help ending in the environment
-  variable's name;
+* the ``argparse`` flag (:meth:`SettingsParser.add_settings`), its help ending in its default and
+  its environment variable's name (:meth:`Setting.help_text`);
 * the environment: a flag not given on the command line takes its variable's value (an empty
   variable counts as unset), read as the flag's text would be, else the default; a repeatable
   ``KEY=VALUE`` flag takes the variable's comma-separated pairs and then the flags';
@@ -106,19 +106,35 @@ most, so the bytes written are about twice the bytes ingested at most."""
 
 # -- the settings both daemons share ---------------------------------------------------------------
 
-TOPIC = Setting("topic", env=("TOPIC",), kind="positional", help="Kafka topic")
-TABLE_URI = Setting("table_uri", env=("TABLE_URI",), kind="positional", help="Delta table URI")
+TOPIC = Setting("topic", env=("TOPIC",), kind="positional", help="the Kafka topic")
+TABLE_URI = Setting(
+    "table_uri",
+    env=("TABLE_URI",),
+    kind="positional",
+    help="the table: a Delta table's URI (a folder, s3://, gs://, az://...), or with --catalog an Iceberg "
+    "table's identifier, namespace.name",
+)
 BOOTSTRAP_SERVERS = Setting(
-    "bootstrap_servers", ("-k", "--kafka"), ("KAFKA",), "bootstrap servers", default="localhost:9092"
+    "bootstrap_servers",
+    ("-k", "--kafka"),
+    ("KAFKA",),
+    "Kafka bootstrap servers, host:port[,host:port...]",
+    default="localhost:9092",
 )
 CONSUMER_GROUP = Setting(
-    "consumer_group", ("-g", "--consumer-group"), ("CONSUMER_GROUP",), "consumer group (default: the app id)"
+    "consumer_group",
+    ("-g", "--consumer-group"),
+    ("CONSUMER_GROUP",),
+    "Kafka consumer group",
+    default_text="the app id",
 )
 APP_ID = Setting(
     "app_id",
     ("-a", "--app-id"),
     ("APP_ID",),
-    "application id: the Delta txn actions' <app id>-<partition> (default: parka-<topic>)",
+    "application id: the table's offsets are kept per <app id>-<partition> (Delta txn actions, Iceberg "
+    "snapshot properties)",
+    default_text="parka-<topic>",
 )
 ALLOWED_LATENCY = Setting(
     "allowed_latency_s",
@@ -126,6 +142,7 @@ ALLOWED_LATENCY = Setting(
     ("ALLOWED_LATENCY",),
     "seconds a segment may wait before it is committed",
     default=30.0,
+    unit="s",
     parse=number,
     check=above(0, "a number of seconds > 0"),
 )
@@ -135,6 +152,7 @@ MAX_SEGMENTS_PER_COMMIT = Setting(
     ("MAX_SEGMENTS_PER_COMMIT",),
     "commit once this many segments are buffered",
     default=1000,
+    unit="segments",
     parse=integer,
     check=at_least(1, "an integer >= 1"),
 )
@@ -145,6 +163,7 @@ TARGET_FILE_SIZE = Setting(
     "stitch the segments of a commit into data files of up to this size (e.g. 128MiB); a commit is due "
     "once this much is buffered, or after --allowed-latency",
     default=DEFAULT_TARGET_FILE_SIZE,
+    unit="bytes",
     parse=size_bytes,
     check=at_least(1, "a number of bytes >= 1"),
 )
@@ -177,7 +196,7 @@ END_AT_LATEST = Setting(
     "end_at_latest",
     ("--end-at-latest",),
     ("END_AT_LATEST",),
-    "ingest what is in the topic at start, commit and exit 0",
+    "ingest what is in the topic at start, commit it and exit",
     default=False,
     kind="switch",
 )
@@ -214,7 +233,7 @@ SCHEMA_EVOLUTION = Setting(
     ("--schema-evolution",),
     ("SCHEMA_EVOLUTION",),
     "merge: the table takes new fields at any depth, widenings where it has type widening, relaxed "
-    "nullability (README: Schema evolution)",
+    "nullability (docs/schema-evolution.md)",
     default="none",
     choices=("none", "merge"),
 )
@@ -222,8 +241,8 @@ DLQ_TABLE = Setting(
     "dlq_table_uri",
     ("--dlq-table",),
     ("DLQ_TABLE",),
-    "Delta table URI for messages the table cannot take; without it such a message stops ingestion with "
-    "an error, after what came before it is committed",
+    "dead-letter table (a URI, or with --catalog namespace.name) for messages the table cannot take; without "
+    "it such a message stops ingestion with an error, after what came before it is committed",
 )
 STORAGE_OPTIONS = Setting(
     "storage_options",
@@ -238,7 +257,8 @@ CATALOG = Setting(
     ("--catalog",),
     ("CATALOG",),
     "land in an Apache Iceberg table of this pyiceberg catalog (.pyiceberg.yaml, PYICEBERG_CATALOG__<NAME>__*, "
-    "or --catalog-option); TABLE and --dlq-table are then identifiers, namespace.name",
+    "or --catalog-option); TABLE_URI and --dlq-table are then identifiers, namespace.name; without it, a Delta "
+    "table",
 )
 CATALOG_OPTIONS = Setting(
     "catalog_options",
@@ -253,8 +273,10 @@ CHECKPOINT_INTERVAL = Setting(
     "checkpoint_interval",
     ("--checkpoint-interval",),
     ("CHECKPOINT_INTERVAL",),
-    "every N commits, write a Delta checkpoint and remove orphan files; 0 never",
+    "every N commits, write a Delta checkpoint (Iceberg: expire snapshots by the table's history.expire.* "
+    "properties) and remove orphan files; 0 never",
     default=10,
+    unit="commits",
     parse=integer,
     check=at_least(0, "an integer >= 0 (0: never)"),
 )
@@ -273,6 +295,7 @@ BROKER_TIMEOUT = Setting(
     "with --end-at-latest: seconds to wait for a Kafka broker to answer before exiting 3; a daemon waits "
     "as long as it takes",
     default=20.0,
+    unit="s",
     parse=number,
     check=above(0, "a number of seconds > 0"),
 )
@@ -283,6 +306,7 @@ RETRY_LOG_INTERVAL = Setting(
     "while a daemon waits on a cause (no broker, no topic, a table location it cannot use), seconds "
     "between two lines saying it still does",
     default=300.0,
+    unit="s",
     parse=number,
     check=above(0, "a number of seconds > 0"),
 )
@@ -292,6 +316,7 @@ PROGRESS_INTERVAL = Setting(
     ("PROGRESS_INTERVAL",),
     "seconds between two progress: summary lines when stderr is not a terminal (a terminal gets a progress bar)",
     default=60.0,
+    unit="s",
     parse=number,
     check=above(0, "a number of seconds > 0"),
 )
@@ -304,7 +329,15 @@ VERBOSE = Setting(
     kind="switch",
 )
 QUIET = Setting("quiet", ("-q", "--quiet"), ("QUIET",), "warnings and errors only", default=False, kind="switch")
-LOG_FORMAT = Setting("log_format", ("--log-format",), ("LOG_FORMAT",), default="text", choices=("text", "json"))
+LOG_FORMAT = Setting(
+    "log_format",
+    ("--log-format",),
+    ("LOG_FORMAT",),
+    "the log on stderr: text (time, level, logger, message) or json (one object a line: ts, level, logger, msg, "
+    "and trace with --verbose)",
+    default="text",
+    choices=("text", "json"),
+)
 
 SHARED: tuple[Setting, ...] = (
     BOOTSTRAP_SERVERS,

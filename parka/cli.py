@@ -15,15 +15,16 @@ class Command(NamedTuple):
 COMMANDS: dict[str, Command] = {
     "ingest": Command(
         "parka.consumer._cli",
-        "land a topic's Parquet segments in a Delta table as data files, without decoding, exactly once",
+        "land a topic's Parquet segments in a table (Delta, or Iceberg with --catalog) as data files, without "
+        "decoding, exactly once",
     ),
     "spark-ingest": Command(
         "parka.spark_ext._cli",
-        "the same ingestion on Spark Structured Streaming (raw or decode mode), committed through delta-spark",
+        "the same ingestion on Spark Structured Streaming (raw or decode mode), into a Delta or Iceberg table",
     ),
     "optimize": Command(
         "parka.lake._optimize_cli",
-        "compact a Delta table's small files (optionally in Z-order), VACUUM and checkpoint it",
+        "compact a table's small files; a Delta table's optionally in Z-order, then VACUUM and checkpoint it",
     ),
 }
 
@@ -34,7 +35,8 @@ def usage() -> str:
     lines = [
         f"usage: parka {{{','.join(COMMANDS)}}} ...",
         "",
-        "Kafka carrying Parquet segments (KIP-1008), landed in Delta Lake without decoding them again.",
+        "Kafka carrying Parquet segments (KIP-1008), landed in Delta Lake and Apache Iceberg tables without "
+        "decoding them again.",
         "",
         "commands:",
         *(f"  {name:<{width}}  {command.summary}" for name, command in COMMANDS.items()),

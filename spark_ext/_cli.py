@@ -36,8 +36,7 @@ def build_parser() -> SettingsParser:
         description="Ingest a topic of parka Parquet segments into a Delta table (or, with --catalog, an Iceberg "
         "table) with Spark Structured Streaming, exactly once. --mode raw (default) lands each segment unchanged "
         "as a data file and commits with parka ingest's per-partition txn; --mode decode decodes records and "
-        "writes through delta-spark (Iceberg: Iceberg's Spark writer). Each flag's environment variable is shown "
-        "in brackets.",
+        "writes through delta-spark (Iceberg: Iceberg's Spark writer).",
     )
     p.add_settings((TOPIC, TABLE_URI))
     p.add_settings(SHARED_FLAGS, title="flags shared with parka ingest")

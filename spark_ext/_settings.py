@@ -79,12 +79,12 @@ def _trigger_check(trigger: str) -> None:
 # -- the shared flags, as Spark reads them ---------------------------------------------------------
 
 CONSUMER_GROUP = s.CONSUMER_GROUP.but(
-    help="Kafka group.id for the source's consumers (default: Spark's own, unique per query); offsets live "
-    "in the checkpoint either way"
+    help="Kafka group.id for the source's consumers; offsets live in the checkpoint either way",
+    default_text="Spark's own, unique per query",
 )
 APP_ID = s.APP_ID.but(
-    help="application id: the Delta txn actions' <app id>-<partition> (raw mode), the query name and the "
-    "default checkpoint folder (default: parka-<topic>)"
+    help="application id: the table's offsets are kept per <app id>-<partition> (raw mode); also the query's "
+    "name and the checkpoint's folder when --checkpoint-location is not given"
 )
 ALLOWED_LATENCY = s.ALLOWED_LATENCY.but(
     help="seconds between micro-batches when no --trigger is given (processing-time=<this>s)"
@@ -94,7 +94,8 @@ MAX_OFFSETS_PER_TRIGGER = s.MAX_SEGMENTS_PER_COMMIT.but(
     flags=("--max-segments-per-commit", "--max-offsets-per-trigger"),
     env=("MAX_OFFSETS_PER_TRIGGER", "MAX_SEGMENTS_PER_COMMIT"),
     default=None,
-    help="most Kafka messages (segments) per micro-batch, i.e. per Delta commit; no limit by default",
+    default_text="no limit",
+    help="most Kafka messages (segments) per micro-batch, i.e. per table commit",
 )
 TARGET_FILE_SIZE = s.TARGET_FILE_SIZE.but(
     help="raw mode: stitch each task's segments into data files of up to this size (e.g. 128MiB)"
@@ -117,8 +118,9 @@ SCHEMA_EVOLUTION = s.SCHEMA_EVOLUTION.but(
     "before the query starts)"
 )
 DLQ_TABLE = s.DLQ_TABLE.but(
-    help="raw mode: Delta table for messages that are not segments or that the table cannot take; without it "
-    "such a message fails its micro-batch after what came before it in its partition is committed"
+    help="raw mode: dead-letter table (a URI, or with --catalog namespace.name) for messages that are not "
+    "segments or that the table cannot take; without it such a message fails its micro-batch after what came "
+    "before it in its partition is committed"
 )
 STORAGE_OPTIONS = s.STORAGE_OPTIONS.but(
     help="object store option, repeatable: fs.* Hadoop settings or AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, "
@@ -126,12 +128,14 @@ STORAGE_OPTIONS = s.STORAGE_OPTIONS.but(
 )
 CATALOG = s.CATALOG.but(
     help="land in an Apache Iceberg table of this pyiceberg catalog (.pyiceberg.yaml, PYICEBERG_CATALOG__<NAME>__*, "
-    "or --catalog-option); TABLE and --dlq-table are then identifiers, namespace.name, and --checkpoint-location "
-    "is required. Raw mode commits with pyiceberg on the driver; decode mode writes with Iceberg's Spark runtime "
-    "through a Spark catalog of this name (a REST catalog, or the SQL one on SQLite)"
+    "or --catalog-option); TABLE_URI and --dlq-table are then identifiers, namespace.name, and "
+    "--checkpoint-location is required. Raw mode commits with pyiceberg on the driver; decode mode writes with "
+    "Iceberg's Spark runtime through a Spark catalog of this name (a REST catalog, or the SQL one on SQLite). "
+    "Without it, a Delta table"
 )
 CHECKPOINT_INTERVAL = s.CHECKPOINT_INTERVAL.but(
-    help="raw mode: every N commits, write a Delta checkpoint and remove orphan files; 0 never"
+    help="raw mode: every N commits, write a Delta checkpoint (Iceberg: expire snapshots by the table's "
+    "history.expire.* properties) and remove orphan files; 0 never"
 )
 
 SHARED_FLAGS: tuple[Setting, ...] = (
@@ -188,20 +192,23 @@ TRIGGER = Setting(
     "trigger",
     ("--trigger",),
     ("TRIGGER",),
-    "available-now, or processing-time=<n>[ms|s|m|h] (default: processing-time=<allowed latency>s)",
+    "available-now, or processing-time=<n>[ms|s|m|h]",
+    default_text="processing-time=<allowed latency>s; available-now with --end-at-latest",
     check=_trigger_check,
 )
 CHECKPOINT_LOCATION = Setting(
     "checkpoint_location",
     ("--checkpoint-location",),
     ("CHECKPOINT_LOCATION",),
-    "Structured Streaming checkpoint (default: <table>/_parka_checkpoints/<app id>)",
+    "Structured Streaming checkpoint",
+    default_text="<table>/_parka_checkpoints/<app id>",
 )
 STARTING_OFFSETS = Setting(
     "starting_offsets",
     ("--starting-offsets",),
     ("STARTING_OFFSETS",),
     "Kafka source startingOffsets (earliest, latest or Spark's JSON); overrides --auto-offset-reset",
+    default_text="--auto-offset-reset",
 )
 SOURCE_OPTIONS = Setting(
     "source_options",
@@ -215,7 +222,8 @@ SCHEMA = Setting(
     "schema",
     ("--schema",),
     ("SCHEMA",),
-    "the topic's Avro schema, a file or JSON text (default: the table's, else the first segment's)",
+    "the topic's Avro schema, a file or JSON text",
+    default_text="the table's, else the first segment's",
     parse=_schema_text,
 )
 RESERVED = Setting(
@@ -238,7 +246,11 @@ METADATA = Setting(
     check=_metadata_check,
 )
 MASTER = Setting(
-    "master", ("--master",), ("SPARK_MASTER",), "Spark master (default local[*]; an active session is reused)"
+    "master",
+    ("--master",),
+    ("SPARK_MASTER",),
+    "Spark master URL; an active session is reused",
+    default_text="local[*]",
 )
 SPARK_CONF = Setting(
     "spark_conf", ("-c", "--spark-conf"), ("SPARK_CONF",), "Spark setting, repeatable", default={}, kind="pairs"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +23,8 @@ from parka.spark_ext._cli import settings_from_args as spark_settings
 from parka.spark_ext._settings import SHARED_FLAGS, SPARK_FLAGS
 
 from parka import _settings as core
+from parka import cli
+from parka._cli_util import size_bytes
 from parka._settings import Setting, SettingsParser
 from parka.errors import ConfigError
 
@@ -78,6 +81,8 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "packages": ("g:a:1,g:b:2", ("g:a:1", "g:b:2")),
     "z_order": ("x,y", ("x", "y")),
     "vacuum_retention_hours": ("168", 168),
+    "allow_short_retention": ("1", True),
+    "no_checkpoint": ("true", True),
 }
 
 # a value each checked setting refuses
@@ -133,6 +138,86 @@ def test_the_flags_are_the_declared_ones(command: str) -> None:
     for s in declared:
         for var in s.env_vars:
             assert var in help_text, f"{var} missing from {command} --help"
+
+
+def _help_entries(parser: SettingsParser, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """``--help`` as printed, one entry per argument: its invocation (``-k KAFKA, --kafka KAFKA``,
+    ``TOPIC``) -> its help text, whitespace made single spaces. A terminal wide enough that
+    argparse wraps no line (a wrap may break ``--target-file-size`` at a hyphen)."""
+    monkeypatch.setenv("COLUMNS", "2000")
+    entries: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in parser.format_help().splitlines():
+        if re.match(r"^  \S", line):  # an argument's first line: its invocation, then its help after 2+ spaces
+            invocation, *help_text = re.split(r"\s{2,}", line.strip(), maxsplit=1)
+            current = entries.setdefault(invocation, [])
+            current.extend(help_text)
+        elif re.match(r"^ {3,}\S", line) and current is not None:  # its help, on the next line
+            current.append(line.strip())
+        else:  # a heading, the usage, a description or a blank line
+            current = None
+    return {k: " ".join(" ".join(v).split()) for k, v in entries.items()}
+
+
+def _flags_of(invocation: str) -> set[str]:
+    return {w.rstrip(",") for w in invocation.split() if w.startswith("-")}
+
+
+def test_every_command_is_checked_here() -> None:
+    assert set(PARSERS) == set(cli.COMMANDS), "a parka command whose --help this module does not check"
+
+
+@pytest.mark.parametrize("command", PARSERS)
+def test_the_help_shows_each_declared_settings_flag_default_and_variable(
+    command: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The help text against the declarations, both ways: every flag printed is a declared
+    setting's (no flag added by hand), and every declared setting is printed with its flags, its
+    help, its default and its variables, made from the declaration (no default written by hand
+    that a change of the declaration would leave behind)."""
+    parser = PARSERS[command][0]()
+    entries = _help_entries(parser, monkeypatch)
+    entries.pop("-h, --help")
+    declared = parser.settings.values()
+    printed_flags = {f for invocation in entries for f in _flags_of(invocation)}
+    assert printed_flags == {f for s in declared for f in s.flags}, "a flag in --help without a declaration"
+    positional = [i for i in entries if not i.startswith("-")]
+    assert positional == [s.flag for s in declared if s.kind == "positional"]
+    for s in declared:
+        (text,) = [h for i, h in entries.items() if (_flags_of(i) == set(s.flags) if s.flags else i == s.flag)]
+        assert not re.search(r"\bdefault", s.help, re.IGNORECASE), f"{s.flag}: a default written into its help"
+        assert text.startswith(" ".join(s.help.split())), f"{s.flag}: {text!r}"
+        ending = "; ".join(x for x in (s.default_shown(), s.env_shown()) if x)
+        assert text.endswith(f"({ending})") or (not s.help and text.lower() == ending.lower()), f"{s.flag}: {text!r}"
+        for var in s.env_vars:
+            assert var in text
+        if s.kind == "positional":
+            assert "required" in text, f"{s.flag}: {text!r}"
+        elif s.default_text is None and s.kind != "pairs":  # the default the parser gives is the one shown
+            assert getattr(parser.parse_args([]), s.name) == s.default, s.flag
+        if s.name.endswith("_s"):  # a value in seconds shows its unit
+            assert s.unit == "s", s.flag
+        if s.parse is size_bytes and s.default is not None:  # a size: shown as it is typed, 128MiB
+            assert size_bytes(s.default_shown().removeprefix("default: ")) == s.default, s.flag
+
+
+def test_the_help_says_what_a_newcomer_looks_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    ingest = _help_entries(ingest_parser(), monkeypatch)
+    assert ingest["-l ALLOWED_LATENCY, --allowed-latency ALLOWED_LATENCY"].endswith(
+        "(default: 30 s; env: PARKA_ALLOWED_LATENCY)"
+    )
+    assert ingest["-k KAFKA, --kafka KAFKA"].endswith("(default: localhost:9092; env: PARKA_KAFKA)")
+    assert ingest["--auto-offset-reset {earliest,latest}"].endswith("(default: earliest; env: PARKA_AUTO_OFFSET_RESET)")
+    assert ingest["--target-file-size TARGET_FILE_SIZE"].endswith("(default: 128MiB; env: PARKA_TARGET_FILE_SIZE)")
+    assert ingest["--end-at-latest"].endswith("(default: off; env: PARKA_END_AT_LATEST=1)")
+    assert ingest["TOPIC"].endswith("(required; env: PARKA_TOPIC)")
+    assert ingest["--log-format {text,json}"].startswith("the log on stderr")
+    assert "docs/schema-evolution.md" in ingest["--schema-evolution {none,merge}"]
+    assert "Iceberg" in ingest["TABLE_URI"] and "--catalog" in ingest["TABLE_URI"]
+    optimize = optimize_parser().format_help()
+    assert "--dlq-table" not in optimize
+    for text in (ingest_parser().format_help(), spark_parser().format_help(), optimize):
+        assert "in brackets" not in text and "README" not in text
 
 
 @pytest.mark.parametrize("command", PARSERS)
