@@ -133,6 +133,10 @@ CATALOG = s.CATALOG.but(
     "Iceberg's Spark runtime through a Spark catalog of this name (a REST catalog, or the SQL one on SQLite). "
     "Without it, a Delta table"
 )
+BROKER_TIMEOUT = s.BROKER_TIMEOUT.but(
+    help="with --end-at-latest or --trigger available-now: seconds to wait for a Kafka broker to answer before "
+    "exiting 3; a streaming query waits as long as it takes"
+)
 CHECKPOINT_INTERVAL = s.CHECKPOINT_INTERVAL.but(
     help="raw mode: every N commits, write a Delta checkpoint (Iceberg: expire snapshots by the table's "
     "history.expire.* properties) and remove orphan files; 0 never"
@@ -157,7 +161,7 @@ SHARED_FLAGS: tuple[Setting, ...] = (
     s.CATALOG_OPTIONS,
     CHECKPOINT_INTERVAL,
     s.METRICS_PORT,
-    s.BROKER_TIMEOUT,
+    BROKER_TIMEOUT,
     s.RETRY_LOG_INTERVAL,
     s.PROGRESS_INTERVAL,
     s.VERBOSE,
