@@ -185,10 +185,12 @@ def test_the_help_shows_each_declared_settings_flag_default_and_variable(
     assert positional == [s.flag for s in declared if s.kind == "positional"]
     for s in declared:
         (text,) = [h for i, h in entries.items() if (_flags_of(i) == set(s.flags) if s.flags else i == s.flag)]
+        assert s.help, f"{s.flag} has no help"
         assert not re.search(r"\bdefault", s.help, re.IGNORECASE), f"{s.flag}: a default written into its help"
         assert text.startswith(" ".join(s.help.split())), f"{s.flag}: {text!r}"
         ending = "; ".join(x for x in (s.default_shown(), s.env_shown()) if x)
-        assert text.endswith(f"({ending})") or (not s.help and text.lower() == ending.lower()), f"{s.flag}: {text!r}"
+        assert text.endswith(f"({ending})"), f"{s.flag}: {text!r}"
+        assert re.match(r"required|no default|default: \S", ending), f"{s.flag}: {ending!r}"
         for var in s.env_vars:
             assert var in text
         if s.kind == "positional":
