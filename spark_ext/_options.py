@@ -115,7 +115,9 @@ def hadoop_uri(uri: str) -> str | None:
     return f"{_HADOOP_SCHEMES[name]}://{rest}" if name in _HADOOP_SCHEMES else uri
 
 
-HADOOP_CHECKPOINT = "a local path, or a URI Hadoop writes: s3a://, abfss://CONTAINER@ACCOUNT.dfs.core.windows.net/..., gs://, hdfs://"
+HADOOP_CHECKPOINT = (
+    "a local path, or a URI Hadoop writes: s3a://, abfss://CONTAINER@ACCOUNT.dfs.core.windows.net/..., gs://, hdfs://"
+)
 """What a streaming checkpoint's location may be (Spark writes it through Hadoop's FileSystem)."""
 
 

@@ -217,7 +217,8 @@ SCHEMA = Setting(
     "schema",
     ("--schema",),
     ("SCHEMA",),
-    "the topic's Avro schema, a file or JSON text (default: the table's, else the first segment's)",
+    "the topic's Avro schema, a file or JSON text (default: the table's, else the union of the topic's "
+    "segments' at start)",
     parse=_schema_text,
 )
 RESERVED = Setting(

@@ -116,7 +116,10 @@ def test_a_checkpoint_the_session_cannot_write_is_refused_before_the_query(
     """Hadoop has no FileSystem for the checkpoint's scheme in this session (as s3a:// in a
     session without hadoop-aws): a ConfigError naming the setting, and nothing written."""
     settings = SparkIngestSettings(
-        topic=new_topic(), table_uri=str(tmp_path / "t"), bootstrap_servers=bootstrap, checkpoint_location="nosuch://x/ck"
+        topic=new_topic(),
+        table_uri=str(tmp_path / "t"),
+        bootstrap_servers=bootstrap,
+        checkpoint_location="nosuch://x/ck",
     )
     with pytest.raises(ConfigError, match=r"'nosuch://x/ck' for 'checkpoint_location'.*cannot write it.*No FileSystem"):
         ingest(spark, settings)
