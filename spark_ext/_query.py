@@ -77,7 +77,8 @@ def _check_checkpoint(spark: Any, s: SparkIngestSettings) -> None:
             excludes = "".join(f" and {k}={v}" for k, v in conf.items())
             reason += (
                 f"; s3a needs the packages {','.join(coords)}{excludes} in the session "
-                "(session(extra_packages=..., extra_conf=...); parka spark-ingest adds them itself)"
+                "(parka.spark_ext.s3a_jars() gives them for session(extra_packages=..., extra_conf=...); "
+                "parka spark-ingest adds them itself)"
             )
         raise CHECKPOINT_LOCATION.error(s.checkpoint, HADOOP_CHECKPOINT, reason=reason) from None
 
