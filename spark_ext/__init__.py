@@ -27,7 +27,7 @@ imports them until called.
 from ._arrow import METADATA_COLUMNS, SegmentDecoder
 from ._ingest import SparkIngestError, SparkIngestSettings, SparkIngestStats, ingest, start_ingest
 from ._reader import decode, read, read_stream
-from ._session import SparkSetupError, encryption_conf, find_java, packages, session, translate
+from ._session import SparkSetupError, encryption_conf, find_java, packages, s3a_jars, session, translate
 
 __all__ = [
     "METADATA_COLUMNS",
@@ -43,6 +43,7 @@ __all__ = [
     "packages",
     "read",
     "read_stream",
+    "s3a_jars",
     "session",
     "start_ingest",
     "translate",

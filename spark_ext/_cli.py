@@ -97,11 +97,12 @@ def main(argv: list[str] | None = None) -> int:
         log.info("%s", settings_summary(settings))
         if not _ready(settings, args, stop):
             return EXIT_OK  # stopped while waiting
+        s3a, s3a_conf = _s3a_jars(settings, args.packages, args.spark_conf)
         spark = session(
             args.master,
             f"parka spark-ingest {settings.app}",
-            extra_conf=args.spark_conf,
-            extra_packages=[*args.packages, *_iceberg_packages(settings, args.spark_conf)],
+            extra_conf={**s3a_conf, **args.spark_conf},
+            extra_packages=[*args.packages, *_iceberg_packages(settings, args.spark_conf), *s3a],
         )
         bar: Any = None
         if not args.quiet and not sys.stderr.isatty():  # a log: a summary line every --progress-interval
@@ -148,6 +149,19 @@ def _iceberg_packages(settings: SparkIngestSettings, spark_conf: dict[str, str])
             raise
         conf = {}  # the Spark catalog is configured with -c: only the runtime
     return iceberg_packages(conf)
+
+
+def _s3a_jars(
+    settings: SparkIngestSettings, given: list[str], spark_conf: dict[str, str]
+) -> tuple[list[str], dict[str, str]]:
+    """The jars and settings of s3a (:func:`._session.s3a_jars`) when the checkpoint is in S3 (an
+    ``s3://`` table's default one is): Spark writes it through Hadoop's s3a FileSystem, which
+    pyspark does not ship. None otherwise."""
+    if not settings.checkpoint.startswith("s3a://"):
+        return [], {}
+    from ._session import s3a_jars
+
+    return s3a_jars(given, spark_conf)
 
 
 def _ready(settings: SparkIngestSettings, args: argparse.Namespace, stop: threading.Event) -> bool:

@@ -1,8 +1,8 @@
 """Spark ingestion's decode mode: segments decoded into records inside Spark (``mapInArrow``)
 and written by delta-spark's streaming sink (see :mod:`._ingest` for its exactly-once argument),
 or, with a catalog, by Iceberg's Spark writer (:mod:`._decode_iceberg`). The stream's schema is
-the given one, the table's, or the topic's first segment's, checked against the table before the
-query starts (:func:`stream_decoder`, for both)."""
+the given one, the table's, or the one that holds every segment in the topic at start, checked
+against the table before the query starts (:func:`stream_decoder`, for both)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from parka.segment import RESERVED_FIELDS
 
 from ._arrow import METADATA_COLUMNS, SegmentDecoder, type_shape
 from ._query import kafka_stream, source_options, with_trigger
-from ._reader import first_segment_schema, spark_schema
+from ._reader import spark_schema, topic_schema
 
 if TYPE_CHECKING:
     from ._query import LandingRun
@@ -39,7 +39,8 @@ def _resolve_schema(
     spark: Any, s: SparkIngestSettings, options: Mapping[str, str], table: pa.Schema | None
 ) -> tuple[pa.Schema, str]:
     """The stream's user schema and where it came from: the given schema, else the table's, else
-    the topic's first segment. Checked against the table before anything runs.
+    the one that holds every segment in the topic now (:func:`._reader.topic_schema`). Checked
+    against the table before anything runs.
 
     Raises:
         SchemaMismatchError: the schema has columns the table lacks (without merge) or types
@@ -51,7 +52,7 @@ def _resolve_schema(
         user = [f for f in table if not f.name.startswith(RESERVED_PREFIX) and f.name not in _METADATA_NAMES]
         schema, source = pa.schema(user), "table"
     else:
-        schema, source = first_segment_schema(spark, s.topic, options), "first segment"
+        schema, source = topic_schema(spark, s.topic, options), "topic's segments"
     if table is not None:
         probe = SegmentDecoder(schema)
         for f in probe.schema:

@@ -13,8 +13,10 @@ from urllib.parse import urlparse
 from parka.errors import ConfigError
 
 __all__ = [
+    "HADOOP_CHECKPOINT",
     "ICEBERG_CATALOG_CLASS",
     "hadoop_storage_options",
+    "hadoop_uri",
     "iceberg_catalog_conf",
     "kafka_client_options",
     "lake_storage_options",
@@ -35,6 +37,10 @@ _STORAGE_KEYS_FOR_OTHERS = ("aws_allow_http", "aws_conditional_put", "aws_virtua
 # Azure's and Google's delta-rs options: for delta-rs and obstore (raw mode's files and commits);
 # Spark's own reads of such a table take Hadoop's fs.azure.* / fs.gs.* settings, given as such
 _OTHER_CLOUDS = ("azure_", "google_")
+# object_store schemes Hadoop names otherwise, and those it has no FileSystem for (az://container is
+# abfss://container@<account>... to Hadoop, which needs the account the URI lacks; memory:// is the process's own)
+_HADOOP_SCHEMES = {"s3": "s3a"}
+_NOT_HADOOP = ("az", "azure", "memory")
 _TRIGGER = re.compile(r"processing-time=(\d+(?:\.\d+)?)\s*([a-z]*)")
 _UNIT_MS = {
     **dict.fromkeys(("ms", "millisecond", "milliseconds"), 1),
@@ -93,6 +99,26 @@ def hadoop_storage_options(options: Mapping[str, str]) -> dict[str, str]:
         out["fs.s3a.path.style.access"] = "true"
     out.update({k: v for k, v in options.items() if k.startswith("fs.")})
     return out
+
+
+def hadoop_uri(uri: str) -> str | None:
+    """``uri`` as Hadoop names it, for what Spark writes through Hadoop's FileSystem (the streaming
+    checkpoint): ``s3://`` (object_store's and delta-rs' name) is ``s3a://``; a local path,
+    ``s3a://``, ``abfss://``, ``gs://``, ``hdfs://``... stay as they are. ``None`` for a scheme
+    Hadoop has no FileSystem for (``az://``, ``azure://``, ``memory://``)."""
+    scheme, sep, rest = uri.partition("://")
+    name = scheme.lower()
+    if not sep:
+        return uri
+    if name in _NOT_HADOOP:
+        return None
+    return f"{_HADOOP_SCHEMES[name]}://{rest}" if name in _HADOOP_SCHEMES else uri
+
+
+HADOOP_CHECKPOINT = (
+    "a local path, or a URI Hadoop writes: s3a://, abfss://CONTAINER@ACCOUNT.dfs.core.windows.net/..., gs://, hdfs://"
+)
+"""What a streaming checkpoint's location may be (Spark writes it through Hadoop's FileSystem)."""
 
 
 def lake_storage_options(options: Mapping[str, str]) -> dict[str, str]:

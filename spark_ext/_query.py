@@ -17,9 +17,9 @@ from parka.lake import LandingSession
 
 from parka.errors import ParkaError
 
-from ._options import hadoop_storage_options, kafka_client_options, trigger_ms
+from ._options import HADOOP_CHECKPOINT, hadoop_storage_options, kafka_client_options, trigger_ms
 from ._reader import kafka_options
-from ._settings import SparkIngestSettings
+from ._settings import CHECKPOINT_LOCATION, SparkIngestSettings
 
 __all__ = ["LandingRun", "kafka_stream", "resume_from_table", "source_options", "with_trigger"]
 
@@ -45,7 +45,42 @@ def source_options(spark: Any, s: SparkIngestSettings) -> dict[str, str]:
         options["maxOffsetsPerTrigger"] = str(s.max_offsets_per_trigger)
     for key, value in hadoop_storage_options(s.storage_options).items():
         spark.sparkContext._jsc.hadoopConfiguration().set(key, value)
+    _check_checkpoint(spark, s)
     return options
+
+
+# what the JVM says when Hadoop has no FileSystem for a URI's scheme, or its class is not on the classpath
+_NO_FILESYSTEM = ("org.apache.hadoop.fs.UnsupportedFileSystemException", "java.lang.ClassNotFoundException")
+
+
+def _check_checkpoint(spark: Any, s: SparkIngestSettings) -> None:
+    """Before the query starts: Hadoop has a FileSystem for the checkpoint's location in this
+    session (s3a needs hadoop-aws, which pyspark does not ship), so that a missing one is a
+    :class:`~parka.errors.ConfigError` naming the flag and the jars, not a JVM trace. Other
+    failures (credentials, a network) are left to the query, which reports them as they are.
+
+    Raises:
+        ConfigError: no FileSystem for the checkpoint's scheme.
+    """
+    from ._session import jvm_cause, s3a_jars
+
+    jvm = spark.sparkContext._jvm
+    try:
+        jvm.org.apache.hadoop.fs.Path(s.checkpoint).getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    except Exception as exc:  # py4j's error, holding the JVM's
+        cause = jvm_cause(exc, _NO_FILESYSTEM)
+        if cause is None:
+            return
+        reason = f"this Spark session cannot write it ({cause})"
+        if s.checkpoint.startswith("s3a://"):
+            coords, conf = s3a_jars()
+            excludes = "".join(f" and {k}={v}" for k, v in conf.items())
+            reason += (
+                f"; s3a needs the packages {','.join(coords)}{excludes} in the session "
+                "(parka.spark_ext.s3a_jars() gives them for session(extra_packages=..., extra_conf=...); "
+                "parka spark-ingest adds them itself)"
+            )
+        raise CHECKPOINT_LOCATION.error(s.checkpoint, HADOOP_CHECKPOINT, reason=reason) from None
 
 
 def kafka_stream(spark: Any, options: Mapping[str, str]) -> Any:

@@ -11,19 +11,20 @@ works unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeAlias
 
 import pyarrow as pa
 
 from parka.encryption import KmsSettings
 from parka.errors import ConfigError, SchemaError
+from parka.evolution import merge_schemas
 from parka.schema import RESERVED_PREFIX, to_arrow_schema
 from parka.segment import FORMAT_HEADER, decode_segment
 
 from ._arrow import KAFKA_COLUMNS, SegmentDecoder
 
-__all__ = ["SchemaInput", "decode", "first_segment_schema", "kafka_options", "read", "read_stream", "spark_schema"]
+__all__ = ["SchemaInput", "decode", "kafka_options", "read", "read_stream", "spark_schema", "topic_schema"]
 
 SchemaInput: TypeAlias = "str | Mapping[str, Any] | pa.Schema"
 
@@ -71,8 +72,9 @@ def decode(
     """Decode a DataFrame of Kafka rows (as the Kafka source gives them, with headers) into records.
 
     Works on batch and streaming DataFrames. ``schema``: the topic's schema, Avro (JSON text or
-    dict) or Arrow; when omitted, a batch DataFrame's first segment gives it (a streaming one
-    raises). ``reserved``: ``"keep"`` (``__parka_key``, ``__parka_timestamp``,
+    dict) or Arrow; when omitted, a batch DataFrame's segments give it, the union of their
+    schemas (:func:`_schema_of_all`: a pass over the rows before the decoding one; a streaming
+    DataFrame raises). ``reserved``: ``"keep"`` (``__parka_key``, ``__parka_timestamp``,
     ``__parka_headers`` as columns, null where unused; the layout ``parka ingest`` writes) or
     ``"drop"``. ``metadata``: any of ``topic``, ``partition``, ``offset``, ``index``,
     ``timestamp``, added as ``kafka_<name>`` columns. ``kms``: the KMS settings that decrypt
@@ -95,48 +97,97 @@ def decode(
     if schema is None:
         if df.isStreaming:
             raise SchemaError("a streaming DataFrame needs an explicit schema (Avro or Arrow)")
-        arrow_schema = _schema_of_first(df, kms)
+        arrow_schema = _schema_of_all(df, kms)
     else:
         arrow_schema = to_arrow_schema(schema)
     decoder = SegmentDecoder(arrow_schema, reserved=reserved, metadata=metadata, kms=kms)
     return df.select(*KAFKA_COLUMNS).mapInArrow(decoder, spark_schema(decoder.output_schema))
 
 
-def _schema_of_first(df: Any, kms: KmsSettings | None = None) -> pa.Schema:
-    """The user schema of the first segment in a batch DataFrame of Kafka rows."""
+class _SegmentSchemas:
+    """``mapInArrow`` over Kafka rows: each segment's user schema, serialized, with its Kafka
+    timestamp (for :func:`_schema_of_all`). Runs in the executors' Python workers."""
+
+    OUTPUT = "schema binary, timestamp timestamp"
+
+    def __init__(self, kms: KmsSettings | None) -> None:
+        self.kms = kms
+
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            schemas = []
+            for row in batch.select(["value", "headers", "topic", "partition", "offset"]).to_pylist():
+                headers = [(h["key"], h["value"]) for h in row["headers"] or ()]
+                table = decode_segment(
+                    row["value"],
+                    headers,
+                    topic=row["topic"],
+                    partition=row["partition"],
+                    offset=row["offset"],
+                    kms=self.kms,
+                )
+                schemas.append(_user_schema(table.schema).serialize().to_pybytes())
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(schemas, pa.binary()), batch.column("timestamp")], names=["schema", "timestamp"]
+            )
+
+
+def _user_schema(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([f for f in schema if not f.name.startswith(RESERVED_PREFIX)])
+
+
+def _schema_of_all(df: Any, kms: KmsSettings | None = None) -> pa.Schema:
+    """The schema that holds every segment in a batch DataFrame of Kafka rows: the union of the
+    segments' user schemas (:func:`parka.evolution.merge_schemas`, oldest first, no type
+    widening), where a column that some segment lacks is nullable (the decoder fills it with
+    nulls there). One pass over the rows in the executors; the driver gets one row per distinct
+    schema.
+
+    Raises:
+        SchemaError: no segment; segments whose columns disagree in type (naming the column and
+            both types: give the schema).
+    """
     from pyspark.sql import functions as F
 
     is_seg = F.exists("headers", lambda h: h["key"] == F.lit(FORMAT_HEADER))
-    rows = df.where(is_seg).select("value", "headers", "topic", "partition", "offset").limit(1).collect()
-    if not rows:
-        raise SchemaError("no parka segment to take the schema from; give the topic's schema")
-    row = rows[0]
-    headers = [(h["key"], h["value"]) for h in row["headers"] or ()]
-    table = decode_segment(
-        bytes(row["value"]),
-        headers,
-        topic=row["topic"],
-        partition=row["partition"],
-        offset=row["offset"],
-        kms=kms,
+    rows = df.where(is_seg).select("value", "headers", "topic", "partition", "offset", "timestamp")
+    found = (
+        rows.mapInArrow(_SegmentSchemas(kms), _SegmentSchemas.OUTPUT)
+        .groupBy("schema")
+        .agg(F.min("timestamp").alias("first"))
+        .orderBy("first")
+        .collect()
     )
-    return pa.schema([f for f in table.schema if not f.name.startswith(RESERVED_PREFIX)])
+    if not found:
+        raise SchemaError("no parka segment to take the schema from; give the topic's schema")
+    schemas = [pa.ipc.read_schema(pa.py_buffer(bytes(row["schema"]))) for row in found]
+    everywhere = set.intersection(*(set(s.names) for s in schemas))
+
+    def relaxed(schema: pa.Schema) -> pa.Schema:
+        return pa.schema([f if f.name in everywhere else f.with_nullable(True) for f in schema])
+
+    union = relaxed(schemas[0])
+    for schema in schemas[1:]:
+        merged = merge_schemas(union, relaxed(schema), widening=False)
+        if merged.problems:
+            problems = "; ".join(str(p).replace("in the table", "in an older segment") for p in merged.problems)
+            raise SchemaError(f"the topic's segments disagree ({problems}); give the schema to read them with")
+        union = merged.schema
+    return union
 
 
-def first_segment_schema(
-    spark: Any, topic: str, options: Mapping[str, str], kms: KmsSettings | None = None
-) -> pa.Schema:
-    """The user schema of the earliest segment in ``topic`` (a small batch read).
+def topic_schema(spark: Any, topic: str, options: Mapping[str, str], kms: KmsSettings | None = None) -> pa.Schema:
+    """The schema of every segment in ``topic`` now (a batch read of it, :func:`_schema_of_all`).
 
     Raises:
-        SchemaError: the topic holds no segment.
-        SegmentDecodeError: that segment cannot be read.
+        SchemaError: the topic holds no segment, or its segments disagree in a column's type.
+        SegmentDecodeError: a segment cannot be read.
     """
     batch_opts = {k: v for k, v in options.items() if k not in _STREAM_ONLY}
     batch_opts.update(startingOffsets="earliest", endingOffsets="latest")
     df = spark.read.format("kafka").options(**batch_opts).load()
     try:
-        return _schema_of_first(df, kms)
+        return _schema_of_all(df, kms)
     except SchemaError as exc:
         raise SchemaError(f"topic '{topic}': {exc}") from exc
 
@@ -160,7 +211,8 @@ def read(
 
     ``options`` are Kafka source options (``kafka.*`` client settings, ``startingOffsets``,
     ``endingOffsets``...). ``schema`` and ``kms`` as in :func:`decode`; without a schema, the
-    first segment's.
+    union of the read segments' (a topic whose schema evolved reads whole, older segments'
+    missing columns null).
     """
     opts = kafka_options(topic, bootstrap_servers, options)
     df = spark.read.format("kafka").options(**opts).load()
@@ -180,10 +232,11 @@ def read_stream(
 ) -> Any:
     """A streaming DataFrame of the records in ``topic``.
 
-    Without ``schema``, the earliest segment in the topic gives it (read once, now).
+    Without ``schema``, the segments in the topic now give it (:func:`topic_schema`, read once,
+    now); a later segment with columns beyond them fails the stream, naming it: give the schema.
     ``options`` as in :func:`read` (``startingOffsets``, ``maxOffsetsPerTrigger``...).
     """
     opts = kafka_options(topic, bootstrap_servers, options)
-    arrow_schema = first_segment_schema(spark, topic, opts, kms) if schema is None else to_arrow_schema(schema)
+    arrow_schema = topic_schema(spark, topic, opts, kms) if schema is None else to_arrow_schema(schema)
     df = spark.readStream.format("kafka").options(**opts).load()
     return decode(df, arrow_schema, reserved=reserved, metadata=metadata, kms=kms)

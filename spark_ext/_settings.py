@@ -21,7 +21,7 @@ from parka.errors import ConfigError
 from parka.partitioning import parse_partition_by
 
 from ._arrow import METADATA_COLUMNS, RESERVED_MODES
-from ._options import hadoop_storage_options, trigger_ms
+from ._options import HADOOP_CHECKPOINT, hadoop_storage_options, hadoop_uri, trigger_ms
 
 if TYPE_CHECKING:
     from ._reader import SchemaInput
@@ -204,7 +204,9 @@ CHECKPOINT_LOCATION = Setting(
     "checkpoint_location",
     ("--checkpoint-location",),
     ("CHECKPOINT_LOCATION",),
-    "Structured Streaming checkpoint",
+    "Structured Streaming checkpoint, written through Hadoop: a local path, s3a:// (s3:// means the same), "
+    "abfss://, gs://, hdfs://; for an s3:// table it is written as s3a://, with the s3a jars added; "
+    "required for an az:// table",
     default_text="<table>/_parka_checkpoints/<app id>",
 )
 STARTING_OFFSETS = Setting(
@@ -227,7 +229,7 @@ SCHEMA = Setting(
     ("--schema",),
     ("SCHEMA",),
     "the topic's Avro schema, a file or JSON text",
-    default_text="the table's, else the first segment's",
+    default_text="the table's, else the union of the topic's segments' at start",
     parse=_schema_text,
 )
 RESERVED = Setting(
@@ -392,6 +394,12 @@ class SparkIngestSettings(DaemonSettings):
                     reason="or give a checkpoint location outside the table",
                 )  # fmt: skip
 
+        if hadoop_uri(self.checkpoint) is None:
+            scheme = self.checkpoint.split("://", 1)[0]
+            reason = f"Spark writes its checkpoint through Hadoop, which has no FileSystem for {scheme}://"
+            if self.checkpoint_location is None:
+                reason += f"; the default, {self.checkpoint}, is inside the table: give the checkpoint's location"
+            raise CHECKPOINT_LOCATION.error(self.checkpoint_location or "(none)", HADOOP_CHECKPOINT, reason=reason)
         hadoop_storage_options(self.storage_options)
 
     @property
@@ -401,4 +409,8 @@ class SparkIngestSettings(DaemonSettings):
 
     @property
     def checkpoint(self) -> str:
-        return self.checkpoint_location or f"{self.table_uri.rstrip('/')}/{CHECKPOINTS_DIR}/{self.app}"
+        """Where the streaming query's checkpoint is, as Hadoop names it (:func:`._options.hadoop_uri`:
+        an ``s3://`` location is ``s3a://``): ``checkpoint_location``, else
+        ``<table>/_parka_checkpoints/<app id>``."""
+        given = self.checkpoint_location or f"{self.table_uri.rstrip('/')}/{CHECKPOINTS_DIR}/{self.app}"
+        return hadoop_uri(given) or given

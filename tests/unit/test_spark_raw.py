@@ -125,3 +125,39 @@ def test_the_cli_defaults_to_raw_mode() -> None:
     assert settings("--mode", "decode", "--reserved", "drop").mode == "decode"
     with pytest.raises(ConfigError, match="'reserved'"):
         settings("--reserved", "drop")
+
+
+def test_the_default_checkpoint_is_one_hadoop_writes(caplog: pytest.LogCaptureFixture) -> None:
+    from parka.spark_ext._cli import _s3a_jars, build_parser, main, settings_from_args
+    from parka.spark_ext._session import hadoop_version
+
+    base = {"topic": "gps", "bootstrap_servers": "b:9092", "commit_engine": "delta-rs"}
+    # Hadoop calls S3 s3a://: an s3:// table's default checkpoint, or an s3:// one given, is written through it
+    s3 = SparkIngestSettings(**base, table_uri="s3://lake/gps")
+    assert s3.checkpoint == "s3a://lake/gps/_parka_checkpoints/parka-gps"
+    assert SparkIngestSettings(**base, table_uri="/t", checkpoint_location="s3://b/ck").checkpoint == "s3a://b/ck"
+    abfss = "abfss://lake@acct.dfs.core.windows.net/gps"
+    assert SparkIngestSettings(**base, table_uri=abfss).checkpoint == f"{abfss}/_parka_checkpoints/parka-gps"
+    # az:// names no account, and Hadoop has no FileSystem for it: the default is refused, saying what to give
+    with pytest.raises(ConfigError, match=r"'checkpoint_location'.*no FileSystem for az://.*give the checkpoint"):
+        SparkIngestSettings(**base, table_uri="az://lake/gps")
+    with pytest.raises(ConfigError, match=r"allowed: a local path, or a URI Hadoop writes: s3a://"):
+        SparkIngestSettings(**base, table_uri="/t", checkpoint_location="memory:///ck")
+    assert SparkIngestSettings(**base, table_uri="az://lake/gps", checkpoint_location="/ck").checkpoint == "/ck"
+    with caplog.at_level("ERROR"):
+        assert main(["gps", "az://lake/gps", "--commit-engine", "delta-rs", "-q"]) == 2
+    assert "--checkpoint-location" in caplog.text
+
+    # the command adds s3a's jars (at pyspark's Hadoop) for a checkpoint in S3, and only then
+    def jars(*argv: str) -> tuple[list[str], dict[str, str]]:
+        args = build_parser().parse_args(["gps", *argv])
+        return _s3a_jars(settings_from_args(args), args.packages, args.spark_conf)
+
+    packages, conf = jars("s3://lake/gps", "--commit-engine", "delta-rs")
+    assert packages[0] == f"org.apache.hadoop:hadoop-aws:{hadoop_version()}"
+    assert conf == {"spark.jars.excludes": "software.amazon.awssdk:bundle"}
+    assert jars("/lake/gps") == ([], {})
+    assert jars("s3://lake/gps", "--commit-engine", "delta-rs", "--packages", "org.apache.hadoop:hadoop-aws:3.4.0") == (
+        [],
+        {},
+    )

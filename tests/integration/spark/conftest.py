@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from parka.spark_ext._session import SQLITE_JDBC, iceberg_packages
+from parka.spark_ext._session import SQLITE_JDBC, hadoop_version, iceberg_packages, s3a_jars
 
 from .._servers import SHORT_JVM
 
@@ -46,17 +46,11 @@ def _free_port_run(count: int = 6) -> str:
 
 
 CLUSTER_PORT = os.environ.get("PARKA_TEST_SPARK_PORT") or _free_port_run()
-# test_spark_objectstore.py: s3a (hadoop-aws at pyspark 4.0's Hadoop version, and the AWS SDK's
-# individual modules, 19 MB, instead of the ~600 MB bundle hadoop-aws names, excluded below) and
-# wasb (hadoop-azure, 6 jars)
-OBJECT_STORE_PACKAGES = [
-    "org.apache.hadoop:hadoop-aws:3.4.1",
-    *(
-        f"software.amazon.awssdk:{module}:2.57.8"
-        for module in ("s3", "s3-transfer-manager", "sts", "apache-client", "netty-nio-client")
-    ),
-    "org.apache.hadoop:hadoop-azure:3.4.1",
-]
+# test_spark_objectstore.py: s3a (hadoop-aws at pyspark's Hadoop version, and the AWS SDK's
+# individual modules instead of the ~600 MB bundle hadoop-aws names: what parka spark-ingest adds
+# for a checkpoint in S3) and wasb (hadoop-azure, 6 jars)
+S3A_PACKAGES, S3A_CONF = s3a_jars()
+OBJECT_STORE_PACKAGES = [*S3A_PACKAGES, f"org.apache.hadoop:hadoop-azure:{hadoop_version()}"]
 # Iceberg's Spark runtime, for reading the Iceberg tables parka lands and for decode mode's writes,
 # and the SQLite JDBC driver of the embedded catalog (test_spark_iceberg.py)
 ICEBERG_SPARK = [*iceberg_packages(), SQLITE_JDBC]
@@ -80,7 +74,7 @@ def spark() -> Iterator[Any]:
         "parka-tests",
         extra_packages=[*OBJECT_STORE_PACKAGES, *ICEBERG_SPARK],
         extra_conf={
-            "spark.jars.excludes": "software.amazon.awssdk:bundle",
+            **S3A_CONF,
             "spark.ui.enabled": "false",
             "spark.sql.shuffle.partitions": "2",
             "spark.databricks.delta.snapshotPartitions": "2",

@@ -147,7 +147,7 @@ def test_decode_mode_into_the_embedded_catalog_takes_turns_with_parka_ingest_and
     first = ingest(
         spark, SparkIngestSettings(**base, checkpoint_location=str(tmp_path / "cp1"), max_offsets_per_trigger=4)
     )
-    assert (first.records, first.schema_source, first.mode) == (300, "first segment", "decode")
+    assert (first.records, first.schema_source, first.mode) == (300, "topic's segments", "decode")
     assert first.batches >= 2  # maxOffsetsPerTrigger split the backlog: one commit each
     catalog = load_catalog(name, type="sql", uri=f"sqlite:///{warehouse}/catalog.db", warehouse=f"file://{warehouse}")
     summary = catalog.load_table(identifier).current_snapshot().summary  # type: ignore[union-attr]

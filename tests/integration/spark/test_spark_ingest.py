@@ -33,7 +33,7 @@ def test_available_now_twice_then_the_cli_is_exactly_once(
         topic=topic, table_uri=str(table), bootstrap_servers=bootstrap, max_offsets_per_trigger=6, mode="decode"
     )
     first = ingest(spark, settings)
-    assert (first.segments, first.records, first.schema_source) == (segments, 600, "first segment")
+    assert (first.segments, first.records, first.schema_source) == (segments, 600, "topic's segments")
     assert first.batches >= 2  # maxOffsetsPerTrigger split the backlog
     again = ingest(spark, settings)
     assert (again.segments, again.records, again.schema_source) == (0, 0, "table")

@@ -1,6 +1,8 @@
 """Spark on an S3 table that `parka ingest` writes, in a real S3-compatible server (s3proxy):
 Spark raw mode continues the table (executors write data files through obstore, the driver
-commits through delta-rs with a conditional put) and delta-spark reads it through s3a."""
+commits through delta-rs with a conditional put) and delta-spark reads it through s3a. Spark
+raw mode into an ``s3://`` table keeps its default checkpoint in the table, through s3a; a
+checkpoint Hadoop cannot write is refused before the query starts."""
 
 from __future__ import annotations
 
@@ -8,8 +10,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from parka.spark_ext import SparkIngestSettings, ingest
 from parka.spark_ext._options import hadoop_storage_options
+
+from parka.errors import ConfigError
 
 from .._ingest_util import assert_segments_stored_byte_for_byte, produce_events, run_ingest, table_ids
 from .._objectstores import ObjectStoreServer
@@ -80,3 +85,42 @@ def test_spark_writes_and_delta_spark_reads_an_azure_table_parka_ingest_writes(
     wasb = "wasb://lake@devstoreaccount1.blob.core.windows.net/" + uri.rsplit("/", 1)[1]
     by_spark = [r.id for r in spark.read.format("delta").load(wasb).select("id").collect()]
     assert sorted(by_spark) == list(range(600))
+
+
+def test_spark_ingest_into_s3_keeps_its_default_checkpoint_in_the_table(
+    spark: Any, bootstrap: str, new_topic: Callable[..., str], s3proxy: ObjectStoreServer
+) -> None:
+    """An ``s3://`` table, delta-rs commits, no checkpoint location: the checkpoint is the table's
+    ``_parka_checkpoints/<app id>`` through s3a, every record lands once, and a second run
+    continues from that checkpoint."""
+    topic = new_topic(partitions=2)
+    uri = s3proxy.table_uri("spark-ckpt")
+    options = s3proxy.storage_options
+    settings = SparkIngestSettings(
+        topic=topic, table_uri=uri, bootstrap_servers=bootstrap, storage_options=options, commit_engine="delta-rs"
+    )
+    assert settings.checkpoint == f"s3a://{uri.removeprefix('s3://')}/_parka_checkpoints/parka-{topic}"
+    produce_events(bootstrap, topic, 0, 40, batch=10)
+    assert ingest(spark, settings).records == 40
+    produce_events(bootstrap, topic, 40, 20, batch=10)
+    assert ingest(spark, settings).records == 20
+    assert sorted(table_ids(uri, options)) == list(range(60))
+    # the checkpoint is in the bucket, where the table is: s3proxy keeps objects as files
+    checkpoint = s3proxy.data_dir() / uri.removeprefix("s3://") / "_parka_checkpoints" / f"parka-{topic}"
+    assert sorted(p.name for p in (checkpoint / "commits").iterdir()) == ["0", "1"]
+
+
+def test_a_checkpoint_the_session_cannot_write_is_refused_before_the_query(
+    spark: Any, bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """Hadoop has no FileSystem for the checkpoint's scheme in this session (as s3a:// in a
+    session without hadoop-aws): a ConfigError naming the setting, and nothing written."""
+    settings = SparkIngestSettings(
+        topic=new_topic(),
+        table_uri=str(tmp_path / "t"),
+        bootstrap_servers=bootstrap,
+        checkpoint_location="nosuch://x/ck",
+    )
+    with pytest.raises(ConfigError, match=r"'nosuch://x/ck' for 'checkpoint_location'.*cannot write it.*No FileSystem"):
+        ingest(spark, settings)
+    assert not (tmp_path / "t").exists()

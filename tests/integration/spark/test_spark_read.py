@@ -9,10 +9,11 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
+from parka.producer import ParquetProducer
 from parka.spark_ext import read, read_stream, translate
 from pyspark.errors import PythonException
 
-from parka.errors import SegmentDecodeError, SegmentError
+from parka.errors import SchemaError, SegmentDecodeError, SegmentError
 from parka.schema import schema_fingerprint
 from parka.segment import encode_segment
 
@@ -51,6 +52,38 @@ def test_batch_read_gives_every_record_once_with_metadata(
     assert set(out.column("kafka_topic").to_pylist()) == {topic}
     assert out.column("kafka_timestamp").null_count == 0
     assert out.column("__parka_key").to_pylist()[0] is not None  # produced with key_column="device"
+
+
+def test_a_batch_read_of_an_evolved_topic_takes_every_segments_columns(
+    spark: Any, bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    """The topic's schema lost ``day`` (NOT NULL before) and gained ``note``: without a schema,
+    read() holds both, each null where a segment lacks it. A column whose type changed is a
+    SchemaError naming it."""
+    topic = new_topic()
+    produce_events(bootstrap, topic, 0, 20, batch=10)
+    evolved = pa.schema([*(f for f in EVENTS if f.name != "day"), pa.field("note", pa.string())])
+    newer = events(20, 10).drop_columns(["day"]).append_column("note", pa.array([f"n{i}" for i in range(20, 30)]))
+    with ParquetProducer(
+        {"bootstrap.servers": bootstrap, "columnar.encoding": "parquet", "columnar.batch.records": 10}
+    ) as producer:
+        producer.set_schema(topic, evolved)
+        producer.produce_batch(topic, newer.cast(evolved))
+        assert producer.flush(30) == 0
+    out = read(spark, topic, bootstrap_servers=bootstrap, reserved="drop").toArrow()
+    assert out.schema.names == [*EVENTS.names, "note"]
+    rows = sorted(out.to_pylist(), key=lambda r: r["id"])
+    assert [r["id"] for r in rows] == list(range(30))
+    assert [r["day"] is None for r in rows] == [False] * 20 + [True] * 10
+    assert [r["note"] for r in rows] == [None] * 20 + [f"n{i}" for i in range(20, 30)]
+
+    changed = pa.schema([pa.field("id", pa.string())])
+    with ParquetProducer({"bootstrap.servers": bootstrap, "columnar.encoding": "parquet"}) as producer:
+        producer.set_schema(topic, changed)
+        producer.produce_batch(topic, pa.table({"id": ["x"]}, schema=changed))
+        assert producer.flush(30) == 0
+    with pytest.raises(SchemaError, match=r"'id' is string in the segment but int64 in an older segment.*give the"):
+        read(spark, topic, bootstrap_servers=bootstrap)
 
 
 def test_streaming_read_with_the_topics_avro_schema(spark: Any, bootstrap: str, new_topic: Callable[..., str]) -> None:
