@@ -53,6 +53,7 @@ class LandingSession:
 
         Raises:
             SchemaMismatchError: the table cannot take ``schema``, or Delta cannot store it.
+            ConfigError: a new table cannot be partitioned as asked by ``schema``'s columns.
             CommitConflict, CommitError: a schema change or the cleanup failed.
         """
         committer = self.committer
@@ -61,7 +62,8 @@ class LandingSession:
                 self.evolve_to(schema)
             source = "table"
         elif schema is not None:
-            committer.ensure_table(pa.schema([*schema, *(f.with_nullable(True) for f in RESERVED_FIELDS)]))
+            given = pa.schema([*schema, *(f.with_nullable(True) for f in RESERVED_FIELDS)])
+            committer.ensure_table(given, source="the given schema")
             source = "given"
         else:
             source = "first segment"

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+from parka.lake import check_partitioning
 
 from parka.errors import ConfigError, SchemaMismatchError
 from parka.schema import RESERVED_PREFIX, to_arrow_schema
@@ -80,14 +81,12 @@ def stream_decoder(
     table yet), the stream's user schema, and where it came from (:func:`_resolve_schema`).
 
     Raises:
-        ConfigError: ``partition_by`` names no output column.
+        ConfigError: ``partition_by`` names no output column, or one it cannot partition by.
         SchemaMismatchError: the schema does not fit the table.
     """
     schema, source = _resolve_schema(spark, s, options, table)
     decoder = SegmentDecoder(schema, reserved=s.reserved, metadata=s.metadata)
-    for name in s.partition_by:
-        if name not in decoder.output_schema.names:
-            raise ConfigError("partition_by", name, ", ".join(decoder.output_schema.names))
+    check_partitioning(decoder.output_schema, s.partition_by, where=f"the decoded rows ({source} schema)")
     log.info("stream schema from the %s: %s", source, ", ".join(f"{f.name} {f.type}" for f in decoder.schema))
     return decoder, schema, source
 

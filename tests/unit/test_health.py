@@ -9,14 +9,17 @@ import pytest
 from parka._health import (
     EXIT_CONFIG,
     EXIT_FAILED,
+    EXIT_OK,
     EXIT_UNREACHABLE,
     Backoff,
     Blocker,
     HealthLog,
     RateLimitFilter,
+    RunStatus,
     duration_text,
     exit_code_for,
     one_line,
+    run_status,
 )
 from parka.errors import BlockedError, CommitError, ConfigError
 
@@ -128,3 +131,11 @@ def test_librdkafka_lines_pass_once_per_window_counting_the_rest() -> None:
     assert later.getMessage().endswith("(1100 more like it in the last 1 min 5 s)")
     other = _record("Metadata request failed: broker down", logging.INFO)
     assert limit.filter(other) and other.levelno == logging.INFO
+
+
+def test_a_run_that_dead_lettered_everything_it_read_is_no_success() -> None:
+    everything = run_status(segments=0, dead_letters=13, dlq_table="/lake/dlq")
+    assert (everything.status, everything.exit_code) == ("dead-lettered", EXIT_FAILED)
+    assert everything.error is not None and "13 dead-lettered into /lake/dlq, none in the table" in everything.error
+    for segments, dead in [(12, 1), (5, 0), (0, 0)]:  # some landed, or nothing was there: as before
+        assert run_status(segments=segments, dead_letters=dead, dlq_table="/lake/dlq") == RunStatus("ok", EXIT_OK)
