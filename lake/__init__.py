@@ -48,7 +48,7 @@ from ._files import (
     read_segment,
     write_segments,
 )
-from ._landing import LandingSession
+from ._landing import LandingSession, given_schema_refused
 from ._log import DataFile, LogEngine, TableLog
 from ._logscan import logged_files
 from ._optimize import OptimizeResult, optimize_table
@@ -124,6 +124,7 @@ __all__ = [
     "default_app_id",
     "evolve_schema_json",
     "fit_segment",
+    "given_schema_refused",
     "logged_files",
     "make_durable",
     "object_store",

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-from parka.lake import check_partitioning
+from parka.lake import check_partitioning, given_schema_refused
 
 from parka.errors import ConfigError, SchemaMismatchError
 from parka.schema import RESERVED_PREFIX, to_arrow_schema
@@ -81,10 +81,16 @@ def stream_decoder(
     table yet), the stream's user schema, and where it came from (:func:`_resolve_schema`).
 
     Raises:
-        ConfigError: ``partition_by`` names no output column, or one it cannot partition by.
-        SchemaMismatchError: the schema does not fit the table.
+        ConfigError: ``partition_by`` names no output column, or one it cannot partition by;
+            the given schema (``--schema``) does not fit the table.
+        SchemaMismatchError: the first segment's schema does not fit the table.
     """
-    schema, source = _resolve_schema(spark, s, options, table)
+    try:
+        schema, source = _resolve_schema(spark, s, options, table)
+    except SchemaMismatchError as exc:
+        if s.schema is None or table is None:
+            raise
+        raise given_schema_refused(exc, s.table_uri, table) from exc
     decoder = SegmentDecoder(schema, reserved=s.reserved, metadata=s.metadata)
     check_partitioning(decoder.output_schema, s.partition_by, where=f"the decoded rows ({source} schema)")
     log.info("stream schema from the %s: %s", source, ", ".join(f"{f.name} {f.type}" for f in decoder.schema))
