@@ -159,12 +159,17 @@ def test_run_once_with_a_mistyped_partition_column_exits_2_with_nothing_written(
     bootstrap: str, new_topic: Callable[..., str], group_id: str, tmp_path: Path
 ) -> None:
     topic = new_topic()
+    producer = Producer({"bootstrap.servers": bootstrap})
+    producer.produce(topic, value=b'{"id": -1}')  # a bad message first: read, and not dead-lettered either
+    assert producer.flush(30) == 0
     produce_events(bootstrap, topic, 0, 200, batch=50)
     table, dlq = tmp_path / "t", tmp_path / "dlq"
     flags = ("-g", group_id, "--dlq-table", str(dlq))
     proc, wall = _run_once(topic, str(table), bootstrap, "--partition-by", "dya", *flags)
     assert proc.returncode == EXIT_CONFIG, proc.stderr[-3000:]
-    line = _stopped_line(proc)
+    refused, line = _error_lines(proc)  # the bad message as it was read, then the one line that ends the run
+    assert "SegmentError: not a parka segment" in refused, refused
+    assert proc.stdout == "" and "Traceback" not in proc.stderr, proc.stdout + proc.stderr[-3000:]
     assert (
         "stopped: ConfigError: invalid value 'dya' for 'partition_by'; set by --partition-by or PARKA_PARTITION_BY; "
         "dya: the topic's first segment has no column 'dya'; allowed: columns of the topic's first segment, or "
@@ -181,11 +186,14 @@ def test_run_once_with_a_mistyped_partition_column_exits_2_with_nothing_written(
     finally:
         consumer.close()
     assert committed.offset == OFFSET_INVALID, committed
-    # the command fixed: every record lands, none in the dead-letter table
+    # the command fixed: every record lands, the bad message is dead-lettered; some dead letters
+    # among landed segments are still a success
     fixed, _ = _run_once(topic, str(table), bootstrap, "--partition-by", "day", *flags)
     assert fixed.returncode == 0, fixed.stderr[-3000:]
-    assert json.loads(fixed.stdout.splitlines()[-1])["status"] == "ok"
-    assert sorted(table_ids(str(table))) == list(range(200)) and not (dlq / "_delta_log").exists()
+    status = json.loads(fixed.stdout.splitlines()[-1])
+    assert (status["status"], status["dead_letters"], status["segments"]) == ("ok", 1, 4), status
+    assert sorted(table_ids(str(table))) == list(range(200))
+    assert DeltaTable(str(dlq)).to_pyarrow_table(columns=["offset"])["offset"].to_pylist() == [0]
 
 
 def test_run_once_that_dead_lettered_everything_it_read_is_no_success(
