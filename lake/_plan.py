@@ -247,9 +247,10 @@ def partitioning_problem(
             return spec, f"{where} has no column '{spec.source}'"
         if spec.derived and spec.name in schema.names:
             return spec, f"{where} has a column '{spec.name}' already (a derived column needs a name of its own)"
-        problem = spec.problem(schema.field(spec.source).type)
-        if problem is not None:
-            return spec, f"{problem} ({where}'s '{spec.source}' is {schema.field(spec.source).type})"
+        source_type = schema.field(spec.source).type
+        problem = spec.problem(source_type)
+        if problem is not None:  # a transform's problem names the type; the identity's does not
+            return spec, problem if spec.derived else f"{problem}, and {where}'s '{spec.source}' is {source_type}"
     return None
 
 

@@ -92,7 +92,8 @@ def stream_decoder(
             raise
         raise given_schema_refused(exc, s.table_uri, table) from exc
     decoder = SegmentDecoder(schema, reserved=s.reserved, metadata=s.metadata)
-    check_partitioning(decoder.output_schema, s.partition_by, where=f"the decoded rows ({source} schema)")
+    origin = {"given": "the given schema", "first segment": "the topic's first segment"}.get(source, "the table")
+    check_partitioning(decoder.output_schema, s.partition_by, where=f"the decoded rows' schema (from {origin})")
     log.info("stream schema from the %s: %s", source, ", ".join(f"{f.name} {f.type}" for f in decoder.schema))
     return decoder, schema, source
 
