@@ -131,7 +131,12 @@ def main(argv: list[str] | None = None) -> int:
         if progress is not None:
             progress.close(ingest)
     log.info("done: %s", stats)
-    end = run_status(segments=stats.segments, dead_letters=stats.dead_letters, dlq_table=settings.dlq_table_uri)
+    end = run_status(
+        segments=stats.segments,
+        dead_letters=stats.dead_letters,
+        dlq_table=settings.dlq_table_uri,
+        run_once=settings.end_at_latest,
+    )
     print(json.dumps({"status": end.status, **stats.__dict__}))
     if end.error is not None:
         log.error("%s", end.error)

@@ -32,8 +32,8 @@ __all__ = [
 EXIT_OK = 0
 """Done: everything there was at start is in the table (or, for a daemon, it was asked to stop)."""
 EXIT_FAILED = 1
-"""Stopped by the data or the table: a message the table refuses, a commit that failed; or a run
-that dead-lettered every message it read (:func:`run_status`)."""
+"""Stopped by the data or the table: a message the table refuses, a commit that failed; or a
+run-once that dead-lettered every message it read (:func:`run_status`)."""
 EXIT_CONFIG = 2
 """Bad configuration, a cause that will not go away on its own: a malformed flag, an unknown topic,
 credentials or ACLs Kafka refuses, a table location that cannot be created or written, a bucket
@@ -52,18 +52,19 @@ class RunStatus:
     error: str | None = None
 
 
-def run_status(*, segments: int, dead_letters: int, dlq_table: str | None) -> RunStatus:
+def run_status(*, segments: int, dead_letters: int, dlq_table: str | None, run_once: bool) -> RunStatus:
     """How a run that finished ends, from the messages it committed into the table
-    (``segments``) and into the dead-letter table ``dlq_table``: ``dead-lettered`` and
-    :data:`EXIT_FAILED` when it dead-lettered messages and committed none into the table (a run
-    whose every message was refused is no success, whatever the cause); else ``ok`` and
-    :data:`EXIT_OK`, the counts beside it."""
+    (``segments``) and into the dead-letter table ``dlq_table``: ``dead-lettered`` when it
+    dead-lettered messages and committed none into the table (a run whose every message was
+    refused is no success, whatever the cause), with :data:`EXIT_FAILED` for a ``run_once``
+    (``--end-at-latest``) and :data:`EXIT_OK` for a daemon, which was asked to stop; else ``ok``
+    and :data:`EXIT_OK`, the counts beside it."""
     if dead_letters and not segments:
         error = (
             f"every message this run read was refused: {dead_letters} dead-lettered into {dlq_table}, none in "
             "the table (the reasons are in the dead-letter table's error column)"
         )
-        return RunStatus("dead-lettered", EXIT_FAILED, error)
+        return RunStatus("dead-lettered", EXIT_FAILED if run_once else EXIT_OK, error)
     return RunStatus("ok", EXIT_OK)
 
 

@@ -122,7 +122,12 @@ def main(argv: list[str] | None = None) -> int:
         for sig, handler_before in previous.items():
             signal.signal(sig, handler_before)
     log.info("done: %s", stats)
-    end = run_status(segments=stats.segments, dead_letters=stats.dead_letters, dlq_table=settings.dlq_table_uri)
+    end = run_status(
+        segments=stats.segments,
+        dead_letters=stats.dead_letters,
+        dlq_table=settings.dlq_table_uri,
+        run_once=settings.trigger == "available-now",
+    )
     print(json.dumps({"status": end.status, **stats.__dict__}))
     if end.error is not None:
         log.error("%s", end.error)

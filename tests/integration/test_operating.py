@@ -196,7 +196,7 @@ def test_run_once_with_a_mistyped_partition_column_exits_2_with_nothing_written(
     assert DeltaTable(str(dlq)).to_pyarrow_table(columns=["offset"])["offset"].to_pylist() == [0]
 
 
-def test_run_once_that_dead_lettered_everything_it_read_is_no_success(
+def test_a_run_that_dead_lettered_everything_it_read_is_no_success(
     bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
 ) -> None:
     topic = new_topic()
@@ -214,6 +214,21 @@ def test_run_once_that_dead_lettered_everything_it_read_is_no_success(
         "are in the dead-letter table's error column)"
     ), proc.stderr[-3000:]
     assert DeltaTable(str(dlq)).to_pyarrow_table().num_rows == 3
+    # a daemon says the same in its last lines when it is stopped, and exits 0 (it was asked to stop)
+    log = tmp_path / "daemon.log"
+    daemon = start_ingest(
+        topic, str(tmp_path / "t2"), bootstrap, "--dlq-table", str(tmp_path / "dlq2"), "-l", "1", log=log
+    )
+    try:
+        wait_for(lambda: log.read_text().count("dead-lettered ") == 3, "the daemon to dead-letter the three", 60)
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(60) == 0, log.read_text()[-3000:]
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait(timeout=60)
+    text = log.read_text()
+    assert '{"status": "dead-lettered", ' in text and "every message this run read was refused: 3" in text, text[-3000:]
 
 
 def test_json_logs_stay_one_object_per_line_when_a_run_stops(bootstrap: str, tmp_path: Path) -> None:
