@@ -52,14 +52,17 @@ class RunStatus:
     error: str | None = None
 
 
-def run_status(*, segments: int, dead_letters: int, dlq_table: str | None, run_once: bool) -> RunStatus:
-    """How a run that finished ends, from the messages it committed into the table
-    (``segments``) and into the dead-letter table ``dlq_table``: ``dead-lettered`` when it
-    dead-lettered messages and committed none into the table (a run whose every message was
+def run_status(
+    *, segments: int, covered_files: int, dead_letters: int, dlq_table: str | None, run_once: bool
+) -> RunStatus:
+    """How a run that finished ends, from what became of the messages it read: ``segments``
+    committed into the table, ``covered_files`` of segments another writer (same app id) had
+    committed first, ``dead_letters`` committed into ``dlq_table``. ``dead-lettered`` when it
+    dead-lettered messages and none of the others was read (a run whose every message was
     refused is no success, whatever the cause), with :data:`EXIT_FAILED` for a ``run_once``
     (``--end-at-latest``) and :data:`EXIT_OK` for a daemon, which was asked to stop; else ``ok``
     and :data:`EXIT_OK`, the counts beside it."""
-    if dead_letters and not segments:
+    if dead_letters and not segments and not covered_files:
         error = (
             f"every message this run read was refused: {dead_letters} dead-lettered into {dlq_table}, none in "
             "the table (the reasons are in the dead-letter table's error column)"

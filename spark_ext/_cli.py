@@ -124,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     log.info("done: %s", stats)
     end = run_status(
         segments=stats.segments,
+        covered_files=stats.covered_files,
         dead_letters=stats.dead_letters,
         dlq_table=settings.dlq_table_uri,
         run_once=settings.trigger == "available-now",
