@@ -434,10 +434,12 @@ def test_a_new_table_partitioned_by_what_its_first_segment_cannot_give_is_a_conf
         assert "--partition-by or PARKA_PARTITION_BY" in text and reason in text, text
         assert text.endswith(f"allowed: columns of the topic's first segment, or derived specs of them: {columns}")
         assert not (tmp_path / "t").exists()
-    Committer(RsEngine(), table_uri=str(tmp_path / "t"), topic="t", partition_by=["id,d=date(ts)"]).ensure_table(
-        segment
-    )
+    c = Committer(RsEngine(), table_uri=str(tmp_path / "t"), topic="t", partition_by=["id,d=date(ts)"])
+    c.ensure_table(segment)
     assert (tmp_path / "t" / "_delta_log").exists()
+    # once the table exists, a later segment without the column is data (a dead letter), not configuration
+    later = fit_segment(c.table_schema(), pa.schema([("id", pa.int64())]), partition_by=c.partitioning, merge=True)
+    assert later.problem is not None and "'ts'" in later.problem
 
 
 def test_the_columns_an_error_lists_are_sorted_with_their_types_and_cut() -> None:
