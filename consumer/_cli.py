@@ -15,7 +15,7 @@ from typing import Any
 from parka.lake import default_app_id
 
 from parka._cli_util import redacted, serve_metrics, setup_logging, stopped
-from parka._health import EXIT_CONFIG, EXIT_OK, exit_code_for
+from parka._health import EXIT_CONFIG, EXIT_OK, exit_code_for, run_status
 from parka._progress import ProgressBar
 from parka._settings import SettingsParser
 from parka.errors import ParkaError
@@ -131,7 +131,17 @@ def main(argv: list[str] | None = None) -> int:
         if progress is not None:
             progress.close(ingest)
     log.info("done: %s", stats)
-    print(json.dumps({"status": "ok", **stats.__dict__}))
+    end = run_status(
+        segments=stats.segments,
+        covered_files=stats.covered_files,
+        dead_letters=stats.dead_letters,
+        dlq_table=settings.dlq_table_uri,
+        run_once=settings.end_at_latest,
+    )
+    print(json.dumps({"status": end.status, **stats.__dict__}))
+    if end.error is not None:
+        log.error("%s", end.error)
+        return end.exit_code
     if settings.end_at_latest and stats.commits == 0:
         return int(args.exit_code_when_empty)
     return EXIT_OK

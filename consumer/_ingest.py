@@ -53,7 +53,7 @@ from parka.lake import (
 
 from parka._crash import crash_point
 from parka._health import HealthLog, kafka_logger
-from parka.errors import KafkaClientError, SchemaMismatchError, SegmentError
+from parka.errors import ConfigError, KafkaClientError, SchemaMismatchError, SegmentError
 from parka.partitioning import PartitionSpec
 
 from ._compactor import Maintenance
@@ -143,7 +143,9 @@ class IngestionConsumer(KafkaSide):
         Raises:
             SegmentError, SegmentDecodeError, SchemaMismatchError: a message the table cannot
                 take and no dead-letter table, after committing all progress before it.
-            ConfigError: ``--partition-by`` contradicts the existing table's partitioning.
+            ConfigError: ``--partition-by`` contradicts the existing table's partitioning, or
+                (no table yet) names a column the first segment lacks or cannot be partitioned
+                by; then nothing is written.
             CommitError: a commit failed (``CommitConflict``: conflicts did not resolve).
             KafkaClientError: a fatal Kafka client error.
             BlockedError: ``end_at_latest`` and the table location or the topic cannot be used
@@ -330,7 +332,14 @@ class IngestionConsumer(KafkaSide):
             if self._table_view is None:  # no table yet: made from this segment's schema
                 self._finish()
                 assert self._committer is not None
-                self._committer.ensure_table(seg.schema)
+                try:
+                    self._committer.ensure_table(seg.schema)
+                except ConfigError:
+                    # --partition-by the first segment cannot satisfy: nothing is written, not even
+                    # the dead letters read before it (a close would commit them); the next run
+                    # reads them again.
+                    self._batch = Batch()
+                    raise
                 self._view_table()
             assert self._table_view is not None
             table_schema, partitioning = self._table_view

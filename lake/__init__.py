@@ -48,7 +48,7 @@ from ._files import (
     read_segment,
     write_segments,
 )
-from ._landing import LandingSession
+from ._landing import LandingSession, given_schema_refused
 from ._log import DataFile, LogEngine, TableLog
 from ._logscan import logged_files
 from ._optimize import OptimizeResult, optimize_table
@@ -58,6 +58,7 @@ from ._plan import (
     LandedSegment,
     Refused,
     app_txn_id,
+    check_partitioning,
     dead_letter_txn_id,
     default_app_id,
     fit_segment,
@@ -116,12 +117,14 @@ __all__ = [
     "arrow_schema_of_json",
     "check_commit",
     "check_partition_columns",
+    "check_partitioning",
     "check_segment",
     "check_writable",
     "dead_letter_txn_id",
     "default_app_id",
     "evolve_schema_json",
     "fit_segment",
+    "given_schema_refused",
     "logged_files",
     "make_durable",
     "object_store",

@@ -34,6 +34,7 @@ from ._plan import (
     LandedSegment,
     Refused,
     app_txn_id,
+    check_partitioning,
     dead_letter_txn_id,
     default_app_id,
     table_partitioning,
@@ -182,18 +183,21 @@ class Committer:
         self.table.refresh()
         return {p: self.table.txn_version(self.app_txn(p)) for p in partitions}
 
-    def ensure_table(self, segment_schema: pa.Schema) -> None:
+    def ensure_table(self, segment_schema: pa.Schema, *, source: str = "the topic's first segment") -> None:
         """Create the table from a segment's schema (user columns, derived partition columns,
         then its reserved ones as nullable columns), unless it exists (or another writer just
-        created it).
+        created it). ``source`` names where ``segment_schema`` comes from, for the error.
 
         Raises:
-            SchemaMismatchError: a column Delta cannot store, or a partition column (or the
-                source of a derived one) it lacks.
-            ConfigError: another writer just created it with another partitioning.
+            ConfigError: ``partition_by`` names a column the schema lacks or one of a type it
+                cannot partition by (:func:`parka.lake._plan.check_partitioning`: nothing is
+                created, and the data is no reason for a dead letter); another writer just
+                created the table with another partitioning.
+            SchemaMismatchError: a column Delta cannot store.
         """
         if self.table is not None:
             return
+        check_partitioning(segment_schema, self.partitioning, where=source)
         try:
             self.table = self.engine.create(
                 self.table_uri,

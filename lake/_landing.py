@@ -23,15 +23,26 @@ from collections.abc import Iterable
 
 import pyarrow as pa
 
-from parka.errors import CommitConflict, SchemaMismatchError
+from parka.errors import CommitConflict, ConfigError, SchemaMismatchError
 from parka.segment import RESERVED_FIELDS
 
 from ._committer import MAX_COMMIT_ATTEMPTS, Committer
-from ._plan import fit_segment
+from ._plan import columns_text, fit_segment
 
-__all__ = ["LandingSession"]
+__all__ = ["LandingSession", "given_schema_refused"]
 
 log = logging.getLogger("parka.ingest")
+
+
+def given_schema_refused(exc: SchemaMismatchError, table_uri: str, table: pa.Schema) -> ConfigError:
+    """A schema given up front (``--schema``) that the existing table cannot take, as the
+    configuration error it is (exit 2): it names the flag, why (``exc``) and the table's columns."""
+    return ConfigError(
+        "--schema",
+        "the given schema",
+        f"a schema the table {table_uri} can take; its columns: {columns_text(table)}",
+        reason=str(exc),
+    )
 
 
 class LandingSession:
@@ -52,16 +63,22 @@ class LandingSession:
         where the table's schema comes from: ``"table"``, ``"given"`` or ``"first segment"``.
 
         Raises:
-            SchemaMismatchError: the table cannot take ``schema``, or Delta cannot store it.
+            ConfigError: the existing table cannot take ``schema`` (:func:`given_schema_refused`),
+                or a new table cannot be partitioned as asked by ``schema``'s columns.
+            SchemaMismatchError: Delta cannot store ``schema``.
             CommitConflict, CommitError: a schema change or the cleanup failed.
         """
         committer = self.committer
         if committer.table is not None:
             if schema is not None:
-                self.evolve_to(schema)
+                try:
+                    self.evolve_to(schema)
+                except SchemaMismatchError as exc:
+                    raise given_schema_refused(exc, committer.table_uri, committer.table_schema()) from exc
             source = "table"
         elif schema is not None:
-            committer.ensure_table(pa.schema([*schema, *(f.with_nullable(True) for f in RESERVED_FIELDS)]))
+            given = pa.schema([*schema, *(f.with_nullable(True) for f in RESERVED_FIELDS)])
+            committer.ensure_table(given, source="the given schema")
             source = "given"
         else:
             source = "first segment"

@@ -14,7 +14,8 @@ from urllib.parse import quote
 
 import pyarrow as pa
 
-from parka.errors import SchemaError, SchemaMismatchError, SegmentError
+from parka._settings import PARTITION_BY
+from parka.errors import SchemaMismatchError, SegmentError
 from parka.evolution import Change, merge_schemas, nullable_within
 from parka.partitioning import EXPRESSION_KEY, PartitionSpec, parse_partition_by, parse_spec
 from parka.segment import HEADERS_COLUMN, KEY_COLUMN, TIMESTAMP_COLUMN
@@ -32,8 +33,11 @@ __all__ = [
     "LandedSegment",
     "Refused",
     "SchemaVerdict",
+    "check_partitioning",
     "check_schema",
+    "columns_text",
     "fit_segment",
+    "partitioning_problem",
     "table_partitioning",
     "table_schema_from_segment",
     "partition_path",
@@ -217,23 +221,81 @@ def table_schema_from_segment(schema: pa.Schema, partition_by: Sequence[Partitio
         SchemaMismatchError: a partition column's source is missing, of a type its transform
             cannot take, or a derived one's name is taken by a column of the segment.
     """
-    derived = []
-    for spec in parse_partition_by(partition_by):
-        if not spec.derived:
-            continue
-        if spec.source not in schema.names or spec.name in schema.names:
-            taken = spec.name in schema.names
-            problem = f"the segment has a column '{spec.name}'" if taken else f"the segment has no '{spec.source}'"
-            raise SchemaMismatchError(f"cannot partition by {spec}: {problem}", field=spec.source)
-        try:
-            derived.append(spec.output_field(schema.field(spec.source)))
-        except SchemaError as exc:
-            raise SchemaMismatchError(str(exc).removeprefix(f"field '{exc.field}': "), field=exc.field) from exc
+    specs = parse_partition_by(partition_by)
+    found = partitioning_problem(schema, specs, where="the segment")
+    if found is not None:
+        spec, problem = found
+        raise SchemaMismatchError(f"cannot partition by {spec}: {problem}", field=spec.source)
+    derived = [spec.output_field(schema.field(spec.source)) for spec in specs if spec.derived]
     return pa.schema(
         [nullable_within(f) for f in schema if f.name not in RESERVED_COLUMNS]
         + derived
         + [nullable_within(f).with_nullable(True) for f in schema if f.name in RESERVED_COLUMNS]
     )
+
+
+def partitioning_problem(
+    schema: pa.Schema, specs: Sequence[PartitionSpec], *, where: str = "the schema"
+) -> tuple[PartitionSpec, str] | None:
+    """The first of ``specs`` that a table made from ``schema`` cannot be partitioned by, with why:
+    its source column is not a top-level column of ``schema``, or of a type its transform cannot
+    take (a nested column for the identity), or a derived column's name is taken by a column of
+    ``schema``. ``None`` when it can be partitioned by all of them. ``where`` names ``schema`` in
+    the reason (``the segment``)."""
+    for spec in specs:
+        if spec.source not in schema.names:
+            return spec, f"{where} has no column '{spec.source}'"
+        if spec.derived and spec.name in schema.names:
+            return spec, f"{where} has a column '{spec.name}' already (a derived column needs a name of its own)"
+        source_type = schema.field(spec.source).type
+        problem = spec.problem(source_type)
+        if problem is not None:  # a transform's problem names the type; the identity's does not
+            return spec, problem if spec.derived else f"{problem}, and {where}'s '{spec.source}' is {source_type}"
+    return None
+
+
+def check_partitioning(schema: pa.Schema, partition_by: Sequence[PartitionSpec | str], *, where: str) -> None:
+    """Refuse partitioning a new table made from ``schema`` by ``partition_by`` when it cannot
+    be (:func:`partitioning_problem`): a configuration error, found before anything is written
+    or dead-lettered. ``where`` names where ``schema`` comes from (``the topic's first segment``).
+
+    Raises:
+        ConfigError: naming ``--partition-by``, its value, the spec and why, and the columns
+            ``schema`` has (with their types).
+    """
+    specs = parse_partition_by(partition_by)
+    found = partitioning_problem(schema, specs, where=where)
+    if found is None:
+        return
+    spec, problem = found
+    raise PARTITION_BY.error(
+        ",".join(map(str, specs)),
+        f"columns of {where}, or derived specs of them: {columns_text(schema)}",
+        reason=f"{spec}: {problem}",
+    )
+
+
+COLUMNS_TEXT_LIMIT = 300
+"""Characters of column list an error shows at most (:func:`columns_text`): the error stays one
+readable line whatever the width of the table."""
+
+
+def columns_text(schema: pa.Schema, *, limit: int = COLUMNS_TEXT_LIMIT) -> str:
+    """``schema``'s top-level columns as ``name: type``, sorted by name, for an error that says
+    what exists: as many as fit in ``limit`` characters, then how many more there are (a long
+    nested type is cut)."""
+    shown: list[str] = []
+    fields = sorted(schema, key=lambda f: f.name)
+    length = 0
+    for f in fields:
+        kind = str(f.type)
+        item = f"{f.name}: {kind if len(kind) <= 40 else kind[:37] + '...'}"
+        if shown and length + len(item) + 2 > limit:
+            break
+        shown.append(item)
+        length += len(item) + 2
+    rest = len(fields) - len(shown)
+    return (", ".join(shown) or "none") + (f", and {rest} more" if rest else "")
 
 
 def table_partitioning(schema: pa.Schema, partition_columns: Sequence[str]) -> tuple[PartitionSpec, ...]:

@@ -21,22 +21,54 @@ __all__ = [
     "Blocker",
     "HealthLog",
     "RateLimitFilter",
+    "RunStatus",
     "duration_text",
     "exit_code_for",
     "kafka_logger",
     "one_line",
+    "run_status",
 ]
 
 EXIT_OK = 0
 """Done: everything there was at start is in the table (or, for a daemon, it was asked to stop)."""
 EXIT_FAILED = 1
-"""Stopped by the data or the table: a message the table refuses, a commit that failed."""
+"""Stopped by the data or the table: a message the table refuses, a commit that failed; or a
+run-once that dead-lettered every message it read (:func:`run_status`)."""
 EXIT_CONFIG = 2
 """Bad configuration, a cause that will not go away on its own: a malformed flag, an unknown topic,
 credentials or ACLs Kafka refuses, a table location that cannot be created or written, a bucket
 that does not exist, object-store credentials that are refused."""
 EXIT_UNREACHABLE = 3
 """Infrastructure unreachable: no Kafka broker answered within ``--broker-timeout``. Retry later."""
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """How a finished run ends: the ``status`` of its JSON line, its exit code, and the ``error``
+    line to log (``None`` for a success)."""
+
+    status: str
+    exit_code: int
+    error: str | None = None
+
+
+def run_status(
+    *, segments: int, covered_files: int, dead_letters: int, dlq_table: str | None, run_once: bool
+) -> RunStatus:
+    """How a run that finished ends, from what became of the messages it read: ``segments``
+    committed into the table, ``covered_files`` of segments another writer (same app id) had
+    committed first, ``dead_letters`` committed into ``dlq_table``. ``dead-lettered`` when it
+    dead-lettered messages and none of the others was read (a run whose every message was
+    refused is no success, whatever the cause), with :data:`EXIT_FAILED` for a ``run_once``
+    (``--end-at-latest``) and :data:`EXIT_OK` for a daemon, which was asked to stop; else ``ok``
+    and :data:`EXIT_OK`, the counts beside it."""
+    if dead_letters and not segments and not covered_files:
+        error = (
+            f"every message this run read was refused: {dead_letters} dead-lettered into {dlq_table}, none in "
+            "the table (the reasons are in the dead-letter table's error column)"
+        )
+        return RunStatus("dead-lettered", EXIT_FAILED if run_once else EXIT_OK, error)
+    return RunStatus("ok", EXIT_OK)
 
 
 @dataclass(frozen=True)

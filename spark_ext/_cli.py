@@ -15,7 +15,7 @@ import threading
 from typing import Any
 
 from parka._cli_util import serve_metrics, setup_logging, stopped
-from parka._health import EXIT_OK, exit_code_for
+from parka._health import EXIT_OK, exit_code_for, run_status
 from parka._progress import LogProgress, ProgressBar
 from parka._settings import TABLE_URI, TOPIC, SettingsParser
 from parka.errors import ConfigError
@@ -122,8 +122,17 @@ def main(argv: list[str] | None = None) -> int:
         for sig, handler_before in previous.items():
             signal.signal(sig, handler_before)
     log.info("done: %s", stats)
-    print(json.dumps({"status": "ok", **stats.__dict__}))
-    return EXIT_OK
+    end = run_status(
+        segments=stats.segments,
+        covered_files=stats.covered_files,
+        dead_letters=stats.dead_letters,
+        dlq_table=settings.dlq_table_uri,
+        run_once=settings.trigger == "available-now",
+    )
+    print(json.dumps({"status": end.status, **stats.__dict__}))
+    if end.error is not None:
+        log.error("%s", end.error)
+    return end.exit_code
 
 
 def _iceberg_packages(settings: SparkIngestSettings, spark_conf: dict[str, str]) -> list[str]:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+from parka.lake import check_partitioning, given_schema_refused
 
 from parka.errors import ConfigError, SchemaMismatchError
 from parka.schema import RESERVED_PREFIX, to_arrow_schema
@@ -81,14 +82,19 @@ def stream_decoder(
     table yet), the stream's user schema, and where it came from (:func:`_resolve_schema`).
 
     Raises:
-        ConfigError: ``partition_by`` names no output column.
-        SchemaMismatchError: the schema does not fit the table.
+        ConfigError: ``partition_by`` names no output column, or one it cannot partition by;
+            the given schema (``--schema``) does not fit the table.
+        SchemaMismatchError: the first segment's schema does not fit the table.
     """
-    schema, source = _resolve_schema(spark, s, options, table)
+    try:
+        schema, source = _resolve_schema(spark, s, options, table)
+    except SchemaMismatchError as exc:
+        if s.schema is None or table is None:
+            raise
+        raise given_schema_refused(exc, s.table_uri, table) from exc
     decoder = SegmentDecoder(schema, reserved=s.reserved, metadata=s.metadata)
-    for name in s.partition_by:
-        if name not in decoder.output_schema.names:
-            raise ConfigError("partition_by", name, ", ".join(decoder.output_schema.names))
+    origin = {"given": "the given schema", "first segment": "the topic's first segment"}.get(source, "the table")
+    check_partitioning(decoder.output_schema, s.partition_by, where=f"the decoded rows' schema (from {origin})")
     log.info("stream schema from the %s: %s", source, ", ".join(f"{f.name} {f.type}" for f in decoder.schema))
     return decoder, schema, source
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from confluent_kafka import OFFSET_INVALID, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
@@ -152,6 +153,82 @@ def test_run_once_with_nothing_new_can_exit_with_its_own_code(
     again, _ = _run_once(topic, table, bootstrap, "--exit-code-when-empty", "99", "-q")
     assert again.returncode == 99, again.stderr[-3000:]
     assert sorted(table_ids(table)) == list(range(100))
+
+
+def test_run_once_with_a_mistyped_partition_column_exits_2_with_nothing_written(
+    bootstrap: str, new_topic: Callable[..., str], group_id: str, tmp_path: Path
+) -> None:
+    topic = new_topic()
+    producer = Producer({"bootstrap.servers": bootstrap})
+    producer.produce(topic, value=b'{"id": -1}')  # a bad message first: read, and not dead-lettered either
+    assert producer.flush(30) == 0
+    produce_events(bootstrap, topic, 0, 200, batch=50)
+    table, dlq = tmp_path / "t", tmp_path / "dlq"
+    flags = ("-g", group_id, "--dlq-table", str(dlq))
+    proc, wall = _run_once(topic, str(table), bootstrap, "--partition-by", "dya", *flags)
+    assert proc.returncode == EXIT_CONFIG, proc.stderr[-3000:]
+    refused, line = _error_lines(proc)  # the bad message as it was read, then the one line that ends the run
+    assert "SegmentError: not a parka segment" in refused, refused
+    assert proc.stdout == "" and "Traceback" not in proc.stderr, proc.stdout + proc.stderr[-3000:]
+    assert (
+        "stopped: ConfigError: invalid value 'dya' for 'partition_by'; set by --partition-by or PARKA_PARTITION_BY; "
+        "dya: the topic's first segment has no column 'dya'; allowed: columns of the topic's first segment, or "
+        "derived specs of them: "
+    ) in line, line
+    assert "at: timestamp[us, tz=UTC], day: string, device: string, id: int64, value: double" in line, line
+    assert wall < 60, f"{wall:.0f} s"
+    # nothing written: no file in the table's location (which the probe made) or the dead-letter
+    # table's, no Kafka offset committed for the group
+    assert [f for d in (table, dlq) if d.exists() for f in d.rglob("*")] == []
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group_id})
+    try:
+        [committed] = consumer.committed([TopicPartition(topic, 0)], timeout=10)
+    finally:
+        consumer.close()
+    assert committed.offset == OFFSET_INVALID, committed
+    # the command fixed: every record lands, the bad message is dead-lettered; some dead letters
+    # among landed segments are still a success
+    fixed, _ = _run_once(topic, str(table), bootstrap, "--partition-by", "day", *flags)
+    assert fixed.returncode == 0, fixed.stderr[-3000:]
+    status = json.loads(fixed.stdout.splitlines()[-1])
+    assert (status["status"], status["dead_letters"], status["segments"]) == ("ok", 1, 4), status
+    assert sorted(table_ids(str(table))) == list(range(200))
+    assert DeltaTable(str(dlq)).to_pyarrow_table(columns=["offset"])["offset"].to_pylist() == [0]
+
+
+def test_a_run_that_dead_lettered_everything_it_read_is_no_success(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic()
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(3):
+        producer.produce(topic, value=f'{{"id": {i}}}'.encode())  # JSON, not parka segments
+    assert producer.flush(30) == 0
+    table, dlq = tmp_path / "t", tmp_path / "dlq"
+    proc, _ = _run_once(topic, str(table), bootstrap, "--dlq-table", str(dlq))
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    status = json.loads(proc.stdout.splitlines()[-1])
+    assert (status["status"], status["dead_letters"], status["segments"]) == ("dead-lettered", 3, 0)
+    assert _error_lines(proc)[-1].endswith(
+        f"every message this run read was refused: 3 dead-lettered into {dlq}, none in the table (the reasons "
+        "are in the dead-letter table's error column)"
+    ), proc.stderr[-3000:]
+    assert DeltaTable(str(dlq)).to_pyarrow_table().num_rows == 3
+    # a daemon says the same in its last lines when it is stopped, and exits 0 (it was asked to stop)
+    log = tmp_path / "daemon.log"
+    daemon = start_ingest(
+        topic, str(tmp_path / "t2"), bootstrap, "--dlq-table", str(tmp_path / "dlq2"), "-l", "1", log=log
+    )
+    try:
+        wait_for(lambda: log.read_text().count("dead-lettered ") == 3, "the daemon to dead-letter the three", 60)
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(60) == 0, log.read_text()[-3000:]
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait(timeout=60)
+    text = log.read_text()
+    assert '{"status": "dead-lettered", ' in text and "every message this run read was refused: 3" in text, text[-3000:]
 
 
 def test_json_logs_stay_one_object_per_line_when_a_run_stops(bootstrap: str, tmp_path: Path) -> None:

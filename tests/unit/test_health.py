@@ -9,14 +9,17 @@ import pytest
 from parka._health import (
     EXIT_CONFIG,
     EXIT_FAILED,
+    EXIT_OK,
     EXIT_UNREACHABLE,
     Backoff,
     Blocker,
     HealthLog,
     RateLimitFilter,
+    RunStatus,
     duration_text,
     exit_code_for,
     one_line,
+    run_status,
 )
 from parka.errors import BlockedError, CommitError, ConfigError
 
@@ -128,3 +131,19 @@ def test_librdkafka_lines_pass_once_per_window_counting_the_rest() -> None:
     assert later.getMessage().endswith("(1100 more like it in the last 1 min 5 s)")
     other = _record("Metadata request failed: broker down", logging.INFO)
     assert limit.filter(other) and other.levelno == logging.INFO
+
+
+def test_a_run_that_dead_lettered_everything_it_read_is_no_success() -> None:
+    everything = run_status(segments=0, covered_files=0, dead_letters=13, dlq_table="/lake/dlq", run_once=True)
+    assert (everything.status, everything.exit_code) == ("dead-lettered", EXIT_FAILED)
+    assert everything.error is not None and "13 dead-lettered into /lake/dlq, none in the table" in everything.error
+    # a daemon was asked to stop: it says so, and exits 0 as a stopped daemon does
+    stopped = run_status(segments=0, covered_files=0, dead_letters=13, dlq_table="/lake/dlq", run_once=False)
+    assert (stopped.status, stopped.exit_code, stopped.error) == ("dead-lettered", EXIT_OK, everything.error)
+    # some landed, or another writer had landed them first, or nothing was there: as before
+    for segments, covered, dead in [(12, 0, 1), (0, 2, 1), (5, 0, 0), (0, 0, 0)]:
+        for run_once in (True, False):
+            got = run_status(
+                segments=segments, covered_files=covered, dead_letters=dead, dlq_table="/lake/dlq", run_once=run_once
+            )
+            assert got == RunStatus("ok", EXIT_OK)

@@ -181,6 +181,18 @@ def test_a_partitioned_table_gets_iceberg_transforms_and_each_file_its_partition
     assert optimize_iceberg(e, "db.p").files_removed == 0  # no partition has two small files
 
 
+def test_a_new_table_partitioned_by_what_its_first_segment_cannot_give_is_a_configuration_error(
+    tmp_path: Path,
+) -> None:
+    schema = pa.schema([*SCHEMA, ("v", pa.float64())])
+    for spec, reason in [("dya", "has no column 'dya'"), ("b=bucket(v, 4)", "not double"), ("y=year(id)", "not int64")]:
+        with pytest.raises(ConfigError, match="--partition-by") as info:
+            iceberg_committer(tmp_path, partition_by=[spec]).ensure_table(schema)
+        assert reason in str(info.value) and str(info.value).endswith("day: string, id: int64, v: double"), info.value
+    c = iceberg_committer(tmp_path)
+    assert c.table is None and not c.engine.catalog.list_namespaces()  # type: ignore[attr-defined]
+
+
 def test_a_partition_transform_parka_has_no_spec_for_is_refused(tmp_path: Path) -> None:
     from pyiceberg.transforms import BucketTransform, VoidTransform
 

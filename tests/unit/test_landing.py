@@ -22,7 +22,7 @@ from parka.lake import (
     default_app_id,
 )
 
-from parka.errors import CommitConflict, SchemaMismatchError, SegmentError
+from parka.errors import CommitConflict, ConfigError, SegmentError
 
 from ._tables import SCHEMA, committer, landed
 
@@ -58,10 +58,14 @@ def test_a_given_schema_the_table_cannot_take_is_refused(tmp_path: Path) -> None
     c = committer(tmp_path / "t")
     c.commit([landed(c, 0, 0, [1])])
     wrong = pa.schema([("id", pa.string()), ("day", pa.string())])
-    with pytest.raises(SchemaMismatchError, match="the table cannot take the given schema"):
+    with pytest.raises(ConfigError, match="the table cannot take the given schema") as info:
         LandingSession(committer(tmp_path / "t", merge=True)).start(wrong)
+    assert "for '--schema'" in str(info.value), info.value
+    assert str(info.value).endswith(
+        f"a schema the table {tmp_path / 't'} can take; its columns: day: string, id: int64"
+    )
     more = pa.schema([*SCHEMA, ("extra", pa.int32())])
-    with pytest.raises(SchemaMismatchError):  # without merge, a new column is not added
+    with pytest.raises(ConfigError, match="extra"):  # without merge, a new column is not added
         LandingSession(committer(tmp_path / "t")).start(more)
 
 

@@ -250,7 +250,7 @@ def test_the_table_records_how_a_derived_column_is_computed() -> None:
     assert schema.field("day").metadata == {EXPRESSION_KEY.encode(): b"date(ts)"}
     assert table_partitioning(schema, ["day"]) == DAY
     assert table_partitioning(schema, ["id"]) == (parse_spec("id"),)
-    with pytest.raises(SchemaMismatchError, match="has no 'at'"):
+    with pytest.raises(SchemaMismatchError, match="the segment has no column 'at'"):
         table_schema_from_segment(segment, [parse_spec("day=date(at)")])
     with pytest.raises(SchemaMismatchError, match="needs a timestamp or a date"):
         table_schema_from_segment(segment, [parse_spec("day=date(id)")])
@@ -409,3 +409,48 @@ def test_a_delta_table_refuses_a_bucket_naming_the_spec(tmp_path: Path) -> None:
         c.ensure_table(pa.schema([("id", pa.int64())]))
     assert info.value.value == spec
     assert not (tmp_path / "t" / "_delta_log").exists()
+
+
+def test_a_new_table_partitioned_by_what_its_first_segment_cannot_give_is_a_configuration_error(
+    tmp_path: Path,
+) -> None:
+    from parka.lake import Committer, RsEngine
+
+    segment = pa.schema([("id", pa.int64()), ("day", pa.string()), ("ts", TS), ("tags", pa.list_(pa.string()))])
+    columns = "day: string, id: int64, tags: list<item: string>, ts: timestamp[us, tz=UTC]"
+    cases = {
+        "dya": "dya: the topic's first segment has no column 'dya'",
+        "id,d=date(tss)": "d=date(tss): the topic's first segment has no column 'tss'",
+        "tags": "tags: a partition column must be a primitive column",
+        "d=date(id)": "d=date(id): date(id) needs a timestamp or a date, not int64",
+        "day=date(ts)": "day=date(ts): the topic's first segment has a column 'day' already",
+    }
+    for spec, reason in cases.items():
+        c = Committer(RsEngine(), table_uri=str(tmp_path / "t"), topic="t", partition_by=[spec])
+        with pytest.raises(ConfigError) as info:
+            c.ensure_table(segment)
+        text = str(info.value)
+        assert info.value.value == spec, text
+        assert "--partition-by or PARKA_PARTITION_BY" in text and reason in text, text
+        assert text.endswith(f"allowed: columns of the topic's first segment, or derived specs of them: {columns}")
+        assert not (tmp_path / "t").exists()
+    c = Committer(RsEngine(), table_uri=str(tmp_path / "t"), topic="t", partition_by=["id,d=date(ts)"])
+    c.ensure_table(segment)
+    assert (tmp_path / "t" / "_delta_log").exists()
+    # once the table exists, a later segment without the column is data (a dead letter), not configuration
+    later = fit_segment(c.table_schema(), pa.schema([("id", pa.int64())]), partition_by=c.partitioning, merge=True)
+    assert later.problem is not None and "'ts'" in later.problem
+
+
+def test_the_columns_an_error_lists_are_sorted_with_their_types_and_cut() -> None:
+    from parka.lake._plan import columns_text
+
+    assert columns_text(pa.schema([("b", pa.string()), ("a", pa.int32())])) == "a: int32, b: string"
+    assert columns_text(pa.schema([])) == "none"
+    wide = pa.schema([(f"c{i:03d}", pa.float64()) for i in range(500)])
+    text = columns_text(wide)
+    assert text.startswith("c000: double, c001: double") and text.endswith(" more") and len(text) < 330
+    shown = text.count(": double")
+    assert text.endswith(f", and {500 - shown} more")
+    nested = columns_text(pa.schema([("s", pa.struct([(f"f{i}", pa.int64()) for i in range(20)]))]))
+    assert nested.startswith("s: struct<") and nested.endswith("...") and len(nested) == len("s: ") + 40

@@ -374,6 +374,13 @@ def test_derived_day_and_hour_partitions_are_icebergs_day_and_hour_transforms(
     both = ingest(lake, topic, lake.name("both"), bootstrap, "--end-at-latest", "--partition-by",
                   "d=date(at),h=hour(at)", check=False)  # fmt: skip
     assert both.returncode == 2 and "conflicts with" in both.stderr, both.stderr[-2000:]
+    # a column the segments lack: a configuration error before anything is made, not a dead letter
+    typo, dlq = lake.name("typo"), lake.name("typo_dlq")
+    refused = ingest(lake, topic, typo, bootstrap, "--end-at-latest", "--partition-by", "d=date(att)",
+                     "--dlq-table", dlq, check=False)  # fmt: skip
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    assert "d=date(att): the topic's first segment has no column 'att'" in refused.stderr, refused.stderr[-2000:]
+    assert not lake.catalog().table_exists(typo) and not lake.catalog().table_exists(dlq)
 
 
 # -- year, month and bucket ------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from parka.producer import ParquetProducer
 from parka.spark_ext import SparkIngestSettings, ingest, start_ingest
 from parka.spark_ext._cli import main
 
-from parka.errors import SchemaMismatchError
+from parka.errors import ConfigError, SchemaMismatchError
 
 from .._ingest_util import (
     assert_no_orphans,
@@ -171,3 +171,25 @@ def test_a_bad_segment_fails_its_batch_or_goes_to_the_dead_letter_table(
     ]
     assert letters[1]["value"] == b'{"id": 1}'
     assert_no_orphans(table)
+
+
+def test_a_mistyped_partition_column_is_refused_before_anything_is_written(
+    spark: Any, bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic()
+    produce_events(bootstrap, topic, 0, 100, batch=50)
+    table, dlq = tmp_path / "t", tmp_path / "dlq"
+    for mode in ("raw", "decode"):  # raw: at its first micro-batch; decode: at start
+        settings = SparkIngestSettings(
+            topic=topic,
+            table_uri=str(table),
+            bootstrap_servers=bootstrap,
+            partition_by=("dya",),
+            mode=mode,
+            checkpoint_location=str(tmp_path / f"checkpoint-{mode}"),
+            **({"dlq_table_uri": str(dlq)} if mode == "raw" else {}),
+        )
+        with pytest.raises(ConfigError, match=r"first segment\)? has no column 'dya'") as info:
+            ingest(spark, settings)
+        assert "--partition-by" in str(info.value) and "day: string, device: string" in str(info.value), mode
+        assert not table.exists() and not dlq.exists(), mode
