@@ -81,9 +81,14 @@ test: setup lint docs-build ## the whole suite: lint, the docs site, unit and in
 	$(BIN)/python -m compileall -q -j 0 $(COMPILED)
 	$(BIN)/pytest -q -ra -n $(PYTEST_WORKERS)
 
-demo: setup kafka-up ## the main job: flights as Parquet segments through a local broker, with numbers
-	$(BIN)/python demo/flights_demo.py --bootstrap localhost:$(PARKA_KAFKA_PORT) \
-	  --kafka-data-dir "$$(scripts/kafka-local.sh data-dir)"
+# PARKA_BOOTSTRAP=HOST:PORT: the demo uses that broker (one already running) and starts none; it
+# then cannot read the broker's disk, so it prints no on-disk sizes
+DEMO_BROKER = $(if $(PARKA_BOOTSTRAP),--bootstrap $(PARKA_BOOTSTRAP),--bootstrap localhost:$(PARKA_KAFKA_PORT) \
+  --kafka-data-dir "$$(scripts/kafka-local.sh data-dir)")
+
+demo: setup ## the main job: flights as Parquet segments through a local broker (PARKA_BOOTSTRAP=HOST:PORT: an existing one), with numbers
+	$(if $(PARKA_BOOTSTRAP),,scripts/kafka-local.sh up)
+	$(BIN)/python demo/flights_demo.py $(DEMO_BROKER)
 
 $(BIN)/.bench-installed: $(BIN)/.installed pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev,spark,bench]'

@@ -9,7 +9,7 @@ from ._settings import IngestSettings
 from ._shim import ParquetConsumer, RawSegment, SegmentTable
 
 # The ingestion consumer lands tables (parka.lake: the `lake` extra); imported on first use, so
-# `pip install parka` (the producer and the shim) works without deltalake, obstore, fastparquet.
+# parka without an extra (the producer and the shim) works without deltalake, obstore, fastparquet.
 _INGEST = ("IngestionConsumer", "IngestStats")
 
 if TYPE_CHECKING:

@@ -169,8 +169,11 @@ def serve_metrics(port: int | None, *, topic: str, prog: str) -> Iterator[Any]:
 
         from .metrics import IngestMetrics, serve
     except ImportError as exc:
+        from ._extras import install_command
+
         raise SystemExit(
-            f"{prog}: --metrics-port needs prometheus_client: pip install 'parka[metrics]' ({exc})"
+            f"{prog}: --metrics-port needs prometheus_client ({exc}), parka's 'metrics' extra: "
+            + install_command("metrics")
         ) from None
     registry = CollectorRegistry()
     metrics = IngestMetrics(registry, topic=topic)

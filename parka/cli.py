@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         module = importlib.import_module(COMMANDS[args[0]].module)
-    except MissingExtraError as exc:  # e.g. `parka ingest` on `pip install parka` without [lake]
+    except MissingExtraError as exc:  # e.g. `parka ingest` without the lake extra
         print(f"parka {args[0]}: {exc}", file=sys.stderr)
         return 2
     code: int = module.main(args[1:])

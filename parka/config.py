@@ -49,6 +49,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._extras import install_command
 from .encoding import DEFAULT_TUNING, TUNINGS
 from .encryption import ENCRYPTION_PREFIX, EncryptionSettings, parse_encryption_config
 from .errors import ConfigError
@@ -228,7 +229,7 @@ def parse_producer_config(conf: Mapping[str, Any]) -> tuple[ProducerSettings, di
         raise ConfigError(
             "columnar.metrics.registry",
             registry,
-            "a prometheus_client.CollectorRegistry (pip install 'parka[metrics]')",
+            f"a prometheus_client.CollectorRegistry (the 'metrics' extra: {install_command('metrics')})",
         )
 
     encryption = parse_encryption_config(conf)

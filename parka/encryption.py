@@ -54,6 +54,7 @@ from typing import Any, cast
 
 import pyarrow.parquet.encryption as pe
 
+from ._extras import install_command
 from .errors import ConfigError
 
 __all__ = [
@@ -80,7 +81,6 @@ _WRITER_KEYS = frozenset(
     ENCRYPTION_PREFIX + k for k in ("columns", "footer.key", "plaintext.footer", "double.wrapping")
 )
 KNOWN_KEYS = _KMS_KEYS | _WRITER_KEYS
-_INSTALL_HINT = "the local KMS needs the cryptography package: pip install 'parka[encryption]'"
 # parquet-mr's InMemoryKMS, in parquet-hadoop's tests jar (not on Spark's own classpath).
 IN_MEMORY_KMS = "org.apache.parquet.crypto.keytools.mocks.InMemoryKMS"
 PROPERTIES_DRIVEN_FACTORY = "org.apache.parquet.crypto.keytools.PropertiesDrivenCryptoFactory"
@@ -127,7 +127,10 @@ class LocalKmsClient(pe.KmsClient):
         try:
             from cryptography.hazmat.primitives.ciphers.aead import AESGCM
         except ImportError as exc:  # pragma: no cover - depends on the install
-            raise ImportError(_INSTALL_HINT) from exc
+            raise ImportError(
+                f"the local KMS needs the cryptography package, parka's 'encryption' extra: "
+                f"{install_command('encryption')}"
+            ) from exc
         self._aead = {kid: AESGCM(key) for kid, key in master_keys.items()}
 
     def _master(self, kid: str) -> Any:

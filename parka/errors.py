@@ -215,16 +215,15 @@ class BlockedError(ParkaError):
 
 
 class MissingExtraError(ParkaError, ImportError):
-    """An optional part of parka was used without its extra installed; ``extra`` names it
-    (``pip install 'parka[<extra>]'``) and ``missing`` the modules that were not found."""
+    """An optional part of parka was used without its extra installed; ``extra`` names it,
+    ``missing`` the modules that were not found and ``install`` the command that adds the extra
+    (``parka._extras.install_command``)."""
 
-    def __init__(self, extra: str, missing: list[str], needed_by: str) -> None:
+    def __init__(self, extra: str, missing: list[str], needed_by: str, install: str) -> None:
         self.extra = extra
         self.missing = missing
-        super().__init__(
-            f"{needed_by} needs parka's '{extra}' extra ({', '.join(missing)} not installed): "
-            f"pip install 'parka[{extra}]'"
-        )
+        self.install = install
+        super().__init__(f"{needed_by} needs parka's '{extra}' extra ({', '.join(missing)} not installed): {install}")
 
 
 class KafkaClientError(ParkaError):

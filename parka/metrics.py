@@ -1,6 +1,6 @@
 """Prometheus metrics of parka's ingestion daemons and of ``ParquetProducer``, defined once.
 
-Needs ``prometheus_client`` (the ``metrics`` extra: ``pip install 'parka[metrics]'``); nothing
+Needs ``prometheus_client`` (parka's ``metrics`` extra); nothing
 else in parka imports this module unless metrics are asked for. Every metric goes into a
 ``CollectorRegistry`` the caller passes in, never the process-wide default one, so two daemons,
 tests or libraries in one process do not clash.

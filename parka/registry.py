@@ -13,7 +13,7 @@ inside parka; the id lets a reader fetch the writer's Avro schema and check it.
 This module is the one place that talks to ``confluent_kafka.schema_registry`` (an HTTP client:
 no broker involved). It is imported lazily, so the core keeps no import of confluent_kafka at
 load time, and the client's extra dependencies are needed only with a registry configured
-(``pip install 'parka[registry]'``).
+(parka's ``registry`` extra).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from parka._extras import install_command
 from parka.errors import ConfigError, RegistryError
 from parka.schema import schema_fingerprint, to_arrow_schema
 from parka.segment import SCHEMA_ID_HEADER
@@ -69,7 +70,8 @@ class Registry:
             from confluent_kafka.schema_registry import SchemaRegistryClient
         except ImportError as exc:
             raise ImportError(
-                "schema.registry.url needs confluent-kafka's schema registry client: pip install 'parka[registry]'"
+                "schema.registry.url needs confluent-kafka's schema registry client, parka's 'registry' extra: "
+                + install_command("registry")
             ) from exc
         self.url = str(conf["url"])
         try:

@@ -425,7 +425,7 @@ class ParquetProducer:
         The same as ``columnar.metrics.registry`` in the config.
 
         Raises:
-            ImportError: prometheus_client is not installed (``pip install 'parka[metrics]'``).
+            ImportError: prometheus_client is not installed (parka's ``metrics`` extra).
             ValueError: the registry has metrics of the same name that are not parka's.
         """
         from parka.metrics import ProducerMetrics

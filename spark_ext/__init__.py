@@ -20,7 +20,7 @@ and a columnar decoder (``mapInArrow``): see :mod:`._reader` for why this is not
     │                     property, e.g. delta.columnMapping.mode), or a Delta commit that failed
     └── ConfigError / SchemaError                                 rejected before anything runs
 
-pyspark and delta-spark are the ``spark`` extra (``pip install 'parka[spark]'``); nothing here
+pyspark and delta-spark are parka's ``spark`` extra; nothing here
 imports them until called.
 """
 

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from parka._extras import install_command
 from parka.encryption import KmsSettings, spark_hadoop_conf
 from parka.errors import ParkaError, SchemaMismatchError, SegmentDecodeError, SegmentError
 
@@ -40,7 +41,10 @@ __all__ = [
 ]
 
 SCALA = "2.13"
-_INSTALL_HINT = "the Spark path needs pyspark and delta-spark: pip install 'parka[spark]'"
+
+
+def _install_hint() -> str:
+    return f"the Spark path needs pyspark and delta-spark, parka's 'spark' extra: {install_command('spark')}"
 
 
 class SparkSetupError(ParkaError):
@@ -87,7 +91,7 @@ def packages(extra: Sequence[str] = ()) -> list[str]:
         spark_version = importlib.metadata.version("pyspark")
         delta_version = importlib.metadata.version("delta-spark")
     except importlib.metadata.PackageNotFoundError as exc:
-        raise SparkSetupError(f"{exc.name} is not installed; {_INSTALL_HINT}") from exc
+        raise SparkSetupError(f"{exc.name} is not installed; {_install_hint()}") from exc
     major = int(delta_version.split(".")[0])
     # delta-spark >= 4.1 publishes one artifact per Spark minor (delta-spark_4.0_2.13), as its pip_utils says.
     minor = "" if major < 4 or delta_version.startswith("4.0.") else "_" + ".".join(spark_version.split(".")[:2])
@@ -116,7 +120,7 @@ def iceberg_packages(catalog_conf: Mapping[str, str] | None = None) -> list[str]
     try:
         minor = ".".join(importlib.metadata.version("pyspark").split(".")[:2])
     except importlib.metadata.PackageNotFoundError as exc:
-        raise SparkSetupError(f"{exc.name} is not installed; {_INSTALL_HINT}") from exc
+        raise SparkSetupError(f"{exc.name} is not installed; {_install_hint()}") from exc
     values = list((catalog_conf or {}).values())
     out = [f"org.apache.iceberg:iceberg-spark-runtime-{minor}_{SCALA}:{ICEBERG_VERSION}"]
     if any(v.startswith("jdbc:sqlite:") for v in values):
@@ -200,7 +204,7 @@ def session(
         from pyspark.errors import PySparkException
         from pyspark.sql import SparkSession
     except ImportError as exc:
-        raise SparkSetupError(_INSTALL_HINT) from exc
+        raise SparkSetupError(_install_hint()) from exc
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
@@ -241,7 +245,7 @@ def session(
     except PySparkException as exc:
         raise SparkSetupError(
             f"Spark did not start ({exc}); if Ivy reported an unresolved dependency above, the "
-            f"jars {conf['spark.jars.packages']} are not all on Maven Central: {_INSTALL_HINT} "
+            f"jars {conf['spark.jars.packages']} are not all on Maven Central: {_install_hint()} "
             "installs a pair that resolves"
         ) from exc
 

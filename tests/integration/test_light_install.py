@@ -1,19 +1,32 @@
-"""`pip install parka` (no extra) produces segments and reads them back with the shim; the lake
-needs its extra and says so (issue 20, light installs).
+"""parka installed without an extra produces segments and reads them back with the shim; the lake
+needs its extra, and says how to install it with a command that works.
 
-The program runs in a fresh interpreter in which deltalake, obstore, fastparquet, pyspark and
-delta-spark cannot be imported (``sys.modules[name] = None``: ``import`` raises and
-``importlib.util.find_spec`` answers None, as when a package is not installed)."""
+:data:`PROGRAM` is that light round trip, run twice: in a fresh interpreter of this environment
+in which deltalake, obstore, fastparquet, pyspark and delta-spark cannot be imported
+(``sys.modules[name] = None``: ``import`` raises and ``importlib.util.find_spec`` answers None,
+as when a package is not installed), which shows the producer and the shim never load them; and
+in a fresh virtualenv with the wheel ``python -m build`` makes, installed as a user installs it.
+That virtualenv then gets the lake extra from the very command the missing-extra message gave,
+and ``parka ingest`` lands the topic in a Delta table."""
 
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import shutil
 import subprocess
 import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+from deltalake import DeltaTable
+
+from parka._extras import install_command
+
+REPO = Path(__file__).resolve().parents[2]
 LAKE_AND_SPARK = ("deltalake", "obstore", "fastparquet", "pyspark", "delta")
 
 PROGRAM = textwrap.dedent(
@@ -51,7 +64,12 @@ PROGRAM = textwrap.dedent(
         import parka.lake  # noqa: F401
         lake_error = None
     except ImportError as exc:
-        lake_error = {{"type": type(exc).__name__, "extra": getattr(exc, "extra", None), "text": str(exc)}}
+        lake_error = {{
+            "type": type(exc).__name__,
+            "extra": getattr(exc, "extra", None),
+            "install": getattr(exc, "install", None),
+            "text": str(exc),
+        }}
 
     from parka.cli import main
     ingest_code = main(["ingest", topic, table, "-k", conf["bootstrap.servers"], "--end-at-latest"])
@@ -79,10 +97,65 @@ def test_producer_and_shim_without_the_lake_or_spark(
     assert out["loaded"] == []
     assert out["lake_error"]["type"] == "MissingExtraError"
     assert out["lake_error"]["extra"] == "lake"
-    assert "pip install 'parka[lake]'" in out["lake_error"]["text"]
+    assert out["lake_error"]["install"] == install_command("lake")
+    assert out["lake_error"]["text"].endswith(install_command("lake"))
     assert out["ingest_code"] == 2
     assert (
         "parka ingest: parka.lake (parka ingest, parka optimize, Spark raw mode) needs parka's 'lake' extra"
         in run.stderr
     )
     assert not (tmp_path / "table").exists()
+
+
+def _run(
+    command: list[str], *, env: dict[str, str], cwd: Path, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    run = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
+    assert run.returncode == 0, f"{shlex.join(command)} exited {run.returncode}: {run.stderr[-3000:]}"
+    return run
+
+
+@pytest.mark.long(90)
+@pytest.mark.timeout(600)
+def test_the_built_wheel_in_a_fresh_virtualenv_light_then_with_the_lake_extra(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    # neither this environment's PYTHONPATH (if any) nor the clone (the working directory, first on
+    # sys.path of `python -c`) may reach the virtualenv's interpreter
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    dist = tmp_path / "dist"
+    _run([sys.executable, "-m", "build", "--outdir", str(dist), str(REPO)], env=env, cwd=tmp_path)
+    (wheel,) = dist.glob("parka-*-py3-none-any.whl")
+    venv = tmp_path / "venv"
+    python = str(venv / "bin" / "python")
+    try:
+        _run([sys.executable, "-m", "venv", str(venv)], env=env, cwd=tmp_path)
+        _run([python, "-m", "pip", "install", "--quiet", str(wheel)], env=env, cwd=tmp_path)
+
+        topic = new_topic(partitions=1)
+        table = tmp_path / "table"
+        program = PROGRAM.format(blocked=(), bootstrap=bootstrap)
+        run = _run([python, "-c", program, topic, str(table)], env=env, cwd=tmp_path, timeout=240)
+        out = json.loads(run.stdout.strip().splitlines()[-1])
+        assert sorted(r["id"] for r in out["seen"]) == list(range(200))
+        assert out["lake_error"]["type"] == "MissingExtraError"
+        assert out["ingest_code"] == 2
+        assert not table.exists()
+        # pip recorded where parka came from (PEP 610): the message names this wheel and this pip
+        install = out["lake_error"]["install"]
+        assert shlex.split(install) == [python, "-m", "pip", "install", f"{wheel}[lake]"]
+        assert (
+            "parka ingest: parka.lake (parka ingest, parka optimize, Spark raw mode) needs parka's 'lake' extra"
+            in run.stderr
+        )
+
+        _run([*shlex.split(install), "--quiet"], env=env, cwd=tmp_path)
+        _run(
+            [str(venv / "bin" / "parka"), "ingest", topic, str(table), "-k", bootstrap, "--end-at-latest"],
+            env=env,
+            cwd=tmp_path,
+        )
+        rows = DeltaTable(str(table)).to_pyarrow_table(columns=["id", "name"]).sort_by("id").to_pylist()
+        assert rows == [{"id": i, "name": f"n{i}"} for i in range(200)]
+    finally:
+        shutil.rmtree(venv, ignore_errors=True)  # some 500 MB; the table and the wheel stay for a look

@@ -27,6 +27,7 @@ from parka.lake import (
     write_segments,
 )
 
+from parka._extras import install_command
 from parka.errors import CommitConflict, CommitError, ConfigError
 from parka.schema import schema_fingerprint
 from parka.segment import encode_segment
@@ -397,7 +398,7 @@ def test_without_the_iceberg_extra_the_daemon_exits_2_naming_it(tmp_path: Path) 
     )
     proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2, proc.stderr
-    assert "needs parka's 'iceberg' extra" in proc.stderr and "pip install 'parka[iceberg]'" in proc.stderr
+    assert "needs parka's 'iceberg' extra" in proc.stderr and install_command("iceberg") in proc.stderr
 
 
 def test_a_commit_copies_the_tables_metadata_a_fixed_number_of_times_however_long_its_history(
