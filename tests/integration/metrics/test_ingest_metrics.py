@@ -124,3 +124,25 @@ def test_a_running_ingest_serves_counters_and_lag_that_follow_the_data(
     assert SECRET not in text
     # not a terminal: the progress goes to the log as lines, never a bar's control characters
     assert "progress:" in text and "\r" not in text and "\x1b" not in text
+
+
+def test_a_daemon_waiting_on_its_broker_is_alive_but_not_ready(tmp_path: Path) -> None:
+    """Nothing listens on port 9: the daemon retries, /healthz answers 200 and /readyz 503 with
+    the cause the log names."""
+    log = tmp_path / "ingest.log"
+    worker = start_ingest("events", tmp_path / "events", "127.0.0.1:9", "--metrics-port", "0", log=log)
+    try:
+        wait_for(lambda: bound_port(log) is not None or worker.poll() is not None, "the metrics address", 60)
+        port = bound_port(log)
+        assert port is not None, log.read_text()
+        assert bound_host(log) == "0.0.0.0"  # noqa: S104 (the default)
+        wait_for(lambda: health(port, "/readyz")[1]["status"] == "blocked", "/readyz to name the cause", 60)
+        code, body = health(port, "/readyz")
+        assert code == 503
+        (blocker,) = body["blockers"]
+        assert blocker["cause"] == "broker" and "127.0.0.1:9" in blocker["message"]
+        assert blocker["message"] in log.read_text()  # the line the log has
+        assert health(port, "/healthz")[0] == 200
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=60) == 0, log.read_text()[-4000:]
