@@ -33,8 +33,8 @@ from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
-from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.registry import Collector
 
 __all__ = ["INGEST_COUNTERS", "STALL_S", "Check", "IngestMetrics", "ProducerMetrics", "serve"]
@@ -293,7 +293,7 @@ def serve(
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         check = routes.get(environ.get("PATH_INFO", ""))
         if check is None or environ.get("REQUEST_METHOD") != "GET":
-            return metrics_app(environ, start_response)  # type: ignore[no-any-return]
+            return metrics_app(environ, start_response)
         try:
             ok, body = check()
         except Exception as exc:  # a check that fails to run is a failed check, never a dead server
@@ -306,7 +306,7 @@ def serve(
 
     server = make_server(addr, port, app, Server, handler_class=_QuietHandler)
     threading.Thread(target=server.serve_forever, name="parka-metrics", daemon=True).start()
-    host, bound = server.server_address[:2]
+    host, bound = str(server.server_address[0]), int(server.server_address[1])
     shown = f"[{host}]" if ":" in host else host
     log.info("serving metrics on http://%s:%d/metrics", shown, bound)
     return server
@@ -315,5 +315,5 @@ def serve(
 class _QuietHandler(WSGIRequestHandler):
     """No log line per request (a scrape every few seconds would fill the log)."""
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base class's name)
+    def log_message(self, format: str, *args: Any) -> None:
         pass

@@ -135,7 +135,7 @@ def test_a_daemon_waiting_on_its_broker_is_alive_but_not_ready(tmp_path: Path) -
         wait_for(lambda: bound_port(log) is not None or worker.poll() is not None, "the metrics address", 60)
         port = bound_port(log)
         assert port is not None, log.read_text()
-        assert bound_host(log) == "0.0.0.0"  # noqa: S104 (the default)
+        assert bound_host(log) == "0.0.0.0"
         wait_for(lambda: health(port, "/readyz")[1]["status"] == "blocked", "/readyz to name the cause", 60)
         code, body = health(port, "/readyz")
         assert code == 503
