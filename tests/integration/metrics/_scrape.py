@@ -11,7 +11,8 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-BOUND = re.compile(r"serving metrics on http://([^:]+):(\d+)/metrics")
+BOUND = re.compile(r"serving metrics on http://[^:]+:(\d+)/metrics")
+BOUND_HOST = re.compile(r"serving metrics on http://([^:]+):\d+/metrics")
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -19,12 +20,12 @@ Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 def bound_port(log: Path) -> int | None:
     """The port a daemon's ``serving metrics on ...`` log line names, once it is there."""
     found = BOUND.search(log.read_text(errors="replace")) if log.exists() else None
-    return int(found.group(2)) if found else None
+    return int(found.group(1)) if found else None
 
 
 def bound_host(log: Path) -> str | None:
     """The address that line names (``--metrics-bind-address``)."""
-    found = BOUND.search(log.read_text(errors="replace")) if log.exists() else None
+    found = BOUND_HOST.search(log.read_text(errors="replace")) if log.exists() else None
     return found.group(1) if found else None
 
 
