@@ -62,7 +62,9 @@ COMMIT_LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0
 STALL_S = 300.0
 """``/healthz`` fails once the daemon's loop has not turned for this many seconds. The loop turns
 many times a second; it waits only for a commit in flight when the memory bound is reached, and a
-commit (conflict retries and a checkpoint included) takes seconds, so five minutes means stuck."""
+commit (conflict retries and a checkpoint included) takes seconds, so five minutes means stuck.
+One exception: ``--optimize-every`` compacts the whole table on the loop's thread, which on a
+large table may take longer."""
 
 Check = Callable[[], tuple[bool, dict[str, Any]]]
 """A health check: whether it passes, and the JSON body that says why."""
@@ -153,7 +155,7 @@ class IngestMetrics(Collector):
     def live(self) -> tuple[bool, dict[str, Any]]:
         """``/healthz``: fails only when the loop has not turned for :data:`STALL_S` (a daemon
         waiting on a cause, or still starting, is alive)."""
-        since = None if self._beat is None else self._clock() - self._beat
+        since = None if self._beat is None else round(self._clock() - self._beat, 3)
         stalled = since is not None and since >= STALL_S
         body: dict[str, Any] = {"status": "stalled" if stalled else "ok", "loop_seconds_ago": since}
         return not stalled, body
