@@ -1,5 +1,5 @@
 # The image of docker-compose.yml's `parka ingest` worker: parka with its runtime dependencies
-# only (no Spark, no dev tools). `docker compose build` builds it; by hand:
+# only (no Spark, no dev tools), and prometheus-client for --metrics-port and its health endpoints. `docker compose build` builds it; by hand:
 #   docker build -t parka:local .   then   docker run --rm parka:local ingest --help
 FROM python:3.11-slim
 
@@ -16,7 +16,7 @@ COPY producer /tmp/parka-src/producer
 COPY consumer /tmp/parka-src/consumer
 COPY lake /tmp/parka-src/lake
 COPY spark_ext /tmp/parka-src/spark_ext
-RUN pip install "/tmp/parka-src[lake]" && rm -rf /tmp/parka-src \
+RUN pip install "/tmp/parka-src[lake,metrics]" && rm -rf /tmp/parka-src \
     && useradd --create-home --uid 10001 parka
 
 USER parka

@@ -82,8 +82,10 @@ log = logging.getLogger("parka.bench")
 PROFILE_SEGMENT_ROWS = 10_000
 
 
-def produce_copies(broker: Broker, ds: Dataset, copies: int, segment_rows: int, topic: str) -> dict[str, Any]:
-    """Produce the data set ``copies`` times into ``topic`` (created here) as zstd segments of
+def produce_copies(
+    broker: Broker, ds: Dataset, copies: int, segment_rows: int, topic: str, *, partitions: int = 1
+) -> dict[str, Any]:
+    """Produce the data set ``copies`` times into ``topic`` (created here, with ``partitions``) as zstd segments of
     ``segment_rows`` rows; returns the topic, rows, the segments' count, bytes and the digests
     of their row groups (stitched data files hold them byte for byte).
     Raises ``CheckFailed`` when a delivery fails."""
@@ -98,7 +100,7 @@ def produce_copies(broker: Broker, ds: Dataset, copies: int, segment_rows: int, 
         sizes.append(len(value))
 
     conf = enc.parka_producer_conf(broker.bootstrap, "zstd", segment_rows, broker.max_message_bytes_cached())
-    broker.create_topic(topic)
+    broker.create_topic(topic, partitions)
     producer = ParquetProducer(conf)
     producer.set_schema(topic, ds.avro_schema)
     for _ in range(copies):

@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         redacted(settings.storage_options),
     )
     progress = None if args.quiet else ProgressLine(bar=settings.end_at_latest, interval_s=args.progress_interval_s)
-    with serve_metrics(args.metrics_port, topic=settings.topic, prog=_PROG) as metrics:
+    with serve_metrics(args.metrics_port, topic=settings.topic, prog=_PROG, addr=args.metrics_bind_address) as metrics:
         ingest = IngestionConsumer(settings, progress=progress, metrics=metrics)
         ingest.install_signal_handlers()
         try:

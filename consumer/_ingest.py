@@ -89,8 +89,9 @@ class IngestionConsumer(KafkaSide):
     """Consume one topic's segments into one Delta table; :meth:`run` until stopped.
 
     ``progress`` is called on every turn of the loop and once each commit ended; ``metrics``
-    (:class:`parka.metrics.IngestMetrics`) reads :attr:`stats`, is told each commit's latency
-    and, at most once a second, the lag."""
+    (:class:`parka.metrics.IngestMetrics`) reads :attr:`stats` and the causes the daemon waits
+    on, is told each commit's latency, the partitions each commit advanced, every turn of the
+    loop and, at most once a second, the lag and the partitions held."""
 
     def __init__(
         self,
@@ -121,6 +122,8 @@ class IngestionConsumer(KafkaSide):
         self._stop = threading.Event()
         self._health = HealthLog(remind_s=settings.retry_log_interval_s, clock=clock)
         super().__init__(settings, BrokerWatch(self._health, log, clock=clock))
+        if metrics is not None:
+            metrics.watch_blockers(self._health.active)
         self._maintenance = Maintenance(settings, self.stats)  # compaction, background and --optimize-every
         self._log_engine: LogEngine | None = None
         self._iceberg: IcebergEngine | None = None
@@ -211,6 +214,8 @@ class IngestionConsumer(KafkaSide):
                 if self._progress is not None:
                     self._progress(self)
                 self._report_lag()
+                if self._metrics is not None:
+                    self._metrics.beat()
                 if s.end_at_latest and self._caught_up():
                     break
             self.commit()
@@ -433,9 +438,15 @@ class IngestionConsumer(KafkaSide):
         self._view_table()  # the commit may have evolved the schema
         self._positions.in_table(result.last)
         self._commit_kafka(result.last)
-        for p, version in result.table_txn.items():
-            if version is not None and version >= self._positions.consumed.get(p, -1) and p not in result.last:
-                self._skip_to(p, version + 1)
+        skipped = {
+            p: version + 1
+            for p, version in result.table_txn.items()
+            if version is not None and version >= self._positions.consumed.get(p, -1) and p not in result.last
+        }
+        for p, offset in skipped.items():
+            self._skip_to(p, offset)
+        if self._metrics is not None:  # the table moved: by this commit, or by another worker's
+            self._metrics.advanced([*result.last, *skipped])
         if self._progress is not None:
             self._progress(self)
         self._maintenance.committed()
@@ -498,3 +509,4 @@ class IngestionConsumer(KafkaSide):
         if force or now - self._lag_at >= 1.0:
             self._lag_at = now
             self._metrics.set_lag(self.lag(committed=True))
+            self._metrics.hold(self._positions.assigned)

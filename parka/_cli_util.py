@@ -157,10 +157,11 @@ def port_number(text: str) -> int:
 
 
 @contextmanager
-def serve_metrics(port: int | None, *, topic: str, prog: str) -> Iterator[Any]:
+def serve_metrics(port: int | None, *, topic: str, prog: str, addr: str = "0.0.0.0") -> Iterator[Any]:  # noqa: S104
     """With a ``port``, an :class:`parka.metrics.IngestMetrics` in a registry of its own, served
-    over HTTP until the block ends; ``None`` without. Exits naming ``prog`` when
-    ``prometheus_client`` is missing or the port cannot be bound."""
+    over HTTP on ``addr`` until the block ends, with its health checks on ``/healthz`` and
+    ``/readyz``; ``None`` without. Exits naming ``prog`` when ``prometheus_client`` is missing or
+    the address cannot be bound."""
     if port is None:
         yield None
         return
@@ -178,9 +179,9 @@ def serve_metrics(port: int | None, *, topic: str, prog: str) -> Iterator[Any]:
     registry = CollectorRegistry()
     metrics = IngestMetrics(registry, topic=topic)
     try:
-        server = serve(port, registry)
+        server = serve(port, registry, addr=addr, checks={"/healthz": metrics.live, "/readyz": metrics.ready})
     except OSError as exc:
-        raise SystemExit(f"{prog}: --metrics-port {port}: {exc}") from None
+        raise SystemExit(f"{prog}: --metrics-port {port} --metrics-bind-address {addr}: {exc}") from None
     try:
         yield metrics
     finally:

@@ -55,6 +55,7 @@ __all__ = [
     "CATALOG_OPTIONS",
     "CHECKPOINT_INTERVAL",
     "METRICS_PORT",
+    "METRICS_BIND_ADDRESS",
     "BROKER_TIMEOUT",
     "RETRY_LOG_INTERVAL",
     "PROGRESS_INTERVAL",
@@ -288,6 +289,15 @@ METRICS_PORT = Setting(
     "needs parka[metrics]",
     parse=port_number,
 )
+METRICS_BIND_ADDRESS = Setting(
+    "metrics_bind_address",
+    ("--metrics-bind-address",),
+    ("METRICS_BIND_ADDRESS",),
+    "the address --metrics-port listens on (with the health endpoints /healthz and /readyz): 0.0.0.0 every "
+    "IPv4 interface, 127.0.0.1 this host only, :: every IPv6 one",
+    default="0.0.0.0",  # noqa: S104 (the metrics are meant to be scraped from elsewhere)
+    check=lambda value: None if value.strip() else "a host name or IP address",
+)
 BROKER_TIMEOUT = Setting(
     "broker_timeout_s",
     ("--broker-timeout",),
@@ -358,6 +368,7 @@ SHARED: tuple[Setting, ...] = (
     CATALOG_OPTIONS,
     CHECKPOINT_INTERVAL,
     METRICS_PORT,
+    METRICS_BIND_ADDRESS,
     BROKER_TIMEOUT,
     RETRY_LOG_INTERVAL,
     PROGRESS_INTERVAL,

@@ -11,7 +11,10 @@ Names start with ``parka_``. Labels are the topic, the Kafka partition and the p
 * :class:`IngestMetrics`: what ``parka ingest`` and ``parka spark-ingest`` serve with
   ``--metrics-port``. The counters are read, when scraped, from the counters the committer
   already keeps (:class:`parka.lake.CommitStats`, or Spark's progress in decode
-  mode); commit latency is a histogram the committer feeds; lag is what the daemon last measured.
+  mode); commit latency is a histogram the committer feeds; lag is what the daemon last measured;
+  staleness (``parka ingest``) is computed at each scrape from when each partition last advanced.
+  It also answers the health endpoints :func:`serve` adds (:meth:`IngestMetrics.live`,
+  :meth:`IngestMetrics.ready`).
 * :class:`ProducerMetrics`: segments, rows per segment, encode time, bytes per row and the
   records waiting in the producer's buffers, fed by ``ParquetProducer`` when its config has
   ``columnar.metrics.registry``.
@@ -19,17 +22,22 @@ Names start with ``parka_``. Labels are the topic, the Kafka partition and the p
 
 from __future__ import annotations
 
+import json
 import logging
+import socket
 import threading
+import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.registry import Collector
 
-__all__ = ["INGEST_COUNTERS", "IngestMetrics", "ProducerMetrics", "serve"]
+__all__ = ["INGEST_COUNTERS", "STALL_S", "Check", "IngestMetrics", "ProducerMetrics", "serve"]
 
 log = logging.getLogger("parka.metrics")
 
@@ -51,24 +59,42 @@ INGEST_COUNTERS: dict[str, tuple[str, str]] = {
 
 COMMIT_LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
+STALL_S = 300.0
+"""``/healthz`` fails once the daemon's loop has not turned for this many seconds. The loop turns
+many times a second; it waits only for a commit in flight when the memory bound is reached, and a
+commit (conflict retries and a checkpoint included) takes seconds, so five minutes means stuck.
+One exception: ``--optimize-every`` compacts the whole table on the loop's thread, which on a
+large table may take longer."""
+
+Check = Callable[[], tuple[bool, dict[str, Any]]]
+"""A health check: whether it passes, and the JSON body that says why."""
+
 
 class IngestMetrics(Collector):
     """The ``parka_*`` metrics of one ingestion of ``topic``, registered in ``registry``.
 
     The daemon tells it where its counters are (:meth:`watch`), times each commit
-    (:meth:`observe_commit`) and checkpoint (:meth:`observe_checkpoint`) and sets the lag it
-    measured (:meth:`set_lag`). Scrapes run on
-    the HTTP server's thread: they read plain ints and a dict the daemon replaces whole, so
-    they never touch the Kafka client.
+    (:meth:`observe_commit`) and checkpoint (:meth:`observe_checkpoint`), sets the lag it
+    measured (:meth:`set_lag`), the partitions it holds (:meth:`hold`) and those a commit
+    advanced (:meth:`advanced`), and beats once per turn of its loop (:meth:`beat`). Scrapes
+    and health checks run on the HTTP server's thread: they read plain numbers and dicts the
+    daemon replaces whole, so they never touch the Kafka client. ``clock`` times staleness
+    and the loop's beats.
 
     Raises:
         ValueError: ``registry`` already holds an ingestion's metrics.
     """
 
-    def __init__(self, registry: CollectorRegistry, *, topic: str) -> None:
+    def __init__(self, registry: CollectorRegistry, *, topic: str, clock: Callable[[], float] = time.monotonic) -> None:
         self.topic = topic
+        self._clock = clock
         self._counts: Callable[[], Mapping[str, int]] = dict
         self._lag: Mapping[int, int] = {}
+        # partition -> when it last advanced in the table (or when this worker took it);
+        # replaced whole, never changed in place: scrapes read it on the server's thread
+        self._advanced_at: Mapping[int, float] = {}
+        self._beat: float | None = None
+        self._blockers: Callable[[], Mapping[str, str]] = dict
         self._latency = Histogram(
             "parka_commit_latency_seconds",
             "seconds from handing segments to the committer to its Delta commit (conflict retries included)",
@@ -100,10 +126,61 @@ class IngestMetrics(Collector):
         no longer listed disappears from the metric)."""
         self._lag = dict(lag)
 
+    def hold(self, partitions: Iterable[int]) -> None:
+        """The partitions this worker holds now: a new one's staleness counts from now, one no
+        longer held disappears from the metric."""
+        now, before = self._clock(), self._advanced_at
+        self._advanced_at = {p: before.get(p, now) for p in partitions}
+
+    def advanced(self, partitions: Iterable[int]) -> None:
+        """A commit moved these partitions' offsets in the table: their staleness restarts at 0."""
+        now = self._clock()
+        self._advanced_at = {**self._advanced_at, **dict.fromkeys(partitions, now)}
+
+    def staleness(self) -> dict[int, float]:
+        """Seconds since each held partition last advanced in the table (since it was taken, if it
+        has not yet): what ``parka_table_staleness_seconds`` serves."""
+        now = self._clock()
+        return {p: max(now - at, 0.0) for p, at in sorted(self._advanced_at.items())}
+
+    def beat(self) -> None:
+        """The daemon's loop turned (:meth:`live` fails when it has not for :data:`STALL_S`)."""
+        self._beat = self._clock()
+
+    def watch_blockers(self, blockers: Callable[[], Mapping[str, str]]) -> None:
+        """Read the causes the daemon is waiting on (kind -> the line that names it, as logged:
+        :meth:`parka._health.HealthLog.active`) at each health check."""
+        self._blockers = blockers
+
+    def live(self) -> tuple[bool, dict[str, Any]]:
+        """``/healthz``: fails only when the loop has not turned for :data:`STALL_S` (a daemon
+        waiting on a cause, or still starting, is alive)."""
+        since = None if self._beat is None else round(self._clock() - self._beat, 3)
+        stalled = since is not None and since >= STALL_S
+        body: dict[str, Any] = {"status": "stalled" if stalled else "ok", "loop_seconds_ago": since}
+        return not stalled, body
+
+    def ready(self) -> tuple[bool, dict[str, Any]]:
+        """``/readyz``: passes once the loop runs and nothing blocks it (no broker, no topic, a
+        table location it cannot use: the same causes the log names)."""
+        alive, body = self.live()
+        blockers = [{"cause": key, "message": message} for key, message in sorted(self._blockers().items())]
+        if not alive:
+            status = "stalled"
+        elif blockers:
+            status = "blocked"
+        elif self._beat is None:
+            status = "starting"
+        else:
+            status = "ok"
+        staleness = {str(p): round(s, 3) for p, s in self.staleness().items()}
+        return status == "ok", {**body, "status": status, "blockers": blockers, "staleness_seconds": staleness}
+
     def describe(self) -> Iterator[Metric]:
         for name, doc in INGEST_COUNTERS.values():
             yield CounterMetricFamily(name, doc, labels=["topic"])
         yield GaugeMetricFamily("parka_consumer_lag", "", labels=["topic", "partition"])
+        yield GaugeMetricFamily("parka_table_staleness_seconds", "", labels=["topic", "partition"])
 
     def collect(self) -> Iterator[Metric]:
         counts = self._counts()
@@ -119,6 +196,15 @@ class IngestMetrics(Collector):
         for partition, n in sorted(self._lag.items()):
             lag.add_metric([self.topic, str(partition)], float(n))
         yield lag
+        stale = GaugeMetricFamily(
+            "parka_table_staleness_seconds",
+            "seconds since a commit last moved the partition's offset in the table (or since this worker took "
+            "the partition); it grows while nothing new arrives too: alert on it with parka_consumer_lag > 0",
+            labels=["topic", "partition"],
+        )
+        for partition, seconds in self.staleness().items():
+            stale.add_metric([self.topic, str(partition)], seconds)
+        yield stale
 
 
 ROWS_BUCKETS = (1, 10, 100, 1_000, 5_000, 10_000, 50_000, 100_000, 1_000_000)
@@ -187,15 +273,49 @@ class ProducerMetrics:
         self._families.encode.labels(self.client_id, topic).observe(seconds)
 
 
-def serve(port: int, registry: CollectorRegistry, *, addr: str = "0.0.0.0") -> Any:  # noqa: S104
-    """Serve ``registry`` over HTTP on ``port`` (0: a free one) in a daemon thread; logs the
-    bound address (``serving metrics on http://<addr>:<port>/metrics``). Returns the server:
-    ``shutdown()`` and ``server_close()`` it to stop.
+def serve(
+    port: int,
+    registry: CollectorRegistry,
+    *,
+    addr: str = "0.0.0.0",  # noqa: S104
+    checks: Mapping[str, Check] | None = None,
+) -> Any:
+    """Serve ``registry`` over HTTP on ``addr``:``port`` (0: a free one) in a daemon thread; logs
+    the bound address (``serving metrics on http://<addr>:<port>/metrics``). Each path of
+    ``checks`` (``/healthz``) answers its check's JSON body, with 200 when it passes and 503
+    when not; every other path the metrics, as prometheus-client's own server does. Returns the
+    server: ``shutdown()`` and ``server_close()`` it to stop.
 
     Raises:
-        OSError: the port cannot be bound.
+        OSError: the address cannot be bound.
     """
-    server, _thread = start_http_server(port, addr=addr, registry=registry)
-    host, bound = server.server_address[:2]
-    log.info("serving metrics on http://%s:%d/metrics", host, bound)
+    metrics_app = make_wsgi_app(registry)
+    routes = dict(checks or {})
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        check = routes.get(environ.get("PATH_INFO", ""))
+        if check is None or environ.get("REQUEST_METHOD") != "GET":
+            return metrics_app(environ, start_response)
+        try:
+            ok, body = check()
+        except Exception as exc:  # a check that fails to run is a failed check, never a dead server
+            ok, body = False, {"status": "error", "error": str(exc)}
+        start_response("200 OK" if ok else "503 Service Unavailable", [("Content-Type", "application/json")])
+        return [json.dumps(body).encode()]
+
+    class Server(ThreadingWSGIServer):
+        address_family = socket.AF_INET6 if ":" in addr else socket.AF_INET
+
+    server = make_server(addr, port, app, Server, handler_class=_QuietHandler)
+    threading.Thread(target=server.serve_forever, name="parka-metrics", daemon=True).start()
+    host, bound = str(server.server_address[0]), int(server.server_address[1])
+    shown = f"[{host}]" if ":" in host else host
+    log.info("serving metrics on http://%s:%d/metrics", shown, bound)
     return server
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """No log line per request (a scrape every few seconds would fill the log)."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass

@@ -109,7 +109,9 @@ def main(argv: list[str] | None = None) -> int:
             bar = LogProgress(log, interval_s=args.progress_interval_s)
         elif settings.trigger == "available-now" and not args.quiet:
             bar = ProgressBar(label="spark-ingest", unit="messages")
-        with serve_metrics(args.metrics_port, topic=settings.topic, prog=_PROG) as metrics:
+        with serve_metrics(
+            args.metrics_port, topic=settings.topic, prog=_PROG, addr=args.metrics_bind_address
+        ) as metrics:
             try:
                 stats = ingest(spark, settings, stop=stop, metrics=metrics, progress=bar)
             finally:

@@ -183,6 +183,8 @@ def ingest(
                 break
             query.awaitTermination(0.5)
             collect()
+            if metrics is not None:
+                metrics.beat()
         query.awaitTermination()
     except StreamingQueryException as exc:
         failure = run.failure if run is not None else None

@@ -142,7 +142,7 @@ def test_the_services_and_their_images(services: dict[str, Any]) -> None:
 def test_every_server_has_a_healthcheck_and_every_dependency_a_condition(services: dict[str, Any]) -> None:
     one_shots = {name for name, s in services.items() if str(s.get("restart", "")) == "no"}
     assert one_shots == {"kafka-topics", "s3-bucket"}
-    for name in ("kafka", "schema-registry", "s3"):
+    for name in ("kafka", "schema-registry", "s3", "ingest"):
         check = services[name]["healthcheck"]
         assert check["test"][0] in ("CMD", "CMD-SHELL"), name
         assert len(check["test"]) > 1 and not check.get("disable"), name
@@ -221,6 +221,21 @@ def test_the_worker_command_is_one_parka_ingest_accepts(
     assert options["AWS_CONDITIONAL_PUT"] == "etag"  # concurrent commits safe on the store
     assert options["AWS_ALLOW_HTTP"] == "true"
     assert settings.allowed_latency_s == 10
+
+
+def test_the_worker_healthcheck_asks_readiness_where_it_serves_metrics(
+    services: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    worker = services["ingest"]
+    _parse_worker(worker, monkeypatch)  # the worker's environment, set
+    args = build_parser().parse_args(args_of(worker, "command")[1:])
+    check = worker["healthcheck"]["test"]
+    assert check[:3] == ["CMD", "python", "-c"]
+    compile(check[3], "healthcheck", "exec")
+    url = re.search(r"'(http://[^']+)'", check[3])
+    assert url is not None, check
+    assert urlparse(url.group(1)).port == args.metrics_port == 9100
+    assert urlparse(url.group(1)).path == "/readyz"
 
 
 def test_the_worker_environment_names_only_flags_parka_ingest_lists(services: dict[str, Any]) -> None:

@@ -8,6 +8,8 @@ import io
 import json
 import logging
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from typing import Any
 
@@ -24,7 +26,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from parka._cli_util import setup_logging
 from parka._progress import ProgressBar, bar_text
 from parka.errors import ConfigError
-from parka.metrics import INGEST_COUNTERS, IngestMetrics
+from parka.metrics import INGEST_COUNTERS, STALL_S, IngestMetrics, serve
 
 SCHEMA = pa.schema([("id", pa.int64(), False), ("s", pa.string())])
 # Nothing listens on port 9: segments queue in the client and never leave.
@@ -188,10 +190,79 @@ def test_progress_bar_draws_only_on_a_terminal() -> None:
     assert bar_text(3, 0, unit="records") == "3 records"
 
 
+def test_staleness_counts_from_the_last_advance_or_from_taking_the_partition() -> None:
+    now = [100.0]
+    registry = CollectorRegistry()
+    metrics = IngestMetrics(registry, topic="gps", clock=lambda: now[0])
+
+    def stale(p: int) -> float | None:
+        return registry.get_sample_value("parka_table_staleness_seconds", {"topic": "gps", "partition": str(p)})
+
+    assert stale(0) is None  # no partition held: no series
+    metrics.hold({0, 1})
+    now[0] = 130.0
+    assert stale(0) == stale(1) == 30.0  # never advanced: since they were taken
+    metrics.advanced([1])
+    now[0] = 135.0
+    assert (stale(0), stale(1)) == (35.0, 5.0)
+    metrics.hold({1, 2})  # 0 revoked, 2 taken; 1 keeps its last advance
+    assert (stale(0), stale(1), stale(2)) == (None, 5.0, 0.0)
+
+
+def test_health_checks_say_starting_ok_blocked_and_stalled() -> None:
+    now = [0.0]
+    blockers: dict[str, str] = {}
+    metrics = IngestMetrics(CollectorRegistry(), topic="gps", clock=lambda: now[0])
+    metrics.watch_blockers(lambda: blockers)
+    assert metrics.live()[0] is True
+    assert metrics.ready() == (
+        False,
+        {"status": "starting", "loop_seconds_ago": None, "blockers": [], "staleness_seconds": {}},
+    )
+    metrics.beat()
+    metrics.hold([0])
+    now[0] = 2.0
+    ok, body = metrics.ready()
+    assert ok and body["status"] == "ok" and body["staleness_seconds"] == {"0": 2.0}
+    blockers["broker"] = "no Kafka broker answers at 127.0.0.1:9"
+    ok, body = metrics.ready()
+    assert not ok and body["status"] == "blocked"
+    assert body["blockers"] == [{"cause": "broker", "message": "no Kafka broker answers at 127.0.0.1:9"}]
+    assert metrics.live()[0] is True  # waiting on a cause is alive
+    now[0] = STALL_S
+    assert metrics.live() == (False, {"status": "stalled", "loop_seconds_ago": STALL_S})
+    assert metrics.ready()[1]["status"] == "stalled"
+
+
+def test_serve_answers_checks_as_json_and_everything_else_with_the_metrics() -> None:
+    state = {"ok": True}
+    registry = CollectorRegistry()
+    IngestMetrics(registry, topic="gps")
+    server = serve(0, registry, addr="127.0.0.1", checks={"/healthz": lambda: (state["ok"], {"status": "x"})})
+    try:
+        host, port = server.server_address[:2]
+        assert host == "127.0.0.1"
+        base = f"http://127.0.0.1:{port}"
+        with urllib.request.urlopen(f"{base}/healthz", timeout=5) as answer:
+            assert answer.status == 200 and json.loads(answer.read()) == {"status": "x"}
+        state["ok"] = False
+        with pytest.raises(urllib.error.HTTPError) as failed:
+            urllib.request.urlopen(f"{base}/healthz", timeout=5)
+        assert failed.value.code == 503 and json.loads(failed.value.read()) == {"status": "x"}
+        with urllib.request.urlopen(f"{base}/metrics", timeout=5) as answer:
+            assert b"parka_records_total" in answer.read()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_metrics_port_is_a_flag_of_both_daemons() -> None:
     for parser in (ingest_parser(), spark_parser()):
         assert parser.parse_args(["t", "/tmp/x", "--metrics-port", "0"]).metrics_port == 0
         assert parser.parse_args(["t", "/tmp/x"]).metrics_port is None
+        assert parser.parse_args(["t", "/tmp/x"]).metrics_bind_address == "0.0.0.0"
+        given = parser.parse_args(["t", "/tmp/x", "--metrics-bind-address", "127.0.0.1"])
+        assert given.metrics_bind_address == "127.0.0.1"
         with pytest.raises(SystemExit):
             parser.parse_args(["t", "/tmp/x", "--metrics-port", "70000"])
 
