@@ -146,7 +146,7 @@ def hadoop_version() -> str:
     try:
         import pyspark
     except ImportError as exc:
-        raise SparkSetupError(_INSTALL_HINT) from exc
+        raise SparkSetupError(_install_hint()) from exc
     jars = Path(pyspark.__file__).parent / "jars"
     found = sorted(jars.glob("hadoop-client-api-*.jar"))
     if not found:
