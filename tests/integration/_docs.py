@@ -1,0 +1,180 @@
+"""Runs the code blocks of the README and the docs pages, in order, one namespace per page, through
+sybil (:func:`run_page`).
+
+A page's ``python`` blocks run in the test's process; its ``sh`` blocks in bash, with the
+virtualenv's ``bin`` (``parka``, ``python``) first on ``PATH``, in a fresh working directory.
+What a page addresses as a reader's own is the test's instead (:class:`Page`): the broker
+(``localhost:9092``, ``broker:9092``) is the test broker; ``/data/...`` is under the test's
+temporary directory; the topic ``gps`` is a unique topic, created before the first block; the
+consumer group ``app`` is a unique group; ``--metrics-port 9464`` is 0 (a free port); the REST
+catalog at ``http://catalog:8181`` is the run's Iceberg REST server. A ``parka ingest`` line
+without ``--end-at-latest`` is a daemon: it runs with ``--end-at-latest``, so it lands what the
+topic holds and exits.
+
+A block that cannot run here is preceded by sybil's skip marker with the reason,
+``<!-- skip: next "needs a SASL_SSL broker" -->``. Output blocks (``text``) are not code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from unittest import SkipTest
+
+from sybil import Example, Sybil
+from sybil.parsers.markdown.codeblock import CodeBlockParser
+from sybil.parsers.markdown.skip import SkipParser
+
+REPO = Path(__file__).resolve().parents[2]
+# Every fenced block's language on these pages: the first two are code and run, the others are not
+CODE_LANGUAGES = ("python", "sh")
+OUTPUT_LANGUAGES = ("text", "")  # "": a plain block, output or a listing
+_FENCE = re.compile(r"^ *```(\S*)", re.MULTILINE)
+_PAGE = "_docs_page"  # the page's Page in its namespace
+
+
+def pages() -> list[Path]:
+    """The README and every docs page: what a reader sees."""
+    return [REPO / "README.md", *sorted((REPO / "docs").glob("**/*.md"))]
+
+
+def languages(path: Path) -> list[str]:
+    """The languages of ``path``'s fenced blocks, in order (the opening fences only)."""
+    found, inside = [], False
+    for m in _FENCE.finditer(path.read_text()):
+        if not inside:
+            found.append(m.group(1))
+        inside = not inside
+    return found
+
+
+@dataclass
+class Page:
+    """One page's run: what its blocks' placeholders become, and what they printed."""
+
+    path: Path
+    bootstrap: str
+    tmp: Path
+    topic: str
+    group: str
+    iceberg_rest_url: str | None = None
+    printed: list[str] = field(default_factory=list)
+    ran: list[int] = field(default_factory=list)  # the line of each block that ran
+    skipped: list[int] = field(default_factory=list)
+    namespace: dict[str, Any] = field(default_factory=dict)  # the blocks' names after the last one
+
+    def substitute(self, text: str) -> str:
+        text = text.replace("localhost:9092", self.bootstrap).replace("broker:9092", self.bootstrap)
+        text = text.replace("/data/", f"{self.tmp}/data/")
+        text = re.sub(r"""(["'])gps\1""", rf"\g<1>{self.topic}\g<1>", text)  # the topic in Python
+        text = re.sub(r"(?<=\s)gps(?=\s)", self.topic, text)  # and on a command line
+        text = re.sub(r"""("group\.id":\s*)"app\"""", rf'\g<1>"{self.group}"', text)
+        text = text.replace("--metrics-port 9464", "--metrics-port 0")
+        if self.iceberg_rest_url is not None:
+            text = text.replace("http://catalog:8181", self.iceberg_rest_url)
+        return text
+
+    def shell(self, script: str) -> str:
+        lines = []
+        for line in re.sub(r"\\\n\s*", " ", self.substitute(script)).splitlines():
+            line = re.sub(r"\s+#\s.*$", "", line)  # the trailing comment
+            if re.match(r"\s*parka ingest\b", line) and "--end-at-latest" not in line:
+                line += " --end-at-latest"
+            lines.append(line)
+        return "\n".join(lines) + "\n"
+
+
+def _page(example: Example) -> Page:
+    page = example.namespace[_PAGE]
+    assert isinstance(page, Page)
+    return page
+
+
+def run_python(example: Example) -> None:
+    page = _page(example)
+    # the block's own line numbers in a traceback: its first line is the one after the fence
+    code = compile("\n" * example.line + page.substitute(str(example.parsed)), str(page.path), "exec")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(code, example.namespace)
+    page.printed.append(out.getvalue())
+    sys.stdout.write(out.getvalue())
+
+
+def run_shell(example: Example) -> None:
+    page = _page(example)
+    script = page.shell(str(example.parsed))
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    work = page.tmp / "work"
+    work.mkdir(exist_ok=True)
+    proc = subprocess.run(
+        ["bash", "-e", "-o", "pipefail", "-c", script],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    if proc.returncode != 0:
+        raise AssertionError(
+            f"{page.path.name}:{example.line}: exit {proc.returncode}\n{script}\n{proc.stdout}\n{proc.stderr}"
+        )
+    page.printed.append(proc.stdout)
+
+
+_SYBIL = Sybil(
+    parsers=[
+        SkipParser(),
+        CodeBlockParser(language="python", evaluator=run_python),
+        CodeBlockParser(language="sh", evaluator=run_shell),
+    ]
+)
+
+
+def run_page(
+    path: Path,
+    *,
+    bootstrap: str,
+    tmp: Path,
+    make_topic: Callable[[str], None],
+    iceberg_rest_url: str | None = None,
+) -> Page:
+    """Run ``path``'s code blocks in order in one namespace; returns what ran, what was skipped
+    (the lines of their fences) and what they printed.
+
+    Raises:
+        AssertionError: a block failed (its page and line, the script and its output).
+    """
+    unique = uuid.uuid4().hex[:8]
+    page = Page(path, bootstrap, tmp, f"docs-gps-{unique}", f"docs-app-{unique}", iceberg_rest_url)
+    make_topic(page.topic)
+    document = _SYBIL.parse(path)
+    document.namespace[_PAGE] = page
+    page.namespace = document.namespace
+    for example in document.examples():
+        is_code = example.region.evaluator in (run_python, run_shell)
+        try:
+            example.evaluate()
+        except SkipTest:
+            page.skipped.append(example.line)
+            continue
+        if is_code:
+            page.ran.append(example.line)
+    return page
+
+
+def count_code_blocks(path: Path) -> int:
+    return sum(1 for lang in languages(path) if lang in CODE_LANGUAGES)
+
+
+def describe(page: Page) -> dict[str, Any]:
+    return {"page": page.path.relative_to(REPO).as_posix(), "ran": len(page.ran), "skipped": len(page.skipped)}
