@@ -24,12 +24,14 @@ import re
 import subprocess
 import sys
 import uuid
+from datetime import datetime, timedelta, timezone
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from unittest import SkipTest
 
+import pyarrow as pa
 from sybil import Example, Sybil
 from sybil.parsers.markdown.codeblock import CodeBlockParser
 from sybil.parsers.markdown.skip import SkipParser
@@ -140,16 +142,52 @@ _SYBIL = Sybil(
 )
 
 
+SEED_SCHEMA = pa.schema(
+    [("device", pa.string()), ("ts", pa.timestamp("ms", tz="UTC")), ("lat", pa.float64()), ("lon", pa.float64())]
+)
+
+
+def seed(bootstrap: str, topic: str, *, segments: int = 3, rows: int = 100) -> None:
+    """``segments`` Parquet segments of ``rows`` positions each into ``topic``, for the pages
+    that read a topic they do not fill themselves."""
+    from parka.producer import ParquetProducer
+
+    producer = ParquetProducer(
+        {"bootstrap.servers": bootstrap, "columnar.encoding": "parquet", "columnar.batch.records": rows}
+    )
+    producer.set_schema(topic, SEED_SCHEMA)
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    for s in range(segments):
+        n = range(s * rows, (s + 1) * rows)
+        producer.produce_batch(
+            topic,
+            pa.table(
+                {
+                    "device": [f"d{i % 7}" for i in n],
+                    "ts": [start + timedelta(minutes=i) for i in n],
+                    "lat": [52.0 + i / 1e4 for i in n],
+                    "lon": [4.0 + i / 1e4 for i in n],
+                },
+                schema=SEED_SCHEMA,
+            ),
+            key_column="device",  # over the topic's partitions
+        )
+        producer.flush()
+    assert producer.flush(30) == 0
+
+
 def run_page(
     path: Path,
     *,
     bootstrap: str,
     tmp: Path,
     make_topic: Callable[[str], None],
+    seeded: bool = False,
     iceberg_rest_url: str | None = None,
 ) -> Page:
     """Run ``path``'s code blocks in order in one namespace; returns what ran, what was skipped
-    (the lines of their fences) and what they printed.
+    (the lines of their fences) and what they printed. ``seeded``: the topic holds a few segments
+    first (:func:`seed`).
 
     Raises:
         AssertionError: a block failed (its page and line, the script and its output).
@@ -157,6 +195,8 @@ def run_page(
     unique = uuid.uuid4().hex[:8]
     page = Page(path, bootstrap, tmp, f"docs-gps-{unique}", f"docs-app-{unique}", iceberg_rest_url)
     make_topic(page.topic)
+    if seeded:
+        seed(bootstrap, page.topic)
     document = _SYBIL.parse(path)
     document.namespace[_PAGE] = page
     page.namespace = document.namespace
