@@ -21,6 +21,7 @@ import contextlib
 import io
 import os
 import re
+import shlex
 import subprocess
 import sys
 import uuid
@@ -36,17 +37,27 @@ from sybil import Example, Sybil
 from sybil.parsers.markdown.codeblock import CodeBlockParser
 from sybil.parsers.markdown.skip import SkipParser
 
+from . import _forked
+
 REPO = Path(__file__).resolve().parents[2]
 # Every fenced block's language on these pages: the first two are code and run, the others are not
 CODE_LANGUAGES = ("python", "sh")
 OUTPUT_LANGUAGES = ("text", "")  # "": a plain block, output or a listing
 _FENCE = re.compile(r"^ *```(\S*)", re.MULTILINE)
 _PAGE = "_docs_page"  # the page's Page in its namespace
+# these run in the Spark session's worker (tests/integration/spark/test_docs_spark.py)
+SPARK_PAGES = ("README.md", "docs/spark.md", "docs/reading-tables.md")
+# pages whose blocks produce what they read: the others find a few segments in the topic (seed())
+PRODUCING_PAGES = ("README.md", "docs/client.md")
 
 
 def pages() -> list[Path]:
     """The README and every docs page: what a reader sees."""
     return [REPO / "README.md", *sorted((REPO / "docs").glob("**/*.md"))]
+
+
+def name(path: Path) -> str:
+    return path.relative_to(REPO).as_posix()
 
 
 def languages(path: Path) -> list[str]:
@@ -112,25 +123,45 @@ def run_python(example: Example) -> None:
     sys.stdout.write(out.getvalue())
 
 
+def _commands(script: str) -> list[list[str]] | None:
+    """``script``'s lines as ``parka`` commands, or None when a line is anything else (a pipe,
+    a variable, another program): then bash runs the block."""
+    commands = []
+    for line in script.splitlines():
+        if not line.strip():
+            continue
+        if re.search(r"[|&;<>$`(){}*?~]", line):
+            return None
+        argv = shlex.split(line)
+        if argv[0] != "parka":
+            return None
+        commands.append(argv[1:])
+    return commands
+
+
 def run_shell(example: Example) -> None:
+    """A block of ``parka`` commands runs them one after the other, each a process forked from
+    the tests' fork server (:mod:`._forked`: parka imported once, not once a command); any other
+    block runs in bash."""
     page = _page(example)
     script = page.shell(str(example.parsed))
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     work = page.tmp / "work"
     work.mkdir(exist_ok=True)
-    proc = subprocess.run(
-        ["bash", "-e", "-o", "pipefail", "-c", script],
-        cwd=work,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
+    commands = _commands(script)
+    runs = (
+        [[sys.executable, "-m", "parka.cli", *argv] for argv in commands]
+        if commands is not None
+        else [["bash", "-e", "-o", "pipefail", "-c", script]]
     )
-    if proc.returncode != 0:
-        raise AssertionError(
-            f"{page.path.name}:{example.line}: exit {proc.returncode}\n{script}\n{proc.stdout}\n{proc.stderr}"
-        )
-    page.printed.append(proc.stdout)
+    for argv in runs:
+        proc = _forked.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=240)
+        if proc.returncode != 0:
+            raise AssertionError(
+                f"{page.path.name}:{example.line}: exit {proc.returncode}: {shlex.join(argv)}\n"
+                f"{script}\n{proc.stdout}\n{proc.stderr}"
+            )
+        page.printed.append(proc.stdout)
 
 
 _SYBIL = Sybil(

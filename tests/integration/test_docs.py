@@ -9,32 +9,35 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from ._docs import CODE_LANGUAGES, OUTPUT_LANGUAGES, REPO, count_code_blocks, languages, pages, run_page
+from ._docs import (
+    CODE_LANGUAGES,
+    OUTPUT_LANGUAGES,
+    PRODUCING_PAGES,
+    REPO,
+    SPARK_PAGES,
+    count_code_blocks,
+    languages,
+    name,
+    pages,
+    run_page,
+)
 from ._ingest_util import create_topic
 
-# these run in the Spark session's worker, beside the other Spark tests
-SPARK_PAGES = ("README.md", "docs/spark.md", "docs/reading-tables.md")
-# pages whose blocks produce what they read: the others find a few segments in the topic
-PRODUCING_PAGES = ("README.md", "docs/client.md")
-
-
-def _name(path: Path) -> str:
-    return path.relative_to(REPO).as_posix()
 
 
 def test_every_block_is_code_or_output() -> None:
     """A block in another language would be neither run nor marked: name it here first."""
     known = (*CODE_LANGUAGES, *OUTPUT_LANGUAGES)
-    unknown = {f"{_name(p)}: {lang or '(none)'}" for p in pages() for lang in languages(p) if lang not in known}
+    unknown = {f"{name(p)}: {lang or '(none)'}" for p in pages() for lang in languages(p) if lang not in known}
     assert not unknown, f"fenced blocks in a language the docs tests do not know: {sorted(unknown)}"
 
 
 def test_spark_pages_exist() -> None:
-    assert all((REPO / name).is_file() for name in SPARK_PAGES)
+    assert all((REPO / page).is_file() for page in SPARK_PAGES)
 
 
 @pytest.mark.parametrize(
-    "path", [p for p in pages() if count_code_blocks(p) and _name(p) not in SPARK_PAGES], ids=_name
+    "path", [p for p in pages() if count_code_blocks(p) and name(p) not in SPARK_PAGES], ids=name
 )
 def test_page_runs(
     path: Path, bootstrap: str, admin: AdminClient, tmp_path: Path, request: pytest.FixtureRequest
@@ -45,7 +48,7 @@ def test_page_runs(
         bootstrap=bootstrap,
         tmp=tmp_path,
         make_topic=lambda t: create_topic(admin, t, partitions=2),
-        seeded=_name(path) not in PRODUCING_PAGES,
+        seeded=name(path) not in PRODUCING_PAGES,
         iceberg_rest_url=rest,
     )
     # every code block either ran or was skipped by a marker with its reason
