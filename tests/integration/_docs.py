@@ -22,12 +22,11 @@ import io
 import os
 import re
 import shlex
-import subprocess
 import sys
 import uuid
-from datetime import datetime, timedelta, timezone
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 from unittest import SkipTest
@@ -85,11 +84,13 @@ class Page:
     skipped: list[int] = field(default_factory=list)
     namespace: dict[str, Any] = field(default_factory=dict)  # the blocks' names after the last one
 
-    def substitute(self, text: str) -> str:
+    def substitute(self, text: str, *, shell: bool = False) -> str:
         text = text.replace("localhost:9092", self.bootstrap).replace("broker:9092", self.bootstrap)
         text = text.replace("/data/", f"{self.tmp}/data/")
-        text = re.sub(r"""(["'])gps\1""", rf"\g<1>{self.topic}\g<1>", text)  # the topic in Python
-        text = re.sub(r"(?<=\s)gps(?=\s)", self.topic, text)  # and on a command line
+        if shell:
+            text = re.sub(r"(?<=\s)gps(?=\s)", self.topic, text)  # an argument
+        else:
+            text = re.sub(r"""(["'])gps\1""", rf"\g<1>{self.topic}\g<1>", text)  # a string
         text = re.sub(r"""("group\.id":\s*)"app\"""", rf'\g<1>"{self.group}"', text)
         text = text.replace("--metrics-port 9464", "--metrics-port 0")
         if self.iceberg_rest_url is not None:
@@ -98,7 +99,7 @@ class Page:
 
     def shell(self, script: str) -> str:
         lines = []
-        for line in re.sub(r"\\\n\s*", " ", self.substitute(script)).splitlines():
+        for line in re.sub(r"\\\n\s*", " ", self.substitute(script, shell=True)).splitlines():
             line = re.sub(r"\s+#\s.*$", "", line)  # the trailing comment
             if re.match(r"\s*parka ingest\b", line) and "--end-at-latest" not in line:
                 line += " --end-at-latest"

@@ -24,7 +24,6 @@ from ._docs import (
 from ._ingest_util import create_topic
 
 
-
 def test_every_block_is_code_or_output() -> None:
     """A block in another language would be neither run nor marked: name it here first."""
     known = (*CODE_LANGUAGES, *OUTPUT_LANGUAGES)
@@ -36,9 +35,7 @@ def test_spark_pages_exist() -> None:
     assert all((REPO / page).is_file() for page in SPARK_PAGES)
 
 
-@pytest.mark.parametrize(
-    "path", [p for p in pages() if count_code_blocks(p) and name(p) not in SPARK_PAGES], ids=name
-)
+@pytest.mark.parametrize("path", [p for p in pages() if count_code_blocks(p) and name(p) not in SPARK_PAGES], ids=name)
 def test_page_runs(
     path: Path, bootstrap: str, admin: AdminClient, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:

@@ -11,6 +11,9 @@ from confluent_kafka.admin import AdminClient
 
 from .._docs import PRODUCING_PAGES, REPO, SPARK_PAGES, count_code_blocks, name, run_page
 from .._ingest_util import create_topic
+from ._util import SPARK
+
+pytestmark = SPARK
 
 
 @pytest.mark.parametrize("path", [REPO / page for page in SPARK_PAGES], ids=name)
