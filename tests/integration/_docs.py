@@ -5,9 +5,11 @@ A page's ``python`` blocks run in the test's process; its ``sh`` blocks in bash,
 virtualenv's ``bin`` (``parka``, ``python``) first on ``PATH``, in a fresh working directory.
 What a page addresses as a reader's own is the test's instead (:class:`Page`): the broker
 (``localhost:9092``, ``broker:9092``) is the test broker; ``/data/...`` is under the test's
-temporary directory; the topic ``gps`` is a unique topic, created before the first block; the
-consumer group ``app`` is a unique group; ``--metrics-port 9464`` is 0 (a free port); the REST
-catalog at ``http://catalog:8181`` is the run's Iceberg REST server. A ``parka ingest`` line
+temporary directory; the topic ``gps`` (``events`` on a command line) is a unique topic,
+created before the first block, and ``s3://lake/...`` a unique folder of the bucket; the consumer
+group ``app`` is a unique group; ``--metrics-port 9464`` is 0 (a free port); a server's address
+(the Iceberg REST catalog's ``http://catalog:8181``, s3proxy's ``http://127.0.0.1:19180``) is the
+run's server's (``servers``), and its credentials are in the shell's environment. A ``parka ingest`` line
 without ``--end-at-latest`` is a daemon: it runs with ``--end-at-latest``, so it lands what the
 topic holds and exits.
 
@@ -78,7 +80,8 @@ class Page:
     tmp: Path
     topic: str
     group: str
-    iceberg_rest_url: str | None = None
+    servers: dict[str, str] = field(default_factory=dict)  # a server's address in the docs -> the test's
+    env: dict[str, str] = field(default_factory=dict)  # for the shell blocks
     printed: list[str] = field(default_factory=list)
     ran: list[int] = field(default_factory=list)  # the line of each block that ran
     skipped: list[int] = field(default_factory=list)
@@ -88,13 +91,14 @@ class Page:
         text = text.replace("localhost:9092", self.bootstrap).replace("broker:9092", self.bootstrap)
         text = text.replace("/data/", f"{self.tmp}/data/")
         if shell:
-            text = re.sub(r"(?<=\s)gps(?=\s)", self.topic, text)  # an argument
+            text = re.sub(r"(?<=\s)(gps|events)(?=\s)", self.topic, text)  # an argument
+            text = text.replace("s3://lake/", f"s3://lake/{self.topic}/")
         else:
             text = re.sub(r"""(["'])gps\1""", rf"\g<1>{self.topic}\g<1>", text)  # a string
         text = re.sub(r"""("group\.id":\s*)"app\"""", rf'\g<1>"{self.group}"', text)
         text = text.replace("--metrics-port 9464", "--metrics-port 0")
-        if self.iceberg_rest_url is not None:
-            text = text.replace("http://catalog:8181", self.iceberg_rest_url)
+        for address, server in self.servers.items():
+            text = text.replace(address, server)
         return text
 
     def shell(self, script: str) -> str:
@@ -146,7 +150,7 @@ def run_shell(example: Example) -> None:
     block runs in bash."""
     page = _page(example)
     script = page.shell(str(example.parsed))
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env = {**os.environ, **page.env, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     work = page.tmp / "work"
     work.mkdir(exist_ok=True)
     commands = _commands(script)
@@ -215,7 +219,8 @@ def run_page(
     tmp: Path,
     make_topic: Callable[[str], None],
     seeded: bool = False,
-    iceberg_rest_url: str | None = None,
+    servers: dict[str, str] | None = None,
+    env: dict[str, str] | None = None,
 ) -> Page:
     """Run ``path``'s code blocks in order in one namespace; returns what ran, what was skipped
     (the lines of their fences) and what they printed. ``seeded``: the topic holds a few segments
@@ -225,7 +230,7 @@ def run_page(
         AssertionError: a block failed (its page and line, the script and its output).
     """
     unique = uuid.uuid4().hex[:8]
-    page = Page(path, bootstrap, tmp, f"docs-gps-{unique}", f"docs-app-{unique}", iceberg_rest_url)
+    page = Page(path, bootstrap, tmp, f"docs-gps-{unique}", f"docs-app-{unique}", servers or {}, env or {})
     make_topic(page.topic)
     if seeded:
         seed(bootstrap, page.topic)

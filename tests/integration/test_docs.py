@@ -39,14 +39,23 @@ def test_spark_pages_exist() -> None:
 def test_page_runs(
     path: Path, bootstrap: str, admin: AdminClient, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    rest = request.getfixturevalue("iceberg_rest_url") if "http://catalog:8181" in path.read_text() else None
+    text, servers, env = path.read_text(), {}, {}
+    if "http://catalog:8181" in text:
+        servers["http://catalog:8181"] = request.getfixturevalue("iceberg_rest_url")
+    if "http://127.0.0.1:19180" in text:  # s3proxy's default address; its keys in the usual variables
+        options = request.getfixturevalue("s3proxy").storage_options
+        servers["http://127.0.0.1:19180"] = options["aws_endpoint_url"]
+        env.update(
+            AWS_ACCESS_KEY_ID=options["aws_access_key_id"], AWS_SECRET_ACCESS_KEY=options["aws_secret_access_key"]
+        )
     page = run_page(
         path,
         bootstrap=bootstrap,
         tmp=tmp_path,
         make_topic=lambda t: create_topic(admin, t, partitions=2),
         seeded=name(path) not in PRODUCING_PAGES,
-        iceberg_rest_url=rest,
+        servers=servers,
+        env=env,
     )
     # every code block either ran or was skipped by a marker with its reason
     assert len(page.ran) + len(page.skipped) == count_code_blocks(path), (page.ran, page.skipped)
