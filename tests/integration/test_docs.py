@@ -4,6 +4,7 @@ test, its blocks in order. The pages with Spark blocks run in the Spark session'
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -48,12 +49,20 @@ def test_page_runs(
         env.update(
             AWS_ACCESS_KEY_ID=options["aws_access_key_id"], AWS_SECRET_ACCESS_KEY=options["aws_secret_access_key"]
         )
+    make_topic = functools.partial(create_topic, admin, partitions=2)
+    if "broker:9094" in text:  # the SASL_SSL broker: its address, CA, user and password
+        secured = request.getfixturevalue("secured_broker")
+        servers["broker:9094"] = secured.bootstrap
+        servers["/etc/kafka/ca.pem"] = secured.conf["ssl.ca.location"]
+        servers["sasl.username=parka"] = f"sasl.username={secured.conf['sasl.username']}"
+        env["KAFKA_PASSWORD"] = secured.password
+        make_topic = functools.partial(create_topic, AdminClient(secured.conf))
     page = run_page(
         path,
         bootstrap=bootstrap,
         tmp=tmp_path,
-        make_topic=lambda t: create_topic(admin, t, partitions=2),
-        seeded=name(path) not in PRODUCING_PAGES,
+        make_topic=make_topic,
+        seeded=name(path) not in PRODUCING_PAGES and "broker:9094" not in text,
         servers=servers,
         env=env,
     )
