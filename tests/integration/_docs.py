@@ -5,7 +5,8 @@ A page's ``python`` blocks run in the test's process; its ``sh`` blocks in bash,
 virtualenv's ``bin`` (``parka``, ``python``) first on ``PATH``, in a fresh working directory.
 What a page addresses as a reader's own is the test's instead (:class:`Page`): the broker
 (``localhost:9092``, ``broker:9092``) is the test broker; ``/data/...`` is under the test's
-temporary directory; the topic ``gps`` (``events`` on a command line) is a unique topic,
+temporary directory; the topic ``gps`` (``events`` on a command line, ``readings`` in Python, whose registry
+subject ``readings-value`` becomes the topic's) is a unique topic,
 created before the first block, and ``s3://lake/...`` a unique folder of the bucket; the consumer
 group ``app`` is a unique group; ``--metrics-port 9464`` is 0 (a free port); a server's address
 (the Iceberg REST catalog's ``http://catalog:8181``, s3proxy's ``http://127.0.0.1:19180``) is the
@@ -94,7 +95,8 @@ class Page:
             text = re.sub(r"(?<=\s)(gps|events)(?=\s)", self.topic, text)  # an argument
             text = text.replace("s3://lake/", f"s3://lake/{self.topic}/")
         else:
-            text = re.sub(r"""(["'])gps\1""", rf"\g<1>{self.topic}\g<1>", text)  # a string
+            text = re.sub(r"""(["'])(gps|readings)\1""", rf"\g<1>{self.topic}\g<1>", text)  # a string
+            text = text.replace('"readings-value"', f'"{self.topic}-value"')  # a registry subject
         text = re.sub(r"""("group\.id":\s*)"app\"""", rf'\g<1>"{self.group}"', text)
         text = text.replace("--metrics-port 9464", "--metrics-port 0")
         for address, server in self.servers.items():

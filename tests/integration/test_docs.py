@@ -49,6 +49,8 @@ def test_page_runs(
         env.update(
             AWS_ACCESS_KEY_ID=options["aws_access_key_id"], AWS_SECRET_ACCESS_KEY=options["aws_secret_access_key"]
         )
+    if "http://127.0.0.1:8081/apis/ccompat/v7" in text:  # the schema registry's default address
+        servers["http://127.0.0.1:8081/apis/ccompat/v7"] = request.getfixturevalue("registry_url")
     make_topic = functools.partial(create_topic, admin, partitions=2)
     if "broker:9094" in text:  # the SASL_SSL broker: its address, CA, user and password
         secured = request.getfixturevalue("secured_broker")
