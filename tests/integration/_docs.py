@@ -1,21 +1,28 @@
 """Runs the code blocks of the README and the docs pages, in order, one namespace per page, through
 sybil (:func:`run_page`).
 
-A page's ``python`` blocks run in the test's process; its ``sh`` blocks in bash, with the
-virtualenv's ``bin`` (``parka``, ``python``) first on ``PATH``, in a fresh working directory.
-What a page addresses as a reader's own is the test's instead (:class:`Page`): the broker
-(``localhost:9092``, ``broker:9092``) is the test broker; ``/data/...`` is under the test's
-temporary directory; the topic ``gps`` (``events`` on a command line, ``readings`` in Python, whose registry
-subject ``readings-value`` becomes the topic's) is a unique topic,
-created before the first block, and ``s3://lake/...`` a unique folder of the bucket; the consumer
-group ``app`` is a unique group; ``--metrics-port 9464`` is 0 (a free port); a server's address
-(the Iceberg REST catalog's ``http://catalog:8181``, s3proxy's ``http://127.0.0.1:19180``) is the
-run's server's (``servers``), and its credentials are in the shell's environment. A ``parka ingest`` line
-without ``--end-at-latest`` is a daemon: it runs with ``--end-at-latest``, so it lands what the
-topic holds and exits.
+A page's ``python`` blocks run in the test's process. Its ``sh`` blocks run in a fresh working
+directory with the virtualenv's ``bin`` (``parka``, ``python``) first on ``PATH``: a block of
+plain ``parka`` commands as processes forked from the tests' fork server (:mod:`._forked`), any
+other block in bash.
+
+What a page addresses as a reader's own is the test's instead (:class:`Page`):
+
+- the broker (``localhost:9092``, ``broker:9092``) is the test broker;
+- ``/data/...`` is under the test's temporary directory, ``s3://lake/...`` under a folder of its own;
+- the topic ``gps`` (also ``events`` on a command line, ``readings`` in Python, whose registry
+  subject ``readings-value`` becomes the topic's) is a unique topic, created before the first
+  block; the consumer group ``app`` a unique group;
+- ``--metrics-port 9464`` is 0 (a free port);
+- a server's address in the docs (``servers``: the Iceberg REST catalog's ``http://catalog:8181``,
+  s3proxy's ``http://127.0.0.1:19180``, ...) is the run's server's, and its credentials are in
+  the shell's environment (``env``);
+- a ``parka ingest`` line without ``--end-at-latest`` is a daemon: it runs with
+  ``--end-at-latest``, so it lands what the topic holds and exits.
 
 A block that cannot run here is preceded by sybil's skip marker with the reason,
-``<!-- skip: next "needs a SASL_SSL broker" -->``. Output blocks (``text``) are not code.
+``<!-- skip: next "needs a SASL_SSL broker" -->``. Output blocks (``text``, or no language) are
+not code.
 """
 
 from __future__ import annotations
