@@ -30,7 +30,9 @@ def test_page_runs(path: Path, spark: Any, bootstrap: str, admin: AdminClient, t
         # the first example prints the record it produced
         assert "b'd1' {'device': 'd1', 'lat': 52.1, 'lon': 4.3}" in "".join(page.printed)
     if name(path) == "docs/reading-tables.md":
-        # after parka optimize, the compacted file holds both Kafka partitions' segments (0-2 each)
+        # after parka optimize, the compacted file holds both Kafka partitions' segments
         coordinates = page.namespace["coordinates"]
         live = [c for p, c in coordinates.items() if not p.startswith(page.topic)]
         assert live and {p for (_, p) in live[-1]} == {0, 1}, coordinates
+        iceberg = page.namespace["iceberg_coordinates"]  # after parka optimize --catalog, too
+        assert [{p for (_, p) in spans} for spans in iceberg.values()] == [{0, 1}], iceberg
