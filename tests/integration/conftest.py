@@ -110,6 +110,17 @@ def iceberg_rest_url() -> str:
 
 
 @pytest.fixture(scope="session")
+def registry_url() -> str:
+    """A real schema registry (Apicurio, Confluent-compatible API): :mod:`._servers` starts it
+    (``scripts/schema-registry.sh``) once per session, or ``PARKA_SCHEMA_REGISTRY_URL`` names one;
+    a start that fails fails the tests."""
+    address = os.environ.get("PARKA_SCHEMA_REGISTRY_URL")
+    if address:
+        return address
+    return _servers.up("registry_url").run("url", check=True, capture_output=True).stdout.strip()
+
+
+@pytest.fixture(scope="session")
 def secured_broker() -> SecuredBroker:
     """The SASL_SSL broker (``scripts/kafka-local.sh``, ``PARKA_KAFKA_SECURITY=sasl_ssl``)."""
     return connect()
