@@ -61,6 +61,8 @@ from ._plan import (
     dead_letter_txn_id,
     default_app_id,
     fit_segment,
+    legacy_app_id,
+    table_identity,
 )
 from ._preflight import BrokerWatch, probe_until_ready, wait_until_ready
 from ._stats import DEFAULT_STATS, StatsConfig
@@ -122,6 +124,7 @@ __all__ = [
     "default_app_id",
     "evolve_schema_json",
     "fit_segment",
+    "legacy_app_id",
     "logged_files",
     "make_durable",
     "object_store",
@@ -132,6 +135,7 @@ __all__ = [
     "read_segment",
     "row_groups",
     "schema_json",
+    "table_identity",
     "wait_until_ready",
     "write_segments",
 ]

@@ -112,13 +112,17 @@ BOOTSTRAP_SERVERS = Setting(
     "bootstrap_servers", ("-k", "--kafka"), ("KAFKA",), "bootstrap servers", default="localhost:9092"
 )
 CONSUMER_GROUP = Setting(
-    "consumer_group", ("-g", "--consumer-group"), ("CONSUMER_GROUP",), "consumer group (default: the app id)"
+    "consumer_group",
+    ("-g", "--consumer-group"),
+    ("CONSUMER_GROUP",),
+    "consumer group, one per table (default: the app id given, else the table's default app id)",
 )
 APP_ID = Setting(
     "app_id",
     ("-a", "--app-id"),
     ("APP_ID",),
-    "application id: the Delta txn actions' <app id>-<partition> (default: parka-<topic>)",
+    "application id: the Delta txn actions' <app id>-<partition> (default: parka-<topic>-<8 hex of the table>; "
+    "a table holding progress under parka-<topic> keeps that)",
 )
 ALLOWED_LATENCY = Setting(
     "allowed_latency_s",

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from parka.lake import default_app_id
+from parka.lake import default_app_id, legacy_app_id, table_identity
 
 from parka import _settings as s
 from parka._cli_util import redacted
@@ -83,8 +83,9 @@ CONSUMER_GROUP = s.CONSUMER_GROUP.but(
     "in the checkpoint either way"
 )
 APP_ID = s.APP_ID.but(
-    help="application id: the Delta txn actions' <app id>-<partition> (raw mode), the query name and the "
-    "default checkpoint folder (default: parka-<topic>)"
+    help="application id: the txn actions' <app id>-<partition> (raw mode), the query name and the default "
+    "checkpoint folder (default: parka-<topic>-<8 hex of the table>, a table holding progress under parka-<topic> "
+    "keeping that; the default checkpoint folder stays parka-<topic>)"
 )
 ALLOWED_LATENCY = s.ALLOWED_LATENCY.but(
     help="seconds between micro-batches when no --trigger is given (processing-time=<this>s)"
@@ -380,9 +381,11 @@ class SparkIngestSettings(DaemonSettings):
 
     @property
     def app(self) -> str:
-        """The application id: the query name and the default checkpoint's folder."""
-        return self.app_id or default_app_id(self.topic)
+        """The application id: the query name, and the ``txn`` app ids of a new table (an
+        existing table keeps its own: :meth:`parka.lake.LandingSession.settle_app_id`)."""
+        return self.app_id or default_app_id(self.topic, table_identity(self.table_uri, self.catalog))
 
     @property
     def checkpoint(self) -> str:
-        return self.checkpoint_location or f"{self.table_uri.rstrip('/')}/{CHECKPOINTS_DIR}/{self.app}"
+        folder = self.app_id or legacy_app_id(self.topic)  # parka-<topic>: where a default checkpoint always was
+        return self.checkpoint_location or f"{self.table_uri.rstrip('/')}/{CHECKPOINTS_DIR}/{folder}"

@@ -30,6 +30,7 @@ from ..._iceberg_files import assert_files_hold_their_partitions
 from .. import _forked
 from .._ingest_util import (
     EVENTS,
+    app_id_of,
     assert_segments_stored_byte_for_byte,
     events,
     last_json,
@@ -142,7 +143,8 @@ def test_segments_land_as_the_tables_data_files_byte_for_byte_and_read_back_equa
     assert by_duckdb.cast(EVENTS).equals(expected)
     # the snapshot summary's txn state: each partition's last offset
     assert lake.txns(lake.name("events")) == {
-        f"parka-{topic}-{p}": high - 1 for p, high in watermarks(bootstrap, topic, 3)
+        f"{app_id_of(topic, lake.name('events'), lake.engine().catalog_name)}-{p}": high - 1
+        for p, high in watermarks(bootstrap, topic, 3)
     }
 
 

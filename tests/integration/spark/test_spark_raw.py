@@ -21,6 +21,7 @@ from parka.spark_ext._cli import main
 from parka.errors import SchemaMismatchError
 
 from .._ingest_util import (
+    app_id_of,
     assert_no_orphans,
     assert_segments_stored_byte_for_byte,
     events,
@@ -70,7 +71,8 @@ def test_available_now_twice_lands_segments_byte_for_byte(
         name = FileName.parse(path)
         assert name is not None
         last[name.partition] = max(name.last_offset, last.get(name.partition, -1))
-    assert {p: DeltaTable(str(table)).transaction_version(f"parka-{topic}-{p}") for p in last} == last
+    app = app_id_of(topic, table)
+    assert {p: DeltaTable(str(table)).transaction_version(f"{app}-{p}") for p in last} == last
 
 
 def test_stopped_and_restarted_stream_is_exactly_once(
@@ -155,7 +157,7 @@ def test_a_bad_segment_fails_its_batch_or_goes_to_the_dead_letter_table(
     assert "column 'id' is string in the segment but int64 in the table" in str(err)
     # what came before it is in (offset 2), what came after is not: its file was deleted
     assert DeltaTable(str(table)).version() == version + 1
-    assert DeltaTable(str(table)).transaction_version(f"parka-{topic}-0") == 2
+    assert DeltaTable(str(table)).transaction_version(f"{app_id_of(topic, table)}-0") == 2
     assert sorted(table_ids(table)) == list(range(150))
     assert_no_orphans(table)
     assert main([topic, str(table), "-k", bootstrap, "--end-at-latest", "-q"]) == 1  # every time
