@@ -46,12 +46,12 @@ class Target(ABC):
     """What ``parka ingest`` takes as its table argument (or ``--dlq-table``)."""
     flags: tuple[str, ...] = ()
     """What else ``parka ingest`` needs to find the table (Iceberg: its catalog)."""
-    catalog: str | None = None
+    catalog_name: str | None = None
     """The Iceberg catalog's name; ``None`` for a Delta table."""
 
     def app_id(self, topic: str) -> str:
         """The app id ``parka ingest`` lands ``topic`` into this table under by default."""
-        return default_app_id(topic, table_identity(self.name, self.catalog))
+        return default_app_id(topic, table_identity(self.name, self.catalog_name))
 
     # -- what each format reads ---------------------------------------------------------------
 
@@ -217,7 +217,7 @@ class IcebergTarget(Target):
         self.identifier = identifier
         self.name = identifier
         self.flags = ("--catalog", self.CATALOG, "--catalog-option", f"warehouse={warehouse}")
-        self.catalog = self.CATALOG
+        self.catalog_name = self.CATALOG
 
     def __str__(self) -> str:
         return f"{self.identifier} (Iceberg, warehouse {self.warehouse})"
