@@ -113,7 +113,7 @@ def test_parka_ingest_and_spark_raw_take_turns_exactly_once(
     table = tmp_path / "events"
     settings = SparkIngestSettings(topic=topic, table_uri=str(table), bootstrap_servers=bootstrap)
     produce_events(bootstrap, topic, 0, 200, batch=25)
-    run_ingest(topic, table, bootstrap, "--end-at-latest")  # app id parka-<topic>, as Spark's default
+    run_ingest(topic, table, bootstrap, "--end-at-latest")  # the table's default app id, as Spark's
     produce_events(bootstrap, topic, 200, 200, batch=25)
     # a new query (no checkpoint) starts after the table's txn versions
     assert ingest(spark, settings).records == 200
@@ -126,6 +126,25 @@ def test_parka_ingest_and_spark_raw_take_turns_exactly_once(
     assert (again.records, again.covered_files) == (100, 2)
     assert sorted(table_ids(table)) == list(range(700))
     assert_no_orphans(table)
+
+
+def test_a_table_landed_under_the_older_default_app_id_is_continued_under_it(
+    spark: Any, bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """An upgrade: a table whose progress is under ``parka-<topic>`` (the earlier releases'
+    default) is continued by a new query under that app id, right after its ``txn``."""
+    topic = new_topic(partitions=2)
+    table = tmp_path / "events"
+    legacy = f"parka-{topic}"
+    produce_events(bootstrap, topic, 0, 200, batch=25)
+    run_ingest(topic, table, bootstrap, "--end-at-latest", "--app-id", legacy)  # as an earlier release did
+    produce_events(bootstrap, topic, 200, 200, batch=25)
+    settings = SparkIngestSettings(topic=topic, table_uri=str(table), bootstrap_servers=bootstrap)
+    assert ingest(spark, settings).records == 200
+    assert sorted(table_ids(table)) == list(range(400))  # nothing read again, nothing skipped
+    dt = DeltaTable(str(table))
+    assert all(dt.transaction_version(f"{legacy}-{p}") is not None for p in range(2))
+    assert all(dt.transaction_version(f"{app_id_of(topic, table)}-{p}") is None for p in range(2))
 
 
 BAD = pa.schema([("id", pa.string(), False), ("device", pa.string(), False)])
