@@ -25,11 +25,11 @@ from collections.abc import Iterable
 
 import pyarrow as pa
 
-from parka.errors import CommitConflict, SchemaMismatchError
+from parka.errors import CommitConflict, ConfigError, SchemaMismatchError
 from parka.segment import RESERVED_FIELDS
 
 from ._committer import MAX_COMMIT_ATTEMPTS, Committer
-from ._plan import app_txn_id, fit_segment, legacy_app_id
+from ._plan import FileName, app_txn_id, fit_segment, legacy_app_id
 
 __all__ = ["LandingSession"]
 
@@ -110,9 +110,12 @@ class LandingSession:
         table) gives way to the default of earlier releases, ``parka-<topic>``
         (:func:`parka.lake.legacy_app_id`), when the table holds progress under that one and none
         under its own: an existing table keeps its ``txn`` app ids, so an upgrade neither reads
-        anything again nor skips anything.
+        anything again nor skips anything. A table that holds files of the topic but progress
+        under neither was landed under another app id (or is reached by another address than
+        before): the derived one would land the topic into it again, so it is refused.
 
         Raises:
+            ConfigError: the table holds the topic's files under another app id (``--app-id``).
             CommitError: the table cannot be read.
         """
         c = self.committer
@@ -125,6 +128,15 @@ class LandingSession:
                 "%s holds its progress under app id %s (txn ids %s-<partition>): kept", c.table_uri, legacy, legacy
             )
             c.app_id = legacy
+        elif any((name := FileName.parse(f)) is not None and name.topic == c.topic for f in c.table.referenced_files()):
+            raise ConfigError(
+                "--app-id",
+                f"{c.app_id} (the table's default)",
+                "the app id the table's progress is under (each parka commit names it: parka.app_id)",
+                reason=f"{c.table_uri} holds files of topic {c.topic} but no progress under {c.app_id} or the "
+                f"earlier default {legacy}: it was landed under another app id, or reached by another address, "
+                "and this one would land the topic into it again",
+            )
         return c.app_id
 
     def resume(self, partitions: Iterable[int]) -> dict[int, int | None]:

@@ -24,7 +24,7 @@ from parka.lake import (
     table_identity,
 )
 
-from parka.errors import CommitConflict, SchemaMismatchError, SegmentError
+from parka.errors import CommitConflict, ConfigError, SchemaMismatchError, SegmentError
 
 from ._tables import SCHEMA, committer, landed
 
@@ -65,10 +65,6 @@ def test_a_table_with_progress_under_the_older_default_keeps_that_app_id(tmp_pat
     reopened = LandingSession(Committer(RsEngine(), table_uri=str(tmp_path / "old"), topic="t"))
     assert reopened.settle_app_id([0, 1, 2]) == "parka-t" == reopened.committer.app_txn(1).removesuffix("-1")
     assert reopened.resume([0, 1]) == {0: None, 1: 7}
-    # the partitions looked at are the topic's: a table with none of them keeps the new default
-    assert LandingSession(Committer(RsEngine(), table_uri=str(tmp_path / "old"), topic="t")).settle_app_id([0]) != (
-        "parka-t"
-    )
     given = LandingSession(Committer(RsEngine(), table_uri=str(tmp_path / "old"), topic="t", app_id="mine"))
     assert given.settle_app_id([1]) == "mine"
     fresh = LandingSession(Committer(RsEngine(), table_uri=str(tmp_path / "new"), topic="t"))
@@ -80,6 +76,21 @@ def test_a_table_with_progress_under_the_older_default_keeps_that_app_id(tmp_pat
     legacy.commit([landed(legacy, 1, 9, [3])])
     both = LandingSession(Committer(RsEngine(), table_uri=str(tmp_path / "new"), topic="t"))
     assert both.settle_app_id([0, 1]) == new.app_id
+
+
+def test_a_table_landed_under_another_app_id_is_refused_without_one(tmp_path: Path) -> None:
+    """The topic's files in the table, but no progress under the table's default app id or the
+    earlier one: it was landed under another app id (or another address); the default would
+    land the topic again, so it is refused, naming the flag."""
+    mine = Committer(RsEngine(), table_uri=str(tmp_path / "t"), topic="t", app_id="mine")
+    mine.commit([landed(mine, 0, 5, [1])])
+    with pytest.raises(ConfigError, match=r"--app-id.*holds files of topic t but no progress under parka-t-"):
+        LandingSession(Committer(RsEngine(), table_uri=str(tmp_path / "t"), topic="t")).settle_app_id([0, 1])
+    again = LandingSession(Committer(RsEngine(), table_uri=str(tmp_path / "t"), topic="t", app_id="mine"))
+    assert again.settle_app_id([0, 1]) == "mine"
+    # another topic's files say nothing about this one
+    other = LandingSession(Committer(RsEngine(), table_uri=str(tmp_path / "t"), topic="u"))
+    assert other.settle_app_id([0]) == default_app_id("u", str(tmp_path / "t"))
 
 
 def test_a_missing_table_is_created_from_the_given_schema_with_the_reserved_columns(tmp_path: Path) -> None:
