@@ -314,6 +314,11 @@ def test_a_group_that_lands_into_another_table_is_refused_at_start(
     # a group of its own: b gets every record, a is as it was
     run_ingest(topic, b, bootstrap, "--end-at-latest", "-g", f"b-{topic}")
     assert sorted(table_ids(b)) == sorted(table_ids(a)) == list(range(200))
+    # c, landed under an app id given, run without it: refused rather than landed into again
+    again = run_ingest(topic, tmp_path / "c", bootstrap, "--end-at-latest", check=False)
+    assert again.returncode == 2, again.stderr[-3000:]
+    assert f"holds files of topic {topic} but no progress under {app_id_of(topic, tmp_path / 'c')}" in again.stderr
+    assert sorted(table_ids(tmp_path / "c")) == list(range(200))
 
 
 def test_a_table_landed_under_the_older_default_app_id_continues_where_it_was(
