@@ -12,8 +12,6 @@ import sys
 import time
 from typing import Any
 
-from parka.lake import default_app_id
-
 from parka._cli_util import redacted, serve_metrics, setup_logging, stopped
 from parka._health import EXIT_CONFIG, EXIT_OK, exit_code_for, run_status
 from parka._progress import ProgressBar
@@ -85,7 +83,8 @@ class ProgressLine:
 def settings_from_args(args: argparse.Namespace) -> IngestSettings:
     """The :class:`IngestSettings` the parsed flags describe: each field with a flag of its own
     name takes its value; the Kafka client's settings are the ``-K`` ones with ``--kafka`` and
-    ``--consumer-group`` (default: the app id, itself ``parka-<topic>`` by default).
+    ``--consumer-group`` (default: the app id given, else the table's default app id, chosen at
+    start: :class:`IngestSettings`).
 
     Raises:
         SystemExit: no topic or table (exit 2).
@@ -93,12 +92,12 @@ def settings_from_args(args: argparse.Namespace) -> IngestSettings:
     """
     if not args.topic or not args.table_uri:
         build_parser().error("TOPIC and TABLE_URI are required (or PARKA_TOPIC / PARKA_TABLE_URI)")
-    app_id = args.app_id or default_app_id(args.topic)
     kafka = dict(args.kafka_conf)
     kafka.setdefault("bootstrap.servers", args.bootstrap_servers)
-    kafka.setdefault("group.id", args.consumer_group or app_id)
+    if args.consumer_group:
+        kafka.setdefault("group.id", args.consumer_group)
     given = {f.name: getattr(args, f.name) for f in dataclasses.fields(IngestSettings) if hasattr(args, f.name)}
-    return IngestSettings(**{**given, "kafka_conf": kafka, "app_id": app_id})
+    return IngestSettings(**{**given, "kafka_conf": kafka})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,10 +109,9 @@ def main(argv: list[str] | None = None) -> int:
         stopped(log, exc)
         return EXIT_CONFIG
     log.info(
-        "ingesting %s into %s as app %s (kafka settings: %s; storage options: %s)",
+        "ingesting %s into %s (kafka settings: %s; storage options: %s)",
         settings.topic,
         settings.table_uri,
-        settings.app_id,
         redacted(settings.kafka_conf),
         redacted(settings.storage_options),
     )

@@ -46,7 +46,9 @@ from parka.lake import (
     Refused,
     RsEngine,
     check_segment,
+    default_app_id,
     read_segment,
+    table_identity,
     wait_until_ready,
     write_segments,
 )
@@ -57,7 +59,7 @@ from parka.errors import ConfigError, KafkaClientError, SchemaMismatchError, Seg
 from parka.partitioning import PartitionSpec
 
 from ._compactor import Maintenance
-from ._ingest_client import KafkaSide
+from ._ingest_client import KafkaSide, table_metadata
 from ._pipeline import Batch, CommitPipeline
 from ._settings import IngestSettings
 from ._shim import ParquetConsumer, RawSegment
@@ -148,7 +150,8 @@ class IngestionConsumer(KafkaSide):
                 take and no dead-letter table, after committing all progress before it.
             ConfigError: ``--partition-by`` contradicts the existing table's partitioning, or
                 (no table yet) names a column the first segment lacks or cannot be partitioned
-                by; then nothing is written.
+                by; then nothing is written;
+                or the consumer group lands into another table.
             CommitError: a commit failed (``CommitConflict``: conflicts did not resolve).
             KafkaClientError: a fatal Kafka client error.
             BlockedError: ``end_at_latest`` and the table location or the topic cannot be used
@@ -156,6 +159,8 @@ class IngestionConsumer(KafkaSide):
         """
         s = self.settings
         conf = dict(s.kafka_conf)
+        # one group per table: the app id given, else the table's default app id
+        self._group = conf.setdefault("group.id", s.app_id or default_app_id(s.topic, self._identity))
         conf.update(
             {
                 "enable.auto.commit": False,
@@ -170,6 +175,8 @@ class IngestionConsumer(KafkaSide):
         try:
             if not self._wait_until_ready():
                 return self.stats  # stopped while waiting
+            partitions = sorted(self._consumer.list_topics(s.topic, timeout=10).topics[s.topic].partitions)
+            self._check_group(self._identity, partitions)
             self._session = LandingSession(
                 Committer(
                     self._engine(),
@@ -187,6 +194,8 @@ class IngestionConsumer(KafkaSide):
                 )
             )
             self._committer = self._session.committer
+            self._session.settle_app_id(partitions)
+            log.info("app id %s, consumer group %s, table %s", self._committer.app_id, self._group, self._identity)
             self._session.start()
             self._view_table()
             self._maintenance.start()
@@ -231,6 +240,11 @@ class IngestionConsumer(KafkaSide):
             finally:
                 self._pipeline.close()  # when run fails: a commit in flight ends, its error logged
         return self.stats
+
+    @property
+    def _identity(self) -> str:
+        """The table's identity: what its default app id and the Kafka commits' metadata name."""
+        return table_identity(self.settings.table_uri, self.settings.catalog)
 
     # -- causes the daemon waits on ------------------------------------------------------------
 
@@ -465,8 +479,11 @@ class IngestionConsumer(KafkaSide):
     def _commit_kafka(self, last: dict[int, int] | Any) -> None:
         if self._consumer is None:
             return
+        meta = table_metadata(self._identity)  # which table this group lands into (_check_group)
         offsets = [
-            TopicPartition(self.settings.topic, p, off + 1) for p, off in last.items() if p in self._positions.assigned
+            TopicPartition(self.settings.topic, p, off + 1, meta)
+            for p, off in last.items()
+            if p in self._positions.assigned
         ]
         if not offsets:
             return

@@ -1,6 +1,9 @@
 """``parka ingest``'s side of the Kafka client: errors librdkafka reports (``error_cb`` and
-consume errors; the ones no retry fixes stop the daemon, naming them) and polling one raw
-segment, a transient error logged and waited out. A base of :class:`._ingest.IngestionConsumer`."""
+consume errors; the ones no retry fixes stop the daemon, naming them), polling one raw
+segment, a transient error logged and waited out, and the consumer group's table: every offset
+commit names the table in its metadata (:func:`table_metadata`), and a group whose commits
+name another table stops the worker before it consumes anything. A base of
+:class:`._ingest.IngestionConsumer`."""
 
 from __future__ import annotations
 
@@ -8,17 +11,17 @@ import logging
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, KafkaException, TopicPartition
 from parka.lake import BrokerWatch
 
 from parka._health import Blocker
-from parka.errors import KafkaClientError, SegmentError
+from parka.errors import ConfigError, KafkaClientError, SegmentError
 
 from ._positions import Positions
 from ._settings import IngestSettings
 from ._shim import ParquetConsumer, RawSegment
 
-__all__ = ["KafkaSide"]
+__all__ = ["KafkaSide", "table_metadata"]
 
 log = logging.getLogger("parka.ingest")
 
@@ -33,6 +36,16 @@ _CREDENTIAL_ERRORS = {
 }
 _CREDENTIAL_HINT = "check sasl.username, sasl.password, sasl.mechanisms, security.protocol and ssl.ca.location"
 
+TABLE_METADATA_PREFIX = "parka-table:"
+_METADATA_CHARS = 1000  # well below the broker's offset.metadata.max.bytes (4096 by default)
+
+
+def table_metadata(identity: str) -> str:
+    """The metadata of ``parka ingest``'s Kafka offset commits: ``parka-table:<table identity>``
+    (:func:`parka.lake.table_identity`), cut to 1,000 characters. Not ``ParquetConsumer``'s
+    record positions (``parka:1:<offset>:<index>``), which it never resumes from."""
+    return f"{TABLE_METADATA_PREFIX}{identity}"[:_METADATA_CHARS]
+
 
 class KafkaSide:
     """The client, where this worker is in each assigned partition, and what the client reported."""
@@ -44,6 +57,7 @@ class KafkaSide:
         self._positions = Positions()  # where this worker is in each assigned partition
         self._credential_error: Any = None  # a KafkaError from _CREDENTIAL_ERRORS, set by error_cb
         self._client_error: Any = None  # the last error error_cb reported (the preflight names it)
+        self._group = ""  # the consumer group, once the client is made
 
     @property
     def _bootstrap(self) -> str:
@@ -66,6 +80,42 @@ class KafkaSide:
                 user_cb(err)
 
         return on_error
+
+    def _check_group(self, identity: str, partitions: list[int]) -> None:
+        """Before anything is consumed: refuse a consumer group whose committed offsets name
+        another table than ``identity`` (a worker of it lands there, or did: sharing the group
+        would split the topic's partitions between the two tables). Offsets without parka's
+        metadata (another application's, an earlier release's) say nothing and pass; a group
+        whose offsets cannot be read is logged and not checked.
+
+        Raises:
+            ConfigError: the group lands into another table (exit 2), naming both tables.
+        """
+        assert self._consumer is not None
+        s = self.settings
+        group = self._group
+        try:
+            committed = self._consumer.committed([TopicPartition(s.topic, p) for p in partitions], timeout=10)
+        except KafkaException as exc:
+            log.warning("consumer group %s: its committed offsets cannot be read, so not checked (%s)", group, exc)
+            return
+        ours = table_metadata(identity)
+        others = sorted(
+            {
+                tp.metadata.removeprefix(TABLE_METADATA_PREFIX)
+                for tp in committed
+                if tp.metadata and tp.metadata.startswith(TABLE_METADATA_PREFIX) and tp.metadata != ours
+            }
+        )
+        if others:
+            raise ConfigError(
+                "--consumer-group",
+                group,
+                "a group of its own for this table: give --consumer-group (the table holds its progress, so a new "
+                "group reads nothing again and skips nothing)",
+                reason=f"consumer group {group} already lands topic {s.topic} into {', '.join(others)}, and this "
+                f"worker's table is {identity}: the two would split the topic's partitions between them",
+            )
 
     def _raise_credential_error(self, err: Any) -> NoReturn:
         raise KafkaClientError(

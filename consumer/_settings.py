@@ -109,7 +109,10 @@ class IngestSettings(DaemonSettings):
     """Everything ``parka ingest`` can be told; see the CLI for each flag's meaning.
 
     ``kafka_conf`` is the Kafka client's settings: the ``-K`` ones with ``bootstrap.servers``
-    and ``group.id`` (the CLI adds them from ``--kafka`` and ``--consumer-group``).
+    and ``group.id`` (the CLI adds them from ``--kafka`` and ``--consumer-group``). ``app_id``
+    ``None``: the table's default (:func:`parka.lake.default_app_id`; a table holding progress
+    under the older ``parka-<topic>`` keeps that); ``group.id`` missing: the app id given, else
+    the table's default app id, so that two tables never share a group by default.
 
     Raises :class:`~parka.errors.ConfigError` naming the setting, its flag and variable, the
     value and what is allowed.
@@ -118,7 +121,7 @@ class IngestSettings(DaemonSettings):
     topic: str = declared(s.TOPIC, required=True)
     table_uri: str = declared(s.TABLE_URI, required=True)
     kafka_conf: dict[str, Any] = declared(s.KAFKA_CONF, required=True)
-    app_id: str = declared(s.APP_ID, required=True)
+    app_id: str | None = declared(s.APP_ID)  # None: derived from the table at start
     allowed_latency_s: float = declared(s.ALLOWED_LATENCY)
     min_bytes_per_commit: int | None = declared(MIN_BYTES_PER_COMMIT)  # None: target_file_size
     target_file_size: int = declared(s.TARGET_FILE_SIZE)

@@ -62,6 +62,8 @@ from ._plan import (
     dead_letter_txn_id,
     default_app_id,
     fit_segment,
+    legacy_app_id,
+    table_identity,
 )
 from ._preflight import BrokerWatch, probe_until_ready, wait_until_ready
 from ._stats import DEFAULT_STATS, StatsConfig
@@ -125,6 +127,7 @@ __all__ = [
     "evolve_schema_json",
     "fit_segment",
     "given_schema_refused",
+    "legacy_app_id",
     "logged_files",
     "make_durable",
     "object_store",
@@ -135,6 +138,7 @@ __all__ = [
     "read_segment",
     "row_groups",
     "schema_json",
+    "table_identity",
     "wait_until_ready",
     "write_segments",
 ]

@@ -37,6 +37,7 @@ from ._plan import (
     check_partitioning,
     dead_letter_txn_id,
     default_app_id,
+    table_identity,
     table_partitioning,
     table_schema_from_segment,
 )
@@ -99,8 +100,10 @@ class Committer:
     names, or specs such as ``day=date(ts)``: :mod:`parka.partitioning`); an existing table's
     own partitioning wins (its derived columns carry their expression), and a different
     non-empty ``partition_by`` is refused. ``partitioning`` holds the specs, ``partition_by``
-    the table's partition column names; ``app_id`` names the ``txn`` app ids
-    (:func:`parka.lake.default_app_id` when not given). ``on_commit`` is told the seconds each :meth:`commit`
+    the table's partition column names; ``identity`` names the table
+    (:func:`parka.lake.table_identity`; an Iceberg engine's catalog included); ``app_id`` names
+    the ``txn`` app ids (:func:`parka.lake.default_app_id` of the table when not given, and then
+    ``app_id_given`` is false). ``on_commit`` is told the seconds each :meth:`commit`
     that committed something took (the commit-latency metric), ``on_checkpoint`` the seconds each
     checkpoint took (the checkpoint metric), as ``clock`` times it.
 
@@ -131,7 +134,10 @@ class Committer:
         self.engine = engine
         self.table_uri = table_uri
         self.topic = topic
-        self.app_id = app_id or default_app_id(topic)
+        # an Iceberg engine names its catalog; a Delta table is named by its address alone
+        self.identity = table_identity(table_uri, getattr(engine, "catalog_name", None))
+        self.app_id = app_id or default_app_id(topic, self.identity)
+        self.app_id_given = bool(app_id)
         self.merge = merge
         self.dlq_table_uri = dlq_table_uri
         self.storage_options = dict(storage_options or {})

@@ -2,8 +2,10 @@
 around the committer, written once. ``parka ingest`` (:mod:`parka.consumer`) and Spark raw mode
 (:mod:`parka.spark_ext`) differ in how they read Kafka and write files; both
 
-* name the app the same way (:func:`default_app_id`; ``txn`` app ids ``<app_id>-<partition>``
-  and, in the dead-letter table, ``<app_id>-dlq-<partition>``: :mod:`._plan`);
+* name the app the same way (:func:`default_app_id` of the table; ``txn`` app ids
+  ``<app_id>-<partition>`` and, in the dead-letter table, ``<app_id>-dlq-<partition>``:
+  :mod:`._plan`), a table that holds progress under the older default keeping it
+  (:meth:`LandingSession.settle_app_id`);
 * start the same way (:meth:`LandingSession.start`): an existing table takes a schema given up
   front (new columns added through the committer, conflicts retried), or a missing one is
   created from it; orphans of interrupted commits are removed;
@@ -11,8 +13,8 @@ around the committer, written once. ``parka ingest`` (:mod:`parka.consumer`) and
 * remove orphans again when they stop, in the table and in the dead-letter table.
 
 Commits go through :attr:`LandingSession.committer` (:class:`parka.lake.Committer`), whatever
-the engine (:class:`parka.lake.LogEngine`). The app id defaults to ``parka-<topic>``
-(:func:`parka.lake.default_app_id`).
+the engine (:class:`parka.lake.LogEngine`). The app id defaults to
+``parka-<topic>-<hash of the table>`` (:func:`parka.lake.default_app_id`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from parka.errors import CommitConflict, ConfigError, SchemaMismatchError
 from parka.segment import RESERVED_FIELDS
 
 from ._committer import MAX_COMMIT_ATTEMPTS, Committer
-from ._plan import columns_text, fit_segment
+from ._plan import FileName, app_txn_id, columns_text, fit_segment, legacy_app_id
 
 __all__ = ["LandingSession", "given_schema_refused"]
 
@@ -118,6 +120,41 @@ class LandingSession:
             log.info("table schema evolved to the given schema: %s", ", ".join(f.name for f in fit.new_fields))
             return True
         raise CommitConflict(f"gave up after {MAX_COMMIT_ATTEMPTS} conflicting schema changes on {c.table_uri}")
+
+    def settle_app_id(self, partitions: Iterable[int]) -> str:
+        """The app id to land under, for the topic's ``partitions``, and the committer's from
+        now on. A given app id is kept. A derived one (:func:`parka.lake.default_app_id` of the
+        table) gives way to the default of earlier releases, ``parka-<topic>``
+        (:func:`parka.lake.legacy_app_id`), when the table holds progress under that one and none
+        under its own: an existing table keeps its ``txn`` app ids, so an upgrade neither reads
+        anything again nor skips anything. A table that holds files of the topic but progress
+        under neither was landed under another app id (or is reached by another address than
+        before): the derived one would land the topic into it again, so it is refused.
+
+        Raises:
+            ConfigError: the table holds the topic's files under another app id (``--app-id``).
+            CommitError: the table cannot be read.
+        """
+        c = self.committer
+        parts = list(partitions)
+        if c.app_id_given or any(v is not None for v in c.txn_versions(parts).values()) or c.table is None:
+            return c.app_id
+        legacy = legacy_app_id(c.topic)
+        if any(c.table.txn_version(app_txn_id(legacy, p)) is not None for p in parts):
+            log.info(
+                "%s holds its progress under app id %s (txn ids %s-<partition>): kept", c.table_uri, legacy, legacy
+            )
+            c.app_id = legacy
+        elif any((name := FileName.parse(f)) is not None and name.topic == c.topic for f in c.table.referenced_files()):
+            raise ConfigError(
+                "--app-id",
+                f"{c.app_id} (the table's default)",
+                "the app id the table's progress is under (each parka commit names it: parka.app_id)",
+                reason=f"{c.table_uri} holds files of topic {c.topic} but no progress under {c.app_id} or the "
+                f"earlier default {legacy}: it was landed under another app id, or reached by another address, "
+                "and this one would land the topic into it again",
+            )
+        return c.app_id
 
     def resume(self, partitions: Iterable[int]) -> dict[int, int | None]:
         """Each partition's table ``txn`` version (``None``: nothing of it in the table yet):

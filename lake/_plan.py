@@ -5,12 +5,14 @@ No Kafka, no Delta, no I/O: tested without either.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlparse
 
 import pyarrow as pa
 
@@ -27,6 +29,8 @@ __all__ = [
     "app_txn_id",
     "dead_letter_txn_id",
     "default_app_id",
+    "legacy_app_id",
+    "table_identity",
     "CommitPolicy",
     "FileName",
     "Fit",
@@ -64,9 +68,34 @@ class CommitPolicy:
         return oldest_at is not None and now - oldest_at >= self.allowed_latency_s
 
 
-def default_app_id(topic: str) -> str:
-    """The app id of a topic's ingestion when none is given: ``parka-<topic>``, the same for
-    ``parka ingest`` and Spark raw mode, so they can take turns on one table."""
+def table_identity(table_uri: str, catalog: str | None = None) -> str:
+    """What names a table wherever parka needs to tell two tables apart (the default app id,
+    the Kafka offset commits' metadata): a local path made absolute and normalized (a
+    ``file:`` URI read as its path), any other URI with its scheme in lower case and no trailing
+    ``/``; an Iceberg table (``catalog`` given) ``iceberg:<catalog>.<namespace>.<name>``. Two
+    spellings of one address give one identity; two addresses of one table (``s3://`` and
+    ``s3a://``, a symlink) give two."""
+    if catalog is not None:
+        return f"iceberg:{catalog}.{table_uri}"
+    parsed = urlparse(table_uri)
+    if len(parsed.scheme) <= 1:  # a path (a Windows drive letter is no scheme)
+        return os.path.abspath(table_uri)
+    if parsed.scheme.lower() == "file":
+        return os.path.abspath(parsed.path)
+    return f"{parsed.scheme.lower()}://{table_uri.split('://', 1)[-1].rstrip('/')}"
+
+
+def default_app_id(topic: str, table: str) -> str:
+    """The app id of a topic's ingestion into ``table`` (a :func:`table_identity`) when none is
+    given: ``parka-<topic>-<8 hex of the identity's SHA-256>``, the same for ``parka ingest``
+    and Spark, so they can take turns on one table, and different for two tables of one topic.
+    ``parka ingest``'s consumer group defaults to it, so two tables each get every record."""
+    return f"parka-{topic}-{hashlib.sha256(table.encode()).hexdigest()[:8]}"
+
+
+def legacy_app_id(topic: str) -> str:
+    """The default app id of releases before the app id named the table: ``parka-<topic>``. A
+    table whose progress is under it keeps it (:meth:`parka.lake.LandingSession.settle_app_id`)."""
     return f"parka-{topic}"
 
 

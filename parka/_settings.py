@@ -126,8 +126,8 @@ CONSUMER_GROUP = Setting(
     "consumer_group",
     ("-g", "--consumer-group"),
     ("CONSUMER_GROUP",),
-    "Kafka consumer group",
-    default_text="the app id",
+    "Kafka consumer group, one per table",
+    default_text="the app id given, else the table's default app id",
 )
 APP_ID = Setting(
     "app_id",
@@ -135,7 +135,7 @@ APP_ID = Setting(
     ("APP_ID",),
     "application id: the table's offsets are kept per <app id>-<partition> (Delta txn actions, Iceberg "
     "snapshot properties)",
-    default_text="parka-<topic>",
+    default_text="parka-<topic>-<8 hex of the table>; a table holding progress under parka-<topic> keeps that",
 )
 ALLOWED_LATENCY = Setting(
     "allowed_latency_s",

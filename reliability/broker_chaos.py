@@ -61,7 +61,7 @@ class BrokerChaos:
         self.topic = f"rel-broker-{self.run_id}"
         self.table = tables.DeltaTarget(self.out / "table")
         self.group = f"rel-broker-group-{self.run_id}"
-        self.app_id = f"parka-{self.topic}"
+        self.app_id = self.table.app_id(self.topic)
         self.started = 0
 
     def start_worker(self) -> Proc:

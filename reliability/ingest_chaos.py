@@ -159,7 +159,7 @@ class IngestChaos:
         self.table = tables.target(self.table_format, self.out, "table")
         self.dlq = tables.target(self.table_format, self.out, "dlq")
         self.group = f"rel-group-{self.name}-{self.run_id}"
-        self.app_id = f"parka-{self.topic}"
+        self.app_id = self.table.app_id(self.topic)
         self.rng = random.Random(f"{self.seed}-ingest-run")
         self.started = 0
 

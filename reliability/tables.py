@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, write_deltalake
+from parka.lake import default_app_id, table_identity
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
 from pyiceberg.table import Table
@@ -45,6 +46,12 @@ class Target(ABC):
     """What ``parka ingest`` takes as its table argument (or ``--dlq-table``)."""
     flags: tuple[str, ...] = ()
     """What else ``parka ingest`` needs to find the table (Iceberg: its catalog)."""
+    catalog_name: str | None = None
+    """The Iceberg catalog's name; ``None`` for a Delta table."""
+
+    def app_id(self, topic: str) -> str:
+        """The app id ``parka ingest`` lands ``topic`` into this table under by default."""
+        return default_app_id(topic, table_identity(self.name, self.catalog_name))
 
     # -- what each format reads ---------------------------------------------------------------
 
@@ -210,6 +217,7 @@ class IcebergTarget(Target):
         self.identifier = identifier
         self.name = identifier
         self.flags = ("--catalog", self.CATALOG, "--catalog-option", f"warehouse={warehouse}")
+        self.catalog_name = self.CATALOG
 
     def __str__(self) -> str:
         return f"{self.identifier} (Iceberg, warehouse {self.warehouse})"

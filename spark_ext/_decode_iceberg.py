@@ -151,7 +151,7 @@ def start_decode_iceberg(
         engine,
         table_uri=s.table_uri,
         topic=s.topic,
-        app_id=s.app,
+        app_id=s.app_id,  # None: the table's (LandingSession.settle_app_id)
         partition_by=s.partition_by,
         merge=s.schema_evolution == "merge",
         storage_options=lake_storage_options(s.storage_options),

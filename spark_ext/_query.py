@@ -106,6 +106,7 @@ def resume_from_table(spark: Any, s: SparkIngestSettings, options: dict[str, str
     except Exception as exc:  # py4j or Kafka: fall back to the configured start
         log.warning("cannot list the partitions of %s (%s); starting from %s", s.topic, exc, s.starting_offsets)
         return
+    session.settle_app_id(partitions)  # an existing table keeps its txn app ids
     versions = session.resume(partitions)
     if all(v is None for v in versions.values()):
         return

@@ -64,7 +64,7 @@ def start_raw(
             _engine(spark, s),
             table_uri=uri,
             topic=s.topic,
-            app_id=s.app,
+            app_id=s.app_id,  # None: the table's (LandingSession.settle_app_id)
             partition_by=s.partition_by,
             merge=s.schema_evolution == "merge",
             dlq_table_uri=s.dlq_table_uri,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from parka.lake import default_app_id
+from parka.lake import default_app_id, legacy_app_id, table_identity
 
 from parka import _settings as s
 from parka._cli_util import redacted
@@ -84,7 +84,8 @@ CONSUMER_GROUP = s.CONSUMER_GROUP.but(
 )
 APP_ID = s.APP_ID.but(
     help="application id: the table's offsets are kept per <app id>-<partition> (raw mode); also the query's "
-    "name and the checkpoint's folder when --checkpoint-location is not given"
+    "name; the default checkpoint folder stays parka-<topic>",
+    default_text="parka-<topic>-<8 hex of the table>; a table holding progress under parka-<topic> keeps that",
 )
 ALLOWED_LATENCY = s.ALLOWED_LATENCY.but(
     help="seconds between micro-batches when no --trigger is given (processing-time=<this>s)"
@@ -405,13 +406,16 @@ class SparkIngestSettings(DaemonSettings):
 
     @property
     def app(self) -> str:
-        """The application id: the query name and the default checkpoint's folder."""
-        return self.app_id or default_app_id(self.topic)
+        """The application id: the query name, and the ``txn`` app ids of a new table (an
+        existing table keeps its own: :meth:`parka.lake.LandingSession.settle_app_id`)."""
+        return self.app_id or default_app_id(self.topic, table_identity(self.table_uri, self.catalog))
 
     @property
     def checkpoint(self) -> str:
         """Where the streaming query's checkpoint is, as Hadoop names it (:func:`._options.hadoop_uri`:
         an ``s3://`` location is ``s3a://``): ``checkpoint_location``, else
-        ``<table>/_parka_checkpoints/<app id>``."""
-        given = self.checkpoint_location or f"{self.table_uri.rstrip('/')}/{CHECKPOINTS_DIR}/{self.app}"
+        ``<table>/_parka_checkpoints/<app id>`` (``parka-<topic>`` when no app id is given: where a default
+        checkpoint always was)."""
+        folder = self.app_id or legacy_app_id(self.topic)
+        given = self.checkpoint_location or f"{self.table_uri.rstrip('/')}/{CHECKPOINTS_DIR}/{folder}"
         return hadoop_uri(given) or given

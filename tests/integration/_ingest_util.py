@@ -16,7 +16,7 @@ import pyarrow as pa
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
 from deltalake import DeltaTable
-from parka.lake import FileName, logged_files, read_file
+from parka.lake import FileName, default_app_id, logged_files, read_file, table_identity
 from parka.lake import row_groups as row_group_bytes
 from parka.producer import ParquetProducer
 
@@ -107,6 +107,11 @@ def start_ingest(
     cmd += ["--progress-interval", "1", *extra]
     with open(log, "ab") as handle:  # the child keeps its own descriptor
         return _forked.popen(cmd, stdout=handle, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+
+
+def app_id_of(topic: str, table: Path | str, catalog: str | None = None) -> str:
+    """The app id (and consumer group) ingestion of ``topic`` into ``table`` gets by default."""
+    return default_app_id(topic, table_identity(str(table), catalog))
 
 
 def last_json(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:

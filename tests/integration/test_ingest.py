@@ -16,6 +16,7 @@ from parka.segment import encode_segment
 
 from ._ingest_util import (
     EVENTS,
+    app_id_of,
     assert_no_orphans,
     assert_segments_stored_byte_for_byte,
     data_files_on_disk,
@@ -82,7 +83,7 @@ def test_data_files_are_the_kafka_values_byte_for_byte(
     names = sorted(referenced_files(table))
     assert all(n.startswith(f"{topic}-p") for n in names)
     # advisory Kafka offsets: lag tools see the group at the end of every partition
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"parka-{topic}"})
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": app_id_of(topic, table)})
     committed = consumer.committed([TopicPartition(topic, p) for p in range(3)], timeout=10)
     highs = [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(3)]
     consumer.close()
@@ -254,7 +255,94 @@ def test_rebalance_with_workers_joining_and_leaving_is_exactly_once(
     assert "revoked" in texts[0]
     assert "assigned" in texts[2]
     committers = {DeltaTable(str(table)).history()[i].get("parka.app_id") for i in range(3)}
-    assert committers == {"parka-" + topic}
+    assert committers == {app_id_of(topic, table)}
+
+
+def test_two_tables_of_one_topic_each_get_every_record(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """Two daemons land one topic into two tables at the same time: each table's default app id
+    and consumer group name the table, so each worker holds every partition, and each group's
+    Kafka commits name its table."""
+    topic = new_topic(partitions=3)
+    produce_events(bootstrap, topic, 0, 1500, batch=100)
+    tables, logs = [tmp_path / "a", tmp_path / "b"], [tmp_path / "a.log", tmp_path / "b.log"]
+    workers = [
+        start_ingest(topic, t, bootstrap, "--allowed-latency", "1", log=log)
+        for t, log in zip(tables, logs, strict=True)
+    ]
+    try:
+        produce_events(bootstrap, topic, 1500, 1500, batch=100)  # while both run
+        for t in tables:
+            assert wait_for_rows(t, 3000, timeout_s=90) >= 3000
+    finally:
+        for w in workers:
+            w.send_signal(signal.SIGTERM)
+        for w, log in zip(workers, logs, strict=True):
+            assert w.wait(timeout=30) == 0, log.read_text()[-3000:]
+    for t, log in zip(tables, logs, strict=True):
+        assert sorted(table_ids(t)) == list(range(3000))
+        text = log.read_text()
+        # every partition, once: no rebalance between the two workers (two groups)
+        assert [text.count(f"partition {p} assigned") for p in range(3)] == [1, 1, 1]
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": app_id_of(topic, t)})
+        committed = consumer.committed([TopicPartition(topic, p) for p in range(3)], timeout=10)
+        consumer.close()
+        assert {tp.metadata for tp in committed} == {f"parka-table:{t}"}
+
+
+def test_a_group_that_lands_into_another_table_is_refused_at_start(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """One consumer group given to two tables: the second worker stops before it consumes
+    anything, exit 2, naming the group, both tables and the flag; nothing is written to its table."""
+    topic = new_topic(partitions=2)
+    produce_events(bootstrap, topic, 0, 200, batch=50)
+    a, b = tmp_path / "a", tmp_path / "b"
+    group = f"shared-{topic}"
+    run_ingest(topic, a, bootstrap, "--end-at-latest", "-g", group)
+    refused = run_ingest(topic, b, bootstrap, "--end-at-latest", "-g", group, check=False)
+    assert refused.returncode == 2, refused.stderr[-3000:]
+    assert f"consumer group {group} already lands topic {topic} into {a}" in refused.stderr
+    assert f"this worker's table is {b}" in refused.stderr
+    assert "give --consumer-group" in refused.stderr
+    assert not (b / "_delta_log").exists()
+    # the same through an app id given to both (the group defaults to it)
+    app = f"app-{topic}"
+    run_ingest(topic, tmp_path / "c", bootstrap, "--end-at-latest", "--app-id", app)
+    assert run_ingest(topic, b, bootstrap, "--end-at-latest", "--app-id", app, check=False).returncode == 2
+    # a group of its own: b gets every record, a is as it was
+    run_ingest(topic, b, bootstrap, "--end-at-latest", "-g", f"b-{topic}")
+    assert sorted(table_ids(b)) == sorted(table_ids(a)) == list(range(200))
+    # c, landed under an app id given, run without it: refused rather than landed into again
+    again = run_ingest(topic, tmp_path / "c", bootstrap, "--end-at-latest", check=False)
+    assert again.returncode == 2, again.stderr[-3000:]
+    assert f"holds files of topic {topic} but no progress under {app_id_of(topic, tmp_path / 'c')}" in again.stderr
+    assert sorted(table_ids(tmp_path / "c")) == list(range(200))
+
+
+def test_a_table_landed_under_the_older_default_app_id_continues_where_it_was(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """An upgrade: a table whose progress is under ``parka-<topic>`` (the earlier releases' default
+    app id and group) keeps that app id, and continues exactly after its ``txn``."""
+    topic = new_topic(partitions=2)
+    produce_events(bootstrap, topic, 0, 600, batch=100)
+    table = tmp_path / "t"
+    legacy = f"parka-{topic}"
+    run_ingest(topic, table, bootstrap, "--end-at-latest", "--app-id", legacy)  # as an earlier release did
+    produce_events(bootstrap, topic, 600, 400, batch=100)
+    upgraded = run_ingest(topic, table, bootstrap, "--end-at-latest", "-v")
+    assert last_json(upgraded)["records"] == 400
+    assert f"holds its progress under app id {legacy}" in upgraded.stderr
+    assert sorted(table_ids(table)) == list(range(1000))  # nothing read again, nothing skipped
+    dt = DeltaTable(str(table))
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused"})
+    highs = [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(2)]
+    consumer.close()
+    assert [dt.transaction_version(f"{legacy}-{p}") for p in range(2)] == [h - 1 for h in highs]
+    assert all(dt.transaction_version(f"{app_id_of(topic, table)}-{p}") is None for p in range(2))
+    assert dt.history(1)[0]["parka.app_id"] == legacy
 
 
 def test_partitioned_table_raw_when_aligned_split_when_not(

@@ -215,7 +215,8 @@ def test_the_worker_command_is_one_parka_ingest_accepts(
     assert settings.table_uri == f"s3://{bucket}/events"
     assert settings.dlq_table_uri == f"s3://{bucket}/events_dead_letters"
     assert settings.kafka_conf["bootstrap.servers"] == internal_bootstrap(services["kafka"])
-    assert settings.app_id == "parka-events"  # PARKA_APP_ID left empty: the default
+    # PARKA_APP_ID left empty: the table's default app id, chosen at start, and its group
+    assert settings.app_id is None and "group.id" not in settings.kafka_conf
     options = settings.storage_options
     assert options["AWS_ENDPOINT_URL"] == env_of(services["s3-bucket"])["S3_ENDPOINT"]
     assert options["AWS_CONDITIONAL_PUT"] == "etag"  # concurrent commits safe on the store

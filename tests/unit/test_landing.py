@@ -20,9 +20,11 @@ from parka.lake import (
     app_txn_id,
     dead_letter_txn_id,
     default_app_id,
+    legacy_app_id,
+    table_identity,
 )
 
-from parka.errors import CommitConflict, ConfigError, SegmentError
+from parka.errors import CommitConflict, ConfigError, SchemaMismatchError, SegmentError
 
 from ._tables import SCHEMA, committer, landed
 
@@ -33,9 +35,62 @@ def refused(partition: int, offset: int) -> Refused:
 
 
 def test_app_and_txn_ids_are_named_in_one_place() -> None:
-    assert (default_app_id("gps"), app_txn_id("a", 3), dead_letter_txn_id("a", 3)) == ("parka-gps", "a-3", "a-dlq-3")
+    assert (app_txn_id("a", 3), dead_letter_txn_id("a", 3), legacy_app_id("gps")) == ("a-3", "a-dlq-3", "parka-gps")
     c = Committer(RsEngine(), table_uri="/nowhere", topic="gps")
-    assert (c.app_id, c.app_txn(2)) == ("parka-gps", "parka-gps-2")
+    assert (c.identity, c.app_id, c.app_id_given) == ("/nowhere", default_app_id("gps", "/nowhere"), False)
+    assert c.app_txn(2) == f"{c.app_id}-2"
+    assert Committer(RsEngine(), table_uri="/nowhere", topic="gps", app_id="mine").app_id_given
+
+
+def test_the_default_app_id_names_the_table_however_its_address_is_spelled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    a = str(tmp_path / "lake" / "a")
+    assert table_identity("lake/a") == table_identity(f"{a}/") == table_identity(f"file://{a}") == a
+    assert table_identity("S3://bucket/t/") == table_identity("s3://bucket/t") == "s3://bucket/t"
+    assert table_identity("db.t", "local") == "iceberg:local.db.t"
+    app = default_app_id("gps", a)
+    assert app.startswith("parka-gps-") and len(app) == len("parka-gps-") + 8
+    assert app == default_app_id("gps", table_identity("lake/a"))  # stable: no clock, no randomness
+    others = {default_app_id("gps", t) for t in (str(tmp_path / "lake" / "b"), "s3://bucket/t", "iceberg:local.db.t")}
+    assert app not in others and len(others) == 3
+
+
+def test_a_table_with_progress_under_the_older_default_keeps_that_app_id(tmp_path: Path) -> None:
+    """An upgrade: a table landed under ``parka-<topic>`` continues under it, a new table and a
+    given app id are left alone."""
+    old = Committer(RsEngine(), table_uri=str(tmp_path / "old"), topic="t", app_id=legacy_app_id("t"))
+    old.commit([landed(old, 1, 7, [1])])
+    reopened = LandingSession(Committer(RsEngine(), table_uri=str(tmp_path / "old"), topic="t"))
+    assert reopened.settle_app_id([0, 1, 2]) == "parka-t" == reopened.committer.app_txn(1).removesuffix("-1")
+    assert reopened.resume([0, 1]) == {0: None, 1: 7}
+    given = LandingSession(Committer(RsEngine(), table_uri=str(tmp_path / "old"), topic="t", app_id="mine"))
+    assert given.settle_app_id([1]) == "mine"
+    fresh = LandingSession(Committer(RsEngine(), table_uri=str(tmp_path / "new"), topic="t"))
+    assert fresh.settle_app_id([0, 1]) == default_app_id("t", str(tmp_path / "new"))
+    # a table with progress under its own default keeps it, even with older progress beside it
+    new = fresh.committer
+    new.commit([landed(new, 0, 3, [2])])
+    legacy = Committer(RsEngine(), table_uri=str(tmp_path / "new"), topic="t", app_id="parka-t")
+    legacy.commit([landed(legacy, 1, 9, [3])])
+    both = LandingSession(Committer(RsEngine(), table_uri=str(tmp_path / "new"), topic="t"))
+    assert both.settle_app_id([0, 1]) == new.app_id
+
+
+def test_a_table_landed_under_another_app_id_is_refused_without_one(tmp_path: Path) -> None:
+    """The topic's files in the table, but no progress under the table's default app id or the
+    earlier one: it was landed under another app id (or another address); the default would
+    land the topic again, so it is refused, naming the flag."""
+    mine = Committer(RsEngine(), table_uri=str(tmp_path / "t"), topic="t", app_id="mine")
+    mine.commit([landed(mine, 0, 5, [1])])
+    with pytest.raises(ConfigError, match=r"--app-id.*holds files of topic t but no progress under parka-t-"):
+        LandingSession(Committer(RsEngine(), table_uri=str(tmp_path / "t"), topic="t")).settle_app_id([0, 1])
+    again = LandingSession(Committer(RsEngine(), table_uri=str(tmp_path / "t"), topic="t", app_id="mine"))
+    assert again.settle_app_id([0, 1]) == "mine"
+    # another topic's files say nothing about this one
+    other = LandingSession(Committer(RsEngine(), table_uri=str(tmp_path / "t"), topic="u"))
+    assert other.settle_app_id([0]) == default_app_id("u", str(tmp_path / "t"))
 
 
 def test_a_missing_table_is_created_from_the_given_schema_with_the_reserved_columns(tmp_path: Path) -> None:

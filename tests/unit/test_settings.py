@@ -296,7 +296,7 @@ def test_a_malformed_variable_names_itself(monkeypatch: pytest.MonkeyPatch, caps
 @pytest.mark.parametrize(
     ("cls", "cli", "required"),
     [
-        (IngestSettings, ingest_settings, {"kafka_conf": {}, "app_id": "parka-t"}),
+        (IngestSettings, ingest_settings, {"kafka_conf": {}}),
         (SparkIngestSettings, spark_settings, {"bootstrap_servers": "b:9092"}),
     ],
 )

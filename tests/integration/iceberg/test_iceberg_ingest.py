@@ -30,6 +30,7 @@ from ..._iceberg_files import assert_files_hold_their_partitions
 from .. import _forked
 from .._ingest_util import (
     EVENTS,
+    app_id_of,
     assert_segments_stored_byte_for_byte,
     events,
     last_json,
@@ -37,6 +38,7 @@ from .._ingest_util import (
     produce_events,
     row_group_bytes,
     run_ingest,
+    table_ids,
 )
 
 
@@ -142,7 +144,8 @@ def test_segments_land_as_the_tables_data_files_byte_for_byte_and_read_back_equa
     assert by_duckdb.cast(EVENTS).equals(expected)
     # the snapshot summary's txn state: each partition's last offset
     assert lake.txns(lake.name("events")) == {
-        f"parka-{topic}-{p}": high - 1 for p, high in watermarks(bootstrap, topic, 3)
+        f"{app_id_of(topic, lake.name('events'), lake.engine().catalog_name)}-{p}": high - 1
+        for p, high in watermarks(bootstrap, topic, 3)
     }
 
 
@@ -244,6 +247,33 @@ def test_two_workers_racing_with_one_app_id_land_each_record_once(
     assert on_disk - lake.files(race) <= lake.logged(race), sorted(on_disk - lake.logged(race))[:5]
     stats = [last_json(r) for r in results.values()]
     assert sum(st["records"] for st in stats) == 4000  # what each run committed adds up, no overlap
+
+
+def test_a_delta_and_an_iceberg_table_of_one_topic_each_get_every_record(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """Two runs at once, one into a Delta table, one into an Iceberg table of the same topic:
+    each table's default group is its own, so neither takes partitions from the other."""
+    topic = new_topic(partitions=3)
+    produce_events(bootstrap, topic, 0, 1500, batch=100)
+    lake, delta = Lake(tmp_path / "warehouse"), tmp_path / "delta"
+    results: dict[str, Any] = {}
+    start = threading.Barrier(2)
+
+    def run(kind: str) -> None:
+        start.wait()
+        table, flags = (lake.name("events"), lake.flags) if kind == "iceberg" else (str(delta), ())
+        results[kind] = run_ingest(topic, table, bootstrap, "--end-at-latest", *flags, check=False)
+
+    threads = [threading.Thread(target=run, args=(kind,)) for kind in ("iceberg", "delta")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert all(r.returncode == 0 for r in results.values()), [r.stderr[-2000:] for r in results.values()]
+    assert sorted(lake.rows(lake.name("events"))["id"].to_pylist()) == list(range(1500))
+    assert sorted(table_ids(delta)) == list(range(1500))
+    assert app_id_of(topic, lake.name("events"), "test") != app_id_of(topic, delta)
 
 
 def test_a_field_added_inside_a_struct_evolves_the_table(

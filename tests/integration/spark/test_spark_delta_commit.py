@@ -21,7 +21,7 @@ from parka.spark_ext._delta_spark import SparkEngine
 
 from parka.errors import CommitConflict, CommitError, SchemaMismatchError
 
-from .._ingest_util import EVENTS, events, message_values, produce_events, referenced_files, sha256
+from .._ingest_util import EVENTS, app_id_of, events, message_values, produce_events, referenced_files, sha256
 from ._util import SPARK, USER, rows_via_deltalake, rows_via_spark
 
 pytestmark = SPARK
@@ -105,7 +105,8 @@ def test_raw_segments_commit_through_delta_spark_into_tables_with_features(
     last: dict[int, int] = {}
     for partition, offset in values:
         last[partition] = max(offset, last.get(partition, -1))
-    assert {p: DeltaTable(str(table)).transaction_version(f"parka-{topic}-{p}") for p in last} == last
+    app = app_id_of(topic, table)
+    assert {p: DeltaTable(str(table)).transaction_version(f"{app}-{p}") for p in last} == last
 
     # nothing new: a second run commits nothing
     assert ingest(spark, settings).records == 0

@@ -27,6 +27,7 @@ from parka.errors import CommitConflict
 
 from .._ingest_util import (
     EVENTS,
+    app_id_of,
     assert_segments_stored_byte_for_byte,
     events,
     produce_events,
@@ -152,10 +153,11 @@ def test_decode_mode_into_the_embedded_catalog_takes_turns_with_parka_ingest_and
     catalog = load_catalog(name, type="sql", uri=f"sqlite:///{warehouse}/catalog.db", warehouse=f"file://{warehouse}")
     summary = catalog.load_table(identifier).current_snapshot().summary  # type: ignore[union-attr]
     assert summary.operation.value == "append"
-    assert set(json.loads(summary["parka.txns"])) == {f"parka-{topic}-0", f"parka-{topic}-1"}
+    app = app_id_of(topic, identifier, name)
+    assert set(json.loads(summary["parka.txns"])) == {f"{app}-0", f"{app}-1"}
     stale = Committer(IcebergEngine(name, base["catalog_options"]), table_uri=identifier, topic=topic)
 
-    # parka ingest continues from the offsets in the summaries (same app id, parka-<topic>)
+    # parka ingest continues from the offsets in the summaries (same app id, the table's default)
     produce_events(bootstrap, topic, 300, 100, batch=50)
     run_ingest(topic, identifier, bootstrap, "--end-at-latest", "--catalog", name, "--catalog-option",
                f"warehouse={warehouse}")  # fmt: skip
@@ -167,7 +169,7 @@ def test_decode_mode_into_the_embedded_catalog_takes_turns_with_parka_ingest_and
     batches = IcebergBatches(LandingRun(LandingSession(stale)), spark_table_name(name, identifier), EVENTS,
                              SparkIngestSettings(**base, checkpoint_location=str(tmp_path / "cp1")))  # fmt: skip
     with pytest.raises(CommitConflict, match="ValidationException: Found conflicting files"):
-        batches._append(a_segment, stale, {f"parka-{topic}-0": 10**9}, batch_id=99)
+        batches._append(a_segment, stale, {f"{app}-0": 10**9}, batch_id=99)
 
     # decode mode continues after parka ingest (a new checkpoint starts after the table's offsets)
     # and the table takes the new field

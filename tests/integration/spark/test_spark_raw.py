@@ -21,6 +21,7 @@ from parka.spark_ext._cli import main
 from parka.errors import ConfigError, SchemaMismatchError
 
 from .._ingest_util import (
+    app_id_of,
     assert_no_orphans,
     assert_segments_stored_byte_for_byte,
     events,
@@ -70,7 +71,8 @@ def test_available_now_twice_lands_segments_byte_for_byte(
         name = FileName.parse(path)
         assert name is not None
         last[name.partition] = max(name.last_offset, last.get(name.partition, -1))
-    assert {p: DeltaTable(str(table)).transaction_version(f"parka-{topic}-{p}") for p in last} == last
+    app = app_id_of(topic, table)
+    assert {p: DeltaTable(str(table)).transaction_version(f"{app}-{p}") for p in last} == last
 
 
 def test_stopped_and_restarted_stream_is_exactly_once(
@@ -111,7 +113,7 @@ def test_parka_ingest_and_spark_raw_take_turns_exactly_once(
     table = tmp_path / "events"
     settings = SparkIngestSettings(topic=topic, table_uri=str(table), bootstrap_servers=bootstrap)
     produce_events(bootstrap, topic, 0, 200, batch=25)
-    run_ingest(topic, table, bootstrap, "--end-at-latest")  # app id parka-<topic>, as Spark's default
+    run_ingest(topic, table, bootstrap, "--end-at-latest")  # the table's default app id, as Spark's
     produce_events(bootstrap, topic, 200, 200, batch=25)
     # a new query (no checkpoint) starts after the table's txn versions
     assert ingest(spark, settings).records == 200
@@ -124,6 +126,25 @@ def test_parka_ingest_and_spark_raw_take_turns_exactly_once(
     assert (again.records, again.covered_files) == (100, 2)
     assert sorted(table_ids(table)) == list(range(700))
     assert_no_orphans(table)
+
+
+def test_a_table_landed_under_the_older_default_app_id_is_continued_under_it(
+    spark: Any, bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """An upgrade: a table whose progress is under ``parka-<topic>`` (the earlier releases'
+    default) is continued by a new query under that app id, right after its ``txn``."""
+    topic = new_topic(partitions=2)
+    table = tmp_path / "events"
+    legacy = f"parka-{topic}"
+    produce_events(bootstrap, topic, 0, 200, batch=25)
+    run_ingest(topic, table, bootstrap, "--end-at-latest", "--app-id", legacy)  # as an earlier release did
+    produce_events(bootstrap, topic, 200, 200, batch=25)
+    settings = SparkIngestSettings(topic=topic, table_uri=str(table), bootstrap_servers=bootstrap)
+    assert ingest(spark, settings).records == 200
+    assert sorted(table_ids(table)) == list(range(400))  # nothing read again, nothing skipped
+    dt = DeltaTable(str(table))
+    assert all(dt.transaction_version(f"{legacy}-{p}") is not None for p in range(2))
+    assert all(dt.transaction_version(f"{app_id_of(topic, table)}-{p}") is None for p in range(2))
 
 
 BAD = pa.schema([("id", pa.string(), False), ("device", pa.string(), False)])
@@ -155,7 +176,7 @@ def test_a_bad_segment_fails_its_batch_or_goes_to_the_dead_letter_table(
     assert "column 'id' is string in the segment but int64 in the table" in str(err)
     # what came before it is in (offset 2), what came after is not: its file was deleted
     assert DeltaTable(str(table)).version() == version + 1
-    assert DeltaTable(str(table)).transaction_version(f"parka-{topic}-0") == 2
+    assert DeltaTable(str(table)).transaction_version(f"{app_id_of(topic, table)}-0") == 2
     assert sorted(table_ids(table)) == list(range(150))
     assert_no_orphans(table)
     assert main([topic, str(table), "-k", bootstrap, "--end-at-latest", "-q"]) == 1  # every time
