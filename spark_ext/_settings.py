@@ -84,7 +84,7 @@ CONSUMER_GROUP = s.CONSUMER_GROUP.but(
 )
 APP_ID = s.APP_ID.but(
     help="application id: the table's offsets are kept per <app id>-<partition> (raw mode); also the query's "
-    "name; the default checkpoint folder stays parka-<topic>",
+    "name; without --checkpoint-location the checkpoint folder is parka-<topic>, as it always was",
     default_text="parka-<topic>-<8 hex of the table>; a table holding progress under parka-<topic> keeps that",
 )
 ALLOWED_LATENCY = s.ALLOWED_LATENCY.but(

@@ -24,7 +24,7 @@ from parka.lake import (
     table_identity,
 )
 
-from parka.errors import CommitConflict, ConfigError, SchemaMismatchError, SegmentError
+from parka.errors import CommitConflict, ConfigError, SegmentError
 
 from ._tables import SCHEMA, committer, landed
 
