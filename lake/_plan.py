@@ -68,13 +68,17 @@ class CommitPolicy:
         return oldest_at is not None and now - oldest_at >= self.allowed_latency_s
 
 
+_HADOOP_S3 = {"s3a": "s3", "s3n": "s3"}
+
+
 def table_identity(table_uri: str, catalog: str | None = None) -> str:
     """What names a table wherever parka needs to tell two tables apart (the default app id,
     the Kafka offset commits' metadata): a local path made absolute and normalized (a
     ``file:`` URI read as its path), any other URI with its scheme in lower case and no trailing
     ``/``; an Iceberg table (``catalog`` given) ``iceberg:<catalog>.<namespace>.<name>``. Two
-    spellings of one address give one identity; two addresses of one table (``s3://`` and
-    ``s3a://``, a symlink) give two."""
+    spellings of one address give one identity, and so do Hadoop's names for an S3 URI
+    (``s3a://``, ``s3n://``: Spark reaches the table ``parka ingest`` writes as ``s3://`` by
+    them); two addresses of one table otherwise (a symlink, another endpoint) give two."""
     if catalog is not None:
         return f"iceberg:{catalog}.{table_uri}"
     parsed = urlparse(table_uri)
@@ -82,7 +86,8 @@ def table_identity(table_uri: str, catalog: str | None = None) -> str:
         return os.path.abspath(table_uri)
     if parsed.scheme.lower() == "file":
         return os.path.abspath(parsed.path)
-    return f"{parsed.scheme.lower()}://{table_uri.split('://', 1)[-1].rstrip('/')}"
+    scheme = _HADOOP_S3.get(parsed.scheme.lower(), parsed.scheme.lower())
+    return f"{scheme}://{table_uri.split('://', 1)[-1].rstrip('/')}"
 
 
 def default_app_id(topic: str, table: str) -> str:

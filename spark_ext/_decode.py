@@ -84,7 +84,7 @@ def stream_decoder(
     Raises:
         ConfigError: ``partition_by`` names no output column, or one it cannot partition by;
             the given schema (``--schema``) does not fit the table.
-        SchemaMismatchError: the first segment's schema does not fit the table.
+        SchemaMismatchError: the topic's segments' schema does not fit the table.
     """
     try:
         schema, source = _resolve_schema(spark, s, options, table)
@@ -93,7 +93,7 @@ def stream_decoder(
             raise
         raise given_schema_refused(exc, s.table_uri, table) from exc
     decoder = SegmentDecoder(schema, reserved=s.reserved, metadata=s.metadata)
-    origin = {"given": "the given schema", "first segment": "the topic's first segment"}.get(source, "the table")
+    origin = {"given": "the given schema", "topic's segments": "the topic's segments"}.get(source, "the table")
     check_partitioning(decoder.output_schema, s.partition_by, where=f"the decoded rows' schema (from {origin})")
     log.info("stream schema from the %s: %s", source, ", ".join(f"{f.name} {f.type}" for f in decoder.schema))
     return decoder, schema, source

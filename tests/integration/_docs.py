@@ -8,7 +8,8 @@ other block in bash.
 
 What a page addresses as a reader's own is the test's instead (:class:`Page`):
 
-- the broker (``localhost:9092``, ``broker:9092``) is the test broker;
+- the broker (``localhost:9092``, ``broker:9092``, and ``PARKA_KAFKA`` for a command without ``-k``) is the
+  test broker;
 - ``/data/...`` is under the test's temporary directory, ``s3://lake/...`` under a folder of its own;
 - the topic ``gps`` (also ``events`` on a command line, ``readings`` in Python, whose registry
   subject ``readings-value`` becomes the topic's) is a unique topic, created before the first
@@ -159,7 +160,9 @@ def run_shell(example: Example) -> None:
     block runs in bash."""
     page = _page(example)
     script = page.shell(str(example.parsed))
-    env = {**os.environ, **page.env, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    # a command without -k means the reader's broker at parka's default address: the test's here
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    env = {**os.environ, "PARKA_KAFKA": page.bootstrap, **page.env, "PATH": path}
     work = page.tmp / "work"
     work.mkdir(exist_ok=True)
     commands = _commands(script)

@@ -49,6 +49,9 @@ def test_the_default_app_id_names_the_table_however_its_address_is_spelled(
     a = str(tmp_path / "lake" / "a")
     assert table_identity("lake/a") == table_identity(f"{a}/") == table_identity(f"file://{a}") == a
     assert table_identity("S3://bucket/t/") == table_identity("s3://bucket/t") == "s3://bucket/t"
+    # Hadoop's names for an S3 URI are one address: Spark reaches the table parka ingest writes by them
+    assert table_identity("s3a://bucket/t") == table_identity("s3n://bucket/t/") == "s3://bucket/t"
+    assert table_identity("gs://bucket/t") != table_identity("s3://bucket/t")
     assert table_identity("db.t", "local") == "iceberg:local.db.t"
     app = default_app_id("gps", a)
     assert app.startswith("parka-gps-") and len(app) == len("parka-gps-") + 8

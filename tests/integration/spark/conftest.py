@@ -26,10 +26,13 @@ REPO = Path(__file__).resolve().parents[3]
 
 def _free_port_run(count: int = 6) -> str:
     """A base port with ``count`` free ports from it (the master, its UI, two workers and theirs),
-    so that runs in other checkouts on this machine never meet this one's cluster."""
+    so that runs in other checkouts on this machine never meet this one's cluster. Below the
+    kernel's ephemeral range (32768 and up): a port picked there can be handed, between this probe
+    and the cluster's bind, to any socket bound to port 0 (a daemon's metrics server in another
+    test), and a scrape of that server then reaches the Spark master instead."""
     rng = random.Random()
     for _ in range(200):
-        base = rng.randrange(20000, 60000 - count)
+        base = rng.randrange(20000, 32768 - count)
         socks = []
         try:
             for port in range(base, base + count):
