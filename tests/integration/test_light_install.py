@@ -124,13 +124,16 @@ def test_the_built_wheel_in_a_fresh_virtualenv_light_then_with_the_lake_extra(
     # sys.path of `python -c`) may reach the virtualenv's interpreter
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
     dist = tmp_path / "dist"
-    _run([sys.executable, "-m", "build", "--outdir", str(dist), str(REPO)], env=env, cwd=tmp_path)
+    # the wheel alone: build's default makes an sdist first and builds the wheel from it, twice the work
+    _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(REPO)], env=env, cwd=tmp_path)
     (wheel,) = dist.glob("parka-*-py3-none-any.whl")
     venv = tmp_path / "venv"
     python = str(venv / "bin" / "python")
     try:
         _run([sys.executable, "-m", "venv", str(venv)], env=env, cwd=tmp_path)
-        _run([python, "-m", "pip", "install", "--quiet", str(wheel)], env=env, cwd=tmp_path)
+        # --no-compile: pip byte-compiles every module it installs (pyarrow's, pandas'...), which no
+        # test here needs; the interpreter compiles what it imports
+        _run([python, "-m", "pip", "install", "--quiet", "--no-compile", str(wheel)], env=env, cwd=tmp_path)
 
         topic = new_topic(partitions=1)
         table = tmp_path / "table"
@@ -149,7 +152,7 @@ def test_the_built_wheel_in_a_fresh_virtualenv_light_then_with_the_lake_extra(
             in run.stderr
         )
 
-        _run([*shlex.split(install), "--quiet"], env=env, cwd=tmp_path)
+        _run([*shlex.split(install), "--quiet", "--no-compile"], env=env, cwd=tmp_path)
         _run(
             [str(venv / "bin" / "parka"), "ingest", topic, str(table), "-k", bootstrap, "--end-at-latest"],
             env=env,
