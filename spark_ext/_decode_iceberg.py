@@ -55,6 +55,7 @@ from ._options import ICEBERG_CATALOG_CLASS, ICEBERG_CATALOG_IDENTITY, iceberg_c
 from ._query import LandingRun, kafka_stream, resume_from_table, with_trigger
 from ._reader import decode, spark_schema
 from ._session import SparkSetupError, iceberg_packages, jvm_cause, translate
+from ._stream_schema import stream_decoder
 
 if TYPE_CHECKING:
     from ._settings import SparkIngestSettings
@@ -141,8 +142,6 @@ def start_decode_iceberg(
         CommitError: the catalog or the table cannot be read, or the table not created.
     """
     from parka.lake import IcebergEngine  # the iceberg extra: only when asked for
-
-    from ._decode import stream_decoder
 
     assert s.catalog is not None
     engine = IcebergEngine(s.catalog, s.catalog_options, s.storage_options)
