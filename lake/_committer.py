@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
@@ -50,6 +50,12 @@ __all__ = ["CommitResult", "CommitStats", "Committer"]
 log = logging.getLogger("parka.commit")
 
 MAX_COMMIT_ATTEMPTS = 20
+T = TypeVar("T")
+
+
+def backoff_s(attempt: int) -> float:
+    """The pause after the ``attempt``-th conflict in a row (from 0): 50 ms, doubling, at most 2 s."""
+    return min(0.05 * 2**attempt, 2.0)
 
 
 class Committer:
@@ -64,7 +70,8 @@ class Committer:
     the ``txn`` app ids (:func:`parka.lake.default_app_id` of the table when not given, and then
     ``app_id_given`` is false). ``on_commit`` is told the seconds each :meth:`commit`
     that committed something took (the commit-latency metric), ``on_checkpoint`` the seconds each
-    checkpoint took (the checkpoint metric), as ``clock`` times it.
+    checkpoint took (the checkpoint metric), as ``clock`` times it; ``sleep`` waits out the
+    backoff after a conflict (:meth:`retry`).
 
     Raises:
         ConfigError: a malformed spec, or ``partition_by`` contradicts the existing table's
@@ -88,6 +95,7 @@ class Committer:
         on_commit: Callable[[float], None] | None = None,
         on_checkpoint: Callable[[float], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         CHECKPOINT_INTERVAL.validate(checkpoint_interval)  # the daemons' own rule, for library callers
         self.engine = engine
@@ -104,7 +112,8 @@ class Committer:
         self.stats = CommitStats() if stats is None else stats
         self.on_commit = on_commit
         self.on_checkpoint = on_checkpoint
-        self._clock = clock
+        self.clock = clock
+        self._sleep = sleep
         self._slow_checkpoints = SlowCheckpoints()
         self.partitioning = parse_partition_by(partition_by)
         self.partition_by = tuple(s.name for s in self.partitioning)
@@ -255,7 +264,7 @@ class Committer:
         6. One Delta commit, with no automatic retries: the new files (Kafka coordinates in
            their tags) and, per partition with anything new, ``txn`` = its highest new offset.
            A ``CommitConflict`` (a concurrent commit the engine could not rebase this one on,
-           in 4, 5 or 6) goes back to 3 after a short backoff; after
+           in 4, 5 or 6) goes back to 3 after a short backoff (:meth:`retry`); after
            :data:`MAX_COMMIT_ATTEMPTS` it is raised.
            Any other ``CommitError`` is raised with the files left in place: the commit may
            have landed, and only the log tells; step 3 of the next attempt sorts it out.
@@ -275,7 +284,7 @@ class Committer:
         """
         if not landed and not refused:
             return CommitResult()
-        started, commits = time.monotonic(), self.stats.commits
+        started, commits = self.clock(), self.stats.commits
         if landed and not durable:
             make_durable(self.root, self.storage_options)
         failure: Refused | None = None
@@ -286,31 +295,15 @@ class Committer:
             if not landed:  # nothing to keep: no stitched file needs trimming
                 self._discard(settle_files([], stopped, self._trim)[1])
                 stopped = []
-        result = self._commit(landed, refused, commit_info or {}, stopped)
+        partitions = {s.partition for s in landed} | {r.partition for r in refused}
+        info = commit_info or {}
+        result = self.retry(lambda txn: self._attempt(txn, landed, refused, info, stopped), partitions)
         if self.on_commit is not None and self.stats.commits > commits:
-            self.on_commit(time.monotonic() - started)
+            self.on_commit(self.clock() - started)
         if failure is not None:
             log.error("stopped at %s[%d]@%d: %s", self.topic, failure.partition, failure.offset, failure.error)
             raise failure.error
         return result
-
-    def _commit(
-        self,
-        landed: Sequence[LandedSegment],
-        refused: Sequence[Refused],
-        commit_info: Mapping[str, Any],
-        stopped: Sequence[LandedSegment] = (),
-    ) -> CommitResult:
-        partitions = {s.partition for s in landed} | {r.partition for r in refused}
-        for attempt in range(MAX_COMMIT_ATTEMPTS):
-            table_txn = self.txn_versions(partitions)
-            try:
-                return self._attempt(table_txn, landed, refused, commit_info, stopped)
-            except CommitConflict as exc:
-                self.stats.conflicts += 1
-                log.info("commit conflict (attempt %d): re-reading the table (%s)", attempt + 1, exc)
-                time.sleep(min(0.05 * 2**attempt, 2.0))
-        raise CommitConflict(f"gave up after {MAX_COMMIT_ATTEMPTS} conflicting commit attempts on {self.table_uri}")
 
     def _attempt(
         self,
@@ -359,6 +352,58 @@ class Committer:
         self._count(fresh, files, {f.path for s in stale for f in s.files}, version, last)
         return CommitResult(version, last, table_txn)
 
+    # -- the retry, for the protocol and for the commits it does not make itself ---------------
+
+    def retry(
+        self, attempt: Callable[[Mapping[int, int | None]], T], partitions: Iterable[int] = (), *, what: str = "commit"
+    ) -> T:
+        """Run ``attempt`` until no other writer's commit refuses it; returns what it returned.
+        Each attempt gets the ``txn`` version of each of ``partitions``, read afresh
+        (:meth:`txn_versions`); one that raises ``CommitConflict`` is counted, logged (a ``what``
+        conflict) and tried again after a backoff (:func:`backoff_s`, through ``sleep``). Used by
+        :meth:`commit`, a schema given up front (:meth:`add_columns`) and Iceberg's Spark writer
+        in decode mode (then :meth:`count_commit`). Anything else ``attempt`` raises goes up at once.
+
+        Raises:
+            CommitConflict: :data:`MAX_COMMIT_ATTEMPTS` attempts in a row conflicted; it names the
+                table and the count.
+        """
+        wanted = list(partitions)
+        for n in range(MAX_COMMIT_ATTEMPTS):
+            txn = self.txn_versions(wanted)
+            try:
+                return attempt(txn)
+            except CommitConflict as exc:
+                self.stats.conflicts += 1
+                log.info("%s conflict (attempt %d): re-reading the table (%s)", what, n + 1, exc)
+                if n + 1 < MAX_COMMIT_ATTEMPTS:
+                    self._sleep(backoff_s(n))
+        raise CommitConflict(f"gave up after {MAX_COMMIT_ATTEMPTS} conflicting {what} attempts on {self.table_uri}")
+
+    def add_columns(self, fields: Sequence[pa.Field]) -> None:
+        """Add ``fields`` to the table in a commit of their own (a schema given up front:
+        :meth:`parka.lake.LandingSession.evolve_to`), counted as a schema evolution. An attempt
+        of :meth:`retry`.
+
+        Raises:
+            CommitConflict: another writer's commit won.
+            CommitError: the table refused the columns.
+        """
+        assert self.table is not None, "no table yet: ensure_table first"
+        self.table.add_columns(list(fields))
+        self.table.commit_add_files([], txns={}, commit_info={"parka.app_id": self.app_id, "parka.topic": self.topic})
+        self.stats.schema_evolutions += 1
+
+    def count_commit(self, *, segments: int, records: int, started: float) -> None:
+        """Count a commit a writer of the caller's made through :meth:`retry` (Iceberg's Spark
+        writer in decode mode): ``segments`` and ``records`` in it, and the seconds since
+        ``started`` (a reading of ``clock`` before the first attempt) told to ``on_commit``."""
+        self.stats.commits += 1
+        self.stats.segments += segments
+        self.stats.records += records
+        if self.on_commit is not None:
+            self.on_commit(self.clock() - started)
+
     def _trim(self, f: DataFile, kept: list[LandedSegment]) -> DataFile:
         """A stitched file rewritten with ``kept``'s row groups only (:func:`settle_files`)."""
         self.stats.trimmed_files += 1
@@ -396,9 +441,9 @@ class Committer:
         )
         if self.checkpoint_interval and st.commits % self.checkpoint_interval == 0:
             assert self.table is not None
-            start = self._clock()
+            start = self.clock()
             self.table.checkpoint()
-            end = self._clock()
+            end = self.clock()
             if self.on_checkpoint is not None:
                 self.on_checkpoint(end - start)
             self._slow_checkpoints.seen(
