@@ -1,8 +1,8 @@
 """The warning a slow checkpoint earns (step 7 of :meth:`parka.lake.Committer.commit`): it runs
 on the commit path and delays the commits, and on a table whose small files compaction keeps
 removing it grows with the tombstones the Delta log keeps for
-``delta.deletedFileRetentionDuration`` (and so does every reader's opening of the table). Pure
-but for the log line: the times are the committer's clock's readings.
+``delta.deletedFileRetentionDuration`` (and so does every reader's opening of the table). It has
+no clock of its own: the times it is told are readings of the committer's.
 """
 
 from __future__ import annotations
