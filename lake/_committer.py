@@ -15,17 +15,17 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
 from parka._crash import crash_point
 from parka._settings import CHECKPOINT_INTERVAL
-from parka.errors import CommitConflict, CommitError, ConfigError, SchemaMismatchError
-from parka.evolution import TYPE_WIDENING_KEY, merge_schemas
+from parka.errors import CommitConflict, CommitError, ConfigError
 from parka.partitioning import PartitionSpec, parse_partition_by
 
+from ._checkpoints import SlowCheckpoints
+from ._commit_stats import CommitResult, CommitStats
 from ._dead_letters import append_dead_letters, dead_letter_row
 from ._files import trim_stitched
 from ._log import DataFile, LogEngine, TableLog
@@ -41,6 +41,7 @@ from ._plan import (
     table_partitioning,
     table_schema_from_segment,
 )
+from ._settle import evolved_columns, settle_files, split_covered, stop_at_refused, with_widening
 from ._stats import StatsConfig
 from ._storage import delete_files, make_durable
 
@@ -49,48 +50,12 @@ __all__ = ["CommitResult", "CommitStats", "Committer"]
 log = logging.getLogger("parka.commit")
 
 MAX_COMMIT_ATTEMPTS = 20
-SLOW_CHECKPOINT_S = 1.0
-"""A checkpoint that took this long is logged as a warning (at most every
-:data:`SLOW_CHECKPOINT_WARNING_EVERY_S`): it runs on the commit path, and it grows with the
-tombstones the table keeps (``python -m benchmarks.tombstones``)."""
-SLOW_CHECKPOINT_WARNING_EVERY_S = 600.0
-DELTA_DEFAULT_TOMBSTONE_RETENTION = "interval 1 week"  # delta.deletedFileRetentionDuration's default
+T = TypeVar("T")
 
 
-@dataclass
-class CommitStats:
-    """What the commits did: committed segments, records, their Kafka values' bytes and data
-    files, segments split across
-    table partitions, dead letters, conflicts retried, files of data the table already covered
-    (deleted, not committed), orphan files removed, schema evolutions, segments committed in
-    stitched files, segments written alone because stitching was not safe, and stitched files
-    rewritten without segments the table already had."""
-
-    commits: int = 0
-    segments: int = 0
-    records: int = 0
-    bytes: int = 0
-    files: int = 0
-    split_segments: int = 0
-    dead_letters: int = 0
-    conflicts: int = 0
-    covered_files: int = 0
-    orphans_removed: int = 0
-    schema_evolutions: int = 0
-    stitched_segments: int = 0
-    stitch_fallbacks: int = 0
-    trimmed_files: int = 0
-
-
-@dataclass(frozen=True)
-class CommitResult:
-    """One :meth:`Committer.commit`: the table ``version`` it made (``None``: nothing to commit),
-    ``last``: partition -> offset its ``txn`` now records, and ``table_txn``: partition -> the
-    ``txn`` version the table had just before (what another writer may have moved)."""
-
-    version: int | None = None
-    last: Mapping[int, int] = field(default_factory=dict)
-    table_txn: Mapping[int, int | None] = field(default_factory=dict)
+def backoff_s(attempt: int) -> float:
+    """The pause after the ``attempt``-th conflict in a row (from 0): 50 ms, doubling, at most 2 s."""
+    return min(0.05 * 2**attempt, 2.0)
 
 
 class Committer:
@@ -105,7 +70,8 @@ class Committer:
     the ``txn`` app ids (:func:`parka.lake.default_app_id` of the table when not given, and then
     ``app_id_given`` is false). ``on_commit`` is told the seconds each :meth:`commit`
     that committed something took (the commit-latency metric), ``on_checkpoint`` the seconds each
-    checkpoint took (the checkpoint metric), as ``clock`` times it.
+    checkpoint took (the checkpoint metric), as ``clock`` times it; ``sleep`` waits out the
+    backoff after a conflict (:meth:`retry`).
 
     Raises:
         ConfigError: a malformed spec, or ``partition_by`` contradicts the existing table's
@@ -129,6 +95,7 @@ class Committer:
         on_commit: Callable[[float], None] | None = None,
         on_checkpoint: Callable[[float], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         CHECKPOINT_INTERVAL.validate(checkpoint_interval)  # the daemons' own rule, for library callers
         self.engine = engine
@@ -145,8 +112,9 @@ class Committer:
         self.stats = CommitStats() if stats is None else stats
         self.on_commit = on_commit
         self.on_checkpoint = on_checkpoint
-        self._clock = clock
-        self._slow_checkpoint_warned_at: float | None = None
+        self.clock = clock
+        self._sleep = sleep
+        self._slow_checkpoints = SlowCheckpoints()
         self.partitioning = parse_partition_by(partition_by)
         self.partition_by = tuple(s.name for s in self.partitioning)
         self.table: TableLog | None = engine.open(table_uri, self.storage_options)
@@ -221,15 +189,8 @@ class Committer:
         assert self.table is not None, "no table yet: ensure_table first"
         version = self.table.version()
         if self._schema is None or self._schema[0] != version:
-            self._schema = (version, self._with_widening(self.table.arrow_schema(), self.table))
+            self._schema = (version, with_widening(self.table.arrow_schema(), self.table.configuration()))
         return self._schema[1]
-
-    @staticmethod
-    def _with_widening(schema: pa.Schema, table: TableLog) -> pa.Schema:
-        """``schema`` carrying the table's type-widening property in its metadata, so that the
-        rule (:func:`parka.evolution.merge_schemas`) travels with it, to Spark's executors too."""
-        enabled = str(table.configuration().get(TYPE_WIDENING_KEY, "")).lower() == "true"
-        return schema.with_metadata({**(schema.metadata or {}), TYPE_WIDENING_KEY: "true"}) if enabled else schema
 
     def stats_config(self) -> StatsConfig:
         """The statistics the table's properties ask its data files for, at its current snapshot
@@ -303,7 +264,7 @@ class Committer:
         6. One Delta commit, with no automatic retries: the new files (Kafka coordinates in
            their tags) and, per partition with anything new, ``txn`` = its highest new offset.
            A ``CommitConflict`` (a concurrent commit the engine could not rebase this one on,
-           in 4, 5 or 6) goes back to 3 after a short backoff; after
+           in 4, 5 or 6) goes back to 3 after a short backoff (:meth:`retry`); after
            :data:`MAX_COMMIT_ATTEMPTS` it is raised.
            Any other ``CommitError`` is raised with the files left in place: the commit may
            have landed, and only the log tells; step 3 of the next attempt sorts it out.
@@ -323,128 +284,138 @@ class Committer:
         """
         if not landed and not refused:
             return CommitResult()
-        started, commits = time.monotonic(), self.stats.commits
+        started, commits = self.clock(), self.stats.commits
         if landed and not durable:
             make_durable(self.root, self.storage_options)
         failure: Refused | None = None
         stopped: list[LandedSegment] = []
         if refused and self.dlq_table_uri is None:
-            failure = min(refused, key=lambda r: (r.partition, r.offset))
-            first_bad: dict[int, int] = {}
-            for r in refused:
-                first_bad[r.partition] = min(r.offset, first_bad.get(r.partition, r.offset))
-            stopped = [s for s in landed if s.offset >= first_bad.get(s.partition, s.offset + 1)]
-            landed = [s for s in landed if s.offset < first_bad.get(s.partition, s.offset + 1)]
+            failure, landed, stopped = stop_at_refused(landed, refused)
             refused = []
             if not landed:  # nothing to keep: no stitched file needs trimming
-                self._discard(self._settle([], stopped)[1])
+                self._discard(settle_files([], stopped, self._trim)[1])
                 stopped = []
-        result = self._commit(landed, refused, commit_info or {}, stopped)
+        partitions = {s.partition for s in landed} | {r.partition for r in refused}
+        info = commit_info or {}
+        result = self.retry(lambda txn: self._attempt(txn, landed, refused, info, stopped), partitions)
         if self.on_commit is not None and self.stats.commits > commits:
-            self.on_commit(time.monotonic() - started)
+            self.on_commit(self.clock() - started)
         if failure is not None:
             log.error("stopped at %s[%d]@%d: %s", self.topic, failure.partition, failure.offset, failure.error)
             raise failure.error
         return result
 
-    def _commit(
+    def _attempt(
         self,
+        table_txn: Mapping[int, int | None],
         landed: Sequence[LandedSegment],
         refused: Sequence[Refused],
         commit_info: Mapping[str, Any],
-        stopped: Sequence[LandedSegment] = (),
+        stopped: Sequence[LandedSegment],
     ) -> CommitResult:
-        partitions = {s.partition for s in landed} | {r.partition for r in refused}
-        for attempt in range(MAX_COMMIT_ATTEMPTS):
-            table_txn = self.txn_versions(partitions)
-            table = self.table
+        """Steps 3 (from the ``txn`` versions just read) to 7 of :meth:`commit`, once."""
+        table = self.table
+        split = split_covered(table_txn, landed, refused)
+        fresh, stale, last = split.fresh, split.stale, split.last
+        trimmed: list[str] = []
+        # Steps 4-6 each commit to a table another writer may have moved: a conflict in any
+        # of them goes back to 3 (they are idempotent: the dead-letter txn, the columns present).
+        try:
+            if table is None:  # refused messages only, and no table yet to record progress in
+                self._dead_letter(refused)
+                return CommitResult(table_txn=table_txn)
+            if self._dead_letter(split.dead):
+                crash_point("after-dead-letters")
+            self._evolve(table, fresh)
+            files, doomed = settle_files(fresh, [*stale, *stopped], self._trim)
+            trimmed = [f.path for f in files if f.path not in {g.path for s in fresh for g in s.files}]
+            if trimmed:
+                make_durable(self.root, self.storage_options)
+            version = table.commit_add_files(
+                files,
+                txns={self.app_txn(p): off for p, off in last.items()},
+                commit_info={"parka.app_id": self.app_id, "parka.topic": self.topic, **commit_info},
+            )
+        except CommitConflict:
+            self._discard(trimmed)
+            raise
+        crash_point("after-delta-commit")
+        if stale:
+            log.info(
+                "dropped %d segment(s) the table already had: partitions %s (another writer with app id %s, "
+                "or a replay)",
+                len(stale),
+                sorted({s.partition for s in stale}),
+                self.app_id,
+            )
+        self._discard(doomed)
+        self._count(fresh, files, {f.path for s in stale for f in s.files}, version, last)
+        return CommitResult(version, last, table_txn)
 
-            def covered(partition: int, offset: int, done: Mapping[int, int | None] = table_txn) -> bool:
-                v = done[partition]
-                return v is not None and offset <= v
+    # -- the retry, for the protocol and for the commits it does not make itself ---------------
 
-            fresh = [s for s in landed if not covered(s.partition, s.offset)]
-            stale = [s for s in landed if covered(s.partition, s.offset)]
-            dead = [r for r in refused if not covered(r.partition, r.offset)]
-            last: dict[int, int] = {}
-            for p, off in [(s.partition, s.offset) for s in fresh] + [(r.partition, r.offset) for r in dead]:
-                last[p] = max(off, last.get(p, -1))
-            trimmed: list[str] = []
-            # Steps 4-6 each commit to a table another writer may have moved: a conflict in any
-            # of them goes back to 3 (they are idempotent: the dead-letter txn, the columns present).
+    def retry(
+        self, attempt: Callable[[Mapping[int, int | None]], T], partitions: Iterable[int] = (), *, what: str = "commit"
+    ) -> T:
+        """Run ``attempt`` until no other writer's commit refuses it; returns what it returned.
+        Each attempt gets the ``txn`` version of each of ``partitions``, read afresh
+        (:meth:`txn_versions`); one that raises ``CommitConflict`` is counted, logged (a ``what``
+        conflict) and tried again after a backoff (:func:`backoff_s`, through ``sleep``). Used by
+        :meth:`commit`, a schema given up front (:meth:`add_columns`) and Iceberg's Spark writer
+        in decode mode (then :meth:`count_commit`). Anything else ``attempt`` raises goes up at once.
+
+        Raises:
+            CommitConflict: :data:`MAX_COMMIT_ATTEMPTS` attempts in a row conflicted; it names the
+                table and the count.
+        """
+        wanted = list(partitions)
+        for n in range(MAX_COMMIT_ATTEMPTS):
+            txn = self.txn_versions(wanted)
             try:
-                if table is None:  # refused messages only, and no table yet to record progress in
-                    self._dead_letter(refused)
-                    return CommitResult(table_txn=table_txn)
-                if self._dead_letter(dead):
-                    crash_point("after-dead-letters")
-                self._evolve(table, fresh)
-                files, doomed = self._settle(fresh, [*stale, *stopped])
-                trimmed = [f.path for f in files if f.path not in {g.path for s in fresh for g in s.files}]
-                if trimmed:
-                    make_durable(self.root, self.storage_options)
-                version = table.commit_add_files(
-                    files,
-                    txns={self.app_txn(p): off for p, off in last.items()},
-                    commit_info={"parka.app_id": self.app_id, "parka.topic": self.topic, **commit_info},
-                )
+                return attempt(txn)
             except CommitConflict as exc:
                 self.stats.conflicts += 1
-                log.info("commit conflict (attempt %d): re-reading the table (%s)", attempt + 1, exc)
-                self._discard(trimmed)
-                time.sleep(min(0.05 * 2**attempt, 2.0))
-                continue
-            crash_point("after-delta-commit")
-            if stale:
-                log.info(
-                    "dropped %d segment(s) the table already had: partitions %s (another writer with app id %s, "
-                    "or a replay)",
-                    len(stale),
-                    sorted({s.partition for s in stale}),
-                    self.app_id,
-                )
-            self._discard(doomed)
-            self._count(fresh, files, {f.path for s in stale for f in s.files}, version, last)
-            return CommitResult(version, last, table_txn)
-        raise CommitConflict(f"gave up after {MAX_COMMIT_ATTEMPTS} conflicting commit attempts on {self.table_uri}")
+                log.info("%s conflict (attempt %d): re-reading the table (%s)", what, n + 1, exc)
+                if n + 1 < MAX_COMMIT_ATTEMPTS:
+                    self._sleep(backoff_s(n))
+        raise CommitConflict(f"gave up after {MAX_COMMIT_ATTEMPTS} conflicting {what} attempts on {self.table_uri}")
 
-    def _settle(self, keep: Sequence[LandedSegment], drop: Sequence[LandedSegment]) -> tuple[list[DataFile], list[str]]:
-        """The files to commit for ``keep`` and the paths to delete for ``drop``.
+    def add_columns(self, fields: Sequence[pa.Field]) -> None:
+        """Add ``fields`` to the table in a commit of their own (a schema given up front:
+        :meth:`parka.lake.LandingSession.evolve_to`), counted as a schema evolution. An attempt
+        of :meth:`retry`.
 
-        A file holds one segment, or several stitched ones. One whose segments are all kept is
-        committed as is, one whose segments are all dropped is deleted. A stitched file holding
-        both (another writer with this app id committed part of it, or a refused message stops
-        its partition half way) is replaced by a new file with the kept segments' row groups
-        (:func:`parka.lake._files.trim_stitched`); the old one is deleted.
+        Raises:
+            CommitConflict: another writer's commit won.
+            CommitError: the table refused the columns.
         """
-        files: dict[str, tuple[DataFile, list[LandedSegment], list[LandedSegment]]] = {}
-        for s in keep:
-            for f in s.files:
-                files.setdefault(f.path, (f, [], []))[1].append(s)
-        for s in drop:
-            for f in s.files:
-                files.setdefault(f.path, (f, [], []))[2].append(s)
-        commit: list[DataFile] = []
-        doomed: list[str] = []
-        for path, (f, kept, dropped) in files.items():
-            if not dropped:
-                commit.append(f)
-                continue
-            doomed.append(path)
-            if kept:
-                commit.append(
-                    trim_stitched(
-                        f,
-                        kept,
-                        table_uri=self.root,
-                        table_schema=self.table_schema(),
-                        partition_by=self.partitioning,
-                        storage_options=self.storage_options,
-                        stats_config=self.stats_config(),
-                    )
-                )
-                self.stats.trimmed_files += 1
-        return commit, doomed
+        assert self.table is not None, "no table yet: ensure_table first"
+        self.table.add_columns(list(fields))
+        self.table.commit_add_files([], txns={}, commit_info={"parka.app_id": self.app_id, "parka.topic": self.topic})
+        self.stats.schema_evolutions += 1
+
+    def count_commit(self, *, segments: int, records: int, started: float) -> None:
+        """Count a commit a writer of the caller's made through :meth:`retry` (Iceberg's Spark
+        writer in decode mode): ``segments`` and ``records`` in it, and the seconds since
+        ``started`` (a reading of ``clock`` before the first attempt) told to ``on_commit``."""
+        self.stats.commits += 1
+        self.stats.segments += segments
+        self.stats.records += records
+        if self.on_commit is not None:
+            self.on_commit(self.clock() - started)
+
+    def _trim(self, f: DataFile, kept: list[LandedSegment]) -> DataFile:
+        """A stitched file rewritten with ``kept``'s row groups only (:func:`settle_files`)."""
+        self.stats.trimmed_files += 1
+        return trim_stitched(
+            f,
+            kept,
+            table_uri=self.root,
+            table_schema=self.table_schema(),
+            partition_by=self.partitioning,
+            storage_options=self.storage_options,
+            stats_config=self.stats_config(),
+        )
 
     def _count(
         self, fresh: Sequence[LandedSegment], files: Sequence[DataFile], covered: set[str], version: int, last: Any
@@ -470,44 +441,15 @@ class Committer:
         )
         if self.checkpoint_interval and st.commits % self.checkpoint_interval == 0:
             assert self.table is not None
-            start = self._clock()
+            start = self.clock()
             self.table.checkpoint()
-            end = self._clock()
+            end = self.clock()
             if self.on_checkpoint is not None:
                 self.on_checkpoint(end - start)
-            self._watch_checkpoint(version, end - start, end)
+            self._slow_checkpoints.seen(
+                self.table, self.engine.name, version, end - start, end, self.checkpoint_interval
+            )
             self.remove_orphans()
-
-    def _watch_checkpoint(self, version: int, seconds: float, now: float) -> None:
-        """Warn about a slow checkpoint (at most every ten minutes): it delays the commits, and
-        on a table whose small files compaction keeps removing it grows with the tombstones
-        the Delta log keeps for ``delta.deletedFileRetentionDuration`` (and so does every
-        reader's opening of the table)."""
-        if seconds < SLOW_CHECKPOINT_S:
-            return
-        last = self._slow_checkpoint_warned_at
-        if last is not None and now - last < SLOW_CHECKPOINT_WARNING_EVERY_S:
-            log.debug("the checkpoint of version %d took %.1f s", version, seconds)
-            return
-        self._slow_checkpoint_warned_at = now
-        assert self.table is not None
-        why = ""
-        if self.engine.name.startswith("delta"):
-            retention = self.table.configuration().get(
-                "delta.deletedFileRetentionDuration", f"{DELTA_DEFAULT_TOMBSTONE_RETENTION}, the default"
-            )
-            why = (
-                "; a checkpoint keeps a tombstone for every file removed (by compaction too) until "
-                f"delta.deletedFileRetentionDuration is over ({retention} here), and every reader reads "
-                "them: a shorter retention keeps both small (docs/ingest.md, background compaction)"
-            )
-        log.warning(
-            "the checkpoint of version %d took %.1f s (every %d commits)%s",
-            version,
-            seconds,
-            self.checkpoint_interval,
-            why,
-        )
 
     def _dead_letter(self, dead: Sequence[Refused]) -> int:
         """Append dead letters not yet in the dead-letter table; returns how many were appended."""
@@ -529,29 +471,15 @@ class Committer:
         return appended
 
     def _evolve(self, table: TableLog, fresh: Sequence[LandedSegment]) -> None:
-        """Evolve the table's schema to take the new files (idempotent): each segment's changed
-        columns are merged, at any depth, into the current table schema (re-read in step 3, so
-        another writer's evolution is built on, not undone), then handed to the engine.
+        """Evolve the table's schema to take the new files (idempotent: :func:`evolved_columns`
+        of the schema re-read in step 3).
 
         Raises:
             SchemaMismatchError: another writer changed the table so that it no longer takes them.
         """
-        fields = [f for s in fresh for f in s.new_fields]
-        if not fields:
+        if not any(s.new_fields for s in fresh):
             return
-        current = self._with_widening(table.arrow_schema(), table)
-        target = current
-        for s in fresh:
-            if not s.new_fields:
-                continue
-            merge = merge_schemas(target, pa.schema(list(s.new_fields)), absent_ok=target.names)
-            if merge.problems:
-                p = merge.problems[0]
-                raise SchemaMismatchError(
-                    f"the table cannot take {s.topic}[{s.partition}]@{s.offset}: column {p}", field=p.path
-                )
-            target = merge.schema
-        changed = [f for f in target if f.name not in current.names or not f.equals(current.field(f.name))]
+        changed = evolved_columns(with_widening(table.arrow_schema(), table.configuration()), fresh)
         if changed:
             table.add_columns(changed)
             self.stats.schema_evolutions += 1

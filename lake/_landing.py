@@ -20,15 +20,14 @@ the engine (:class:`parka.lake.LogEngine`). The app id defaults to
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import pyarrow as pa
 
-from parka.errors import CommitConflict, ConfigError, SchemaMismatchError
+from parka.errors import ConfigError, SchemaMismatchError
 from parka.segment import RESERVED_FIELDS
 
-from ._committer import MAX_COMMIT_ATTEMPTS, Committer
+from ._committer import Committer
 from ._plan import FileName, app_txn_id, columns_text, fit_segment, legacy_app_id
 
 __all__ = ["LandingSession", "given_schema_refused"]
@@ -90,8 +89,9 @@ class LandingSession:
     def evolve_to(self, schema: pa.Schema) -> bool:
         """Make the existing table take ``schema`` (one given up front) by the rule segments are
         held to (:func:`parka.lake.fit_segment`): with ``merge``, its new columns are added now,
-        in a commit of their own that re-reads the table on a conflict, as
-        :meth:`Committer.commit` does. Returns whether the schema changed.
+        in a commit of their own, re-read and tried again on a conflict
+        (:meth:`Committer.retry`, as :meth:`Committer.commit` is). Returns whether the schema
+        changed.
 
         Raises:
             SchemaMismatchError: the table cannot take ``schema``.
@@ -99,27 +99,18 @@ class LandingSession:
         """
         c = self.committer
         assert c.table is not None, "only for an existing table"
-        info = {"parka.app_id": c.app_id, "parka.topic": c.topic}
-        for attempt in range(MAX_COMMIT_ATTEMPTS):
-            table = c.table
-            table.refresh()
+
+        def attempt(_: Mapping[int, int | None]) -> bool:  # on the table re-read
             fit = fit_segment(c.table_schema(), schema, partition_by=c.partitioning, merge=c.merge)
             if fit.problem is not None:
                 raise SchemaMismatchError(f"the table cannot take the given schema: {fit.problem}", field=fit.field)
             if not fit.new_fields:
                 return False
-            try:
-                table.add_columns(list(fit.new_fields))
-                table.commit_add_files([], txns={}, commit_info=info)
-            except CommitConflict as exc:
-                c.stats.conflicts += 1
-                log.info("schema change conflict (attempt %d): re-reading the table (%s)", attempt + 1, exc)
-                time.sleep(min(0.05 * 2**attempt, 2.0))
-                continue
-            c.stats.schema_evolutions += 1
+            c.add_columns(fit.new_fields)
             log.info("table schema evolved to the given schema: %s", ", ".join(f.name for f in fit.new_fields))
             return True
-        raise CommitConflict(f"gave up after {MAX_COMMIT_ATTEMPTS} conflicting schema changes on {c.table_uri}")
+
+        return c.retry(attempt, what="schema change")
 
     def settle_app_id(self, partitions: Iterable[int]) -> str:
         """The app id to land under, for the topic's ``partitions``, and the committer's from

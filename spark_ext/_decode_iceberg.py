@@ -28,7 +28,8 @@ Exactly once, per micro-batch, on the driver (``foreachBatch``: :class:`IcebergB
    records it as one) that Iceberg refuses when any data file was added after S, so another
    writer's commit is never rebased past; Iceberg's own retries rebase it only over snapshots that
    added no data (a schema change). A refused commit is a conflict: Iceberg deletes the files it
-   wrote and the batch goes back to 2 (as many attempts as the committer makes).
+   wrote and the batch goes back to 2, through the committer's one retry
+   (:meth:`parka.lake.Committer.retry`: its backoff, its limit).
 5. Only then does Spark mark the batch done in its checkpoint.
 
 A crash before 4 commits nothing (the replay starts over); after it, the replay finds every
@@ -41,12 +42,11 @@ from __future__ import annotations
 import functools
 import logging
 import operator
-import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-from parka.lake import MAX_COMMIT_ATTEMPTS, Committer, LandingSession
+from parka.lake import Committer, LandingSession
 
 from parka.errors import CommitConflict, CommitError, ConfigError, ParkaError, SchemaMismatchError
 
@@ -55,6 +55,7 @@ from ._options import ICEBERG_CATALOG_CLASS, ICEBERG_CATALOG_IDENTITY, iceberg_c
 from ._query import LandingRun, kafka_stream, resume_from_table, with_trigger
 from ._reader import decode, spark_schema
 from ._session import SparkSetupError, iceberg_packages, jvm_cause, translate
+from ._stream_schema import stream_decoder
 
 if TYPE_CHECKING:
     from ._settings import SparkIngestSettings
@@ -142,8 +143,6 @@ def start_decode_iceberg(
     """
     from parka.lake import IcebergEngine  # the iceberg extra: only when asked for
 
-    from ._decode import stream_decoder
-
     assert s.catalog is not None
     engine = IcebergEngine(s.catalog, s.catalog_options, s.storage_options)
     use_catalog(spark, s.catalog, engine.properties)
@@ -191,7 +190,23 @@ class IcebergBatches:
             raise
 
     def land(self, kafka: Any, batch_id: int) -> None:
-        """Land the batch of Kafka rows ``kafka``, exactly once.
+        """Land the batch of Kafka rows ``kafka``, exactly once: its partitions' offset ranges,
+        then :meth:`land_ranges` (which raises what it says)."""
+        from pyspark.sql import functions as F
+
+        ranges = {
+            int(r["partition"]): (int(r["first"]), int(r["last"]))
+            for r in kafka.groupBy("partition")
+            .agg(F.min("offset").alias("first"), F.max("offset").alias("last"))
+            .collect()
+        }
+        self.land_ranges(kafka, ranges, batch_id)
+
+    def land_ranges(self, kafka: Any, ranges: Mapping[int, tuple[int, int]], batch_id: int) -> None:
+        """Land ``kafka``, whose Kafka partitions' offsets span ``ranges`` (partition -> first,
+        last), in attempts of the committer's retry (:meth:`parka.lake.Committer.retry`: each on
+        the table read afresh, a conflict counted and tried again after a backoff), counted in its
+        stats when one committed (:meth:`parka.lake.Committer.count_commit`).
 
         Raises:
             SegmentError, SegmentDecodeError, SchemaMismatchError: a segment the table cannot
@@ -199,52 +214,42 @@ class IcebergBatches:
             CommitConflict: conflicts that did not resolve.
             CommitError: the write or the table failed otherwise.
         """
-        from pyspark.sql import functions as F
-
-        committer = self.run.session.committer
-        stats = committer.stats
-        ranges = {
-            int(r["partition"]): (int(r["first"]), int(r["last"]))
-            for r in kafka.groupBy("partition")
-            .agg(F.min("offset").alias("first"), F.max("offset").alias("last"))
-            .collect()
-        }
         if not ranges:
             return
-        for attempt in range(MAX_COMMIT_ATTEMPTS):
-            # the table read afresh: each partition's txn version (-1: nothing of it yet)
-            done = {p: -1 if v is None else v for p, v in committer.txn_versions(ranges).items()}
-            last = {p: hi for p, (_, hi) in ranges.items() if hi > done[p]}
-            if not last:
-                log.info("batch %d: the table has all of it already", batch_id)
-                return
-            covered = [(p, v) for p, v in done.items() if v >= ranges[p][0]]
-            rows = kafka
-            if covered:
-                have = functools.reduce(
-                    operator.or_, [(F.col("partition") == p) & (F.col("offset") <= v) for p, v in covered]
-                )
-                rows = kafka.where(~have)
-            started = time.monotonic()
-            try:
-                segments, records = self._append(
-                    rows, committer, {committer.app_txn(p): o for p, o in last.items()}, batch_id
-                )
-            except CommitConflict as exc:
-                stats.conflicts += 1
-                log.info("commit conflict (attempt %d): re-reading the table (%s)", attempt + 1, exc)
-                time.sleep(min(0.05 * 2**attempt, 2.0))
-                continue
-            stats.commits += 1
-            stats.segments += segments
-            stats.records += records
-            if committer.on_commit is not None:
-                committer.on_commit(time.monotonic() - started)
-            log.debug("batch %d: %d segments, %d records", batch_id, segments, records)
+        committer = self.run.session.committer
+        started = committer.clock()
+        written = committer.retry(lambda txn: self._attempt(kafka, ranges, txn, batch_id), ranges)
+        if written is None:
+            log.info("batch %d: the table has all of it already", batch_id)
             return
-        raise CommitConflict(
-            f"gave up after {MAX_COMMIT_ATTEMPTS} conflicting commit attempts on {committer.table_uri}"
-        )
+        segments, records = written
+        committer.count_commit(segments=segments, records=records, started=started)
+        log.debug("batch %d: %d segments, %d records", batch_id, segments, records)
+
+    def _attempt(
+        self, kafka: Any, ranges: Mapping[int, tuple[int, int]], txn: Mapping[int, int | None], batch_id: int
+    ) -> tuple[int, int] | None:
+        """Steps 3 and 4 on the table's ``txn`` versions ``txn``, read in 2; returns the segments
+        and records written, or ``None`` when the table has the whole batch already.
+
+        Raises:
+            CommitConflict: another commit won (:meth:`_append`).
+        """
+        committer = self.run.session.committer
+        done = {p: -1 if v is None else v for p, v in txn.items()}  # -1: nothing of it yet
+        last = {p: hi for p, (_, hi) in ranges.items() if hi > done[p]}
+        if not last:
+            return None
+        covered = [(p, v) for p, v in done.items() if v >= ranges[p][0]]
+        rows = kafka
+        if covered:
+            from pyspark.sql import functions as F
+
+            have = functools.reduce(
+                operator.or_, [(F.col("partition") == p) & (F.col("offset") <= v) for p, v in covered]
+            )
+            rows = kafka.where(~have)
+        return self._append(rows, committer, {committer.app_txn(p): o for p, o in last.items()}, batch_id)
 
     def _append(self, rows: Any, committer: Committer, txns: Mapping[str, int], batch_id: int) -> tuple[int, int]:
         """Decode ``rows`` and append them to the table as last read, with ``txns`` over its

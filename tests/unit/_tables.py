@@ -1,13 +1,27 @@
 """Real segments written into real delta-rs tables in temporary folders, as a commit writes
-them: shared by the committer's and the optimizer's tests."""
+them: shared by the committer's and the optimizer's tests. With a table that loses races to
+another writer (:class:`Conflicting`) and a clock that moves on at every reading
+(:class:`SteppingClock`), for the committer's retry and timings."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
-from parka.lake import Committer, LandedSegment, RsEngine, check_segment, read_segment, write_segments
+from parka.lake import (
+    Committer,
+    DataFile,
+    LandedSegment,
+    RsEngine,
+    TableLog,
+    check_segment,
+    read_segment,
+    write_segments,
+)
 
+from parka.errors import CommitConflict
 from parka.schema import schema_fingerprint
 from parka.segment import encode_segment
 
@@ -41,3 +55,44 @@ def stitched(c: Committer, segments: list[tuple[int, int, list[int]]], day: str 
         partition_by=c.partitioning,
         stats_config=c.stats_config(),
     )
+
+
+class Conflicting:
+    """A table (a :class:`parka.lake.TableLog`) whose next commits lose a race to another writer:
+    one per entry of ``meanwhile``, which runs first (what the writer that won did), then the
+    commit raises ``CommitConflict``. Everything else is ``table``'s; ``attempts`` counts the
+    commits tried."""
+
+    def __init__(self, table: TableLog, meanwhile: Sequence[Callable[[], object]]) -> None:
+        self.table, self.meanwhile, self.attempts = table, list(meanwhile), 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.table, name)
+
+    def commit_add_files(
+        self, files: Sequence[DataFile], *, txns: Mapping[str, int], commit_info: Mapping[str, Any] | None = None
+    ) -> int:
+        self.attempts += 1
+        if self.meanwhile:
+            self.meanwhile.pop(0)()
+            raise CommitConflict(f"attempt {self.attempts}: another writer's commit won")
+        return self.table.commit_add_files(files, txns=txns, commit_info=commit_info)
+
+
+def conflicting(c: Committer, *meanwhile: Callable[[], object]) -> Conflicting:
+    """Make ``c``'s table lose its next ``len(meanwhile)`` commits (:class:`Conflicting`)."""
+    assert c.table is not None
+    table = Conflicting(c.table, meanwhile)
+    c.table = table  # type: ignore[assignment]
+    return table
+
+
+class SteppingClock:
+    """A clock each reading finds ``step`` seconds later."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now

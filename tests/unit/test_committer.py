@@ -18,7 +18,7 @@ from parka.errors import ConfigError, SegmentDecodeError, SegmentError
 from parka.schema import schema_fingerprint
 from parka.segment import decode_segment, encode_segment
 
-from ._tables import SCHEMA, committer, landed, stitched
+from ._tables import SCHEMA, SteppingClock, committer, conflicting, landed, stitched
 
 
 def refused(partition: int, offset: int) -> Refused:
@@ -261,21 +261,10 @@ def test_segments_adding_different_nested_fields_in_one_commit_all_join(tmp_path
     assert [r["commits"] for r in rows] == [None, None, [{"sha": "x"}]]
 
 
-class _SteppingClock:
-    """A clock each checkpoint finds ``step`` seconds later: every reading moves it on."""
-
-    def __init__(self, step: float) -> None:
-        self.now, self.step = 0.0, step
-
-    def __call__(self) -> float:
-        self.now += self.step
-        return self.now
-
-
 def test_a_slow_checkpoint_is_a_warning_naming_the_tombstone_retention_once_per_ten_minutes(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    clock = _SteppingClock(2.0)  # each checkpoint "takes" 2 s
+    clock = SteppingClock(2.0)  # each checkpoint "takes" 2 s
     timed: list[float] = []
     c = committer(tmp_path / "t", checkpoint_interval=1, clock=clock, on_checkpoint=timed.append)
     with caplog.at_level("WARNING", logger="parka.commit"):
@@ -301,8 +290,51 @@ def test_a_slow_checkpoint_is_a_warning_naming_the_tombstone_retention_once_per_
 
 
 def test_a_quick_checkpoint_says_nothing(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    c = committer(tmp_path / "t", checkpoint_interval=1, clock=_SteppingClock(0.1))
+    c = committer(tmp_path / "t", checkpoint_interval=1, clock=SteppingClock(0.1))
     with caplog.at_level("WARNING", logger="parka.commit"):
         c.commit([landed(c, 0, 0, [1])])
     assert not [r for r in caplog.records if r.levelname == "WARNING"]
     assert list((tmp_path / "t" / "_delta_log").glob("*.checkpoint.parquet"))  # it did checkpoint
+
+
+def test_a_conflict_goes_back_to_reading_the_table_after_a_backoff_through_the_injected_sleep(tmp_path: Path) -> None:
+    """Another writer with the app id commits offset 1 while this commit of 1-2 is on its way: the
+    attempt after the conflict re-reads the table, drops 1 (covered) and commits 2; a second
+    conflict, and the third attempt lands. The backoffs went through ``sleep``."""
+    slept: list[float] = []
+    c = committer(tmp_path / "t", sleep=slept.append)
+    c.commit([landed(c, 0, 0, [1])])
+    other = committer(tmp_path / "t")
+    mine = [landed(c, 0, 1, [2]), landed(c, 0, 2, [3])]
+    table = conflicting(c, lambda: other.commit([landed(other, 0, 1, [2])]), lambda: None)
+    result = c.commit(mine)
+    assert (dict(result.last), dict(result.table_txn), table.attempts) == ({0: 2}, {0: 1}, 3)
+    assert slept == [0.05, 0.1]
+    assert ids(tmp_path / "t") == [1, 2, 3]
+    assert (c.stats.conflicts, c.stats.commits, c.stats.segments, c.stats.covered_files) == (2, 2, 2, 1)
+    assert not (tmp_path / "t" / mine[0].files[0].path).exists()  # the covered one's file is deleted
+
+
+def test_conflicts_past_the_limit_give_up_naming_the_table_and_the_count(tmp_path: Path) -> None:
+    from parka.lake import MAX_COMMIT_ATTEMPTS
+
+    from parka.errors import CommitConflict
+
+    slept: list[float] = []
+    c = committer(tmp_path / "t", sleep=slept.append)
+    segment = landed(c, 0, 0, [1])
+    table = conflicting(c, *[lambda: None] * (MAX_COMMIT_ATTEMPTS + 1))
+    with pytest.raises(CommitConflict) as info:
+        c.commit([segment])
+    assert str(info.value) == f"gave up after 20 conflicting commit attempts on {tmp_path / 't'}"
+    assert (table.attempts, c.stats.conflicts, c.stats.commits) == (20, 20, 0)
+    assert slept[:6] == [0.05, 0.1, 0.2, 0.4, 0.8, 1.6] and slept[6:] == [2.0] * 13  # none after the last
+    assert ids(tmp_path / "t") == []
+
+
+def test_the_commit_metric_is_timed_by_the_injected_clock(tmp_path: Path) -> None:
+    timed: list[float] = []
+    c = committer(tmp_path / "t", clock=SteppingClock(0.25), on_commit=timed.append)
+    c.commit([landed(c, 0, 0, [1])])
+    c.commit([landed(c, 0, 0, [1])])  # a replay: nothing committed, nothing told
+    assert timed == [0.25]

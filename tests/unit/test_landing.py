@@ -128,9 +128,12 @@ def test_a_given_schema_the_table_cannot_take_is_refused(tmp_path: Path) -> None
 
 
 def test_a_given_schema_is_evolved_to_through_the_committer_and_a_conflict_retried(tmp_path: Path) -> None:
+    """The committer's one retry: the table re-read after each conflict, a backoff through its
+    ``sleep``, the conflicts and the evolution in its counters, and its give-up."""
     c = committer(tmp_path / "t")
     c.commit([landed(c, 0, 0, [1])])
-    session = LandingSession(committer(tmp_path / "t", merge=True))
+    slept: list[float] = []
+    session = LandingSession(committer(tmp_path / "t", merge=True, sleep=slept.append))
     table = session.committer.table
     assert table is not None
     real_add = table.add_columns
@@ -145,9 +148,21 @@ def test_a_given_schema_is_evolved_to_through_the_committer_and_a_conflict_retri
 
     table.add_columns = add_once_conflicting  # type: ignore[method-assign]
     assert session.start(pa.schema([*SCHEMA, ("extra", pa.int32())])) == "table"
-    assert len(calls) == 2 and session.committer.stats.conflicts == 1
+    assert len(calls) == 2 and slept == [0.05]
+    stats = session.committer.stats
+    assert (stats.conflicts, stats.schema_evolutions, stats.commits) == (1, 1, 0)
     assert "extra" in DeltaTable(str(tmp_path / "t")).schema().to_arrow().names
     assert session.evolve_to(pa.schema([*SCHEMA, ("extra", pa.int32())])) is False  # nothing left to do
+
+    def always_conflicting(fields: Any) -> None:
+        calls.append(1)
+        raise CommitConflict("a concurrent commit won")
+
+    table.add_columns = always_conflicting  # type: ignore[method-assign]
+    with pytest.raises(CommitConflict) as info:
+        session.evolve_to(pa.schema([*SCHEMA, ("extra", pa.int32()), ("more", pa.string())]))
+    assert str(info.value) == f"gave up after 20 conflicting schema change attempts on {tmp_path / 't'}"
+    assert (len(calls), stats.conflicts, stats.schema_evolutions, len(slept)) == (22, 21, 1, 20)
 
 
 def test_dead_letters_are_one_data_file_per_partition_with_the_dead_letter_txn(tmp_path: Path) -> None:

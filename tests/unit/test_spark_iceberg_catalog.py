@@ -1,18 +1,24 @@
 """Decode mode into Iceberg without Spark: a pyiceberg catalog's properties as a Spark catalog of
-Iceberg's Spark runtime, the jars that takes, and the settings that allow it."""
+Iceberg's Spark runtime, the jars that takes, the settings that allow it, and a batch's commit
+through the committer's retry."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
-from parka.lake import IcebergEngine
+from parka.lake import Committer, IcebergEngine, LandingSession
 from parka.spark_ext import SparkIngestSettings
-from parka.spark_ext._decode_iceberg import spark_table_name
+from parka.spark_ext._decode_iceberg import IcebergBatches, spark_table_name
 from parka.spark_ext._options import iceberg_catalog_conf
+from parka.spark_ext._query import LandingRun
 from parka.spark_ext._session import SQLITE_JDBC, iceberg_packages
 
 from parka.errors import ConfigError
+
+from ._tables import SCHEMA, SteppingClock, conflicting, landed
 
 PREFIX = "spark.sql.catalog.lake"
 
@@ -110,3 +116,53 @@ def test_a_rest_catalogs_credential_is_redacted_by_the_sessions_pattern() -> Non
     assert secret_keys == {f"{PREFIX}.credential", f"{PREFIX}.token"}
     assert all(re.search(_REDACTION, k) for k in secret_keys)
     assert not re.search(_REDACTION, f"{PREFIX}.uri")
+
+
+class _Written(IcebergBatches):
+    """Iceberg's Spark writer stood in for, without Spark: a batch of 2 segments, 20 records,
+    whose commit carries the batch's ``txns`` (as the snapshot summary Spark's write makes),
+    through the table."""
+
+    def _append(self, rows: Any, committer: Committer, txns: Mapping[str, int], batch_id: int) -> tuple[int, int]:
+        assert committer.table is not None
+        committer.table.commit_add_files([], txns=txns, commit_info={"parka.spark_batch": batch_id})
+        return 2, 20
+
+
+def test_a_decode_batch_into_iceberg_commits_through_the_committers_retry(tmp_path: Path) -> None:
+    """Spark's write of a batch loses twice: another writer commits below the batch meanwhile,
+    then one more conflict; each attempt re-reads the table, backs off through the committer's
+    ``sleep``, and the third lands. The committer counts the conflicts and the commit, and times
+    it by its clock. A batch the table already has commits nothing."""
+    warehouse = {"warehouse": str(tmp_path / "warehouse")}
+    slept: list[float] = []
+    timed: list[float] = []
+    c = Committer(
+        IcebergEngine("test", warehouse),
+        table_uri="db.t",
+        topic="t",
+        app_id="app",
+        sleep=slept.append,
+        clock=SteppingClock(0.25),
+        on_commit=timed.append,
+    )
+    c.ensure_table(SCHEMA)
+    other = Committer(IcebergEngine("test", warehouse), table_uri="db.t", topic="t", app_id="app")
+    settings = SparkIngestSettings(
+        topic="t",
+        table_uri="db.t",
+        bootstrap_servers="b:9092",
+        mode="decode",
+        catalog="test",
+        catalog_options=warehouse,
+        checkpoint_location=str(tmp_path / "cp"),
+    )
+    batches = _Written(LandingRun(LandingSession(c)), spark_table_name("test", "db.t"), SCHEMA, settings)
+    table = conflicting(c, lambda: other.commit([landed(other, 0, 3, [1])]), lambda: None)
+    batches.land_ranges(None, {0: (5, 9), 1: (0, 4)}, batch_id=7)
+    assert (table.attempts, slept, timed) == (3, [0.05, 0.1], [0.25])
+    assert c.txn_versions([0, 1]) == {0: 9, 1: 4}
+    assert (c.stats.conflicts, c.stats.commits, c.stats.segments, c.stats.records) == (2, 1, 2, 20)
+
+    batches.land_ranges(None, {0: (6, 9)}, batch_id=8)  # a replay: in the table already
+    assert (table.attempts, c.stats.commits, timed) == (3, 1, [0.25])
