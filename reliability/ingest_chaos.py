@@ -85,13 +85,14 @@ class IngestPlan:
     kills: int
     leaves: int
     racer: bool = True
+    points: tuple[str, ...] = CRASH_POINTS  # the crash points the plan visits
 
 
 def plan(rng: random.Random, p: IngestPlan) -> list[Step]:
     """The seeded list of steps: every crash point ``crashes_per_point`` times, ``kills``
     SIGKILLs and ``leaves`` SIGTERMs, shuffled, each with a group size of 1 to 3."""
     steps = []
-    for point in CRASH_POINTS:
+    for point in p.points:
         for _ in range(p.crashes_per_point):
             # on-revoke needs a second worker to join or leave; crashes want company to rebalance
             low = 2 if point == "on-revoke" else 1
@@ -421,4 +422,5 @@ def run_ingest_chaos(
     steps = plan(random.Random(f"{seed}-ingest-plan"), p)
     window = (len(steps) // 3, len(steps) // 3 + max(2, len(steps) // 6)) if p.racer else None
     name = "ingest" if table_format == "delta" else f"ingest-{table_format}"
-    return IngestChaos(bootstrap, run_id, out, seed, steps, window, name=name, table_format=table_format).run(ids)
+    result = IngestChaos(bootstrap, run_id, out, seed, steps, window, name=name, table_format=table_format).run(ids)
+    return {**result, "crash_points": list(p.points)}

@@ -84,7 +84,7 @@ def summarize(
         requirements.append(
             (f"at least {needed} SIGKILLs of parka ingest workers{on} ({ingest_kills})", ingest_kills >= needed)
         )
-        for point in CRASH_POINTS:
+        for point in results[scenario].get("crash_points", CRASH_POINTS):
             n = ingest_faults.get(f"crash point {point}", 0)
             requirements.append((f"parka ingest killed at crash point {point}{on} ({n})", n > 0))
     if "spark" in results:

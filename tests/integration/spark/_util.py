@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -47,3 +48,18 @@ def wait_until_idle(query: Any, timeout_s: float = 60.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"query still busy after {timeout_s:.0f} s: {status}")
         time.sleep(0.1)  # between reads of the condition
+
+
+def committed_batches(table: Path) -> dict[int, int]:
+    """Spark micro-batch id -> data files its Delta commit added, from the log (parka records the
+    batch id in each commit's ``userMetadata``)."""
+    out: dict[int, int] = {}
+    for commit in sorted((table / "_delta_log").glob("[0-9]*.json")):
+        actions = [json.loads(line) for line in commit.read_text().splitlines()]
+        info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+        meta = json.loads(info.get("userMetadata") or "{}")
+        if meta.get("parka.spark_batch") is not None:
+            batch = meta["parka.spark_batch"]
+            assert batch not in out, f"batch {batch} committed twice"
+            out[batch] = sum("add" in a for a in actions)
+    return out

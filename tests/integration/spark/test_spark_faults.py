@@ -1,8 +1,8 @@
 """Faults on Spark raw mode (delta-spark commits): kill -9 of the driver running ``parka spark-ingest``
 before writing a micro-batch's files, between writing and committing them, and after committing
-(before Spark marks the batch done in its checkpoint), then a restart; and ``parka ingest``
-running at the same time on the same table with the same app id. Every record lands once, and no
-orphan file is left.
+(before Spark marks the batch done in its checkpoint), then a restart. Every record lands once,
+and no orphan file is left. (``parka ingest`` and Spark raw mode at the same time on one table is
+in test_spark_raw.py: it needs no driver of its own.)
 
 The kills come from the test hook ``PARKA_TEST_CRASH_AT`` (``parka/_crash.py``): the driver sends
 itself SIGKILL at the named point, after logging a line the test checks. Its JVM and Python
@@ -11,7 +11,6 @@ group to be empty before restarting."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -25,17 +24,15 @@ from parka.spark_ext._ingest import CHECKPOINTS_DIR
 
 from .. import _forked
 from .._ingest_util import (
-    FAST_GROUP,
     assert_no_orphans,
     data_files_on_disk,
     last_json,
     produce_events,
     referenced_files,
-    run_ingest,
     table_ids,
 )
 from .._servers import SHORT_JVM
-from ._util import SPARK
+from ._util import SPARK, committed_batches
 
 pytestmark = [*SPARK, pytest.mark.long(300)]
 
@@ -46,21 +43,6 @@ LOCAL += ("-c", f"spark.driver.extraJavaOptions={SHORT_JVM}")
 
 def spark_ingest(topic: str, table: Path, bootstrap: str, *extra: str) -> list[str]:
     return [sys.executable, "-m", "parka.cli", "spark-ingest", topic, str(table), "-k", bootstrap, *LOCAL, *extra]
-
-
-def committed_batches(table: Path) -> dict[int, int]:
-    """Spark micro-batch id -> data files its Delta commit added, from the log (parka records the
-    batch id in each commit's ``userMetadata``)."""
-    out: dict[int, int] = {}
-    for commit in sorted((table / "_delta_log").glob("[0-9]*.json")):
-        actions = [json.loads(line) for line in commit.read_text().splitlines()]
-        info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
-        meta = json.loads(info.get("userMetadata") or "{}")
-        if meta.get("parka.spark_batch") is not None:
-            batch = meta["parka.spark_batch"]
-            assert batch not in out, f"batch {batch} committed twice"
-            out[batch] = sum("add" in a for a in actions)
-    return out
 
 
 def group_alive(pgid: int) -> bool:
@@ -153,50 +135,4 @@ def test_kill_9_of_the_spark_driver_at_each_crash_point_then_restart_is_exactly_
     assert result["orphans_removed"] == len(stray)
     assert sorted(table_ids(table)) == list(range(1200))  # every record once
     assert sorted(committed_batches(table)) == list(range(max(committed_batches(table)) + 1))  # each batch once
-    assert_no_orphans(table)
-
-
-# Spark's first commit includes the driver's start (a JVM, Ivy's resolution of the jars), which took
-# over 120 s on a loaded 2-core machine; the wait stops at once if the driver exits instead
-@pytest.mark.timeout(600)
-def test_parka_ingest_and_spark_ingest_at_the_same_time_on_one_table(
-    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
-) -> None:
-    topic = new_topic(partitions=3)
-    table = tmp_path / "t"
-    produce_events(bootstrap, topic, 0, 150, batch=50)
-    run_ingest(topic, table, bootstrap, "--end-at-latest")  # the table exists before both start
-    produce_events(bootstrap, topic, 150, 2850, batch=50)  # 57 more segments, 19 per partition
-    spark_log, ingest_log = tmp_path / "spark.log", tmp_path / "ingest.log"
-    # same app id for both (the default, parka-<topic>); small commits so that they interleave
-    # -v: the commit lines this test waits on are at debug level
-    spark_cmd = spark_ingest(topic, table, bootstrap, "-v", "--end-at-latest", "--max-offsets-per-trigger", "3")
-    ingest_cmd = [sys.executable, "-m", "parka.cli", "ingest", topic, str(table), "-k", bootstrap, *FAST_GROUP]
-    ingest_cmd += ["--end-at-latest", "--max-segments-per-commit", "2"]
-    with open(spark_log, "wb") as out:
-        spark = _forked.popen(spark_cmd, stdout=subprocess.PIPE, stderr=out, start_new_session=True)
-    try:
-        # parka ingest joins once Spark has committed its first micro-batch
-        wait_until(
-            lambda: "committed " in spark_log.read_text() or spark.poll() is not None, 300, "Spark's first commit"
-        )
-        assert "committed " in spark_log.read_text(), (
-            f"spark-ingest exited {spark.returncode} before its first commit: {spark_log.read_text()[-4000:]}"
-        )
-        with open(ingest_log, "wb") as out:
-            ingest = _forked.popen(ingest_cmd, stdout=subprocess.PIPE, stderr=out)
-            ingest_out, _ = ingest.communicate(timeout=300)
-        spark_out, _ = spark.communicate(timeout=300)
-    finally:
-        if spark.poll() is None:
-            os.killpg(spark.pid, signal.SIGKILL)
-            spark.communicate(timeout=60)  # reaps it and closes its pipe
-    assert ingest.returncode == 0, ingest_log.read_text()[-4000:]
-    assert spark.returncode == 0, spark_log.read_text()[-4000:]
-    by_spark = last_json(subprocess.CompletedProcess([], 0, spark_out.decode(), ""))
-    by_ingest = last_json(subprocess.CompletedProcess([], 0, ingest_out.decode(), ""))
-    # both landed records, and Spark deleted uncommitted the files of offsets parka ingest took first
-    assert by_spark["records"] > 0 and by_ingest["records"] > 0
-    assert by_spark["covered_files"] > 0
-    assert sorted(table_ids(table)) == list(range(3000))
     assert_no_orphans(table)

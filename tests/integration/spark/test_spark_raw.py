@@ -5,6 +5,10 @@ which leaves nothing behind."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,18 +24,21 @@ from parka.spark_ext._cli import main
 
 from parka.errors import ConfigError, SchemaMismatchError
 
+from .. import _forked
 from .._ingest_util import (
+    FAST_GROUP,
     app_id_of,
     assert_no_orphans,
     assert_segments_stored_byte_for_byte,
     events,
+    last_json,
     produce_events,
     referenced_files,
     run_ingest,
     table_ids,
     wait_for_rows,
 )
-from ._util import SPARK, USER, rows_via_deltalake, rows_via_spark, wait_until_idle
+from ._util import SPARK, USER, committed_batches, rows_via_deltalake, rows_via_spark, wait_until_idle
 
 pytestmark = SPARK
 
@@ -214,3 +221,41 @@ def test_a_mistyped_partition_column_is_refused_before_anything_is_written(
             ingest(spark, settings)
         assert "--partition-by" in str(info.value) and "day: string, device: string" in str(info.value), mode
         assert not table.exists() and not dlq.exists(), mode
+
+
+def test_parka_ingest_and_spark_ingest_at_the_same_time_on_one_table(
+    spark: Any, bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """Spark raw mode (the session's, in a thread) and a ``parka ingest`` worker on one table at
+    once, with the same app id (the default for the table): small commits, so that they interleave.
+    Each record lands once, Spark deletes uncommitted the files of offsets parka ingest committed
+    first, and no orphan is left."""
+    topic = new_topic(partitions=3)
+    table = tmp_path / "t"
+    produce_events(bootstrap, topic, 0, 150, batch=50)
+    run_ingest(topic, table, bootstrap, "--end-at-latest")  # the table exists before both start
+    produce_events(bootstrap, topic, 150, 2850, batch=50)  # 57 more segments, 19 per partition
+    settings = SparkIngestSettings(
+        topic=topic, table_uri=str(table), bootstrap_servers=bootstrap, max_offsets_per_trigger=3
+    )
+    by_spark: list[Any] = []
+    spark_run = threading.Thread(target=lambda: by_spark.append(ingest(spark, settings)), daemon=True)
+    spark_run.start()
+    deadline = time.monotonic() + 120
+    while not committed_batches(table) and spark_run.is_alive():  # parka ingest joins after Spark's first commit
+        assert time.monotonic() < deadline, "no Spark commit within 120 s"
+        time.sleep(0.1)
+    ingest_cmd = [sys.executable, "-m", "parka.cli", "ingest", topic, str(table), "-k", bootstrap, *FAST_GROUP]
+    ingest_cmd += ["--end-at-latest", "--max-segments-per-commit", "2"]
+    worker = _forked.popen(ingest_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = worker.communicate(timeout=300)
+    spark_run.join(300)
+    assert not spark_run.is_alive(), "Spark's available-now run did not end within 300 s"
+    assert worker.returncode == 0, err[-4000:]
+    assert by_spark, "Spark's run raised (see the thread's exception above)"
+    by_ingest = last_json(subprocess.CompletedProcess([], 0, out, ""))
+    # both landed records, and Spark deleted uncommitted the files of offsets parka ingest took first
+    assert by_spark[0].records > 0 and by_ingest["records"] > 0
+    assert by_spark[0].covered_files > 0
+    assert sorted(table_ids(table)) == list(range(3000))
+    assert_no_orphans(table)
