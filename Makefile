@@ -19,7 +19,7 @@ BENCH_S3_UP = $(if $(BENCH_S3),PARKA_S3PROXY_BUCKET=$(firstword $(subst /, ,$(pa
 SEED ?= 1
 RELIABILITY_OUT ?= reliability-out
 
-.PHONY: help setup kafka-up kafka-down kafka-status spark-cluster-up spark-cluster-down lint docs docs-build test test-unit test-integration demo bench bench-quick bench-encodings bench-dropin bench-encryption bench-freshness bench-freshness-quick reliability reliability-quick clean
+.PHONY: compiled help setup kafka-up kafka-down kafka-status spark-cluster-up spark-cluster-down lint docs docs-build test test-unit test-integration demo bench bench-quick bench-encodings bench-dropin bench-encryption bench-freshness bench-freshness-quick reliability reliability-quick clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 20
@@ -77,9 +77,14 @@ PYTEST_WORKERS ?= 3
 # and the suite starts some 250 Python processes that import parka
 COMPILED := parka producer consumer lake spark_ext reliability tests benchmarks demo
 
-test: setup lint docs-build ## the whole suite: lint, the docs site, unit and integration tests (starts its own broker and servers)
-	$(BIN)/python -m compileall -q -j 0 $(COMPILED)
+# lint (mypy: one core) and the docs site (mkdocs: one core) side by side on the 2 cores, each
+# one's output kept together; then the tests
+test: setup ## the whole suite: lint, the docs site, unit and integration tests (starts its own broker and servers)
+	$(MAKE) --no-print-directory -j2 --output-sync=target lint docs-build compiled
 	$(BIN)/pytest -q -ra -n $(PYTEST_WORKERS)
+
+compiled: setup
+	$(BIN)/python -m compileall -q -j 0 $(COMPILED)
 
 # PARKA_BOOTSTRAP=HOST:PORT: the demo uses that broker (one already running) and starts none; it
 # then cannot read the broker's disk, so it prints no on-disk sizes
