@@ -1,5 +1,5 @@
 """Freshness: how soon produced rows can be read from the Delta table ``parka ingest`` keeps, and
-what the table looks like for its readers while it does (issue 22).
+what the table looks like for its readers while it does.
 
 For each producer rate of ``--rates`` (rows/s; ``max``: as fast as the producer goes), into a
 fresh topic of ``--partitions`` partitions and a fresh table:
