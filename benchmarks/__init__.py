@@ -14,13 +14,13 @@
 ``measure``            CPU and wall clocks, medians and spreads, units
 ``matrix``             bytes/row, producer and consumer CPU per encoding and batch size
 ``endtoend``           per data set: ingest vs row baseline vs raw fetch, table scans
-``ingest_throughput``  issues 3, 22: ingest next to its floor and the raw fetch (runs alone too)
+``ingest_throughput``  ingest next to its floor and the raw fetch (runs alone too)
 ``ingest_summary``     its variants, paired ratios and printed lines (pure)
 ``objectstore``        its object-store arms' root, the fetch + PUT floor's sink, clean-up
 ``spark``              the Spark paths, from ``benchmarks/spark_gps.py``
 ``readers``            the lake for its readers: files, scans vs the row baseline, optimize
 ``scans``              the scan query in pyarrow, DuckDB and Spark, alternating tables
-``freshness``          issue 22: produce-to-visible latency at fixed rates, the table it leaves
+``freshness``          produce-to-visible latency at fixed rates, the table it leaves
 ``targets``            the goals, met or not, from one run's results
 ``machine``            cores, memory, library and broker versions
 ``report``, ``plots``  ``report.md`` and PNG plots from ``results.json``

@@ -1,5 +1,5 @@
 """Freshness: how soon produced rows can be read from the Delta table ``parka ingest`` keeps, and
-what the table looks like for its readers while it does (issue 22).
+what the table looks like for its readers while it does.
 
 For each producer rate of ``--rates`` (rows/s; ``max``: as fast as the producer goes), into a
 fresh topic of ``--partitions`` partitions and a fresh table:
@@ -60,11 +60,9 @@ from __future__ import annotations
 import argparse
 import glob
 import json
-import math
 import os
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -86,11 +84,11 @@ from .broker import Broker
 from .checks import CheckFailed, column_sums
 from .clients import produce_with_backpressure
 from .datasets import Dataset, load
-from .lake import row_baseline_table
+from .lake import row_baseline_table, table_shape
 from .machine import machine_info
-from .measure import STATISTIC, paired_ratio, process_cpu_s
+from .measure import paired_ratio, process_cpu_s
 from .plots import write_plots
-from .readers import table_shape
+from .report import render_freshness
 from .scans import ENGINES, SPARK_MARK, DuckDbScanner, from_json, rounds, same_groups
 from .spark import child_json
 
@@ -641,90 +639,6 @@ def run_rate(
     }
 
 
-# -- report -------------------------------------------------------------------------------------
-
-
-def _fmt(value: float | None, digits: int = 3) -> str:
-    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}g}"
-
-
-def _ratio(ratio: dict[str, Any]) -> str:
-    return f"{_fmt(ratio['median'])} ({_fmt(ratio['min'])}-{_fmt(ratio['max'])})"
-
-
-def _spark_cell(spark: dict[str, Any] | None) -> str:
-    if spark is None:
-        return "-"
-    return _ratio(spark["ratio"]) if spark["status"] == "ok" else f"not run: {spark['reason'][:80]}"
-
-
-def _compactions(stats: dict[str, Any]) -> str:
-    """Background compactions that committed, and the small files they removed ("-": not counted)."""
-    if "compactions" not in stats:
-        return "-"
-    return f"{stats['compactions']} ({stats['files_compacted']})"
-
-
-def report(results: dict[str, Any], *, title: str = "#") -> str:
-    """The section's tables (``results["freshness"]``: :func:`run`'s), under a heading of
-    ``title``'s level."""
-    s = results["freshness"]["settings"]
-    lines = [
-        f"{title} Freshness: produce-to-visible latency and the table `parka ingest -l` leaves",
-        "",
-        f"flights rows (cycled) at fixed rates into {s['partitions']} partitions for {s['duration_s']:g} s each;"
-        f" `parka ingest -l {s['allowed_latency_s']:g}{''.join(' ' + a for a in s.get('ingest_args', []))}`"
-        " (subprocess),"
-        f" a `produce_batch` per partition every {s['batch_ms']:g} ms,"
-        f" table polled every {s['poll_ms']:g} ms.",
-        "Latency: per row, the poll that first saw its version minus its slot in the pacing schedule"
-        " (p50 and p99 over the run's rows). Scan ratio: DuckDB, parka's table / the row baseline's"
-        f" table of the same rows, {STATISTIC}; each scan opens the table's Delta log (deltalake: the"
-        " list of files) and has DuckDB read those files, and the next two columns split it so.",
-        "",
-        "| target rows/s | achieved rows/s | p50 latency s | p99 latency s | max s | versions/h | files/h |"
-        " row groups/h | files at end | row groups at end | write amplification | compactions (files) |"
-        " ingest CPU µs/row |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in results["freshness"]["runs"]:
-        lat = r["latency_s"]
-        lines.append(
-            f"| {r['rate']} | {r['achieved_rows_per_s']:,.0f} | {_fmt(lat['p50'])} | {_fmt(lat['p99'])} |"
-            f" {_fmt(lat['max'])} | {r['per_hour']['versions']:,.0f} | {r['per_hour']['files']:,.0f} |"
-            f" {r['per_hour']['row_groups']:,.0f} | {r['table']['files']} | {r['table']['row_groups']} |"
-            f" {r['write_amplification']['ratio']:.3f} | {_compactions(r['ingest'].get('stats', {}))} |"
-            f" {r['ingest']['cpu_us_per_row']:.2f} |"
-        )
-    lines += [
-        "",
-        "Scans (`SELECT carrier, avg(dep_delay), sum(distance) GROUP BY carrier`; Spark at the end point only):",
-        "",
-        "| target rows/s | point | version | rows | parka files / row groups | baseline files / row groups |"
-        " DuckDB parka / baseline | DuckDB's read of the files alone | opening the Delta log, ms (parka, baseline) |"
-        " Spark parka / baseline |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in results["freshness"]["runs"]:
-        for p in r["scans"]:
-            ratio = p["duckdb_ratio"]
-            lines.append(
-                f"| {r['rate']} | {p['point']} | {p['version']} | {p['rows']:,} |"
-                f" {p['parka']['files']} / {p['parka']['row_groups']} |"
-                f" {p['row_baseline']['files']} / {p['row_baseline']['row_groups']} |"
-                f" {_ratio(ratio)} | {_ratio(p['duckdb_read_ratio']) if 'duckdb_read_ratio' in p else '-'} |"
-                f" {_opens(p.get('duckdb_open_s'))} | {_spark_cell(p.get('spark'))} |"
-            )
-    return "\n".join(lines) + "\n"
-
-
-def _opens(open_s: dict[str, list[float]] | None) -> str:
-    """The median time DuckDB's scans of a point spent opening each table's Delta log, in ms."""
-    if not open_s:
-        return "-"
-    return f"{statistics.median(open_s['parka']) * 1e3:.1f}, {statistics.median(open_s['row baseline']) * 1e3:.1f}"
-
-
 def run(
     broker: Broker,
     ds: Dataset,
@@ -853,7 +767,7 @@ def main(argv: list[str] | None = None) -> int:
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(results, f, indent=2, default=str)
     write_plots(results, args.out)
-    text = report(results)
+    text = render_freshness(results)
     with open(os.path.join(args.out, "report.md"), "w") as f:
         f.write(text)
     print(text)

@@ -86,8 +86,8 @@ def summarize_runs(
 
 
 def summary_lines(section: Mapping[str, Any]) -> list[str]:
-    """The lines ``main`` prints: per segment size, ingest against its floor on disk (and issue
-    3's raw fetch) and, when the object-store arms ran, against fetch + PUT, with the goal."""
+    """The lines ``main`` prints: per segment size, ingest against its floor on disk (and the
+    raw fetch) and, when the object-store arms ran, against fetch + PUT, with the goal."""
 
     def fmt(v: float | None, spec: str) -> str:
         return "-" if v is None or math.isnan(v) else format(v, spec)  # None: no steady window in any repeat

@@ -1,4 +1,4 @@
-"""Issues 3 and 22: ``parka ingest`` throughput next to the raw fetch of the same bytes and next
+"""``parka ingest`` throughput next to the raw fetch of the same bytes and next
 to its floor, in one run.
 
 For each segment size, a topic holds copies of the flights as zstd Parquet segments (about
@@ -6,7 +6,7 @@ For each segment size, a topic holds copies of the flights as zstd Parquet segme
 Per repeat, in a shuffled order, each topic is (a) ingested into a fresh Delta table by
 ``parka ingest`` (in-process, ``end_at_latest``, background compaction off: the files as they
 land, which is what the floor writes), (b) fetched by a plain confluent-kafka
-consumer that polls every message and discards it (the raw fetch, issue 3's reference), and
+consumer that polls every message and discards it (the raw fetch, the first goal's reference), and
 (c) fetched the same way with each message written to a file of its own and one ``syncfs``
 at the end: the least any ingester must do, so (c) is the floor of (a) on this disk. With
 ``--s3 s3://bucket/prefix`` two arms run on that object store too (:mod:`.objectstore`):
@@ -15,7 +15,7 @@ at the end: the least any ingester must do, so (c) is the floor of (a) on this d
 writes files at once, through the same client (obstore), done when all are acknowledged. All
 join a fresh consumer group; throughput is reported over the whole run and "steady" (from the
 first message in hand to the end, so the group join is not billed). The goals: ingest steady
-MB/s >= 0.8 x its floor's, (a) / (c) and (d) / (e) (issue 22); issue 3's (a) / (b) is kept.
+MB/s >= 0.8 x its floor's, (a) / (c) and (d) / (e); the first goal's (a) / (b) is kept.
 
 Checks on every ingest: rows in the table, the table's files are byte for byte the produced
 segments (SHA-256 per row group against the delivery reports' values; on the object store the

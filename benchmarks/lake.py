@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from confluent_kafka import Consumer
 from deltalake import DeltaTable, WriterProperties, write_deltalake
 from deltalake.transaction import CommitProperties, Transaction
@@ -47,6 +48,7 @@ __all__ = [
     "ingest",
     "row_baseline",
     "row_baseline_table",
+    "table_shape",
     "table_stats",
 ]
 
@@ -308,3 +310,21 @@ def iceberg_catalog(warehouse: str) -> Any:
     from pyiceberg.catalog import load_catalog
 
     return load_catalog("bench", type="sql", uri=f"sqlite:///{warehouse}/catalog.db", warehouse=f"file://{warehouse}")
+
+
+def table_shape(uri: str, *, version: int | None = None) -> dict[str, Any]:
+    """Files, bytes and Parquet row groups of the table's current snapshot (or ``version``)."""
+    table = DeltaTable(uri, version=version)
+    adds = pa.table(table.get_add_actions(flatten=True))
+    sizes = adds["size_bytes"].to_pylist()
+    row_groups = sum(pq.ParquetFile(path).metadata.num_row_groups for path in table.file_uris())
+    files = len(sizes)
+    return {
+        "version": table.version(),
+        "rows": int(sum(adds["num_records"].to_pylist())),
+        "files": files,
+        "total_bytes": int(sum(sizes)),
+        "mean_file_bytes": sum(sizes) / files if files else 0.0,
+        "max_file_bytes": max(sizes, default=0),
+        "row_groups": row_groups,
+    }

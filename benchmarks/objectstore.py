@@ -1,4 +1,4 @@
-"""The object-store arms of the ingest benchmark (issue 22): where on the store they run, and
+"""The object-store arms of the ingest benchmark: where on the store they run, and
 the floor's sink.
 
 * :class:`ObjectStoreRoot`: an ``s3://bucket/prefix`` and the storage options ``parka ingest``

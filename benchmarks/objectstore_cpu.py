@@ -1,7 +1,7 @@
 """Where the object-store floor's and ``parka ingest``'s time goes on one machine:
 ``python -m benchmarks.objectstore_cpu --s3 s3://bench/diag``.
 
-For issue 22's object-store floor. A topic of ``--copies`` copies of the flights in 10,000-row
+For the object-store floor's goal. A topic of ``--copies`` copies of the flights in 10,000-row
 segments, then ``--repeats`` pairs of runs, each pair: fetch + PUT (the floor of
 :mod:`benchmarks.ingest_throughput`) and ``parka ingest`` into a fresh table on the store
 (background compaction off, as there), both done by that module's own functions; with

@@ -43,7 +43,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
 from . import encodings as enc
@@ -52,13 +51,14 @@ from .checks import CheckFailed, Checks, column_sums
 from .clients import produce_values
 from .datasets import Dataset
 from .endtoend import run_rates
-from .ingest_throughput import FETCH_AND_WRITE, fetch_and_write, produce_copies
-from .lake import KDI_FILE_BYTES, ingest, row_baseline
+from .ingest_summary import FETCH_AND_WRITE
+from .ingest_throughput import fetch_and_write, produce_copies
+from .lake import KDI_FILE_BYTES, ingest, row_baseline, table_shape
 from .measure import STATISTIC, paired_ratio, summarize
 from .scans import ENGINES, SPARK_MARK, DuckDbScanner, Result, from_json, rounds, same_groups, scan_pyarrow
 from .spark import child_json
 
-__all__ = ["SEGMENT_ROWS", "optimize_command", "run_readers", "table_shape"]
+__all__ = ["SEGMENT_ROWS", "optimize_command", "run_readers"]
 
 log = logging.getLogger("parka.bench")
 
@@ -74,24 +74,6 @@ def optimize_command() -> list[str] | None:
     command = [sys.executable, "-m", "parka.cli", "optimize"]
     probe = subprocess.run([*command, "--help"], capture_output=True, text=True, timeout=120)
     return command if probe.returncode == 0 else None
-
-
-def table_shape(uri: str, *, version: int | None = None) -> dict[str, Any]:
-    """Files, bytes and Parquet row groups of the table's current snapshot (or ``version``)."""
-    table = DeltaTable(uri, version=version)
-    adds = pa.table(table.get_add_actions(flatten=True))
-    sizes = adds["size_bytes"].to_pylist()
-    row_groups = sum(pq.ParquetFile(path).metadata.num_row_groups for path in table.file_uris())
-    files = len(sizes)
-    return {
-        "version": table.version(),
-        "rows": int(sum(adds["num_records"].to_pylist())),
-        "files": files,
-        "total_bytes": int(sum(sizes)),
-        "mean_file_bytes": sum(sizes) / files if files else 0.0,
-        "max_file_bytes": max(sizes, default=0),
-        "row_groups": row_groups,
-    }
 
 
 def _check_table(uri: str, name: str, rows: int, sums: dict[str, str], ds: Dataset, checks: Checks) -> None:

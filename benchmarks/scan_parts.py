@@ -1,7 +1,7 @@
 """Where a DuckDB scan of a Delta table spends its time against the row baseline's table of the
 same rows: ``python -m benchmarks.scan_parts TABLE [--version V]``.
 
-For issue 22's freshness scans (:mod:`benchmarks.freshness`, whose ``--keep-tables DIR`` keeps
+For the freshness section's scans (:mod:`benchmarks.freshness`, whose ``--keep-tables DIR`` keeps
 the tables it measured). A scan there is :class:`benchmarks.scans.DuckDbScanner`'s: open the
 table's Delta log at a version into its list of files (deltalake), then DuckDB's
 ``read_parquet`` of those files with the data set's query. This prints, each the median of

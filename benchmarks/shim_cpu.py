@@ -1,4 +1,4 @@
-"""Issue 8: consumer CPU per row of the ``ParquetConsumer`` shim against confluent-kafka + fastavro.
+"""Consumer CPU per row of the ``ParquetConsumer`` shim against confluent-kafka + fastavro.
 
 For each data set, two fresh one-partition topics hold its first ``--rows`` rows: Confluent-
 framed Avro, one record per message, in Kafka zstd batches of ``--segment-rows`` records; and

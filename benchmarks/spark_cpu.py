@@ -1,6 +1,6 @@
 """Where one Spark query's CPU goes: ``python -m benchmarks.spark_cpu --path parka_raw``.
 
-For issue 22's item 4 (Spark raw mode's fixed cost per micro-batch). One path of
+For Spark raw mode's fixed cost per micro-batch. One path of
 :mod:`benchmarks.spark_gps` (``from_avro``, ``parka_raw`` or ``parka_decode``) over a fresh topic of
 ``--records`` GPS fixes, in one Spark session made as ``spark_gps`` makes it (``--conf KEY=VALUE``
 adds settings): ``--warmups`` queries unmeasured, then ``--runs`` measured ones, each a new table

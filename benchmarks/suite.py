@@ -5,10 +5,10 @@ one (a few minutes), ``make bench-encodings`` (``--mode encodings``) the encodin
 10,000 rows per batch and zstd on the full mode's data (about 3 minutes). Sections, in order: the
 encoding matrix (bytes per row, producer and consumer CPU; at 10,000 rows per batch also Parquet
 with pyarrow's default encodings and, for GPS, segments sorted by device), end to end into Delta,
-issue 3's ingest throughput, the Spark paths, the lake for its readers (10M flight rows: files,
+ingest throughput, the Spark paths, the lake for its readers (10M flight rows: files,
 DuckDB/Spark/pyarrow scans, after ``parka optimize``), the cost of column encryption (``--mode
-encryption`` runs it alone, ``make bench-encryption``: about 2 minutes), and freshness (issue 22:
-``parka ingest -l 1`` under a paced producer, :mod:`benchmarks.freshness`; about 4 minutes). Each run
+encryption`` runs it alone, ``make bench-encryption``: about 2 minutes), and freshness
+(``parka ingest -l 1`` under a paced producer, :mod:`benchmarks.freshness`; about 4 minutes). Each run
 writes ``results.json``, ``report.md`` and PNG plots into DIR; any failed check stops the run
 with a non-zero exit and no report.
 """
@@ -70,7 +70,7 @@ class Plan:
     lake_scan_repeats: int = 0
     encryption_rows: int = 100_000  # the first rows of each data set, in 10,000-row segments
     encryption_rounds: int = 5  # paired rounds of plain and encrypted encode/decode
-    # the freshness section: rows/s into partitions for seconds (issue 22's figures are at
+    # the freshness section: rows/s into partitions for seconds (the freshness goals are at
     # 100,000 rows/s into 4 partitions), scanned half-way and at the end
     freshness_rate: int = 100_000
     freshness_partitions: int = 4

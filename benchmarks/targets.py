@@ -92,7 +92,7 @@ def _paired(a: dict[str, Any] | None, b: dict[str, Any] | None, measure: str) ->
 
 
 def _drop_in_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """Issue 8: the per-record APIs against the row encoding they replace, 10k rows, zstd."""
+    """The drop-in goals: the per-record APIs against the row encoding they replace, 10k rows, zstd."""
     out = []
     datasets = sorted({c["dataset"] for c in results.get("matrix", {}).get("cells", [])})
     for ds in datasets:
@@ -164,7 +164,7 @@ def _raw_fetch_target(results: dict[str, Any]) -> dict[str, Any]:
 
 
 def _floor_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """Issue 22: ``parka ingest`` against its floor at 10,000 rows per segment, on local disk
+    """``parka ingest`` against its floor at 10,000 rows per segment, on local disk
     (fetch + write + one sync) and, when the section ran its object-store arms, on the store
     (fetch + parallel PUTs of the same bytes)."""
     section = results.get("ingest_throughput") or {}
@@ -196,7 +196,7 @@ def _floor_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _freshness_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """Issue 22's freshness figures for each rate the section ran: p99 produce-to-visible
+    """The freshness figures for each rate the section ran: p99 produce-to-visible
     latency, write amplification, and the scan ratios against the row baseline's table at each
     measurement point (DuckDB; Spark where it ran). Latency and write amplification are one
     value per run, shown as such."""
@@ -248,7 +248,7 @@ def _spark_target(results: dict[str, Any]) -> dict[str, Any]:
     return _target(
         "spark_parka_vs_from_avro_rows_per_cpu_s",
         f"gps, {spark.get('n_records', 2_000_000):,} records per query: parka's Spark path (raw mode) rows per"
-        " CPU-second / Structured Streaming with from_avro (issue 22: 3.5 at 2M)",
+        " CPU-second / Structured Streaming with from_avro (goal: 3.5 at 2M)",
         ratio,
         3.5,
         at_most=False,

@@ -1,4 +1,4 @@
-"""Record-precise offsets wherever an offset leaves the consumer (issue 18).
+"""Record-precise offsets wherever an offset leaves the consumer.
 
 librdkafka's ``position()`` is the offset after the last Kafka *message* handed to parka: once
 segment X is fetched it says X+1, however many of X's records the application has yet to see.

@@ -179,7 +179,47 @@ def parse_producer_config(conf: Mapping[str, Any]) -> tuple[ProducerSettings, di
     else:
         partitioner = str(conf.get("partitioner", "consistent_random"))
 
-    client = {k: v for k, v in conf.items() if not k.startswith("columnar.")}
+    batch_bytes, batch_records = _segment_limits(conf, encoding)
+    partition_by, tuning, sort_by = _segment_layout(conf, encoding)
+
+    registry = conf.get("columnar.metrics.registry")
+    if registry is not None and not callable(getattr(registry, "register", None)):
+        raise ConfigError(
+            "columnar.metrics.registry",
+            registry,
+            f"a prometheus_client.CollectorRegistry (the 'metrics' extra: {install_command('metrics')})",
+        )
+
+    encryption = parse_encryption_config(conf)
+    if encryption is not None and encoding == "none":
+        raise ConfigError(
+            "columnar.encryption.columns",
+            conf.get("columnar.encryption.columns"),
+            "no encryption settings",
+            reason="columns are encrypted within Parquet segments, and columnar.encoding is none",
+        )
+
+    linger_ms = _float(conf, "linger.ms", DEFAULT_LINGER_MS, minimum=0.0)
+    client = _client_conf(conf, encoding, compression)
+    settings = ProducerSettings(
+        encoding=encoding,
+        compression=compression,
+        compression_level=level,
+        batch_records=batch_records,
+        batch_bytes=batch_bytes,
+        linger_ms=linger_ms,
+        partitioner=partitioner,
+        partition_by=partition_by,
+        tuning=tuning,
+        sort_by=sort_by,
+        metrics_registry=registry,
+        encryption=encryption,
+    )
+    return settings, client
+
+
+def _segment_limits(conf: Mapping[str, Any], encoding: str) -> tuple[int, int]:
+    """``columnar.batch.bytes`` and ``columnar.batch.records``, checked against ``message.max.bytes``."""
     # With encoding none no segment is ever made: message.max.bytes is librdkafka's alone to judge
     # (it takes values from 1000), and the segment limit derived from it is not checked.
     message_max = (
@@ -199,7 +239,11 @@ def parse_producer_config(conf: Mapping[str, Any]) -> tuple[ProducerSettings, di
             f"at most message.max.bytes - 1024 = {message_max - 1024}",
             reason="a segment is one Kafka message and must fit message.max.bytes with its headers",
         )
+    return batch_bytes, batch_records
 
+
+def _segment_layout(conf: Mapping[str, Any], encoding: str) -> tuple[tuple[PartitionSpec, ...], str, tuple[str, ...]]:
+    """``columnar.partition.by``, ``columnar.encoding.tuning`` and ``columnar.sort.by``, checked."""
     raw_partition_by = conf.get("columnar.partition.by", "")
     if not isinstance(raw_partition_by, (str, list, tuple)):
         raise ConfigError(
@@ -223,25 +267,12 @@ def parse_producer_config(conf: Mapping[str, Any]) -> tuple[ProducerSettings, di
             "distinct names of the schema's own columns",
             reason=f"'{reserved[0]}' is a reserved column" if reserved else "a column is named twice",
         )
+    return partition_by, tuning, sort_by
 
-    registry = conf.get("columnar.metrics.registry")
-    if registry is not None and not callable(getattr(registry, "register", None)):
-        raise ConfigError(
-            "columnar.metrics.registry",
-            registry,
-            f"a prometheus_client.CollectorRegistry (the 'metrics' extra: {install_command('metrics')})",
-        )
 
-    encryption = parse_encryption_config(conf)
-    if encryption is not None and encoding == "none":
-        raise ConfigError(
-            "columnar.encryption.columns",
-            conf.get("columnar.encryption.columns"),
-            "no encryption settings",
-            reason="columns are encrypted within Parquet segments, and columnar.encoding is none",
-        )
-
-    linger_ms = _float(conf, "linger.ms", DEFAULT_LINGER_MS, minimum=0.0)
+def _client_conf(conf: Mapping[str, Any], encoding: str, compression: str) -> dict[str, Any]:
+    """The wrapped Kafka producer's config: ``conf`` without ``columnar.*``, adjusted for segments."""
+    client = {k: v for k, v in conf.items() if not k.startswith("columnar.")}
     if encoding != "none":
         # parka cuts segments itself; the wrapped client sends each one promptly.
         client["linger.ms"] = 5
@@ -255,25 +286,11 @@ def parse_producer_config(conf: Mapping[str, Any]) -> tuple[ProducerSettings, di
                         f"compression.type={user_codec} is applied on top as you asked (KIP-1008 "
                         "disables it by default: double compression costs CPU for little gain)",
                         ParkaConfigWarning,
-                        stacklevel=3,
+                        stacklevel=4,  # the application's line that made the producer
                     )
             else:
                 client["compression.type"] = "none"
-    settings = ProducerSettings(
-        encoding=encoding,
-        compression=compression,
-        compression_level=level,
-        batch_records=batch_records,
-        batch_bytes=batch_bytes,
-        linger_ms=linger_ms,
-        partitioner=partitioner,
-        partition_by=partition_by,
-        tuning=tuning,
-        sort_by=sort_by,
-        metrics_registry=registry,
-        encryption=encryption,
-    )
-    return settings, client
+    return client
 
 
 def _columns(conf: Mapping[str, Any], key: str) -> tuple[str, ...]:

@@ -1,6 +1,6 @@
 """Python records (dicts) to Arrow: many at a time in Arrow, one at a time only to explain a bad one.
 
-:func:`records_to_arrow` converts a batch of records column by column in Arrow (values inferred,
+:meth:`RecordConverter.convert` converts a batch of records column by column in Arrow (values inferred,
 then cast to the declared type with Arrow's *safe* cast, so nothing is truncated or wrapped) and
 checks unknown fields and nullability once per batch. When anything in a batch does not pass, the
 batch takes the slow path: :func:`compile_validator`'s per-record check, which names the bad field
@@ -78,7 +78,7 @@ class _Slow(Exception):
 
 
 class RecordConverter:
-    """Converts batches of records (dicts) for one schema; see :func:`records_to_arrow`.
+    """Converts batches of records (dicts) for one schema, as the module docstring describes.
 
     Raises:
         SchemaError: ``schema`` holds a type records cannot be given for (at construction).

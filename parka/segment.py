@@ -46,9 +46,20 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from parka._reserved import (
+    HEADERS_COLUMN,
+    KEY_COLUMN,
+    RESERVED_FIELDS,
+    TIMESTAMP_COLUMN,
+    HeaderValue,
+    RecordMeta,
+    build_segment_table,
+    reserved_problem,
+    split_reserved,
+)
 from parka.encoding import AUTO_ZSTD_LEVEL, DEFAULT_TUNING, TUNINGS, ColumnEncodings, choose_encodings
 from parka.encryption import EncryptionSettings, KmsSettings, decryption_properties, encryption_properties
-from parka.errors import ConfigError, RecordError, SchemaMismatchError, SegmentDecodeError, SegmentError
+from parka.errors import ConfigError, SchemaMismatchError, SegmentDecodeError, SegmentError
 from parka.schema import RESERVED_PREFIX, schema_fingerprint
 
 __all__ = [
@@ -89,22 +100,10 @@ VERSION = 1
 # parka codec name -> pyarrow's Parquet compression name ('LZ4' is written as LZ4_RAW)
 CODECS: dict[str, str] = {"none": "NONE", "snappy": "SNAPPY", "gzip": "GZIP", "lz4": "LZ4", "zstd": "ZSTD"}
 
-KEY_COLUMN = RESERVED_PREFIX + "key"
-TIMESTAMP_COLUMN = RESERVED_PREFIX + "timestamp"
-HEADERS_COLUMN = RESERVED_PREFIX + "headers"
-_HEADER_STRUCT = pa.struct([pa.field("key", pa.string(), nullable=False), pa.field("value", pa.binary())])
-RESERVED_FIELDS = (
-    pa.field(KEY_COLUMN, pa.binary()),
-    pa.field(TIMESTAMP_COLUMN, pa.int64()),
-    pa.field(HEADERS_COLUMN, pa.list_(pa.field("element", _HEADER_STRUCT, nullable=False))),
-)
-_RESERVED_FINGERPRINTS = {f.name: schema_fingerprint(pa.schema([f])) for f in RESERVED_FIELDS}
-
 _FORMAT_KEYS = frozenset({FORMAT_HEADER, FORMAT_HEADER.encode()})
 _FINGERPRINT = re.compile(rb"[0-9a-f]{16}")
 _CRC = re.compile(rb"[0-9a-f]{8}")
 
-HeaderValue = bytes | str | None
 HeadersInput = Sequence[tuple[str | bytes, HeaderValue]] | Mapping[str, HeaderValue] | None
 
 
@@ -126,15 +125,6 @@ class SegmentInfo:
     num_records: int
     fingerprint: str
     crc32: int | None = None  # of the value, when the producer wrote ``parka.crc32``
-
-
-@dataclass(frozen=True)
-class RecordMeta:
-    """Per-record Kafka metadata from the reserved columns; each is ``None`` when its column is absent."""
-
-    keys: list[bytes | None] | None
-    timestamps: list[int | None] | None
-    headers: list[list[tuple[str, bytes | None]] | None] | None
 
 
 def encode_segment(
@@ -167,20 +157,51 @@ def encode_segment(
         SegmentError: Arrow could not write the table, a column to encrypt is not in it, or the
             KMS refused to wrap a key.
     """
-    parquet_codec = _check_codec(codec, compression_level)
-    if tuning not in TUNINGS:
-        raise ConfigError("tuning", tuning, " | ".join(TUNINGS))
+    parquet_codec = _check_encode(table, codec, compression_level, tuning, fingerprint, extra_headers, encryption)
     options: dict[str, Any] = {}
     if tuning == "auto":
         options = (layout or choose_encodings(table)).writer_options()
         if codec == "zstd" and compression_level is None:
             compression_level = AUTO_ZSTD_LEVEL
+    value = _write_parquet(table, parquet_codec, compression_level, options, encryption)
+    headers = [
+        (FORMAT_HEADER, FORMAT),
+        (VERSION_HEADER, str(VERSION).encode()),
+        (CODEC_HEADER, codec.encode()),
+        (RECORDS_HEADER, str(table.num_rows).encode()),
+        (SCHEMA_HEADER, fingerprint.encode()),
+        # The ingestion path lands the bytes without reading their pages: this is what tells
+        # it a segment was altered after it was written (Kafka's own batch CRC covers only
+        # the way from the producer's client to the broker and back).
+        (CRC_HEADER, f"{zlib.crc32(value):08x}".encode()),
+        *([] if schema_id is None else [(SCHEMA_ID_HEADER, b"%d" % schema_id)]),
+        *extra_headers,
+    ]
+    return Segment(value=value, headers=headers, num_records=table.num_rows)
+
+
+def _check_encode(
+    table: pa.Table,
+    codec: str,
+    compression_level: int | None,
+    tuning: str,
+    fingerprint: str,
+    extra_headers: Sequence[tuple[str, bytes]],
+    encryption: EncryptionSettings | None,
+) -> str:
+    """:func:`encode_segment`'s checks of its arguments; returns pyarrow's name of the codec.
+
+    Raises as :func:`encode_segment` does, but never :class:`SegmentError` for Arrow's writer.
+    """
+    parquet_codec = _check_codec(codec, compression_level)
+    if tuning not in TUNINGS:
+        raise ConfigError("tuning", tuning, " | ".join(TUNINGS))
     if not _FINGERPRINT.fullmatch(fingerprint.encode()):
         raise ValueError(f"fingerprint must be 16 lowercase hex digits, got {fingerprint!r}")
     for name, _ in extra_headers:
         if name.startswith("parka."):
             raise ValueError(f"header name {name!r} is reserved for parka's envelope")
-    problem = _reserved_problem(table.schema)
+    problem = reserved_problem(table.schema)
     if problem:
         raise ValueError(problem)
     if encryption is not None:
@@ -190,10 +211,25 @@ def encode_segment(
                 f"columnar.encryption.columns names {', '.join(missing)}, not a column of the segment "
                 f"(columns: {', '.join(table.column_names)})"
             )
+    return parquet_codec
+
+
+def _write_parquet(
+    table: pa.Table,
+    parquet_codec: str,
+    compression_level: int | None,
+    options: dict[str, Any],
+    encryption: EncryptionSettings | None,
+) -> bytes:
+    """``table`` as one standalone Parquet file, as every reader of a segment expects it.
+
+    Raises:
+        SegmentError: Arrow could not write the table, or the KMS refused to wrap a key.
+    """
     sink = pa.BufferOutputStream()
     try:
         if encryption is not None:
-            options["encryption_properties"] = encryption_properties(encryption)
+            options = {**options, "encryption_properties": encryption_properties(encryption)}
         pq.write_table(
             table,
             sink,
@@ -214,21 +250,8 @@ def encode_segment(
         )
     except (pa.ArrowException, OSError, KeyError) as exc:
         raise SegmentError(f"cannot encode segment as Parquet: {exc}") from exc
-    value = sink.getvalue().to_pybytes()
-    headers = [
-        (FORMAT_HEADER, FORMAT),
-        (VERSION_HEADER, str(VERSION).encode()),
-        (CODEC_HEADER, codec.encode()),
-        (RECORDS_HEADER, str(table.num_rows).encode()),
-        (SCHEMA_HEADER, fingerprint.encode()),
-        # The ingestion path lands the bytes without reading their pages: this is what tells
-        # it a segment was altered after it was written (Kafka's own batch CRC covers only
-        # the way from the producer's client to the broker and back).
-        (CRC_HEADER, f"{zlib.crc32(value):08x}".encode()),
-        *([] if schema_id is None else [(SCHEMA_ID_HEADER, b"%d" % schema_id)]),
-        *extra_headers,
-    ]
-    return Segment(value=value, headers=headers, num_records=table.num_rows)
+    value: bytes = sink.getvalue().to_pybytes()
+    return value
 
 
 def _missing_columns(schema: pa.Schema, columns: Sequence[str]) -> list[str]:
@@ -407,7 +430,7 @@ def decode_segment(
             f"Parquet file holds {table.num_rows} rows but '{RECORDS_HEADER}' says {info.num_records}",
             **context,
         )
-    problem = _reserved_problem(table.schema)
+    problem = reserved_problem(table.schema)
     if problem:
         raise SegmentDecodeError(problem, **context)
     if expected_schema is not None:
@@ -439,87 +462,3 @@ def _describe_field(field: pa.Field | None) -> str:
     if field is None:
         return "absent"
     return f"'{field.name}' {field.type}{'' if field.nullable else ' not null'}"
-
-
-def _reserved_problem(schema: pa.Schema) -> str | None:
-    """Why the ``__parka_*`` columns of ``schema`` are wrong, or ``None`` when they are fine."""
-    for field in schema:
-        if not field.name.startswith(RESERVED_PREFIX):
-            continue
-        expected = _RESERVED_FINGERPRINTS.get(field.name)
-        if expected is None:
-            return f"unknown reserved column '{field.name}'"
-        if schema_fingerprint(pa.schema([field.with_nullable(True)])) != expected:
-            return f"reserved column '{field.name}' has type {field.type}"
-    return None
-
-
-def split_reserved(table: pa.Table) -> tuple[pa.Table, RecordMeta]:
-    """Split a decoded segment into its user columns and the per-record Kafka metadata.
-
-    Raises:
-        SegmentDecodeError: a ``__parka_*`` column is unknown or has the wrong type.
-    """
-    problem = _reserved_problem(table.schema)
-    if problem:
-        raise SegmentDecodeError(problem)
-    names = table.column_names
-    user = table.select([n for n in names if not n.startswith(RESERVED_PREFIX)])
-    keys = table.column(KEY_COLUMN).to_pylist() if KEY_COLUMN in names else None
-    timestamps = table.column(TIMESTAMP_COLUMN).to_pylist() if TIMESTAMP_COLUMN in names else None
-    headers = None
-    if HEADERS_COLUMN in names:
-        headers = [
-            None if row is None else [(h["key"], h["value"]) for h in row]
-            for row in table.column(HEADERS_COLUMN).to_pylist()
-        ]
-    return user, RecordMeta(keys=keys, timestamps=timestamps, headers=headers)
-
-
-def build_segment_table(
-    data: pa.Table,
-    keys: Sequence[bytes | str | None] | pa.Array | None,
-    timestamps: Sequence[int | None] | pa.Array | None,
-    headers: Sequence[Sequence[tuple[str, HeaderValue]] | None] | None,
-) -> pa.Table:
-    """Append the reserved columns to ``data`` (user columns), each only when some value is set.
-
-    Keys and header values given as ``str`` are stored UTF-8 encoded; keys and timestamps may
-    also be given as Arrow arrays (binary, int64). An empty header list is stored as null, as
-    Kafka does not tell an empty header list from none.
-
-    Raises:
-        ValueError: ``data`` already has ``__parka_*`` columns, or a list's length differs from
-            the row count.
-        RecordError: a key, timestamp or header of the wrong type (``field`` is ``key``,
-            ``timestamp`` or ``headers``).
-    """
-    if any(name.startswith(RESERVED_PREFIX) for name in data.column_names):
-        raise ValueError("data already has reserved columns")
-    for name, given in (("keys", keys), ("timestamps", timestamps), ("headers", headers)):
-        if given is not None and len(given) != data.num_rows:
-            raise ValueError(f"{len(given)} {name} for a table of {data.num_rows} rows")
-    rows: dict[pa.Field, Any] = {}
-    if isinstance(keys, pa.Array):
-        if keys.null_count < len(keys):
-            rows[RESERVED_FIELDS[0]] = keys
-    elif keys is not None and any(k is not None for k in keys):
-        rows[RESERVED_FIELDS[0]] = [k.encode() if isinstance(k, str) else k for k in keys]
-    if isinstance(timestamps, pa.Array):
-        if timestamps.null_count < len(timestamps):
-            rows[RESERVED_FIELDS[1]] = timestamps
-    elif timestamps is not None and any(t is not None for t in timestamps):
-        rows[RESERVED_FIELDS[1]] = list(timestamps)
-    if headers is not None and any(headers):
-        rows[RESERVED_FIELDS[2]] = [
-            [{"key": k, "value": v.encode() if isinstance(v, str) else v} for k, v in hs] if hs else None
-            for hs in headers
-        ]
-    for field, values in rows.items():
-        try:
-            array = values.cast(field.type) if isinstance(values, pa.Array) else pa.array(values, type=field.type)
-        except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
-            what = field.name.removeprefix(RESERVED_PREFIX)
-            raise RecordError(f"invalid Kafka {what}: {exc}", field=what) from exc
-        data = data.append_column(field, array)
-    return data

@@ -19,7 +19,7 @@ confluent-kafka's model, kept:
   inside ``poll()``, ``flush()`` and ``abort_transaction()``, in the caller's thread.
 * **Partitioning** is librdkafka's, for every ``partitioner`` value (:mod:`parka.partitioner`);
   records without a key stick to one partition per segment.
-* **Transactions.** With ``transactional.id``, records are only taken inside a transaction (else
+* **Transactions** (``_transactions``). With ``transactional.id``, records are only taken inside a transaction (else
   ``KafkaException`` ``_STATE``, as confluent-kafka raises); the linger thread sends only while a
   transaction is open; ``commit_transaction`` sends every buffered record into the transaction
   first; ``abort_transaction`` and ``purge`` drop buffered records and report each with
@@ -55,6 +55,7 @@ from ._inputs import conform_table, table_keys
 from ._outbox import BatchCallback
 from ._pipeline import Pipeline
 from ._topics import TopicState, resolve_schema, topic_state
+from ._transactions import Transactions
 
 if TYPE_CHECKING:
     from parka.metrics import ProducerMetrics
@@ -70,7 +71,7 @@ def _kafka_exception(code: int, reason: str) -> KafkaException:
     return KafkaException(KafkaError(code, reason))
 
 
-class ParquetProducer:
+class ParquetProducer(Transactions):
     """Produce records as Parquet segments (KIP-1008), or plainly with ``columnar.encoding=none``.
 
     ``conf`` is a confluent-kafka producer config plus parka's ``columnar.*`` keys (see
@@ -446,7 +447,7 @@ class ParquetProducer:
             self._pipeline.learn(md)
         return md
 
-    # -- transactions ----------------------------------------------------------------------
+    # -- the wrapped client's -----------------------------------------------------------------
 
     def cluster_id(self, *args: Any, **kwargs: Any) -> Any:
         return self._producer.cluster_id(*args, **kwargs)
@@ -454,67 +455,8 @@ class ParquetProducer:
     def set_sasl_credentials(self, *args: Any, **kwargs: Any) -> Any:
         return self._producer.set_sasl_credentials(*args, **kwargs)
 
-    def init_transactions(self, *args: Any) -> None:
-        self._producer.init_transactions(*args)
-
-    def begin_transaction(self) -> None:
-        """Begin a transaction; from now until it ends, records are taken and segments sent."""
-        self._producer.begin_transaction()
-        self._set_outside_txn(False)
-
-    def send_offsets_to_transaction(self, *args: Any, **kwargs: Any) -> None:
-        self._producer.send_offsets_to_transaction(*args, **kwargs)
-
-    def commit_transaction(self, *args: Any) -> None:
-        """Send every buffered record into the transaction, then commit it.
-
-        ``produce()`` refuses records (``_STATE``) while the commit runs, as librdkafka does.
-        On a failure the transaction stays open (``KafkaException``, as confluent-kafka raises):
-        retry, or abort when ``txn_requires_abort()``.
-        """
-        if not self._columnar or not self._open:
-            self._producer.commit_transaction(*args)
-            return
-        self._set_outside_txn(True)
-        try:
-            self._pipeline.cut_all()
-            self._pipeline.hand_over()
-            self._producer.commit_transaction(*args)
-        except BaseException:
-            self._set_outside_txn(False)
-            raise
-
-    def abort_transaction(self, *args: Any) -> None:
-        """Drop every buffered record (each reported ``_PURGE_QUEUE`` to its callback, inside this
-        call, as confluent-kafka reports the messages an abort purges), then abort."""
-        if not self._columnar or not self._open:
-            self._producer.abort_transaction(*args)
-            return
-        self._set_outside_txn(True)
-        self._drop_buffered()
-        self._out.serve()
-        try:
-            self._producer.abort_transaction(*args)
-        finally:
-            self._out.serve()
-
     def __getattr__(self, name: str) -> Any:
         # Everything else (set_sasl_credentials, ...) is the wrapped client's.
         if name.startswith("_"):
             raise AttributeError(name)
         return getattr(self._producer, name)
-
-    # -- state shared with the pipeline ------------------------------------------------------
-
-    def _drop_buffered(self) -> None:
-        """Drop every staged, buffered and waiting record, each reported ``_PURGE_QUEUE``."""
-        with self._pipeline.lock:
-            self._pipeline.drop_all(KafkaError(KafkaError._PURGE_QUEUE, "Local: Purged in queue"))
-
-    def _update_refuse(self) -> None:
-        self._refuse = self._outside_txn or self._out.full or not self._open
-
-    def _set_outside_txn(self, outside: bool) -> None:
-        with self._pipeline.lock:
-            self._outside_txn = outside
-            self._update_refuse()

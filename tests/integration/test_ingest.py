@@ -162,7 +162,7 @@ def test_kill_9_then_restart_is_exactly_once_without_orphans(
     if point == "after-write":
         assert left  # the crash left a file behind
     if point == "mid-write":
-        # a half-written temporary file (issue 10: no cleanup ever removed these)
+        # a half-written temporary file, which the restarted daemon's cleanup must remove
         assert any(name.rsplit("/", 1)[-1].startswith(".") and name.endswith(".tmp") for name in left)
     run_ingest(topic, table, bootstrap, "--end-at-latest", "--max-segments-per-commit", "3")
     ids = table_ids(table)
@@ -198,8 +198,8 @@ def test_kill_9_between_the_dead_letters_and_the_main_commit_duplicates_nothing(
 def test_an_existing_partitioned_table_keeps_its_partitioning_without_the_flag(
     bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
 ) -> None:
-    """Issue 10: without --partition-by, parka ingest wrote unpartitioned files into a
-    partitioned table, failed its commit (no dead letter), exited 1 and left the files."""
+    """Without --partition-by, parka ingest into a partitioned table takes the table's partition
+    columns, rather than writing unpartitioned files, failing its commit and leaving the files."""
     topic = new_topic()
     table = tmp_path / "t"
     produce_events(bootstrap, topic, 0, 300, batch=50)
@@ -562,8 +562,8 @@ def test_seek_offsets_start_a_new_table_mid_topic_and_json_logs(
 def test_a_worker_taking_over_a_crashed_partition_removes_its_orphans_while_running(
     bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
 ) -> None:
-    """Issue 10: orphan cleanup ran only at start and stop, so the worker that took over a
-    crashed worker's partition kept the orphans until it restarted."""
+    """Orphan cleanup runs when a worker takes over a partition, not only at start and stop, so
+    the worker that takes over a crashed worker's partition removes its orphans."""
     topic = new_topic(partitions=2)
     table = tmp_path / "t"
     produce_events(bootstrap, topic, 0, 100, batch=50)

@@ -1,4 +1,4 @@
-"""Issue 19: a nested schema evolves over three versions through `parka ingest`
+"""A nested schema evolves over three versions through `parka ingest`
 (``--schema-evolution merge``): a field in a struct, a field in a list of structs, a new
 column; old segments stay raw and read back with nulls where their fields did not exist, in
 deltalake and DuckDB; a changed type is refused naming its path and both types. Spark raw

@@ -67,7 +67,7 @@ def test_parka_ingest_chaos_loses_and_duplicates_nothing(
 @pytest.mark.long(150)
 @pytest.mark.timeout(600)
 def test_schema_evolution_chaos_loses_and_duplicates_nothing(bootstrap: str, tmp_path: Path) -> None:
-    """The producer's schema evolves (nested fields, new columns) while workers crash: issue 19."""
+    """The producer's schema evolves (nested fields, new columns) while workers crash."""
     summary, report = run_quick(bootstrap, tmp_path, "evolution")
     result = summary["scenarios"]["schema evolution chaos"]
     assert result["records_produced"] > 0 and result["records_in_table"] == result["records_produced"], report

@@ -1,7 +1,7 @@
 """confluent-kafka's exactly-once pattern, ``send_offsets_to_transaction(consumer.position(...))``,
 on segment input: a worker killed with SIGKILL at random (seeded) moments and restarted loses and
-repeats nothing (issue 18: ``position()`` said X+1 once segment X was fetched, and a restart
-skipped the rest of X)."""
+repeats nothing (``position()`` names the next record inside a segment, not X+1 once segment X
+is fetched, which would make a restart skip the rest of X)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """position(), commit(offsets=...) and seek() of ParquetConsumer against a real broker: each is
-record-precise inside a segment (issue 18)."""
+record-precise inside a segment."""
 
 from __future__ import annotations
 

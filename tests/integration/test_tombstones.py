@@ -1,4 +1,4 @@
-"""Tombstones on a columnar topic (issue 18): ``produce(topic, None, key=k)`` goes out as a plain
+"""Tombstones on a columnar topic: ``produce(topic, None, key=k)`` goes out as a plain
 Kafka message, after the records its partition had buffered, and ParquetConsumer hands it out as
 a plain message with value None, between the records of its partition."""
 

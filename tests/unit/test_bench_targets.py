@@ -1,4 +1,4 @@
-"""Issue 22's targets in the benchmark suite's table (benchmarks/targets.py), read from the
+"""The ingest-floor and freshness targets in the benchmark suite's table (benchmarks/targets.py), read from the
 checked-in runs of 2026-11-26: the ingest floors (disk and s3proxy) and the freshness figures."""
 
 from __future__ import annotations

@@ -119,7 +119,7 @@ def test_ingest_settings_refuse_what_they_cannot_do() -> None:
     from parka.consumer import IngestSettings
 
     base = {"topic": "t", "table_uri": "/tmp/t", "kafka_conf": {}, "app_id": "a"}
-    # issue 10: "merged" was taken and silently behaved as "none"
+    # a near-miss such as "merged" is refused, not taken as "none"
     with pytest.raises(ConfigError, match=r"'merged' for 'schema_evolution'.*none \| merge"):
         IngestSettings(**base, schema_evolution="merged")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="'auto_offset_reset'"):
@@ -149,7 +149,7 @@ def test_both_commands_mask_the_same_secrets() -> None:
     masked = redacted(conf)
     assert masked["security.protocol"] == "SASL_SSL"
     assert all(masked[k] == "***" for k in conf if k != "security.protocol")
-    # issue 10: parka spark-ingest logged ssl.keystore.key (its own list lacked "key")
+    # spark-ingest's summary masks ssl.keystore.key too (every key naming a secret, "key" included)
     line = settings_summary(SparkIngestSettings(topic="t", table_uri="/t", bootstrap_servers="b:9092", kafka_conf=conf))
     assert not any(secret in line for secret in ("PRIVATE KEY", "pw1", "pw2", "pw3", "pw4"))
     assert "SASL_SSL" in line

@@ -833,7 +833,7 @@ def test_a_write_whose_temporary_file_was_deleted_is_written_again(
 
 
 def test_the_object_store_takes_the_storage_options_delta_rs_gets() -> None:
-    """Issue 12: data files go through obstore built from delta-rs' storage options: any key
+    """Data files go through obstore built from delta-rs' storage options: any key
     case, client keys with or without their aws_ prefix, delta-rs' own keys left to delta-rs."""
     options = {
         "AWS_ACCESS_KEY_ID": "id",

@@ -86,7 +86,7 @@ def test_a_type_change_is_a_problem_relaxed_nullability_an_evolution() -> None:
 
 
 def test_a_nanosecond_or_zoneless_timestamp_does_not_enter_a_microsecond_utc_table() -> None:
-    # issue 10: the check ignored unit and zone, so a nanosecond segment entered a microsecond table
+    # the check compares unit and zone, so a nanosecond segment does not enter a microsecond table
     nanos = pa.schema([("id", pa.int64(), False), ("at", pa.timestamp("ns", tz="UTC"))])
     assert check_schema(TABLE, nanos).problems == (
         "column 'at' is timestamp[ns, tz=UTC] in the segment but timestamp[us, tz=UTC] in the table: the type changed "

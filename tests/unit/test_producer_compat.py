@@ -1,4 +1,4 @@
-"""ParquetProducer keeps confluent_kafka.Producer's contract (issue 18): constructor forms, close,
+"""ParquetProducer keeps confluent_kafka.Producer's contract: constructor forms, close,
 the closed state, produce_batch's list-of-dicts form, exception types, raising callbacks and
 tombstones on a columnar topic. No broker: nothing listens on port 9, so messages time out."""
 

@@ -337,8 +337,8 @@ def test_fingerprint_distinguishes_parameterised_types(left: pa.DataType, right:
 
 
 def test_avro_times_of_day_become_ints_a_delta_table_can_store() -> None:
-    """Issue 10: time-millis/time-micros mapped to Arrow time types, which Delta cannot store,
-    so such a topic could never be ingested."""
+    """time-millis/time-micros become integers, not Arrow time types, which Delta cannot store,
+    so such a topic can be ingested."""
     import datetime as dt
 
     from parka.lake._delta_rs import check_schema as delta_check_schema

@@ -1,4 +1,4 @@
-"""Property-based fuzzing of the segment decoder and the header parser (issue 10).
+"""Property-based fuzzing of the segment decoder and the header parser.
 
 Whatever bytes and headers arrive, :func:`parka.segment.decode_segment`,
 :func:`~parka.segment.read_segment_info`, :func:`~parka.segment.is_segment` and

@@ -1,4 +1,4 @@
-"""Issue 19 through Spark raw mode (delta-spark commits): a nested schema evolves over three
+"""Nested schema evolution through Spark raw mode (delta-spark commits): a nested schema evolves over three
 versions (a struct field, a list-of-structs field, a new column, an integer widened on a table
 with type widening) and segments of every version, an older one after the widening included,
 land raw; delta-spark, deltalake (before the widening) and DuckDB read them back equal, nulls
