@@ -20,8 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from parka._crash import crash_point
-from parka._settings import CHECKPOINT_INTERVAL
+from parka.crash import crash_point
 from parka.errors import CommitConflict, CommitError, ConfigError, SchemaMismatchError
 from parka.evolution import TYPE_WIDENING_KEY, merge_schemas
 from parka.partitioning import PartitionSpec, parse_partition_by
@@ -44,10 +43,13 @@ from ._plan import (
 from ._stats import StatsConfig
 from ._storage import delete_files, make_durable
 
-__all__ = ["CommitResult", "CommitStats", "Committer"]
+__all__ = ["DEFAULT_CHECKPOINT_INTERVAL", "CommitResult", "CommitStats", "Committer"]
 
 log = logging.getLogger("parka.commit")
 
+DEFAULT_CHECKPOINT_INTERVAL = 10
+"""Commits between two checkpoints (and orphan cleanups) when none is given
+(``--checkpoint-interval``' default); 0 never."""
 MAX_COMMIT_ATTEMPTS = 20
 SLOW_CHECKPOINT_S = 1.0
 """A checkpoint that took this long is logged as a warning (at most every
@@ -124,13 +126,14 @@ class Committer:
         merge: bool = False,
         dlq_table_uri: str | None = None,
         storage_options: Mapping[str, str] | None = None,
-        checkpoint_interval: int = 10,
+        checkpoint_interval: int = DEFAULT_CHECKPOINT_INTERVAL,
         stats: CommitStats | None = None,
         on_commit: Callable[[float], None] | None = None,
         on_checkpoint: Callable[[float], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        CHECKPOINT_INTERVAL.validate(checkpoint_interval)  # the daemons' own rule, for library callers
+        if checkpoint_interval < 0:
+            raise ConfigError("checkpoint_interval", checkpoint_interval, "an integer >= 0 (0: never)")
         self.engine = engine
         self.table_uri = table_uri
         self.topic = topic

@@ -4,7 +4,7 @@ before writing a micro-batch's files, between writing and committing them, and a
 running at the same time on the same table with the same app id. Every record lands once, and no
 orphan file is left.
 
-The kills come from the test hook ``PARKA_TEST_CRASH_AT`` (``parka/_crash.py``): the driver sends
+The kills come from the test hook ``PARKA_TEST_CRASH_AT`` (``parka/crash.py``): the driver sends
 itself SIGKILL at the named point, after logging a line the test checks. Its JVM and Python
 workers go with it (the JVM exits when its parent's pipe closes); the test waits for the process
 group to be empty before restarting."""
