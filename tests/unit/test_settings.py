@@ -15,6 +15,7 @@ from parka.consumer import IngestSettings
 from parka.consumer._cli import build_parser as ingest_parser
 from parka.consumer._cli import settings_from_args as ingest_settings
 from parka.consumer._settings import FLAGS as INGEST_FLAGS
+from parka.ops import settings as core
 from parka.ops.cli_util import size_bytes
 from parka.ops.optimize_cli import FLAGS as OPTIMIZE_FLAGS
 from parka.ops.optimize_cli import build_parser as optimize_parser
@@ -24,7 +25,6 @@ from parka.spark_ext._cli import build_parser as spark_parser
 from parka.spark_ext._cli import settings_from_args as spark_settings
 from parka.spark_ext._settings import SHARED_FLAGS, SPARK_FLAGS
 
-from parka.ops import settings as core
 from parka import cli
 from parka.errors import ConfigError
 
