@@ -15,6 +15,7 @@ COPY parka /tmp/parka-src/parka
 COPY producer /tmp/parka-src/producer
 COPY consumer /tmp/parka-src/consumer
 COPY lake /tmp/parka-src/lake
+COPY ops /tmp/parka-src/ops
 COPY spark_ext /tmp/parka-src/spark_ext
 RUN pip install "/tmp/parka-src[lake,metrics]" && rm -rf /tmp/parka-src \
     && useradd --create-home --uid 10001 parka

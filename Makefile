@@ -75,7 +75,7 @@ PYTEST_WORKERS ?= 3
 # The repo's own modules byte-compiled first: with PYTHONDONTWRITEBYTECODE set (as on this project's
 # machine) every process compiled them again, 0.3-0.4 of the 0.8 CPU-s `parka ingest --help` took,
 # and the suite starts some 250 Python processes that import parka
-COMPILED := parka producer consumer lake spark_ext reliability tests benchmarks demo
+COMPILED := parka producer consumer lake ops spark_ext reliability tests benchmarks demo
 
 # lint (mypy: one core) and the docs site (mkdocs: one core) side by side on the 2 cores, each
 # one's output kept together; then the tests

@@ -340,7 +340,7 @@ def _ingest_checked(
 
 
 def main(argv: list[str] | None = None) -> int:
-    from parka._settings import SettingsParser
+    from parka.ops.settings import SettingsParser
 
     from .machine import machine_info
     from .report import write_report

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+from parka.ops.progress import ProgressBar
 
-from parka._progress import ProgressBar
 from parka.segment import decode_segment
 
 from . import encodings as enc

@@ -117,9 +117,9 @@ def remove_all(store: ObjectStore) -> None:
 
 def add_s3_arguments(parser: Any) -> None:
     """``--s3 URI`` and the storage options, as ``parka ingest`` reads them (``--storage-option``
-    or ``PARKA_STORAGE_OPTIONS``), on ``parser``: a :class:`parka._settings.SettingsParser` made
+    or ``PARKA_STORAGE_OPTIONS``), on ``parser``: a :class:`parka.ops.settings.SettingsParser` made
     with ``allow_abbrev=False``, so :func:`masked_command` finds every storage option."""
-    from parka._settings import STORAGE_OPTIONS
+    from parka.ops.settings import STORAGE_OPTIONS
 
     parser.add_argument(
         "--s3",

@@ -49,7 +49,7 @@ def _timed(label: str, nbytes: int, procs: dict[str, Any], fn: Callable[[], obje
 
 
 def main(argv: list[str] | None = None) -> int:
-    from parka._settings import SettingsParser
+    from parka.ops.settings import SettingsParser
 
     parser = SettingsParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False

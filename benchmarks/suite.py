@@ -311,7 +311,7 @@ def run_suite(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from parka._settings import SettingsParser
+    from parka.ops.settings import SettingsParser
 
     argv = sys.argv[1:] if argv is None else argv
     # no abbreviated flags: masked_command must find every storage option

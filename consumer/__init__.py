@@ -5,16 +5,17 @@ consumer :class:`IngestionConsumer` (raw segments into Delta Lake, exactly once)
 from typing import TYPE_CHECKING, Any
 
 from ._compat import KafkaClientException
-from ._settings import IngestSettings
 from ._shim import ParquetConsumer, RawSegment, SegmentTable
 
-# The ingestion consumer lands tables (parka.lake: the `lake` extra); imported on first use, so
-# parka without an extra (the producer and the shim) works without deltalake, obstore, fastparquet.
+# The ingestion consumer and its settings land tables (parka.lake: the `lake` extra, whose defaults
+# the settings take); imported on first use, so parka without an extra (the producer and the shim)
+# works without deltalake, obstore, fastparquet.
 _INGEST = ("IngestionConsumer", "IngestStats")
 
 if TYPE_CHECKING:
     from ._aio import AIOParquetConsumer
     from ._ingest import IngestionConsumer, IngestStats
+    from ._settings import IngestSettings
 
 
 def __getattr__(name: str) -> Any:
@@ -22,6 +23,10 @@ def __getattr__(name: str) -> Any:
         from . import _ingest
 
         return getattr(_ingest, name)
+    if name == "IngestSettings":
+        from ._settings import IngestSettings
+
+        return IngestSettings
     if name == "AIOParquetConsumer":  # asyncio and confluent_kafka.aio, on first use (not every daemon's start)
         from ._aio import AIOParquetConsumer
 

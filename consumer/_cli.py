@@ -12,10 +12,11 @@ import sys
 import time
 from typing import Any
 
-from parka._cli_util import redacted, serve_metrics, setup_logging, stopped
-from parka._health import EXIT_CONFIG, EXIT_OK, exit_code_for, run_status
-from parka._progress import ProgressBar
-from parka._settings import SettingsParser
+from parka.ops.cli_util import redacted, serve_metrics, setup_logging, stopped
+from parka.ops.health import EXIT_CONFIG, EXIT_OK, exit_code_for, run_status
+from parka.ops.progress import ProgressBar
+from parka.ops.settings import SettingsParser
+
 from parka.errors import ParkaError
 
 from ._ingest import IngestionConsumer

@@ -36,7 +36,6 @@ from confluent_kafka import (
 from parka.lake import (
     DEFAULT_STATS,
     DLQ_SCHEMA,
-    BrokerWatch,
     CommitPolicy,
     CommitResult,
     CommitStats,
@@ -49,12 +48,12 @@ from parka.lake import (
     default_app_id,
     read_segment,
     table_identity,
-    wait_until_ready,
     write_segments,
 )
+from parka.ops.health import HealthLog, kafka_logger
+from parka.ops.preflight import BrokerWatch, wait_until_ready
 
-from parka._crash import crash_point
-from parka._health import HealthLog, kafka_logger
+from parka.crash import crash_point
 from parka.errors import ConfigError, KafkaClientError, SchemaMismatchError, SegmentError
 from parka.partitioning import PartitionSpec
 
@@ -155,7 +154,7 @@ class IngestionConsumer(KafkaSide):
             CommitError: a commit failed (``CommitConflict``: conflicts did not resolve).
             KafkaClientError: a fatal Kafka client error.
             BlockedError: ``end_at_latest`` and the table location or the topic cannot be used
-                (:func:`parka.lake.wait_until_ready`); a daemon waits for them instead.
+                (:func:`parka.ops.preflight.wait_until_ready`); a daemon waits for them instead.
         """
         s = self.settings
         conf = dict(s.kafka_conf)
@@ -249,7 +248,7 @@ class IngestionConsumer(KafkaSide):
     # -- causes the daemon waits on ------------------------------------------------------------
 
     def _wait_until_ready(self) -> bool:
-        """The table location and the topic answer (:func:`parka.lake.wait_until_ready`)."""
+        """The table location and the topic answer (:func:`parka.ops.preflight.wait_until_ready`)."""
         s = self.settings
 
         def client_error() -> Any:

@@ -12,10 +12,9 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, KafkaException, TopicPartition
-from parka.lake import BrokerWatch
+from parka.ops.preflight import BrokerWatch
 
-from parka._health import Blocker
-from parka.errors import ConfigError, KafkaClientError, SegmentError
+from parka.errors import Blocker, ConfigError, KafkaClientError, SegmentError
 
 from ._positions import Positions
 from ._settings import IngestSettings

@@ -1,4 +1,4 @@
-"""``parka ingest``'s settings, declared once (:mod:`parka._settings`): the shared ones and its own.
+"""``parka ingest``'s settings, declared once (:mod:`parka.ops.settings`): the shared ones and its own.
 Its command line (``_cli.py``) is built from :data:`FLAGS`; :class:`IngestSettings` holds what the
 ingestion needs and checks it where it enters."""
 
@@ -7,9 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from parka import _settings as s
-from parka._cli_util import integer
-from parka._settings import DaemonSettings, Setting, declared
+from parka.lake import DEFAULT_COMPACT_MAX_REWRITES, DEFAULT_COMPACT_MIN_FILES
+from parka.ops import settings as s
+from parka.ops.cli_util import integer
+from parka.ops.settings import DaemonSettings, Setting, declared
+
 from parka.config import storage_options_for
 
 __all__ = ["FLAGS", "IngestSettings", "OffsetReset", "SchemaEvolution"]
@@ -63,7 +65,7 @@ COMPACT_MIN_FILES = Setting(
     "one generation (files ingestion wrote, or compaction's own below --compact-max-rewrites), or such "
     "files adding up to it, a thread rewrites them into one file with large row groups, next to the "
     "commits; 0: no background compaction",
-    default=s.DEFAULT_COMPACT_MIN_FILES,
+    default=DEFAULT_COMPACT_MIN_FILES,
     unit="files",
     parse=integer,
     check=lambda n: None if n == 0 or n >= 2 else "0 (off) or a number of files >= 2",
@@ -74,7 +76,7 @@ COMPACT_MAX_REWRITES = Setting(
     ("COMPACT_MAX_REWRITES",),
     "background compaction rewrites a row at most this many times, so the bytes written stay below about "
     "1 + this times the bytes ingested; above 1 its files are compacted again",
-    default=s.DEFAULT_COMPACT_MAX_REWRITES,
+    default=DEFAULT_COMPACT_MAX_REWRITES,
     parse=integer,
     check=s.at_least(1, "a number of rewrites >= 1"),
 )

@@ -42,12 +42,12 @@ import confluent_kafka
 import pyarrow as pa
 from confluent_kafka import TopicPartition
 
-from parka._swap import client_class
 from parka.encryption import ENCRYPTION_PREFIX, parse_kms_config
 from parka.errors import KafkaClientError, SegmentDecodeError, SegmentError
 from parka.message import RecordMessage, SegmentRecords
 from parka.registry import Registry, split_registry_config
 from parka.schema import to_arrow_schema
+from parka.swap import client_class
 
 from ._autocommit import flag, interval_s, weak_on_commit
 from ._commits import OffsetsAPI

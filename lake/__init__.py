@@ -15,21 +15,23 @@ in the table, exactly once", whichever daemon reads Kafka (``parka ingest`` in
 * :class:`LandingSession`: what every daemon does around the committer (orphan cleanup, the
   table created, positions resumed from its ``txn``, a given schema evolved to, dead letters,
   app ids).
-* Table maintenance (:func:`optimize_table`, ``parka optimize``; background compaction's policy,
-  :class:`CompactionPolicy`) and the probe before consuming (:func:`probe_until_ready`).
+* Table maintenance (:func:`optimize_table`; background compaction's policy,
+  :class:`CompactionPolicy`) and the defaults the daemons' flags take (:data:`DEFAULT_TARGET_FILE_SIZE`,
+  :data:`DEFAULT_CHECKPOINT_INTERVAL`, ...). The daemons' runtime around it (``parka optimize``'s
+  command line, the probe before consuming) is :mod:`parka.ops`'.
 
 Errors are :mod:`parka.errors`' (``CommitError``, ``CommitConflict``, ``SchemaMismatchError``).
 """
 
 # ruff: noqa: E402  (the extra is checked before anything imports deltalake, obstore or fastparquet)
-from parka._extras import require
+from parka.extras import require
 
 require(("deltalake", "fastparquet", "obstore"), "lake", "parka.lake (parka ingest, parka optimize, Spark raw mode)")
 
 from typing import TYPE_CHECKING
 
-from ._committer import MAX_COMMIT_ATTEMPTS, CommitResult, CommitStats, Committer
-from ._compaction import CompactedName, CompactionPolicy
+from ._committer import DEFAULT_CHECKPOINT_INTERVAL, MAX_COMMIT_ATTEMPTS, CommitResult, CommitStats, Committer
+from ._compaction import DEFAULT_COMPACT_MAX_REWRITES, DEFAULT_COMPACT_MIN_FILES, CompactedName, CompactionPolicy
 from ._delta_rs import RsEngine, RsTableLog
 from ._delta_rules import (
     FILE_TAGS_KEY,
@@ -65,10 +67,9 @@ from ._plan import (
     legacy_app_id,
     table_identity,
 )
-from ._preflight import BrokerWatch, probe_until_ready, wait_until_ready
 from ._stats import DEFAULT_STATS, StatsConfig
 from ._stitch import row_groups
-from ._storage import make_durable, object_store, read_file
+from ._storage import list_log, make_durable, object_store, read_file
 
 if TYPE_CHECKING:
     from ._iceberg import IcebergEngine, IcebergTableLog
@@ -89,12 +90,14 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "DEFAULT_CHECKPOINT_INTERVAL",
+    "DEFAULT_COMPACT_MAX_REWRITES",
+    "DEFAULT_COMPACT_MIN_FILES",
     "DEFAULT_STATS",
     "DEFAULT_TARGET_FILE_SIZE",
     "DLQ_SCHEMA",
     "FILE_TAGS_KEY",
     "MAX_COMMIT_ATTEMPTS",
-    "BrokerWatch",
     "CheckedSegment",
     "CommitPolicy",
     "CommitResult",
@@ -128,17 +131,16 @@ __all__ = [
     "fit_segment",
     "given_schema_refused",
     "legacy_app_id",
+    "list_log",
     "logged_files",
     "make_durable",
     "object_store",
     "optimize_iceberg",
     "optimize_table",
-    "probe_until_ready",
     "read_file",
     "read_segment",
     "row_groups",
     "schema_json",
     "table_identity",
-    "wait_until_ready",
     "write_segments",
 ]

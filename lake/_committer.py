@@ -19,8 +19,7 @@ from typing import Any, TypeVar
 
 import pyarrow as pa
 
-from parka._crash import crash_point
-from parka._settings import CHECKPOINT_INTERVAL
+from parka.crash import crash_point
 from parka.errors import CommitConflict, CommitError, ConfigError
 from parka.partitioning import PartitionSpec, parse_partition_by
 
@@ -45,10 +44,13 @@ from ._settle import evolved_columns, settle_files, split_covered, stop_at_refus
 from ._stats import StatsConfig
 from ._storage import delete_files, make_durable
 
-__all__ = ["CommitResult", "CommitStats", "Committer"]
+__all__ = ["DEFAULT_CHECKPOINT_INTERVAL", "CommitResult", "CommitStats", "Committer"]
 
 log = logging.getLogger("parka.commit")
 
+DEFAULT_CHECKPOINT_INTERVAL = 10
+"""Commits between two checkpoints (and orphan cleanups) when none is given
+(``--checkpoint-interval``' default); 0 never."""
 MAX_COMMIT_ATTEMPTS = 20
 T = TypeVar("T")
 
@@ -90,14 +92,15 @@ class Committer:
         merge: bool = False,
         dlq_table_uri: str | None = None,
         storage_options: Mapping[str, str] | None = None,
-        checkpoint_interval: int = 10,
+        checkpoint_interval: int = DEFAULT_CHECKPOINT_INTERVAL,
         stats: CommitStats | None = None,
         on_commit: Callable[[float], None] | None = None,
         on_checkpoint: Callable[[float], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        CHECKPOINT_INTERVAL.validate(checkpoint_interval)  # the daemons' own rule, for library callers
+        if checkpoint_interval < 0:
+            raise ConfigError("checkpoint_interval", checkpoint_interval, "an integer >= 0 (0: never)")
         self.engine = engine
         self.table_uri = table_uri
         self.topic = topic

@@ -38,8 +38,6 @@ from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from parka._settings import DEFAULT_COMPACT_MAX_REWRITES, DEFAULT_COMPACT_MIN_FILES
-
 from ._plan import FileName, base_name
 
 __all__ = [
@@ -49,6 +47,14 @@ __all__ = [
     "generation_of",
     "input_key",
 ]
+
+DEFAULT_COMPACT_MIN_FILES = 16
+"""Small files of one generation a table partition may gather before background compaction
+rewrites them (``parka ingest --compact-min-files``' default; at one commit a second from four
+Kafka partitions, a compaction every 4 s of 16 files into one)."""
+DEFAULT_COMPACT_MAX_REWRITES = 1
+"""Background compaction rewrites a row once at most, so the bytes written are about twice the
+bytes ingested at most (``parka ingest --compact-max-rewrites``' default)."""
 
 _COMPACTED = re.compile(r"^compacted-g(?P<generation>\d+)-(?P<input>[0-9a-f]{16})-(?P<uid>[0-9a-f]{32})\.parquet$")
 

@@ -21,8 +21,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from parka._crash import crash_point
-from parka._settings import DEFAULT_TARGET_FILE_SIZE
+from parka.crash import crash_point
 from parka.errors import CommitConflict, SchemaMismatchError, SegmentDecodeError, SegmentError
 from parka.evolution import merge_schemas, widening_enabled
 from parka.partitioning import PartitionSpec, parse_partition_by
@@ -48,6 +47,9 @@ __all__ = [
     "trim_stitched",
     "write_segments",
 ]
+
+DEFAULT_TARGET_FILE_SIZE = 128 * 2**20
+"""The size a data file aims at when no target is given: up to 128 MiB (``--target-file-size``' default)."""
 
 log = logging.getLogger("parka.ingest")
 

@@ -36,7 +36,7 @@ How the Delta protocol's pieces map onto Iceberg:
 # ruff: noqa: E402  (the extra is checked before pyiceberg is imported)
 from __future__ import annotations
 
-from parka._extras import require
+from parka.extras import require
 
 require(("pyiceberg", "sqlalchemy"), "iceberg", "Iceberg tables (--catalog)")
 
@@ -69,8 +69,7 @@ from pyiceberg.table.snapshots import Snapshot, ancestors_of
 from pyiceberg.table.update.snapshot import ExpireSnapshots
 from pyiceberg.typedef import Record
 
-from parka._health import Blocker, one_line
-from parka.errors import CommitConflict, CommitError, ConfigError, SchemaMismatchError
+from parka.errors import Blocker, CommitConflict, CommitError, ConfigError, SchemaMismatchError, one_line
 from parka.evolution import TYPE_WIDENING_KEY
 from parka.partitioning import EXPRESSION_KEY, PartitionSpec, parse_spec
 
@@ -163,7 +162,7 @@ class IcebergEngine:
 
     def blocker(self) -> Blocker | None:
         """Whether the catalog answers (listing its namespaces), for the probe before consuming
-        (:func:`parka.lake.wait_until_ready`'s ``table_probe``)."""
+        (the probe before consuming, ``table_probe``)."""
         try:
             self.catalog.list_namespaces()
         except Exception as exc:

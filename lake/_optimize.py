@@ -43,12 +43,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from parka._settings import DEFAULT_TARGET_FILE_SIZE
 from parka.config import storage_options_for
 from parka.errors import CommitConflict, CommitError, ConfigError
 
 from . import _delta_rs, _rs_maintenance
 from ._compaction import CompactionPolicy
+from ._files import DEFAULT_TARGET_FILE_SIZE
 from ._log import DataFile
 from ._plan import partition_path
 from ._rs_maintenance import LiveFile

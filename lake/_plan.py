@@ -16,8 +16,7 @@ from urllib.parse import quote, urlparse
 
 import pyarrow as pa
 
-from parka._settings import PARTITION_BY
-from parka.errors import SchemaMismatchError, SegmentError
+from parka.errors import ConfigError, SchemaMismatchError, SegmentError
 from parka.evolution import Change, merge_schemas, nullable_within
 from parka.partitioning import EXPRESSION_KEY, PartitionSpec, parse_partition_by, parse_spec
 from parka.segment import HEADERS_COLUMN, KEY_COLUMN, TIMESTAMP_COLUMN
@@ -302,10 +301,11 @@ def check_partitioning(schema: pa.Schema, partition_by: Sequence[PartitionSpec |
     if found is None:
         return
     spec, problem = found
-    raise PARTITION_BY.error(
+    raise ConfigError(
+        "partition_by",
         ",".join(map(str, specs)),
         f"columns of {where}, or derived specs of them: {columns_text(schema)}",
-        reason=f"{spec}: {problem}",
+        reason=f"set by --partition-by or PARKA_PARTITION_BY; {spec}: {problem}",
     )
 
 

@@ -35,8 +35,8 @@ import pyarrow.parquet as pq
 from obstore.exceptions import BaseError, NotFoundError, UnknownConfigurationKeyError
 from obstore.store import ObjectStore, from_url
 
-from parka._crash import crash_point, crash_point_armed
 from parka.config import storage_options_for
+from parka.crash import crash_point, crash_point_armed
 from parka.errors import CommitError
 
 log = logging.getLogger("parka.storage")

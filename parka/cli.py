@@ -23,7 +23,7 @@ COMMANDS: dict[str, Command] = {
         "the same ingestion on Spark Structured Streaming (raw or decode mode), into a Delta or Iceberg table",
     ),
     "optimize": Command(
-        "parka.lake._optimize_cli",
+        "parka.ops.optimize_cli",
         "compact a table's small files; a Delta table's optionally in Z-order, then VACUUM and checkpoint it",
     ),
 }

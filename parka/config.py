@@ -49,10 +49,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._extras import install_command
 from .encoding import DEFAULT_TUNING, TUNINGS
 from .encryption import ENCRYPTION_PREFIX, EncryptionSettings, parse_encryption_config
 from .errors import ConfigError
+from .extras import install_command
 from .partitioner import PARTITIONERS
 from .partitioning import PartitionSpec, parse_partition_by
 from .schema import RESERVED_PREFIX

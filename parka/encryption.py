@@ -54,8 +54,8 @@ from typing import Any, cast
 
 import pyarrow.parquet.encryption as pe
 
-from ._extras import install_command
 from .errors import ConfigError
+from .extras import install_command
 
 __all__ = [
     "ENCRYPTION_PREFIX",

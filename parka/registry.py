@@ -24,8 +24,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from parka._extras import install_command
 from parka.errors import ConfigError, RegistryError
+from parka.extras import install_command
 from parka.schema import schema_fingerprint, to_arrow_schema
 from parka.segment import SCHEMA_ID_HEADER
 

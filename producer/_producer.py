@@ -43,10 +43,10 @@ import confluent_kafka
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException
 
-from parka._swap import client_class
 from parka.config import ProducerSettings, parse_producer_config
 from parka.errors import ConfigError, RecordError, RecordTypeError
 from parka.registry import Registry, split_registry_config
+from parka.swap import client_class
 
 from ._batch import produce_messages
 from ._buffer import DeliveryCallback
@@ -63,7 +63,7 @@ if TYPE_CHECKING:
 __all__ = ["ParquetProducer"]
 
 # Bound at import, so that an application (or a test) that swaps ``confluent_kafka.Producer`` for
-# parka's class still gets the real client here (parka._swap).
+# parka's class still gets the real client here (parka.swap).
 _KafkaProducer = confluent_kafka.Producer
 
 

@@ -1,5 +1,5 @@
 """The generated part of docs/configuration.md: a table of each ``parka`` command's flags, made from
-the :class:`parka._setting.Setting` declarations its parser is built from (the same text
+the :class:`parka.ops.setting.Setting` declarations its parser is built from (the same text
 ``--help`` shows), between the lines ``<!-- flags: COMMAND -->`` and ``<!-- /flags -->``.
 
     python scripts/config_reference.py           # rewrite the tables in docs/configuration.md

@@ -14,10 +14,11 @@ import sys
 import threading
 from typing import Any
 
-from parka._cli_util import serve_metrics, setup_logging, stopped
-from parka._health import EXIT_OK, exit_code_for, run_status
-from parka._progress import LogProgress, ProgressBar
-from parka._settings import TABLE_URI, TOPIC, SettingsParser
+from parka.ops.cli_util import serve_metrics, setup_logging, stopped
+from parka.ops.health import EXIT_OK, exit_code_for, run_status
+from parka.ops.progress import LogProgress, ProgressBar
+from parka.ops.settings import TABLE_URI, TOPIC, SettingsParser
+
 from parka.errors import ConfigError
 
 from ._settings import SHARED_FLAGS, SPARK_FLAGS, SparkIngestSettings
@@ -177,7 +178,7 @@ def _s3a_jars(
 
 def _ready(settings: SparkIngestSettings, args: argparse.Namespace, stop: threading.Event) -> bool:
     """Before a Spark session starts: the table location and the topic answer
-    (:func:`parka.lake.probe_until_ready`), so that a run-once ends in seconds with
+    (:func:`parka.ops.preflight.probe_until_ready`), so that a run-once ends in seconds with
     a line naming the cause rather than in a JVM trace, and a daemon says what it waits for.
     Kafka is probed with librdkafka when the ``-K`` settings are ones it takes; an object store
     configured with Hadoop ``fs.*`` settings is left to Spark.
@@ -185,7 +186,7 @@ def _ready(settings: SparkIngestSettings, args: argparse.Namespace, stop: thread
     Raises:
         BlockedError: a run-once and a cause that did not clear.
     """
-    from parka.lake import probe_until_ready
+    from parka.ops.preflight import probe_until_ready
 
     options = dict(settings.storage_options)
     local = "://" not in settings.table_uri or settings.table_uri.startswith("file:")

@@ -40,7 +40,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from parka._cli_util import redacted
+from parka.ops.cli_util import redacted
+
 from parka.errors import ParkaError
 
 from ._lag import progress_lag
@@ -48,7 +49,8 @@ from ._session import translate
 from ._settings import CHECKPOINTS_DIR, SparkIngestSettings
 
 if TYPE_CHECKING:
-    from parka._progress import LogProgress, ProgressBar
+    from parka.ops.progress import LogProgress, ProgressBar
+
     from parka.metrics import IngestMetrics
 
     from ._query import LandingRun
@@ -221,7 +223,7 @@ def ingest(
 
 
 def settings_summary(s: SparkIngestSettings) -> str:
-    """One log line describing ``s``, secrets masked (:func:`parka._cli_util.redacted`)."""
+    """One log line describing ``s``, secrets masked (:func:`parka.ops.cli_util.redacted`)."""
     return (
         f"ingesting {s.topic} into {s.table_uri} as {s.app} ({s.mode} mode"
         f"{', ' + s.commit_engine + ' commits' if s.mode == 'raw' else ''}, trigger {s.trigger}, "

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 from parka.lake import DEFAULT_STATS, Committer, LandingSession, RsEngine
 
-from parka._crash import crash_point
+from parka.crash import crash_point
 from parka.errors import ParkaError
 from parka.schema import to_arrow_schema
 from parka.segment import FORMAT_HEADER

@@ -20,9 +20,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from parka._extras import install_command
 from parka.encryption import KmsSettings, spark_hadoop_conf
 from parka.errors import ParkaError, SchemaMismatchError, SegmentDecodeError, SegmentError
+from parka.extras import install_command
 
 __all__ = [
     "AWS_SDK_VERSION",

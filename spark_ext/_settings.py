@@ -1,4 +1,4 @@
-"""``parka spark-ingest``'s settings, declared once (:mod:`parka._settings`): the flags it shares
+"""``parka spark-ingest``'s settings, declared once (:mod:`parka.ops.settings`): the flags it shares
 with ``parka ingest`` (same flag, same variable, same check; a help text of its own where Spark
 means something more precise) and Spark's own. Its command line (``_cli.py``) is built from
 :data:`SHARED_FLAGS` and :data:`SPARK_FLAGS`; :class:`SparkIngestSettings` holds what the
@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from parka.lake import default_app_id, legacy_app_id, table_identity
+from parka.ops import settings as s
+from parka.ops.cli_util import redacted
+from parka.ops.settings import DaemonSettings, Setting, declared
 
-from parka import _settings as s
-from parka._cli_util import redacted
-from parka._settings import DaemonSettings, Setting, declared
 from parka.config import is_s3
 from parka.errors import ConfigError
 from parka.partitioning import parse_partition_by

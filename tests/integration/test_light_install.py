@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from parka._extras import install_command
+from parka.extras import install_command
 
 REPO = Path(__file__).resolve().parents[2]
 LAKE_AND_SPARK = ("deltalake", "obstore", "fastparquet", "pyspark", "delta")

@@ -134,9 +134,8 @@ def test_ingest_settings_refuse_what_they_cannot_do() -> None:
 
 
 def test_both_commands_mask_the_same_secrets() -> None:
+    from parka.ops.cli_util import redacted
     from parka.spark_ext._ingest import SparkIngestSettings, settings_summary
-
-    from parka._cli_util import redacted
 
     conf = {
         "ssl.keystore.key": "-----BEGIN PRIVATE KEY-----",
@@ -158,9 +157,8 @@ def test_both_commands_mask_the_same_secrets() -> None:
 def test_settings_reprs_and_urls_mask_secrets_too(capsys: pytest.CaptureFixture[str]) -> None:
     from parka.consumer._cli import build_parser
     from parka.consumer._ingest import IngestSettings
+    from parka.ops.cli_util import redacted
     from parka.spark_ext._ingest import SparkIngestSettings
-
-    from parka._cli_util import redacted
 
     secrets = {
         "sasl.password": "pw1",

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from parka._extras import GENERIC_SOURCE, install_command, origin_requirement, require
 from parka.errors import MissingExtraError
+from parka.extras import GENERIC_SOURCE, install_command, origin_requirement, require
 
 
 def test_require_passes_when_every_module_is_found() -> None:

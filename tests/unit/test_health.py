@@ -1,27 +1,25 @@
-"""The operator-facing decisions of :mod:`parka._health`, on a fake clock."""
+"""The operator-facing decisions of :mod:`parka.ops.health`, on a fake clock."""
 
 from __future__ import annotations
 
 import logging
 
 import pytest
-
-from parka._health import (
+from parka.ops.health import (
     EXIT_CONFIG,
     EXIT_FAILED,
     EXIT_OK,
     EXIT_UNREACHABLE,
     Backoff,
-    Blocker,
     HealthLog,
     RateLimitFilter,
     RunStatus,
     duration_text,
     exit_code_for,
-    one_line,
     run_status,
 )
-from parka.errors import BlockedError, CommitError, ConfigError
+
+from parka.errors import BlockedError, Blocker, CommitError, ConfigError, one_line
 
 
 class Clock:

@@ -27,8 +27,8 @@ from parka.lake import (
     write_segments,
 )
 
-from parka._extras import install_command
 from parka.errors import CommitConflict, CommitError, ConfigError
+from parka.extras import install_command
 from parka.schema import schema_fingerprint
 from parka.segment import encode_segment
 

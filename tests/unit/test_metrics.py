@@ -18,13 +18,13 @@ import pytest
 from confluent_kafka import Producer
 from parka.consumer._cli import build_parser as ingest_parser
 from parka.consumer._ingest import IngestStats
+from parka.ops.cli_util import setup_logging
+from parka.ops.progress import ProgressBar, bar_text
 from parka.producer import ParquetProducer
 from parka.spark_ext._cli import build_parser as spark_parser
 from parka.spark_ext._lag import progress_lag, source_offsets
 from prometheus_client import CollectorRegistry, generate_latest
 
-from parka._cli_util import setup_logging
-from parka._progress import ProgressBar, bar_text
 from parka.errors import ConfigError
 from parka.metrics import INGEST_COUNTERS, STALL_S, IngestMetrics, serve
 

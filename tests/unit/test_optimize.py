@@ -224,7 +224,7 @@ def test_racing_rewrites_and_appends_keep_every_row_once(tmp_path: Path) -> None
 def test_sizes_on_the_command_line() -> None:
     import argparse
 
-    from parka._cli_util import size_bytes
+    from parka.ops.cli_util import size_bytes
 
     assert [size_bytes(t) for t in ("128MiB", "1GiB", "500MB", "1048576", "1.5 KiB")] == [
         128 * MiB,

@@ -1,4 +1,4 @@
-"""The start-up probe's decisions (:mod:`parka.lake._preflight`) on a local disk and a stand-in
+"""The start-up probe's decisions (:mod:`parka.ops.preflight`) on a local disk and a stand-in
 consumer that answers metadata requests as librdkafka does (no broker, no network)."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
-from parka.lake._preflight import table_blocker, wait_until_ready
+from parka.ops.health import HealthLog, exit_code_for
+from parka.ops.preflight import table_blocker, wait_until_ready
 
-from parka._health import HealthLog
 from parka.errors import BlockedError
 
 
@@ -97,7 +97,7 @@ def test_run_once_stops_at_once_on_an_unknown_topic(tmp_path: Path) -> None:
     consumer = Consumer(clock, Metadata({"events": Topic(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))}))
     with pytest.raises(BlockedError) as raised:
         _wait(consumer, clock, tmp_path, run_once=True, stop=Stop(clock))
-    assert raised.value.blocker.exit_code == 2
+    assert exit_code_for(raised.value) == 2  # configuration: only a change clears it
     assert str(raised.value) == "topic 'events' does not exist on the Kafka cluster at h:1"
     assert clock.now == 0.0
 
@@ -106,7 +106,7 @@ def test_run_once_gives_up_on_an_unreachable_broker_after_its_timeout(tmp_path: 
     clock = FakeClock()
     with pytest.raises(BlockedError) as raised:
         _wait(Consumer(clock, None), clock, tmp_path, run_once=True, stop=Stop(clock), timeout_s=20.0)
-    assert raised.value.blocker.exit_code == 3
+    assert exit_code_for(raised.value) == 3  # an outage
     assert str(raised.value) == (
         "no Kafka broker reachable at h:1 (Connect to ipv4#127.0.0.1:1 failed: Connection refused); gave up after 20 s"
     )

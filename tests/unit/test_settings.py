@@ -1,5 +1,5 @@
 """Each daemon's flags, environment variables, defaults and checks come from one declaration
-(parka/_settings.py and each daemon's _settings.py): the parser, the settings dataclass and the
+(ops/settings.py and each daemon's _settings.py): the parser, the settings dataclass and the
 errors all read it."""
 
 from __future__ import annotations
@@ -15,17 +15,17 @@ from parka.consumer import IngestSettings
 from parka.consumer._cli import build_parser as ingest_parser
 from parka.consumer._cli import settings_from_args as ingest_settings
 from parka.consumer._settings import FLAGS as INGEST_FLAGS
-from parka.lake._optimize_cli import FLAGS as OPTIMIZE_FLAGS
-from parka.lake._optimize_cli import build_parser as optimize_parser
+from parka.ops import settings as core
+from parka.ops.cli_util import size_bytes
+from parka.ops.optimize_cli import FLAGS as OPTIMIZE_FLAGS
+from parka.ops.optimize_cli import build_parser as optimize_parser
+from parka.ops.settings import Setting, SettingsParser
 from parka.spark_ext import SparkIngestSettings
 from parka.spark_ext._cli import build_parser as spark_parser
 from parka.spark_ext._cli import settings_from_args as spark_settings
 from parka.spark_ext._settings import SHARED_FLAGS, SPARK_FLAGS
 
-from parka import _settings as core
 from parka import cli
-from parka._cli_util import size_bytes
-from parka._settings import Setting, SettingsParser
 from parka.errors import ConfigError
 
 SPARK_ALL = (core.TOPIC, core.TABLE_URI, *SHARED_FLAGS, *SPARK_FLAGS)

@@ -4,7 +4,7 @@ between writing a micro-batch's files and committing them, and after committing
 and no orphan file is left. (``parka ingest`` and Spark raw mode at the same time on one table is
 in test_spark_raw.py: it needs no driver of its own.)
 
-The kills come from the test hook ``PARKA_TEST_CRASH_AT`` (``parka/_crash.py``): the driver sends
+The kills come from the test hook ``PARKA_TEST_CRASH_AT`` (``parka/crash.py``): the driver sends
 itself SIGKILL at the named point, after logging a line the test checks. Its JVM and Python
 workers go with it (the JVM exits when its parent's pipe closes); the test waits for the process
 group to be empty before restarting."""

@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from parka.ops.cli_util import serve_metrics
 from parka.spark_ext import SparkIngestSettings, ingest
-
-from parka._cli_util import serve_metrics
 
 from .._ingest_util import produce_events, wait_for
 from ..metrics._scrape import BOUND, Samples, lag, scrape, value

@@ -1,8 +1,8 @@
 """Before ``parka ingest`` consumes anything: can it? One probe of the table location (local:
 created and written; object store: the bucket listed with the credentials given) and one Kafka
-metadata request for the topic. Each answers ``None`` or a :class:`parka._health.Blocker` whose
+metadata request for the topic. Each answers ``None`` or a :class:`parka.errors.Blocker` whose
 one line names the cause (the path, the bucket, the address, the topic); the daemon decides
-what to do with it (a run-once stops, a daemon waits and says so: :mod:`parka._health`).
+what to do with it (a run-once stops, a daemon waits and says so: :mod:`parka.ops.health`).
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from typing import Any
 from urllib.parse import urlparse
 
 from confluent_kafka import KafkaError, KafkaException
+from parka.lake import list_log
 
-from parka._health import NO_BUCKET_WORDS, REFUSED_WORDS, Backoff, Blocker, HealthLog, kafka_logger, one_line
-from parka.errors import BlockedError, CommitError
+from parka.errors import BlockedError, Blocker, CommitError, one_line
 
-from ._storage import list_log
+from .health import NO_BUCKET_WORDS, REFUSED_WORDS, Backoff, HealthLog, kafka_logger
 
 __all__ = ["BrokerWatch", "kafka_blocker", "probe_until_ready", "table_blocker", "wait_until_ready"]
 

@@ -1,7 +1,7 @@
 """``parka optimize TABLE_URI``: compact a Delta table's small files (optionally in Z-order),
 VACUUM and checkpoint it, safely next to running ``parka ingest`` / ``parka spark-ingest``
-(:func:`parka.lake._optimize.optimize_table`); with ``--catalog``, an Iceberg table's
-(:func:`parka.lake._iceberg_optimize.optimize_iceberg`: compaction, and snapshot expiry for
+(:func:`parka.lake.optimize_table`); with ``--catalog``, an Iceberg table's
+(:func:`parka.lake.optimize_iceberg`: compaction, and snapshot expiry for
 ``--vacuum-retention-hours``). Prints one JSON line with the result."""
 
 from __future__ import annotations
@@ -12,20 +12,20 @@ import logging
 import sys
 from typing import Any
 
-from parka import _settings as s
-from parka._cli_util import columns, integer, redacted, setup_logging, stopped
-from parka._health import exit_code_for
-from parka._settings import Setting, SettingsParser
-from parka.errors import ConfigError
+from parka.lake import DEFAULT_TARGET_FILE_SIZE, optimize_table
+from parka.ops import settings as s
+from parka.ops.cli_util import columns, integer, redacted, setup_logging, stopped
+from parka.ops.health import exit_code_for
+from parka.ops.settings import Setting, SettingsParser
 
-from ._optimize import DEFAULT_TARGET_SIZE, optimize_table
+from parka.errors import ConfigError
 
 _PROG = "parka optimize"
 log = logging.getLogger("parka.optimize")
 
 FLAGS: tuple[Setting, ...] = (
     s.TABLE_URI,
-    s.TARGET_FILE_SIZE.but(default=DEFAULT_TARGET_SIZE, help="size a compacted file aims at, e.g. 128MiB, 1GiB"),
+    s.TARGET_FILE_SIZE.but(default=DEFAULT_TARGET_FILE_SIZE, help="size a compacted file aims at, e.g. 128MiB, 1GiB"),
     Setting(
         "z_order",
         ("--z-order",),
@@ -119,8 +119,7 @@ def _optimize_iceberg(args: Any) -> int:
     ``--vacuum-retention-hours`` the expiry of older snapshots and their files."""
     if args.z_order:
         raise ConfigError("--z-order", ",".join(args.z_order), "nothing", reason="not built for Iceberg tables")
-    from ._iceberg import IcebergEngine
-    from ._iceberg_optimize import optimize_iceberg
+    from parka.lake import IcebergEngine, optimize_iceberg
 
     result = optimize_iceberg(
         IcebergEngine(args.catalog, args.catalog_options, args.storage_options),

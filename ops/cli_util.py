@@ -1,9 +1,8 @@
 """What parka's command lines share (``parka ingest``, ``parka spark-ingest``, ``parka optimize``),
 defined once: how their values' texts are read (sizes, ports, ``key=value`` pairs, partition specs), the
 masking of secrets in what is logged, the logging set-up and the ``--metrics-port`` server. The flags
-themselves are declared in :mod:`parka._settings`. Standard library only
-(``prometheus_client`` is imported when metrics are asked for), so the core stays free of the consumer and
-Spark layers.
+themselves are declared in :mod:`parka.ops.settings`. Standard library only
+(``prometheus_client`` is imported when metrics are asked for).
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from .partitioning import parse_partition_by
+from parka.partitioning import parse_partition_by
 
 __all__ = [
     "SECRET_HINTS",
@@ -168,9 +167,9 @@ def serve_metrics(port: int | None, *, topic: str, prog: str, addr: str = "0.0.0
     try:
         from prometheus_client import CollectorRegistry
 
-        from .metrics import IngestMetrics, serve
+        from parka.metrics import IngestMetrics, serve
     except ImportError as exc:
-        from ._extras import install_command
+        from parka.extras import install_command
 
         raise SystemExit(
             f"{prog}: --metrics-port needs prometheus_client ({exc}), parka's 'metrics' extra: "
@@ -192,7 +191,7 @@ def serve_metrics(port: int | None, *, topic: str, prog: str, addr: str = "0.0.0
 def setup_logging(*, quiet: bool, log_format: str, verbose: bool = False) -> None:
     """parka's loggers to stderr: text or one JSON object per line; warnings only when ``quiet``,
     debug lines too when ``verbose``. librdkafka's log comes through ``parka.kafka``
-    (:func:`parka._health.kafka_logger`)."""
+    (:func:`parka.ops.health.kafka_logger`)."""
     handler = _LineClearingHandler(sys.stderr)
     if log_format == "json":
         handler.setFormatter(JsonFormatter())
@@ -204,7 +203,7 @@ def setup_logging(*, quiet: bool, log_format: str, verbose: bool = False) -> Non
 
 
 class _LineClearingHandler(logging.StreamHandler):
-    """On a terminal, clears the line first: a progress bar drawn there (:mod:`parka._progress`)
+    """On a terminal, clears the line first: a progress bar drawn there (:mod:`parka.ops.progress`)
     is overwritten by the log line instead of running into it, and redrawn below it. Elsewhere
     (a file, a pipe, a log collector) no line carries ANSI codes: delta-rs colours its errors."""
 
@@ -243,7 +242,7 @@ class JsonFormatter(logging.Formatter):
 def stopped(log: logging.Logger, exc: BaseException) -> None:
     """Log the error that ends a run as one line (``stopped: <kind>: <what>``: no ANSI codes, no
     continuation lines); its stack trace only at debug level (``--verbose``)."""
-    from ._health import one_line
+    from parka.errors import one_line
 
     if type(exc).__name__ == "BlockedError":  # its message names the cause; the class adds nothing
         log.error("stopped: %s", one_line(exc))

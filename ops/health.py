@@ -12,20 +12,20 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from parka.errors import BlockedError, Blocker, ConfigError, MissingExtraError, one_line
+
 __all__ = [
     "EXIT_CONFIG",
     "EXIT_FAILED",
     "EXIT_OK",
     "EXIT_UNREACHABLE",
     "Backoff",
-    "Blocker",
     "HealthLog",
     "RateLimitFilter",
     "RunStatus",
     "duration_text",
     "exit_code_for",
     "kafka_logger",
-    "one_line",
     "run_status",
 ]
 
@@ -69,40 +69,6 @@ def run_status(
         )
         return RunStatus("dead-lettered", EXIT_FAILED if run_once else EXIT_OK, error)
     return RunStatus("ok", EXIT_OK)
-
-
-@dataclass(frozen=True)
-class Blocker:
-    """A cause that keeps a run from starting or going on. ``key`` names its kind (``broker``,
-    ``topic``, ``kafka-auth``, ``table``); ``message`` is the one line that names it (the
-    address, the topic, the path); ``configuration``: only a change of configuration, rights or
-    infrastructure clears it (exit :data:`EXIT_CONFIG` in a run-once), else it is an outage
-    that may clear on its own (exit :data:`EXIT_UNREACHABLE` once the timeout is spent)."""
-
-    key: str
-    message: str
-    configuration: bool
-
-    @property
-    def exit_code(self) -> int:
-        return EXIT_CONFIG if self.configuration else EXIT_UNREACHABLE
-
-
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-_FRAME = re.compile(r"\s*(at [\w$.<>/]+\(.*\)|\.\.\. \d+ more)\s*$")  # a Java stack frame
-
-
-def one_line(text: object, *, limit: int = 600) -> str:
-    """``text`` (an exception or a message) as one line: ANSI colour codes removed (delta-rs and
-    object_store colour their error chains), Java stack frames dropped (a Py4J error's text
-    keeps its ``Caused by:`` lines), lines joined with ``: ``, repeated whitespace folded, cut
-    at ``limit`` characters."""
-    plain = _ANSI.sub("", str(text))
-    parts = [" ".join(line.split()).removeprefix(": ") for line in plain.splitlines() if not _FRAME.match(line)]
-    joined = ""
-    for part in filter(None, parts):
-        joined += (" " if joined.endswith(":") else ": " if joined else "") + part
-    return joined if len(joined) <= limit else joined[: limit - 3] + "..."
 
 
 def duration_text(seconds: float) -> str:
@@ -251,10 +217,8 @@ def exit_code_for(exc: BaseException) -> int:
     without ``parka[iceberg]``) and for errors whose words say
     missing bucket or table, refused credentials, a path through a file; :data:`EXIT_UNREACHABLE`
     for a refused connection or an unknown host; else :data:`EXIT_FAILED`."""
-    from .errors import BlockedError, ConfigError, MissingExtraError
-
     if isinstance(exc, BlockedError):
-        return int(exc.blocker.exit_code)
+        return EXIT_CONFIG if exc.blocker.configuration else EXIT_UNREACHABLE
     if isinstance(exc, (ConfigError, MissingExtraError)):
         return EXIT_CONFIG
     text = one_line(f"{exc} {exc.__cause__ or ''}", limit=100_000)

@@ -12,12 +12,13 @@ and what values it allows. From that one declaration come
 * the settings object's dataclass field (:func:`declared`) and its validation
   (:func:`validate`, called by the settings' ``__post_init__``; :class:`SettingsParser` runs the
   same checks on what it parsed). An error names the setting (field, flag, variable) and the bad
-  value; a value that may hold a secret is masked (:func:`parka._cli_util.redacted`).
+  value; a value that may hold a secret is masked (:func:`parka.ops.cli_util.redacted`).
 
-The machinery is :mod:`parka._setting`; the settings both daemons share are defined here once;
+The machinery is :mod:`parka.ops.setting`; the settings both daemons share are defined here once;
 ``parka.consumer._settings`` and ``parka.spark_ext._settings`` build their own on them, changing
 a help text or default with :meth:`Setting.but` where a daemon means something more precise by
-it. Standard library only.
+it. Their defaults that the lake also applies to a library caller (file size, checkpoint
+interval) are :mod:`parka.lake`'s constants.
 """
 
 from __future__ import annotations
@@ -25,9 +26,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ._cli_util import columns, integer, number, port_number, seek_offsets_json, size_bytes
-from ._setting import DaemonSettings, Setting, SettingsParser, declared, validate
-from .partitioning import DELTA_ALLOWED, parse_partition_by
+from parka.lake import DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_TARGET_FILE_SIZE
+
+from parka.partitioning import DELTA_ALLOWED, parse_partition_by
+
+from .cli_util import columns, integer, number, port_number, seek_offsets_json, size_bytes
+from .setting import DaemonSettings, Setting, SettingsParser, declared, validate
 
 __all__ = [
     "DaemonSettings",
@@ -63,9 +67,6 @@ __all__ = [
     "QUIET",
     "LOG_FORMAT",
     "SHARED",
-    "DEFAULT_TARGET_FILE_SIZE",
-    "DEFAULT_COMPACT_MIN_FILES",
-    "DEFAULT_COMPACT_MAX_REWRITES",
 ]
 
 
@@ -92,17 +93,6 @@ def _partition_specs(value: Sequence[str]) -> None:
 
 def _partition_by_text(text: str) -> tuple[str, ...]:
     return columns(text)
-
-
-DEFAULT_TARGET_FILE_SIZE = 128 * 2**20
-"""``--target-file-size``'s default: a data file of up to 128 MiB."""
-DEFAULT_COMPACT_MIN_FILES = 16
-"""``parka ingest --compact-min-files``' default: small files of one generation a table partition
-may gather before background compaction rewrites them (at one commit a second from four Kafka
-partitions, a compaction every 4 s of 16 files into one)."""
-DEFAULT_COMPACT_MAX_REWRITES = 1
-"""``parka ingest --compact-max-rewrites``' default: background compaction rewrites a row once at
-most, so the bytes written are about twice the bytes ingested at most."""
 
 
 # -- the settings both daemons share ---------------------------------------------------------------
@@ -276,7 +266,7 @@ CHECKPOINT_INTERVAL = Setting(
     ("CHECKPOINT_INTERVAL",),
     "every N commits, write a Delta checkpoint (Iceberg: expire snapshots by the table's history.expire.* "
     "properties) and remove orphan files; 0 never",
-    default=10,
+    default=DEFAULT_CHECKPOINT_INTERVAL,
     unit="commits",
     parse=integer,
     check=at_least(0, "an integer >= 0 (0: never)"),

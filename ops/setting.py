@@ -1,7 +1,7 @@
 """What a setting is: :class:`Setting` (one thing an operator can set, declared once), the
 settings object's fields and checks (:func:`declared`, :func:`validate`, :class:`DaemonSettings`)
 and :class:`SettingsParser` (flags and ``PARKA_*`` variables from the declarations). The settings
-themselves are in :mod:`parka._settings`, which says how they are read. Standard library only.
+themselves are in :mod:`parka.ops.settings`, which says how they are read. Standard library only.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from ._cli_util import parse_pairs, redacted, redacted_repr, size_text
-from .errors import ConfigError
+from parka.errors import ConfigError
+
+from .cli_util import parse_pairs, redacted, redacted_repr, size_text
 
 __all__ = ["DaemonSettings", "Kind", "Setting", "SettingsParser", "declared", "validate"]
 
