@@ -69,7 +69,7 @@ test-integration: setup ## integration tests against a real broker
 	$(BIN)/pytest tests/integration -q
 
 # Worker processes: most integration tests wait on a broker or a subprocess, so three share 2 cores
-# well; every Spark test goes to one of them (one JVM). PYTEST_WORKERS=0 runs in one process.
+# well; the Spark session's tests go to two of them, half each (a JVM each). PYTEST_WORKERS=0 runs in one process.
 PYTEST_WORKERS ?= 3
 
 # The repo's own modules byte-compiled first: with PYTHONDONTWRITEBYTECODE set (as on this project's

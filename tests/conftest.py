@@ -21,18 +21,37 @@ SPARK_PREFIX = "tests/integration/spark/"
 OWN_DRIVERS = ("tests/integration/spark/test_spark_faults.py", "tests/integration/spark/test_spark_cluster.py")
 
 
+# The Spark session's tests in two halves, each on a worker of its own with a session of its own:
+# in one, they ran for 451 of a run's 593 s (PARKA_TEST_TIMELINE), the longest chain of the run
+# once the rest got cheaper. The second half, by the same timeline's seconds per file, about as
+# long as the first with a JVM start added.
+SECOND_SESSION = tuple(
+    f"{SPARK_PREFIX}{name}"
+    for name in (
+        "test_spark_ingest.py",
+        "test_spark_raw.py",
+        "test_spark_stats.py",
+        "test_spark_nested_evolution.py",
+        "test_spark_read.py",
+        "test_spark_derived_partitions.py",
+        "test_spark_optimize.py",
+        "test_spark_session.py",
+    )
+)
+
+
 def scope_of(nodeid: str) -> str:
-    """The unit of work a test belongs to: every test of the Spark session (one JVM per run, on
-    one worker), or the test alone."""
+    """The unit of work a test belongs to: the tests of one Spark session (one JVM per worker
+    that runs them: :data:`SECOND_SESSION` or the others), or the test alone."""
     if nodeid.startswith(SPARK_PREFIX) and not nodeid.startswith(OWN_DRIVERS):
-        return "spark"
+        return "spark-2" if nodeid.startswith(SECOND_SESSION) else "spark"
     return nodeid
 
 
 if importlib.util.find_spec("xdist") is not None:
 
     def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-        """pytest-xdist's load scheduling by :func:`scope_of`: the tests of the Spark session go to
+        """pytest-xdist's load scheduling by :func:`scope_of`: the tests of a Spark session go to
         one worker together (its JVM starts once there); every other test, the Spark tests with
         drivers of their own included, to whichever worker is free. (xdist's own
         ``--dist loadgroup`` marks no longer reach its scheduler under pytest 9.2.) Scopes are
