@@ -40,9 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from parka._settings import DEFAULT_TARGET_FILE_SIZE
@@ -57,6 +55,7 @@ from ._rs_maintenance import LiveFile
 from ._stats import StatsConfig, data_file_stats
 from ._stitch import encrypted_columns
 from ._storage import delete_files, make_durable, read_file, read_parquet_footer, write_data_file
+from ._zorder import z_order_indices
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -143,12 +142,8 @@ def optimize_table(
         md = read_parquet_footer(uri, f.path, storage_options)
         return md.num_row_groups > 1 and md.num_rows / md.num_row_groups < row_group_rows / 8
 
-    planned = plan_bins(
-        _rs_maintenance.live_files(table),
-        target_size=target_size,
-        z_order=bool(z_order),
-        small_row_groups=small_row_groups,
-    )
+    live = _rs_maintenance.live_files(table)
+    planned = plan_bins(live, target_size=target_size, z_order=bool(z_order), small_row_groups=small_row_groups)
     rewrite = _Rewrite(uri, options, z_order, target_size, row_group_rows, max_attempts, sleep)
     result = rewrite.run(table, [(group, None) for group in planned])
     vacuumed: list[str] = []
@@ -179,10 +174,9 @@ def compact_table(
     cancel: threading.Event | None = None,
 ) -> OptimizeResult:
     """Background compaction (:mod:`._compaction`): the small files ``policy`` picks, below
-    ``target_size`` (ingestion's file size), rewritten into files named by generation and
-    committed as :func:`optimize_table` commits its rewrites. ``cancel`` set between two rewrites
-    or before the commit ends it: its new files are deleted and nothing is committed. On the
-    caller's thread only (no reader threads: a background compaction stays on its niced one).
+    ``target_size`` (ingestion's), rewritten into files named by generation and committed as
+    :func:`optimize_table` commits; read on the caller's (niced) thread alone. ``cancel`` set
+    between two rewrites or before the commit ends it: its new files deleted, nothing committed.
 
     Raises:
         ConfigError: a bad ``row_group_rows`` or ``max_attempts``.
@@ -207,17 +201,8 @@ def _check_limits(row_group_rows: int, max_attempts: int) -> None:
         raise ConfigError("max_attempts", max_attempts, "an integer >= 1")
 
 
-def _log_result(result: OptimizeResult, level: int) -> None:
-    log.log(
-        level,
-        "optimized %s: version %d -> %d, %d file(s) into %d, %d vacuumed",
-        result.table_uri,
-        result.version_before,
-        result.version_after,
-        result.files_removed,
-        result.files_added,
-        result.vacuumed,
-    )
+def _log_result(r: OptimizeResult, level: int) -> None:
+    log.log(level, "optimized %s: version %d -> %d, %d file(s) into %d, %d vacuumed", *dataclasses.astuple(r)[:6])
 
 
 @dataclass(frozen=True)
@@ -270,15 +255,7 @@ class _Rewrite:
             if cancel is not None and cancel.is_set():
                 raise _Cancelled
             committing = True
-            committed, attempt = _commit(
-                uri,
-                table,
-                written,
-                self.z_order,
-                max_attempts=self.max_attempts,
-                sleep=self.sleep,
-                storage_options=options,
-            )
+            committed, attempt = self._commit(table, written)
         except CommitConflict:
             raise  # _commit deleted what it did not commit
         except _Cancelled:
@@ -289,17 +266,50 @@ class _Rewrite:
             if not committing:  # nothing names them: a failed rewrite leaves no files behind
                 _discard(uri, [f for _, new in written for f in new], options)
             raise  # a commit that failed otherwise may have landed: its files stay (VACUUM FULL)
-        return OptimizeResult(
-            table_uri=uri,
-            version_before=before,
-            version_after=int(table.version()),
-            files_removed=sum(len(group) for group, _ in committed),
-            files_added=sum(len(new) for _, new in committed),
-            vacuumed=0,
-            checkpoint_version=None,
-            attempts=attempt,
-            encrypted_files=encrypted,
-        )
+        removed, added = sum(len(group) for group, _ in committed), sum(len(new) for _, new in committed)
+        return OptimizeResult(uri, before, int(table.version()), removed, added, 0, None, attempt, encrypted)
+
+    def _commit(
+        self, table: DeltaTable, written: list[tuple[Sequence[LiveFile], list[DataFile]]]
+    ) -> tuple[list[tuple[Sequence[LiveFile], list[DataFile]]], int]:
+        """Commit the rewrites at exactly the next version; after a conflict, re-read the table,
+        drop the rewrites whose inputs are no longer all live (deleting their files), and commit
+        the rest on the new version. Returns what was committed and the attempts it took.
+
+        Raises:
+            CommitConflict: ``max_attempts`` conflicts in a row (all new files deleted).
+            CommitError: the commit failed otherwise (it may have landed: files kept).
+        """
+        uri, options, z_order = self.uri, self.options, self.z_order
+        info = {"parka.operation": "optimize", **({"parka.zOrderBy": list(z_order)} if z_order else {})}
+        attempt = 1
+        while written:
+            try:
+                _rs_maintenance.commit_rewrite(
+                    table,
+                    [f for group, _ in written for f in group],
+                    [f for _, new in written for f in new],
+                    commit_info=info,
+                )
+                return written, attempt
+            except CommitConflict as exc:
+                if attempt >= self.max_attempts:
+                    _discard(uri, [f for _, new in written for f in new], options)
+                    raise CommitConflict(
+                        f"optimize of {uri} gave up after {attempt} conflicting commit attempts (nothing is lost; "
+                        f"the small files stay; run it again): {exc}"
+                    ) from exc
+                log.info("optimize commit conflict (attempt %d): re-reading the table (%s)", attempt, exc)
+                self.sleep(min(0.02 * 2**attempt, 1.0))
+                attempt += 1
+                _delta_rs.refresh(table)
+                live = {f.path for f in _rs_maintenance.live_files(table)}
+                stale = [new for group, new in written if not all(f.path in live for f in group)]
+                if stale:
+                    log.info("%d rewrite(s) lost their input files to another commit: dropped", len(stale))
+                    _discard(uri, [f for new in stale for f in new], options)
+                written = [(group, new) for group, new in written if all(f.path in live for f in group)]
+        return [], attempt
 
     def _rewriter(self, table: DeltaTable) -> Callable[..., list[DataFile]]:
         """:func:`_rewrite` of a bin of ``table`` as read (its schema, partitioning, statistics)."""
@@ -315,56 +325,6 @@ class _Rewrite:
             storage_options=self.options,
             use_threads=not self.background,
         )
-
-
-def _commit(
-    uri: str,
-    table: DeltaTable,
-    written: list[tuple[Sequence[LiveFile], list[DataFile]]],
-    z_order: Sequence[str],
-    *,
-    max_attempts: int,
-    sleep: Callable[[float], None],
-    storage_options: Mapping[str, str],
-) -> tuple[list[tuple[Sequence[LiveFile], list[DataFile]]], int]:
-    """Commit the rewrites at exactly the next version; after a conflict, re-read the table,
-    drop the rewrites whose inputs are no longer all live (deleting their files), and commit
-    the rest on the new version. Returns what was committed and the attempts it took.
-
-    Raises:
-        CommitConflict: ``max_attempts`` conflicts in a row (all new files deleted).
-        CommitError: the commit failed otherwise (it may have landed: files kept).
-    """
-    options = storage_options
-    info = {"parka.operation": "optimize", **({"parka.zOrderBy": list(z_order)} if z_order else {})}
-    attempt = 1
-    while written:
-        try:
-            _rs_maintenance.commit_rewrite(
-                table,
-                [f for group, _ in written for f in group],
-                [f for _, new in written for f in new],
-                commit_info=info,
-            )
-            return written, attempt
-        except CommitConflict as exc:
-            if attempt >= max_attempts:
-                _discard(uri, [f for _, new in written for f in new], options)
-                raise CommitConflict(
-                    f"optimize of {uri} gave up after {attempt} conflicting commit attempts (nothing is lost; "
-                    f"the small files stay; run it again): {exc}"
-                ) from exc
-            log.info("optimize commit conflict (attempt %d): re-reading the table (%s)", attempt, exc)
-            sleep(min(0.02 * 2**attempt, 1.0))
-            attempt += 1
-            _delta_rs.refresh(table)
-            live = {f.path for f in _rs_maintenance.live_files(table)}
-            stale = [new for group, new in written if not all(f.path in live for f in group)]
-            if stale:
-                log.info("%d rewrite(s) lost their input files to another commit: dropped", len(stale))
-                _discard(uri, [f for new in stale for f in new], options)
-            written = [(group, new) for group, new in written if all(f.path in live for f in group)]
-    return [], attempt
 
 
 def _discard(uri: str, files: Sequence[DataFile], storage_options: Mapping[str, str]) -> None:
@@ -509,26 +469,6 @@ def _conform(t: pa.Table, schema: pa.Schema) -> pa.Table:
         t.column(f.name).cast(f.type) if f.name in t.column_names else pa.nulls(t.num_rows, f.type) for f in schema
     ]
     return pa.Table.from_arrays(columns, schema=schema)
-
-
-def z_order_indices(rows: pa.Table, columns: Sequence[str]) -> pa.Array:
-    """The row order of ``rows`` along the Z-order curve of ``columns``: each column's dense rank
-    (nulls last), scaled to ``63 // len(columns)`` bits, the bits interleaved."""
-    bits = max(1, 63 // len(columns))
-    ranks = []
-    for c in columns:
-        rank = pc.rank(rows.column(c).combine_chunks(), tiebreaker="dense")  # nulls last
-        r = rank.to_numpy().astype(np.uint64) - np.uint64(1)
-        top = int(r.max()) if len(r) else 0
-        if top >= 2**bits:
-            r = (r.astype(np.float64) * ((2**bits - 1) / top)).astype(np.uint64)
-        ranks.append(r)
-    key = np.zeros(rows.num_rows, dtype=np.uint64)
-    for b in range(bits - 1, -1, -1):
-        for r in ranks:
-            key = (key << np.uint64(1)) | ((r >> np.uint64(b)) & np.uint64(1))
-    indices: pa.Array = pc.sort_indices(pa.array(key))
-    return indices
 
 
 def _open(uri: str, storage_options: dict[str, str]) -> DeltaTable:
