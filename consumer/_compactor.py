@@ -6,7 +6,7 @@ It never blocks a commit and is never part of one: after each commit that ended,
 :meth:`~Compactor.poke`\\ s it, and it reads the table as committed (a new handle on the table's
 latest version: it cannot see, let alone touch, the files of a commit not yet in the table),
 picks the files the policy says, rewrites them and commits the rewrite through
-:func:`parka.lake.optimize_table` / ``optimize_iceberg`` (one commit of ``remove`` + ``add``,
+:func:`parka.lake.compact_table` / ``compact_iceberg`` (one commit of ``remove`` + ``add``,
 no ``txn``; a conflict re-reads, keeps the rewrites whose inputs are all still live and drops
 the others with their files). Pokes that arrive while it works are folded into one more round.
 A compaction that fails (conflicts that did not resolve included) is logged and counted, and
@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Protocol
 
-from parka.lake import DEFAULT_TARGET_FILE_SIZE, CompactionPolicy, OptimizeResult, optimize_table
+from parka.lake import CompactionPolicy, OptimizeResult, compact_table, optimize_table
 
 from parka.errors import CommitError
 
@@ -49,27 +49,28 @@ def table_compaction(settings: IngestSettings) -> Compact:
 
     def compact(policy: CompactionPolicy | None, cancel: threading.Event | None) -> OptimizeResult:
         nonlocal engine
-        # --optimize-every (no policy) compacts to parka optimize's default size, as it always did
-        target = DEFAULT_TARGET_FILE_SIZE if policy is None else s.target_file_size
         if s.catalog is None:
-            return optimize_table(
-                s.table_uri,
-                target_size=target,
-                checkpoint=False,
-                storage_options=s.storage_options,
-                policy=policy,
-                cancel=cancel,
+            if policy is None:  # --optimize-every: parka optimize's, to its default size, as it always did
+                return optimize_table(s.table_uri, checkpoint=False, storage_options=s.storage_options)
+            return compact_table(
+                s.table_uri, policy, target_size=s.target_file_size, storage_options=s.storage_options, cancel=cancel
             )
-        from parka.lake import IcebergEngine, optimize_iceberg  # the iceberg extra: only when asked for
+        from parka.lake import (
+            IcebergEngine,
+            compact_iceberg,
+            optimize_iceberg,
+        )  # the iceberg extra: only when asked for
 
         if engine is None:
             engine = IcebergEngine(s.catalog, s.catalog_options, s.storage_options)
-        return optimize_iceberg(
+        if policy is None:
+            return optimize_iceberg(engine, s.table_uri, storage_options=s.storage_options)
+        return compact_iceberg(
             engine,
             s.table_uri,
-            target_size=target,
+            policy,
+            target_size=s.target_file_size,
             storage_options=s.storage_options,
-            policy=policy,
             cancel=cancel,
         )
 

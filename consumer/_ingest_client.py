@@ -52,7 +52,6 @@ class KafkaSide:
     def __init__(self, settings: IngestSettings, watch: BrokerWatch) -> None:
         self.settings = settings
         self._watch = watch
-        self._consumer: ParquetConsumer | None = None
         self._positions = Positions()  # where this worker is in each assigned partition
         self._credential_error: Any = None  # a KafkaError from _CREDENTIAL_ERRORS, set by error_cb
         self._client_error: Any = None  # the last error error_cb reported (the preflight names it)
@@ -71,7 +70,7 @@ class KafkaSide:
                 self._credential_error = err
             if err.code() != KafkaError._ALL_BROKERS_DOWN:  # the transport error says more
                 self._client_error = err
-            elif self._consumer is not None and self._positions.assigned:
+            elif self._positions.assigned:
                 self._watch.trouble(
                     Blocker("broker", f"lost the Kafka brokers at {self._bootstrap} ({err.str()})", False)
                 )
@@ -80,7 +79,7 @@ class KafkaSide:
 
         return on_error
 
-    def _check_group(self, identity: str, partitions: list[int]) -> None:
+    def _check_group(self, consumer: ParquetConsumer, identity: str, partitions: list[int]) -> None:
         """Before anything is consumed: refuse a consumer group whose committed offsets name
         another table than ``identity`` (a worker of it lands there, or did: sharing the group
         would split the topic's partitions between the two tables). Offsets without parka's
@@ -90,11 +89,10 @@ class KafkaSide:
         Raises:
             ConfigError: the group lands into another table (exit 2), naming both tables.
         """
-        assert self._consumer is not None
         s = self.settings
         group = self._group
         try:
-            committed = self._consumer.committed([TopicPartition(s.topic, p) for p in partitions], timeout=10)
+            committed = consumer.committed([TopicPartition(s.topic, p) for p in partitions], timeout=10)
         except KafkaException as exc:
             log.warning("consumer group %s: its committed offsets cannot be read, so not checked (%s)", group, exc)
             return
@@ -121,15 +119,14 @@ class KafkaSide:
             f"{_CREDENTIAL_ERRORS[err.code()]}, stopping ({_CREDENTIAL_HINT}): {err.str()}", kafka_error=err
         )
 
-    def _poll(self) -> RawSegment | None:
+    def _poll(self, consumer: ParquetConsumer) -> RawSegment | None:
         """The next raw message; transient client errors (a broker away) are logged and retried.
 
         librdkafka reconnects by itself, and everything buffered stays buffered until a commit
         succeeds, so waiting loses nothing. A fatal error stops ingestion.
         """
-        assert self._consumer is not None
         try:
-            raw = self._consumer.poll_buffer(timeout=0.5)
+            raw = consumer.poll_buffer(timeout=0.5)
         except SegmentError as exc:
             # Garbled parka headers: the shim raises before it builds the RawSegment, keeping the
             # raw message in the error. Hand it on as a message; _handle refuses it (dead letter,

@@ -15,10 +15,11 @@ in the table, exactly once", whichever daemon reads Kafka (``parka ingest`` in
 * :class:`LandingSession`: what every daemon does around the committer (orphan cleanup, the
   table created, positions resumed from its ``txn``, a given schema evolved to, dead letters,
   app ids).
-* Table maintenance (:func:`optimize_table`; background compaction's policy,
-  :class:`CompactionPolicy`) and the defaults the daemons' flags take (:data:`DEFAULT_TARGET_FILE_SIZE`,
-  :data:`DEFAULT_CHECKPOINT_INTERVAL`, ...). The daemons' runtime around it (``parka optimize``'s
-  command line, the probe before consuming) is :mod:`parka.ops`'.
+* Table maintenance (:func:`optimize_table`, ``parka optimize``; background compaction,
+  :func:`compact_table` by its policy, :class:`CompactionPolicy`) and the defaults the daemons'
+  flags take (:data:`DEFAULT_TARGET_FILE_SIZE`, :data:`DEFAULT_CHECKPOINT_INTERVAL`, ...). The
+  daemons' runtime around it (``parka optimize``'s command line, the probe before consuming) is
+  :mod:`parka.ops`'.
 
 Errors are :mod:`parka.errors`' (``CommitError``, ``CommitConflict``, ``SchemaMismatchError``).
 """
@@ -53,7 +54,7 @@ from ._files import (
 from ._landing import LandingSession, given_schema_refused
 from ._log import DataFile, LogEngine, TableLog
 from ._logscan import logged_files
-from ._optimize import OptimizeResult, optimize_table
+from ._optimize import OptimizeResult, compact_table, optimize_table
 from ._plan import (
     CommitPolicy,
     FileName,
@@ -73,7 +74,7 @@ from ._storage import list_log, make_durable, object_store, read_file
 
 if TYPE_CHECKING:
     from ._iceberg import IcebergEngine, IcebergTableLog
-    from ._iceberg_optimize import optimize_iceberg
+    from ._iceberg_optimize import compact_iceberg, optimize_iceberg
 
 
 def __getattr__(name: str) -> object:
@@ -82,10 +83,10 @@ def __getattr__(name: str) -> object:
         from . import _iceberg
 
         return getattr(_iceberg, name)
-    if name == "optimize_iceberg":
+    if name in ("compact_iceberg", "optimize_iceberg"):
         from . import _iceberg_optimize
 
-        return _iceberg_optimize.optimize_iceberg
+        return getattr(_iceberg_optimize, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -125,6 +126,8 @@ __all__ = [
     "check_partitioning",
     "check_segment",
     "check_writable",
+    "compact_iceberg",
+    "compact_table",
     "dead_letter_txn_id",
     "default_app_id",
     "evolve_schema_json",

@@ -24,6 +24,7 @@ manifests of expired snapshots are left in the metadata folder.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -46,7 +47,7 @@ from ._log import DataFile
 from ._optimize import DEFAULT_ROW_GROUP_ROWS, DEFAULT_TARGET_SIZE, MAX_ATTEMPTS, OptimizeResult
 from ._storage import delete_files, make_durable, write_data_file
 
-__all__ = ["optimize_iceberg"]
+__all__ = ["compact_iceberg", "optimize_iceberg"]
 
 log = logging.getLogger("parka.optimize")
 
@@ -61,30 +62,102 @@ def optimize_iceberg(
     row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
     max_attempts: int = MAX_ATTEMPTS,
     before_commit: Callable[[], None] | None = None,
-    policy: CompactionPolicy | None = None,
-    cancel: threading.Event | None = None,
 ) -> OptimizeResult:
     """Compact, then expire (see the module docstring). ``before_commit`` is called between
     writing the compacted files and committing them (tests make a concurrent commit there).
-    With ``policy`` (background compaction, :mod:`._compaction`), only the small files it picks
-    are rewritten, into files named by generation; ``cancel`` set between two rewrites or before
-    a commit attempt ends the compaction, its new files deleted and nothing committed.
 
     Raises:
         ConfigError: a bad ``target_size``, ``row_group_rows``, ``max_attempts`` or retention.
         CommitConflict: the compaction kept conflicting with concurrent commits (nothing lost).
         CommitError: no such table, a table with delete files, or a failed read, write or commit.
     """
-    if target_size < 1024 * 1024 and policy is None:  # background compaction takes ingestion's file size
+    if target_size < 1024 * 1024:
         raise ConfigError("--target-file-size", target_size, "at least 1 MiB")
-    if row_group_rows < 1 or max_attempts < 1:
-        raise ConfigError("row_group_rows/max_attempts", (row_group_rows, max_attempts), "at least 1")
+    _check_limits(row_group_rows, max_attempts)
     if expire_older_than_hours is not None and expire_older_than_hours < 0:
         raise ConfigError("--vacuum-retention-hours", expire_older_than_hours, "hours >= 0")
     options = dict(storage_options or {})
+    table = _open(engine, identifier, options)
+
+    def plan() -> list[tuple[list[Any], str | None]]:
+        return [(group, None) for group in _plan_bins(_current_files(table), target_size)]
+
+    result = _compact(table, plan, row_group_rows, max_attempts, options, before_commit=before_commit)
+    if expire_older_than_hours is not None:
+        vacuumed = table.expire_snapshots(time.time() * 1000 - expire_older_than_hours * 3_600_000)
+        result = dataclasses.replace(result, vacuumed=vacuumed, version_after=table.refresh())
+    return result
+
+
+def compact_iceberg(
+    engine: IcebergEngine,
+    identifier: str,
+    policy: CompactionPolicy,
+    *,
+    target_size: int = DEFAULT_TARGET_SIZE,
+    storage_options: Mapping[str, str] | None = None,
+    row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
+    max_attempts: int = MAX_ATTEMPTS,
+    before_commit: Callable[[], None] | None = None,
+    cancel: threading.Event | None = None,
+) -> OptimizeResult:
+    """Background compaction (:mod:`._compaction`): the small files ``policy`` picks, below
+    ``target_size`` (ingestion's file size), rewritten into files named by generation and
+    committed as :func:`optimize_iceberg` commits them; no expiry. ``cancel`` set between two
+    rewrites or before a commit attempt ends it, its new files deleted and nothing committed.
+
+    Raises:
+        ConfigError: a bad ``row_group_rows`` or ``max_attempts``.
+        CommitConflict, CommitError: as :func:`optimize_iceberg`.
+    """
+    _check_limits(row_group_rows, max_attempts)
+    options = dict(storage_options or {})
+    table = _open(engine, identifier, options)
+
+    def plan() -> list[tuple[list[Any], str | None]]:
+        files = sorted(_current_files(table), key=lambda f: f.file_path)
+        planned = policy.plan(
+            files,
+            target_size=target_size,
+            path=lambda f: str(f.file_path),
+            size=lambda f: int(f.file_size_in_bytes),
+            partition=lambda f: repr(f.partition),
+        )
+        return [(b.files, b.new_name(lambda f: str(f.file_path))) for b in planned]
+
+    return _compact(table, plan, row_group_rows, max_attempts, options, before_commit=before_commit, cancel=cancel)
+
+
+def _check_limits(row_group_rows: int, max_attempts: int) -> None:
+    if row_group_rows < 1 or max_attempts < 1:
+        raise ConfigError("row_group_rows/max_attempts", (row_group_rows, max_attempts), "at least 1")
+
+
+def _open(engine: IcebergEngine, identifier: str, options: Mapping[str, str]) -> IcebergTableLog:
     table = engine.open(identifier, options)
     if table is None:
         raise CommitError(f"no Iceberg table {identifier} in catalog {engine.catalog_name!r}")
+    return table
+
+
+def _compact(
+    table: IcebergTableLog,
+    plan: Callable[[], list[tuple[list[Any], str | None]]],
+    row_group_rows: int,
+    max_attempts: int,
+    options: Mapping[str, str],
+    *,
+    before_commit: Callable[[], None] | None = None,
+    cancel: threading.Event | None = None,
+) -> OptimizeResult:
+    """The one compaction both callers run: the bins ``plan`` gives (input files, the new file's
+    name or ``None``) rewritten and committed in one snapshot, re-read after a conflict (see the
+    module docstring); no expiry.
+
+    Raises:
+        CommitConflict: ``max_attempts`` conflicts (nothing lost, the new files deleted).
+        CommitError: a failed read, write or commit.
+    """
     before = table.version()
     removed = added = attempts = 0
     written: list[tuple[list[Any], DataFile]] = []  # (input files, their rewrite), not committed yet
@@ -100,7 +173,7 @@ def optimize_iceberg(
                     _discard(table.uri, stale, options)
                 written = [(group, new) for group, new in written if _still_live(group, live, spec)]
             if not written:
-                for group, name in _plan(table, target_size, policy):
+                for group, name in plan():
                     if cancel is not None and cancel.is_set():
                         break
                     written.append((group, _rewrite(table, group, row_group_rows, options, name)))
@@ -132,12 +205,7 @@ def optimize_iceberg(
     finally:
         if written:  # not committed: cancelled, out of attempts, or failed before its commit
             _discard(table.uri, [new for _, new in written], options)
-    vacuumed = (
-        0
-        if expire_older_than_hours is None
-        else table.expire_snapshots(time.time() * 1000 - expire_older_than_hours * 3_600_000)
-    )
-    return OptimizeResult(identifier, before, table.refresh(), removed, added, vacuumed, None, attempts)
+    return OptimizeResult(table.identifier, before, table.refresh(), removed, added, 0, None, attempts)
 
 
 def _still_live(group: list[Any], live: set[str], spec: int) -> bool:
@@ -152,27 +220,23 @@ def _discard(uri: str, files: list[DataFile], options: Mapping[str, str]) -> Non
         log.warning("could not delete %d uncommitted compacted file(s): %s", len(files), exc)
 
 
-def _plan(
-    table: IcebergTableLog, target_size: int, policy: CompactionPolicy | None
-) -> list[tuple[list[Any], str | None]]:
-    """Bins of small files (two or more each) to rewrite as one file of about ``target_size``,
-    each with its new file's name (``None``: ``parka optimize``'s naming); with ``policy``,
-    the bins it picks."""
+def _current_files(table: IcebergTableLog) -> list[Any]:
+    """The data files of the current snapshot in the current partition spec (a compacted file
+    holds one partition's rows).
+
+    Raises:
+        CommitError: the table has delete files.
+    """
     snapshot = table.iceberg.current_snapshot()
     if snapshot is not None and any(m.content == ManifestContent.DELETES for m in snapshot.manifests(table.iceberg.io)):
         raise CommitError(f"{table.identifier} has delete files: compact it with an engine that applies them")
     spec = table.iceberg.spec().spec_id
-    current = [f for f in table.data_files() if f.spec_id == spec]  # a compacted file holds one partition's rows
-    if policy is not None:
-        files = sorted(current, key=lambda f: f.file_path)
-        planned = policy.plan(
-            files,
-            target_size=target_size,
-            path=lambda f: str(f.file_path),
-            size=lambda f: int(f.file_size_in_bytes),
-            partition=lambda f: repr(f.partition),
-        )
-        return [(b.files, b.new_name(lambda f: str(f.file_path))) for b in planned]
+    return [f for f in table.data_files() if f.spec_id == spec]
+
+
+def _plan_bins(current: list[Any], target_size: int) -> list[list[Any]]:
+    """Bins of small files (two or more each), per table partition and in path order, to
+    rewrite as one file of about ``target_size``."""
     by_partition: dict[Any, list[Any]] = {}
     for f in current:
         if f.file_size_in_bytes < target_size:
@@ -188,7 +252,7 @@ def _plan(
             group.append(f)
             size += f.file_size_in_bytes
         bins.append(group)
-    return [(b, None) for b in bins if len(b) >= 2]
+    return [b for b in bins if len(b) >= 2]
 
 
 def _rewrite(

@@ -29,6 +29,8 @@ one row group (compaction) or one table partition (Z-order) in memory.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import io
 import logging
 import threading
@@ -38,9 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from parka.config import storage_options_for
@@ -55,6 +55,7 @@ from ._rs_maintenance import LiveFile
 from ._stats import StatsConfig, data_file_stats
 from ._stitch import encrypted_columns
 from ._storage import delete_files, make_durable, read_file, read_parquet_footer, write_data_file
+from ._zorder import z_order_indices
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -64,6 +65,7 @@ __all__ = [
     "DEFAULT_TARGET_SIZE",
     "MAX_ATTEMPTS",
     "OptimizeResult",
+    "compact_table",
     "optimize_table",
     "plan_bins",
     "z_order_indices",
@@ -111,17 +113,11 @@ def optimize_table(
     row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
     max_attempts: int = MAX_ATTEMPTS,
     sleep: Callable[[float], None] = time.sleep,
-    policy: CompactionPolicy | None = None,
-    cancel: threading.Event | None = None,
 ) -> OptimizeResult:
     """Compact the table at ``uri`` (or Z-order it by ``z_order``), then VACUUM files removed more
     than ``vacuum_retention_hours`` ago (``None``: no VACUUM; below the table's
     ``delta.deletedFileRetentionDuration`` only with ``allow_short_retention``), then write a
     checkpoint (``checkpoint``). Safe next to running ingestion (see the module docstring).
-
-    With ``policy`` (background compaction, :mod:`._compaction`), only the small files it picks
-    are rewritten, into files named by generation. ``cancel`` set between two rewrites or before
-    the commit ends the compaction: its new files are deleted and nothing is committed.
 
     Raises:
         ConfigError: a bad ``target_size``, ``row_group_rows``, ``max_attempts`` or retention, a
@@ -133,87 +129,23 @@ def optimize_table(
             file that cannot be read as the table schema or written, or a failed commit (which
             may have landed: its files are kept).
     """
-    if target_size < 1024 * 1024 and policy is None:  # background compaction takes ingestion's file size
+    if target_size < 1024 * 1024:
         raise ConfigError("--target-file-size", target_size, "at least 1 MiB")
-    if row_group_rows < 1:
-        raise ConfigError("row_group_rows", row_group_rows, "an integer >= 1")
-    if max_attempts < 1:
-        raise ConfigError("max_attempts", max_attempts, "an integer >= 1")
+    _check_limits(row_group_rows, max_attempts)
     if vacuum_retention_hours is not None and vacuum_retention_hours < 0:
         raise ConfigError("--vacuum-retention-hours", vacuum_retention_hours, "hours >= 0")
-    if policy is not None and z_order:
-        raise ConfigError("z_order", ",".join(z_order), "no Z-order with a background compaction policy")
     options = storage_options_for(uri, storage_options)
     table = _open(uri, options)
     _check_z_order(table, z_order)
-    before = int(table.version())
-    table_schema = _delta_rs.arrow_schema(table)
-    partitions = _delta_rs.partition_columns(table)
-    stats_config = StatsConfig.from_properties(_delta_rs.configuration(table))
 
     def small_row_groups(f: LiveFile) -> bool:
         md = read_parquet_footer(uri, f.path, storage_options)
         return md.num_row_groups > 1 and md.num_rows / md.num_row_groups < row_group_rows / 8
 
     live = _rs_maintenance.live_files(table)
-    if policy is None:
-        bins: list[tuple[list[LiveFile], str | None]] = [
-            (group, None)
-            for group in plan_bins(
-                live, target_size=target_size, z_order=bool(z_order), small_row_groups=small_row_groups
-            )
-        ]
-    else:
-        bins = [
-            (b.files, b.new_name(_path))
-            for b in policy.plan(live, target_size=target_size, path=_path, size=_size, partition=_partition_key)
-        ]
-    written: list[tuple[Sequence[LiveFile], list[DataFile]]] = []
-    encrypted = 0
-    committing = False
-    try:
-        for group, name in bins:
-            if cancel is not None and cancel.is_set():
-                raise _Cancelled
-            try:
-                new = _rewrite(
-                    uri,
-                    group,
-                    table_schema=table_schema,
-                    partitions=partitions,
-                    stats_config=stats_config,
-                    z_order=z_order,
-                    target_size=target_size,
-                    row_group_rows=row_group_rows,
-                    storage_options=options,
-                    name=name,
-                    use_threads=policy is None,  # background compaction stays on its (niced) thread
-                )
-            except _Encrypted as exc:
-                encrypted += len(group)
-                # background compaction (a policy) says it once for the run: parka.consumer's Compactor
-                level = logging.DEBUG if policy is not None else logging.WARNING
-                log.log(level, "%d file(s) left as they are: %s is encrypted; optimize has no keys", len(group), exc)
-                continue
-            written.append((group, new))
-        if written:
-            make_durable(uri, options)
-        if cancel is not None and cancel.is_set():
-            raise _Cancelled
-        committing = True
-        committed, attempt = _commit(
-            uri, table, written, z_order, max_attempts=max_attempts, sleep=sleep, storage_options=options
-        )
-    except CommitConflict:
-        raise  # _commit deleted what it did not commit
-    except _Cancelled:
-        _discard(uri, [f for _, new in written for f in new], options)
-        log.info("compaction of %s cancelled: %d rewritten file(s) deleted, nothing committed", uri, len(written))
-        return OptimizeResult(uri, before, before, 0, 0, 0, None, 0)
-    except BaseException:
-        if not committing:  # nothing names them: a failed rewrite leaves no files behind
-            _discard(uri, [f for _, new in written for f in new], options)
-        raise  # a commit that failed otherwise may have landed: its files stay (VACUUM FULL)
+    planned = plan_bins(live, target_size=target_size, z_order=bool(z_order), small_row_groups=small_row_groups)
+    rewrite = _Rewrite(uri, options, z_order, target_size, row_group_rows, max_attempts, sleep)
+    result = rewrite.run(table, [(group, None) for group in planned])
     vacuumed: list[str] = []
     if vacuum_retention_hours is not None:
         vacuumed = _rs_maintenance.vacuum(
@@ -223,79 +155,176 @@ def optimize_table(
     if checkpoint:
         _delta_rs.checkpoint(table)
         checkpoint_version = int(table.version())
-    result = OptimizeResult(
-        table_uri=uri,
-        version_before=before,
-        version_after=int(table.version()),
-        files_removed=sum(len(group) for group, _ in committed),
-        files_added=sum(len(new) for _, new in committed),
-        vacuumed=len(vacuumed),
-        checkpoint_version=checkpoint_version,
-        attempts=attempt,
-        encrypted_files=encrypted,
+    result = dataclasses.replace(
+        result, version_after=int(table.version()), vacuumed=len(vacuumed), checkpoint_version=checkpoint_version
     )
-    quiet = policy is not None and not result.files_removed  # background compaction's checks find nothing
-    log.log(
-        logging.DEBUG if quiet else logging.INFO,
-        "optimized %s: version %d -> %d, %d file(s) into %d, %d vacuumed",
-        uri,
-        result.version_before,
-        result.version_after,
-        result.files_removed,
-        result.files_added,
-        result.vacuumed,
-    )
+    _log_result(result, logging.INFO)
     return result
 
 
-def _commit(
+def compact_table(
     uri: str,
-    table: DeltaTable,
-    written: list[tuple[Sequence[LiveFile], list[DataFile]]],
-    z_order: Sequence[str],
+    policy: CompactionPolicy,
     *,
-    max_attempts: int,
-    sleep: Callable[[float], None],
-    storage_options: Mapping[str, str],
-) -> tuple[list[tuple[Sequence[LiveFile], list[DataFile]]], int]:
-    """Commit the rewrites at exactly the next version; after a conflict, re-read the table,
-    drop the rewrites whose inputs are no longer all live (deleting their files), and commit
-    the rest on the new version. Returns what was committed and the attempts it took.
+    target_size: int = DEFAULT_TARGET_SIZE,
+    storage_options: Mapping[str, str] | None = None,
+    row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
+    max_attempts: int = MAX_ATTEMPTS,
+    sleep: Callable[[float], None] = time.sleep,
+    cancel: threading.Event | None = None,
+) -> OptimizeResult:
+    """Background compaction (:mod:`._compaction`): the small files ``policy`` picks, below
+    ``target_size`` (ingestion's), rewritten into files named by generation and committed as
+    :func:`optimize_table` commits; read on the caller's (niced) thread alone. ``cancel`` set
+    between two rewrites or before the commit ends it: its new files deleted, nothing committed.
 
     Raises:
-        CommitConflict: ``max_attempts`` conflicts in a row (all new files deleted).
-        CommitError: the commit failed otherwise (it may have landed: files kept).
+        ConfigError: a bad ``row_group_rows`` or ``max_attempts``.
+        CommitConflict, CommitError: as :func:`optimize_table`.
     """
-    options = storage_options
-    info = {"parka.operation": "optimize", **({"parka.zOrderBy": list(z_order)} if z_order else {})}
-    attempt = 1
-    while written:
+    _check_limits(row_group_rows, max_attempts)
+    options = storage_options_for(uri, storage_options)
+    table = _open(uri, options)
+    planned = policy.plan(
+        _rs_maintenance.live_files(table), target_size=target_size, path=_path, size=_size, partition=_partition_key
+    )
+    rewrite = _Rewrite(uri, options, (), target_size, row_group_rows, max_attempts, sleep, background=True)
+    result = rewrite.run(table, [(b.files, b.new_name(_path)) for b in planned], cancel)
+    _log_result(result, logging.INFO if result.files_removed else logging.DEBUG)  # most checks find nothing
+    return result
+
+
+def _check_limits(row_group_rows: int, max_attempts: int) -> None:
+    if row_group_rows < 1:
+        raise ConfigError("row_group_rows", row_group_rows, "an integer >= 1")
+    if max_attempts < 1:
+        raise ConfigError("max_attempts", max_attempts, "an integer >= 1")
+
+
+def _log_result(r: OptimizeResult, level: int) -> None:
+    log.log(level, "optimized %s: version %d -> %d, %d file(s) into %d, %d vacuumed", *dataclasses.astuple(r)[:6])
+
+
+@dataclass(frozen=True)
+class _Rewrite:
+    """The one rewrite both callers run: bins of files rewritten (:func:`_rewrite`), made durable
+    and committed in one commit (:func:`_commit`). ``background``: a compaction policy's, which
+    reads on its own thread and says once per run (the compactor) that encrypted files stay."""
+
+    uri: str
+    options: dict[str, str]
+    z_order: Sequence[str]
+    target_size: int
+    row_group_rows: int
+    max_attempts: int
+    sleep: Callable[[float], None]
+    background: bool = False
+
+    def run(
+        self,
+        table: DeltaTable,
+        bins: Sequence[tuple[Sequence[LiveFile], str | None]],
+        cancel: threading.Event | None = None,
+    ) -> OptimizeResult:
+        """Rewrite ``bins`` (files, the new file's name or ``None``) and commit them; no VACUUM, no
+        checkpoint.
+
+        Raises:
+            CommitConflict, CommitError: as :func:`optimize_table`.
+        """
+        uri, options = self.uri, self.options
+        before = int(table.version())
+        rewrite = self._rewriter(table)
+        written: list[tuple[Sequence[LiveFile], list[DataFile]]] = []
+        encrypted = 0
+        committing = False
         try:
-            _rs_maintenance.commit_rewrite(
-                table,
-                [f for group, _ in written for f in group],
-                [f for _, new in written for f in new],
-                commit_info=info,
-            )
-            return written, attempt
-        except CommitConflict as exc:
-            if attempt >= max_attempts:
+            for group, name in bins:
+                if cancel is not None and cancel.is_set():
+                    raise _Cancelled
+                try:
+                    written.append((group, rewrite(group, name=name)))
+                except _Encrypted as exc:
+                    encrypted += len(group)
+                    level = logging.DEBUG if self.background else logging.WARNING
+                    log.log(
+                        level, "%d file(s) left as they are: %s is encrypted; optimize has no keys", len(group), exc
+                    )
+            if written:
+                make_durable(uri, options)
+            if cancel is not None and cancel.is_set():
+                raise _Cancelled
+            committing = True
+            committed, attempt = self._commit(table, written)
+        except CommitConflict:
+            raise  # _commit deleted what it did not commit
+        except _Cancelled:
+            _discard(uri, [f for _, new in written for f in new], options)
+            log.info("compaction of %s cancelled: %d rewritten file(s) deleted, nothing committed", uri, len(written))
+            return OptimizeResult(uri, before, before, 0, 0, 0, None, 0)
+        except BaseException:
+            if not committing:  # nothing names them: a failed rewrite leaves no files behind
                 _discard(uri, [f for _, new in written for f in new], options)
-                raise CommitConflict(
-                    f"optimize of {uri} gave up after {attempt} conflicting commit attempts (nothing is lost; "
-                    f"the small files stay; run it again): {exc}"
-                ) from exc
-            log.info("optimize commit conflict (attempt %d): re-reading the table (%s)", attempt, exc)
-            sleep(min(0.02 * 2**attempt, 1.0))
-            attempt += 1
-            _delta_rs.refresh(table)
-            live = {f.path for f in _rs_maintenance.live_files(table)}
-            stale = [new for group, new in written if not all(f.path in live for f in group)]
-            if stale:
-                log.info("%d rewrite(s) lost their input files to another commit: dropped", len(stale))
-                _discard(uri, [f for new in stale for f in new], options)
-            written = [(group, new) for group, new in written if all(f.path in live for f in group)]
-    return [], attempt
+            raise  # a commit that failed otherwise may have landed: its files stay (VACUUM FULL)
+        removed, added = sum(len(group) for group, _ in committed), sum(len(new) for _, new in committed)
+        return OptimizeResult(uri, before, int(table.version()), removed, added, 0, None, attempt, encrypted)
+
+    def _commit(
+        self, table: DeltaTable, written: list[tuple[Sequence[LiveFile], list[DataFile]]]
+    ) -> tuple[list[tuple[Sequence[LiveFile], list[DataFile]]], int]:
+        """Commit the rewrites at exactly the next version; after a conflict, re-read the table,
+        drop the rewrites whose inputs are no longer all live (deleting their files), and commit
+        the rest on the new version. Returns what was committed and the attempts it took.
+
+        Raises:
+            CommitConflict: ``max_attempts`` conflicts in a row (all new files deleted).
+            CommitError: the commit failed otherwise (it may have landed: files kept).
+        """
+        uri, options, z_order = self.uri, self.options, self.z_order
+        info = {"parka.operation": "optimize", **({"parka.zOrderBy": list(z_order)} if z_order else {})}
+        attempt = 1
+        while written:
+            try:
+                _rs_maintenance.commit_rewrite(
+                    table,
+                    [f for group, _ in written for f in group],
+                    [f for _, new in written for f in new],
+                    commit_info=info,
+                )
+                return written, attempt
+            except CommitConflict as exc:
+                if attempt >= self.max_attempts:
+                    _discard(uri, [f for _, new in written for f in new], options)
+                    raise CommitConflict(
+                        f"optimize of {uri} gave up after {attempt} conflicting commit attempts (nothing is lost; "
+                        f"the small files stay; run it again): {exc}"
+                    ) from exc
+                log.info("optimize commit conflict (attempt %d): re-reading the table (%s)", attempt, exc)
+                self.sleep(min(0.02 * 2**attempt, 1.0))
+                attempt += 1
+                _delta_rs.refresh(table)
+                live = {f.path for f in _rs_maintenance.live_files(table)}
+                stale = [new for group, new in written if not all(f.path in live for f in group)]
+                if stale:
+                    log.info("%d rewrite(s) lost their input files to another commit: dropped", len(stale))
+                    _discard(uri, [f for new in stale for f in new], options)
+                written = [(group, new) for group, new in written if all(f.path in live for f in group)]
+        return [], attempt
+
+    def _rewriter(self, table: DeltaTable) -> Callable[..., list[DataFile]]:
+        """:func:`_rewrite` of a bin of ``table`` as read (its schema, partitioning, statistics)."""
+        return functools.partial(
+            _rewrite,
+            self.uri,
+            table_schema=_delta_rs.arrow_schema(table),
+            partitions=_delta_rs.partition_columns(table),
+            stats_config=StatsConfig.from_properties(_delta_rs.configuration(table)),
+            z_order=self.z_order,
+            target_size=self.target_size,
+            row_group_rows=self.row_group_rows,
+            storage_options=self.options,
+            use_threads=not self.background,
+        )
 
 
 def _discard(uri: str, files: Sequence[DataFile], storage_options: Mapping[str, str]) -> None:
@@ -440,26 +469,6 @@ def _conform(t: pa.Table, schema: pa.Schema) -> pa.Table:
         t.column(f.name).cast(f.type) if f.name in t.column_names else pa.nulls(t.num_rows, f.type) for f in schema
     ]
     return pa.Table.from_arrays(columns, schema=schema)
-
-
-def z_order_indices(rows: pa.Table, columns: Sequence[str]) -> pa.Array:
-    """The row order of ``rows`` along the Z-order curve of ``columns``: each column's dense rank
-    (nulls last), scaled to ``63 // len(columns)`` bits, the bits interleaved."""
-    bits = max(1, 63 // len(columns))
-    ranks = []
-    for c in columns:
-        rank = pc.rank(rows.column(c).combine_chunks(), tiebreaker="dense")  # nulls last
-        r = rank.to_numpy().astype(np.uint64) - np.uint64(1)
-        top = int(r.max()) if len(r) else 0
-        if top >= 2**bits:
-            r = (r.astype(np.float64) * ((2**bits - 1) / top)).astype(np.uint64)
-        ranks.append(r)
-    key = np.zeros(rows.num_rows, dtype=np.uint64)
-    for b in range(bits - 1, -1, -1):
-        for r in ranks:
-            key = (key << np.uint64(1)) | ((r >> np.uint64(b)) & np.uint64(1))
-    indices: pa.Array = pc.sort_indices(pa.array(key))
-    return indices
 
 
 def _open(uri: str, storage_options: dict[str, str]) -> DeltaTable:

@@ -128,55 +128,93 @@ def ingest(
         SparkIngestError: the query failed for another reason.
         ConfigError, SchemaError: before anything runs.
     """
+    query, source, run = _start(spark, settings, None if metrics is None else metrics.observe_commit)
+    if run is None:
+        return _counted_by_reports(query, source, settings, stop=stop, metrics=metrics, progress=progress)
+    return _counted_by_run(query, source, settings, run, stop=stop, metrics=metrics, progress=progress)
+
+
+def _counted_by_reports(
+    query: Any,
+    source: str,
+    settings: SparkIngestSettings,
+    *,
+    stop: threading.Event | None,
+    metrics: IngestMetrics | None,
+    progress: ProgressBar | LogProgress | None,
+) -> SparkIngestStats:
+    """Decode mode into Delta: Spark's sink commits, so the counts are the progress reports'."""
+    reports = _Reports(query, settings.topic, log_batches=True)
+    if metrics is not None:
+        metrics.watch(lambda: reports.counts)
+    _await(query, settings, reports, None, stop=stop, metrics=metrics, progress=progress)
+    return SparkIngestStats(
+        batches=len(reports.seen),
+        segments=reports.done,
+        records=sum(r for _, r in reports.seen.values()),
+        query_id=str(query.id),
+        schema_source=source,
+    )
+
+
+def _counted_by_run(
+    query: Any,
+    source: str,
+    settings: SparkIngestSettings,
+    run: LandingRun,
+    *,
+    stop: threading.Event | None,
+    metrics: IngestMetrics | None,
+    progress: ProgressBar | LogProgress | None,
+) -> SparkIngestStats:
+    """Raw mode, decode mode into Iceberg: the driver commits, so the counts are its committer's
+    (the progress reports are read for the lag and the progress bar only)."""
+    committer = run.session.committer
+    if metrics is not None:
+        metrics.watch(lambda: vars(committer.stats))
+        committer.on_checkpoint = metrics.observe_checkpoint
+    reports = None if metrics is None and progress is None else _Reports(query, settings.topic, log_batches=False)
+    _await(query, settings, reports, run, stop=stop, metrics=metrics, progress=progress)
+    run.session.remove_orphans()
+    r = committer.stats
+    return SparkIngestStats(
+        batches=r.commits,
+        segments=r.segments,
+        records=r.records,
+        query_id=str(query.id),
+        schema_source=source,
+        mode=settings.mode,
+        files=r.files,
+        dead_letters=r.dead_letters,
+        covered_files=r.covered_files,
+        orphans_removed=r.orphans_removed,
+    )
+
+
+def _await(
+    query: Any,
+    settings: SparkIngestSettings,
+    reports: _Reports | None,
+    run: LandingRun | None,
+    *,
+    stop: threading.Event | None,
+    metrics: IngestMetrics | None,
+    progress: ProgressBar | LogProgress | None,
+) -> None:
+    """The one loop of both: wait for the query (stopping it when ``stop`` is set), and after
+    each wait hand the lag and the messages done (``reports``, when given) to ``metrics`` and
+    ``progress``. A failure is raised as the run's (``run.failure``: what failed it on the
+    driver), else as the parka error the JVM's names, else as a :class:`SparkIngestError`."""
     from pyspark.errors import StreamingQueryException
 
-    from ._decode import OBSERVED
-
-    query, source, run = _start(spark, settings, None if metrics is None else metrics.observe_commit)
-    # batch id -> (segments, records) of each batch that completed, i.e. whose Delta commit
-    # landed (recentProgress keeps only the last 100, so it is read as the query goes)
-    seen: dict[int, tuple[int, int]] = {}
-    decoded: dict[str, dict[str, int]] = {"counts": {}}  # decode mode's counters, replaced whole
-    if metrics is not None:
-        if run is not None:
-            committer_stats = run.session.committer.stats
-            metrics.watch(lambda: vars(committer_stats))
-            run.session.committer.on_checkpoint = metrics.observe_checkpoint
-        else:
-            metrics.watch(lambda: decoded["counts"])
-
     def collect() -> None:
-        if metrics is None and progress is None and run is not None:
-            return  # a run on the driver counts its own commits
-        reports = query.recentProgress
-        for report in reports:
-            if report.batchId not in seen:
-                observed = (report.observedMetrics or {}).get(OBSERVED)
-                records = int(observed["records"]) if observed is not None else 0
-                seen[report.batchId] = (int(report.numInputRows), records)
-                if run is None:
-                    log.debug(  # a line per commit at debug level, as parka ingest's
-                        "batch %d: %d segments, %d records in %.1f s",
-                        report.batchId,
-                        report.numInputRows,
-                        records,
-                        report.batchDuration / 1000,
-                    )
-        # the newest report that names the source's offsets (an idle one may not)
-        lag = next((found for r in reversed(reports) if (found := progress_lag(r, settings.topic))), None)
-        if lag is None:
+        lag = None if reports is None else reports.read()
+        if reports is None or lag is None:
             return
-        done = sum(n for n, _ in seen.values())
         if metrics is not None:
-            if run is None:
-                decoded["counts"] = {
-                    "commits": sum(1 for n, _ in seen.values() if n),
-                    "segments": done,
-                    "records": sum(r for _, r in seen.values()),
-                }
             metrics.set_lag(lag)
         if progress is not None:
-            progress.update(done, total=done + sum(lag.values()))
+            progress.update(reports.done, total=reports.done + sum(lag.values()))
 
     try:
         while query.isActive:
@@ -198,28 +236,54 @@ def ingest(
         if query.isActive:
             query.stop()
     collect()
-    if run is None:
-        return SparkIngestStats(
-            batches=len(seen),
-            segments=sum(s for s, _ in seen.values()),
-            records=sum(r for _, r in seen.values()),
-            query_id=str(query.id),
-            schema_source=source,
-        )
-    run.session.remove_orphans()
-    r = run.session.committer.stats
-    return SparkIngestStats(
-        batches=r.commits,
-        segments=r.segments,
-        records=r.records,
-        query_id=str(query.id),
-        schema_source=source,
-        mode=settings.mode,
-        files=r.files,
-        dead_letters=r.dead_letters,
-        covered_files=r.covered_files,
-        orphans_removed=r.orphans_removed,
-    )
+
+
+class _Reports:
+    """The query's progress reports, read as the query goes (``recentProgress`` keeps only the
+    last 100): per batch that completed, i.e. whose commit landed, its segments and records;
+    the lag after the newest report that names the source's offsets; and the counters as of
+    that report (:attr:`counts`, replaced whole, so a metrics scrape never sees one half made)."""
+
+    def __init__(self, query: Any, topic: str, *, log_batches: bool) -> None:
+        self._query = query
+        self._topic = topic
+        self._log_batches = log_batches
+        self.seen: dict[int, tuple[int, int]] = {}  # batch id -> (segments, records)
+        self.counts: dict[str, int] = {}
+
+    @property
+    def done(self) -> int:
+        """Messages (segments) of the completed batches."""
+        return sum(n for n, _ in self.seen.values())
+
+    def read(self) -> dict[int, int] | None:
+        """Take the new reports; the lag after the newest that names the source's offsets
+        (``None``: none does, an idle one may not)."""
+        from ._decode import OBSERVED
+
+        reports = self._query.recentProgress
+        for report in reports:
+            if report.batchId not in self.seen:
+                observed = (report.observedMetrics or {}).get(OBSERVED)
+                records = int(observed["records"]) if observed is not None else 0
+                self.seen[report.batchId] = (int(report.numInputRows), records)
+                if self._log_batches:  # a line per commit at debug level, as parka ingest's
+                    log.debug(
+                        "batch %d: %d segments, %d records in %.1f s",
+                        report.batchId,
+                        report.numInputRows,
+                        records,
+                        report.batchDuration / 1000,
+                    )
+        lag = next((found for r in reversed(reports) if (found := progress_lag(r, self._topic))), None)
+        if lag is not None:
+            seen = self.seen.values()
+            self.counts = {
+                "commits": sum(1 for n, _ in seen if n),
+                "segments": self.done,
+                "records": sum(r for _, r in seen),
+            }
+        return lag
 
 
 def settings_summary(s: SparkIngestSettings) -> str:

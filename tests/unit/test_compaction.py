@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
-from parka.lake import CompactedName, CompactionPolicy, FileName, IcebergEngine, optimize_iceberg, optimize_table
+from parka.lake import CompactedName, CompactionPolicy, FileName, IcebergEngine, compact_iceberg, compact_table
 from parka.lake._compaction import generation_of, input_key
 
 from ._tables import committer, landed
@@ -145,14 +145,14 @@ def test_delta_compaction_by_policy_rewrites_the_small_files_once(tmp_path: Path
     for offset in range(5):
         c.commit([landed(c, offset % 2, offset, [offset * 10 + i for i in range(10)])])
     policy = CompactionPolicy(min_files=4).scoped("t", {0, 1})
-    result = optimize_table(str(path), target_size=MiB, checkpoint=False, policy=policy)
+    result = compact_table(str(path), policy, target_size=MiB)
     assert (result.files_removed, result.files_added) == (5, 1)
     [live] = files(path)
     assert generation_of(live) == 1
     assert ids(path) == list(range(50))
     for offset in range(5, 9):  # four more small files: with the compacted one, no file is rewritten twice
         c.commit([landed(c, 0, offset, [offset * 10 + i for i in range(10)])])
-    again = optimize_table(str(path), target_size=MiB, checkpoint=False, policy=policy)
+    again = compact_table(str(path), policy, target_size=MiB)
     assert (again.files_removed, again.files_added) == (4, 1)
     assert live in files(path)
     assert ids(path) == list(range(90))
@@ -167,7 +167,7 @@ def test_a_cancelled_compaction_commits_nothing_and_leaves_no_file(tmp_path: Pat
     before = set(files(path))
     cancel = threading.Event()
     cancel.set()
-    result = optimize_table(str(path), checkpoint=False, policy=CompactionPolicy(min_files=2), cancel=cancel)
+    result = compact_table(str(path), CompactionPolicy(min_files=2), cancel=cancel)
     assert result.files_removed == 0 and DeltaTable(str(path)).version() == result.version_before
     assert {p.name for p in path.glob("*.parquet")} == before
 
@@ -183,7 +183,7 @@ def test_the_orphan_cleanup_deletes_a_crashed_compactions_file_once_its_input_is
     (path / f".{CompactedName.new(1, first)}.{'b' * 32}.tmp").write_bytes(b"PAR1")
     assert c.remove_orphans() == 0  # its input is live: a compaction may still commit such a file
     assert (path / str(crashed)).exists()
-    optimize_table(str(path), checkpoint=False, policy=CompactionPolicy(min_files=2))  # another compaction lands
+    compact_table(str(path), CompactionPolicy(min_files=2))  # another compaction lands
     assert c.remove_orphans() == 2  # now nobody can commit them
     assert not (path / str(crashed)).exists() and not list(path.glob(".*.tmp"))
     assert ids(path) == [0, 1, 2, 3]
@@ -199,11 +199,11 @@ def test_iceberg_compaction_by_policy_names_generations_and_leaves_compacted_fil
     for offset in range(3):
         c.commit([landed(c, 0, offset, [offset])])
     policy = CompactionPolicy(min_files=3).scoped("t", {0})
-    result = optimize_iceberg(e, "db.t", target_size=MiB, policy=policy)
+    result = compact_iceberg(e, "db.t", policy, target_size=MiB)
     assert (result.files_removed, result.files_added) == (3, 1)
     c.commit([landed(c, 0, 3, [3])])
     c.commit([landed(c, 0, 4, [4])])  # two small files and the compacted one: nothing due
-    assert optimize_iceberg(e, "db.t", target_size=MiB, policy=policy).files_removed == 0
+    assert compact_iceberg(e, "db.t", policy, target_size=MiB).files_removed == 0
     table = e.open("db.t")
     assert table is not None
     assert sorted(generation_of(p) for p in table.referenced_files()) == [0, 0, 1]

@@ -8,6 +8,7 @@ import io
 import json
 import logging
 import time
+import types
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -273,6 +274,28 @@ def test_spark_lag_comes_from_the_progress_reports_offsets() -> None:
     assert source_offsets("None", "gps") == {}
     report = {"sources": [{"endOffset": '{"gps": {"0": 10, "1": 7}}', "latestOffset": '{"gps": {"0": 12, "1": 7}}'}]}
     assert progress_lag(report, "gps") == {0: 2, 1: 0}
+
+
+def test_spark_ingest_counts_each_completed_batch_once_from_the_progress_reports() -> None:
+    from parka.spark_ext._decode import OBSERVED
+    from parka.spark_ext._ingest import _Reports
+
+    class Report(dict[str, Any]):  # pyspark's progress: its fields as attributes, its JSON as a dict
+        def __init__(self, batch: int, segments: int, records: int, end: int | None, latest: int) -> None:
+            offsets = {"endOffset": f'{{"gps": {{"0": {end}}}}}', "latestOffset": f'{{"gps": {{"0": {latest}}}}}'}
+            super().__init__(sources=[offsets] if end is not None else [])
+            self.batchId, self.numInputRows, self.batchDuration = batch, segments, 100
+            self.observedMetrics = {OBSERVED: {"records": records}}
+
+    query = types.SimpleNamespace(recentProgress=[])
+    reports = _Reports(query, "gps", log_batches=True)
+    assert reports.read() is None and reports.counts == {}  # no report yet
+    query.recentProgress = [Report(0, 5, 50, 5, 9), Report(1, 0, 0, 5, 9)]  # the second one idle
+    assert reports.read() == {0: 4}
+    assert (reports.done, reports.counts) == (5, {"commits": 1, "segments": 5, "records": 50})
+    query.recentProgress = [Report(0, 5, 50, 5, 9), Report(2, 4, 40, 9, 9), Report(3, 0, 0, None, 9)]
+    assert reports.read() == {0: 0}  # the newest report naming the offsets; batch 0 counted once
+    assert (reports.done, reports.counts) == (9, {"commits": 2, "segments": 9, "records": 90})
 
 
 def test_a_log_line_to_a_closed_stream_never_raises_into_the_caller(capsys: pytest.CaptureFixture[str]) -> None:
