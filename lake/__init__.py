@@ -8,10 +8,11 @@ in the table, exactly once", whichever daemon reads Kafka (``parka ingest`` in
   through on an object store).
 * The exactly-once commit: :class:`Committer` over a :class:`TableLog` (the table-format
   interface), fed :class:`LandedSegment` and :class:`Refused` (dead letters).
-* Engines: :class:`RsEngine` (delta-rs, in this process), :class:`IcebergEngine` (Apache Iceberg
-  through pyiceberg, with the ``iceberg`` extra; imported when first used); delta-spark's lives in
-  ``parka.spark_ext`` and implements the same :class:`LogEngine`, built on the pure Delta rules
-  exported here (:func:`schema_json`, :func:`evolve_schema_json`, :func:`check_writable`, ...).
+* Engines, one wing per table format beside the format-neutral modules: :mod:`parka.lake.delta`
+  (:class:`RsEngine`, delta-rs in this process; the pure Delta rules delta-spark's engine in
+  ``parka.spark_ext`` builds on) and :mod:`parka.lake.iceberg`
+  (:class:`IcebergEngine`, Apache Iceberg through pyiceberg, with the ``iceberg`` extra;
+  imported when first used). Each implements :class:`LogEngine`.
 * :class:`LandingSession`: what every daemon does around the committer (orphan cleanup, the
   table created, positions resumed from its ``txn``, a given schema evolved to, dead letters,
   app ids).
@@ -29,17 +30,7 @@ require(("deltalake", "fastparquet", "obstore"), "lake", "parka.lake (parka inge
 from typing import TYPE_CHECKING
 
 from ._committer import MAX_COMMIT_ATTEMPTS, CommitResult, CommitStats, Committer
-from ._compaction import CompactedName, CompactionPolicy
-from ._delta_rs import RsEngine, RsTableLog
-from ._delta_rules import (
-    FILE_TAGS_KEY,
-    arrow_schema_of_json,
-    check_commit,
-    check_partition_columns,
-    check_writable,
-    evolve_schema_json,
-    schema_json,
-)
+from ._compaction import CompactedName, CompactionPolicy, OptimizeResult
 from ._files import (
     DEFAULT_TARGET_FILE_SIZE,
     DLQ_SCHEMA,
@@ -49,9 +40,7 @@ from ._files import (
     write_segments,
 )
 from ._landing import LandingSession, given_schema_refused
-from ._log import DataFile, LogEngine, TableLog
-from ._logscan import logged_files
-from ._optimize import OptimizeResult, optimize_table
+from ._log import FILE_TAGS_KEY, DataFile, LogEngine, TableLog
 from ._plan import (
     CommitPolicy,
     FileName,
@@ -69,22 +58,20 @@ from ._preflight import BrokerWatch, probe_until_ready, wait_until_ready
 from ._stats import DEFAULT_STATS, StatsConfig
 from ._stitch import row_groups
 from ._storage import make_durable, object_store, read_file
+from .delta import RsEngine, RsTableLog, logged_files, optimize_table
 
 if TYPE_CHECKING:
-    from ._iceberg import IcebergEngine, IcebergTableLog
-    from ._iceberg_optimize import optimize_iceberg
+    from .iceberg import IcebergEngine, IcebergTableLog, optimize_iceberg
+
+_ICEBERG = ("IcebergEngine", "IcebergTableLog", "optimize_iceberg")
 
 
 def __getattr__(name: str) -> object:
-    """The Iceberg engine, imported when first asked for (it needs the ``iceberg`` extra)."""
-    if name in ("IcebergEngine", "IcebergTableLog"):
-        from . import _iceberg
+    """The Iceberg wing's names, imported when first asked for (it needs the ``iceberg`` extra)."""
+    if name in _ICEBERG:
+        from . import iceberg
 
-        return getattr(_iceberg, name)
-    if name == "optimize_iceberg":
-        from . import _iceberg_optimize
-
-        return _iceberg_optimize.optimize_iceberg
+        return getattr(iceberg, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -116,15 +103,10 @@ __all__ = [
     "StatsConfig",
     "TableLog",
     "app_txn_id",
-    "arrow_schema_of_json",
-    "check_commit",
-    "check_partition_columns",
     "check_partitioning",
     "check_segment",
-    "check_writable",
     "dead_letter_txn_id",
     "default_app_id",
-    "evolve_schema_json",
     "fit_segment",
     "given_schema_refused",
     "legacy_app_id",
@@ -137,7 +119,6 @@ __all__ = [
     "read_file",
     "read_segment",
     "row_groups",
-    "schema_json",
     "table_identity",
     "wait_until_ready",
     "write_segments",

@@ -1,7 +1,7 @@
 """``parka optimize TABLE_URI``: compact a Delta table's small files (optionally in Z-order),
 VACUUM and checkpoint it, safely next to running ``parka ingest`` / ``parka spark-ingest``
-(:func:`parka.lake._optimize.optimize_table`); with ``--catalog``, an Iceberg table's
-(:func:`parka.lake._iceberg_optimize.optimize_iceberg`: compaction, and snapshot expiry for
+(:func:`parka.lake.delta.optimize_table`); with ``--catalog``, an Iceberg table's
+(:func:`parka.lake.iceberg.optimize_iceberg`: compaction, and snapshot expiry for
 ``--vacuum-retention-hours``). Prints one JSON line with the result."""
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from parka._health import exit_code_for
 from parka._settings import Setting, SettingsParser
 from parka.errors import ConfigError
 
-from ._optimize import DEFAULT_TARGET_SIZE, optimize_table
+from ._compaction import DEFAULT_TARGET_SIZE
+from .delta import optimize_table
 
 _PROG = "parka optimize"
 log = logging.getLogger("parka.optimize")
@@ -119,8 +120,7 @@ def _optimize_iceberg(args: Any) -> int:
     ``--vacuum-retention-hours`` the expiry of older snapshots and their files."""
     if args.z_order:
         raise ConfigError("--z-order", ",".join(args.z_order), "nothing", reason="not built for Iceberg tables")
-    from ._iceberg import IcebergEngine
-    from ._iceberg_optimize import optimize_iceberg
+    from .iceberg import IcebergEngine, optimize_iceberg
 
     result = optimize_iceberg(
         IcebergEngine(args.catalog, args.catalog_options, args.storage_options),

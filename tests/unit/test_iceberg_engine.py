@@ -222,7 +222,13 @@ def land_ts(c: Committer, offset: int, ids: list[int], ts: list[dt.datetime]) ->
     seg = encode_segment(table, codec="zstd", fingerprint=schema_fingerprint(TS_SCHEMA))
     read = read_segment(topic="t", partition=0, offset=offset, value=seg.value, headers=seg.headers)
     c.ensure_table(read.schema)
-    checked = check_segment(read, table_schema=c.table_schema(), partition_by=c.partitioning, merge=False)
+    checked = check_segment(
+        read,
+        table_schema=c.table_schema(),
+        partition_by=c.partitioning,
+        merge=False,
+        check_columns=c.engine.check_columns,
+    )
     [one] = write_segments([checked], table_uri=c.root, table_schema=c.table_schema(), partition_by=c.partitioning)
     return one
 
@@ -600,7 +606,7 @@ def test_a_commit_whose_file_the_other_workers_orphan_cleanup_deleted_drops_it_a
     other's commit reads its file's footer (Iceberg's manifest entry) after its txn check: a file
     gone is a lost race, re-read and dropped as covered, not a failed commit (seen in the fault
     suite). The race is made to happen at that read."""
-    import parka.lake._iceberg as iceberg_module
+    import parka.lake.iceberg._table as iceberg_module
 
     first = iceberg_committer(tmp_path)
     first.commit([landed(first, 0, 0, [0])])

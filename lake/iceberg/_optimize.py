@@ -12,7 +12,7 @@ snapshots with pyiceberg, safely next to running ``parka ingest`` / ``parka spar
   whose input files are all still live are committed on the new snapshot (an append cannot touch
   them), while those whose inputs another compaction removed are dropped with their files (and
   the compaction plans again when none is left), up to ``max_attempts``, as Delta's does
-  (:mod:`._optimize`). Nothing is lost either way: the removed files stay on disk until expiry.
+  (:mod:`parka.lake.delta._optimize`). Nothing is lost either way: the removed files stay on disk until expiry.
 * **Expiry** (``expire_older_than_hours``): snapshots older than that are expired, except the
   current one and the latest one whose summary holds the ``txn`` state (the offsets every parka
   worker resumes from); then the data files no remaining snapshot names are deleted (pyiceberg's
@@ -40,11 +40,11 @@ from pyiceberg.table import FileScanTask
 
 from parka.errors import CommitConflict, CommitError, ConfigError
 
-from ._compaction import CompactionPolicy
-from ._iceberg import IcebergEngine, IcebergTableLog
-from ._log import DataFile
-from ._optimize import DEFAULT_ROW_GROUP_ROWS, DEFAULT_TARGET_SIZE, MAX_ATTEMPTS, OptimizeResult
-from ._storage import delete_files, make_durable, write_data_file
+from .._compaction import DEFAULT_ROW_GROUP_ROWS, DEFAULT_TARGET_SIZE, MAX_ATTEMPTS, CompactionPolicy, OptimizeResult
+from .._log import DataFile
+from .._storage import delete_files, make_durable, write_data_file
+from ._engine import IcebergEngine
+from ._table import IcebergTableLog
 
 __all__ = ["optimize_iceberg"]
 
@@ -66,7 +66,7 @@ def optimize_iceberg(
 ) -> OptimizeResult:
     """Compact, then expire (see the module docstring). ``before_commit`` is called between
     writing the compacted files and committing them (tests make a concurrent commit there).
-    With ``policy`` (background compaction, :mod:`._compaction`), only the small files it picks
+    With ``policy`` (background compaction, :mod:`parka.lake._compaction`), only the small files it picks
     are rewritten, into files named by generation; ``cancel`` set between two rewrites or before
     a commit attempt ends the compaction, its new files deleted and nothing committed.
 
