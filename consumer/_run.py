@@ -35,7 +35,7 @@ __all__ = ["IngestRun", "client_conf", "landing_session", "table_engine"]
 
 def table_engine(settings: IngestSettings) -> tuple[LogEngine, Callable[[], Any] | None]:
     """The table format's engine of one run: delta-rs, or Iceberg's when a catalog is given; and
-    what probes that catalog before consuming (:func:`parka.lake.wait_until_ready`'s
+    what probes that catalog before consuming (:func:`parka.ops.preflight.wait_until_ready`'s
     ``table_probe``; none for delta-rs, whose table location is probed)."""
     s = settings
     if s.catalog is None:

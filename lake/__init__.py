@@ -8,10 +8,11 @@ in the table, exactly once", whichever daemon reads Kafka (``parka ingest`` in
   through on an object store).
 * The exactly-once commit: :class:`Committer` over a :class:`TableLog` (the table-format
   interface), fed :class:`LandedSegment` and :class:`Refused` (dead letters).
-* Engines: :class:`RsEngine` (delta-rs, in this process), :class:`IcebergEngine` (Apache Iceberg
-  through pyiceberg, with the ``iceberg`` extra; imported when first used); delta-spark's lives in
-  ``parka.spark_ext`` and implements the same :class:`LogEngine`, built on the pure Delta rules
-  exported here (:func:`schema_json`, :func:`evolve_schema_json`, :func:`check_writable`, ...).
+* Engines, one wing per table format beside the format-neutral modules: :mod:`parka.lake.delta`
+  (:class:`RsEngine`, delta-rs in this process; the pure Delta rules delta-spark's engine in
+  ``parka.spark_ext`` builds on) and :mod:`parka.lake.iceberg`
+  (:class:`IcebergEngine`, Apache Iceberg through pyiceberg, with the ``iceberg`` extra;
+  imported when first used). Each implements :class:`LogEngine`.
 * :class:`LandingSession`: what every daemon does around the committer (orphan cleanup, the
   table created, positions resumed from its ``txn``, a given schema evolved to, dead letters,
   app ids).
@@ -32,16 +33,12 @@ require(("deltalake", "fastparquet", "obstore"), "lake", "parka.lake (parka inge
 from typing import TYPE_CHECKING
 
 from ._committer import DEFAULT_CHECKPOINT_INTERVAL, MAX_COMMIT_ATTEMPTS, CommitResult, CommitStats, Committer
-from ._compaction import DEFAULT_COMPACT_MAX_REWRITES, DEFAULT_COMPACT_MIN_FILES, CompactedName, CompactionPolicy
-from ._delta_rs import RsEngine, RsTableLog
-from ._delta_rules import (
-    FILE_TAGS_KEY,
-    arrow_schema_of_json,
-    check_commit,
-    check_partition_columns,
-    check_writable,
-    evolve_schema_json,
-    schema_json,
+from ._compaction import (
+    DEFAULT_COMPACT_MAX_REWRITES,
+    DEFAULT_COMPACT_MIN_FILES,
+    CompactedName,
+    CompactionPolicy,
+    OptimizeResult,
 )
 from ._files import (
     DEFAULT_TARGET_FILE_SIZE,
@@ -52,9 +49,7 @@ from ._files import (
     write_segments,
 )
 from ._landing import LandingSession, given_schema_refused
-from ._log import DataFile, LogEngine, TableLog
-from ._logscan import logged_files
-from ._optimize import OptimizeResult, compact_table, optimize_table
+from ._log import FILE_TAGS_KEY, DataFile, LogEngine, TableLog
 from ._plan import (
     CommitPolicy,
     FileName,
@@ -71,22 +66,20 @@ from ._plan import (
 from ._stats import DEFAULT_STATS, StatsConfig
 from ._stitch import row_groups
 from ._storage import list_log, make_durable, object_store, read_file
+from .delta import RsEngine, RsTableLog, compact_table, logged_files, optimize_table
 
 if TYPE_CHECKING:
-    from ._iceberg import IcebergEngine, IcebergTableLog
-    from ._iceberg_optimize import compact_iceberg, optimize_iceberg
+    from .iceberg import IcebergEngine, IcebergTableLog, compact_iceberg, optimize_iceberg
+
+_ICEBERG = ("IcebergEngine", "IcebergTableLog", "compact_iceberg", "optimize_iceberg")
 
 
 def __getattr__(name: str) -> object:
-    """The Iceberg engine, imported when first asked for (it needs the ``iceberg`` extra)."""
-    if name in ("IcebergEngine", "IcebergTableLog"):
-        from . import _iceberg
+    """The Iceberg wing's names, imported when first asked for (it needs the ``iceberg`` extra)."""
+    if name in _ICEBERG:
+        from . import iceberg
 
-        return getattr(_iceberg, name)
-    if name in ("compact_iceberg", "optimize_iceberg"):
-        from . import _iceberg_optimize
-
-        return getattr(_iceberg_optimize, name)
+        return getattr(iceberg, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -120,17 +113,12 @@ __all__ = [
     "StatsConfig",
     "TableLog",
     "app_txn_id",
-    "arrow_schema_of_json",
-    "check_commit",
-    "check_partition_columns",
     "check_partitioning",
     "check_segment",
-    "check_writable",
     "compact_iceberg",
     "compact_table",
     "dead_letter_txn_id",
     "default_app_id",
-    "evolve_schema_json",
     "fit_segment",
     "given_schema_refused",
     "legacy_app_id",
@@ -143,7 +131,6 @@ __all__ = [
     "read_file",
     "read_segment",
     "row_groups",
-    "schema_json",
     "table_identity",
     "write_segments",
 ]

@@ -1,12 +1,13 @@
-"""The exactly-once commit of raw segments into a Delta table, written once.
+"""The exactly-once commit of raw segments into a table, written once, whatever its format.
 
 ``parka ingest`` (:mod:`._ingest`) and Spark raw mode's driver (``spark_ext/_raw.py``) both hand
 :meth:`Committer.commit` what they have: segments already written as data files
 (:class:`~parka.lake._plan.LandedSegment`) and messages the table cannot take
-(:class:`~parka.lake._plan.Refused`). The committer reaches the Delta log only through
-:class:`~parka.lake._log.TableLog` (delta-rs or delta-spark). The Delta log is the source of
-truth for progress: for every Kafka partition, the ``txn`` action of app id
-``<app_id>-<partition>`` holds the last offset in the table. What a caller does about Kafka
+(:class:`~parka.lake._plan.Refused`). The committer reaches the table only through
+:class:`~parka.lake._log.TableLog` (delta-rs, delta-spark or Iceberg's). The table's log is the
+source of truth for progress: for every Kafka partition, the ``txn`` of app id
+``<app_id>-<partition>`` holds the last offset in the table (Delta: a ``txn`` action; Iceberg:
+the snapshot summary's ``parka.txns``). What a caller does about Kafka
 (seeking, committing offsets for lag tools, Spark's checkpoint) stays with the caller.
 """
 
@@ -61,7 +62,7 @@ def backoff_s(attempt: int) -> float:
 
 
 class Committer:
-    """Commits one topic's raw segments into one Delta table for one app id; see :meth:`commit`.
+    """Commits one topic's raw segments into one table for one app id; see :meth:`commit`.
 
     Opens the table when there is one. ``partition_by`` is what the caller was told (column
     names, or specs such as ``day=date(ts)``: :mod:`parka.partitioning`); an existing table's
@@ -170,7 +171,7 @@ class Committer:
                 cannot partition by (:func:`parka.lake._plan.check_partitioning`: nothing is
                 created, and the data is no reason for a dead letter); another writer just
                 created the table with another partitioning.
-            SchemaMismatchError: a column Delta cannot store.
+            SchemaMismatchError: a column the table format cannot store.
         """
         if self.table is not None:
             return

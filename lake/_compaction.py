@@ -38,12 +38,17 @@ from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from ._files import DEFAULT_TARGET_FILE_SIZE
 from ._plan import FileName, base_name
 
 __all__ = [
+    "DEFAULT_ROW_GROUP_ROWS",
+    "DEFAULT_TARGET_SIZE",
+    "MAX_ATTEMPTS",
     "Bin",
     "CompactedName",
     "CompactionPolicy",
+    "OptimizeResult",
     "generation_of",
     "input_key",
 ]
@@ -55,6 +60,38 @@ Kafka partitions, a compaction every 4 s of 16 files into one)."""
 DEFAULT_COMPACT_MAX_REWRITES = 1
 """Background compaction rewrites a row once at most, so the bytes written are about twice the
 bytes ingested at most (``parka ingest --compact-max-rewrites``' default)."""
+
+# What a compaction of either format (parka.lake.delta's, parka.lake.iceberg's) aims at and returns.
+
+DEFAULT_TARGET_SIZE = DEFAULT_TARGET_FILE_SIZE
+"""Bytes a compacted file aims at: 128 MiB (delta-rs' own default is 100 MiB, delta-spark's
+OPTIMIZE 1 GiB): long column chunks, yet a rewrite that stays cheap next to running ingestion."""
+DEFAULT_ROW_GROUP_ROWS = 1024 * 1024
+"""Rows per row group of a rewritten file: a segment's few hundred or thousand rows become row
+groups of up to a million, so readers skip by row-group statistics and read long column chunks."""
+MAX_ATTEMPTS = 20
+"""Conflicting commit attempts of one rewrite before it gives up (each is a re-read and a commit,
+milliseconds; ingestion workers commit every few seconds at most)."""
+
+
+@dataclass(frozen=True)
+class OptimizeResult:
+    """One compaction of a table (Delta: ``parka.lake.optimize_table``; Iceberg:
+    ``parka.lake.optimize_iceberg``): table versions before and after, files the compaction
+    removed and added, files VACUUM (Iceberg: snapshot expiry) deleted, the version checkpointed
+    (``None``: none) and attempts."""
+
+    table_uri: str
+    version_before: int
+    version_after: int
+    files_removed: int
+    files_added: int
+    vacuumed: int
+    checkpoint_version: int | None
+    attempts: int
+    # files left as they are because a file of their bin is encrypted (column encryption; no keys)
+    encrypted_files: int = 0
+
 
 _COMPACTED = re.compile(r"^compacted-g(?P<generation>\d+)-(?P<input>[0-9a-f]{16})-(?P<uid>[0-9a-f]{32})\.parquet$")
 

@@ -27,7 +27,6 @@ from parka.evolution import merge_schemas, widening_enabled
 from parka.partitioning import PartitionSpec, parse_partition_by
 from parka.segment import SegmentInfo, is_segment, read_segment_info
 
-from . import _delta_rules
 from ._log import DataFile
 from ._partitions import segment_partition_values, split_by_partition
 from ._plan import FileName, Fit, LandedSegment, fit_segment, partition_path
@@ -122,14 +121,19 @@ _fits: RecentCache[Fit] = RecentCache()
 
 
 def _fit(
-    table_schema: pa.Schema, segment_schema: pa.Schema, partition_by: tuple[PartitionSpec, ...], merge: bool
+    table_schema: pa.Schema,
+    segment_schema: pa.Schema,
+    partition_by: tuple[PartitionSpec, ...],
+    merge: bool,
+    check_columns: Callable[[pa.Schema], None],
 ) -> Fit:
-    """:func:`fit_segment`, and Delta's own rules for the columns the segment would add; worked
-    out once per (table schema, segment schema): a stream's segments share theirs."""
+    """:func:`fit_segment`, and the table format's own rules for the columns the segment would
+    add (``check_columns``); worked out once per (table schema, segment schema, format): a
+    stream's segments share theirs."""
     fit = fit_segment(table_schema, segment_schema, partition_by=partition_by, merge=merge)
     if fit.problem is None and fit.new_fields:
         try:
-            _delta_rules.check_schema(pa.schema(list(fit.new_fields)))
+            check_columns(pa.schema(list(fit.new_fields)))
         except SchemaMismatchError as exc:
             return Fit(problem=str(exc).removeprefix(f"field '{exc.field}': "), field=exc.field)
     return fit
@@ -150,19 +154,28 @@ class CheckedSegment:
 
 
 def check_segment(
-    seg: SegmentRead, *, table_schema: pa.Schema, partition_by: Sequence[PartitionSpec | str], merge: bool
+    seg: SegmentRead,
+    *,
+    table_schema: pa.Schema,
+    partition_by: Sequence[PartitionSpec | str],
+    merge: bool,
+    check_columns: Callable[[pa.Schema], None],
 ) -> CheckedSegment:
-    """Check ``seg`` against the table (:func:`parka.lake._plan.fit_segment`) and find the
-    table partition it belongs to (:func:`segment_partition_values`: from the footer's min/max
-    when they tell, else from the partition source columns). Nothing is written.
-    ``partition_by``: the table's partitioning (plain names are identity specs).
+    """Check ``seg`` against the table (:func:`parka.lake._plan.fit_segment`, then the columns
+    it would add by the table format's rules) and find the table partition it belongs to
+    (:func:`segment_partition_values`: from the footer's min/max when they tell, else from the
+    partition source columns). Nothing is written. ``partition_by``: the table's partitioning
+    (plain names are identity specs); ``check_columns``: the table's engine's
+    (:meth:`parka.lake.LogEngine.check_columns`), so an Iceberg table judges a new column by
+    Iceberg's types and a Delta table by Delta's.
 
     Raises:
         SchemaMismatchError: the table cannot take the segment (keeps the raw message).
     """
     specs = parse_partition_by(partition_by)
-    key = (specs, merge, widening_enabled(table_schema), seg.schema, table_schema)  # == ignores schema metadata
-    fit = _fits.get(key, lambda: _fit(table_schema, seg.schema, specs, merge))
+    # == ignores schema metadata
+    key = (specs, merge, widening_enabled(table_schema), seg.schema, table_schema, check_columns)
+    fit = _fits.get(key, lambda: _fit(table_schema, seg.schema, specs, merge, check_columns))
     if fit.problem is not None:
         raise SchemaMismatchError(
             f"the table cannot take this segment: {fit.problem}",

@@ -66,7 +66,7 @@ class LandingSession:
         Raises:
             ConfigError: the existing table cannot take ``schema`` (:func:`given_schema_refused`),
                 or a new table cannot be partitioned as asked by ``schema``'s columns.
-            SchemaMismatchError: Delta cannot store ``schema``.
+            SchemaMismatchError: the table format cannot store ``schema``.
             CommitConflict, CommitError: a schema change or the cleanup failed.
         """
         committer = self.committer

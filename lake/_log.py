@@ -1,26 +1,32 @@
-"""The Delta-log operations the raw commit protocol needs, as one small interface.
+"""The table operations the raw commit protocol needs, as one small interface, whatever the
+table format.
 
-Two implementations, each the one module that talks to its Delta library:
+Three implementations, each the one module that talks to its table library:
 
-* :class:`parka.lake._delta_rs.RsTableLog` (delta-rs, in this process): ``parka ingest``, and
-  ``parka spark-ingest --commit-engine delta-rs``;
-* :class:`parka.spark_ext._delta_spark.SparkTableLog` (delta-spark's ``DeltaLog`` and
-  ``OptimisticTransaction`` in Spark's JVM, through py4j): ``parka spark-ingest``'s default.
-  delta-spark then applies what a table's features ask of a commit (row ids for row
-  tracking, in-commit timestamps, domain metadata, checkpoints) and its own conflict checks.
+* :class:`parka.lake.delta.RsTableLog` (delta-rs, in this process): ``parka ingest`` into a
+  Delta table, and ``parka spark-ingest --commit-engine delta-rs``;
+* :class:`parka.lake.iceberg.IcebergTableLog` (pyiceberg, in this process): an Apache Iceberg
+  table named in a catalog (``--catalog``), for both daemons;
+* ``parka.spark_ext``'s ``SparkTableLog`` (delta-spark's ``DeltaLog`` and
+  ``OptimisticTransaction`` in Spark's JVM, through py4j): ``parka spark-ingest``'s default for
+  a Delta table. delta-spark then applies what a table's features ask of a commit (row ids for
+  row tracking, in-commit timestamps, domain metadata, checkpoints) and its own conflict checks.
 
 The protocol itself (which files, which ``txn`` versions, in which order) is written once, in
-the committer; it sees only this interface. Errors (:mod:`parka.errors`)::
+the committer; it sees only this interface. A format's own rules (which column types and names
+it stores, how its schema evolves) stay behind it: :meth:`LogEngine.check_columns`,
+:meth:`TableLog.add_columns`. Errors (:mod:`parka.errors`)::
 
     CommitConflict       another commit touched what this one read (a txn version, the schema):
                          refresh, read the txn versions again, decide again
     SchemaMismatchError  files or columns the table cannot take
     CommitError          any other failure of the engine or the storage
 
-Neither engine lets a commit through that could overwrite or duplicate another writer's
-``txn``: delta-rs commits only on exactly the version it read (no retries), delta-spark
-rebases a commit over newer versions unless one of them carries a ``txn`` whose app id this
-handle read with :meth:`TableLog.txn_version`, or changed the metadata or protocol.
+No engine lets a commit through that could overwrite or duplicate another writer's ``txn``:
+delta-rs commits only on exactly the version it read (no retries), Iceberg only while the
+snapshot it read is still the table's current one, and delta-spark rebases a commit over newer
+versions unless one of them carries a ``txn`` whose app id this handle read with
+:meth:`TableLog.txn_version`, or changed the metadata or protocol.
 """
 
 from __future__ import annotations
@@ -31,7 +37,11 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-__all__ = ["DataFile", "LogEngine", "TableLog"]
+__all__ = ["FILE_TAGS_KEY", "DataFile", "LogEngine", "TableLog"]
+
+FILE_TAGS_KEY = "parka.fileTags"
+"""The commit-info key holding ``{path: tags}`` of a commit's files, for formats whose file
+entries carry no tags (delta-rs' ``AddAction``: in ``commitInfo``; Iceberg: in the snapshot summary)."""
 
 
 @dataclass(frozen=True)
@@ -41,7 +51,7 @@ class DataFile:
     ``path`` is relative to the table root, ``/``-separated and not URL-encoded (as on disk);
     ``stats`` is the add action's JSON (:func:`parka.lake._stats.data_file_stats`); ``tags``
     (Kafka coordinates) are recorded with the commit (delta-spark: in the add actions' ``tags``;
-    delta-rs, whose add actions carry none: in ``commitInfo`` under ``parka.fileTags``).
+    delta-rs, whose add actions carry none, and Iceberg: under :data:`FILE_TAGS_KEY`).
     """
 
     path: str
@@ -52,7 +62,8 @@ class DataFile:
 
 
 class TableLog(Protocol):
-    """A handle on one Delta table's log: a snapshot that :meth:`refresh` moves forward."""
+    """A handle on one table's log (Delta's log, Iceberg's metadata): a snapshot that
+    :meth:`refresh` moves forward."""
 
     uri: str
 
@@ -65,7 +76,7 @@ class TableLog(Protocol):
 
         Raises:
             CommitError: the log cannot be read, or the table now uses a feature raw files
-                would bypass (see :func:`parka.lake._delta_rules.check_writable`).
+                would bypass (Delta: :func:`parka.lake.delta.check_writable`).
         """
         ...
 
@@ -92,7 +103,8 @@ class TableLog(Protocol):
         """Every data file a log entry still names, added or removed (tombstones a checkpoint
         keeps until ``delta.deletedFileRetentionDuration`` is over included), relative to the
         table root and decoded; read after the snapshot, so it holds all of its files. Both
-        engines read the log's files (:func:`parka.lake._logscan.logged_files`).
+        Delta engines read the log's files (:func:`parka.lake.delta.logged_files`); Iceberg
+        reads the manifests of every snapshot in the metadata.
 
         Raises:
             CommitError: the log cannot be read or is not understood (then delete nothing).
@@ -107,7 +119,7 @@ class TableLog(Protocol):
         returns (delta-rs commits them at once, delta-spark with that commit).
 
         Raises:
-            SchemaMismatchError: a type Delta cannot store, or a change the table (or the
+            SchemaMismatchError: a type the format cannot store, or a change the table (or the
                 engine) cannot take: the error names the path and both types.
             CommitConflict, CommitError: the metadata commit failed.
         """
@@ -135,9 +147,21 @@ class TableLog(Protocol):
 
 
 class LogEngine(Protocol):
-    """Opens and creates :class:`TableLog` handles; ``name`` is what ``--commit-engine`` says."""
+    """Opens and creates :class:`TableLog` handles; ``name`` is what ``--commit-engine`` says
+    (``iceberg`` for Iceberg's)."""
 
     name: str
+
+    def check_columns(self, schema: pa.Schema) -> None:
+        """Whether the table format can store these columns (their types and names, at any
+        depth), by its own rules: the check of the columns a segment would add
+        (:func:`parka.lake.check_segment`). Implemented as a plain function (a
+        ``staticmethod``), so it travels to Spark's executors by reference.
+
+        Raises:
+            SchemaMismatchError: a column the format cannot store (``field`` names it).
+        """
+        ...
 
     def open(self, uri: str, storage_options: Mapping[str, str] | None = None) -> TableLog | None:
         """The latest version of the table at ``uri``; ``None`` when there is none.
@@ -162,7 +186,7 @@ class LogEngine(Protocol):
         (no ``txn`` versions, no files).
 
         Raises:
-            SchemaMismatchError: a column Delta cannot store, or a bad partition column.
+            SchemaMismatchError: a column the format cannot store, or a bad partition column.
             CommitConflict: a table appeared at ``uri`` meanwhile: open it instead.
             CommitError: any other failure.
         """

@@ -2,7 +2,7 @@
 table URI and its storage options), writing one so that no partial file ever carries its final
 name, one flush per commit, deleting and listing; and, for the orphan cleanup, the Delta log's
 files as bytes (:func:`list_log`, :func:`read_file`): what they mean is
-``lake/_logscan.py``'s business. Nothing here writes the Delta log.
+``lake/delta/_logscan.py``'s business. Nothing here writes the Delta log.
 
 A local table is plain files (temporary name + rename, one ``syncfs`` per commit). Every other
 URI (``s3://``, ``s3a://``, ``az://``, ``abfss://``, ``gs://``...) goes through obstore, the

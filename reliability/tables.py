@@ -51,7 +51,7 @@ def _without_views(t: pa.DataType) -> pa.DataType:
     return t
 
 
-# parka's snapshot-summary key of the txn state in an Iceberg table (parka.lake._iceberg.TXNS_KEY)
+# parka's snapshot-summary key of the txn state in an Iceberg table (parka.lake.iceberg.TXNS_KEY)
 ICEBERG_TXNS_KEY = "parka.txns"
 
 

@@ -20,12 +20,15 @@ from importlinter import Contract, ContractCheck, fields, output
 class CoreContract(Contract):
     """``core``'s modules (its descendants outside ``packages``) import nothing in ``packages``.
 
-    Options: ``core``, the package; ``packages``, its subpackages the core must not import."""
+    Options: ``core``, the package; ``packages``, its subpackages the core must not import;
+    ``importers_allowed`` (optional), the core's modules that may (where a subpackage is chosen
+    by name, say)."""
 
     type_name = "core"
 
     core = fields.StringField()
     packages = fields.ListField(subfield=fields.StringField())
+    importers_allowed = fields.ListField(subfield=fields.StringField(), required=False)
 
     def check(self, graph: Any, verbose: bool) -> ContractCheck:
         packages = [str(p) for p in self.packages]
@@ -34,7 +37,8 @@ class CoreContract(Contract):
             return any(module == p or module.startswith(p + ".") for p in packages)
 
         core = str(self.core)
-        modules = sorted(m for m in {core, *graph.find_descendants(core)} if not inside(m))
+        allowed = {str(m) for m in self.importers_allowed or ()}
+        modules = sorted(m for m in {core, *graph.find_descendants(core)} if not inside(m) and m not in allowed)
         links = []
         for importer in modules:
             for imported in sorted(graph.find_modules_directly_imported_by(importer)):

@@ -20,7 +20,8 @@ else:  # pragma: no cover - Python 3.10
 
 def package_tree(root: Path, dest: Path) -> None:
     """Lay out ``[tool.setuptools] package-dir`` of ``root/pyproject.toml`` under ``dest`` (emptied
-    first): each package a directory, the entries of its folder symlinked into it.
+    first): each package a directory, the entries of its folder symlinked into it (its
+    subpackages' folders as directories too).
 
     Raises:
         ValueError: pyproject.toml has no ``package-dir`` table, or a mapped folder is missing.
@@ -35,11 +36,21 @@ def package_tree(root: Path, dest: Path) -> None:
         folder = root / mapping[package]
         if not folder.is_dir():
             raise ValueError(f"package-dir maps {package!r} to {mapping[package]!r}, which is not a folder")
-        target = dest.joinpath(*package.split("."))
-        target.mkdir(parents=True, exist_ok=True)
-        for entry in sorted(folder.iterdir()):
-            if entry.name != "__pycache__" and not (target / entry.name).exists():
-                (target / entry.name).symlink_to(entry.resolve())
+        _link_files(folder, dest.joinpath(*package.split(".")))
+
+
+def _link_files(folder: Path, target: Path) -> None:
+    """``folder``'s files symlinked into the directory ``target``; a subpackage of it (a folder
+    with an ``__init__.py``, such as ``lake/delta``) a directory of its own, linked likewise
+    (the tools walk directories, not links to them)."""
+    target.mkdir(parents=True, exist_ok=True)
+    for entry in sorted(folder.iterdir()):
+        if entry.name == "__pycache__" or (target / entry.name).exists():
+            continue
+        if entry.is_dir() and (entry / "__init__.py").is_file():
+            _link_files(entry, target / entry.name)
+        else:
+            (target / entry.name).symlink_to(entry.resolve())
 
 
 if __name__ == "__main__":

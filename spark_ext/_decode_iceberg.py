@@ -17,7 +17,7 @@ Exactly once, per micro-batch, on the driver (``foreachBatch``: :class:`IcebergB
    it; a restart replays the last planned batch with the same ranges.
 2. One aggregation gives each Kafka partition's first and last offset in the batch. The table is
    read: its current snapshot S and its ``txn`` state (``parka.txns`` in the snapshot summaries,
-   app ids ``<app id>-<partition>``: :mod:`parka.lake._iceberg`).
+   app ids ``<app id>-<partition>``: :mod:`parka.lake.iceberg`).
 3. Messages at or below their partition's ``txn`` version are in the table already (an earlier
    attempt of this batch, another query or ``parka ingest`` with this app id) and are dropped;
    when nothing is left, the batch is done.

@@ -15,7 +15,7 @@ interface. Through py4j, on the driver:
   info. delta-spark itself then assigns row ids (row tracking), in-commit timestamps and domain
   metadata, checks the protocol and writes checkpoints, as its own writer would.
 * Schema changes (new columns, new nested fields, widened types with their ``delta.typeChanges``,
-  relaxed nullability: :func:`parka.lake.evolve_schema_json`) join that commit as a
+  relaxed nullability: :func:`parka.lake.delta.evolve_schema_json`) join that commit as a
   metadata update (``updateMetadata``): one version, with delta-spark's conflict checks.
 * A table :meth:`SparkEngine.create` makes is created by the first commit, with its data (the
   ``metaData`` through ``updateMetadataForNewTable``, what ``CREATE TABLE`` does without its
@@ -42,12 +42,13 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 import pyarrow as pa
-from parka.lake import (
+from parka.lake.delta import (
     RsEngine,
     RsTableLog,
     arrow_schema_of_json,
     check_commit,
     check_partition_columns,
+    check_schema,
     check_writable,
     evolve_schema_json,
     logged_files,
@@ -320,6 +321,7 @@ class SparkEngine:
     """:class:`parka.lake.LogEngine` of delta-spark, in ``spark``'s JVM."""
 
     name = "delta-spark"
+    check_columns = staticmethod(check_schema)  # Delta's pure rules, as the delta-rs engine's
 
     def __init__(self, spark: Any) -> None:
         self.spark = spark

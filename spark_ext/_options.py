@@ -166,7 +166,7 @@ _S3_FILE_IO = "org.apache.iceberg.aws.s3.S3FileIO"
 def iceberg_catalog_conf(name: str, properties: Mapping[str, str]) -> dict[str, str]:
     """Spark settings (``spark.sql.catalog.<name>...``) that make ``name`` a Spark catalog of
     Iceberg's Spark runtime (:data:`ICEBERG_CATALOG_CLASS`) on the catalog pyiceberg opens with
-    ``properties`` (:func:`parka.lake.catalog_properties`, as :class:`parka.lake.IcebergEngine`
+    ``properties`` (:func:`parka.lake.iceberg.catalog_properties`, as :class:`parka.lake.IcebergEngine`
     holds them), so that Spark writes the tables parka reads:
 
     * a REST catalog (``type=rest``, or a ``uri`` starting with ``http``): the properties as they

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import groupby
 from typing import Any
@@ -88,8 +88,10 @@ class SegmentFileWriter:
     """``mapInArrow``'s function in raw mode: Kafka rows in, :data:`FILE_ROWS` out.
 
     ``table_schema`` is the table's Arrow schema when the micro-batch started, ``partition_by``
-    its partitioning (the committer's specs, derived ones included). ``keep_bad_values`` ships
-    bad segments' bytes back (for a dead-letter table).
+    its partitioning (the committer's specs, derived ones included), ``check_columns`` its
+    engine's check of new columns (:meth:`parka.lake.LogEngine.check_columns`, a plain function
+    that travels to the executors). ``keep_bad_values`` ships bad segments' bytes back (for a
+    dead-letter table).
     """
 
     table_uri: str
@@ -100,6 +102,7 @@ class SegmentFileWriter:
     keep_bad_values: bool = False
     target_file_size: int = DEFAULT_TARGET_FILE_SIZE
     stats_config: StatsConfig = DEFAULT_STATS
+    check_columns: Callable[[pa.Schema], None] = field(kw_only=True)
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         pending: list[CheckedSegment] = []
@@ -138,7 +141,13 @@ class SegmentFileWriter:
         headers = [(h["key"], h["value"]) for h in col(names.index("headers"))[i].as_py() or ()]
         try:
             seg = read_segment(topic=topic, partition=partition, offset=offset, value=value, headers=headers)
-            return check_segment(seg, table_schema=self.table_schema, partition_by=self.partition_by, merge=self.merge)
+            return check_segment(
+                seg,
+                table_schema=self.table_schema,
+                partition_by=self.partition_by,
+                merge=self.merge,
+                check_columns=self.check_columns,
+            )
         except (SegmentError, SchemaMismatchError) as exc:
             stamp = col(names.index("timestamp"))[i]
             stamp_ms = stamp.cast(pa.int64()).as_py() // 1000 if stamp.is_valid else None

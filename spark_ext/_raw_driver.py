@@ -108,6 +108,7 @@ def start_raw(
                 keep_bad_values=s.dlq_table_uri is not None,
                 target_file_size=s.target_file_size,
                 stats_config=DEFAULT_STATS if committer.table is None else committer.stats_config(),
+                check_columns=committer.engine.check_columns,
             )
             crash_point("batch-before-write")
             rows = kafka.mapInArrow(writer, rows_schema).toArrow()

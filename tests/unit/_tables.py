@@ -46,7 +46,15 @@ def stitched(c: Committer, segments: list[tuple[int, int, list[int]]], day: str 
         seg = encode_segment(table, codec="zstd", fingerprint=schema_fingerprint(SCHEMA))
         read = read_segment(topic="t", partition=partition, offset=offset, value=seg.value, headers=seg.headers)
         c.ensure_table(read.schema)
-        checked.append(check_segment(read, table_schema=c.table_schema(), partition_by=c.partitioning, merge=False))
+        checked.append(
+            check_segment(
+                read,
+                table_schema=c.table_schema(),
+                partition_by=c.partitioning,
+                merge=False,
+                check_columns=c.engine.check_columns,
+            )
+        )
     return write_segments(
         checked,
         table_uri=c.root,

@@ -179,7 +179,7 @@ def test_a_segment_whose_data_page_is_corrupt_is_refused_not_landed() -> None:
 
 def test_data_files_get_the_statistics_the_tables_properties_ask_for(tmp_path: Path) -> None:
     from parka.lake import StatsConfig
-    from parka.lake._delta_rs import create_table
+    from parka.lake.delta._rs import create_table
 
     uri = tmp_path / "t"
     create_table(str(uri), SCHEMA, partition_by=[], configuration={"delta.dataSkippingStatsColumns": "DAY"})
@@ -188,7 +188,9 @@ def test_data_files_get_the_statistics_the_tables_properties_ask_for(tmp_path: P
     data = pa.table({"id": [1, 2], "day": ["d1", "d" * 40]}, schema=SCHEMA)
     seg = encode_segment(data, codec="zstd", fingerprint=schema_fingerprint(SCHEMA))
     read = read_segment(topic="t", partition=0, offset=0, value=seg.value, headers=seg.headers)
-    checked = check_segment(read, table_schema=c.table_schema(), partition_by=(), merge=False)
+    checked = check_segment(
+        read, table_schema=c.table_schema(), partition_by=(), merge=False, check_columns=c.engine.check_columns
+    )
     c.commit(
         write_segments([checked], table_uri=c.table_uri, table_schema=c.table_schema(), stats_config=c.stats_config())
     )
@@ -249,7 +251,10 @@ def test_segments_adding_different_nested_fields_in_one_commit_all_join(tmp_path
         segment(1, 0, other, [{"id": 3, "actor": {"id": 3, "login": "c", "type": "User"}, "commits": [{"sha": "x"}]}]),
     ]
     schema = c.table_schema()
-    checked = [check_segment(r, table_schema=schema, partition_by=(), merge=True) for r in reads]  # type: ignore[arg-type]
+    checked = [
+        check_segment(r, table_schema=schema, partition_by=(), merge=True, check_columns=c.engine.check_columns)
+        for r in reads
+    ]  # type: ignore[arg-type]
     c.commit(write_segments(checked, table_uri=str(tmp_path), table_schema=schema))
     assert c.stats.schema_evolutions == 1
     rows = sorted(DeltaTable(str(tmp_path)).to_pyarrow_table().to_pylist(), key=lambda r: r["id"])

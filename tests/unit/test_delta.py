@@ -1,4 +1,4 @@
-"""parka.lake._delta_rs (and _delta_rules) against real Delta tables in tmp_path (delta-rs, no Kafka)."""
+"""parka.lake.delta._rs (and _rules) against real Delta tables in tmp_path (delta-rs, no Kafka)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,9 @@ from deltalake import DeltaTable, QueryBuilder, write_deltalake
 from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import CommitProperties, Transaction
 from parka.consumer._ingest import IngestSettings
-from parka.lake import DataFile, StatsConfig, _delta_rs, _delta_rules, _stats, _storage, object_store
+from parka.lake import FILE_TAGS_KEY, DataFile, StatsConfig, _stats, _storage, object_store
 from parka.lake._files import read_footer
+from parka.lake.delta import _rs, _rules
 
 from parka.config import storage_options_for
 from parka.errors import CommitConflict, CommitError, ConfigError, SchemaMismatchError, SegmentDecodeError
@@ -53,7 +54,7 @@ def add_file(
 
 
 def commit(table: DeltaTable, files: list[DataFile], **txns: int) -> int:
-    return _delta_rs.commit_add_files(table, files, txns=txns, schema=None)
+    return _rs.commit_add_files(table, files, txns=txns, schema=None)
 
 
 def segment(data: pa.Table) -> bytes:
@@ -68,21 +69,21 @@ def segment(data: pa.Table) -> bytes:
 
 
 def test_open_table_returns_none_where_there_is_no_table(tmp_path: Path) -> None:
-    assert _delta_rs.open_table(str(tmp_path)) is None
-    assert _delta_rs.open_table(str(tmp_path / "missing")) is None
+    assert _rs.open_table(str(tmp_path)) is None
+    assert _rs.open_table(str(tmp_path / "missing")) is None
 
 
 def test_create_table_is_empty_and_reopens(tmp_path: Path) -> None:
     schema = pa.schema([("x", pa.int64()), ("p", pa.string()), ("t", pa.timestamp("us", "UTC"))])
-    table = _delta_rs.create_table(str(tmp_path), schema, partition_by=["p"], name="events")
+    table = _rs.create_table(str(tmp_path), schema, partition_by=["p"], name="events")
     assert table.version() == 0
-    opened = _delta_rs.open_table(f"file://{tmp_path}")
+    opened = _rs.open_table(f"file://{tmp_path}")
     assert opened is not None
-    assert _delta_rs.arrow_schema(opened) == schema
+    assert _rs.arrow_schema(opened) == schema
     assert opened.metadata().partition_columns == ["p"]
     assert opened.to_pyarrow_table().num_rows == 0
     with pytest.raises(CommitConflict):  # someone else (here: we) created it first
-        _delta_rs.create_table(str(tmp_path), schema, partition_by=["p"])
+        _rs.create_table(str(tmp_path), schema, partition_by=["p"])
 
 
 @pytest.mark.parametrize(
@@ -111,7 +112,7 @@ def test_types_delta_cannot_store_are_rejected_by_name(
 ) -> None:
     schema = pa.schema([("ok", pa.int32()), ("c", arrow_type)])
     with pytest.raises(SchemaMismatchError) as err:
-        _delta_rs.create_table(str(tmp_path), schema, partition_by=[])
+        _rs.create_table(str(tmp_path), schema, partition_by=[])
     assert err.value.field == field
     assert why in str(err.value)
     assert not (tmp_path / "_delta_log").exists()
@@ -130,8 +131,8 @@ def test_types_delta_rs_maps_are_accepted_and_read_back(tmp_path: Path) -> None:
             "s": pa.array([{"a": D("1.50")}, None], pa.struct([("a", pa.decimal128(38, 2))])),
         }
     )
-    table = _delta_rs.create_table(str(tmp_path), data.schema, partition_by=[])
-    target = _delta_rs.arrow_schema(table)
+    table = _rs.create_table(str(tmp_path), data.schema, partition_by=[])
+    target = _rs.arrow_schema(table)
     commit(table, [add_file(str(tmp_path), "f.parquet", data, target)])
     back = DeltaTable(str(tmp_path)).to_pyarrow_table()
     assert back.to_pylist() == data.cast(target).to_pylist()
@@ -147,7 +148,7 @@ def test_types_delta_rs_maps_are_accepted_and_read_back(tmp_path: Path) -> None:
 )
 def test_names_delta_cannot_take_are_rejected(fields: list[tuple[str, pa.DataType]], field: str, why: str) -> None:
     with pytest.raises(SchemaMismatchError) as err:
-        _delta_rs.check_schema(pa.schema(fields))
+        _rs.check_schema(pa.schema(fields))
     assert err.value.field == field
     assert why in str(err.value)
 
@@ -156,15 +157,15 @@ def test_partition_columns_must_be_top_level_primitives(tmp_path: Path) -> None:
     schema = pa.schema([("x", pa.int64()), ("s", pa.struct([("a", pa.int8())]))])
     for column in ("nope", "s"):
         with pytest.raises(SchemaMismatchError) as err:
-            _delta_rs.create_table(str(tmp_path), schema, partition_by=[column])
+            _rs.create_table(str(tmp_path), schema, partition_by=[column])
         assert err.value.field == column
 
 
 def test_tables_with_features_raw_files_would_bypass_are_refused(tmp_path: Path) -> None:
-    table = _delta_rs.create_table(str(tmp_path), pa.schema([("x", pa.int64())]), partition_by=[])
+    table = _rs.create_table(str(tmp_path), pa.schema([("x", pa.int64())]), partition_by=[])
     table.alter.add_constraint({"positive": "x > 0"})
     with pytest.raises(CommitError, match="CHECK constraints"):
-        _delta_rs.open_table(str(tmp_path))
+        _rs.open_table(str(tmp_path))
     with pytest.raises(CommitError, match="CHECK constraints"):
         commit(table, [], app=1)
 
@@ -406,7 +407,7 @@ def test_stats_give_correct_answers_to_filtered_reads(tmp_path: Path) -> None:
             ("st", pa.struct([("a", pa.int32())])),
         ]
     )
-    table = _delta_rs.create_table(uri, schema, partition_by=[])
+    table = _rs.create_table(uri, schema, partition_by=[])
     rng = random.Random(11)
     parts = []
 
@@ -461,7 +462,7 @@ def test_stats_give_correct_answers_to_filtered_reads(tmp_path: Path) -> None:
 def test_delta_rs_does_skip_files_by_stats(tmp_path: Path) -> None:
     """The filtered-read test above means something: deliberately wrong stats lose rows."""
     schema = pa.schema([("x", pa.int64())])
-    table = _delta_rs.create_table(str(tmp_path), schema, partition_by=[])
+    table = _rs.create_table(str(tmp_path), schema, partition_by=[])
     good = add_file(str(tmp_path), "a.parquet", pa.table({"x": pa.array([5, 6], pa.int64())}), schema)
     lying = DataFile(good.path, good.size, '{"numRecords":2,"minValues":{"x":100},"maxValues":{"x":200}}')
     commit(table, [lying])
@@ -490,42 +491,42 @@ def test_segment_committed_raw_reads_back_identically(tmp_path: Path) -> None:
     )
     value = segment(data)
     full = pq.read_table(pa.BufferReader(value))  # user columns + __parka_key/_timestamp/_headers
-    table = _delta_rs.create_table(uri, full.schema, partition_by=[])
-    target = _delta_rs.arrow_schema(table)
+    table = _rs.create_table(uri, full.schema, partition_by=[])
+    target = _rs.arrow_schema(table)
     size = _storage.write_data_file(uri, "seg/0001.parquet", value)
     file = DataFile("seg/0001.parquet", size, _stats.data_file_stats(value, target), tags={"offset": "17"})
-    version = _delta_rs.commit_add_files(table, [file], txns={"app-0": 17}, schema=full.schema)
+    version = _rs.commit_add_files(table, [file], txns={"app-0": 17}, schema=full.schema)
     assert version == 1 == table.version()
     assert (tmp_path / "seg" / "0001.parquet").read_bytes() == value  # byte for byte
     back = DeltaTable(uri).to_pyarrow_table()
     assert back.to_pylist() == full.cast(target).to_pylist()
-    assert _delta_rs.txn_version(table, "app-0") == 17
-    assert _delta_rs.referenced_files(table) == {"seg/0001.parquet"}
+    assert _rs.txn_version(table, "app-0") == 17
+    assert _rs.referenced_files(table) == {"seg/0001.parquet"}
 
 
 def test_reserved_columns_outside_the_table_are_ignored(tmp_path: Path) -> None:
     uri = str(tmp_path)
     data = pa.table({"id": pa.array([1, 2], pa.int64())})
     value = segment(data)
-    table = _delta_rs.create_table(uri, data.schema, partition_by=[])
+    table = _rs.create_table(uri, data.schema, partition_by=[])
     size = _storage.write_data_file(uri, "s.parquet", value)
     file_schema = pq.read_schema(pa.BufferReader(value))
-    _delta_rs.commit_add_files(table, [DataFile("s.parquet", size, "{}")], txns={"a": 0}, schema=file_schema)
+    _rs.commit_add_files(table, [DataFile("s.parquet", size, "{}")], txns={"a": 0}, schema=file_schema)
     assert DeltaTable(uri).to_pyarrow_table() == data
 
 
 def test_partitioned_segment_takes_partition_values_from_the_add_action(tmp_path: Path) -> None:
     uri = str(tmp_path)
     schema = pa.schema([("x", pa.int64()), ("region", pa.string())])
-    table = _delta_rs.create_table(uri, schema, partition_by=["region"])
+    table = _rs.create_table(uri, schema, partition_by=["region"])
     data = pa.table({"x": pa.array([1, 2], pa.int64()), "region": ["eu west/1", "eu west/1"]})
     value = segment(data)  # the file keeps the partition column too
     rel = "region=eu%20west%2F1/00001.parquet"  # Hive-escaped directory name, as Spark writes it
     size = _storage.write_data_file(uri, rel, value)
     stats = _stats.data_file_stats(value, schema, partition_by=["region"])
     file = DataFile(rel, size, stats, {"region": "eu west/1"})
-    _delta_rs.commit_add_files(table, [file], txns={"a-0": 1}, schema=data.schema, partition_by=["region"])
-    assert _delta_rs.referenced_files(table) == {rel}  # the log holds it URL-encoded once more
+    _rs.commit_add_files(table, [file], txns={"a-0": 1}, schema=data.schema, partition_by=["region"])
+    assert _rs.referenced_files(table) == {rel}  # the log holds it URL-encoded once more
     assert os.path.exists(tmp_path / "region=eu%20west%2F1" / "00001.parquet")
     reread = DeltaTable(uri)
     assert reread.to_pyarrow_table().sort_by("x") == data
@@ -540,7 +541,7 @@ def test_partitioned_segment_takes_partition_values_from_the_add_action(tmp_path
 def test_stale_handle_conflicts_instead_of_appending(tmp_path: Path) -> None:
     uri = str(tmp_path)
     schema = pa.schema([("x", pa.int64())])
-    _delta_rs.create_table(uri, schema, partition_by=[])
+    _rs.create_table(uri, schema, partition_by=[])
     a, b = DeltaTable(uri), DeltaTable(uri)
     file_a = add_file(uri, "a.parquet", pa.table({"x": pa.array([1], pa.int64())}), schema)
     file_b = add_file(uri, "b.parquet", pa.table({"x": pa.array([2], pa.int64())}), schema)
@@ -548,19 +549,19 @@ def test_stale_handle_conflicts_instead_of_appending(tmp_path: Path) -> None:
     with pytest.raises(CommitConflict) as err:
         commit(b, [file_b], **{"app-0": 10})  # a zombie that has not seen a's commit
     assert err.value.read_version == 0
-    assert _delta_rs.referenced_files(DeltaTable(uri)) == {"a.parquet"}
-    assert _delta_rs.refresh(b) == 1
-    assert _delta_rs.txn_version(b, "app-0") == 10  # what the caller re-reads before deciding again
+    assert _rs.referenced_files(DeltaTable(uri)) == {"a.parquet"}
+    assert _rs.refresh(b) == 1
+    assert _rs.txn_version(b, "app-0") == 10  # what the caller re-reads before deciding again
     assert commit(b, [file_b], **{"app-0": 11}) == 2
 
 
 def test_handle_stays_at_its_own_commit(tmp_path: Path) -> None:
     uri = str(tmp_path)
     schema = pa.schema([("x", pa.int64())])
-    _delta_rs.create_table(uri, schema, partition_by=[])
+    _rs.create_table(uri, schema, partition_by=[])
     mine, theirs = DeltaTable(uri), DeltaTable(uri)
     commit(mine, [], **{"app-0": 1})
-    _delta_rs.refresh(theirs)
+    _rs.refresh(theirs)
     commit(theirs, [], **{"app-0": 2})  # e.g. the new owner of the partition after a rebalance
     assert mine.version() == 1
     with pytest.raises(CommitConflict):  # so the old owner cannot commit on top of it unawares
@@ -571,7 +572,7 @@ def test_delta_rs_with_retries_detects_only_same_app_id_conflicts(tmp_path: Path
     """Finding: with retries > 0 delta-rs rebases blind appends, unless a txn app id repeats."""
     uri = str(tmp_path)
     schema = pa.schema([("x", pa.int64())])
-    _delta_rs.create_table(uri, schema, partition_by=[])
+    _rs.create_table(uri, schema, partition_by=[])
 
     def attempt(table: DeltaTable, app_id: str) -> None:
         props = CommitProperties(app_transactions=[Transaction(app_id, 1)], max_commit_retries=5)
@@ -586,9 +587,9 @@ def test_delta_rs_with_retries_detects_only_same_app_id_conflicts(tmp_path: Path
 
 
 def test_empty_commit_moves_txn_versions(tmp_path: Path) -> None:
-    table = _delta_rs.create_table(str(tmp_path), pa.schema([("x", pa.int64())]), partition_by=[])
-    assert _delta_rs.commit_add_files(table, [], txns={}, schema=None) == 0  # nothing to do: no commit
-    assert _delta_rs.commit_add_files(table, [], txns={"app-3": 41, "app-4": 7}, schema=None) == 1
+    table = _rs.create_table(str(tmp_path), pa.schema([("x", pa.int64())]), partition_by=[])
+    assert _rs.commit_add_files(table, [], txns={}, schema=None) == 0  # nothing to do: no commit
+    assert _rs.commit_add_files(table, [], txns={"app-3": 41, "app-4": 7}, schema=None) == 1
     reread = DeltaTable(str(tmp_path))
     assert (reread.version(), reread.transaction_version("app-3"), reread.transaction_version("app-4")) == (1, 41, 7)
     assert reread.to_pyarrow_table().num_rows == 0
@@ -597,19 +598,19 @@ def test_empty_commit_moves_txn_versions(tmp_path: Path) -> None:
 def test_commit_info_records_metadata_and_file_tags(tmp_path: Path) -> None:
     uri = str(tmp_path)
     schema = pa.schema([("x", pa.int64())])
-    table = _delta_rs.create_table(uri, schema, partition_by=[])
+    table = _rs.create_table(uri, schema, partition_by=[])
     plain = add_file(uri, "a.parquet", pa.table({"x": pa.array([1], pa.int64())}), schema)
     tagged = DataFile(plain.path, plain.size, plain.stats, tags={"topic": "t", "partition": "0", "offset": "5"})
-    _delta_rs.commit_add_files(table, [tagged], txns={"a": 5}, schema=schema, commit_info={"parka.app_id": "a"})
+    _rs.commit_add_files(table, [tagged], txns={"a": 5}, schema=schema, commit_info={"parka.app_id": "a"})
     info = DeltaTable(uri).history(1)[0]
     assert info["parka.app_id"] == "a"
-    assert info[_delta_rules.FILE_TAGS_KEY] == {"a.parquet": {"topic": "t", "partition": "0", "offset": "5"}}
+    assert info[FILE_TAGS_KEY] == {"a.parquet": {"topic": "t", "partition": "0", "offset": "5"}}
 
 
 def test_commit_refuses_files_the_table_cannot_take(tmp_path: Path) -> None:
     uri = str(tmp_path)
     schema = pa.schema([("x", pa.int64()), ("p", pa.string())])
-    table = _delta_rs.create_table(uri, schema, partition_by=["p"])
+    table = _rs.create_table(uri, schema, partition_by=["p"])
     ok = DataFile("p=a/f.parquet", 1, "{}", {"p": "a"})
     cases: list[tuple[dict[str, Any], type[Exception], str]] = [
         ({"schema": pa.schema([("x", pa.int64()), ("y", pa.int8())])}, SchemaMismatchError, "add it first"),
@@ -625,7 +626,7 @@ def test_commit_refuses_files_the_table_cannot_take(tmp_path: Path) -> None:
         kwargs: dict[str, Any] = {"files": [ok], "txns": {"a": 1}, "schema": None, **change}
         files = kwargs.pop("files")
         with pytest.raises(error, match=message):
-            _delta_rs.commit_add_files(table, files, **kwargs)
+            _rs.commit_add_files(table, files, **kwargs)
     assert DeltaTable(uri).version() == 0
 
 
@@ -635,17 +636,17 @@ def test_commit_refuses_files_the_table_cannot_take(tmp_path: Path) -> None:
 def test_add_columns_old_files_read_nulls_new_files_read_values(tmp_path: Path) -> None:
     uri = str(tmp_path)
     schema = pa.schema([("x", pa.int64()), ("s", pa.struct([("a", pa.int32())]))])
-    table = _delta_rs.create_table(uri, schema, partition_by=[])
+    table = _rs.create_table(uri, schema, partition_by=[])
     old = pa.table({"x": pa.array([1], pa.int64()), "s": pa.array([{"a": 1}], schema.field("s").type)})
     commit(table, [add_file(uri, "old.parquet", old, schema)])
     wider_s = pa.field("s", pa.struct([("a", pa.int32()), ("b", pa.string())]))
     new_fields = [pa.field("y", pa.string()), wider_s]
-    assert _delta_rs.add_columns(table, new_fields) == 2
-    assert _delta_rs.add_columns(table, new_fields) == 2  # already there: no new version
+    assert _rs.add_columns(table, new_fields) == 2
+    assert _rs.add_columns(table, new_fields) == 2  # already there: no new version
     wide = pa.schema([("x", pa.int64()), wider_s, ("y", pa.string())])
-    assert _delta_rs.arrow_schema(table) == wide
+    assert _rs.arrow_schema(table) == wide
     new = pa.table({"x": pa.array([2], pa.int64()), "s": pa.array([{"a": 2, "b": "q"}], wider_s.type), "y": ["hi"]})
-    _delta_rs.commit_add_files(table, [add_file(uri, "new.parquet", new, wide)], txns={}, schema=new.schema)
+    _rs.commit_add_files(table, [add_file(uri, "new.parquet", new, wide)], txns={}, schema=new.schema)
     back = DeltaTable(uri).to_pyarrow_table().sort_by("x").to_pylist()
     assert back == [
         {"x": 1, "s": {"a": 1, "b": None}, "y": None},
@@ -665,9 +666,9 @@ def test_add_columns_old_files_read_nulls_new_files_read_values(tmp_path: Path) 
 def test_add_columns_rejects_what_older_files_or_delta_cannot_take(
     tmp_path: Path, new_field: pa.Field, why: str
 ) -> None:
-    table = _delta_rs.create_table(str(tmp_path), pa.schema([("x", pa.int64())]), partition_by=[])
+    table = _rs.create_table(str(tmp_path), pa.schema([("x", pa.int64())]), partition_by=[])
     with pytest.raises(SchemaMismatchError, match=why) as err:
-        _delta_rs.add_columns(table, [new_field])
+        _rs.add_columns(table, [new_field])
     assert err.value.field == new_field.name
     assert table.version() == 0
 
@@ -675,14 +676,14 @@ def test_add_columns_rejects_what_older_files_or_delta_cannot_take(
 def test_evolve_schema_json_merges_as_add_columns_does() -> None:
     # the delta-spark engine commits this JSON itself: it must say what add_columns makes delta-rs say
     schema = pa.schema([("x", pa.int64()), ("s", pa.struct([("a", pa.int32())]))])
-    text = _delta_rules.schema_json(schema)
-    assert _delta_rules.evolve_schema_json(text, [pa.field("x", pa.int64())], widening=False) is None  # nothing missing
+    text = _rules.schema_json(schema)
+    assert _rules.evolve_schema_json(text, [pa.field("x", pa.int64())], widening=False) is None  # nothing missing
     wider_s = pa.field("s", pa.struct([("a", pa.int32()), ("b", pa.string())]))
-    merged = _delta_rules.evolve_schema_json(text, [pa.field("y", pa.string()), wider_s], widening=False)
+    merged = _rules.evolve_schema_json(text, [pa.field("y", pa.string()), wider_s], widening=False)
     assert merged is not None
-    assert _delta_rules.arrow_schema_of_json(merged) == pa.schema([("x", pa.int64()), wider_s, ("y", pa.string())])
+    assert _rules.arrow_schema_of_json(merged) == pa.schema([("x", pa.int64()), wider_s, ("y", pa.string())])
     with pytest.raises(SchemaMismatchError, match="type changed") as err:
-        _delta_rules.evolve_schema_json(text, [pa.field("x", pa.string())], widening=False)
+        _rules.evolve_schema_json(text, [pa.field("x", pa.string())], widening=False)
     assert err.value.field == "x"
 
 
@@ -690,15 +691,15 @@ def test_nested_fields_join_through_delta_rs_old_files_read_nulls(tmp_path: Path
     uri = str(tmp_path)
     commit_t = pa.struct([("sha", pa.string())])
     schema = pa.schema([("id", pa.int64()), ("commits", pa.list_(commit_t)), ("m", pa.map_(pa.string(), commit_t))])
-    table = _delta_rs.create_table(uri, schema, partition_by=[])
+    table = _rs.create_table(uri, schema, partition_by=[])
     old = pa.table({"id": [1], "commits": [[{"sha": "a"}]], "m": [[("k", {"sha": "b"})]]}, schema=schema)
     commit(table, [add_file(uri, "old.parquet", old, schema)])
     commit2 = pa.struct([("sha", pa.string()), ("msg", pa.string())])
     fields = [pa.field("commits", pa.list_(commit2)), pa.field("m", pa.map_(pa.string(), commit2))]
-    assert _delta_rs.add_columns(table, fields) == 2
+    assert _rs.add_columns(table, fields) == 2
     wide = pa.schema([("id", pa.int64()), *fields])
     new = pa.table({"id": [2], "commits": [[{"sha": "c", "msg": "x"}]], "m": [[("k", {"sha": "d", "msg": "y"})]]}, wide)
-    _delta_rs.commit_add_files(table, [add_file(uri, "new.parquet", new, wide)], txns={}, schema=new.schema)
+    _rs.commit_add_files(table, [add_file(uri, "new.parquet", new, wide)], txns={}, schema=new.schema)
     back = DeltaTable(uri).to_pyarrow_table().sort_by("id").to_pylist()
     assert back == [
         {"id": 1, "commits": [{"sha": "a", "msg": None}], "m": [("k", {"sha": "b", "msg": None})]},
@@ -707,8 +708,8 @@ def test_nested_fields_join_through_delta_rs_old_files_read_nulls(tmp_path: Path
 
 
 def test_a_widening_records_its_type_change_as_delta_spark_does() -> None:
-    text = _delta_rules.schema_json(pa.schema([("id", pa.int32()), ("xs", pa.list_(pa.int16()))]))
-    merged = _delta_rules.evolve_schema_json(
+    text = _rules.schema_json(pa.schema([("id", pa.int32()), ("xs", pa.list_(pa.int16()))]))
+    merged = _rules.evolve_schema_json(
         text, [pa.field("id", pa.int64()), pa.field("xs", pa.list_(pa.int32()))], widening=True
     )
     assert merged is not None
@@ -732,17 +733,17 @@ def test_tables_raw_files_cannot_join_are_refused_naming_the_property(
     configuration: dict[str, str], field_metadata: list[dict[str, str]], names: str
 ) -> None:
     with pytest.raises(CommitError, match=names.replace(".", r"\.")) as err:
-        _delta_rules.check_writable(configuration, field_metadata)
+        _rules.check_writable(configuration, field_metadata)
     assert "--mode decode" in str(err.value)
-    _delta_rules.check_writable({"delta.columnMapping.mode": "none", "delta.enableRowTracking": "true"}, [{}])
+    _rules.check_writable({"delta.columnMapping.mode": "none", "delta.enableRowTracking": "true"}, [{}])
 
 
 def test_checkpoint_is_written_and_readable(tmp_path: Path) -> None:
     uri = str(tmp_path)
     schema = pa.schema([("x", pa.int64())])
-    table = _delta_rs.create_table(uri, schema, partition_by=[])
+    table = _rs.create_table(uri, schema, partition_by=[])
     commit(table, [add_file(uri, "a.parquet", pa.table({"x": pa.array([1], pa.int64())}), schema)], app=4)
-    _delta_rs.checkpoint(table)
+    _rs.checkpoint(table)
     assert (tmp_path / "_delta_log" / "00000000000000000001.checkpoint.parquet").exists()
     reread = DeltaTable(uri)
     assert (reread.transaction_version("app"), reread.to_pyarrow_table().num_rows) == (4, 1)
@@ -780,7 +781,7 @@ def test_file_paths_must_be_clean_and_relative(tmp_path: Path, bad: str) -> None
 
 def test_list_and_delete_files(tmp_path: Path) -> None:
     uri = str(tmp_path)
-    _delta_rs.create_table(uri, pa.schema([("x", pa.int64())]), partition_by=[])
+    _rs.create_table(uri, pa.schema([("x", pa.int64())]), partition_by=[])
     before = time.time()
     _storage.write_data_file(uri, "a.parquet", b"12345")
     _storage.write_data_file(uri, "p=1/b.parquet", b"1")
@@ -906,7 +907,7 @@ def test_make_durable_flushes_a_local_table_and_fails_loudly_on_a_missing_one(tm
 def test_a_table_with_type_widening_is_refused_by_delta_rs_naming_it(tmp_path: Path) -> None:
     """delta-rs 1.6 can neither read nor write the typeWidening table feature (what delta-spark
     writes for ``delta.enableTypeWidening``): parka ingest says so instead of failing later."""
-    schema = _delta_rules.schema_json(pa.schema([("id", pa.int64())]))
+    schema = _rules.schema_json(pa.schema([("id", pa.int64())]))
     actions = [
         {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["typeWidening"],
                       "writerFeatures": ["typeWidening"]}},
@@ -917,14 +918,14 @@ def test_a_table_with_type_widening_is_refused_by_delta_rs_naming_it(tmp_path: P
     (tmp_path / "_delta_log").mkdir()
     (tmp_path / "_delta_log" / f"{0:020d}.json").write_text("\n".join(json.dumps(a) for a in actions) + "\n")
     with pytest.raises(CommitError, match=r"delta-rs 1\.6 can neither read nor write a table with type widening"):
-        _delta_rs.open_table(str(tmp_path))
+        _rs.open_table(str(tmp_path))
 
 
 def test_a_relaxed_top_level_column_becomes_nullable_a_nested_one_is_refused_by_delta_rs(tmp_path: Path) -> None:
     schema = pa.schema([pa.field("x", pa.int64(), False), pa.field("s", pa.struct([pa.field("a", pa.int32(), False)]))])
-    table = _delta_rs.create_table(str(tmp_path), schema, partition_by=[])
-    _delta_rs.add_columns(table, [pa.field("x", pa.int64())])
-    assert _delta_rs.arrow_schema(table).field("x").nullable
+    table = _rs.create_table(str(tmp_path), schema, partition_by=[])
+    _rs.add_columns(table, [pa.field("x", pa.int64())])
+    assert _rs.arrow_schema(table).field("x").nullable
     with pytest.raises(SchemaMismatchError, match="delta-rs cannot make a field inside a struct nullable") as err:
-        _delta_rs.add_columns(table, [pa.field("s", pa.struct([("a", pa.int32())]))])
+        _rs.add_columns(table, [pa.field("s", pa.struct([("a", pa.int32())]))])
     assert err.value.field == "s.a"

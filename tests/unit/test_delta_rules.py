@@ -1,4 +1,4 @@
-"""parka.lake._delta_rules converts schemas without deltalake; delta-rs is the reference it
+"""parka.lake.delta._rules converts schemas without deltalake; delta-rs is the reference it
 must match, so that both engines give a new table the same column types."""
 
 import json
@@ -6,8 +6,7 @@ import json
 import pyarrow as pa
 import pytest
 from deltalake import Schema as DeltaSchema
-from parka.lake import arrow_schema_of_json, schema_json
-from parka.lake._delta_rules import check_schema
+from parka.lake.delta import arrow_schema_of_json, check_schema, schema_json
 
 from parka.errors import CommitError, SchemaMismatchError
 

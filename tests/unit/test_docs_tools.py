@@ -108,11 +108,16 @@ def test_package_tree_lays_out_package_dir(tmp_path: Path) -> None:
     (tmp_path / "core" / "__init__.py").write_text("")
     (tmp_path / "prod").mkdir()
     (tmp_path / "prod" / "__init__.py").write_text("X = 1\n")
+    (tmp_path / "prod" / "wing").mkdir()  # a subpackage inside a mapped folder
+    (tmp_path / "prod" / "wing" / "__init__.py").write_text("Y = 2\n")
     mapping = '{ "pk" = "core", "pk.producer" = "prod" }'
     (tmp_path / "pyproject.toml").write_text(f"[tool.setuptools]\npackage-dir = {mapping}\n")
     tree.package_tree(tmp_path, tmp_path / "out")
     assert (tmp_path / "out" / "pk" / "__init__.py").resolve() == (tmp_path / "core" / "__init__.py").resolve()
     assert (tmp_path / "out" / "pk" / "producer" / "__init__.py").read_text() == "X = 1\n"
+    wing = tmp_path / "out" / "pk" / "producer" / "wing"
+    assert wing.is_dir() and not wing.is_symlink()  # a directory the tools walk, its files links
+    assert (wing / "__init__.py").is_symlink() and (wing / "__init__.py").read_text() == "Y = 2\n"
 
     (tmp_path / "pyproject.toml").write_text('[tool.setuptools]\npackage-dir = { "pk" = "gone" }\n')
     with pytest.raises(ValueError, match="maps 'pk' to 'gone', which is not a folder"):

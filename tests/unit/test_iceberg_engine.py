@@ -21,13 +21,14 @@ from parka.lake import (
     IcebergEngine,
     IcebergTableLog,
     LandedSegment,
+    RsEngine,
     check_segment,
     optimize_iceberg,
     read_segment,
     write_segments,
 )
 
-from parka.errors import CommitConflict, CommitError, ConfigError
+from parka.errors import CommitConflict, CommitError, ConfigError, SchemaMismatchError
 from parka.extras import install_command
 from parka.schema import schema_fingerprint
 from parka.segment import encode_segment
@@ -152,6 +153,49 @@ def test_a_new_column_and_a_promotion_evolve_the_table_and_what_iceberg_forbids_
         table.add_columns([pa.field("extra", pa.struct([("a", pa.string()), ("b", pa.string())]))])
 
 
+TIME_SCHEMA = SCHEMA.append(pa.field("at", pa.time64("us")))
+
+
+def test_a_new_column_is_judged_by_the_tables_format_a_time_of_day_lands_in_iceberg_not_delta(
+    tmp_path: Path,
+) -> None:
+    """The segment check asks the table's engine: Iceberg has a time type, Delta has none (and
+    says so as it always did)."""
+    rows = pa.table({"id": [7], "day": ["d1"], "at": [dt.time(12, 30, 0, 5)]}, schema=TIME_SCHEMA)
+    seg = encode_segment(rows, codec="zstd", fingerprint=schema_fingerprint(TIME_SCHEMA))
+    read = read_segment(topic="t", partition=0, offset=1, value=seg.value, headers=seg.headers)
+
+    c = iceberg_committer(tmp_path, merge=True)
+    c.commit([landed(c, 0, 0, [1])])
+    checked = check_segment(
+        read, table_schema=c.table_schema(), partition_by=(), merge=True, check_columns=c.engine.check_columns
+    )
+    assert [f.name for f in checked.new_fields] == ["at"]
+    c.commit(write_segments([checked], table_uri=c.root, table_schema=c.table_schema()))
+    table = c.engine.catalog.load_table("db.t")  # type: ignore[attr-defined]
+    assert str(table.schema().find_field("at").field_type) == "time"
+    assert table.scan().to_arrow().sort_by("id").select(["id", "at"]).to_pylist() == [
+        {"id": 1, "at": None},
+        {"id": 7, "at": dt.time(12, 30, 0, 5)},
+    ]
+
+    delta = Committer(RsEngine(), table_uri=str(tmp_path / "delta"), topic="t", app_id="app", merge=True)
+    delta.ensure_table(SCHEMA)
+    with pytest.raises(SchemaMismatchError) as refused:
+        check_segment(
+            read,
+            table_schema=delta.table_schema(),
+            partition_by=(),
+            merge=True,
+            check_columns=delta.engine.check_columns,
+        )
+    assert refused.value.field == "at"
+    assert str(refused.value) == (
+        "field 'at': the table cannot take this segment: Delta has no time-of-day or interval type (time64[us]); "
+        "store an integer or a string at t[0]@1"
+    )
+
+
 def test_a_partitioned_table_gets_iceberg_transforms_and_each_file_its_partition(tmp_path: Path) -> None:
     """``day`` (identity on a string column) and ``bucket=truncate(id, 10)``: segments that span
     several partitions are split, each file lands with its partition record, and the committer
@@ -222,7 +266,13 @@ def land_ts(c: Committer, offset: int, ids: list[int], ts: list[dt.datetime]) ->
     seg = encode_segment(table, codec="zstd", fingerprint=schema_fingerprint(TS_SCHEMA))
     read = read_segment(topic="t", partition=0, offset=offset, value=seg.value, headers=seg.headers)
     c.ensure_table(read.schema)
-    checked = check_segment(read, table_schema=c.table_schema(), partition_by=c.partitioning, merge=False)
+    checked = check_segment(
+        read,
+        table_schema=c.table_schema(),
+        partition_by=c.partitioning,
+        merge=False,
+        check_columns=c.engine.check_columns,
+    )
     [one] = write_segments([checked], table_uri=c.root, table_schema=c.table_schema(), partition_by=c.partitioning)
     return one
 
@@ -600,7 +650,7 @@ def test_a_commit_whose_file_the_other_workers_orphan_cleanup_deleted_drops_it_a
     other's commit reads its file's footer (Iceberg's manifest entry) after its txn check: a file
     gone is a lost race, re-read and dropped as covered, not a failed commit (seen in the fault
     suite). The race is made to happen at that read."""
-    import parka.lake._iceberg as iceberg_module
+    import parka.lake.iceberg._table as iceberg_module
 
     first = iceberg_committer(tmp_path)
     first.commit([landed(first, 0, 0, [0])])

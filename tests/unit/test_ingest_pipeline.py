@@ -98,7 +98,15 @@ def test_a_pool_writes_the_files_a_serial_write_does(tmp_path: Path) -> None:
                 seg = encode_segment(table, codec="zstd", fingerprint=schema_fingerprint(SCHEMA))
                 read = read_segment(topic="t", partition=partition, offset=offset, value=seg.value, headers=seg.headers)
                 c.ensure_table(read.schema)
-                checked.append(check_segment(read, table_schema=c.table_schema(), partition_by=(), merge=False))
+                checked.append(
+                    check_segment(
+                        read,
+                        table_schema=c.table_schema(),
+                        partition_by=(),
+                        merge=False,
+                        check_columns=c.engine.check_columns,
+                    )
+                )
         pool = _CountingPool() if mode == "pool" else None
         try:
             landed = write_segments(

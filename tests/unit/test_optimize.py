@@ -12,8 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 from parka.lake import Committer, logged_files
-from parka.lake._optimize import optimize_table, plan_bins, z_order_indices
-from parka.lake._rs_maintenance import live_files
+from parka.lake.delta._optimize import optimize_table, plan_bins, z_order_indices
+from parka.lake.delta._rs_maintenance import live_files
 
 from parka.errors import CommitConflict, ConfigError
 
@@ -121,7 +121,7 @@ def test_compaction_keeps_every_row_and_writes_large_row_groups_per_partition(tm
 
 def test_plan_leaves_large_files_and_single_small_ones_alone() -> None:
     def f(path: str, size: int, day: str = "a") -> object:
-        from parka.lake._rs_maintenance import LiveFile
+        from parka.lake.delta._rs_maintenance import LiveFile
 
         return LiveFile(path, size, {"day": day}, 0)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from parka.lake import check_segment, read_segment, write_segments
+from parka.lake import RsEngine, check_segment, read_segment, write_segments
 from parka.lake._partitions import segment_partition_values, split_by_partition
 from parka.lake._plan import (
     LandedSegment,
@@ -223,7 +223,9 @@ def _landed(tmp_path: Path, ts: list[dt.datetime | None], offset: int) -> tuple[
     seg = encode_segment(table, codec="zstd", fingerprint=schema_fingerprint(table.schema))
     read = read_segment(topic="t", partition=0, offset=offset, value=seg.value, headers=seg.headers)
     schema = table_schema_from_segment(table.schema, DAY)
-    checked = check_segment(read, table_schema=schema, partition_by=DAY, merge=False)
+    checked = check_segment(
+        read, table_schema=schema, partition_by=DAY, merge=False, check_columns=RsEngine.check_columns
+    )
     [landed] = write_segments([checked], table_uri=str(tmp_path), table_schema=schema, partition_by=DAY)
     return landed, seg.value
 
@@ -334,7 +336,9 @@ def _landed_ids(tmp_path: Path, ids: list[int], offset: int) -> tuple[LandedSegm
     seg = encode_segment(table, codec="zstd", fingerprint=schema_fingerprint(table.schema))
     read = read_segment(topic="t", partition=0, offset=offset, value=seg.value, headers=seg.headers)
     schema = table_schema_from_segment(table.schema, BUCKET)
-    checked = check_segment(read, table_schema=schema, partition_by=BUCKET, merge=False)
+    checked = check_segment(
+        read, table_schema=schema, partition_by=BUCKET, merge=False, check_columns=RsEngine.check_columns
+    )
     [landed] = write_segments([checked], table_uri=str(tmp_path), table_schema=schema, partition_by=BUCKET)
     return landed, seg.value
 
@@ -376,7 +380,13 @@ def test_a_delta_table_takes_year_and_month_as_columns_readers_filter(tmp_path: 
     seg = encode_segment(table, codec="zstd", fingerprint=schema_fingerprint(table.schema))
     read = read_segment(topic="t", partition=0, offset=0, value=seg.value, headers=seg.headers)
     c.ensure_table(read.schema)
-    checked = check_segment(read, table_schema=c.table_schema(), partition_by=c.partitioning, merge=False)
+    checked = check_segment(
+        read,
+        table_schema=c.table_schema(),
+        partition_by=c.partitioning,
+        merge=False,
+        check_columns=c.engine.check_columns,
+    )
     files = write_segments([checked], table_uri=c.root, table_schema=c.table_schema(), partition_by=c.partitioning)
     c.commit(files)
     rows = DeltaTable(str(tmp_path / "t")).to_pyarrow_table().sort_by("id")

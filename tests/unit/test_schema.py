@@ -341,7 +341,7 @@ def test_avro_times_of_day_become_ints_a_delta_table_can_store() -> None:
     so such a topic can be ingested."""
     import datetime as dt
 
-    from parka.lake._delta_rs import check_schema as delta_check_schema
+    from parka.lake.delta._rs import check_schema as delta_check_schema
 
     from parka.errors import RecordError
     from parka.records import compile_validator

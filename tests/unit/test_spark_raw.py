@@ -21,7 +21,11 @@ def written(committer: Committer, batch: pa.RecordBatch) -> pa.Table:
     """What the executors return for ``batch``, written against the table as it is now."""
     committer.refresh()
     writer = SegmentFileWriter(
-        committer.table_uri, committer.table_schema(), committer.partition_by, merge=committer.merge
+        committer.table_uri,
+        committer.table_schema(),
+        committer.partition_by,
+        merge=committer.merge,
+        check_columns=committer.engine.check_columns,
     )
     return pa.Table.from_batches(list(writer([batch])), schema=FILE_ROWS)
 

@@ -14,7 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, QueryBuilder
-from parka.lake import DataFile, StatsConfig, _delta_rs, _stats, _storage
+from parka.lake import DataFile, StatsConfig, _stats, _storage
+from parka.lake.delta import _rs
 
 from parka.errors import ConfigError
 
@@ -114,14 +115,14 @@ def test_float_stats_never_change_delta_rs_answers(tmp_path: Path) -> None:
     tables = {}
     for name, with_stats in (("stats", True), ("bare", False)):
         uri = str(tmp_path / name)
-        table = _delta_rs.create_table(uri, schema, partition_by=[])
+        table = _rs.create_table(uri, schema, partition_by=[])
         files = []
         for i, part in enumerate(parts):
             data = parquet_bytes(part)
             size = _storage.write_data_file(uri, f"p{i}.parquet", data)
             stats = _stats.data_file_stats(data, schema) if with_stats else '{"numRecords":2}'
             files.append(DataFile(f"p{i}.parquet", size, stats))
-        _delta_rs.commit_add_files(table, files, txns={}, schema=None)
+        _rs.commit_add_files(table, files, txns={}, schema=None)
         tables[name] = DeltaTable(uri)
     assert pa.table(tables["stats"].get_add_actions(flatten=True)).column("min.x")[1].as_py() == -INF  # parsed
 

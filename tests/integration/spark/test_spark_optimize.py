@@ -28,7 +28,9 @@ def landed(c: Committer, offset: int) -> LandedSegment:
     )
     read = read_segment(topic="t", partition=0, offset=offset, value=seg.value, headers=seg.headers)
     c.ensure_table(read.schema)
-    checked = check_segment(read, table_schema=c.table_schema(), partition_by=(), merge=False)
+    checked = check_segment(
+        read, table_schema=c.table_schema(), partition_by=(), merge=False, check_columns=c.engine.check_columns
+    )
     [one] = write_segments([checked], table_uri=c.table_uri, table_schema=c.table_schema())
     return one
 

@@ -1,9 +1,10 @@
-"""The Apache Iceberg engine (pyiceberg): parka's :class:`~parka.lake.TableLog` for an Iceberg
-table named in a catalog, so the same committer lands raw segments in Iceberg as in Delta.
+"""The Apache Iceberg engine's table handle (pyiceberg): parka's :class:`~parka.lake.TableLog` for
+an Iceberg table named in a catalog (opened and created by :class:`~._engine.IcebergEngine`), so
+the same committer lands raw segments in Iceberg as in Delta.
 
 How the Delta protocol's pieces map onto Iceberg:
 
-* **The table** is ``namespace.name`` in a catalog (:func:`load_catalog`: pyiceberg's own
+* **The table** is ``namespace.name`` in a catalog (pyiceberg's ``load_catalog``: its own
   configuration, ``.pyiceberg.yaml`` or ``PYICEBERG_CATALOG__<NAME>__<KEY>``, plus options
   given on the command line). A catalog with only a ``warehouse`` and no ``uri`` or ``type`` is
   the embedded one: pyiceberg's SQL catalog on ``<warehouse>/catalog.db`` (SQLite), no server.
@@ -28,39 +29,26 @@ How the Delta protocol's pieces map onto Iceberg:
   ``last-updated-ms``).
 
 * **Partitions**: parka's specs as Iceberg transforms (identity, year, month, day, hour,
-  truncate, bucket: :mod:`._iceberg_partitions`); segments are split by partition as for Delta, each data file's
+  truncate, bucket: :mod:`._partitions`); segments are split by partition as for Delta, each data file's
   partition record from the values it was split by. Compaction and snapshot expiry:
-  :mod:`._iceberg_optimize`.
+  :mod:`._optimize`.
 """
 
-# ruff: noqa: E402  (the extra is checked before pyiceberg is imported)
 from __future__ import annotations
-
-from parka.extras import require
-
-require(("pyiceberg", "sqlalchemy"), "iceberg", "Iceberg tables (--catalog)")
 
 import json
 import logging
 import re
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-from pyiceberg.catalog import Catalog, load_catalog
-from pyiceberg.exceptions import (
-    CommitFailedException,
-    NamespaceAlreadyExistsError,
-    NoSuchTableError,
-    TableAlreadyExistsError,
-    ValidationError,
-)
+from pyiceberg.exceptions import CommitFailedException, ValidationError
 from pyiceberg.io.pyarrow import (
     compute_statistics_plan,
     data_file_statistics_from_parquet_metadata,
     parquet_path_to_id_mapping,
-    schema_to_pyarrow,
 )
 from pyiceberg.manifest import DataFile as IcebergDataFile
 from pyiceberg.manifest import DataFileContent, FileFormat
@@ -69,16 +57,16 @@ from pyiceberg.table.snapshots import Snapshot, ancestors_of
 from pyiceberg.table.update.snapshot import ExpireSnapshots
 from pyiceberg.typedef import Record
 
-from parka.errors import Blocker, CommitConflict, CommitError, ConfigError, SchemaMismatchError, one_line
+from parka.errors import CommitConflict, CommitError, SchemaMismatchError, one_line
 from parka.evolution import TYPE_WIDENING_KEY
-from parka.partitioning import EXPRESSION_KEY, PartitionSpec, parse_spec
+from parka.partitioning import EXPRESSION_KEY, PartitionSpec
 
-from ._delta_rules import FILE_TAGS_KEY
-from ._iceberg_catalog import S3_PROPERTIES, catalog_properties
-from ._iceberg_partitions import data_schema, derived_fields, parka_specs, partition_fields, partition_record
-from ._iceberg_snapshots import (
-    CREATED_MAX_SNAPSHOT_AGE_MS,
-    MAX_SNAPSHOT_AGE,
+from .._log import FILE_TAGS_KEY, DataFile
+from .._plan import RESERVED_COLUMNS
+from .._storage import FileGone, delete_files, read_parquet_footer
+from ._partitions import derived_fields, parka_specs, partition_record
+from ._schema import iceberg_arrow_schema, plain_field
+from ._snapshots import (
     CachingTransaction,
     ManifestMemo,
     expiry_candidates,
@@ -86,183 +74,24 @@ from ._iceberg_snapshots import (
     retention,
     without_retries,
 )
-from ._log import DataFile
-from ._plan import RESERVED_COLUMNS
-from ._storage import FileGone, delete_files, read_parquet_footer
 
-__all__ = ["TXNS_KEY", "IcebergEngine", "IcebergTableLog", "catalog_properties", "iceberg_arrow_schema"]
+if TYPE_CHECKING:
+    from ._engine import IcebergEngine
+
+__all__ = ["NAME_MAPPING", "TXNS_KEY", "IcebergTableLog"]
 
 log = logging.getLogger("parka.commit")
 
 TXNS_KEY = "parka.txns"
 """The snapshot-summary key of the ``txn`` state: JSON ``{"<app>-<partition>": offset, ...}``."""
 
-_NAME_MAPPING = TableProperties.DEFAULT_NAME_MAPPING
+NAME_MAPPING = TableProperties.DEFAULT_NAME_MAPPING
+"""The table property of the name mapping readers resolve raw files' columns by (they carry no field ids)."""
 _METADATA_NUMBER = re.compile(r"(?:^|/)(\d+)-[^/]*\.metadata\.json$")
-
-
-def iceberg_arrow_schema(schema: Any) -> pa.Schema:
-    """An Iceberg schema in the Arrow types parka's rules use (as the Delta engines give them):
-    ``string``/``binary``/``list<element>`` rather than pyiceberg's large types, no field ids."""
-    arrow = schema_to_pyarrow(schema, include_field_ids=False)
-    return pa.schema([_plain_field(f) for f in arrow])
-
-
-def _plain_field(f: pa.Field) -> pa.Field:
-    return pa.field(f.name, _plain(f.type), nullable=f.nullable)
-
-
-def _plain(t: pa.DataType) -> pa.DataType:
-    if pa.types.is_large_string(t) or pa.types.is_string_view(t):
-        return pa.string()
-    if pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
-        return pa.binary()
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return pa.list_(pa.field("element", _plain(t.value_type), nullable=t.value_field.nullable))
-    if pa.types.is_map(t):
-        value = pa.field("value", _plain(t.item_type), nullable=t.item_field.nullable)
-        return pa.map_(pa.field("key", _plain(t.key_type), nullable=False), value)
-    if pa.types.is_struct(t):
-        return pa.struct([_plain_field(t.field(i)) for i in range(t.num_fields)])
-    return t
-
-
-class IcebergEngine:
-    """Opens and creates Iceberg tables in one catalog (``catalog``, with ``options`` over its
-    configuration: :func:`catalog_properties`); a table's ``uri`` is its identifier,
-    ``namespace.name``. ``storage_options`` (the daemons' ``--storage-option``, object_store's
-    keys) also give pyiceberg's FileIO its S3 settings (``s3.endpoint``, ``s3.access-key-id``...)
-    where the catalog's own properties do not."""
-
-    name = "iceberg"
-
-    def __init__(
-        self,
-        catalog: str,
-        options: Mapping[str, str] | None = None,
-        storage_options: Mapping[str, str] | None = None,
-    ) -> None:
-        self.catalog_name = catalog
-        properties = catalog_properties(catalog, options)
-        for key, value in (storage_options or {}).items():
-            target = S3_PROPERTIES.get(key.lower())
-            if target is not None:
-                properties.setdefault(target, value)
-        self.properties = properties
-        self._catalog: Catalog | None = None
-
-    @property
-    def catalog(self) -> Catalog:
-        if self._catalog is None:
-            try:
-                self._catalog = load_catalog(self.catalog_name, **self.properties)
-            except Exception as exc:  # pyiceberg raises what its backends raise
-                raise CommitError(f"cannot open Iceberg catalog {self.catalog_name!r}: {exc}") from exc
-        return self._catalog
-
-    def blocker(self) -> Blocker | None:
-        """Whether the catalog answers (listing its namespaces), for the probe before consuming
-        (the probe before consuming, ``table_probe``)."""
-        try:
-            self.catalog.list_namespaces()
-        except Exception as exc:
-            self._catalog = None  # a REST catalog reads its configuration when it is loaded: again
-            cause = one_line(exc.__cause__ or exc) if isinstance(exc, CommitError) else one_line(exc)
-            return Blocker("table", f"Iceberg catalog {self.catalog_name!r} cannot be reached: {cause}", False)
-        return None
-
-    def open(self, uri: str, storage_options: Mapping[str, str] | None = None) -> IcebergTableLog | None:
-        try:
-            table = self.catalog.load_table(uri)
-        except NoSuchTableError:
-            return None
-        except CommitError:
-            raise
-        except Exception as exc:
-            raise CommitError(f"cannot read Iceberg table {uri} in catalog {self.catalog_name!r}: {exc}") from exc
-        return IcebergTableLog(self, uri, table, storage_options)
-
-    def create(
-        self,
-        uri: str,
-        schema: pa.Schema,
-        *,
-        partition_by: Sequence[str],
-        storage_options: Mapping[str, str] | None = None,
-    ) -> IcebergTableLog:
-        data, derived = data_schema(schema)
-        by_name = {spec.name: spec for spec in derived}
-        specs = [by_name.get(name) or parse_spec(name, key="--partition-by") for name in partition_by]
-        catalog = self.catalog
-        namespace = uri.rsplit(".", 1)[0] if "." in uri else None
-        if namespace is None:
-            raise ConfigError("table", uri, "an Iceberg identifier namespace.name")
-        try:
-            _ensure_namespace(catalog, namespace)
-            with catalog.create_table_transaction(uri, schema=_plain_schema(data)) as tx:
-                if specs:
-                    try:
-                        with tx.update_spec() as spec:
-                            for source, transform, name in partition_fields(specs, tx.table_metadata.schema()):
-                                spec.add_field(source, transform, name)
-                    except ValueError as exc:  # e.g. two time transforms of one column
-                        given = ",".join(map(str, specs))
-                        raise ConfigError(
-                            "--partition-by", given, "a partition spec Iceberg takes", reason=str(exc)
-                        ) from exc
-                tx.set_properties(
-                    {
-                        _NAME_MAPPING: tx.table_metadata.schema().name_mapping.model_dump_json(),
-                        MAX_SNAPSHOT_AGE: CREATED_MAX_SNAPSHOT_AGE_MS,
-                    }
-                )
-            table = catalog.load_table(uri)
-        except TableAlreadyExistsError as exc:
-            raise CommitConflict(f"Iceberg table {uri} appeared meanwhile") from exc
-        except ConfigError:
-            raise
-        except (ValueError, TypeError) as exc:
-            raise SchemaMismatchError(f"Iceberg cannot store this schema: {exc}") from exc
-        except Exception as exc:
-            # a catalog need not say "exists" as pyiceberg's error (the REST catalog's answer to a
-            # create transaction that lost: AlreadyExistsException): a table there now is a lost race
-            if self._exists(uri):
-                raise CommitConflict(f"Iceberg table {uri} appeared meanwhile ({one_line(exc, limit=200)})") from exc
-            raise CommitError(f"cannot create Iceberg table {uri}: {exc}") from exc
-        return IcebergTableLog(self, uri, table, storage_options)
-
-    def _exists(self, uri: str) -> bool:
-        try:
-            return bool(self.catalog.table_exists(uri))
-        except Exception:  # the catalog cannot say: not a race we can name
-            return False
-
-
-def _ensure_namespace(catalog: Catalog, namespace: str) -> None:
-    """Create ``namespace`` unless it exists. Two workers creating their first table at once race
-    here, and a catalog need not say so as pyiceberg's error: the SQL catalog checks, then inserts,
-    and the loser's insert fails on the key (sqlite3.IntegrityError). A namespace there now is the
-    other worker's, and this one goes on."""
-    try:
-        catalog.create_namespace(namespace)
-    except NamespaceAlreadyExistsError:
-        pass
-    except Exception:
-        try:
-            exists = bool(catalog.namespace_exists(namespace))
-        except Exception:  # the catalog cannot say: the first error stands
-            exists = False
-        if not exists:
-            raise
 
 
 def _holds_offsets(snapshot: Snapshot) -> bool:
     return snapshot.summary is not None and TXNS_KEY in snapshot.summary.additional_properties
-
-
-def _plain_schema(schema: pa.Schema) -> pa.Schema:
-    """``schema`` without metadata (pyiceberg would read field ids from it)."""
-    return pa.schema([_plain_field(f) for f in schema])
 
 
 class IcebergTableLog:
@@ -287,7 +116,7 @@ class IcebergTableLog:
 
     @property
     def iceberg(self) -> Table:
-        """The pyiceberg table as last read (for maintenance: :mod:`._iceberg_optimize`)."""
+        """The pyiceberg table as last read (for maintenance: :mod:`._optimize`)."""
         return self._table
 
     # -- reading ---------------------------------------------------------------------------
@@ -371,7 +200,7 @@ class IcebergTableLog:
         try:
             with self._table.update_schema() as update:
                 columns = [f for f in fields if EXPRESSION_KEY.encode() not in (f.metadata or {})]
-                update.union_by_name(pa.schema([_plain_field(f) for f in columns]))
+                update.union_by_name(pa.schema([plain_field(f) for f in columns]))
         except CommitFailedException as exc:
             raise CommitConflict(f"schema change on {self.identifier} lost a race: {exc}") from exc
         except (ValidationError, ValueError, TypeError) as exc:
@@ -451,8 +280,8 @@ class IcebergTableLog:
         table = without_retries(self._table)
         try:
             tx = CachingTransaction(table)
-            if _NAME_MAPPING not in table.metadata.properties:
-                tx.set_properties({_NAME_MAPPING: table.metadata.schema().name_mapping.model_dump_json()})
+            if NAME_MAPPING not in table.metadata.properties:
+                tx.set_properties({NAME_MAPPING: table.metadata.schema().name_mapping.model_dump_json()})
             snapshot = tx.update_snapshot(snapshot_properties=dict(summary))
             merge = merges_manifests(table.metadata.properties)
             with (
@@ -510,7 +339,7 @@ class IcebergTableLog:
     def checkpoint(self) -> None:
         """Iceberg's manifests need no checkpoint; what Delta does next to one, dropping log
         entries past the table's retention, is snapshot expiry here, by the table's own
-        properties (``history.expire.*``: :func:`._iceberg_snapshots.retention`; Iceberg's
+        properties (``history.expire.*``: :func:`._snapshots.retention`; Iceberg's
         defaults when unset). Every commit rewrites the metadata of every snapshot kept, so a daemon that
         commits each second must expire them. A failure is logged and retried at the next
         checkpoint: ingestion goes on."""

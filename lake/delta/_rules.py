@@ -1,5 +1,5 @@
-"""The Delta rules every table engine shares, as pure functions over Arrow schemas and the
-Delta log's JSON: no deltalake, no JVM. The delta-rs engine (:mod:`._delta_rs`) and the
+"""The Delta rules both Delta engines share, as pure functions over Arrow schemas and the
+Delta log's JSON: no deltalake, no JVM. The delta-rs engine (:mod:`._rs`) and the
 delta-spark one (``parka.spark_ext``) both call them, so a table gets the same column types,
 the same writability check and the same schema evolution whichever engine commits.
 
@@ -26,11 +26,10 @@ from parka.evolution import merge_schemas
 from parka.partitioning import DELTA_ALLOWED, EXPRESSION_KEY, parse_spec
 from parka.schema import child_fields
 
-from ._log import DataFile
-from ._storage import check_relative
+from .._log import DataFile
+from .._storage import check_relative
 
 __all__ = [
-    "FILE_TAGS_KEY",
     "arrow_schema_of_json",
     "check_commit",
     "check_partition_columns",
@@ -41,9 +40,6 @@ __all__ = [
     "field_json",
     "schema_json",
 ]
-
-FILE_TAGS_KEY = "parka.fileTags"
-"""``commitInfo`` key holding ``{path: tags}`` of a commit's files (delta-rs' ``AddAction`` has no tags)."""
 
 _BAD_NAME_CHARS = frozenset(" ,;{}()\n\t=")
 

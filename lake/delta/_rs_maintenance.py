@@ -1,7 +1,7 @@
 """Table maintenance through delta-rs (``parka optimize``, :mod:`._optimize`): the snapshot's
 live files, a rewrite committed as one version of ``remove`` + ``add`` actions with
 ``dataChange: false`` and no rebase, and delta-rs' lite VACUUM. Errors leave as parka's, as in
-:mod:`._delta_rs`."""
+:mod:`._rs`."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from deltalake.transaction import AddAction, CommitProperties, RemoveAction
 
 from parka.errors import CommitError, ConfigError
 
-from ._delta_rs import partition_columns, translating
-from ._log import DataFile
-from ._plan import partition_value_string
+from .._log import DataFile
+from .._plan import partition_value_string
+from ._rs import partition_columns, translating
 
 __all__ = ["LiveFile", "commit_rewrite", "live_files", "vacuum"]
 

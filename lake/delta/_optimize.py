@@ -6,16 +6,16 @@ Why it is safe while ``parka ingest`` and ``parka spark-ingest`` commit to the s
 
 * A rewrite is one commit of ``remove`` + ``add`` actions with ``dataChange: false`` and no
   ``txn``: it changes no Kafka progress and adds no rows. It goes to exactly the version after
-  the one it read (:func:`parka.lake._rs_maintenance.commit_rewrite`). When anything committed in
+  the one it read (:func:`parka.lake.delta._rs_maintenance.commit_rewrite`). When anything committed in
   between, the table is re-read: a rewrite whose input files are all still live is committed
   on the new version (a concurrent append cannot touch them); one whose inputs another rewrite
-  or a DELETE removed is dropped, and its new files deleted. :data:`MAX_ATTEMPTS` conflicts in
+  or a DELETE removed is dropped, and its new files deleted. :data:`~parka.lake._compaction.MAX_ATTEMPTS` conflicts in
   a row raise :class:`~parka.errors.CommitConflict`: nothing is lost, the small files stay.
 * Not delta-rs' own OPTIMIZE: delta-rs 1.6.6 rebases an OPTIMIZE over another that removed the
   same files (its conflict check lets ``dataChange: false`` removals pass), so two optimizers
   racing (``parka optimize`` in a loop, ``--optimize-every`` in each worker) would leave both
   compacted copies live and every row twice; the unit tests show it.
-* Ingestion's commits never rebase (:func:`parka.lake._delta_rs.commit_add_files`): one that
+* Ingestion's commits never rebase (:func:`parka.lake.delta._rs.commit_add_files`): one that
   lost to a rewrite re-reads its ``txn`` versions and commits again (the committer's step 3).
   delta-spark rebases an append over a rewrite by itself.
 * The files a rewrite removes stay on disk for readers of older versions: the orphan cleanup
@@ -23,7 +23,7 @@ Why it is safe while ``parka ingest`` and ``parka spark-ingest`` commit to the s
 * VACUUM is delta-rs' "lite" one: it deletes only files of expired ``remove`` actions, never a
   file no log entry names (such as a live worker's file, written but not committed yet).
 
-Files are read and written through the table's storage (:mod:`._storage`); each rewrite holds
+Files are read and written through the table's storage (:mod:`parka.lake._storage`); each rewrite holds
 one row group (compaction) or one table partition (Z-order) in memory.
 """
 
@@ -46,25 +46,20 @@ import pyarrow.parquet as pq
 from parka.config import storage_options_for
 from parka.errors import CommitConflict, CommitError, ConfigError
 
-from . import _delta_rs, _rs_maintenance
-from ._compaction import CompactionPolicy
-from ._files import DEFAULT_TARGET_FILE_SIZE
-from ._log import DataFile
-from ._plan import partition_path
+from .._compaction import DEFAULT_ROW_GROUP_ROWS, DEFAULT_TARGET_SIZE, MAX_ATTEMPTS, CompactionPolicy, OptimizeResult
+from .._log import DataFile
+from .._plan import partition_path
+from .._stats import StatsConfig, data_file_stats
+from .._stitch import encrypted_columns
+from .._storage import delete_files, make_durable, read_file, read_parquet_footer, write_data_file
+from .._zorder import z_order_indices
+from . import _rs, _rs_maintenance
 from ._rs_maintenance import LiveFile
-from ._stats import StatsConfig, data_file_stats
-from ._stitch import encrypted_columns
-from ._storage import delete_files, make_durable, read_file, read_parquet_footer, write_data_file
-from ._zorder import z_order_indices
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
 
 __all__ = [
-    "DEFAULT_ROW_GROUP_ROWS",
-    "DEFAULT_TARGET_SIZE",
-    "MAX_ATTEMPTS",
-    "OptimizeResult",
     "compact_table",
     "optimize_table",
     "plan_bins",
@@ -72,34 +67,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("parka.optimize")
-
-DEFAULT_TARGET_SIZE = DEFAULT_TARGET_FILE_SIZE
-"""Bytes a compacted file aims at: 128 MiB (delta-rs' own default is 100 MiB, delta-spark's
-OPTIMIZE 1 GiB): long column chunks, yet a rewrite that stays cheap next to running ingestion."""
-DEFAULT_ROW_GROUP_ROWS = 1024 * 1024
-"""Rows per row group of a rewritten file: a segment's few hundred or thousand rows become row
-groups of up to a million, so readers skip by row-group statistics and read long column chunks."""
-MAX_ATTEMPTS = 20
-"""Conflicting commit attempts of one rewrite before it gives up (each is a re-read and a commit,
-milliseconds; ingestion workers commit every few seconds at most)."""
-
-
-@dataclass(frozen=True)
-class OptimizeResult:
-    """One :func:`optimize_table`: table versions before and after, files the compaction removed
-    and added, files VACUUM deleted, the version checkpointed (``None``: none) and attempts."""
-
-    table_uri: str
-    version_before: int
-    version_after: int
-    files_removed: int
-    files_added: int
-    vacuumed: int
-    checkpoint_version: int | None
-    attempts: int
-    # files left as they are because a file of their bin is encrypted (column encryption; no keys)
-    encrypted_files: int = 0
-
 
 def optimize_table(
     uri: str,
@@ -153,7 +120,7 @@ def optimize_table(
         )
     checkpoint_version = None
     if checkpoint:
-        _delta_rs.checkpoint(table)
+        _rs.checkpoint(table)
         checkpoint_version = int(table.version())
     result = dataclasses.replace(
         result, version_after=int(table.version()), vacuumed=len(vacuumed), checkpoint_version=checkpoint_version
@@ -173,7 +140,7 @@ def compact_table(
     sleep: Callable[[float], None] = time.sleep,
     cancel: threading.Event | None = None,
 ) -> OptimizeResult:
-    """Background compaction (:mod:`._compaction`): the small files ``policy`` picks, below
+    """Background compaction (:mod:`parka.lake._compaction`): the small files ``policy`` picks, below
     ``target_size`` (ingestion's), rewritten into files named by generation and committed as
     :func:`optimize_table` commits; read on the caller's (niced) thread alone. ``cancel`` set
     between two rewrites or before the commit ends it: its new files deleted, nothing committed.
@@ -302,7 +269,7 @@ class _Rewrite:
                 log.info("optimize commit conflict (attempt %d): re-reading the table (%s)", attempt, exc)
                 self.sleep(min(0.02 * 2**attempt, 1.0))
                 attempt += 1
-                _delta_rs.refresh(table)
+                _rs.refresh(table)
                 live = {f.path for f in _rs_maintenance.live_files(table)}
                 stale = [new for group, new in written if not all(f.path in live for f in group)]
                 if stale:
@@ -316,9 +283,9 @@ class _Rewrite:
         return functools.partial(
             _rewrite,
             self.uri,
-            table_schema=_delta_rs.arrow_schema(table),
-            partitions=_delta_rs.partition_columns(table),
-            stats_config=StatsConfig.from_properties(_delta_rs.configuration(table)),
+            table_schema=_rs.arrow_schema(table),
+            partitions=_rs.partition_columns(table),
+            stats_config=StatsConfig.from_properties(_rs.configuration(table)),
             z_order=self.z_order,
             target_size=self.target_size,
             row_group_rows=self.row_group_rows,
@@ -472,7 +439,7 @@ def _conform(t: pa.Table, schema: pa.Schema) -> pa.Table:
 
 
 def _open(uri: str, storage_options: dict[str, str]) -> DeltaTable:
-    table = _delta_rs.open_table(uri, storage_options)
+    table = _rs.open_table(uri, storage_options)
     if table is None:
         raise CommitError(f"no Delta table at {uri}")
     return table
@@ -482,8 +449,8 @@ def _check_z_order(table: DeltaTable, columns: Sequence[str]) -> None:
     """Each Z-order column must be a top-level, non-nested column the table is not partitioned by."""
     if not columns:
         return
-    schema = _delta_rs.arrow_schema(table)
-    partitions = set(_delta_rs.partition_columns(table))
+    schema = _rs.arrow_schema(table)
+    partitions = set(_rs.partition_columns(table))
     allowed = [f.name for f in schema if f.name not in partitions and not pa.types.is_nested(f.type)]
     for column in columns:
         if column not in allowed:

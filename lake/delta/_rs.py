@@ -3,8 +3,8 @@
 :class:`RsTableLog` is delta-rs' implementation of the Delta-log interface the raw commit
 protocol uses (:class:`parka.lake.TableLog`; delta-spark's is in
 ``spark_ext/_delta_spark.py``), with :class:`RsEngine` opening and creating tables. The rules
-every engine shares (which tables raw files may join, the schema JSON a new table gets, how a
-schema evolves) are pure, in :mod:`._delta_rules`; this module applies them to delta-rs.
+both Delta engines share (which tables raw files may join, the schema JSON a new table gets, how a
+schema evolves) are pure, in :mod:`._rules`; this module applies them to delta-rs.
 
 Whatever deltalake or the filesystem raises leaves as a parka error::
 
@@ -45,8 +45,8 @@ from parka.errors import CommitConflict, CommitError, ParkaError, SchemaMismatch
 from parka.evolution import merge_schemas
 from parka.schema import RESERVED_PREFIX
 
-from . import _delta_rules as rules
-from ._log import DataFile
+from .._log import FILE_TAGS_KEY, DataFile
+from . import _rules as rules
 from ._logscan import logged_files
 
 __all__ = [
@@ -91,7 +91,7 @@ def translating(what: str, *, read_version: int | None = None) -> Iterator[None]
 
 
 def check_schema(schema: pa.Schema) -> None:
-    """:func:`._delta_rules.check_schema`, then delta-rs' own conversion (a rule of delta-rs
+    """:func:`._rules.check_schema`, then delta-rs' own conversion (a rule of delta-rs
     that the pure rules do not know).
 
     Raises:
@@ -361,7 +361,7 @@ def commit_add_files(
     ]
     metadata = dict(commit_info or {})
     if any(f.tags for f in files):
-        metadata[rules.FILE_TAGS_KEY] = {f.path: dict(f.tags) for f in files if f.tags}
+        metadata[FILE_TAGS_KEY] = {f.path: dict(f.tags) for f in files if f.tags}
     properties = CommitProperties(
         custom_metadata=metadata or None, max_commit_retries=0, app_transactions=_transactions(txns)
     )
@@ -425,6 +425,8 @@ class RsEngine:
     """:class:`parka.lake.LogEngine` of delta-rs."""
 
     name = "delta-rs"
+    # Delta's pure rules, as delta-spark's engine checks new columns: one message whichever commits
+    check_columns = staticmethod(rules.check_schema)
 
     def open(self, uri: str, storage_options: Mapping[str, str] | None = None) -> RsTableLog | None:
         table = open_table(uri, dict(storage_options or {}))

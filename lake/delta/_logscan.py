@@ -4,7 +4,7 @@ themselves: the orphan cleanup's question "did any commit ever add this file?".
 delta-rs' Python API lists a snapshot's files but not its tombstones (the ``remove`` actions of
 compacted, overwritten or deleted files), and a file an OPTIMIZE removed must stay for readers
 of older versions until VACUUM's retention is over. So this module reads, through the table's
-storage (:mod:`._storage`), the latest complete checkpoint and every commit after it, and
+storage (:mod:`parka.lake._storage`), the latest complete checkpoint and every commit after it, and
 collects the path of each ``add`` and ``remove`` action. That is enough: a checkpoint keeps the
 tombstones younger than the table's ``delta.deletedFileRetentionDuration`` (delta-rs and
 delta-spark both drop only expired ones), and log cleanup deletes only commits a checkpoint
@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 
 from parka.errors import CommitError
 
-from ._storage import list_log, read_file
+from .._storage import list_log, read_file
 
 __all__ = ["logged_files"]
 

@@ -1,4 +1,4 @@
-"""What keeps an Iceberg table's commits cheap as it lives on (:mod:`._iceberg`'s helpers).
+"""What keeps an Iceberg table's commits cheap as it lives on (:mod:`._table`'s helpers).
 
 pyiceberg rewrites the metadata of every snapshot kept on each commit and reads manifests and
 manifest lists each time it is asked; a daemon that commits every second needs the opposite.

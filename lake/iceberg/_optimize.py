@@ -12,7 +12,7 @@ snapshots with pyiceberg, safely next to running ``parka ingest`` / ``parka spar
   whose input files are all still live are committed on the new snapshot (an append cannot touch
   them), while those whose inputs another compaction removed are dropped with their files (and
   the compaction plans again when none is left), up to ``max_attempts``, as Delta's does
-  (:mod:`._optimize`). Nothing is lost either way: the removed files stay on disk until expiry.
+  (:mod:`parka.lake.delta._optimize`). Nothing is lost either way: the removed files stay on disk until expiry.
 * **Expiry** (``expire_older_than_hours``): snapshots older than that are expired, except the
   current one and the latest one whose summary holds the ``txn`` state (the offsets every parka
   worker resumes from); then the data files no remaining snapshot names are deleted (pyiceberg's
@@ -41,11 +41,11 @@ from pyiceberg.table import FileScanTask
 
 from parka.errors import CommitConflict, CommitError, ConfigError
 
-from ._compaction import CompactionPolicy
-from ._iceberg import IcebergEngine, IcebergTableLog
-from ._log import DataFile
-from ._optimize import DEFAULT_ROW_GROUP_ROWS, DEFAULT_TARGET_SIZE, MAX_ATTEMPTS, OptimizeResult
-from ._storage import delete_files, make_durable, write_data_file
+from .._compaction import DEFAULT_ROW_GROUP_ROWS, DEFAULT_TARGET_SIZE, MAX_ATTEMPTS, CompactionPolicy, OptimizeResult
+from .._log import DataFile
+from .._storage import delete_files, make_durable, write_data_file
+from ._engine import IcebergEngine
+from ._table import IcebergTableLog
 
 __all__ = ["compact_iceberg", "optimize_iceberg"]
 
@@ -101,7 +101,7 @@ def compact_iceberg(
     before_commit: Callable[[], None] | None = None,
     cancel: threading.Event | None = None,
 ) -> OptimizeResult:
-    """Background compaction (:mod:`._compaction`): the small files ``policy`` picks, below
+    """Background compaction (:mod:`parka.lake._compaction`): the small files ``policy`` picks, below
     ``target_size`` (ingestion's file size), rewritten into files named by generation and
     committed as :func:`optimize_iceberg` commits them; no expiry. ``cancel`` set between two
     rewrites or before a commit attempt ends it, its new files deleted and nothing committed.

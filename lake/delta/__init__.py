@@ -1,0 +1,42 @@
+"""The Delta Lake wing of :mod:`parka.lake`: what only Delta tables use.
+
+* The pure Delta rules both Delta engines share (``_rules.py``: which types and names Delta
+  stores, the schema JSON both ways, evolution, which tables raw files may join, what a commit
+  must satisfy; no deltalake), so delta-spark's engine in ``parka.spark_ext`` builds on them.
+* The delta-rs engine (``_rs.py``: :class:`RsEngine`, :class:`RsTableLog`), its maintenance
+  calls (``_rs_maintenance.py``) and ``parka optimize``'s compaction, Z-order, VACUUM and
+  checkpoint (``_optimize.py``: :func:`optimize_table`), and background compaction's rewrite
+  (:func:`compact_table`), both over one rewrite core.
+* The files a Delta log still names, tombstones included, read from its files (``_logscan.py``:
+  :func:`logged_files`), for both Delta engines' orphan cleanup.
+
+It imports the format-neutral modules of :mod:`parka.lake` and never the Iceberg wing.
+"""
+
+from ._logscan import logged_files
+from ._optimize import compact_table, optimize_table
+from ._rs import RsEngine, RsTableLog
+from ._rules import (
+    arrow_schema_of_json,
+    check_commit,
+    check_partition_columns,
+    check_schema,
+    check_writable,
+    evolve_schema_json,
+    schema_json,
+)
+
+__all__ = [
+    "RsEngine",
+    "RsTableLog",
+    "arrow_schema_of_json",
+    "check_commit",
+    "check_partition_columns",
+    "check_schema",
+    "check_writable",
+    "compact_table",
+    "evolve_schema_json",
+    "logged_files",
+    "optimize_table",
+    "schema_json",
+]
