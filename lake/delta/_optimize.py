@@ -68,6 +68,7 @@ __all__ = [
 
 log = logging.getLogger("parka.optimize")
 
+
 def optimize_table(
     uri: str,
     *,
