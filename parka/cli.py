@@ -3,8 +3,11 @@ core never imports the consumer or Spark layers at import time (``parka --help``
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
 import sys
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
 
 
 class Command(NamedTuple):
@@ -68,5 +71,24 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
+def run() -> NoReturn:
+    """The ``parka`` console script: :func:`main`, then the process ends without the interpreter's
+    shutdown. At that shutdown deltalake's Rust runtime aborted finished runs on this stack
+    ("terminate called without an active exception", SIGABRT: exit code 134, or -6 to a parent;
+    delta-io/delta-rs#2184): a ``parka ingest`` that had committed everything and printed its
+    result line was reported as crashed. What the shutdown does that matters here is done first:
+    the log handlers flushed and closed, stdout and stderr flushed. ``PARKA_CLEAN_EXIT=0`` leaves
+    the exit to the interpreter again."""
+    code = main()
+    if os.environ.get("PARKA_CLEAN_EXIT", "1") == "0":
+        sys.exit(code)
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        # a reader gone (a closed pipe) or a closed stream: nothing left to keep
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

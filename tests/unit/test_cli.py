@@ -48,3 +48,18 @@ def test_help_imports_no_command_module() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert proc.stdout.splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "stream", "text"),
+    [(["--help"], 0, "stdout", "commands:"), (["no-such-command"], 2, "stderr", "unknown command 'no-such-command'")],
+)
+def test_the_console_script_ends_with_mains_code_and_its_output_flushed(
+    argv: list[str], code: int, stream: str, text: str
+) -> None:
+    # run() ends the process with os._exit (no interpreter shutdown): what main() printed to a pipe
+    # must still arrive, and the exit code is main()'s
+    program = f"import sys; from parka import cli; sys.argv = ['parka', *{argv!r}]; cli.run()"
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+    assert done.returncode == code, done.stderr
+    assert text in getattr(done, stream)
