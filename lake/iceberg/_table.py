@@ -41,9 +41,10 @@ import logging
 import re
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import pyarrow as pa
+from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException, ValidationError
 from pyiceberg.io.pyarrow import (
     compute_statistics_plan,
@@ -75,10 +76,16 @@ from ._snapshots import (
     without_retries,
 )
 
-if TYPE_CHECKING:
-    from ._engine import IcebergEngine
+__all__ = ["NAME_MAPPING", "TXNS_KEY", "CatalogOwner", "IcebergTableLog"]
 
-__all__ = ["NAME_MAPPING", "TXNS_KEY", "IcebergTableLog"]
+
+class CatalogOwner(Protocol):
+    """What a table handle needs of its engine (:class:`~._engine.IcebergEngine`): the catalog,
+    to load the table again."""
+
+    @property
+    def catalog(self) -> Catalog: ...
+
 
 log = logging.getLogger("parka.commit")
 
@@ -98,7 +105,7 @@ class IcebergTableLog:
     """One Iceberg table's state, read from its catalog; see the module docstring."""
 
     def __init__(
-        self, engine: IcebergEngine, identifier: str, table: Table, storage_options: Mapping[str, str] | None = None
+        self, engine: CatalogOwner, identifier: str, table: Table, storage_options: Mapping[str, str] | None = None
     ) -> None:
         self.engine = engine
         self.storage_options = dict(storage_options or {})
