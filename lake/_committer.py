@@ -265,15 +265,15 @@ class Committer:
            at any depth, widenings, relaxed nullability: :meth:`_evolve`, built on the schema
            read in 3) are made (delta-rs: commits of their own; delta-spark: part of the
            commit in 6).
-        6. One Delta commit, with no automatic retries: the new files (Kafka coordinates in
-           their tags) and, per partition with anything new, ``txn`` = its highest new offset.
+        6. One table commit (a Delta log version, an Iceberg snapshot), no automatic retries: the
+           new files (Kafka coordinates in their tags), per partition ``txn`` = its highest offset.
            A ``CommitConflict`` (a concurrent commit the engine could not rebase this one on,
            in 4, 5 or 6) goes back to 3 after a short backoff (:meth:`retry`); after
            :data:`MAX_COMMIT_ATTEMPTS` it is raised.
            Any other ``CommitError`` is raised with the files left in place: the commit may
            have landed, and only the log tells; step 3 of the next attempt sorts it out.
-        7. Delete the covered files. Every ``checkpoint_interval`` commits, write a Delta
-           checkpoint and remove orphan files.
+        7. Delete the covered files. Every ``checkpoint_interval`` commits, checkpoint the table
+           (Delta: a log checkpoint; Iceberg: snapshot expiry) and remove orphan files.
 
         A crash between 1 and 6 leaves files no log entry names, above the ``txn``: the data is
         consumed again (from the ``txn`` version + 1, or Spark's checkpoint), committed in new
