@@ -6,9 +6,8 @@
 (:class:`~parka.lake._plan.Refused`). The committer reaches the table only through
 :class:`~parka.lake._log.TableLog` (delta-rs, delta-spark or Iceberg's). The table's log is the
 source of truth for progress: for every Kafka partition, the ``txn`` of app id
-``<app_id>-<partition>`` holds the last offset in the table (Delta: a ``txn`` action; Iceberg:
-the snapshot summary's ``parka.txns``). What a caller does about Kafka
-(seeking, committing offsets for lag tools, Spark's checkpoint) stays with the caller.
+``<app_id>-<partition>`` holds the last offset in the table (Delta: a ``txn`` action; Iceberg: the
+snapshot summary's ``parka.txns``). Kafka (seeking, offsets for lag tools) stays with the caller.
 """
 
 from __future__ import annotations
@@ -266,7 +265,8 @@ class Committer:
            read in 3) are made (delta-rs: commits of their own; delta-spark: part of the
            commit in 6).
         6. One table commit (a Delta log version, an Iceberg snapshot), no automatic retries: the
-           new files (Kafka coordinates in their tags), per partition ``txn`` = its highest offset.
+           new files (Kafka coordinates in their tags) and, per partition with anything new,
+           ``txn`` = its highest new offset.
            A ``CommitConflict`` (a concurrent commit the engine could not rebase this one on,
            in 4, 5 or 6) goes back to 3 after a short backoff (:meth:`retry`); after
            :data:`MAX_COMMIT_ATTEMPTS` it is raised.
