@@ -327,7 +327,7 @@ class IngestionConsumer(KafkaSide):
                 table_schema=table_schema,
                 partition_by=partitioning,
                 merge=self.settings.schema_evolution == "merge",
-                check_columns=self._engine().check_columns,
+                check_columns=run.session.committer.engine.check_columns,
             )
         except (SegmentError, SchemaMismatchError) as exc:  # bad input, not a failure of ours
             self._refuse(run, raw, exc)
