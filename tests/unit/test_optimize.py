@@ -236,3 +236,23 @@ def test_sizes_on_the_command_line() -> None:
     for bad in ("12XB", "MiB", "0", "-1MiB"):
         with pytest.raises(argparse.ArgumentTypeError, match="is not a size"):
             size_bytes(bad)
+
+
+def test_a_tables_retentions_read_as_delta_writes_them_and_set_only_when_told(tmp_path: Path) -> None:
+    """Delta's interval syntax (singular or plural units), its defaults when unset or unreadable,
+    and ``set_to_s`` commits the properties once, not again when they already are."""
+    from parka.lake import Retention, retention_properties, table_retention
+
+    assert Retention.of({}) == Retention(7 * 86_400, 30 * 86_400)
+    assert Retention.of(
+        {"delta.deletedFileRetentionDuration": "interval 1 hour", "delta.logRetentionDuration": "INTERVAL 90 minutes"}
+    ) == Retention(3_600, 5_400)
+    assert Retention.of({"delta.deletedFileRetentionDuration": "1 hour"}).deleted_file_s == 7 * 86_400
+    assert table_retention(str(tmp_path / "none")) is None
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, pa.table({"a": [1]}), configuration=retention_properties(60))
+    assert table_retention(uri) == Retention(60, 60)
+    assert table_retention(uri, set_to_s=7_200) == Retention(7_200, 7_200)
+    assert DeltaTable(uri).version() == 1
+    assert table_retention(uri, set_to_s=7_200) == Retention(7_200, 7_200)
+    assert DeltaTable(uri).version() == 1  # already so: no commit
