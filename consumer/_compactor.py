@@ -261,7 +261,9 @@ class Vacuum:
         self._counts.vacuums += 1
         self._counts.files_vacuumed += len(deleted)
         log.info(
-            "VACUUM deleted %d file(s) removed longer ago than the table's retention in %.2f s", len(deleted), took
+            "VACUUM deleted %d file(s) removed longer ago than the table's retention (or gone already) in %.2f s",
+            len(deleted),
+            took,
         )
         return took
 

@@ -113,16 +113,21 @@ def vacuum_by_table_retention(uri: str, storage_options: Mapping[str, str] | Non
     ``delta.deletedFileRetentionDuration`` (no retention of parka's own is passed, so never a
     shorter one): the files of ``remove`` actions older than that are deleted, the files any
     version inside the retention names are not, nor files no log entry names (a writer's files
-    not committed yet). Returns the deleted paths (none when there is no table).
+    not committed yet). Then the log's commits older than ``delta.logRetentionDuration`` that a
+    checkpoint covers are deleted (delta-rs' ``cleanup_metadata``; a checkpoint alone keeps
+    them). Returns the deleted data files' paths (none when there is no table).
 
     Raises:
-        CommitError: the table cannot be read, or the VACUUM failed.
+        CommitError: the table cannot be read, or the VACUUM or the log cleanup failed.
     """
     table = open_table(uri, dict(storage_options or {}), raw_files=False)
     if table is None:
         return []
     with translating(f"vacuum of {uri} failed"):
-        return list(table.vacuum(retention_hours=None, dry_run=False, enforce_retention_duration=True, full=False))
+        deleted = table.vacuum(retention_hours=None, dry_run=False, enforce_retention_duration=True, full=False)
+    with translating(f"the log cleanup of {uri} failed"):
+        table.cleanup_metadata()
+    return list(deleted)
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ def test_vacuum_keeps_what_a_pinned_reader_reads_and_deletes_files_past_the_rete
     uri = str(tmp_path / "t")
     log = tmp_path / "ingest.log"
     flags = ("-l", "0.2", "--compact-min-files", "3", "--vacuum-every", "0.3", "--table-retention", str(RETENTION_S))
+    flags += ("--checkpoint-interval", "2")  # a checkpoint early: log cleanup keeps what precedes the oldest one
     proc = start_ingest(topic, uri, bootstrap, *flags, log=log)
     try:
         produce_events(bootstrap, topic, 0, ROUND, batch=25)
@@ -62,6 +63,9 @@ def test_vacuum_keeps_what_a_pinned_reader_reads_and_deletes_files_past_the_rete
         # past the retention, VACUUM deletes the files compaction removed
         gone = {f.removeprefix("file://") for f in pinned_files - set(DeltaTable(uri).file_uris())}
         wait_for(lambda: not any(Path(f).exists() for f in gone), "the removed files deleted", 3 * RETENTION_S)
+        # and the log's commits older than the retention that a checkpoint covers
+        first = Path(uri, "_delta_log", f"{0:020d}.json")
+        wait_for(lambda: not first.exists(), "the first commit's log entry deleted", 3 * RETENTION_S)
     finally:
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=60)
