@@ -211,12 +211,12 @@ that is due in one call (it takes no limit), so its budget is how often it runs.
 
 class Vacuum:
     """The VACUUM thread of one ``parka ingest`` into a Delta table: every ``every_s`` seconds
-    (first one period after start), delta-rs' lite VACUUM by the table's own
-    ``delta.deletedFileRetentionDuration``
-    (:func:`parka.lake.vacuum_by_table_retention`): it deletes the files of ``remove``
-    actions older than the retention, never a file a version inside it names nor one no log
-    entry names (a commit in flight's), so it is safe beside the commits, compaction and other
-    writers and readers. A run that fails is logged and counted; the next one tries again."""
+    (first one period after start), delta-rs' VACUUM by the table's own
+    ``delta.deletedFileRetentionDuration`` (:func:`parka.lake.vacuum_by_table_retention`): it
+    deletes the files older than the retention that no version inside it names, never a file
+    such a version names nor one written less than the retention ago (a commit in flight's), so
+    it is safe beside the commits, compaction and other writers and readers. A run that fails is
+    logged and counted; the next one tries again."""
 
     def __init__(
         self,
@@ -261,7 +261,7 @@ class Vacuum:
         self._counts.vacuums += 1
         self._counts.files_vacuumed += len(deleted)
         log.info(
-            "VACUUM deleted %d file(s) removed longer ago than the table's retention (or gone already) in %.2f s",
+            "VACUUM deleted %d file(s) older than the table's retention that no version inside it names in %.2f s",
             len(deleted),
             took,
         )

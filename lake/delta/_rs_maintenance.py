@@ -109,13 +109,17 @@ def table_retention(
 
 
 def vacuum_by_table_retention(uri: str, storage_options: Mapping[str, str] | None = None) -> list[str]:
-    """Delta-rs' lite VACUUM of the table at ``uri`` by the table's own
+    """Delta-rs' full VACUUM of the table at ``uri`` by the table's own
     ``delta.deletedFileRetentionDuration`` (no retention of parka's own is passed, so never a
-    shorter one): the files of ``remove`` actions older than that are deleted, the files any
-    version inside the retention names are not, nor files no log entry names (a writer's files
-    not committed yet). Then the log's commits older than ``delta.logRetentionDuration`` that a
-    checkpoint covers are deleted (delta-rs' ``cleanup_metadata``; a checkpoint alone keeps
-    them). Returns the deleted data files' paths (none when there is no table).
+    shorter one): it lists the table's files (not ``_``-folders) and deletes those older than
+    the retention that no version inside it names. A version inside the retention keeps its
+    files (the snapshot's tombstones name them), and so does a file written less than the
+    retention ago that no log entry names yet (a commit in flight's). Full, not lite: lite
+    reads only the tombstones the latest checkpoint still holds, and a checkpoint drops them
+    once the retention is over, so with a checkpoint every few commits lite VACUUM would almost
+    never see a file as due. Then the log's commits older than ``delta.logRetentionDuration``
+    that a checkpoint covers are deleted (delta-rs' ``cleanup_metadata``; a checkpoint alone
+    keeps them). Returns the deleted data files' paths (none when there is no table).
 
     Raises:
         CommitError: the table cannot be read, or the VACUUM or the log cleanup failed.
@@ -124,7 +128,7 @@ def vacuum_by_table_retention(uri: str, storage_options: Mapping[str, str] | Non
     if table is None:
         return []
     with translating(f"vacuum of {uri} failed"):
-        deleted = table.vacuum(retention_hours=None, dry_run=False, enforce_retention_duration=True, full=False)
+        deleted = table.vacuum(retention_hours=None, dry_run=False, enforce_retention_duration=True, full=True)
     with translating(f"the log cleanup of {uri} failed"):
         table.cleanup_metadata()
     return list(deleted)
