@@ -210,8 +210,8 @@ that is due in one call (it takes no limit), so its budget is how often it runs.
 
 
 class Vacuum:
-    """The VACUUM thread of one ``parka ingest`` into a Delta table: every ``every_s`` seconds
-    (first one period after start), delta-rs' VACUUM by the table's own
+    """The VACUUM thread of one ``parka ingest`` into a Delta table: at start, then every
+    ``every_s`` seconds, delta-rs' VACUUM by the table's own
     ``delta.deletedFileRetentionDuration`` (:func:`parka.lake.vacuum_by_table_retention`): it
     deletes the files older than the retention that no version inside it names, never a file
     such a version names nor one written less than the retention ago (a commit in flight's), so
@@ -243,7 +243,7 @@ class Vacuum:
 
     def _run(self) -> None:
         _lower_priority()
-        wait = self._every_s
+        wait = 0.0  # the first at start: a run-once job (--end-at-latest) VACUUMs too
         while not self._stop.wait(wait):
             took = self.run_once()
             wait = max(self._every_s, took / VACUUM_DUTY)
