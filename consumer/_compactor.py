@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Protocol
 from parka.lake import (
     CompactionPolicy,
     OptimizeResult,
+    commits_per_s,
     compact_table,
     optimize_table,
     table_retention,
@@ -291,16 +292,22 @@ def check_retention(settings: IngestSettings) -> None:
     want = s.table_retention_s
     if retention.deleted_file_s <= want and retention.log_s <= want:
         return
+    rate = commits_per_s(s.table_uri, s.storage_options)
+    at_rate = (
+        "its recent commit rate is unknown"
+        if rate is None
+        else f"at its recent {rate * 86_400:,.0f} commits a day the log keeps {rate * retention.log_s:,.0f} versions"
+    )
     log.warning(
         "the table keeps removed files for %.0f s (delta.deletedFileRetentionDuration) and log entries for %.0f s "
-        "(delta.logRetentionDuration), longer than --table-retention (%d s): at one commit a second that is "
-        "%.0f versions, and every file compaction removes meanwhile stays on disk and as a tombstone in every "
-        "checkpoint and every reader's table open; VACUUM deletes them only after that. "
-        "--set-table-retention sets both to %d s; the table is left as it is",
+        "(delta.logRetentionDuration), longer than --table-retention (%d s); %s, and every file compaction "
+        "removes stays on disk and as a tombstone in every checkpoint and every reader's table open for the "
+        "deleted-file retention (VACUUM deletes it only after). --set-table-retention sets both to %d s; "
+        "the table is left as it is",
         retention.deleted_file_s,
         retention.log_s,
         want,
-        retention.log_s,
+        at_rate,
         want,
     )
 

@@ -19,6 +19,7 @@ from ._rs import RsEngine, RsTableLog
 from ._rs_maintenance import (
     DEFAULT_TABLE_RETENTION_S,
     Retention,
+    commits_per_s,
     retention_properties,
     table_retention,
     vacuum_by_table_retention,
@@ -43,6 +44,7 @@ __all__ = [
     "check_partition_columns",
     "check_schema",
     "check_writable",
+    "commits_per_s",
     "compact_table",
     "evolve_schema_json",
     "logged_files",

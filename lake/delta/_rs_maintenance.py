@@ -30,6 +30,7 @@ __all__ = [
     "LiveFile",
     "Retention",
     "commit_rewrite",
+    "commits_per_s",
     "live_files",
     "retention_properties",
     "table_retention",
@@ -106,6 +107,22 @@ def table_retention(
         with translating(f"cannot set the retention of {uri}"):
             table.alter.set_table_properties(retention_properties(set_to_s))
     return Retention.of(configuration(table))
+
+
+def commits_per_s(uri: str, storage_options: Mapping[str, str] | None = None, *, last: int = 100) -> float | None:
+    """The table's recent commit rate: its ``last`` commits (at most) over the time they span,
+    from the log's commit infos; ``None`` when there is no table or fewer than two commits, or
+    the log cannot be read (a rate for a message, never a reason to fail)."""
+    try:
+        table = open_table(uri, dict(storage_options or {}), raw_files=False)
+        if table is None:
+            return None
+        times = [int(h["timestamp"]) for h in table.history(last) if "timestamp" in h]
+    except Exception:
+        return None
+    if len(times) < 2 or max(times) <= min(times):
+        return None
+    return (len(times) - 1) / ((max(times) - min(times)) / 1000)
 
 
 def vacuum_by_table_retention(uri: str, storage_options: Mapping[str, str] | None = None) -> list[str]:

@@ -86,12 +86,14 @@ def test_a_table_parka_did_not_create_is_warned_about_and_left_as_it_is(
 ) -> None:
     topic = new_topic(partitions=1)
     uri = str(tmp_path / "theirs")
-    write_deltalake(uri, pa.table({"id": pa.array([], pa.int64())}))  # Delta's defaults: a week, 30 days
+    for _ in range(2):  # Delta's defaults: a week, 30 days; two commits, a rate
+        write_deltalake(uri, pa.table({"id": pa.array([1], pa.int64())}), mode="append")
     proc = run_ingest(topic, uri, bootstrap, "--end-at-latest")
     assert "keeps removed files for 604800 s" in proc.stderr and "log entries for 2592000 s" in proc.stderr, proc.stderr
+    assert "commits a day the log keeps" in proc.stderr, proc.stderr
     assert proc.stderr.count("--set-table-retention sets both") == 1  # once
     table = DeltaTable(uri)
-    assert table.version() == 0 and "delta.deletedFileRetentionDuration" not in table.metadata().configuration
+    assert table.version() == 1 and "delta.deletedFileRetentionDuration" not in table.metadata().configuration
     assert last_json(proc)["records"] == 0
     # told to, it sets them
     proc = run_ingest(topic, uri, bootstrap, "--end-at-latest", "--set-table-retention", "--table-retention", "7200")
