@@ -19,6 +19,11 @@ neither a checkpoint nor a listing of the table's files reads data files) and pr
 table made with that ``delta.deletedFileRetentionDuration``: the checkpoint leaves expired
 tombstones out.
 
+``--vacuum``: the N files exist (empty, written H hours ago), and after the rest the daemon's
+VACUUM (:func:`parka.lake.vacuum_by_table_retention`, delta-rs' full VACUUM: it lists the
+table's files) runs once: wall and CPU seconds, files deleted. With ``--age-hours`` past the
+retention it deletes all N.
+
 Not a benchmark: no ratio, no goal.
 """
 
@@ -83,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         "--retention",
         help="the tables' delta.deletedFileRetentionDuration (e.g. 'interval 1 hours'; default: Delta's, 7 days)",
     )
+    parser.add_argument("--vacuum", action="store_true", help="time the daemon's VACUUM of the N files (written)")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     try:
         counts = [int(c) for c in args.counts.split(",") if c.strip()]
@@ -109,16 +115,37 @@ def main(argv: list[str] | None = None) -> int:
             opened = median_s(lambda path=path: DeltaTable(path).file_uris(), 7)
             files = DeltaTable(path).file_uris()
             assert len(files) == 1, files  # the tombstones are no reader's files
+            vacuumed = ""
+            if args.vacuum:
+                vacuumed = _vacuum(path, count, args.age_hours * 3600)
             print(
                 f"{count:>9,} tombstones: checkpoint {span.wall_s:.2f} s, {span.cpu_s:.2f} CPU-s, {size / 1e6:.1f} MB,"
                 f" {kept:,} tombstones in it;"
-                f" a reader opens the table in {opened * 1e3:.1f} ms",
+                f" a reader opens the table in {opened * 1e3:.1f} ms{vacuumed}",
                 flush=True,
             )
             shutil.rmtree(path)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+def _vacuum(path: str, count: int, age_s: float) -> str:
+    """Write the ``count`` removed files (empty, modified ``age_s`` ago), VACUUM once as the
+    daemon does, and say what it took."""
+    from parka.lake import vacuum_by_table_retention
+
+    from .measure import measured
+
+    then = time.time() - age_s
+    for i in range(count):
+        name = os.path.join(path, f"t-p0-o{i:020d}-{i:012x}.parquet")
+        open(name, "wb").close()
+        os.utime(name, (then, then))
+    with measured() as span:
+        deleted = vacuum_by_table_retention(path)
+    left = sum(1 for f in os.listdir(path) if f.startswith("t-p0-"))
+    return f"; VACUUM {span.wall_s:.2f} s, {span.cpu_s:.2f} CPU-s, {len(deleted):,} deleted, {left:,} left"
 
 
 if __name__ == "__main__":

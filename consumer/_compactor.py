@@ -19,10 +19,19 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Protocol
 
-from parka.lake import CompactionPolicy, OptimizeResult, compact_table, optimize_table
+from parka.lake import (
+    CompactionPolicy,
+    OptimizeResult,
+    commits_per_s,
+    compact_table,
+    optimize_table,
+    table_retention,
+    vacuum_by_table_retention,
+)
 
 from parka.errors import CommitError
 
@@ -31,7 +40,15 @@ from ._settings import IngestSettings
 if TYPE_CHECKING:
     from parka.lake import IcebergEngine
 
-__all__ = ["CompactionCounts", "Compactor", "Maintenance", "table_compaction"]
+__all__ = [
+    "CompactionCounts",
+    "Compactor",
+    "Maintenance",
+    "MaintenanceCounts",
+    "Vacuum",
+    "VacuumCounts",
+    "table_compaction",
+]
 
 log = logging.getLogger("parka.ingest")
 
@@ -179,23 +196,154 @@ def _lower_priority() -> None:
         log.debug("background compaction runs at the process's priority: %s", exc)
 
 
+class VacuumCounts(Protocol):
+    """Where the VACUUM thread counts (the daemon's stats)."""
+
+    vacuums: int
+    files_vacuumed: int
+    vacuum_failures: int
+
+
+VACUUM_DUTY = 0.1
+"""The share of one thread's time VACUUM may take: a run that took ``d`` seconds is followed by
+the next after ``max(--vacuum-every, d / VACUUM_DUTY)``. delta-rs' VACUUM deletes every file
+that is due in one call (it takes no limit), so its budget is how often it runs."""
+
+
+class Vacuum:
+    """The VACUUM thread of one ``parka ingest`` into a Delta table: at start, then every
+    ``every_s`` seconds, delta-rs' VACUUM by the table's own
+    ``delta.deletedFileRetentionDuration`` (:func:`parka.lake.vacuum_by_table_retention`): it
+    deletes the files older than the retention that no version inside it names, never a file
+    such a version names nor one written less than the retention ago (a commit in flight's), so
+    it is safe beside the commits, compaction and other writers and readers. A run that fails is
+    logged and counted; the next one tries again."""
+
+    def __init__(
+        self,
+        uri: str,
+        storage_options: dict[str, str],
+        *,
+        every_s: float,
+        counts: VacuumCounts,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._uri = uri
+        self._storage_options = storage_options
+        self._every_s = every_s
+        self._counts = counts
+        self._clock = clock
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="parka-vacuum", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop the thread (a run in progress ends first: delta-rs cannot be interrupted)."""
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        _lower_priority()
+        wait = 0.0  # the first at start: a run-once job (--end-at-latest) VACUUMs too
+        while not self._stop.wait(wait):
+            took = self.run_once()
+            wait = max(self._every_s, took / VACUUM_DUTY)
+
+    def run_once(self) -> float:
+        """One VACUUM; returns the seconds it took."""
+        start = self._clock()
+        try:
+            deleted = vacuum_by_table_retention(self._uri, self._storage_options)
+        except Exception as exc:  # maintenance only: never the end of ingestion
+            self._counts.vacuum_failures += 1
+            log.warning("VACUUM failed, ingestion goes on (the next run tries again): %s", exc)
+            return self._clock() - start
+        took = self._clock() - start
+        self._counts.vacuums += 1
+        self._counts.files_vacuumed += len(deleted)
+        log.info(
+            "VACUUM deleted %d file(s) older than the table's retention that no version inside it names in %.2f s",
+            len(deleted),
+            took,
+        )
+        return took
+
+
+def check_retention(settings: IngestSettings) -> None:
+    """At start, on an existing Delta table: warn once when its retentions are longer than
+    ``--table-retention`` (every tombstone of a file compaction removed stays in every checkpoint
+    that long, and the file on disk), with the numbers; with ``--set-table-retention``, set them
+    instead. Maintenance only: a failure is logged and ingestion goes on."""
+    s = settings
+    if s.catalog is not None:
+        return
+    try:
+        retention = table_retention(
+            s.table_uri, s.storage_options, set_to_s=s.table_retention_s if s.set_table_retention else None
+        )
+    except Exception as exc:
+        log.warning("cannot read or set the table's retention, ingestion goes on: %s", exc)
+        return
+    if retention is None:
+        return  # no table yet: ingestion creates it with --table-retention's
+    if s.set_table_retention:
+        log.info("table retention: deleted files %.0f s, log %.0f s", retention.deleted_file_s, retention.log_s)
+        return
+    want = s.table_retention_s
+    if retention.deleted_file_s <= want and retention.log_s <= want:
+        return
+    rate = commits_per_s(s.table_uri, s.storage_options)
+    at_rate = (
+        "its recent commit rate is unknown"
+        if rate is None
+        else f"at its recent {rate * 86_400:,.0f} commits a day the log keeps {rate * retention.log_s:,.0f} versions"
+    )
+    log.warning(
+        "the table keeps removed files for %.0f s (delta.deletedFileRetentionDuration) and log entries for %.0f s "
+        "(delta.logRetentionDuration), longer than --table-retention (%d s); %s, and every file compaction "
+        "removes stays on disk and as a tombstone in every checkpoint and every reader's table open for the "
+        "deleted-file retention (VACUUM deletes it only after). --set-table-retention sets both to %d s; "
+        "the table is left as it is",
+        retention.deleted_file_s,
+        retention.log_s,
+        want,
+        at_rate,
+        want,
+    )
+
+
+class MaintenanceCounts(CompactionCounts, VacuumCounts, Protocol):
+    """Where the maintenance counts (the daemon's stats)."""
+
+
 class Maintenance:
     """The table maintenance of one ``parka ingest``: the background compaction thread (unless
     ``compact_min_files`` is 0) and ``--optimize-every``'s compaction between commits, which the
     loop runs on its own thread once the commit in flight ended."""
 
-    def __init__(self, settings: IngestSettings, counts: CompactionCounts) -> None:
+    def __init__(self, settings: IngestSettings, counts: MaintenanceCounts) -> None:
         self._settings = settings
         self._counts = counts
         self._compactor: Compactor | None = None
         self._optimize: Compact | None = None
         self._optimized_at = 0  # counts.commits at the last --optimize-every run
+        self._vacuum: Vacuum | None = None
 
     def start(self) -> None:
         s = self._settings
         if s.compact_min_files and self._compactor is None:
             policy = CompactionPolicy(s.compact_min_files, s.compact_max_rewrites)
             self._compactor = Compactor(table_compaction(s), policy, topic=s.topic, counts=self._counts)
+        self._start_vacuum()
+
+    def _start_vacuum(self) -> None:
+        """A Delta table's retention checked, then its VACUUM thread (unless ``--vacuum-every 0``)."""
+        s = self._settings
+        if s.catalog is not None or self._vacuum is not None:
+            return  # Iceberg: snapshot expiry at each checkpoint deletes the files only expired snapshots named
+        check_retention(s)
+        if s.vacuum_every_s:
+            self._vacuum = Vacuum(s.table_uri, s.storage_options, every_s=s.vacuum_every_s, counts=self._counts)
 
     def assign(self, partitions: Collection[int], *, table_exists: bool) -> None:
         """The worker holds ``partitions`` now; look at the table when it exists (small files
@@ -216,6 +364,9 @@ class Maintenance:
         if self._compactor is not None:
             self._compactor.close(drain=drain)
             self._compactor = None
+        if self._vacuum is not None:
+            self._vacuum.close()
+            self._vacuum = None
 
     def optimize_due(self) -> bool:
         """``--optimize-every`` commits of this worker went by since its last run."""

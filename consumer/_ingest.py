@@ -70,13 +70,17 @@ log = logging.getLogger("parka.ingest")
 class IngestStats(CommitStats):
     """The committer's counters (committed segments, records, bytes, files, ...), the
     ``--optimize-every`` runs, the background compactions that committed and those that failed,
-    and the files both compacted; printed by the progress line, served as metrics and returned
-    by :meth:`IngestionConsumer.run`."""
+    and the files both compacted, and the VACUUM runs, the files they deleted and the runs that
+    failed; printed by the progress line, served as metrics and returned by
+    :meth:`IngestionConsumer.run`."""
 
     optimizations: int = 0
     compactions: int = 0
     compaction_failures: int = 0
     files_compacted: int = 0
+    vacuums: int = 0
+    files_vacuumed: int = 0
+    vacuum_failures: int = 0
 
 
 class IngestionConsumer(KafkaSide):

@@ -20,6 +20,7 @@ from parka.lake import (
     LogEngine,
     RsEngine,
     default_app_id,
+    retention_properties,
     write_segments,
 )
 from parka.ops.health import kafka_logger
@@ -38,8 +39,8 @@ def table_engine(settings: IngestSettings) -> tuple[LogEngine, Callable[[], Any]
     what probes that catalog before consuming (:func:`parka.ops.preflight.wait_until_ready`'s
     ``table_probe``; none for delta-rs, whose table location is probed)."""
     s = settings
-    if s.catalog is None:
-        return RsEngine(), None
+    if s.catalog is None:  # the tables it creates get the retentions that fit its commits
+        return RsEngine(created_properties=retention_properties(s.table_retention_s)), None
     from parka.lake import IcebergEngine  # the iceberg extra: only when asked for
 
     engine = IcebergEngine(s.catalog, s.catalog_options, s.storage_options)

@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from parka.lake import DEFAULT_COMPACT_MAX_REWRITES, DEFAULT_COMPACT_MIN_FILES
+from parka.lake import DEFAULT_COMPACT_MAX_REWRITES, DEFAULT_COMPACT_MIN_FILES, DEFAULT_TABLE_RETENTION_S
 from parka.ops import settings as s
-from parka.ops.cli_util import integer
+from parka.ops.cli_util import integer, number
 from parka.ops.settings import DaemonSettings, Setting, declared
 
 from parka.config import storage_options_for
@@ -80,6 +80,39 @@ COMPACT_MAX_REWRITES = Setting(
     parse=integer,
     check=s.at_least(1, "a number of rewrites >= 1"),
 )
+VACUUM_EVERY = Setting(
+    "vacuum_every_s",
+    ("--vacuum-every",),
+    ("VACUUM_EVERY",),
+    "Delta tables: VACUUM the table this often, on the maintenance thread: the files removed (by "
+    "compaction) longer ago than the table's delta.deletedFileRetentionDuration are deleted, never "
+    "those a version inside it names; 0: never",
+    default=600.0,
+    unit="s",
+    parse=number,
+    check=s.at_least(0, "a number of seconds >= 0 (0: never)"),
+)
+TABLE_RETENTION = Setting(
+    "table_retention_s",
+    ("--table-retention",),
+    ("TABLE_RETENTION",),
+    "Delta tables: the deleted-file and log retention (delta.deletedFileRetentionDuration, "
+    "delta.logRetentionDuration) of the tables it creates; a table with longer ones is warned about, "
+    "and changed only with --set-table-retention",
+    default=DEFAULT_TABLE_RETENTION_S,
+    unit="s",
+    parse=integer,
+    check=s.at_least(1, "a number of seconds >= 1"),
+)
+SET_TABLE_RETENTION = Setting(
+    "set_table_retention",
+    ("--set-table-retention",),
+    ("SET_TABLE_RETENTION",),
+    "Delta tables: set an existing table's deleted-file and log retention to --table-retention at start "
+    "(a commit of its properties) when they differ",
+    default=False,
+    kind="switch",
+)
 EXIT_CODE_WHEN_EMPTY = Setting(
     "exit_code_when_empty",
     ("--exit-code-when-empty",),
@@ -101,6 +134,9 @@ FLAGS: tuple[Setting, ...] = (
     COMPACT_MIN_FILES,
     COMPACT_MAX_REWRITES,
     OPTIMIZE_EVERY,
+    VACUUM_EVERY,
+    TABLE_RETENTION,
+    SET_TABLE_RETENTION,
     EXIT_CODE_WHEN_EMPTY,
 )
 """``parka ingest``'s command line, in ``--help`` order."""
@@ -143,6 +179,9 @@ class IngestSettings(DaemonSettings):
     compact_min_files: int = declared(COMPACT_MIN_FILES)  # 0: no background compaction
     compact_max_rewrites: int = declared(COMPACT_MAX_REWRITES)
     optimize_every: int = declared(OPTIMIZE_EVERY)
+    vacuum_every_s: float = declared(VACUUM_EVERY)  # 0: no VACUUM
+    table_retention_s: int = declared(TABLE_RETENTION)
+    set_table_retention: bool = declared(SET_TABLE_RETENTION)
     broker_timeout_s: float = declared(s.BROKER_TIMEOUT)  # end_at_latest: give up on an unreachable broker
     retry_log_interval_s: float = declared(s.RETRY_LOG_INTERVAL)  # a cause waited on is logged again this often
 

@@ -66,7 +66,19 @@ from ._plan import (
 from ._stats import DEFAULT_STATS, StatsConfig
 from ._stitch import row_groups
 from ._storage import list_log, make_durable, object_store, read_file
-from .delta import RsEngine, RsTableLog, compact_table, logged_files, optimize_table
+from .delta import (
+    DEFAULT_TABLE_RETENTION_S,
+    Retention,
+    RsEngine,
+    RsTableLog,
+    commits_per_s,
+    compact_table,
+    logged_files,
+    optimize_table,
+    retention_properties,
+    table_retention,
+    vacuum_by_table_retention,
+)
 
 if TYPE_CHECKING:
     from .iceberg import IcebergEngine, IcebergTableLog, compact_iceberg, optimize_iceberg
@@ -88,6 +100,7 @@ __all__ = [
     "DEFAULT_COMPACT_MAX_REWRITES",
     "DEFAULT_COMPACT_MIN_FILES",
     "DEFAULT_STATS",
+    "DEFAULT_TABLE_RETENTION_S",
     "DEFAULT_TARGET_FILE_SIZE",
     "DLQ_SCHEMA",
     "FILE_TAGS_KEY",
@@ -108,6 +121,7 @@ __all__ = [
     "LogEngine",
     "OptimizeResult",
     "Refused",
+    "Retention",
     "RsEngine",
     "RsTableLog",
     "StatsConfig",
@@ -115,6 +129,7 @@ __all__ = [
     "app_txn_id",
     "check_partitioning",
     "check_segment",
+    "commits_per_s",
     "compact_iceberg",
     "compact_table",
     "dead_letter_txn_id",
@@ -130,7 +145,10 @@ __all__ = [
     "optimize_table",
     "read_file",
     "read_segment",
+    "retention_properties",
     "row_groups",
     "table_identity",
+    "table_retention",
+    "vacuum_by_table_retention",
     "write_segments",
 ]

@@ -48,6 +48,7 @@ class SlowCheckpoints:
             why = (
                 "; a checkpoint keeps a tombstone for every file removed (by compaction too) until "
                 f"delta.deletedFileRetentionDuration is over ({retention} here), and every reader reads "
-                "them: a shorter retention keeps both small (docs/ingest.md, background compaction)"
+                "them: a shorter retention keeps both small (parka ingest --set-table-retention; docs/ingest.md, "
+                "retention and VACUUM)"
             )
         log.warning("the checkpoint of version %d took %.1f s (every %d commits)%s", version, seconds, every, why)

@@ -54,6 +54,9 @@ INGEST_COUNTERS: dict[str, tuple[str, str]] = {
     "compactions": ("parka_compactions", "background compactions that committed a rewrite of small files"),
     "compaction_failures": ("parka_compaction_failures", "background compactions that failed (retried later)"),
     "files_compacted": ("parka_files_compacted", "small files removed by compactions (background, --optimize-every)"),
+    "vacuums": ("parka_vacuums", "VACUUM runs of the Delta table that ended"),
+    "files_vacuumed": ("parka_files_vacuumed", "files VACUUM deleted (removed longer ago than the table's retention)"),
+    "vacuum_failures": ("parka_vacuum_failures", "VACUUM runs that failed (retried at the next)"),
 }
 """What the ingestion counters are: each is read from the daemon's counter of the same name."""
 

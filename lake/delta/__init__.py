@@ -16,6 +16,14 @@ It imports the format-neutral modules of :mod:`parka.lake` and never the Iceberg
 from ._logscan import logged_files
 from ._optimize import compact_table, optimize_table
 from ._rs import RsEngine, RsTableLog
+from ._rs_maintenance import (
+    DEFAULT_TABLE_RETENTION_S,
+    Retention,
+    commits_per_s,
+    retention_properties,
+    table_retention,
+    vacuum_by_table_retention,
+)
 from ._rules import (
     arrow_schema_of_json,
     check_commit,
@@ -27,6 +35,8 @@ from ._rules import (
 )
 
 __all__ = [
+    "DEFAULT_TABLE_RETENTION_S",
+    "Retention",
     "RsEngine",
     "RsTableLog",
     "arrow_schema_of_json",
@@ -34,9 +44,13 @@ __all__ = [
     "check_partition_columns",
     "check_schema",
     "check_writable",
+    "commits_per_s",
     "compact_table",
     "evolve_schema_json",
     "logged_files",
     "optimize_table",
+    "retention_properties",
     "schema_json",
+    "table_retention",
+    "vacuum_by_table_retention",
 ]

@@ -422,11 +422,15 @@ class RsTableLog:
 
 
 class RsEngine:
-    """:class:`parka.lake.LogEngine` of delta-rs."""
+    """:class:`parka.lake.LogEngine` of delta-rs. The tables it creates get
+    ``created_properties`` (``parka ingest``: its retentions)."""
 
     name = "delta-rs"
     # Delta's pure rules, as delta-spark's engine checks new columns: one message whichever commits
     check_columns = staticmethod(rules.check_schema)
+
+    def __init__(self, *, created_properties: Mapping[str, str] | None = None) -> None:
+        self.created_properties = dict(created_properties or {})
 
     def open(self, uri: str, storage_options: Mapping[str, str] | None = None) -> RsTableLog | None:
         table = open_table(uri, dict(storage_options or {}))
@@ -448,5 +452,11 @@ class RsEngine:
         partition_by: Collection[str],
         storage_options: Mapping[str, str] | None = None,
     ) -> RsTableLog:
-        table = create_table(uri, schema, partition_by=list(partition_by), storage_options=dict(storage_options or {}))
+        table = create_table(
+            uri,
+            schema,
+            partition_by=list(partition_by),
+            storage_options=dict(storage_options or {}),
+            configuration=self.created_properties or None,
+        )
         return RsTableLog(uri, table, storage_options)

@@ -1,10 +1,12 @@
 """Table maintenance through delta-rs (``parka optimize``, :mod:`._optimize`): the snapshot's
 live files, a rewrite committed as one version of ``remove`` + ``add`` actions with
-``dataChange: false`` and no rebase, and delta-rs' lite VACUUM. Errors leave as parka's, as in
-:mod:`._rs`."""
+``dataChange: false`` and no rebase, delta-rs' lite VACUUM, and the table's retentions (those
+``parka ingest`` gives the tables it creates, reads on others and VACUUMs by). Errors leave as
+parka's, as in :mod:`._rs`."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
@@ -19,9 +21,134 @@ from parka.errors import CommitError, ConfigError
 
 from .._log import DataFile
 from .._plan import partition_value_string
-from ._rs import partition_columns, translating
+from ._rs import configuration, open_table, partition_columns, translating
 
-__all__ = ["LiveFile", "commit_rewrite", "live_files", "vacuum"]
+__all__ = [
+    "DEFAULT_TABLE_RETENTION_S",
+    "DELETED_FILE_RETENTION",
+    "LOG_RETENTION",
+    "LiveFile",
+    "Retention",
+    "commit_rewrite",
+    "commits_per_s",
+    "live_files",
+    "retention_properties",
+    "table_retention",
+    "vacuum",
+    "vacuum_by_table_retention",
+]
+
+DELETED_FILE_RETENTION = "delta.deletedFileRetentionDuration"
+LOG_RETENTION = "delta.logRetentionDuration"
+DELTA_DEFAULTS_S = {DELETED_FILE_RETENTION: 7 * 86_400, LOG_RETENTION: 30 * 86_400}  # Delta's: a week, 30 days
+DEFAULT_TABLE_RETENTION_S = 3_600
+"""The deleted-file and log retention ``parka ingest`` gives the Delta tables it creates: one
+hour, the snapshot history its Iceberg tables get (``history.expire.max-snapshot-age-ms``). A
+daemon committing every second writes some 3,600 versions an hour and compaction removes about
+as many files; a week's retention keeps millions of tombstones in every checkpoint and every
+reader's table open. An hour still lets a reader pinned to a version, a streaming reader that
+fell behind or a time-travel query go back an hour; who needs longer sets it (``--table-retention``)."""
+
+_UNITS_S = {
+    "nanosecond": 1e-9,
+    "microsecond": 1e-6,
+    "millisecond": 1e-3,
+    "second": 1,
+    "minute": 60,
+    "hour": 3_600,
+    "day": 86_400,
+    "week": 604_800,
+}
+_INTERVAL = re.compile(r"^\s*interval\s+(\d+)\s+([a-z]+?)s?\s*$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Retention:
+    """A Delta table's retentions in seconds: of removed files (``delta.deletedFileRetentionDuration``)
+    and of log entries (``delta.logRetentionDuration``), Delta's defaults when unset."""
+
+    deleted_file_s: float
+    log_s: float
+
+    @classmethod
+    def of(cls, config: Mapping[str, str]) -> Retention:
+        """Read from a table's properties; an interval delta-rs would not parse counts as the default."""
+        return cls(
+            *(_interval_s(config.get(key)) or DELTA_DEFAULTS_S[key] for key in (DELETED_FILE_RETENTION, LOG_RETENTION))
+        )
+
+
+def _interval_s(text: str | None) -> float | None:
+    match = _INTERVAL.match(text or "")
+    if match is None or match.group(2).lower() not in _UNITS_S:
+        return None
+    return int(match.group(1)) * _UNITS_S[match.group(2).lower()]
+
+
+def retention_properties(seconds: int) -> dict[str, str]:
+    """The table properties of a deleted-file and log retention of ``seconds``."""
+    return {DELETED_FILE_RETENTION: f"interval {seconds} seconds", LOG_RETENTION: f"interval {seconds} seconds"}
+
+
+def table_retention(
+    uri: str, storage_options: Mapping[str, str] | None = None, *, set_to_s: int | None = None
+) -> Retention | None:
+    """The retentions of the Delta table at ``uri`` (``None``: no table yet); with ``set_to_s``,
+    first set both to that many seconds (a commit of the table's properties, as ``ALTER TABLE
+    SET TBLPROPERTIES`` makes) unless they already are.
+
+    Raises:
+        CommitError: the table cannot be read, or its properties not set.
+    """
+    table = open_table(uri, dict(storage_options or {}), raw_files=False)
+    if table is None:
+        return None
+    if set_to_s is not None and Retention.of(configuration(table)) != Retention(set_to_s, set_to_s):
+        with translating(f"cannot set the retention of {uri}"):
+            table.alter.set_table_properties(retention_properties(set_to_s))
+    return Retention.of(configuration(table))
+
+
+def commits_per_s(uri: str, storage_options: Mapping[str, str] | None = None, *, last: int = 100) -> float | None:
+    """The table's recent commit rate: its ``last`` commits (at most) over the time they span,
+    from the log's commit infos; ``None`` when there is no table or fewer than two commits, or
+    the log cannot be read (a rate for a message, never a reason to fail)."""
+    try:
+        table = open_table(uri, dict(storage_options or {}), raw_files=False)
+        if table is None:
+            return None
+        times = [int(h["timestamp"]) for h in table.history(last) if "timestamp" in h]
+    except Exception:
+        return None
+    if len(times) < 2 or max(times) <= min(times):
+        return None
+    return (len(times) - 1) / ((max(times) - min(times)) / 1000)
+
+
+def vacuum_by_table_retention(uri: str, storage_options: Mapping[str, str] | None = None) -> list[str]:
+    """Delta-rs' full VACUUM of the table at ``uri`` by the table's own
+    ``delta.deletedFileRetentionDuration`` (no retention of parka's own is passed, so never a
+    shorter one): it lists the table's files (not ``_``-folders) and deletes those older than
+    the retention that no version inside it names. A version inside the retention keeps its
+    files (the snapshot's tombstones name them), and so does a file written less than the
+    retention ago that no log entry names yet (a commit in flight's). Full, not lite: lite
+    reads only the tombstones the latest checkpoint still holds, and a checkpoint drops them
+    once the retention is over, so with a checkpoint every few commits lite VACUUM would almost
+    never see a file as due. Then the log's commits older than ``delta.logRetentionDuration``
+    that a checkpoint covers are deleted (delta-rs' ``cleanup_metadata``; a checkpoint alone
+    keeps them). Returns the deleted data files' paths (none when there is no table).
+
+    Raises:
+        CommitError: the table cannot be read, or the VACUUM or the log cleanup failed.
+    """
+    table = open_table(uri, dict(storage_options or {}), raw_files=False)
+    if table is None:
+        return []
+    with translating(f"vacuum of {uri} failed"):
+        deleted = table.vacuum(retention_hours=None, dry_run=False, enforce_retention_duration=True, full=True)
+    with translating(f"the log cleanup of {uri} failed"):
+        table.cleanup_metadata()
+    return list(deleted)
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,9 @@ def test_ingest_metrics_read_the_daemon_counters_at_each_scrape() -> None:
         "parka_compactions": 0,
         "parka_compaction_failures": 0,
         "parka_files_compacted": 0,
+        "parka_vacuums": 0,
+        "parka_files_vacuumed": 0,
+        "parka_vacuum_failures": 0,
     }
     assert registry.get_sample_value("parka_commit_latency_seconds_count", {"topic": "gps"}) == 2
     assert registry.get_sample_value("parka_commit_latency_seconds_bucket", {"topic": "gps", "le": "0.025"}) == 1

@@ -236,3 +236,49 @@ def test_sizes_on_the_command_line() -> None:
     for bad in ("12XB", "MiB", "0", "-1MiB"):
         with pytest.raises(argparse.ArgumentTypeError, match="is not a size"):
             size_bytes(bad)
+
+
+def test_a_tables_retentions_read_as_delta_writes_them_and_set_only_when_told(tmp_path: Path) -> None:
+    """Delta's interval syntax (singular or plural units), its defaults when unset or unreadable,
+    and ``set_to_s`` commits the properties once, not again when they already are."""
+    from parka.lake import Retention, retention_properties, table_retention
+
+    assert Retention.of({}) == Retention(7 * 86_400, 30 * 86_400)
+    assert Retention.of(
+        {"delta.deletedFileRetentionDuration": "interval 1 hour", "delta.logRetentionDuration": "INTERVAL 90 minutes"}
+    ) == Retention(3_600, 5_400)
+    assert Retention.of({"delta.deletedFileRetentionDuration": "1 hour"}).deleted_file_s == 7 * 86_400
+    assert table_retention(str(tmp_path / "none")) is None
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, pa.table({"a": [1]}), configuration=retention_properties(60))
+    assert table_retention(uri) == Retention(60, 60)
+    assert table_retention(uri, set_to_s=7_200) == Retention(7_200, 7_200)
+    assert DeltaTable(uri).version() == 1
+    assert table_retention(uri, set_to_s=7_200) == Retention(7_200, 7_200)
+    assert DeltaTable(uri).version() == 1  # already so: no commit
+
+
+def test_vacuum_by_the_tables_retention_finds_files_a_checkpoint_no_longer_names(tmp_path: Path) -> None:
+    """A checkpoint drops the tombstones past the retention, so a VACUUM that read only those
+    (delta-rs' lite mode) would never delete the files; the daemon's deletes them, and never a
+    file younger than the retention that no version names yet (a commit in flight's)."""
+    import time
+
+    from parka.lake import retention_properties, vacuum_by_table_retention
+
+    uri = tmp_path / "t"
+    write_deltalake(str(uri), pa.table({"a": [1]}), configuration=retention_properties(1))
+    removed = set(DeltaTable(str(uri)).file_uris())
+    write_deltalake(str(uri), pa.table({"a": [2]}), mode="overwrite")
+    assert vacuum_by_table_retention(str(uri)) == []  # inside the retention: kept
+    deadline = time.monotonic() + 1.2
+    while time.monotonic() < deadline:  # the retention passes (table time, not a test's sleep)
+        write_deltalake(str(uri), pa.table({"a": [3]}), mode="append")
+    DeltaTable(str(uri)).create_checkpoint()  # leaves the expired tombstone out
+    in_flight = uri / "part-in-flight.parquet"
+    in_flight.write_bytes(b"PAR1")
+    assert DeltaTable(str(uri)).vacuum(dry_run=True, full=False) == []  # what lite mode would see
+    deleted = vacuum_by_table_retention(str(uri))
+    assert {str(uri / d) for d in deleted} >= {r.removeprefix("file://") for r in removed}
+    assert in_flight.exists() and not any(Path(r.removeprefix("file://")).exists() for r in removed)
+    assert sorted(DeltaTable(str(uri)).to_pyarrow_table()["a"].to_pylist())[:1] == [2]
