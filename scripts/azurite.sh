@@ -3,6 +3,7 @@
 # service only, on loopback, with its data in a folder.
 #
 #   scripts/azurite.sh up       # idempotent: npm install once, start, create the container
+#   scripts/azurite.sh fetch    # npm install only (make test: beside the set-up)
 #   scripts/azurite.sh down     # stop the emulator started here
 #   scripts/azurite.sh status   # exit 0 when it answers on its port
 #   scripts/azurite.sh env      # the storage options for parka / delta-rs, one key=value a line
@@ -87,10 +88,11 @@ ENV
 
 case "${1:-}" in
   up) up ;;
+  fetch) install ;;
   down) down ;;
   status) if is_up; then log "up on 127.0.0.1:$PORT"; else log "down"; exit 1; fi ;;
   env) storage_env ;;
   data-dir) echo "$DATA" ;;
   reset) down; rm -rf "$DATA"; log "data removed: $DATA" ;;
-  *) echo "usage: $0 up|down|status|env|data-dir|reset" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|fetch|status|env|data-dir|reset" >&2; exit 2 ;;
 esac

@@ -4,6 +4,7 @@
 # machine, from Maven Central jars and the machine's Java 17. No Docker needed.
 #
 #   scripts/iceberg-rest.sh up         # idempotent: fetch the jars once, start, wait for /v1/config
+#   scripts/iceberg-rest.sh fetch      # fetch the jars only (make test: beside the set-up)
 #   scripts/iceberg-rest.sh down       # stop the server started here
 #   scripts/iceberg-rest.sh status     # exit 0 when /v1/config answers on its port
 #   scripts/iceberg-rest.sh url        # the catalog's URI for a REST client (pyiceberg's `uri`)
@@ -203,10 +204,11 @@ reset() {
 
 case "${1:-}" in
   up) up ;;
+  fetch) fetch_jars ;;
   down) down ;;
   status) if is_up; then log "up at $URL"; else log "down"; exit 1; fi ;;
   url) echo "$URL" ;;
   warehouse) echo "$WAREHOUSE" ;;
   reset) reset ;;
-  *) echo "usage: $0 up|down|status|url|warehouse|reset" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|fetch|status|url|warehouse|reset" >&2; exit 2 ;;
 esac

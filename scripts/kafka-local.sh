@@ -3,6 +3,7 @@
 # from Maven Central artifacts and run with the machine's Java 17. No Docker needed.
 #
 #   scripts/kafka-local.sh up       # idempotent: fetch jars once, format storage once, start
+#   scripts/kafka-local.sh fetch    # fetch the jars only (make test: beside the set-up)
 #   scripts/kafka-local.sh down     # stop the broker started here
 #   scripts/kafka-local.sh status   # exit 0 when the broker answers on its port
 #   scripts/kafka-local.sh kill     # SIGKILL the broker (fault tests); its data stays for the next up
@@ -140,6 +141,7 @@ transaction.state.log.min.isr=1
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
+group.min.session.timeout.ms=1000
 auto.create.topics.enable=true
 message.max.bytes=8388608
 replica.fetch.max.bytes=8388608
@@ -303,6 +305,7 @@ kill9() {
 
 case "${1:-}" in
   up) up ;;
+  fetch) need_java "Kafka $VERSION"; fetch_jars ;;
   down) down ;;
   kill) kill9 ;;
   status) if is_up; then log "up on 127.0.0.1:$PORT"; else log "down"; exit 1; fi ;;
@@ -313,5 +316,5 @@ case "${1:-}" in
   client-config)
     if [[ "$SECURITY" != sasl_ssl ]]; then log "client-config needs PARKA_KAFKA_SECURITY=sasl_ssl"; exit 2; fi
     echo "$CLIENT_CONF" ;;
-  *) echo "usage: $0 up|down|kill|status|data-dir|reset|client-config" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|fetch|kill|status|data-dir|reset|client-config" >&2; exit 2 ;;
 esac

@@ -5,6 +5,7 @@
 # delta-rs's conditional-put commits are safe on it, as on AWS S3.
 #
 #   scripts/s3proxy.sh up       # idempotent: fetch the jar once, start, wait until it answers
+#   scripts/s3proxy.sh fetch    # fetch the jar only (make test: beside the set-up)
 #   scripts/s3proxy.sh down     # stop the server started here
 #   scripts/s3proxy.sh status   # exit 0 when it answers on its port
 #   scripts/s3proxy.sh env      # the storage options for parka / delta-rs, one key=value a line
@@ -89,10 +90,11 @@ ENV
 
 case "${1:-}" in
   up) up ;;
+  fetch) fetch_jar ;;
   down) down ;;
   status) if is_up; then log "up on 127.0.0.1:$PORT"; else log "down"; exit 1; fi ;;
   env) storage_env ;;
   data-dir) echo "$DATA" ;;
   reset) down; rm -rf "$DATA"; log "data removed: $DATA" ;;
-  *) echo "usage: $0 up|down|status|env|data-dir|reset" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|fetch|status|env|data-dir|reset" >&2; exit 2 ;;
 esac

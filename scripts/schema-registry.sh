@@ -4,6 +4,7 @@
 # Java 17. Its Confluent-compatible API is at http://127.0.0.1:<port>/apis/ccompat/v7.
 #
 #   scripts/schema-registry.sh up       # idempotent: build once (a few minutes), start, wait for the API
+#   scripts/schema-registry.sh fetch    # build only (make test: beside the set-up)
 #   scripts/schema-registry.sh down     # stop the registry started here
 #   scripts/schema-registry.sh status   # exit 0 when the API answers
 #   scripts/schema-registry.sh url      # print the Confluent-compatible URL
@@ -225,6 +226,6 @@ case "${1:-}" in
   down) down ;;
   status) if is_up; then log "up at $URL"; else log "down"; exit 1; fi ;;
   url) echo "$URL" ;;
-  build) mkdir -p "$HOME_DIR"; build ;;
-  *) echo "usage: $0 up|down|status|url|build" >&2; exit 2 ;;
+  build|fetch) mkdir -p "$HOME_DIR"; build ;;
+  *) echo "usage: $0 up|down|status|url|build|fetch" >&2; exit 2 ;;
 esac

@@ -19,11 +19,10 @@ from deltalake import DeltaTable
 from parka.lake import FileName, default_app_id, logged_files, read_file, table_identity
 from parka.lake import row_groups as row_group_bytes
 from parka.producer import ParquetProducer
+from reliability.procs import FAST_GROUP
 
 from . import _forked
 
-# The broker's minimum session timeout: a killed worker's partitions move on after 6 s, not 45 s.
-FAST_GROUP = ("-K", "session.timeout.ms=6000", "-K", "heartbeat.interval.ms=1000")
 
 EVENTS = pa.schema(
     [

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from parka.spark_ext._session import SQLITE_JDBC, hadoop_version, iceberg_packages, s3a_jars
 
 from .._servers import SHORT_JVM
+from ._jars import ICEBERG_SPARK, OBJECT_STORE_PACKAGES, S3A_CONF, kms_jar
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -49,22 +49,6 @@ def _free_port_run(count: int = 6) -> str:
 
 
 CLUSTER_PORT = os.environ.get("PARKA_TEST_SPARK_PORT") or _free_port_run()
-# test_spark_objectstore.py: s3a (hadoop-aws at pyspark's Hadoop version, and the AWS SDK's
-# individual modules instead of the ~600 MB bundle hadoop-aws names: what parka spark-ingest adds
-# for a checkpoint in S3) and wasb (hadoop-azure, 6 jars)
-S3A_PACKAGES, S3A_CONF = s3a_jars()
-OBJECT_STORE_PACKAGES = [*S3A_PACKAGES, f"org.apache.hadoop:hadoop-azure:{hadoop_version()}"]
-# Iceberg's Spark runtime, for reading the Iceberg tables parka lands and for decode mode's writes,
-# and the SQLite JDBC driver of the embedded catalog (test_spark_iceberg.py)
-ICEBERG_SPARK = [*iceberg_packages(), SQLITE_JDBC]
-
-
-def kms_jar() -> str:
-    """parquet-mr's tests jar (``InMemoryKMS``), fetched once by ``scripts/parquet-kms-jar.sh``."""
-    script = str(REPO / "scripts" / "parquet-kms-jar.sh")
-    return subprocess.run(
-        [script, sys.executable], capture_output=True, text=True, check=True, timeout=300
-    ).stdout.strip()
 
 
 @pytest.fixture(scope="session")
