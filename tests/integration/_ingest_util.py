@@ -19,10 +19,10 @@ from deltalake import DeltaTable
 from parka.lake import FileName, default_app_id, logged_files, read_file, table_identity
 from parka.lake import row_groups as row_group_bytes
 from parka.producer import ParquetProducer
+
 from reliability.procs import FAST_GROUP
 
 from . import _forked
-
 
 EVENTS = pa.schema(
     [
