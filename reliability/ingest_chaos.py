@@ -423,4 +423,5 @@ def run_ingest_chaos(
     window = (len(steps) // 3, len(steps) // 3 + max(2, len(steps) // 6)) if p.racer else None
     name = "ingest" if table_format == "delta" else f"ingest-{table_format}"
     result = IngestChaos(bootstrap, run_id, out, seed, steps, window, name=name, table_format=table_format).run(ids)
-    return {**result, "crash_points": list(p.points)}
+    planned_kills = len(p.points) * p.crashes_per_point + p.kills
+    return {**result, "crash_points": list(p.points), "planned_kills": planned_kills}
