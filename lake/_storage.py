@@ -377,20 +377,34 @@ def list_files(
     return [found[path] for path in sorted(found)]
 
 
-def list_log(table_uri: str, storage_options: Mapping[str, str] | None = None) -> list[str]:
-    """The names of the files directly in the table's ``_delta_log`` folder, sorted.
+def list_log(table_uri: str, storage_options: Mapping[str, str] | None = None, *, from_version: int = 0) -> list[str]:
+    """The names of the files directly in the table's ``_delta_log`` folder, sorted; with
+    ``from_version``, only those of that version and later (and the ``_``-named ones, such as
+    ``_last_checkpoint``). On an object store that listing starts at the version's key (a LIST
+    with a start offset): its requests do not grow with the versions before it, which log
+    cleanup deletes only after their retention.
 
     Raises:
         CommitError: the listing failed.
     """
     root = _root(table_uri, storage_options)
+    start = f"{from_version:020d}"
     try:
         if root.store is None:
             base = os.path.join(root.local, "_delta_log")
             with os.scandir(base) as entries:
-                return sorted(e.name for e in entries if e.is_file())
-        listed = obs.list_with_delimiter(root.store, "_delta_log/")
-        return sorted(meta["path"].rsplit("/", 1)[-1] for meta in listed["objects"])
+                return sorted(e.name for e in entries if e.is_file() and e.name >= start)
+        if from_version <= 0:
+            listed = obs.list_with_delimiter(root.store, "_delta_log/")
+            return sorted(meta["path"].rsplit("/", 1)[-1] for meta in listed["objects"])
+        # keys after the offset, in order (those of the version itself included: they are longer)
+        names = []
+        for chunk in obs.list(root.store, "_delta_log/", offset=f"_delta_log/{start}", chunk_size=1000):
+            for meta in chunk:
+                name = meta["path"].removeprefix("_delta_log/")
+                if "/" not in name:  # not _sidecars/ nor _commits/
+                    names.append(name)
+        return sorted(names)
     except FileNotFoundError:
         return []
     except (BaseError, OSError) as exc:

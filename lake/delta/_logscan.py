@@ -5,7 +5,9 @@ delta-rs' Python API lists a snapshot's files but not its tombstones (the ``remo
 compacted, overwritten or deleted files), and a file an OPTIMIZE removed must stay for readers
 of older versions until VACUUM's retention is over. So this module reads, through the table's
 storage (:mod:`parka.lake._storage`), the latest complete checkpoint and every commit after it, and
-collects the path of each ``add`` and ``remove`` action. That is enough: a checkpoint keeps the
+collects the path of each ``add`` and ``remove`` action. It lists the log from the checkpoint
+``_last_checkpoint`` names (a LIST from that key on an object store), so its cost does not grow
+with the versions the log still keeps before it. That is enough: a checkpoint keeps the
 tombstones younger than the table's ``delta.deletedFileRetentionDuration`` (delta-rs and
 delta-spark both drop only expired ones), and log cleanup deletes only commits a checkpoint
 already covers. A tombstone no longer in the log is older than that retention: VACUUM no longer
@@ -47,7 +49,7 @@ def logged_files(table_uri: str, storage_options: Mapping[str, str] | None = Non
         CommitError: the log cannot be listed or read, has no checkpoint and no first commit,
             or has a gap between the checkpoint and the latest commit.
     """
-    names = list_log(table_uri, storage_options)
+    names = _log_names(table_uri, storage_options)
     commits = {int(m.group(1)): name for name in names if (m := _COMMIT.match(name))}
     checkpoint_version, checkpoint_files = _latest_checkpoint(names)
     found: set[str] = set()
@@ -64,6 +66,20 @@ def logged_files(table_uri: str, storage_options: Mapping[str, str] | None = Non
     for version in later:
         _json_paths(read_file(table_uri, f"_delta_log/{commits[version]}", storage_options), commits[version], found)
     return found
+
+
+def _log_names(table_uri: str, storage_options: Mapping[str, str] | None) -> list[str]:
+    """The log's file names from the checkpoint ``_last_checkpoint`` names on, when that
+    checkpoint is there and complete (a bounded listing); else every name in the log."""
+    try:
+        last = json.loads(read_file(table_uri, "_delta_log/_last_checkpoint", storage_options, raise_missing=True))
+        version = int(last["version"])
+    except (FileNotFoundError, CommitError, ValueError, KeyError, TypeError):
+        return list_log(table_uri, storage_options)
+    names = list_log(table_uri, storage_options, from_version=version)
+    if _latest_checkpoint(names)[0] < version:  # not there (yet), or parts missing: look at all
+        return list_log(table_uri, storage_options)
+    return names
 
 
 def _latest_checkpoint(names: Iterable[str]) -> tuple[int, list[str]]:

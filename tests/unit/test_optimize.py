@@ -12,10 +12,11 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 from parka.lake import Committer, logged_files
+from parka.lake._storage import list_log
 from parka.lake.delta._optimize import optimize_table, plan_bins, z_order_indices
 from parka.lake.delta._rs_maintenance import live_files
 
-from parka.errors import CommitConflict, ConfigError
+from parka.errors import CommitConflict, CommitError, ConfigError
 
 from ._tables import committer, landed, stitched
 
@@ -282,3 +283,25 @@ def test_vacuum_by_the_tables_retention_finds_files_a_checkpoint_no_longer_names
     assert {str(uri / d) for d in deleted} >= {r.removeprefix("file://") for r in removed}
     assert in_flight.exists() and not any(Path(r.removeprefix("file://")).exists() for r in removed)
     assert sorted(DeltaTable(str(uri)).to_pyarrow_table()["a"].to_pylist())[:1] == [2]
+
+
+def test_the_log_is_read_from_the_last_checkpoint_on_unless_that_checkpoint_is_gone(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    c = committer(path, checkpoint_interval=0)
+    ingest(c, 0, 0, 4)
+    optimize_table(str(path))  # compaction, then a checkpoint of its version (5)
+    ingest(c, 0, 4, 1)
+    everything = logged_files(str(path))
+    assert list_log(str(path), from_version=5) == [
+        "00000000000000000005.checkpoint.parquet",
+        "00000000000000000005.json",
+        "00000000000000000006.json",
+        "_last_checkpoint",
+    ]
+    (path / "_delta_log" / "00000000000000000000.json").unlink()  # not read: before the checkpoint
+    assert logged_files(str(path)) == everything
+    # _last_checkpoint naming a checkpoint that is not there: every name is looked at, and
+    # without the first commit the log cannot be told
+    (path / "_delta_log" / "00000000000000000005.checkpoint.parquet").unlink()
+    with pytest.raises(CommitError, match="no commit 0 or a gap"):
+        logged_files(str(path))

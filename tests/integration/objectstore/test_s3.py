@@ -15,8 +15,8 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import TableNotFoundError
-from parka.lake import DataFile, RsEngine, optimize_table
-from parka.lake._storage import read_file, write_data_file
+from parka.lake import DataFile, RsEngine, logged_files, optimize_table
+from parka.lake._storage import list_log, read_file, write_data_file
 
 from parka.config import storage_options_for
 from parka.errors import CommitConflict
@@ -167,3 +167,23 @@ def test_a_file_larger_than_one_put_goes_up_from_its_parts_whole_and_in_order(s3
     assert write_data_file(uri, "small.parquet", small, s3proxy.storage_options) == 1008
     assert read_file(uri, "big.parquet", s3proxy.storage_options) == b"".join(parts)
     assert read_file(uri, "small.parquet", s3proxy.storage_options) == b"".join(small)
+
+
+def test_the_log_is_listed_from_the_last_checkpoint_on_and_reads_the_same(s3proxy: ObjectStoreServer) -> None:
+    """The orphan cleanup's reading of the log (``logged_files``) lists ``_delta_log/`` from the
+    checkpoint ``_last_checkpoint`` names (a LIST with a start offset), and finds what a reading
+    of every file finds."""
+    uri = s3proxy.table_uri("listing")
+    options = storage_options_for(uri, s3proxy.storage_options)
+    for i in range(6):
+        write_deltalake(uri, pa.table({"x": [i]}), mode="append", storage_options=options)
+    DeltaTable(uri, storage_options=options).create_checkpoint()  # version 5
+    for i in range(6, 8):
+        write_deltalake(uri, pa.table({"x": [i]}), mode="append", storage_options=options)
+
+    every = list_log(uri, options)
+    later = list_log(uri, options, from_version=5)
+    assert "00000000000000000000.json" in every and "00000000000000000005.checkpoint.parquet" in every
+    versions = [f"{v:020d}.json" for v in (5, 6, 7)]
+    assert later == sorted([*versions, "00000000000000000005.checkpoint.parquet", "_last_checkpoint"])
+    assert logged_files(uri, options) == referenced_files(uri, options)  # appends only: every file is live
