@@ -165,6 +165,7 @@ class IngestionConsumer(KafkaSide):
                 self._run = None
                 if run is not None:
                     run.pipeline.close()  # when run fails: a commit in flight ends, its error logged
+                    run.committer.close()  # a checkpoint being written beside the commits
         return self.stats
 
     def _start(self, consumer: ParquetConsumer, engine: LogEngine) -> IngestRun:

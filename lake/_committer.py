@@ -23,7 +23,7 @@ from parka.crash import crash_point
 from parka.errors import CommitConflict, CommitError, ConfigError
 from parka.partitioning import PartitionSpec, parse_partition_by
 
-from ._checkpoints import SlowCheckpoints
+from ._checkpoints import CHECKPOINT_CLOSE_S, Checkpoints
 from ._commit_stats import CommitResult, CommitStats
 from ._dead_letters import append_dead_letters, dead_letter_row
 from ._files import trim_stitched
@@ -117,7 +117,14 @@ class Committer:
         self.on_checkpoint = on_checkpoint
         self.clock = clock
         self._sleep = sleep
-        self._slow_checkpoints = SlowCheckpoints()
+        beside = engine.checkpoint_beside_commits
+        self._checkpoints = Checkpoints(
+            engine.name,
+            checkpoint_interval,
+            clock=clock,
+            on_checkpoint=self._checkpoint_took,
+            open_table=(lambda: engine.open(table_uri, self.storage_options)) if beside else None,
+        )
         self.partitioning = parse_partition_by(partition_by)
         self.partition_by = tuple(s.name for s in self.partitioning)
         self.table: TableLog | None = engine.open(table_uri, self.storage_options)
@@ -273,7 +280,8 @@ class Committer:
            Any other ``CommitError`` is raised with the files left in place: the commit may
            have landed, and only the log tells; step 3 of the next attempt sorts it out.
         7. Delete the covered files. Every ``checkpoint_interval`` commits, checkpoint the table
-           (Delta: a log checkpoint; Iceberg: snapshot expiry) and remove orphan files.
+           (Delta: a log checkpoint, which delta-rs writes beside the commits on a thread of its
+           own; Iceberg: snapshot expiry) and remove orphan files.
 
         A crash between 1 and 6 leaves files no log entry names, above the ``txn``: the data is
         consumed again (from the ``txn`` version + 1, or Spark's checkpoint), committed in new
@@ -445,15 +453,16 @@ class Committer:
         )
         if self.checkpoint_interval and st.commits % self.checkpoint_interval == 0:
             assert self.table is not None
-            start = self.clock()
-            self.table.checkpoint()
-            end = self.clock()
-            if self.on_checkpoint is not None:
-                self.on_checkpoint(end - start)
-            self._slow_checkpoints.seen(
-                self.table, self.engine.name, version, end - start, end, self.checkpoint_interval
-            )
+            self._checkpoints.due(self.table, version)
             self.remove_orphans()
+
+    def _checkpoint_took(self, seconds: float) -> None:
+        if self.on_checkpoint is not None:  # (Spark's ingest sets it after construction)
+            self.on_checkpoint(seconds)
+
+    def close(self, timeout_s: float = CHECKPOINT_CLOSE_S) -> bool:
+        """Finish a checkpoint being written beside the commits; False if not done in ``timeout_s``."""
+        return self._checkpoints.close(timeout_s)
 
     def _dead_letter(self, dead: Sequence[Refused]) -> int:
         """Append dead letters not yet in the dead-letter table; returns how many were appended."""

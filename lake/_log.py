@@ -151,6 +151,10 @@ class LogEngine(Protocol):
     (``iceberg`` for Iceberg's)."""
 
     name: str
+    checkpoint_beside_commits: bool
+    """Whether a checkpoint is a file beside the log that commits need not wait for (delta-rs), not
+    a commit of its own (Iceberg's snapshot expiry) nor a call into a JVM (delta-spark): then the
+    committer writes it on a thread of its own (:class:`parka.lake._checkpoints.Checkpoints`)."""
 
     def check_columns(self, schema: pa.Schema) -> None:
         """Whether the table format can store these columns (their types and names, at any

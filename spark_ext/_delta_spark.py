@@ -322,6 +322,7 @@ class SparkEngine:
 
     name = "delta-spark"
     check_columns = staticmethod(check_schema)  # Delta's pure rules, as the delta-rs engine's
+    checkpoint_beside_commits = False  # a call into the driver's JVM, on the commit path as before
 
     def __init__(self, spark: Any) -> None:
         self.spark = spark

@@ -174,7 +174,10 @@ def _counted_by_run(
         metrics.watch(lambda: vars(committer.stats))
         committer.on_checkpoint = metrics.observe_checkpoint
     reports = None if metrics is None and progress is None else _Reports(query, settings.topic, log_batches=False)
-    _await(query, settings, reports, run, stop=stop, metrics=metrics, progress=progress)
+    try:
+        _await(query, settings, reports, run, stop=stop, metrics=metrics, progress=progress)
+    finally:
+        committer.close()  # a checkpoint being written beside the commits (delta-rs)
     run.session.remove_orphans()
     r = committer.stats
     return SparkIngestStats(

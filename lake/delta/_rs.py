@@ -426,6 +426,7 @@ class RsEngine:
     ``created_properties`` (``parka ingest``: its retentions)."""
 
     name = "delta-rs"
+    checkpoint_beside_commits = True  # a Parquet file beside the log: the commits go on while it is written
     # Delta's pure rules, as delta-spark's engine checks new columns: one message whichever commits
     check_columns = staticmethod(rules.check_schema)
 

@@ -31,6 +31,7 @@ class IcebergEngine:
 
     name = "iceberg"
     check_columns = staticmethod(check_columns)  # Iceberg's types, not Delta's: a time column is fine
+    checkpoint_beside_commits = False  # snapshot expiry is a commit: between the ingest's commits
 
     def __init__(
         self,

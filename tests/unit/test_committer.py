@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 from parka.lake import FileName, Refused, check_segment, read_segment, write_segments
+from parka.lake.delta._rs import RsTableLog
 
 from parka.errors import ConfigError, SegmentDecodeError, SegmentError
 from parka.schema import schema_fingerprint
@@ -274,11 +275,13 @@ def test_a_slow_checkpoint_is_a_warning_naming_the_tombstone_retention_once_per_
     c = committer(tmp_path / "t", checkpoint_interval=1, clock=clock, on_checkpoint=timed.append)
     with caplog.at_level("WARNING", logger="parka.commit"):
         c.commit([landed(c, 0, 0, [1])])
+        assert c.close()  # the checkpoint is written beside the commits: waited for here
         c.commit([landed(c, 0, 1, [2])])  # 2 clock readings later: within ten minutes, not again
+        assert c.close()
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert len(warnings) == 1, warnings
     assert warnings[0].startswith("the checkpoint of version ")
-    assert "took 2.0 s (every 1 commits)" in warnings[0]
+    assert "took 2.0 s (every 1 commits, beside the commits)" in warnings[0]
     assert "delta.deletedFileRetentionDuration is over (interval 1 week, the default here)" in warnings[0]
     assert ids(tmp_path / "t") == [1, 2]  # a warning, nothing else: both commits are in
     assert timed == [2.0, 2.0]  # the checkpoint metric gets each one
@@ -290,6 +293,7 @@ def test_a_slow_checkpoint_is_a_warning_naming_the_tombstone_retention_once_per_
     )
     with caplog.at_level("WARNING", logger="parka.commit"):
         c.commit([landed(c, 0, 2, [3])])
+        assert c.close()
     [again] = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert "(interval 1 hours here)" in again
 
@@ -298,8 +302,38 @@ def test_a_quick_checkpoint_says_nothing(tmp_path: Path, caplog: pytest.LogCaptu
     c = committer(tmp_path / "t", checkpoint_interval=1, clock=SteppingClock(0.1))
     with caplog.at_level("WARNING", logger="parka.commit"):
         c.commit([landed(c, 0, 0, [1])])
+        assert c.close()
     assert not [r for r in caplog.records if r.levelname == "WARNING"]
     assert list((tmp_path / "t" / "_delta_log").glob("*.checkpoint.parquet"))  # it did checkpoint
+
+
+def test_commits_go_on_while_a_checkpoint_is_written_beside_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """delta-rs' checkpoint is written on a thread of its own: a commit never waits for it, and
+    the daemon's end waits for the one in progress."""
+    release, started = threading.Event(), threading.Event()
+    write = RsTableLog.checkpoint
+
+    def held(self: RsTableLog) -> None:  # the real checkpoint, once the test lets it go
+        started.set()
+        assert release.wait(60)
+        write(self)
+
+    monkeypatch.setattr(RsTableLog, "checkpoint", held)
+    c = committer(tmp_path / "t", checkpoint_interval=2)
+    for offset in range(2):
+        c.commit([landed(c, 0, offset, [offset])])
+    assert started.wait(60)  # the checkpoint of the second commit is being written
+    for offset in range(2, 6):  # and these commit meanwhile (two more checkpoints fall due: one follows)
+        c.commit([landed(c, 0, offset, [offset])])
+    assert ids(tmp_path / "t") == list(range(6))
+    assert not list((tmp_path / "t" / "_delta_log").glob("*.checkpoint.parquet"))
+    assert not c.close(timeout_s=0.2)  # still held
+    release.set()
+    assert c.close()
+    checkpoints = sorted(p.name for p in (tmp_path / "t" / "_delta_log").glob("*.checkpoint.parquet"))
+    assert checkpoints[-1] == "00000000000000000006.checkpoint.parquet", checkpoints  # the latest version
 
 
 def test_a_conflict_goes_back_to_reading_the_table_after_a_backoff_through_the_injected_sleep(tmp_path: Path) -> None:
