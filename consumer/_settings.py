@@ -74,8 +74,9 @@ COMPACT_MAX_REWRITES = Setting(
     "compact_max_rewrites",
     ("--compact-max-rewrites",),
     ("COMPACT_MAX_REWRITES",),
-    "background compaction rewrites a row at most this many times, so the bytes written stay below about "
-    "1 + this times the bytes ingested; above 1 its files are compacted again",
+    "background compaction's tiers: its files are compacted again, up to this many times per row, so the "
+    "bytes written stay below about 1 + this times the bytes ingested and the live files about the "
+    "table's bytes over --target-file-size",
     default=DEFAULT_COMPACT_MAX_REWRITES,
     parse=integer,
     check=s.at_least(1, "a number of rewrites >= 1"),

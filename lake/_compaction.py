@@ -57,9 +57,14 @@ DEFAULT_COMPACT_MIN_FILES = 16
 """Small files of one generation a table partition may gather before background compaction
 rewrites them (``parka ingest --compact-min-files``' default; at one commit a second from four
 Kafka partitions, a compaction every 4 s of 16 files into one)."""
-DEFAULT_COMPACT_MAX_REWRITES = 1
-"""Background compaction rewrites a row once at most, so the bytes written are about twice the
-bytes ingested at most (``parka ingest --compact-max-rewrites``' default)."""
+DEFAULT_COMPACT_MAX_REWRITES = 3
+"""Background compaction's tiers: a row is rewritten three times at most, so the bytes written are
+at most about four times the bytes ingested (``parka ingest --compact-max-rewrites``' default).
+With a fan-in of :data:`DEFAULT_COMPACT_MIN_FILES` (16) three tiers take files of 32 KiB or
+more to the 128 MiB target (32 KiB x 16^3 = 128 MiB; files of up to the target), so the live
+files of a table stay about its bytes over the target size, plus under 16 files per lower
+generation per table partition. With one rewrite, compacted files stopped at 16 segments each and
+their number grew with the table."""
 
 # What a compaction of either format (parka.lake.delta's, parka.lake.iceberg's) aims at and returns.
 

@@ -111,6 +111,47 @@ def test_no_row_is_rewritten_more_than_max_rewrites_times(max_rewrites: int) -> 
     assert written <= (1 + max_rewrites) * 600 * 1000
 
 
+def simulate(policy: CompactionPolicy, commits: int, size: int, target: int) -> tuple[int, int, list[int]]:
+    """``commits`` files of ``size`` bytes into one table partition, ``policy`` applied until
+    nothing is due (as the compaction thread does after each commit: here after every
+    ``min_files`` commits, the same plans, since that many small files add up to far less than
+    the target); returns the bytes ingested, the bytes written in all and the live file count
+    after each of those rounds."""
+    live: list[F] = []
+    written = 0
+    counts = []
+    for offset in range(commits):
+        live.append(ingested(offset % 4, offset, size=size))
+        written += size
+        if (offset + 1) % policy.min_files:
+            continue
+        while bins := policy.plan(live, target_size=target, path=lambda f: f.path, size=lambda f: f.size,
+                                  partition=lambda f: f.partition):  # fmt: skip
+            for b in bins:
+                new = F(b.new_name(lambda f: f.path), sum(f.size for f in b.files))
+                written += new.size
+                gone = set(b.files)
+                live = [f for f in live if f not in gone] + [new]
+        counts.append(len(live))
+    return commits * size, written, counts
+
+
+def test_tiers_keep_the_live_files_bounded_by_the_bytes_over_the_target_within_4x_the_writes() -> None:
+    """Nine hours of one commit a second (32,768 files of 40 KiB, 1.25 GiB) under the default
+    tiers: the live files stay about the bytes over the 128 MiB target plus under 16 per lower
+    generation, and every byte is written at most 4 times. With one rewrite they grow with the
+    table, one per 16 commits."""
+    target, size, commits = 128 * MiB, 40 * 1024, 32_768
+    ingested_bytes, written, counts = simulate(CompactionPolicy(), commits, size, target)
+    for rounds, count in enumerate(counts, 1):
+        in_table = rounds * 16 * size
+        assert count <= in_table // (target // 2) + 3 * 16, (rounds, count)  # files of over half the target
+    assert counts[-1] <= 10 + 3 * 16 and written <= 4 * ingested_bytes
+    # the first 4,096 commits (1 h 8 min) with one rewrite: a compacted file per 16 commits, kept
+    once_bytes, once_written, once = simulate(CompactionPolicy(max_rewrites=1), 4096, size, target)
+    assert once[-1] == 4096 // 16 and counts[len(once) - 1] < 4 * 16 and once_written <= 2 * once_bytes
+
+
 def test_a_policy_refuses_a_budget_that_would_compact_single_files() -> None:
     with pytest.raises(ValueError, match="min_files"):
         CompactionPolicy(min_files=1)
@@ -144,7 +185,7 @@ def test_delta_compaction_by_policy_rewrites_the_small_files_once(tmp_path: Path
     c = committer(path, checkpoint_interval=0)
     for offset in range(5):
         c.commit([landed(c, offset % 2, offset, [offset * 10 + i for i in range(10)])])
-    policy = CompactionPolicy(min_files=4).scoped("t", {0, 1})
+    policy = CompactionPolicy(min_files=4, max_rewrites=1).scoped("t", {0, 1})
     result = compact_table(str(path), policy, target_size=MiB)
     assert (result.files_removed, result.files_added) == (5, 1)
     [live] = files(path)
@@ -157,6 +198,30 @@ def test_delta_compaction_by_policy_rewrites_the_small_files_once(tmp_path: Path
     assert live in files(path)
     assert ids(path) == list(range(90))
     assert DeltaTable(str(path)).transaction_version("app-0") == 8
+
+
+def test_compacted_files_are_compacted_again_into_a_second_tier_on_delta_and_iceberg(tmp_path: Path) -> None:
+    policy = CompactionPolicy(min_files=2).scoped("t", {0})
+    delta = committer(tmp_path / "d", checkpoint_interval=0)
+    iceberg_engine = IcebergEngine("test", {"warehouse": str(tmp_path / "warehouse")})
+    from parka.lake import Committer
+
+    iceberg = Committer(iceberg_engine, table_uri="db.t", topic="t", app_id="app")
+    for c, compact in (
+        (delta, lambda: compact_table(str(tmp_path / "d"), policy, target_size=MiB)),
+        (iceberg, lambda: compact_iceberg(iceberg_engine, "db.t", policy, target_size=MiB)),
+    ):
+        for first in (0, 2):  # two small files, compacted into one of generation 1: twice
+            for offset in (first, first + 1):
+                c.commit([landed(c, 0, offset, [offset])])
+            assert compact().files_added == 1
+        second = compact()  # the two of generation 1 into one of generation 2
+        assert (second.files_removed, second.files_added) == (2, 1)
+        assert c.table is not None
+        c.refresh()
+        assert [generation_of(p) for p in c.table.referenced_files()] == [2]
+    assert ids(tmp_path / "d") == [0, 1, 2, 3]
+    assert sorted(iceberg_engine.catalog.load_table("db.t").scan().to_arrow()["id"].to_pylist()) == [0, 1, 2, 3]
 
 
 def test_a_cancelled_compaction_commits_nothing_and_leaves_no_file(tmp_path: Path) -> None:
