@@ -25,10 +25,9 @@ help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 20
 
 # uv (from PyPI, into the virtualenv) installs parka and its dependencies: it downloads in
-# parallel and builds pyspark's sdist once; a fresh machine's set-up took 122 s with pip, 46 s
-# with uv. --compile-bytecode as pip does: with PYTHONDONTWRITEBYTECODE set (as on this
-# project's machines) every process would otherwise compile pyarrow's, deltalake's... modules
-# again (a make test without it used 1,225 CPU-s instead of 853). The virtualenv keeps its pip,
+# parallel, where pip fetched one package after another on a fresh machine. --compile-bytecode
+# as pip does: with PYTHONDONTWRITEBYTECODE set (as on this project's machines) every process
+# would otherwise compile pyarrow's, deltalake's... modules again. The virtualenv keeps its pip,
 # which the missing-extra messages name.
 UV := uv==0.13.9
 UV_INSTALL = $(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python
