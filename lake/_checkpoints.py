@@ -87,7 +87,7 @@ class Checkpoints:
     """The checkpoints of one committer's table, every ``every`` commits (:meth:`due`): on the
     commit path, or beside it on a thread of its own when ``open_table`` is given (a new handle
     of the table: the thread never touches the committer's). ``on_checkpoint`` is told each one's
-    seconds, ``failures`` is the count of those that failed (on the thread)."""
+    seconds."""
 
     def __init__(
         self,
@@ -102,7 +102,6 @@ class Checkpoints:
         self.every = every
         self.clock = clock
         self.on_checkpoint = on_checkpoint
-        self.failures = 0
         self._open_table = open_table
         self._slow = SlowCheckpoints()
         self._state = threading.Condition()
@@ -168,7 +167,6 @@ class Checkpoints:
                 if table is not None:
                     self._write(table, table.version())
             except Exception as exc:  # the next one tries again; ingestion goes on
-                self.failures += 1
                 table = None
                 log.warning("the table's checkpoint failed, the next one tries again: %s", exc)
             finally:

@@ -393,7 +393,7 @@ def list_log(table_uri: str, storage_options: Mapping[str, str] | None = None, *
         if root.store is None:
             base = os.path.join(root.local, "_delta_log")
             with os.scandir(base) as entries:
-                return sorted(e.name for e in entries if e.is_file() and e.name >= start)
+                return sorted(e.name for e in entries if e.is_file() and (from_version <= 0 or e.name >= start))
         if from_version <= 0:
             listed = obs.list_with_delimiter(root.store, "_delta_log/")
             return sorted(meta["path"].rsplit("/", 1)[-1] for meta in listed["objects"])
