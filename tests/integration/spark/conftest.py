@@ -1,5 +1,6 @@
 """One SparkSession for every Spark test of a run (a JVM start costs ~10 s, the first jar
-download ~10 s more). Small and local: 2 cores, 2 shuffle partitions, no UI. Spark and Java
+download ~10 s more). Small and local: 2 cores, 2 shuffle partitions, no UI, and its queries
+interpreted instead of compiled (:data:`INTERPRETED`). Spark and Java
 must be there: a missing one fails the run, it never skips. The cluster tests get a standalone
 cluster of their own (:func:`spark_cluster`)."""
 
@@ -51,6 +52,18 @@ def _free_port_run(count: int = 6) -> str:
 CLUSTER_PORT = os.environ.get("PARKA_TEST_SPARK_PORT") or _free_port_run()
 
 
+# The session's queries run interpreted: Spark compiles each plan's expressions to Java (Janino)
+# and then to bytecode, which on a JVM limited to its first compiler tier (SHORT_JVM) costs more
+# than running the tests' few rows through the interpreted expressions. NO_CODEGEN is Spark's own
+# setting for its tests. The drivers that parka spark-ingest starts (test_spark_faults.py,
+# test_spark_cluster.py, the docs' commands) compile as users' do.
+INTERPRETED = {
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.adaptive.enabled": "false",
+}
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     from parka.spark_ext import session
@@ -70,6 +83,7 @@ def spark() -> Iterator[Any]:
             # parquet-mr's InMemoryKMS for the encryption tests (test_spark_encryption.py): a
             # jar added to a running session was not seen by delta-spark's Parquet reader
             "spark.jars": kms_jar(),
+            **INTERPRETED,
         },
     )
     spark.sparkContext.setLogLevel("ERROR")
