@@ -84,20 +84,15 @@ PYTEST_WORKERS ?= 3
 # and the suite starts some 250 Python processes that import parka
 COMPILED := parka producer consumer lake ops spark_ext reliability tests benchmarks demo
 
-# On a fresh machine the downloads come first: the servers' (fetch) beside the virtualenv's. Then
-# lint (mypy) and the docs site run in the background while the Spark session's jars are fetched
-# (test-jars) and the tests run: on 2 cores they fit in what the tests leave idle, as the tests
-# mostly wait on brokers and subprocesses. Their output goes to $(CHECKS_LOG), printed after the
-# tests only when they failed (and then make test fails), so that a passing run ends with pytest's
-# summary.
-CHECKS_LOG := .make-test-checks.log
+# lint (mypy: one core) and the docs site (mkdocs: one core) side by side on the 2 cores, each
+# one's output kept together; then the tests
+# On a fresh machine the downloads come first: the servers' (fetch) beside the virtualenv's, then
+# the Spark session's jars (test-jars) beside lint and the docs site, so that no test worker waits
+# for them
 test: ## the whole suite: lint, the docs site, unit and integration tests (starts its own broker and servers)
 	$(MAKE) --no-print-directory -j2 setup fetch
-	@echo "lint and the docs site run beside the tests: $(CHECKS_LOG)"
-	@$(MAKE) --no-print-directory -j2 --output-sync=target lint docs-build >$(CHECKS_LOG) 2>&1 & checks=$$!; \
-	$(MAKE) --no-print-directory -j2 compiled test-jars && $(BIN)/pytest -q -ra -n $(PYTEST_WORKERS); tests=$$?; \
-	if ! wait $$checks; then cat $(CHECKS_LOG); echo "make test: lint or the docs site failed (above)"; exit 1; fi; \
-	exit $$tests
+	$(MAKE) --no-print-directory -j3 --output-sync=target lint docs-build compiled test-jars
+	$(BIN)/pytest -q -ra -n $(PYTEST_WORKERS)
 
 FETCHED := kafka-local s3proxy iceberg-rest schema-registry azurite
 fetch: ## download (once) what the test servers run: Kafka, s3proxy, Iceberg's REST catalog, Apicurio, Azurite
@@ -156,4 +151,4 @@ reliability-quick: setup ## the quick fault suite (~2 min; make test runs it): b
 	$(BIN)/pytest tests/integration/test_reliability.py -q
 
 clean: ## remove build and cache folders (not .venv, not the broker's data)
-	rm -rf $(CHECKS_LOG) build dist site *.egg-info .mypy_cache .ruff_cache .pytest_cache bench-out demo-out reliability-out
+	rm -rf build dist site *.egg-info .mypy_cache .ruff_cache .pytest_cache bench-out demo-out reliability-out
