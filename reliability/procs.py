@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import forkserver
+
 __all__ = [
     "CRASH_LINE",
     "FAST_GROUP",
@@ -91,7 +93,7 @@ class Proc:
     """One started process (and its process group), its log file and what the suite asked of it."""
 
     name: str
-    popen: subprocess.Popen[bytes]
+    popen: forkserver.Process
     log: Path
     crash_at: str | None = None
     crash_after: int = 1
@@ -123,7 +125,8 @@ class Proc:
             armed = f"  # PARKA_TEST_CRASH_AT={crash_at} PARKA_TEST_CRASH_AFTER={crash_after}" if crash_at else ""
             handle.write(f"$ {' '.join(command)}{armed}\n".encode())
             handle.flush()
-            popen = subprocess.Popen(
+            # parka's commands fork from the fork server (parka imported once); others are new processes
+            popen = forkserver.popen(
                 command, stdout=handle, stderr=subprocess.STDOUT, env=environ, start_new_session=True
             )
         return cls(name, popen, log, crash_at, crash_after, role)

@@ -45,6 +45,9 @@ class Mode:
     ingest_iceberg: IngestPlan
     spark: SparkPlan | None
     broker_restarts: bool
+    # parka's commands forked from a fork server that imported parka once (reliability.forkserver),
+    # or each a new interpreter, as deployments start them
+    forked: bool
 
 
 _FULL_INGEST = IngestPlan(crashes_per_point=5, kills=6, leaves=6)
@@ -53,17 +56,19 @@ _QUICK_INGEST = IngestPlan(crashes_per_point=1, kills=1, leaves=1)
 _ICEBERG_QUICK_POINTS = ("after-dead-letters", "on-revoke")
 MODES = {
     # 6 points x 5 crashes + 6 kills: 36 SIGKILLs of parka ingest workers; 5 Spark driver kills
-    "full": Mode(_FULL_INGEST, _FULL_INGEST, SparkPlan(crashes=4, group_kills=1), True),
+    "full": Mode(_FULL_INGEST, _FULL_INGEST, SparkPlan(crashes=4, group_kills=1), True, forked=False),
     # 6 points x 1 + 1 kill: 7 SIGKILLs; no JVM start-up (Spark) and no broker of its own. On
     # Iceberg 2 points + 1 kill: the other four are left to the tests' kill -9 at each point, for
     # each catalog (tests/integration/iceberg/test_iceberg_ingest.py), and to the full mode, since
     # an Iceberg worker here costs about four times a Delta one's CPU (100 against 29 CPU-s for
-    # the scenario, measured with /usr/bin/time) and make test runs on 2 cores
+    # the scenario, measured with /usr/bin/time) and make test runs on 2 cores; its workers fork
+    # from the fork server, as the tests' do
     "quick": Mode(
         _QUICK_INGEST,
         IngestPlan(crashes_per_point=1, kills=1, leaves=1, points=_ICEBERG_QUICK_POINTS),
         None,
         False,
+        forked=True,
     ),
 }
 SCENARIOS = ("bad-inputs", "ingest", "ingest-iceberg", "evolution", "spark", "broker")
@@ -89,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     mode = MODES[args.mode]
+    if not mode.forked:
+        os.environ["PARKA_TEST_FORK_SERVER"] = "0"
     out: Path = args.out.resolve()
     if out.exists() and any(out.iterdir()):
         # a run's tables and logs stay in --out: a second run there would mix with them

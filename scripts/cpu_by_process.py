@@ -40,8 +40,9 @@ KINDS: list[tuple[str, str]] = [
     ("parka spark-ingest (Python)", "parka.cli spark-ingest"),
     ("parka ingest daemons", "parka.cli ingest"),
     ("parka, other commands", "parka.cli"),
-    # the tests' parka commands, forked from tests/integration/_zygote.py: its command line
-    ("parka commands forked by the tests' fork server", "tests.integration._zygote"),
+    # the tests' and the quick fault suite's parka commands, forked from reliability/_zygote.py:
+    # its command line
+    ("parka commands forked by the tests' fork server", "reliability._zygote"),
     ("fault suite (reliability)", "-m reliability"),
     ("pytest-xdist workers", "import sys;exec(eval(sys.stdin.readline()))"),
     ("pytest", "pytest"),

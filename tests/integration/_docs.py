@@ -3,7 +3,7 @@ sybil (:func:`run_page`).
 
 A page's ``python`` blocks run in the test's process. Its ``sh`` blocks run in a fresh working
 directory with the virtualenv's ``bin`` (``parka``, ``python``) first on ``PATH``: a block of
-plain ``parka`` commands as processes forked from the tests' fork server (:mod:`._forked`), any
+plain ``parka`` commands as processes forked from the tests' fork server (:mod:`reliability.forkserver`), any
 other block in bash.
 
 What a page addresses as a reader's own is the test's instead (:class:`Page`):
@@ -47,7 +47,7 @@ from sybil import Example, Sybil
 from sybil.parsers.markdown.codeblock import CodeBlockParser
 from sybil.parsers.markdown.skip import SkipParser
 
-from . import _forked
+from reliability import forkserver
 
 REPO = Path(__file__).resolve().parents[2]
 # Every fenced block's language on these pages: the first two are code and run, the others are not
@@ -156,7 +156,7 @@ def _commands(script: str) -> list[list[str]] | None:
 
 def run_shell(example: Example) -> None:
     """A block of ``parka`` commands runs them one after the other, each a process forked from
-    the tests' fork server (:mod:`._forked`: parka imported once, not once a command); any other
+    the tests' fork server (:mod:`reliability.forkserver`: parka imported once, not once a command); any other
     block runs in bash."""
     page = _page(example)
     script = page.shell(str(example.parsed))
@@ -172,7 +172,7 @@ def run_shell(example: Example) -> None:
         else [["bash", "-e", "-o", "pipefail", "-c", script]]
     )
     for argv in runs:
-        proc = _forked.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=240)
+        proc = forkserver.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=240)
         if proc.returncode != 0:
             raise AssertionError(
                 f"{page.path.name}:{example.line}: exit {proc.returncode}: {shlex.join(argv)}\n"

@@ -20,9 +20,8 @@ from parka.lake import FileName, default_app_id, logged_files, read_file, table_
 from parka.lake import row_groups as row_group_bytes
 from parka.producer import ParquetProducer
 
+from reliability import forkserver
 from reliability.procs import FAST_GROUP
-
-from . import _forked
 
 EVENTS = pa.schema(
     [
@@ -92,7 +91,7 @@ def run_ingest(
     check: bool = True,
 ) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "parka.cli", "ingest", topic, str(table), "-k", bootstrap, "-q", *FAST_GROUP, *extra]
-    proc = _forked.run(cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    proc = forkserver.run(cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
     if check and proc.returncode != 0:
         raise AssertionError(f"parka ingest exited {proc.returncode}\n{proc.stderr[-4000:]}")
     return proc
@@ -100,12 +99,12 @@ def run_ingest(
 
 def start_ingest(
     topic: str, table: Path | str, bootstrap: str, *extra: str, log: Path, env: dict[str, str] | None = None
-) -> _forked.Process:
+) -> forkserver.Process:
     # the tests wait on progress: lines (lag), so one a second rather than a daemon's one a minute
     cmd = [sys.executable, "-m", "parka.cli", "ingest", topic, str(table), "-k", bootstrap, *FAST_GROUP]
     cmd += ["--progress-interval", "1", *extra]
     with open(log, "ab") as handle:  # the child keeps its own descriptor
-        return _forked.popen(cmd, stdout=handle, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+        return forkserver.popen(cmd, stdout=handle, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
 
 
 def app_id_of(topic: str, table: Path | str, catalog: str | None = None) -> str:

@@ -1,4 +1,4 @@
-"""The tests' fork server (:mod:`tests.integration._forked`) runs ``python -m parka.cli`` as a new
+"""The tests' fork server (:mod:`reliability.forkserver`) runs ``python -m parka.cli`` as a new
 interpreter does: the same output, exit status, environment, working directory and signals."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import _forked
+from reliability import forkserver
+
 from ._ingest_util import log_has, wait_for
 
 PARKA = [sys.executable, "-m", "parka.cli"]
@@ -29,7 +30,7 @@ def test_a_forked_command_answers_as_a_new_interpreter_does(tmp_path: Path) -> N
         for fork in (True, False):
             cwd = tmp_path / ("forked" if fork else "new")
             cwd.mkdir(exist_ok=True)
-            run = _forked.run if fork else subprocess.run
+            run = forkserver.run if fork else subprocess.run
             proc = run([*PARKA, *args], capture_output=True, text=True, timeout=60, env=env, cwd=str(cwd))
             # without the time, and without librdkafka's own lines (how many come is timing)
             stderr = [ln.split(" ", 2)[-1] for ln in proc.stderr.splitlines() if " parka.kafka: " not in ln]
@@ -43,12 +44,12 @@ def test_a_forked_daemon_stops_on_sigterm_and_dies_on_sigkill(bootstrap: str, tm
     log = tmp_path / "log"
     cmd = [*PARKA, "ingest", "no-topic-yet", str(tmp_path / "t"), "-k", bootstrap, "--progress-interval", "1"]
     with open(log, "wb") as out:
-        daemon = _forked.popen(cmd, stdout=out, stderr=subprocess.STDOUT)
-    assert isinstance(daemon, _forked.ForkedProcess) and daemon.pid != os.getpid()
+        daemon = forkserver.popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+    assert isinstance(daemon, forkserver.ForkedProcess) and daemon.pid != os.getpid()
     wait_for(lambda: log_has(log, "does not exist"), "the daemon to wait for its topic")
     daemon.send_signal(signal.SIGTERM)
     assert daemon.wait(60) == 0, log.read_text()[-2000:]
     with open(log, "wb") as out:
-        daemon = _forked.popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        daemon = forkserver.popen(cmd, stdout=out, stderr=subprocess.STDOUT)
     daemon.kill()
     assert daemon.wait(60) == -signal.SIGKILL

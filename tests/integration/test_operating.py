@@ -21,7 +21,8 @@ from confluent_kafka.admin import AdminClient
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
-from . import _forked
+from reliability import forkserver
+
 from ._ingest_util import create_topic, log_has, produce_events, start_ingest, table_ids, wait_for, wait_for_rows
 from ._objectstores import ObjectStoreServer
 from .conftest import REPO
@@ -36,7 +37,7 @@ def _run_once(topic: str, table: str, bootstrap: str, *extra: str) -> tuple[subp
     """``parka ingest --end-at-latest`` as a cron job runs it (stderr not a terminal); its wall time."""
     cmd = [sys.executable, "-m", "parka.cli", "ingest", topic, table, "-k", bootstrap, "--end-at-latest", *extra]
     started = time.monotonic()
-    proc = _forked.run(cmd, capture_output=True, text=True, timeout=120)
+    proc = forkserver.run(cmd, capture_output=True, text=True, timeout=120)
     return proc, time.monotonic() - started
 
 
@@ -249,25 +250,25 @@ def test_spark_ingest_run_once_ends_in_one_line_before_any_spark_session(bootstr
     address = f"127.0.0.1:{_free_port()}"
     cmd = [*spark, "events", str(tmp_path / "a"), "-k", address, "--end-at-latest", "--broker-timeout", "3"]
     started = time.monotonic()
-    proc = _forked.run(cmd, capture_output=True, text=True, timeout=120)
+    proc = forkserver.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == EXIT_UNREACHABLE, proc.stderr[-3000:]
     assert f"stopped: no Kafka broker reachable at {address}" in _stopped_line(proc)
     assert time.monotonic() - started < 3 + 20
     topic = f"no-such-topic-{time.time_ns()}"
     cmd = [*spark, topic, str(tmp_path / "b"), "-k", bootstrap, "--end-at-latest"]
-    proc = _forked.run(cmd, capture_output=True, text=True, timeout=120)
+    proc = forkserver.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == EXIT_CONFIG, proc.stderr[-3000:]
     assert f"stopped: topic '{topic}' does not exist" in _stopped_line(proc)
 
 
 def test_optimize_ends_in_one_line(tmp_path: Path, s3proxy: ObjectStoreServer) -> None:
     optimize = [sys.executable, "-m", "parka.cli", "optimize"]
-    proc = _forked.run([*optimize, str(tmp_path / "none")], capture_output=True, text=True, timeout=120)
+    proc = forkserver.run([*optimize, str(tmp_path / "none")], capture_output=True, text=True, timeout=120)
     assert proc.returncode == EXIT_CONFIG, proc.stderr[-3000:]
     assert f"stopped: CommitError: no Delta table at {tmp_path / 'none'}" in _stopped_line(proc)
     options = {**s3proxy.storage_options, "aws_secret_access_key": "not-the-secret"}
     flags = [a for k, v in options.items() for a in ("--storage-option", f"{k}={v}")]
-    proc = _forked.run([*optimize, s3proxy.table_uri("t"), *flags], capture_output=True, text=True, timeout=120)
+    proc = forkserver.run([*optimize, s3proxy.table_uri("t"), *flags], capture_output=True, text=True, timeout=120)
     assert proc.returncode == EXIT_CONFIG, proc.stderr[-3000:]
     assert "SignatureDoesNotMatch" in _stopped_line(proc) and "not-the-secret" not in proc.stderr
 

@@ -14,7 +14,8 @@ from typing import Any
 
 from deltalake import DeltaTable
 
-from . import _forked
+from reliability import forkserver
+
 from ._ingest_util import last_json, produce_events, run_ingest, start_ingest, table_ids, wait_for, wait_for_rows
 
 TOTAL = 6000
@@ -24,7 +25,7 @@ def optimize_loop(table: Path, stop: threading.Event, results: list[dict[str, An
     """Run `parka optimize` as a process, again and again, until ``stop``; collect its JSON lines."""
     while not stop.is_set():
         cmd = [sys.executable, "-m", "parka.cli", "optimize", str(table), "-q", "--target-file-size", "64MiB"]
-        proc = _forked.run(cmd, capture_output=True, text=True, timeout=120)
+        proc = forkserver.run(cmd, capture_output=True, text=True, timeout=120)
         if proc.returncode == 0:
             results.append(json.loads(proc.stdout.strip().splitlines()[-1]))
         elif "no Delta table" not in proc.stderr:  # before the workers' first commit

@@ -25,9 +25,9 @@ from parka.producer import ParquetProducer
 from pyiceberg.catalog import Catalog, load_catalog
 
 from parka.errors import CommitConflict
+from reliability import forkserver
 
 from ..._iceberg_files import assert_files_hold_their_partitions
-from .. import _forked
 from .._ingest_util import (
     EVENTS,
     app_id_of,
@@ -356,7 +356,7 @@ def test_parka_optimize_compacts_and_expires_and_ingestion_resumes_after_it(
     small = lake.files(table)
     assert len(small) == segments  # one commit, one file per segment
     cmd = [sys.executable, "-m", "parka.cli", "optimize", table, *lake.flags, "--vacuum-retention-hours", "0"]
-    proc = _forked.run(cmd, capture_output=True, text=True, timeout=120)
+    proc = forkserver.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.splitlines()[-1])
     assert (result["files_removed"], result["files_added"], result["vacuumed"]) == (segments, 1, segments)

@@ -14,7 +14,8 @@ from pathlib import Path
 from parka.lake import IcebergEngine
 from parka.lake._storage import list_files
 
-from .. import _forked
+from reliability import forkserver
+
 from .._ingest_util import assert_segments_stored_byte_for_byte, last_json, produce_events, run_ingest
 from .._objectstores import ObjectStoreServer
 
@@ -48,7 +49,7 @@ def test_an_iceberg_table_in_s3_exactly_once_after_kill_9_then_optimized(
     )
 
     cmd = [sys.executable, "-m", "parka.cli", "optimize", "db.events", *flags, "--vacuum-retention-hours", "0"]
-    proc = _forked.run(cmd, capture_output=True, text=True, timeout=120)
+    proc = forkserver.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.splitlines()[-1])
     assert (result["files_removed"], result["files_added"]) == (len(files), 1)

@@ -20,8 +20,8 @@ from parka.lake._storage import list_log, read_file, write_data_file
 
 from parka.config import storage_options_for
 from parka.errors import CommitConflict
+from reliability import forkserver
 
-from .. import _forked
 from .._ingest_util import (
     assert_segments_stored_byte_for_byte,
     log_has,
@@ -151,7 +151,7 @@ def test_an_unsafe_s3_configuration_is_refused_naming_the_option(s3proxy: Object
     # (the other refusals: tests/unit/test_delta.py)
     cmd = [sys.executable, "-m", "parka.cli", "ingest", "topic", uri, "-k", "127.0.0.1:1"]
     cmd += [*_flags(s3proxy.storage_options), "--storage-option", "aws_s3_allow_unsafe_rename=true"]
-    proc = _forked.run(cmd, capture_output=True, text=True, timeout=60)
+    proc = forkserver.run(cmd, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2, proc.stderr
     assert "'aws_s3_allow_unsafe_rename'" in proc.stderr
     assert s3proxy.storage_options["aws_secret_access_key"] not in proc.stderr + proc.stdout

@@ -15,7 +15,8 @@ from confluent_kafka import KafkaError
 from parka.consumer import ParquetConsumer
 from parka.producer import ParquetProducer
 
-from .. import _forked
+from reliability import forkserver
+
 from .._ingest_util import EVENTS, events, table_ids
 from .._secured import SecuredBroker
 
@@ -25,7 +26,7 @@ def _ingest(broker: SecuredBroker, topic: str, table: Path, settings: str) -> su
     client settings from the environment, as a deployment passes credentials."""
     cmd = [sys.executable, "-m", "parka.cli", "ingest", topic, str(table), "-k", broker.bootstrap, "--end-at-latest"]
     env = {**os.environ, "PARKA_KAFKA_SETTINGS": settings}
-    return _forked.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+    return forkserver.run(cmd, capture_output=True, text=True, timeout=120, env=env)
 
 
 def test_producer_and_shim_round_trip_over_sasl_ssl(secured_broker: SecuredBroker) -> None:

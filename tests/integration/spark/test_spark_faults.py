@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 from parka.spark_ext._ingest import CHECKPOINTS_DIR
 
-from .. import _forked
+from reliability import forkserver
+
 from .._ingest_util import (
     assert_no_orphans,
     data_files_on_disk,
@@ -68,7 +69,7 @@ def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> No
 def run_in_own_group(command: list[str], *, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run ``command`` in a process group of its own and return once every process of the group
     (the driver, its JVM, their Python workers) is gone."""
-    proc = _forked.popen(
+    proc = forkserver.popen(
         command,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

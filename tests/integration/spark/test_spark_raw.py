@@ -23,8 +23,8 @@ from parka.spark_ext import SparkIngestSettings, ingest, start_ingest
 from parka.spark_ext._cli import main
 
 from parka.errors import ConfigError, SchemaMismatchError
+from reliability import forkserver
 
-from .. import _forked
 from .._ingest_util import (
     FAST_GROUP,
     app_id_of,
@@ -247,7 +247,7 @@ def test_parka_ingest_and_spark_ingest_at_the_same_time_on_one_table(
         time.sleep(0.1)
     ingest_cmd = [sys.executable, "-m", "parka.cli", "ingest", topic, str(table), "-k", bootstrap, *FAST_GROUP]
     ingest_cmd += ["--end-at-latest", "--max-segments-per-commit", "2"]
-    worker = _forked.popen(ingest_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    worker = forkserver.popen(ingest_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = worker.communicate(timeout=300)
     spark_run.join(300)
     assert not spark_run.is_alive(), "Spark's available-now run did not end within 300 s"

@@ -1,9 +1,9 @@
-"""``python -m parka.cli ...`` for the tests, forked from a server that has imported parka and its
-dependencies once (:mod:`tests.integration._zygote`), instead of a new interpreter importing
-them each time: most of a short daemon's CPU was its imports.
+"""``python -m parka.cli ...`` for the fault suite and the tests, forked from a server that has
+imported parka and its dependencies once (:mod:`reliability._zygote`), instead of a new
+interpreter importing them each time: most of a short daemon's CPU was its imports.
 
 :func:`run` and :func:`popen` take what :func:`subprocess.run` and :class:`subprocess.Popen` take
-for the cases the tests use, and return what they return; a command that is not ``[sys.executable,
+for the cases the fault suite and the tests use, and return what they return; a command that is not ``[sys.executable,
 "-m", "parka.cli", ...]`` goes to :mod:`subprocess` itself. The child is a process of its own,
 not a child of this one: its exit status reaches this process from the server.
 ``PARKA_TEST_FORK_SERVER=0`` starts every command as a new interpreter again."""
@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 _PARKA = [sys.executable, "-m", "parka.cli"]
 
 
@@ -32,7 +32,7 @@ class _Server:
     def __init__(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.integration._zygote", str(theirs.fileno())],
+            [sys.executable, "-m", "reliability._zygote", str(theirs.fileno())],
             cwd=REPO,
             pass_fds=[theirs.fileno()],
             stdin=subprocess.DEVNULL,
@@ -139,7 +139,7 @@ class ForkedProcess:
         self._server = _the_server()
         passed: list[int] = []
         ends: list[Any] = []
-        fds = []
+        fds: list[int] = []
         for spec, default, read in ((stdin, 0, True), (stdout, 1, False), (stderr, 2, False)):
             if spec == subprocess.STDOUT:
                 fds.append(fds[1])
@@ -264,6 +264,7 @@ def run(
         proc.kill()
         proc.__exit__()  # its pipes closed, its exit awaited
         raise
+    assert proc.returncode is not None  # communicate waited for the exit
     result = subprocess.CompletedProcess(list(args), proc.returncode, out, err)
     if check:
         result.check_returncode()

@@ -1,13 +1,14 @@
-"""A fork server for the suite's ``python -m parka.cli`` processes (:mod:`tests.integration._forked`
-is its client).
+"""A fork server for the ``python -m parka.cli`` processes of the fault suite and the tests
+(:mod:`reliability.forkserver` is its client).
 
-The suite starts some 200 ``parka ingest`` daemons, and each spent most of its CPU (about 0.9 of
-a median 1.1 CPU-s) importing pyarrow, pandas, deltalake and confluent-kafka before it did
-anything. This server imports them once, and forks a child per command: the child is a process of
-its own (its own pid, file descriptors, environment, working directory, signals and exit status)
-that then runs ``parka.cli`` as ``__main__`` with :func:`runpy.run_module`, as ``python -m
-parka.cli`` does, and ends as that interpreter ends (atexit handlers, non-daemon threads joined).
-The same technique as :mod:`multiprocessing`'s ``forkserver`` start method with preloaded modules.
+The test suite starts some 200 ``parka ingest`` daemons, the quick fault suite some 60 more, and
+each spent most of its CPU (about 0.9 of a median 1.1 CPU-s) importing pyarrow, pandas, deltalake
+and confluent-kafka before it did anything. This server imports them once, and forks a child per
+command: the child is a process of its own (its own pid, file descriptors, environment, working
+directory, signals and exit status) that then runs ``parka.cli`` as ``__main__`` with
+:func:`runpy.run_module`, as ``python -m parka.cli`` does, and ends as that interpreter ends
+(atexit handlers, non-daemon threads joined). The same technique as :mod:`multiprocessing`'s
+``forkserver`` start method with preloaded modules.
 
 The server stays single-threaded in Python and never opens a Kafka client, a table or a thread
 pool: a child must not inherit anything but imported modules. Protocol, over a ``SOCK_SEQPACKET``
@@ -18,6 +19,7 @@ says it: negative for a signal). The server exits when the client closes its end
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import runpy
@@ -65,13 +67,13 @@ def _serve(sock: socket.socket) -> dict[str, Any] | None:
     signal.signal(signal.SIGCHLD, lambda *_: None)  # only to wake select through the wakeup fd
     while True:
         try:
-            ready, _, _ = select.select([sock, wake_r], [], [])
+            ready, _, _ = select.select([sock.fileno(), wake_r], [], [])
         except InterruptedError:
             continue
         if wake_r in ready:
             os.read(wake_r, 4096)
         _reap(sock)
-        if sock not in ready:
+        if sock.fileno() not in ready:
             continue
         data, fds, _, _ = socket.recv_fds(sock, _MAX_MESSAGE, 3)
         if not data:
@@ -102,6 +104,8 @@ def _run(request: dict[str, Any]) -> None:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    if os.environ.get("PYTHONFAULTHANDLER"):  # what the interpreter does with it at its start
+        faulthandler.enable()
     sys.argv = ["-m", *request["argv"]]
     sys.modules.pop("parka.cli", None)  # as in ``python -m``: the module runs as __main__ only
     runpy.run_module("parka.cli", run_name="__main__", alter_sys=True)
