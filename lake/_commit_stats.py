@@ -5,8 +5,10 @@ adds counters of its own)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+
+from ._plan import LandedSegment
 
 __all__ = ["CommitResult", "CommitStats"]
 
@@ -34,6 +36,17 @@ class CommitStats:
     stitched_segments: int = 0
     stitch_fallbacks: int = 0
     trimmed_files: int = 0
+
+    def add_commit(self, fresh: Sequence[LandedSegment], files: int) -> None:
+        """Count one commit of the ``fresh`` segments in ``files`` data files."""
+        self.commits += 1
+        self.segments += len(fresh)
+        self.records += sum(s.records for s in fresh)
+        self.bytes += sum(s.value_bytes for s in fresh)
+        self.files += files
+        self.split_segments += sum(1 for s in fresh if s.split)
+        self.stitched_segments += sum(1 for s in fresh if s.row_groups is not None)
+        self.stitch_fallbacks += sum(1 for s in fresh if s.stitch_fallback)
 
 
 @dataclass(frozen=True)

@@ -25,10 +25,10 @@ from parka.partitioning import PartitionSpec, parse_partition_by
 
 from ._checkpoints import CHECKPOINT_CLOSE_S, Checkpoints
 from ._commit_stats import CommitResult, CommitStats
-from ._dead_letters import append_dead_letters, dead_letter_row
+from ._dead_letters import append_dead_letters
 from ._files import trim_stitched
 from ._log import DataFile, LogEngine, TableLog
-from ._orphans import remove_orphans
+from ._orphans import Orphans
 from ._plan import (
     LandedSegment,
     Refused,
@@ -73,7 +73,10 @@ class Committer:
     ``app_id_given`` is false). ``on_commit`` is told the seconds each :meth:`commit`
     that committed something took (the commit-latency metric), ``on_checkpoint`` the seconds each
     checkpoint took (the checkpoint metric), as ``clock`` times it; ``sleep`` waits out the
-    backoff after a conflict (:meth:`retry`).
+    backoff after a conflict (:meth:`retry`). ``relist_orphans`` lists the table at every
+    periodic orphan cleanup, for a writer whose tasks may leave files this process never hears
+    of (Spark's retried task attempts); otherwise the table is listed only when asked
+    (:meth:`remove_orphans`).
 
     Raises:
         ConfigError: a malformed spec, or ``partition_by`` contradicts the existing table's
@@ -98,6 +101,7 @@ class Committer:
         on_checkpoint: Callable[[float], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        relist_orphans: bool = False,
     ) -> None:
         if checkpoint_interval < 0:
             raise ConfigError("checkpoint_interval", checkpoint_interval, "an integer >= 0 (0: never)")
@@ -117,6 +121,8 @@ class Committer:
         self.on_checkpoint = on_checkpoint
         self.clock = clock
         self._sleep = sleep
+        self._orphans = Orphans()
+        self._relist_orphans = relist_orphans
         beside = engine.checkpoint_beside_commits
         self._checkpoints = Checkpoints(
             engine.name,
@@ -219,19 +225,17 @@ class Committer:
         if self.table is not None:
             self.table.refresh()
 
-    def remove_orphans(self) -> int:
-        """Delete files (and half-written temporary files) of commits that never happened, once
-        the table's ``txn`` covers their offsets; a file any log entry still names (one an
-        OPTIMIZE removed) is left to VACUUM (see :func:`parka.lake._orphans.remove_orphans`)."""
+    def remove_orphans(self, *, listing: bool = True) -> int:
+        """Delete the files of commits that never happened, in the table and the dead-letter
+        table, by the rules of :mod:`parka.lake._orphans`; without ``listing``, only the files
+        the last listing could not judge yet."""
+        listing, options = listing or self._relist_orphans, self.storage_options
         removed = 0
         if self.table is not None:
-            removed += remove_orphans(self.table, self.topic, self.app_txn, self.storage_options)
-        if self.dlq_table_uri is not None:
-            dlq = self.engine.open(self.dlq_table_uri, self.storage_options)
-            if dlq is not None:
-                removed += remove_orphans(
-                    dlq, self.topic, lambda p: dead_letter_txn_id(self.app_id, p), self.storage_options
-                )
+            removed += self._orphans.clean(self.table, self.topic, self.app_txn, options, listing=listing)
+        if self.dlq_table_uri is not None and (dlq := self.engine.open(self.dlq_table_uri, options)) is not None:
+            txn = lambda p: dead_letter_txn_id(self.app_id, p)  # noqa: E731
+            removed += self._orphans.clean(dlq, self.topic, txn, options, listing=listing)
         self.stats.orphans_removed += removed
         return removed
 
@@ -436,14 +440,7 @@ class Committer:
         st.covered_files += len(covered)
         if not last:
             return
-        st.commits += 1
-        st.segments += len(fresh)
-        st.records += sum(s.records for s in fresh)
-        st.bytes += sum(s.value_bytes for s in fresh)
-        st.files += len(files)
-        st.split_segments += sum(1 for s in fresh if s.split)
-        st.stitched_segments += sum(1 for s in fresh if s.row_groups is not None)
-        st.stitch_fallbacks += sum(1 for s in fresh if s.stitch_fallback)
+        st.add_commit(fresh, len(files))
         log.debug(  # the progress: line sums them up; a healthy daemon stays quiet (-v shows each)
             "committed %d segment(s), %d records in %d file(s): table version %d",
             len(fresh),
@@ -454,7 +451,7 @@ class Committer:
         if self.checkpoint_interval and st.commits % self.checkpoint_interval == 0:
             assert self.table is not None
             self._checkpoints.due(self.table, version)
-            self.remove_orphans()
+            self.remove_orphans(listing=False)
 
     def _checkpoint_took(self, seconds: float) -> None:
         if self.on_checkpoint is not None:  # (Spark's ingest sets it after construction)
@@ -468,19 +465,11 @@ class Committer:
         """Append dead letters not yet in the dead-letter table; returns how many were appended."""
         if not dead or self.dlq_table_uri is None:
             return 0
-        now = pa.scalar(time.time_ns() // 1000, pa.timestamp("us", tz="UTC")).as_py()
-        rows = [dead_letter_row(r, self.app_id, now) for r in dead]
+        options = self.storage_options
         appended = append_dead_letters(
-            self.engine,
-            self.dlq_table_uri,
-            topic=self.topic,
-            app_id=self.app_id,
-            dead=rows,
-            storage_options=self.storage_options,
+            self.engine, self.dlq_table_uri, topic=self.topic, app_id=self.app_id, refused=dead, storage_options=options
         )
         self.stats.dead_letters += appended
-        for r in dead:
-            log.error("dead-lettered %s[%d]@%d: %s", self.topic, r.partition, r.offset, r.error)
         return appended
 
     def _evolve(self, table: TableLog, fresh: Sequence[LandedSegment]) -> None:
@@ -507,3 +496,5 @@ class Committer:
             delete_files(self.root, paths, self.storage_options)
         except CommitError as exc:
             log.warning("could not delete %d uncommitted file(s), left to the orphan cleanup: %s", len(paths), exc)
+            if self.table is not None:
+                self._orphans.watch(self.table.uri, paths)

@@ -14,6 +14,7 @@ names, at or below the ``txn`` once a later attempt commits: the orphan cleanup 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -37,12 +38,13 @@ def append_dead_letters(
     *,
     topic: str,
     app_id: str,
-    dead: Sequence[tuple[int, int, dict[str, Any]]],
+    refused: Sequence[Refused],
     storage_options: Mapping[str, str] | None = None,
 ) -> int:
-    """Commit ``(partition, offset, row)`` dead letters not yet in the dead-letter table (its
-    ``txn`` per partition says which are) through ``engine``; returns how many were committed.
-    The table is created (:data:`parka.lake.DLQ_SCHEMA`, unpartitioned) when missing.
+    """Commit the ``refused`` messages not yet in the dead-letter table (its ``txn`` per
+    partition says which are) through ``engine``, each as a row of
+    :data:`parka.lake.DLQ_SCHEMA` (:func:`dead_letter_row`), and log each as an error; returns how
+    many were committed. The table is created (unpartitioned) when missing.
 
     Raises:
         CommitConflict: another commit won, or another writer created the table first: re-read
@@ -50,6 +52,10 @@ def append_dead_letters(
         SchemaMismatchError, CommitError: the write or the commit failed.
     """
     options = dict(storage_options or {})
+    now = pa.scalar(time.time_ns() // 1000, pa.timestamp("us", tz="UTC")).as_py()
+    dead = [dead_letter_row(r, app_id, now) for r in refused]
+    for r in refused:
+        log.error("dead-lettered %s[%d]@%d: %s", topic, r.partition, r.offset, r.error)
     dlq: TableLog | None = engine.open(dlq_table_uri, options)
     by_partition: dict[int, list[tuple[int, dict[str, Any]]]] = {}
     for partition, offset, row in dead:

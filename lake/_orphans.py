@@ -1,20 +1,39 @@
 """The orphan cleanup: data files ingestion (or background compaction) wrote that no commit will
 ever name, deleted without ever touching a file some log entry names or a live writer may still
-commit. Called by the committer (:meth:`parka.lake.Committer.remove_orphans`)."""
+commit. Called by the committer (:meth:`parka.lake.Committer.remove_orphans`).
+
+It lists the table only when asked to, which the daemons do when partitions are assigned (a
+crashed predecessor's files are then on disk) and when they stop. What the listing found that
+may still become an orphan (a crashed commit's files, above the ``txn`` until the new owner
+commits those offsets again; a crashed compaction's output, while its inputs are live) is kept
+by name, and the cleanup between listings looks at those names only: its cost does not grow
+with the table. A file a writer leaves after the last listing (one that lost its partitions but
+went on writing) waits for the next listing, or for VACUUM, which deletes unnamed files older
+than the retention."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
 
 from ._compaction import CompactedName, input_key
 from ._log import TableLog
 from ._plan import FileName
-from ._storage import delete_files, list_files
+from ._storage import delete_files, existing_files, list_files
 
-__all__ = ["remove_orphans"]
+__all__ = ["OrphanScan", "Orphans", "remove_orphans"]
 
 log = logging.getLogger("parka.ingest")
+
+
+@dataclass
+class OrphanScan:
+    """What one cleanup did: the files it deleted, and the unreferenced files it could not yet
+    judge (``pending``: the ones to look at again by name)."""
+
+    removed: int = 0
+    pending: set[str] = field(default_factory=set)
 
 
 def remove_orphans(
@@ -22,8 +41,14 @@ def remove_orphans(
     topic: str,
     app_txn: Callable[[int], str],
     storage_options: Mapping[str, str] | None = None,
-) -> int:
-    """Delete data files this topic's ingestion wrote but never committed; returns how many.
+    *,
+    among: Collection[str] | None = None,
+) -> OrphanScan:
+    """Delete data files this topic's ingestion wrote but never committed.
+
+    The files looked at are the table's, listed, or only ``among`` (the ``pending`` of an
+    earlier scan: no listing). A file the rules below keep, but which may become an orphan
+    later, is in the result's ``pending``.
 
     A parka-named file is an orphan, and deleted, when all three hold:
 
@@ -54,24 +79,31 @@ def remove_orphans(
     """
     table.refresh()
     referenced = table.referenced_files()
+    if among is None:
+        paths = [info.path for info in list_files(table.uri, storage_options)]
+    else:  # the ones still there: another writer's cleanup, or VACUUM, may have deleted some
+        paths = existing_files(table.uri, sorted(set(among) - referenced), storage_options)
     versions: dict[int, int | None] = {}
     candidates = []
+    pending = set()
     written: list[tuple[str, str]] = []  # compacted files and their first input's key
-    for info in list_files(table.uri, storage_options):
-        if info.path in referenced:
+    for path in paths:
+        if path in referenced:
             continue
-        compacted = CompactedName.parse(info.path, temporary=True)
+        compacted = CompactedName.parse(path, temporary=True)
         if compacted is not None:
-            written.append((info.path, compacted.input))
+            written.append((path, compacted.input))
             continue
-        name = FileName.parse(info.path, temporary=True)
+        name = FileName.parse(path, temporary=True)
         if name is None or name.topic != topic:
             continue
         if name.partition not in versions:
             versions[name.partition] = table.txn_version(app_txn(name.partition))
         version = versions[name.partition]
         if version is not None and name.last_offset <= version:
-            candidates.append(info.path)
+            candidates.append(path)
+        else:
+            pending.add(path)  # a live writer's, or a crashed one's until its offsets are committed again
     if written:
         # Judged on a snapshot read after the listing: the compaction that wrote a listed file
         # planned on a snapshot no newer than that, so an input it had is either still live in
@@ -79,9 +111,15 @@ def remove_orphans(
         table.refresh()
         live = table.referenced_files()
         live_keys = {input_key(path) for path in live}
-        candidates += [path for path, key in written if path not in live and key not in live_keys]
+        for path, key in written:
+            if path in live:
+                continue
+            if key in live_keys:
+                pending.add(path)  # a compaction in flight's, or a crashed one's until its inputs go
+            else:
+                candidates.append(path)
     if not candidates:
-        return 0
+        return OrphanScan(0, pending)
     logged = table.logged_files()  # read after the snapshot: it names all of the snapshot's files
     doomed = [path for path in candidates if path not in logged]
     if doomed:
@@ -89,4 +127,40 @@ def remove_orphans(
         log.info("removed %d orphan data file(s) left by interrupted commits or compactions", len(doomed))
     if len(doomed) < len(candidates):
         log.debug("left %d removed file(s) to VACUUM", len(candidates) - len(doomed))
-    return len(doomed)
+    return OrphanScan(len(doomed), pending)
+
+
+class Orphans:
+    """The cleanup of one writer's tables: a listing when asked, and in between the names the
+    last listing of each table left pending (:func:`remove_orphans`)."""
+
+    def __init__(self) -> None:
+        self._pending: dict[str, set[str]] = {}
+
+    def watch(self, uri: str, paths: Collection[str]) -> None:
+        """Look at ``paths`` of the table at ``uri`` in the cleanups to come (files this writer
+        could not delete when it gave them up)."""
+        self._pending.setdefault(uri, set()).update(paths)
+
+    def clean(
+        self,
+        table: TableLog,
+        topic: str,
+        app_txn: Callable[[int], str],
+        storage_options: Mapping[str, str] | None,
+        *,
+        listing: bool,
+    ) -> int:
+        """Remove ``table``'s orphans, listing it or (``listing`` False) looking only at the
+        names its last listing left pending: nothing to do when there are none. Returns how
+        many files were deleted.
+
+        Raises:
+            CommitError: listing, reading the log or deleting failed.
+        """
+        known = self._pending.get(table.uri)
+        if not listing and not known:
+            return 0
+        scan = remove_orphans(table, topic, app_txn, storage_options, among=None if listing else known)
+        self._pending[table.uri] = scan.pending
+        return scan.removed

@@ -45,6 +45,7 @@ __all__ = [
     "FileInfo",
     "check_relative",
     "delete_files",
+    "existing_files",
     "list_files",
     "list_log",
     "make_durable",
@@ -309,6 +310,32 @@ def make_durable(table_uri: str, storage_options: Mapping[str, str] | None = Non
             os.sync()
     finally:
         os.close(fd)
+
+
+def existing_files(
+    table_uri: str, relative_paths: Collection[str], storage_options: Mapping[str, str] | None = None
+) -> list[str]:
+    """Those of ``relative_paths`` that exist under the table root (one HEAD each on an object
+    store: for a few named files, where a listing would read the whole table).
+
+    Raises:
+        CommitError: a lookup failed for another reason than the file's absence.
+    """
+    root = _root(table_uri, storage_options)
+    found = []
+    for path in relative_paths:
+        check_relative(path)
+        try:
+            if root.store is None:
+                os.stat(os.path.join(root.local, *path.split("/")))
+            else:
+                obs.head(root.store, path)
+        except (FileNotFoundError, NotFoundError):
+            continue
+        except (BaseError, OSError) as exc:
+            raise CommitError(f"cannot look up {path}: {exc}") from exc
+        found.append(path)
+    return found
 
 
 def delete_files(

@@ -71,6 +71,7 @@ def start_raw(
             storage_options=storage,
             checkpoint_interval=s.checkpoint_interval,
             on_commit=on_commit,
+            relist_orphans=True,  # a retried task attempt's files: only a listing finds them
         )
     )
     committer = session.committer

@@ -13,9 +13,11 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 from parka.lake import FileName, Refused, check_segment, read_segment, write_segments
+from parka.lake import _committer as lake_committer
+from parka.lake import _orphans as lake_orphans
 from parka.lake.delta._rs import RsTableLog
 
-from parka.errors import ConfigError, SegmentDecodeError, SegmentError
+from parka.errors import CommitError, ConfigError, SegmentDecodeError, SegmentError
 from parka.schema import schema_fingerprint
 from parka.segment import decode_segment, encode_segment
 
@@ -112,6 +114,71 @@ def test_orphans_and_half_written_files_are_removed_once_covered(tmp_path: Path)
     assert not (root / crashed.files[0].path).exists()
     assert not temporary.exists()
     assert (root / live.files[0].path).exists()
+
+
+def test_between_listings_the_cleanup_looks_only_at_the_names_the_last_listing_left_pending(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crashed worker's file above the ``txn`` is found by the listing of the new owner's
+    assignment and kept; the periodic cleanup inside the commits deletes it, by name, once the
+    new owner has committed its offsets again, and lists nothing."""
+    root = tmp_path / "t"
+    c = committer(root, checkpoint_interval=1)
+    c.commit([landed(c, 0, 0, [1])])
+    crashed = landed(c, 0, 1, [2])  # written by a worker that died before committing offset 1
+    listings = []
+    real_list = lake_orphans.list_files
+    monkeypatch.setattr(lake_orphans, "list_files", lambda *a, **k: listings.append(a) or real_list(*a, **k))
+    assert c.remove_orphans() == 0  # at the assignment: above the txn, it may still be committed
+    assert len(listings) == 1 and (root / crashed.files[0].path).exists()
+    late = landed(c, 0, 1, [2])  # written after that listing (a writer that lost its partition)
+    c.commit([landed(c, 0, 1, [2])])  # the new owner commits offset 1: the periodic cleanup runs
+    assert len(listings) == 1  # by name only
+    assert not (root / crashed.files[0].path).exists()
+    assert c.stats.orphans_removed == 1
+    assert (root / late.files[0].path).exists()  # not a name the listing saw: the next listing's
+    assert c.remove_orphans() == 1
+    assert not (root / late.files[0].path).exists() and len(listings) == 2
+    assert ids(root) == [1, 2]
+
+
+def test_a_pending_file_someone_else_deleted_is_not_counted_and_one_this_writer_failed_to_delete_is_watched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "t"
+    c = committer(root, checkpoint_interval=1)
+    c.commit([landed(c, 0, 0, [1])])
+    gone = landed(c, 0, 1, [2])
+    assert c.remove_orphans() == 0  # pending: above the txn
+    (root / gone.files[0].path).unlink()  # another worker's cleanup got there first
+    c.commit([landed(c, 0, 1, [2])])
+    assert c.stats.orphans_removed == 0
+    # a replay of offset 1 whose deletion (as covered) fails: its file is watched, and the
+    # periodic cleanup after that commit deletes it by name
+    replay = landed(c, 0, 1, [2])
+
+    def failing(*args: object, **kwargs: object) -> None:
+        raise CommitError("the store said no")
+
+    monkeypatch.setattr(lake_committer, "delete_files", failing)
+    monkeypatch.setattr(lake_orphans, "list_files", lambda *a, **k: pytest.fail("a listing"))
+    c.commit([replay, landed(c, 0, 2, [3])])
+    assert not (root / replay.files[0].path).exists()
+    assert c.stats.orphans_removed == 1
+    assert ids(root) == [1, 2, 3]
+
+
+def test_a_writer_that_asks_for_it_lists_the_table_at_every_periodic_cleanup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spark's raw mode: a retried task attempt's file is never named to the driver."""
+    root = tmp_path / "t"
+    c = committer(root, checkpoint_interval=1, relist_orphans=True)
+    c.commit([landed(c, 0, 0, [1])])
+    attempt = landed(c, 0, 1, [2])  # the failed attempt of the task that lands offset 1
+    c.commit([landed(c, 0, 1, [2])])
+    assert not (root / attempt.files[0].path).exists()
+    assert c.stats.orphans_removed == 1
 
 
 def test_an_existing_tables_partitioning_wins_and_a_different_one_is_refused(tmp_path: Path) -> None:

@@ -11,17 +11,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import obstore as obs
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import TableNotFoundError
-from parka.lake import DataFile, RsEngine, logged_files, optimize_table
+from parka.lake import DataFile, RsEngine, logged_files, object_store, optimize_table
+from parka.lake import _orphans as lake_orphans
 from parka.lake._storage import list_log, read_file, write_data_file
 
 from parka.config import storage_options_for
 from parka.errors import CommitConflict
 from reliability import forkserver
 
+from ...unit._tables import committer, landed
 from .._ingest_util import (
     assert_segments_stored_byte_for_byte,
     log_has,
@@ -187,3 +190,24 @@ def test_the_log_is_listed_from_the_last_checkpoint_on_and_reads_the_same(s3prox
     versions = [f"{v:020d}.json" for v in (5, 6, 7)]
     assert later == sorted([*versions, "00000000000000000005.checkpoint.parquet", "_last_checkpoint"])
     assert logged_files(uri, options) == referenced_files(uri, options)  # appends only: every file is live
+
+
+def test_between_listings_the_orphan_cleanup_looks_up_its_pending_files_by_name(
+    s3proxy: ObjectStoreServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On S3 the periodic cleanup finds the files the last listing left pending with a HEAD each,
+    and deletes those the ``txn`` now covers: no LIST of the table. One another worker deleted
+    meanwhile is not counted."""
+    uri = s3proxy.table_uri("pending")
+    c = committer(uri, storage_options=storage_options_for(uri, s3proxy.storage_options), checkpoint_interval=1)  # type: ignore[arg-type]
+    c.commit([landed(c, 0, 0, [1])])
+    crashed, gone = landed(c, 0, 1, [2]), landed(c, 1, 0, [9])  # a crashed worker's, above the txn
+    assert c.remove_orphans() == 0  # the listing of an assignment: both pending
+    store = object_store(uri, c.storage_options)
+    obs.delete(store, gone.files[0].path)  # another worker's cleanup, or VACUUM, got there first
+    monkeypatch.setattr(lake_orphans, "list_files", lambda *a, **k: pytest.fail("the table was listed"))
+    c.commit([landed(c, 0, 1, [2]), landed(c, 1, 0, [9])])  # the periodic cleanup after it: by name
+    assert c.stats.orphans_removed == 1
+    left = {o["path"] for page in obs.list(store) for o in page}
+    assert crashed.files[0].path not in left
+    assert sorted(table_ids(uri, c.storage_options)) == [1, 2, 9]
