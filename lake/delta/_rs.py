@@ -39,7 +39,7 @@ from deltalake import Field as DeltaField
 from deltalake import Schema as DeltaSchema
 from deltalake.exceptions import CommitFailedError, TableNotFoundError
 from deltalake.exceptions import SchemaMismatchError as DeltaSchemaMismatchError
-from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
+from deltalake.transaction import AddAction, CommitProperties, PostCommitHookProperties, RemoveAction, Transaction
 
 from parka.errors import CommitConflict, CommitError, ParkaError, SchemaMismatchError
 from parka.evolution import merge_schemas
@@ -50,6 +50,7 @@ from . import _rules as rules
 from ._logscan import logged_files
 
 __all__ = [
+    "NO_POST_COMMIT",
     "RsEngine",
     "RsTableLog",
     "add_columns",
@@ -254,10 +255,22 @@ def referenced_files(table: DeltaTable) -> set[str]:
     return {unquote(p) for p in paths}
 
 
+# A commit is the commit alone: delta-rs' own post-commit hooks would write a checkpoint every
+# delta.checkpointInterval versions on the commit path, and clean the expired log up after every
+# commit, a listing of the whole _delta_log (one LIST page per 1,000 of its files) on the commit
+# path. parka checkpoints every --checkpoint-interval commits beside them (parka.lake._checkpoints),
+# and cleans the log up there (:func:`checkpoint`).
+NO_POST_COMMIT = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
+
+
 def checkpoint(table: DeltaTable) -> None:
-    """Write a checkpoint of the handle's version."""
+    """Write a checkpoint of the handle's version, then delete the log's commits older than
+    ``delta.logRetentionDuration`` that a checkpoint covers (delta-rs' ``cleanup_metadata``), as
+    delta-rs' post-commit hook would have after every commit."""
     with translating("cannot write a checkpoint"):
         table.create_checkpoint()
+    with translating("the log cleanup after a checkpoint failed"):
+        table.cleanup_metadata()
 
 
 def add_columns(table: DeltaTable, fields: list[pa.Field]) -> int:
@@ -367,7 +380,12 @@ def commit_add_files(
     )
     with translating(f"commit on version {read_version} failed", read_version=read_version):
         table.create_write_transaction(
-            actions, mode="append", schema=table.schema(), partition_by=partitions, commit_properties=properties
+            actions,
+            mode="append",
+            schema=table.schema(),
+            partition_by=partitions,
+            commit_properties=properties,
+            post_commithook_properties=NO_POST_COMMIT,
         )
     with translating(f"committed version {read_version + 1} but cannot load it"):
         table.load_as_version(read_version + 1)

@@ -21,7 +21,7 @@ from parka.errors import CommitError, ConfigError
 
 from .._log import DataFile
 from .._plan import partition_value_string
-from ._rs import configuration, open_table, partition_columns, translating
+from ._rs import NO_POST_COMMIT, configuration, open_table, partition_columns, translating
 
 __all__ = [
     "DEFAULT_TABLE_RETENTION_S",
@@ -224,7 +224,7 @@ def commit_rewrite(
     with translating(f"rewrite on version {read_version} failed", read_version=read_version):
         table.create_write_transaction(
             actions, mode="append", schema=table.schema(), partition_by=partition_columns(table),
-            commit_properties=properties,
+            commit_properties=properties, post_commithook_properties=NO_POST_COMMIT,
         )  # fmt: skip
     with translating(f"committed version {read_version + 1} but cannot load it"):
         table.load_as_version(read_version + 1)

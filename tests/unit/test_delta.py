@@ -929,3 +929,26 @@ def test_a_relaxed_top_level_column_becomes_nullable_a_nested_one_is_refused_by_
     with pytest.raises(SchemaMismatchError, match="delta-rs cannot make a field inside a struct nullable") as err:
         _rs.add_columns(table, [pa.field("s", pa.struct([("a", pa.int32())]))])
     assert err.value.field == "s.a"
+
+
+def test_a_commit_writes_no_checkpoint_and_cleans_no_log_the_checkpoint_does(tmp_path: Path) -> None:
+    """delta-rs' post-commit hooks are off: its checkpoint every delta.checkpointInterval versions
+    and its log cleanup after every commit (a listing of the whole log) would sit on the commit
+    path. parka's checkpoint (written beside the commits) cleans the expired log up instead."""
+    uri = str(tmp_path)
+    _rs.create_table(uri, pa.schema([("x", pa.int64())]), partition_by=[])
+    table = DeltaTable(uri)
+    table.alter.set_table_properties(
+        {"delta.checkpointInterval": "2", "delta.logRetentionDuration": "interval 0 seconds"}
+    )
+    log = tmp_path / "_delta_log"
+    before = {p.name for p in log.iterdir()}  # (the property change's own commit is delta-rs' alone)
+    for n in range(5):
+        commit(table, [], **{"app-0": n})
+    new = {p.name for p in log.iterdir()} - before
+    assert sorted(new) == [f"{v:020d}.json" for v in range(2, 7)]  # no checkpoint (delta-rs: every 2nd)
+    assert before <= {p.name for p in log.iterdir()}  # and no log cleanup after the commits
+    _rs.checkpoint(table)
+    assert [p.name for p in log.glob("*.checkpoint.parquet")] == [f"{table.version():020d}.checkpoint.parquet"]
+    assert sorted(p.name for p in log.glob("*.json")) == [f"{table.version():020d}.json"]  # the older ones expired
+    assert DeltaTable(uri).transaction_version("app-0") == 4
