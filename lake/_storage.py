@@ -23,7 +23,7 @@ import functools
 import logging
 import os
 import uuid
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
@@ -312,30 +312,38 @@ def make_durable(table_uri: str, storage_options: Mapping[str, str] | None = Non
         os.close(fd)
 
 
-def existing_files(
-    table_uri: str, relative_paths: Collection[str], storage_options: Mapping[str, str] | None = None
-) -> list[str]:
-    """Those of ``relative_paths`` that exist under the table root (one HEAD each on an object
-    store: for a few named files, where a listing would read the whole table).
-
-    Raises:
-        CommitError: a lookup failed for another reason than the file's absence.
-    """
+def _on_each(
+    table_uri: str, relative_paths: Collection[str], storage_options: Mapping[str, str] | None,
+    local: Callable[[str], object], remote: Callable[[ObjectStore, str], object], verb: str,
+) -> list[str]:  # fmt: skip
+    """``local(full path)`` or ``remote(store, path)`` on each path; returns those it did (not the missing)."""
     root = _root(table_uri, storage_options)
-    found = []
+    done = []
     for path in relative_paths:
         check_relative(path)
         try:
             if root.store is None:
-                os.stat(os.path.join(root.local, *path.split("/")))
+                local(os.path.join(root.local, *path.split("/")))
             else:
-                obs.head(root.store, path)
+                remote(root.store, path)
         except (FileNotFoundError, NotFoundError):
             continue
         except (BaseError, OSError) as exc:
-            raise CommitError(f"cannot look up {path}: {exc}") from exc
-        found.append(path)
-    return found
+            raise CommitError(f"cannot {verb} {path}: {exc}") from exc
+        done.append(path)
+    return done
+
+
+def existing_files(
+    table_uri: str, relative_paths: Collection[str], storage_options: Mapping[str, str] | None = None
+) -> list[str]:
+    """Those of ``relative_paths`` under the table root that exist (a HEAD each on an object store).
+
+    Raises:
+        ValueError: a path that is not a clean relative path.
+        CommitError: a lookup failed for another reason than the file's absence.
+    """
+    return _on_each(table_uri, relative_paths, storage_options, os.stat, obs.head, "look up")
 
 
 def delete_files(
@@ -347,18 +355,7 @@ def delete_files(
         ValueError: a path that is not a clean relative path.
         CommitError: a deletion failed.
     """
-    root = _root(table_uri, storage_options)
-    for path in relative_paths:
-        check_relative(path)
-        try:
-            if root.store is None:
-                os.unlink(os.path.join(root.local, *path.split("/")))
-            else:
-                obs.delete(root.store, path)
-        except (FileNotFoundError, NotFoundError):
-            continue
-        except (BaseError, OSError) as exc:
-            raise CommitError(f"cannot delete {path}: {exc}") from exc
+    _on_each(table_uri, relative_paths, storage_options, os.unlink, obs.delete, "delete")
 
 
 def _local_files(base: str, root: str) -> Iterator[FileInfo]:
