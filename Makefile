@@ -145,7 +145,7 @@ bench-list-calls: setup kafka-up ## LIST requests of parka ingest on s3proxy per
 	scripts/s3proxy.sh up
 	$(BIN)/python -m benchmarks.list_calls --bootstrap localhost:$(PARKA_KAFKA_PORT) --out $(BENCH_OUT) $(BENCH_ARGS)
 
-reliability: setup kafka-up ## the full fault suite (~13 min on 2 cores): kills, restarts, bad inputs; summary in reliability-out/full
+reliability: setup kafka-up ## the full fault suite (~13 min on 2 cores, and ~3 for its long-history scenario): kills, restarts, bad inputs, VACUUM amid kills; summary in reliability-out/full
 	PARKA_FUZZ_EXAMPLES=1000 $(BIN)/pytest tests/unit/test_segment_fuzz.py -q -p no:cacheprovider
 	rm -rf $(RELIABILITY_OUT)/full
 	$(BIN)/python -m reliability --mode full --bootstrap 127.0.0.1:$(PARKA_KAFKA_PORT) --seed $(SEED) \

@@ -15,6 +15,7 @@ CHAOS = {
     "ingest": "parka ingest chaos",
     "ingest-iceberg": "parka ingest chaos (Iceberg)",
     "evolution": "schema evolution chaos",
+    "history": "long history (VACUUM, checkpoints, log cleanup)",
     "spark": "spark-ingest chaos",
     "broker": "broker restarts",
 }
@@ -34,7 +35,7 @@ def _verdicts(kind: str, results: dict[str, Any]) -> list[tuple[str, dict[str, A
             out.append((where, calm[key]))
     if "producer" in calm:
         out.append(("producer", calm["producer"]))
-    for scenario in ("ingest", "ingest-iceberg", "spark"):
+    for scenario in ("ingest", "ingest-iceberg", "history", "spark"):
         verdict = results.get(scenario, {}).get("bad_input_kinds", {}).get(kind)
         if verdict is not None:
             out.append((f"{scenario} chaos", verdict))
@@ -88,6 +89,14 @@ def summarize(
         for point in results[scenario].get("crash_points", CRASH_POINTS):
             n = ingest_faults.get(f"crash point {point}", 0)
             requirements.append((f"parka ingest killed at crash point {point}{on} ({n})", n > 0))
+    if "history" in results:
+        res = results["history"]
+        kills = sum(n for kind, n in res.get("faults", {}).items() if _is_crash(kind))
+        requirements.append(
+            (f"SIGKILLs amid VACUUM and checkpoints ({kills} of {res['planned_kills']})", kills >= res["planned_kills"])
+        )
+        checked = res.get("pinned_versions_checked", 0)
+        requirements.append((f"versions inside the retention checked for their files ({checked})", checked > 0))
     if "spark" in results:
         done = sum(n for kind, n in results["spark"].get("faults", {}).items() if _is_crash(kind) and "not" not in kind)
         planned = results["spark"].get("planned_kills", 1)

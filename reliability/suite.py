@@ -30,6 +30,7 @@ from .bad_inputs import run_bad_inputs
 from .broker_chaos import run_broker_chaos
 from .evolution_chaos import run_evolution_chaos
 from .feed import CLIENT_LOG, IdSource
+from .history_chaos import run_history_chaos
 from .ingest_chaos import IngestPlan, run_ingest_chaos
 from .report import exit_code, render, summarize
 from .spark_chaos import SparkPlan, run_spark_chaos
@@ -45,6 +46,7 @@ class Mode:
     ingest_iceberg: IngestPlan
     spark: SparkPlan | None
     broker_restarts: bool
+    history_kills: int  # the long-history scenario's SIGKILLs (0: not run)
     # parka's commands forked from a fork server that imported parka once (reliability.forkserver),
     # or each a new interpreter, as deployments start them
     forked: bool
@@ -56,7 +58,7 @@ _QUICK_INGEST = IngestPlan(crashes_per_point=1, kills=1, leaves=1)
 _ICEBERG_QUICK_POINTS = ("after-dead-letters", "on-revoke")
 MODES = {
     # 6 points x 5 crashes + 6 kills: 36 SIGKILLs of parka ingest workers; 5 Spark driver kills
-    "full": Mode(_FULL_INGEST, _FULL_INGEST, SparkPlan(crashes=4, group_kills=1), True, forked=False),
+    "full": Mode(_FULL_INGEST, _FULL_INGEST, SparkPlan(crashes=4, group_kills=1), True, 6, forked=False),
     # 6 points x 1 + 1 kill: 7 SIGKILLs; no JVM start-up (Spark) and no broker of its own. On
     # Iceberg 2 points + 1 kill: the other four are left to the tests' kill -9 at each point, for
     # each catalog (tests/integration/iceberg/test_iceberg_ingest.py), and to the full mode, since
@@ -68,10 +70,11 @@ MODES = {
         IngestPlan(crashes_per_point=1, kills=1, leaves=1, points=_ICEBERG_QUICK_POINTS),
         None,
         False,
+        0,
         forked=True,
     ),
 }
-SCENARIOS = ("bad-inputs", "ingest", "ingest-iceberg", "evolution", "spark", "broker")
+SCENARIOS = ("bad-inputs", "ingest", "ingest-iceberg", "evolution", "history", "spark", "broker")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -136,6 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     scenario(
         "evolution", lambda: run_evolution_chaos(args.bootstrap, run_id, out / "evolution", ids, args.seed, quick=quick)
     )
+    if mode.history_kills:
+        kills = mode.history_kills
+        scenario("history", lambda: run_history_chaos(args.bootstrap, run_id, out / "history", ids, args.seed, kills))
     if mode.spark is not None:
         spark = mode.spark
         scenario("spark", lambda: run_spark_chaos(args.bootstrap, run_id, out / "spark", ids, args.seed, spark))
