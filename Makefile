@@ -19,7 +19,7 @@ BENCH_S3_UP = $(if $(BENCH_S3),PARKA_S3PROXY_BUCKET=$(firstword $(subst /, ,$(pa
 SEED ?= 1
 RELIABILITY_OUT ?= reliability-out
 
-.PHONY: compiled fetch test-jars help setup kafka-up kafka-down kafka-status spark-cluster-up spark-cluster-down lint docs docs-build test test-unit test-integration demo bench bench-quick bench-encodings bench-dropin bench-encryption bench-freshness bench-freshness-quick bench-list-calls reliability reliability-quick clean
+.PHONY: compiled fetch test-jars help setup kafka-up kafka-down kafka-status spark-cluster-up spark-cluster-down lint docs docs-build test test-unit test-integration demo bench bench-quick bench-encodings bench-dropin bench-encryption bench-freshness bench-freshness-quick bench-list-calls bench-profile reliability reliability-quick clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 20
@@ -140,6 +140,9 @@ bench-freshness: setup kafka-up $(BIN)/.bench-installed ## produce-to-visible la
 
 bench-freshness-quick: setup kafka-up $(BIN)/.bench-installed ## the freshness benchmark at one rate (10k rows/s) for 15 s (~1 min) into BENCH_OUT
 	$(BIN)/python -m benchmarks.freshness --quick --out $(BENCH_OUT) $(BENCH_ARGS)
+
+bench-profile: setup kafka-up $(BIN)/.bench-installed ## the per-record path's CPU split by stage under cProfile: produce() per dict and consume(), per data set (~3 min) into BENCH_OUT
+	$(BIN)/python -m benchmarks.profile_path --bootstrap localhost:$(PARKA_KAFKA_PORT) --out $(BENCH_OUT) $(BENCH_ARGS)
 
 bench-list-calls: setup kafka-up ## LIST requests of parka ingest on s3proxy per commit as its table ages, through a counting proxy (~4 min) into BENCH_OUT
 	scripts/s3proxy.sh up
