@@ -73,10 +73,8 @@ class Committer:
     ``app_id_given`` is false). ``on_commit`` is told the seconds each :meth:`commit`
     that committed something took (the commit-latency metric), ``on_checkpoint`` the seconds each
     checkpoint took (the checkpoint metric), as ``clock`` times it; ``sleep`` waits out the
-    backoff after a conflict (:meth:`retry`). ``relist_orphans`` lists the table at every
-    periodic orphan cleanup, for a writer whose tasks may leave files this process never hears
-    of (Spark's retried task attempts); otherwise the table is listed only when asked
-    (:meth:`remove_orphans`).
+    backoff after a conflict (:meth:`retry`). ``relist_orphans``: every periodic orphan cleanup
+    lists the table (Spark: a retried task attempt's file is never named to this process).
 
     Raises:
         ConfigError: a malformed spec, or ``partition_by`` contradicts the existing table's
@@ -121,7 +119,7 @@ class Committer:
         self.on_checkpoint = on_checkpoint
         self.clock = clock
         self._sleep = sleep
-        self._orphans = Orphans()
+        self._orphans = Orphans(topic, self.storage_options)
         self._relist_orphans = relist_orphans
         beside = engine.checkpoint_beside_commits
         self._checkpoints = Checkpoints(
@@ -226,16 +224,17 @@ class Committer:
             self.table.refresh()
 
     def remove_orphans(self, *, listing: bool = True) -> int:
-        """Delete the files of commits that never happened, in the table and the dead-letter
-        table, by the rules of :mod:`parka.lake._orphans`; without ``listing``, only the files
-        the last listing could not judge yet."""
-        listing, options = listing or self._relist_orphans, self.storage_options
-        removed = 0
-        if self.table is not None:
-            removed += self._orphans.clean(self.table, self.topic, self.app_txn, options, listing=listing)
-        if self.dlq_table_uri is not None and (dlq := self.engine.open(self.dlq_table_uri, options)) is not None:
-            txn = lambda p: dead_letter_txn_id(self.app_id, p)  # noqa: E731
-            removed += self._orphans.clean(dlq, self.topic, txn, options, listing=listing)
+        """Delete the files of commits that never happened, in the table and the dead-letter table
+        (:mod:`parka.lake._orphans`); without ``listing``, only those the last listing left pending."""
+        listing, dlq_uri = listing or self._relist_orphans, self.dlq_table_uri
+        table, removed = self.table, 0
+        if table is not None:
+            removed += self._orphans.clean(self.table_uri, table, self.app_txn, listing=listing)
+        if dlq_uri and (listing or self._orphans.pending(dlq_uri)):  # else no need to open it
+            dlq = self.engine.open(dlq_uri, self.storage_options)
+            if dlq is not None:
+                txn = lambda p: dead_letter_txn_id(self.app_id, p)  # noqa: E731
+                removed += self._orphans.clean(dlq_uri, dlq, txn, listing=listing)
         self.stats.orphans_removed += removed
         return removed
 
@@ -470,6 +469,8 @@ class Committer:
             self.engine, self.dlq_table_uri, topic=self.topic, app_id=self.app_id, refused=dead, storage_options=options
         )
         self.stats.dead_letters += appended
+        for r in dead:  # once they are in (an attempt that lost a race logs nothing)
+            log.error("dead-lettered %s[%d]@%d: %s", self.topic, r.partition, r.offset, r.error)
         return appended
 
     def _evolve(self, table: TableLog, fresh: Sequence[LandedSegment]) -> None:
@@ -496,5 +497,4 @@ class Committer:
             delete_files(self.root, paths, self.storage_options)
         except CommitError as exc:
             log.warning("could not delete %d uncommitted file(s), left to the orphan cleanup: %s", len(paths), exc)
-            if self.table is not None:
-                self._orphans.watch(self.table.uri, paths)
+            self._orphans.watch(self.table_uri, paths)

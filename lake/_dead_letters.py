@@ -43,8 +43,8 @@ def append_dead_letters(
 ) -> int:
     """Commit the ``refused`` messages not yet in the dead-letter table (its ``txn`` per
     partition says which are) through ``engine``, each as a row of
-    :data:`parka.lake.DLQ_SCHEMA` (:func:`dead_letter_row`), and log each as an error; returns how
-    many were committed. The table is created (unpartitioned) when missing.
+    :data:`parka.lake.DLQ_SCHEMA` (:func:`dead_letter_row`); returns how many were committed. The
+    table is created (unpartitioned) when missing.
 
     Raises:
         CommitConflict: another commit won, or another writer created the table first: re-read
@@ -54,8 +54,6 @@ def append_dead_letters(
     options = dict(storage_options or {})
     now = pa.scalar(time.time_ns() // 1000, pa.timestamp("us", tz="UTC")).as_py()
     dead = [dead_letter_row(r, app_id, now) for r in refused]
-    for r in refused:
-        log.error("dead-lettered %s[%d]@%d: %s", topic, r.partition, r.offset, r.error)
     dlq: TableLog | None = engine.open(dlq_table_uri, options)
     by_partition: dict[int, list[tuple[int, dict[str, Any]]]] = {}
     for partition, offset, row in dead:

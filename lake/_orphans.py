@@ -131,36 +131,36 @@ def remove_orphans(
 
 
 class Orphans:
-    """The cleanup of one writer's tables: a listing when asked, and in between the names the
-    last listing of each table left pending (:func:`remove_orphans`)."""
+    """The cleanup of one writer's tables of ``topic``, each known by the name the writer gives it
+    (its URI or catalog name): a listing when asked, and in between the names the last listing of
+    each table left pending (:func:`remove_orphans`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, topic: str, storage_options: Mapping[str, str] | None = None) -> None:
+        self.topic = topic
+        self.storage_options = storage_options
         self._pending: dict[str, set[str]] = {}
 
-    def watch(self, uri: str, paths: Collection[str]) -> None:
-        """Look at ``paths`` of the table at ``uri`` in the cleanups to come (files this writer
+    def watch(self, name: str, paths: Collection[str]) -> None:
+        """Look at ``paths`` of the table ``name`` in the cleanups to come (files this writer
         could not delete when it gave them up)."""
-        self._pending.setdefault(uri, set()).update(paths)
+        self._pending.setdefault(name, set()).update(paths)
 
-    def clean(
-        self,
-        table: TableLog,
-        topic: str,
-        app_txn: Callable[[int], str],
-        storage_options: Mapping[str, str] | None,
-        *,
-        listing: bool,
-    ) -> int:
-        """Remove ``table``'s orphans, listing it or (``listing`` False) looking only at the
-        names its last listing left pending: nothing to do when there are none. Returns how
-        many files were deleted.
+    def pending(self, name: str) -> bool:
+        """Whether a cleanup without a listing has anything to look at in the table ``name``."""
+        return bool(self._pending.get(name))
+
+    def clean(self, name: str, table: TableLog, app_txn: Callable[[int], str], *, listing: bool) -> int:
+        """Remove the orphans of ``table`` (named ``name``), listing it or (``listing`` False)
+        looking only at the names its last listing left pending: nothing to do when there are
+        none. Returns how many files were deleted.
 
         Raises:
             CommitError: listing, reading the log or deleting failed.
         """
-        known = self._pending.get(table.uri)
+        known = self._pending.get(name)
         if not listing and not known:
             return 0
-        scan = remove_orphans(table, topic, app_txn, storage_options, among=None if listing else known)
-        self._pending[table.uri] = scan.pending
+        among = None if listing else known
+        scan = remove_orphans(table, self.topic, app_txn, self.storage_options, among=among)
+        self._pending[name] = scan.pending
         return scan.removed

@@ -58,7 +58,7 @@ _QUICK_INGEST = IngestPlan(crashes_per_point=1, kills=1, leaves=1)
 _ICEBERG_QUICK_POINTS = ("after-dead-letters", "on-revoke")
 MODES = {
     # 6 points x 5 crashes + 6 kills: 36 SIGKILLs of parka ingest workers; 5 Spark driver kills
-    "full": Mode(_FULL_INGEST, _FULL_INGEST, SparkPlan(crashes=4, group_kills=1), True, 6, forked=False),
+    "full": Mode(_FULL_INGEST, _FULL_INGEST, SparkPlan(crashes=4, group_kills=1), True, history_kills=6, forked=False),
     # 6 points x 1 + 1 kill: 7 SIGKILLs; no JVM start-up (Spark) and no broker of its own. On
     # Iceberg 2 points + 1 kill: the other four are left to the tests' kill -9 at each point, for
     # each catalog (tests/integration/iceberg/test_iceberg_ingest.py), and to the full mode, since
@@ -70,7 +70,7 @@ MODES = {
         IngestPlan(crashes_per_point=1, kills=1, leaves=1, points=_ICEBERG_QUICK_POINTS),
         None,
         False,
-        0,
+        history_kills=0,
         forked=True,
     ),
 }
