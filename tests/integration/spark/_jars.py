@@ -1,23 +1,37 @@
-"""The jars of the tests' Spark session, and their fetch ahead of the tests.
+"""The jars of the tests' Spark session, and their fetch ahead of the tests; and the class archive
+that the tests' Spark JVMs start from.
 
-``python -m tests.integration.spark._jars`` resolves them (Ivy, from Maven Central, into Ivy's
-cache as the session does) through ``spark-submit --packages`` with a Python program that does
-nothing, so no SparkContext starts; and fetches parquet-mr's KMS jar. ``make test`` runs it beside
-lint, while on a fresh machine the two sessions' workers would otherwise each wait for the same
-downloads before their first test."""
+``python -m tests.integration.spark._jars`` fetches parquet-mr's KMS jar, then starts the tests'
+session once (:func:`session_for_tests`; Ivy resolves its packages from Maven Central into its cache,
+as every later session does), runs a few Delta writes, reads and a stream through it, and has its
+JVM write the classes it loaded to a class-data-sharing archive at exit
+(``-XX:ArchiveClassesAtExit``, JDK 13 and up). ``make test`` runs it beside lint, while on a fresh
+machine the two sessions' workers would otherwise each wait for the same downloads before their
+first test.
+
+:data:`SPARK_JVM` is :data:`~tests.integration._servers.SHORT_JVM` plus
+``-XX:SharedArchiveFile`` of that archive when it is there: a JVM then maps Spark's, Scala's and
+Delta's classes, already parsed and verified, instead of loading them from the jars. A local
+session with a Delta write and read took 24 CPU-s without it and 15 with it (one run each way,
+``scripts/cpu_by_process.py``). The JVM checks the archive against its own build and class path,
+and starts without it, silently, when they differ (another JDK, a Spark daemon's class path)."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pyspark
 from parka.spark_ext import packages
 from parka.spark_ext._session import SQLITE_JDBC, hadoop_version, iceberg_packages, s3a_jars
+
+from .._servers import SHORT_JVM
 
 REPO = Path(__file__).resolve().parents[3]
 # test_spark_objectstore.py: s3a (hadoop-aws at pyspark's Hadoop version, and the AWS SDK's
@@ -31,6 +45,59 @@ ICEBERG_SPARK = [*iceberg_packages(), SQLITE_JDBC]
 SESSION_PACKAGES = packages([*OBJECT_STORE_PACKAGES, *ICEBERG_SPARK])
 
 
+# The session's queries run interpreted: Spark compiles each plan's expressions to Java (Janino)
+# and then to bytecode, which on a JVM limited to its first compiler tier (SHORT_JVM) costs more
+# than running the tests' few rows through the interpreted expressions. NO_CODEGEN is Spark's own
+# setting for its tests. The drivers that parka spark-ingest starts (test_spark_faults.py,
+# test_spark_cluster.py, the docs' commands) compile as users' do.
+INTERPRETED = {
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.adaptive.enabled": "false",
+}
+_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "parka")
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def _archive() -> Path:
+    """Where the class archive of this package list, pyspark and JDK goes (a JDK is told apart
+    by its binary's path and time)."""
+    java = shutil.which("java")
+    stamp = f"{os.path.realpath(java)}:{os.stat(java).st_mtime_ns}" if java else "no java"
+    return _CACHE / f"spark-classes-{_digest(*SESSION_PACKAGES, pyspark.__version__, stamp)}.jsa"
+
+
+ARCHIVE = _archive()
+SPARK_JVM = f"{SHORT_JVM} -XX:SharedArchiveFile={ARCHIVE}" if ARCHIVE.exists() else SHORT_JVM
+
+
+def session_for_tests(java_options: str = SPARK_JVM) -> Any:
+    """The tests' SparkSession: local, 2 cores, 2 shuffle partitions, no UI, its queries
+    interpreted, with the object stores', Iceberg's and the KMS jars."""
+    from parka.spark_ext import session
+
+    return session(
+        "local[2]",
+        "parka-tests",
+        extra_packages=[*OBJECT_STORE_PACKAGES, *ICEBERG_SPARK],
+        extra_conf={
+            **S3A_CONF,
+            "spark.ui.enabled": "false",
+            "spark.sql.shuffle.partitions": "2",
+            "spark.databricks.delta.snapshotPartitions": "2",
+            "spark.sql.streaming.stopTimeout": "30s",
+            "spark.driver.extraJavaOptions": java_options,
+            # parquet-mr's InMemoryKMS for the encryption tests (test_spark_encryption.py): a
+            # jar added to a running session was not seen by delta-spark's Parquet reader
+            "spark.jars": kms_jar(),
+            **INTERPRETED,
+        },
+    )
+
+
 def kms_jar() -> str:
     """parquet-mr's tests jar (``InMemoryKMS``), fetched once by ``scripts/parquet-kms-jar.sh``."""
     script = str(REPO / "scripts" / "parquet-kms-jar.sh")
@@ -40,27 +107,58 @@ def kms_jar() -> str:
 
 
 def fetch() -> None:
-    """Resolve :data:`SESSION_PACKAGES` into Ivy's cache, and the KMS jar into parka's; once per
-    package list (a stamp in parka's cache folder: Spark's JVM costs some 12 CPU-s even when Ivy
-    has everything)."""
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "parka")
-    digest = hashlib.sha256("\n".join([*SESSION_PACKAGES, *S3A_CONF.values()]).encode()).hexdigest()[:16]
-    stamp = cache / f"spark-jars-{digest}"
-    if stamp.exists():
+    """Fetch the KMS jar, resolve :data:`SESSION_PACKAGES` and write :data:`ARCHIVE`, once (the
+    archive is the stamp: a Spark JVM costs some 12 CPU-s even when Ivy has everything)."""
+    if ARCHIVE.exists():
         return
-    submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
-    with tempfile.TemporaryDirectory() as folder:
-        noop = Path(folder, "noop.py")
-        noop.write_text("")
-        command = [str(submit), "--master", "local[1]", "--packages", ",".join(SESSION_PACKAGES)]
-        command += [arg for key, value in S3A_CONF.items() for arg in ("--conf", f"{key}={value}")]
-        run = subprocess.run([*command, str(noop)], capture_output=True, text=True, timeout=900, cwd=folder)
-    if run.returncode != 0:
-        raise SystemExit(f"resolving the Spark session's jars failed ({run.returncode}):\n{run.stderr[-4000:]}")
     kms_jar()
-    cache.mkdir(parents=True, exist_ok=True)
-    stamp.touch()
+    _CACHE.mkdir(parents=True, exist_ok=True)
+    partial = ARCHIVE.with_name(f"{ARCHIVE.name}.{os.getpid()}")
+    with tempfile.TemporaryDirectory() as folder:
+        run = subprocess.run(
+            [sys.executable, "-m", "tests.integration.spark._jars", "--archive", str(partial), folder],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            cwd=REPO,
+        )
+    if run.returncode != 0 or not partial.exists():
+        partial.unlink(missing_ok=True)
+        raise SystemExit(f"starting the tests' Spark session failed ({run.returncode}):\n{run.stderr[-4000:]}")
+    partial.rename(ARCHIVE)
+
+
+def _archive_classes(into: str, folder: str) -> None:
+    """Start the session with ``-XX:ArchiveClassesAtExit``, run what most Spark tests run (Delta
+    writes, a partitioned one, a merge, reads with a filter, a stream with a foreachBatch), then
+    stop its JVM and wait for it to exit, which is when the JVM writes the archive."""
+    from delta.tables import DeltaTable
+    from pyspark import SparkContext
+
+    spark = session_for_tests(f"{SHORT_JVM} -XX:ArchiveClassesAtExit={into}")
+    table = str(Path(folder, "t"))
+    rows = spark.range(100).selectExpr("id", "cast(id % 3 as string) as p", "named_struct('a', id) as s")
+    rows.write.format("delta").partitionBy("p").save(table)
+    DeltaTable.forPath(spark, table).alias("t").merge(rows.alias("r"), "t.id = r.id").whenMatchedUpdateAll().execute()
+    spark.read.format("delta").load(table).where("id > 50").groupBy("p").count().collect()
+    stream = (
+        spark.readStream.format("delta")
+        .load(table)
+        .writeStream.option("checkpointLocation", str(Path(folder, "checkpoint")))
+        .foreachBatch(lambda batch, _: batch.write.format("delta").mode("append").save(f"{table}-copy"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    stream.awaitTermination()
+    spark.stop()
+    gateway = SparkContext._gateway
+    assert gateway is not None
+    gateway.proc.stdin.close()  # the JVM exits when its stdin closes
+    gateway.proc.wait(timeout=300)
 
 
 if __name__ == "__main__":
-    fetch()
+    if sys.argv[1:2] == ["--archive"]:
+        _archive_classes(sys.argv[2], sys.argv[3])
+    else:
+        fetch()

@@ -1,6 +1,5 @@
 """One SparkSession for every Spark test of a run (a JVM start costs ~10 s, the first jar
-download ~10 s more). Small and local: 2 cores, 2 shuffle partitions, no UI, and its queries
-interpreted instead of compiled (:data:`INTERPRETED`). Spark and Java
+download ~10 s more): :func:`._jars.session_for_tests`. Spark and Java
 must be there: a missing one fails the run, it never skips. The cluster tests get a standalone
 cluster of their own (:func:`spark_cluster`)."""
 
@@ -19,8 +18,7 @@ from typing import Any
 
 import pytest
 
-from .._servers import SHORT_JVM
-from ._jars import ICEBERG_SPARK, OBJECT_STORE_PACKAGES, S3A_CONF, kms_jar
+from ._jars import SPARK_JVM, session_for_tests
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -52,40 +50,10 @@ def _free_port_run(count: int = 6) -> str:
 CLUSTER_PORT = os.environ.get("PARKA_TEST_SPARK_PORT") or _free_port_run()
 
 
-# The session's queries run interpreted: Spark compiles each plan's expressions to Java (Janino)
-# and then to bytecode, which on a JVM limited to its first compiler tier (SHORT_JVM) costs more
-# than running the tests' few rows through the interpreted expressions. NO_CODEGEN is Spark's own
-# setting for its tests. The drivers that parka spark-ingest starts (test_spark_faults.py,
-# test_spark_cluster.py, the docs' commands) compile as users' do.
-INTERPRETED = {
-    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-    "spark.sql.codegen.wholeStage": "false",
-    "spark.sql.adaptive.enabled": "false",
-}
-
-
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    from parka.spark_ext import session
-
     started = time.monotonic()
-    spark = session(
-        "local[2]",
-        "parka-tests",
-        extra_packages=[*OBJECT_STORE_PACKAGES, *ICEBERG_SPARK],
-        extra_conf={
-            **S3A_CONF,
-            "spark.ui.enabled": "false",
-            "spark.sql.shuffle.partitions": "2",
-            "spark.databricks.delta.snapshotPartitions": "2",
-            "spark.sql.streaming.stopTimeout": "30s",
-            "spark.driver.extraJavaOptions": SHORT_JVM,
-            # parquet-mr's InMemoryKMS for the encryption tests (test_spark_encryption.py): a
-            # jar added to a running session was not seen by delta-spark's Parquet reader
-            "spark.jars": kms_jar(),
-            **INTERPRETED,
-        },
-    )
+    spark = session_for_tests()
     spark.sparkContext.setLogLevel("ERROR")
     print(f"\nSpark session ready in {time.monotonic() - started:.1f} s", file=sys.stderr)
     yield spark
@@ -102,7 +70,7 @@ class Cluster:
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """A Spark standalone cluster, one master and two workers, started by the repo's
     ``scripts/spark-standalone.sh`` (the installed pyspark's own daemon script) on ports of its
-    own (``PARKA_TEST_SPARK_PORT``, default: six free ones), its daemons on :data:`SHORT_JVM`,
+    own (``PARKA_TEST_SPARK_PORT``, default: six free ones), its daemons on :data:`SPARK_JVM`,
     and stopped after the module that uses it (its three JVMs are not left idling beside the
     other Spark tests). It never skips."""
     home = tmp_path_factory.mktemp("spark-standalone")
@@ -111,7 +79,7 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]
         PARKA_SPARK_MASTER_PORT=CLUSTER_PORT,
         PARKA_SPARK_CLUSTER_HOME=str(home),
         PARKA_PYTHON=sys.executable,
-        SPARK_DAEMON_JAVA_OPTS=SHORT_JVM,
+        SPARK_DAEMON_JAVA_OPTS=SPARK_JVM,
     )
     script = str(REPO / "scripts" / "spark-standalone.sh")
     subprocess.run([script, "up"], check=True, env=env, timeout=240)

@@ -20,7 +20,7 @@ import pytest
 from parka.spark_ext import packages
 
 from .._ingest_util import assert_no_orphans, assert_segments_stored_byte_for_byte, produce_events, table_ids
-from .._servers import SHORT_JVM
+from ._jars import SPARK_JVM
 from ._util import SPARK
 from .conftest import REPO, Cluster
 
@@ -36,8 +36,8 @@ CLUSTER_CONF = {
     "spark.sql.shuffle.partitions": "2",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
-    "spark.driver.extraJavaOptions": SHORT_JVM,
-    "spark.executor.extraJavaOptions": SHORT_JVM,
+    "spark.driver.extraJavaOptions": SPARK_JVM,
+    "spark.executor.extraJavaOptions": SPARK_JVM,
 }
 
 

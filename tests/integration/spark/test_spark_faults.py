@@ -32,14 +32,14 @@ from .._ingest_util import (
     referenced_files,
     table_ids,
 )
-from .._servers import SHORT_JVM
+from ._jars import SPARK_JVM
 from ._util import SPARK, committed_batches
 
 pytestmark = [*SPARK, pytest.mark.long(300)]
 
 # A small local driver: the kill tests start two JVMs each.
 LOCAL = ("--master", "local[2]", "-c", "spark.ui.enabled=false", "-c", "spark.sql.shuffle.partitions=2")
-LOCAL += ("-c", f"spark.driver.extraJavaOptions={SHORT_JVM}")
+LOCAL += ("-c", f"spark.driver.extraJavaOptions={SPARK_JVM}")
 
 
 def spark_ingest(topic: str, table: Path, bootstrap: str, *extra: str) -> list[str]:
