@@ -17,18 +17,32 @@ Unset, it costs one dictionary look-up. The points:
   offsets yet, Spark has not marked the micro-batch done in its checkpoint;
 * ``on-revoke``: ``parka ingest`` was told its partitions are revoked (a rebalance), before
   it commits what it buffered for them.
+
+Two more are not points but spans (:func:`crash_during`): the kill comes from another thread
+``PARKA_TEST_CRASH_DELAY_MS`` (default: a random 0-20) after the span began, while it still runs,
+so it lands inside a native call (delta-rs) that no point inside could reach:
+
+* ``during-vacuum``: the daemon's VACUUM of the table (the listing, the deletes);
+* ``during-checkpoint``: the writing of a checkpoint, and the log cleanup after it.
+
+A span that ends before its kill fires is not counted: the next one tries again.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import random
 import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-__all__ = ["CRASH_AFTER_ENV", "CRASH_AT_ENV", "crash_point", "crash_point_armed"]
+__all__ = ["CRASH_AFTER_ENV", "CRASH_AT_ENV", "CRASH_DELAY_ENV", "crash_during", "crash_point", "crash_point_armed"]
 
 CRASH_AT_ENV = "PARKA_TEST_CRASH_AT"
 CRASH_AFTER_ENV = "PARKA_TEST_CRASH_AFTER"
+CRASH_DELAY_ENV = "PARKA_TEST_CRASH_DELAY_MS"
 
 log = logging.getLogger("parka")
 _reached: dict[str, int] = {}
@@ -45,7 +59,39 @@ def crash_point(name: str) -> None:
         return
     _reached[name] = _reached.get(name, 0) + 1
     if _reached[name] >= int(os.environ.get(CRASH_AFTER_ENV, "1")):
-        log.error("crash point %s: SIGKILL", name)
-        for handler in logging.getLogger("parka").handlers:
-            handler.flush()
-        os.kill(os.getpid(), signal.SIGKILL)
+        _kill(name)
+
+
+def _kill(name: str) -> None:
+    log.error("crash point %s: SIGKILL", name)
+    for handler in logging.getLogger("parka").handlers:
+        handler.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@contextmanager
+def crash_during(name: str) -> Iterator[None]:
+    """SIGKILL this process while the ``with`` block runs, when the environment asks for it (see
+    the module docstring)."""
+    if os.environ.get(CRASH_AT_ENV) != name:
+        yield
+        return
+    _reached[name] = _reached.get(name, 0) + 1
+    if _reached[name] < int(os.environ.get(CRASH_AFTER_ENV, "1")):
+        yield
+        return
+    delay_ms = os.environ.get(CRASH_DELAY_ENV)
+    delay_s = (float(delay_ms) if delay_ms else random.uniform(0, 20)) / 1000
+    ended = threading.Event()
+
+    def kill_inside() -> None:
+        if not ended.wait(delay_s):
+            _kill(name)
+        else:  # the span ended first: the next one tries again
+            _reached[name] -= 1
+
+    threading.Thread(target=kill_inside, name=f"crash-{name}", daemon=True).start()
+    try:
+        yield
+    finally:
+        ended.set()

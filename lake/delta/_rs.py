@@ -41,6 +41,7 @@ from deltalake.exceptions import CommitFailedError, TableNotFoundError
 from deltalake.exceptions import SchemaMismatchError as DeltaSchemaMismatchError
 from deltalake.transaction import AddAction, CommitProperties, PostCommitHookProperties, RemoveAction, Transaction
 
+from parka.crash import crash_during
 from parka.errors import CommitConflict, CommitError, ParkaError, SchemaMismatchError
 from parka.evolution import merge_schemas
 from parka.schema import RESERVED_PREFIX
@@ -267,10 +268,11 @@ def checkpoint(table: DeltaTable) -> None:
     """Write a checkpoint of the handle's version, then delete the log's commits older than
     ``delta.logRetentionDuration`` that a checkpoint covers (delta-rs' ``cleanup_metadata``), as
     delta-rs' post-commit hook would have after every commit."""
-    with translating("cannot write a checkpoint"):
-        table.create_checkpoint()
-    with translating("the log cleanup after a checkpoint failed"):
-        table.cleanup_metadata()
+    with crash_during("during-checkpoint"):
+        with translating("cannot write a checkpoint"):
+            table.create_checkpoint()
+        with translating("the log cleanup after a checkpoint failed"):
+            table.cleanup_metadata()
 
 
 def add_columns(table: DeltaTable, fields: list[pa.Field]) -> int:

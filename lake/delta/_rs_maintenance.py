@@ -17,6 +17,7 @@ import pyarrow as pa
 from deltalake import DeltaTable
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction
 
+from parka.crash import crash_during
 from parka.errors import CommitError, ConfigError
 
 from .._log import DataFile
@@ -144,7 +145,7 @@ def vacuum_by_table_retention(uri: str, storage_options: Mapping[str, str] | Non
     table = open_table(uri, dict(storage_options or {}), raw_files=False)
     if table is None:
         return []
-    with translating(f"vacuum of {uri} failed"):
+    with translating(f"vacuum of {uri} failed"), crash_during("during-vacuum"):
         deleted = table.vacuum(retention_hours=None, dry_run=False, enforce_retention_duration=True, full=True)
     with translating(f"the log cleanup of {uri} failed"):
         table.cleanup_metadata()
