@@ -16,7 +16,7 @@ from parka.partitioning import parse_spec
 from ._catalog import S3_PROPERTIES, catalog_properties
 from ._partitions import data_schema, partition_fields
 from ._schema import check_columns, plain_schema
-from ._snapshots import CREATED_MAX_SNAPSHOT_AGE_MS, MAX_SNAPSHOT_AGE
+from ._snapshots import CREATED_PROPERTIES
 from ._table import NAME_MAPPING, IcebergTableLog
 
 __all__ = ["IcebergEngine"]
@@ -110,7 +110,7 @@ class IcebergEngine:
                 tx.set_properties(
                     {
                         NAME_MAPPING: tx.table_metadata.schema().name_mapping.model_dump_json(),
-                        MAX_SNAPSHOT_AGE: CREATED_MAX_SNAPSHOT_AGE_MS,
+                        **CREATED_PROPERTIES,
                     }
                 )
             table = catalog.load_table(uri)

@@ -20,6 +20,7 @@ from pyiceberg.table.snapshots import Snapshot, ancestors_of
 
 __all__ = [
     "CREATED_MAX_SNAPSHOT_AGE_MS",
+    "CREATED_PROPERTIES",
     "MAX_SNAPSHOT_AGE",
     "MIN_SNAPSHOTS",
     "CachingTransaction",
@@ -37,6 +38,13 @@ DEFAULT_MAX_SNAPSHOT_AGE_MS = 5 * 24 * 3_600_000  # Iceberg's default: 5 days
 # parka's for the tables it creates: a daemon committing every second makes 3,600 snapshots an
 # hour, and each commit copies and rewrites the metadata of all it keeps
 CREATED_MAX_SNAPSHOT_AGE_MS = str(3_600_000)
+# and pyiceberg deletes the metadata files (one per commit) past Iceberg's default 100 latest, as
+# Iceberg Java does with the same properties; without them every commit leaves one behind
+CREATED_PROPERTIES = {
+    MAX_SNAPSHOT_AGE: CREATED_MAX_SNAPSHOT_AGE_MS,
+    TableProperties.METADATA_DELETE_AFTER_COMMIT_ENABLED: "true",
+    TableProperties.METADATA_PREVIOUS_VERSIONS_MAX: str(TableProperties.METADATA_PREVIOUS_VERSIONS_MAX_DEFAULT),
+}
 _NO_RETRIES = {TableProperties.COMMIT_NUM_RETRIES: "0"}
 
 
@@ -109,6 +117,17 @@ class ManifestMemo:
         self._relative = relative
         self._lists: dict[str, tuple[ManifestFile, ...]] = {}  # manifest list path -> its manifests
         self._files: dict[str, frozenset[str]] = {}  # manifest path -> its live data files
+
+    def metadata_of(self, snapshots: Iterable[Snapshot], io: FileIO) -> set[str]:
+        """The manifest lists of ``snapshots`` and the manifests they list (full paths)."""
+        out: set[str] = set()
+        for snapshot in snapshots:
+            manifests = self._lists.get(snapshot.manifest_list)
+            if manifests is None:
+                manifests = self._lists[snapshot.manifest_list] = tuple(snapshot.manifests(io))
+            out.add(snapshot.manifest_list)
+            out.update(m.manifest_path for m in manifests)
+        return out
 
     def files_of(self, snapshots: Iterable[Snapshot], io: FileIO, *, all_there_are: bool = False) -> set[str]:
         """The data files the ``snapshots`` hold (a manifest entry marking a file deleted adds

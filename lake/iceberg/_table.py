@@ -192,8 +192,14 @@ class IcebergTableLog:
 
     def logged_files(self) -> set[str]:
         """The data files any snapshot still in the metadata holds (a snapshot that needs a file
-        lists it as added or existing; an entry marking it deleted adds nothing)."""
-        return self._files_of(self._table.metadata.snapshots, all_there_are=True)
+        lists it as added or existing; an entry marking it deleted adds nothing). When a
+        snapshot's manifest list is gone (another writer's expiry deleted it after this handle
+        read the metadata), the table is read again, once."""
+        try:
+            return self._files_of(self._table.metadata.snapshots, all_there_are=True)
+        except CommitError:
+            self.refresh()
+            return self._files_of(self._table.metadata.snapshots, all_there_are=True)
 
     def _files_of(self, snapshots: Sequence[Snapshot], *, all_there_are: bool = False) -> set[str]:
         try:
@@ -370,7 +376,16 @@ class IcebergTableLog:
         doomed = expiry_candidates(t.metadata, older_than_ms, retain_last, _holds_offsets)
         if not doomed:
             return 0
-        logged = self.logged_files()
+        try:
+            logged = self.logged_files()
+            listed = self._metadata_files(t.metadata.snapshots)
+        except CommitError:
+            # another writer's expiry of the same snapshots deleted their manifest lists
+            self.refresh()
+            if not {s.snapshot_id for s in self._table.metadata.snapshots} & set(doomed):
+                log.debug("another writer expired the snapshots of %s first", self.identifier)
+                return 0
+            raise
         try:
             ExpireSnapshots(CachingTransaction(t, autocommit=True)).by_ids(doomed).commit()
         except Exception as exc:
@@ -384,5 +399,24 @@ class IcebergTableLog:
         gone = sorted(p for p in logged - self.logged_files() if "://" not in p)  # under the data folder only
         if gone:
             delete_files(self.uri, gone, self.storage_options)
-        log.info("expired %d snapshot(s) of %s, deleted %d data file(s)", len(doomed), self.identifier, len(gone))
+        # the manifest lists of the expired snapshots and the manifests only they listed, as
+        # Iceberg's own expiry deletes them (pyiceberg's keeps them): under the metadata folder only
+        root = self._table.location().rstrip("/")
+        unlisted = listed - self._metadata_files(self._table.metadata.snapshots)
+        manifests = sorted(p.removeprefix(root + "/") for p in unlisted if p.startswith(root + "/metadata/"))
+        if manifests:
+            delete_files(root, manifests, self.storage_options)
+        log.info(
+            "expired %d snapshot(s) of %s, deleted %d data file(s) and %d manifest file(s)",
+            len(doomed),
+            self.identifier,
+            len(gone),
+            len(manifests),
+        )
         return len(gone)
+
+    def _metadata_files(self, snapshots: Sequence[Snapshot]) -> set[str]:
+        try:
+            return self._manifests.metadata_of(snapshots, self._table.io)
+        except Exception as exc:
+            raise CommitError(f"cannot read the manifest lists of {self.identifier}: {exc}") from exc

@@ -537,6 +537,34 @@ def test_the_daemons_checkpoint_expires_snapshots_by_the_tables_own_retention(tm
     assert log.txns() == {"app-0": 2, "app-1": 5}
     data = Path(log.uri.removeprefix("file://"))
     assert {p.name for p in data.iterdir()} == log.logged_files() == log.referenced_files()
+    # the expired snapshots' manifest lists and the manifests only they listed are gone too
+    table = log.iceberg
+    kept = {Path(s.manifest_list).name for s in snapshots}
+    kept |= {Path(m.manifest_path).name for s in snapshots for m in s.manifests(table.io)}
+    metadata = data.parent / "metadata"
+    assert {p.name for p in metadata.glob("*.avro")} == kept
+    assert ids(e) == [0, 1, 2, 3, 4, 5]
+
+
+def test_tables_parka_creates_keep_the_last_100_metadata_files(tmp_path: Path) -> None:
+    """Every commit writes a metadata file; the tables parka creates have pyiceberg delete those
+    past ``write.metadata.previous-versions-max`` (Iceberg's default, 100) after each commit, as
+    Iceberg Java does with the same properties. With the maximum set to 2, six commits leave
+    three: the current one and the two before it."""
+    c = iceberg_committer(tmp_path)
+    c.commit([landed(c, 0, 0, [0])])
+    e = c.engine
+    assert isinstance(e, IcebergEngine)
+    properties = e.catalog.load_table("db.t").metadata.properties
+    assert properties["write.metadata.delete-after-commit.enabled"] == "true"
+    assert properties["write.metadata.previous-versions-max"] == "100"
+    with e.catalog.load_table("db.t").transaction() as tx:
+        tx.set_properties({"write.metadata.previous-versions-max": "2"})
+    for offset in range(1, 6):
+        c.commit([landed(c, 0, offset, [offset])])
+    table = e.catalog.load_table("db.t")
+    metadata = Path(table.location().removeprefix("file://")) / "metadata"
+    assert len(list(metadata.glob("*.metadata.json"))) == 3
     assert ids(e) == [0, 1, 2, 3, 4, 5]
 
 
