@@ -19,7 +19,7 @@ BENCH_S3_UP = $(if $(BENCH_S3),PARKA_S3PROXY_BUCKET=$(firstword $(subst /, ,$(pa
 SEED ?= 1
 RELIABILITY_OUT ?= reliability-out
 
-.PHONY: compiled fetch test-jars help setup kafka-up kafka-down kafka-status spark-cluster-up spark-cluster-down lint docs docs-build test test-unit test-integration demo bench bench-quick bench-encodings bench-dropin bench-encryption bench-freshness bench-freshness-quick bench-list-calls bench-profile reliability reliability-quick clean
+.PHONY: compiled fetch test-jars help setup kafka-up kafka-down kafka-status spark-cluster-up spark-cluster-down lint docs docs-build test test-unit test-integration demo bench bench-quick bench-encodings bench-dropin bench-encryption bench-freshness bench-freshness-quick bench-list-calls bench-profile bench-soak bench-soak-quick reliability reliability-quick clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 20
@@ -99,7 +99,7 @@ fetch: ## download (once) what the test servers run: Kafka, s3proxy, Iceberg's R
 	@pids=(); for s in $(FETCHED); do scripts/$$s.sh fetch & pids+=($$!); done; \
 	  rc=0; for p in "$${pids[@]}"; do wait "$$p" || rc=1; done; exit $$rc
 
-test-jars: setup ## fetch (once) the jars of the tests' Spark session into Ivy's cache
+test-jars: setup ## fetch (once) the jars of the tests' Spark session into Ivy's cache, and archive the classes its JVM loads (class-data sharing)
 	$(BIN)/python -m tests.integration.spark._jars
 
 compiled: setup
@@ -147,6 +147,12 @@ bench-profile: setup kafka-up $(BIN)/.bench-installed ## the per-record path's C
 bench-list-calls: setup kafka-up ## LIST requests of parka ingest on s3proxy per commit as its table ages, through a counting proxy (~4 min) into BENCH_OUT
 	scripts/s3proxy.sh up
 	$(BIN)/python -m benchmarks.list_calls --bootstrap localhost:$(PARKA_KAFKA_PORT) --out $(BENCH_OUT) $(BENCH_ARGS)
+
+bench-soak: setup kafka-up $(BIN)/.bench-installed ## weeks of parka ingest's history in ~40 min: 2,000 rows/s, -l 0.1, 12-s retentions (one simulated hour each); commit CPU, p99, table opens, files, log and RSS per simulated hour into BENCH_OUT
+	$(BIN)/python -m benchmarks.soak --bootstrap localhost:$(PARKA_KAFKA_PORT) --out $(BENCH_OUT) $(BENCH_ARGS)
+
+bench-soak-quick: setup kafka-up $(BIN)/.bench-installed ## the soak benchmark for 60 s, no Spark (~2 min) into BENCH_OUT
+	$(BIN)/python -m benchmarks.soak --quick --bootstrap localhost:$(PARKA_KAFKA_PORT) --out $(BENCH_OUT) $(BENCH_ARGS)
 
 reliability: setup kafka-up ## the full fault suite (~13 min on 2 cores, and ~3 for its long-history scenario): kills, restarts, bad inputs, VACUUM amid kills; summary in reliability-out/full
 	PARKA_FUZZ_EXAMPLES=1000 $(BIN)/pytest tests/unit/test_segment_fuzz.py -q -p no:cacheprovider
