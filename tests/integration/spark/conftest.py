@@ -22,6 +22,10 @@ from ._jars import SPARK_JVM, session_for_tests
 
 REPO = Path(__file__).resolve().parents[3]
 
+# Every Spark driver the tests start, theirs and the docs' commands' (spark-submit's launcher adds
+# SPARK_SUBMIT_OPTS to the driver JVM's options), starts from the class archive too
+os.environ.setdefault("SPARK_SUBMIT_OPTS", SPARK_JVM)
+
 
 def _free_port_run(count: int = 6) -> str:
     """A base port with ``count`` free ports from it (the master, its UI, two workers and theirs),
