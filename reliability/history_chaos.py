@@ -6,9 +6,11 @@ It is the ingest scenario (:class:`.ingest_chaos.IngestChaos`: a producer that k
 bad messages, another writer, workers joining and leaving) with every worker on
 ``--table-retention`` :data:`RETENTION_S` (the table the first one creates gets that deleted-file
 and log retention) and ``--vacuum-every 1``, beside its own checkpoints every 2 to 6 commits and
-compaction whenever 2 to 6 small files are there; the plan is SIGKILLs at random moments and one
-SIGTERM, each once the table has gained :data:`STEP_VERSIONS` versions since the step before, so
-that the run spans many retention windows. Nothing may be lost or duplicated, as there.
+compaction whenever 2 to 6 small files are there; the plan is SIGKILLs at random moments, a worker
+killed inside each of :data:`SPANS` (a VACUUM, a checkpoint and the log cleanup after it: the
+kill comes from a thread of the worker's own while delta-rs' call runs, ``parka.crash.crash_during``)
+and one SIGTERM, each once the table has gained :data:`STEP_VERSIONS` versions since the step
+before, so that the run spans many retention windows. Nothing may be lost or duplicated, as there.
 
 And VACUUM may not delete a file that a version inside the retention names: a reader
 (:class:`PinnedReader`) reads the table's latest version and its files every second, and until
@@ -36,9 +38,10 @@ from .ingest_chaos import IngestChaos, IngestPlan, Step, plan
 from .procs import wait_for
 from .tables import DeltaTarget
 
-__all__ = ["RETENTION_S", "STEP_VERSIONS", "HistoryChaos", "PinnedReader", "run_history_chaos"]
+__all__ = ["RETENTION_S", "SPANS", "STEP_VERSIONS", "HistoryChaos", "PinnedReader", "run_history_chaos"]
 
 RETENTION_S = 10
+SPANS = ("during-vacuum", "during-checkpoint")
 STEP_VERSIONS = 40  # versions the table gains between two faults (a few retention windows each)
 _MARGIN_S = 2.0  # a file's modification time and this process's clock: the same machine, a margin anyway
 
@@ -114,6 +117,10 @@ class HistoryChaos(IngestChaos):
         self.age()
         super().kill(step)
 
+    def crash(self, step: Step) -> None:
+        self.age()
+        super().crash(step)
+
     def leave_step(self, step: Step) -> None:
         self.age()
         super().leave_step(step)
@@ -121,7 +128,7 @@ class HistoryChaos(IngestChaos):
 
 def run_history_chaos(bootstrap: str, run_id: str, out: Path, ids: IdSource, seed: int, kills: int) -> dict[str, Any]:
     """The scenario: ``kills`` SIGKILLs and one SIGTERM, on a Delta table."""
-    steps = plan(random.Random(f"{seed}-history-plan"), IngestPlan(0, kills, 1, racer=False, points=()))
+    steps = plan(random.Random(f"{seed}-history-plan"), IngestPlan(1, kills, 1, racer=False, points=SPANS))
     flags = ("--table-retention", str(RETENTION_S), "--vacuum-every", "1")
     chaos = HistoryChaos(bootstrap, run_id, out, seed, steps, None, flags=flags, name="history")
     assert isinstance(chaos.table, DeltaTarget)
@@ -136,7 +143,8 @@ def run_history_chaos(bootstrap: str, run_id: str, out: Path, ids: IdSource, see
     return {
         **result,
         "retention_s": RETENTION_S,
-        "planned_kills": kills,
+        "planned_kills": kills + len(SPANS),
+        "crash_points": list(SPANS),
         "pinned_versions_checked": reader.checks,
         "time_travels": reader.time_travels,
         "vacuums_logged": vacuums,
