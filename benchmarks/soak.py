@@ -601,10 +601,10 @@ def plot(results: dict[str, Any], path: str) -> None:
         ("checkpoint_mean_s", "mean checkpoint time (s)"),
         ("p99_visible_s", "p99 produce-to-visible (s)"),
         ("open_s", "table open, deltalake or pyiceberg (s, median of 3)"),
-        ("open_delta_spark_s", "table open, delta-spark (s, median of 3)"),
+        ("open_delta_spark_s", "table open, delta-spark (s, median of 3; Delta only)"),
         ("live_files", "live data files"),
         ("data_files", "data files on disk"),
-        ("log_bytes", "_delta_log bytes"),
+        ("log_bytes", "log bytes (_delta_log/, or metadata/ of Iceberg)"),
         ("rss_bytes", "daemon RSS (bytes)"),
     ]
     fig, axes = plt.subplots(5, 2, figsize=(11, 16))
