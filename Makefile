@@ -19,7 +19,7 @@ BENCH_S3_UP = $(if $(BENCH_S3),PARKA_S3PROXY_BUCKET=$(firstword $(subst /, ,$(pa
 SEED ?= 1
 RELIABILITY_OUT ?= reliability-out
 
-.PHONY: compiled fetch test-jars help setup kafka-up kafka-down kafka-status spark-cluster-up spark-cluster-down lint docs docs-build test test-unit test-integration demo bench bench-quick bench-encodings bench-dropin bench-encryption bench-freshness bench-freshness-quick bench-list-calls bench-profile bench-soak bench-soak-quick reliability reliability-quick clean
+.PHONY: compiled fetch test-jars spark-class-archive help setup kafka-up kafka-down kafka-status spark-cluster-up spark-cluster-down lint docs docs-build test test-unit test-integration demo bench bench-quick bench-encodings bench-dropin bench-encryption bench-freshness bench-freshness-quick bench-list-calls bench-profile bench-soak bench-soak-quick reliability reliability-quick clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 20
@@ -99,8 +99,11 @@ fetch: ## download (once) what the test servers run: Kafka, s3proxy, Iceberg's R
 	@pids=(); for s in $(FETCHED); do scripts/$$s.sh fetch & pids+=($$!); done; \
 	  rc=0; for p in "$${pids[@]}"; do wait "$$p" || rc=1; done; exit $$rc
 
-test-jars: setup ## fetch (once) the jars of the tests' Spark session into Ivy's cache, and archive the classes its JVM loads (class-data sharing)
+test-jars: setup ## fetch (once) the jars of the tests' Spark session into Ivy's cache
 	$(BIN)/python -m tests.integration.spark._jars
+
+spark-class-archive: setup ## write (once) a class-data-sharing archive of the tests' Spark session, which the tests' Spark JVMs then start from (~54 CPU-s once; make test does not write it)
+	$(BIN)/python -m tests.integration.spark._jars --write-archive
 
 compiled: setup
 	$(BIN)/python -m compileall -q -j 0 $(COMPILED)

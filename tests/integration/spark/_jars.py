@@ -1,20 +1,22 @@
-"""The jars of the tests' Spark session, and their fetch ahead of the tests; and the class archive
-that the tests' Spark JVMs start from.
+"""The jars of the tests' Spark session, and their fetch ahead of the tests; and a class archive
+that the tests' Spark JVMs start from when it is there.
 
-``python -m tests.integration.spark._jars`` fetches parquet-mr's KMS jar, then starts the tests'
-session once (:func:`session_for_tests`; Ivy resolves its packages from Maven Central into its cache,
-as every later session does), runs a few Delta writes, reads and a stream through it, and has its
-JVM write the classes it loaded to a class-data-sharing archive at exit
-(``-XX:ArchiveClassesAtExit``, JDK 13 and up). ``make test`` runs it beside lint, while on a fresh
-machine the two sessions' workers would otherwise each wait for the same downloads before their
-first test.
+``python -m tests.integration.spark._jars`` resolves the jars (Ivy, from Maven Central, into Ivy's
+cache as the session does) through ``spark-submit --packages`` with a Python program that does
+nothing, so no SparkContext starts; and fetches parquet-mr's KMS jar. ``make test`` runs it beside
+lint, while on a fresh machine the two sessions' workers would otherwise each wait for the same
+downloads before their first test.
 
-:data:`SPARK_JVM` is :data:`~tests.integration._servers.SHORT_JVM` plus
-``-XX:SharedArchiveFile`` of that archive when it is there: a JVM then maps Spark's, Scala's and
-Delta's classes, already parsed and verified, instead of loading them from the jars. A local
-session with a Delta write and read took 24 CPU-s without it and 15 with it (one run each way,
-``scripts/cpu_by_process.py``). The JVM checks the archive against its own build and class path,
-and starts without it, silently, when they differ (another JDK, a Spark daemon's class path)."""
+``python -m tests.integration.spark._jars --write-archive`` (``make spark-class-archive``) starts
+the tests' session once (:func:`session_for_tests`), runs a few Delta writes, reads and a stream
+through it, and has its JVM write the classes it loaded to a class-data-sharing archive at exit
+(``-XX:ArchiveClassesAtExit``, JDK 13 and up). :data:`SPARK_JVM` is
+:data:`~tests.integration._servers.SHORT_JVM` plus ``-XX:SharedArchiveFile`` of that archive when
+it is there: a JVM then maps Spark's, Scala's and Delta's classes, already parsed and verified,
+instead of loading them from the jars. The JVM checks the archive against its own build and class
+path, and starts without it, silently, when they differ (another JDK, a Spark daemon's class
+path). Writing it costs some 54 CPU-s, about what it saved in one run of the suite, so ``make
+test`` does not write it (CI starts from an empty cache every time); see docs/development.md."""
 
 from __future__ import annotations
 
@@ -107,8 +109,29 @@ def kms_jar() -> str:
 
 
 def fetch() -> None:
-    """Fetch the KMS jar, resolve :data:`SESSION_PACKAGES` and write :data:`ARCHIVE`, once (the
-    archive is the stamp: a Spark JVM costs some 12 CPU-s even when Ivy has everything)."""
+    """Resolve :data:`SESSION_PACKAGES` into Ivy's cache, and the KMS jar into parka's; once per
+    package list (a stamp in parka's cache folder: Spark's JVM costs some 12 CPU-s even when Ivy
+    has everything)."""
+    stamp = _CACHE / f"spark-jars-{_digest(*SESSION_PACKAGES, *S3A_CONF.values())}"
+    if stamp.exists():
+        return
+    submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    with tempfile.TemporaryDirectory() as folder:
+        noop = Path(folder, "noop.py")
+        noop.write_text("")
+        command = [str(submit), "--master", "local[1]", "--packages", ",".join(SESSION_PACKAGES)]
+        command += [arg for key, value in S3A_CONF.items() for arg in ("--conf", f"{key}={value}")]
+        run = subprocess.run([*command, str(noop)], capture_output=True, text=True, timeout=900, cwd=folder)
+    if run.returncode != 0:
+        raise SystemExit(f"resolving the Spark session's jars failed ({run.returncode}):\n{run.stderr[-4000:]}")
+    kms_jar()
+    _CACHE.mkdir(parents=True, exist_ok=True)
+    stamp.touch()
+
+
+def write_archive() -> None:
+    """Write :data:`ARCHIVE` (``make spark-class-archive``), once: a session of its own
+    (:func:`_archive_classes`) in a child interpreter, whose JVM writes the archive at exit."""
     if ARCHIVE.exists():
         return
     kms_jar()
@@ -160,5 +183,7 @@ def _archive_classes(into: str, folder: str) -> None:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--archive"]:
         _archive_classes(sys.argv[2], sys.argv[3])
+    elif sys.argv[1:2] == ["--write-archive"]:
+        write_archive()
     else:
         fetch()
