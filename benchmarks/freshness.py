@@ -88,11 +88,11 @@ from .lake import row_baseline_table, table_shape
 from .machine import machine_info
 from .measure import paired_ratio, process_cpu_s
 from .plots import write_plots
-from .report import render_freshness
+from .report import render_freshness, save_run
 from .scans import ENGINES, SPARK_MARK, DuckDbScanner, from_json, rounds, same_groups
 from .spark import child_json
 
-__all__ = ["latencies_s", "main", "per_hour", "percentiles", "run_rate", "version_at"]
+__all__ = ["PollThread", "latencies_s", "main", "per_hour", "percentiles", "run_rate", "version_at"]
 
 SEQ, PRODUCED = "bench_seq", "bench_produced_at_us"
 WARMUP_ROWS_PER_PARTITION = 1_000
@@ -189,8 +189,51 @@ class Version:
     added: dict[str, int]  # absolute file path -> bytes
 
 
+class PollThread:
+    """A table poller's thread: :meth:`_loop` runs on it until :meth:`stop`, which raises
+    ``CheckFailed`` with what the loop raised, if anything. Subclasses (dataclasses) give
+    ``_stop``, ``_thread``, ``error`` and :meth:`_loop`, and name their table in ``_what``."""
+
+    _stop: threading.Event
+    _thread: threading.Thread | None
+    error: BaseException | None
+    rows: int
+    interval_s: float
+    _what: str = "the table"
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"{type(self).__name__}-thread", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=60)
+        if self.error is not None:
+            raise CheckFailed(f"the poller of {self._what} failed: {self.error!r}")
+
+    def _run(self) -> None:
+        try:
+            self._loop()
+        except BaseException as exc:  # reported by stop()
+            self.error = exc
+
+    def _loop(self) -> None:
+        raise NotImplementedError
+
+    def wait_rows(self, rows: int, timeout_s: float, what: str) -> None:
+        """Return once the table holds ``rows`` rows; raises ``CheckFailed`` after ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while self.rows < rows:
+            if self.error is not None or time.monotonic() > deadline:
+                raise CheckFailed(
+                    f"{what}: the table holds {self.rows:,} rows after {timeout_s:.0f} s, {rows:,} produced"
+                )
+            time.sleep(self.interval_s)
+
+
 @dataclass
-class Poller:
+class Poller(PollThread):
     """Refreshes the table every ``interval_s`` on a thread; records each version when first seen."""
 
     uri: str
@@ -203,22 +246,8 @@ class Poller:
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="freshness-poller", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=60)
-        if self.error is not None:
-            raise CheckFailed(f"the poller of {self.uri} failed: {self.error!r}")
-
-    def _run(self) -> None:
-        try:
-            self._loop()
-        except BaseException as exc:  # reported by stop()
-            self.error = exc
+    def __post_init__(self) -> None:
+        self._what = self.uri
 
     def _loop(self) -> None:
         table: DeltaTable | None = None
@@ -245,16 +274,6 @@ class Poller:
                 self.rows = int(sum(adds["num_records"].to_pylist()))
                 files = current
             self._stop.wait(max(0.0, self.interval_s - (time.perf_counter() - now)))
-
-    def wait_rows(self, rows: int, timeout_s: float, what: str) -> None:
-        """Return once the table holds ``rows`` rows; raises ``CheckFailed`` after ``timeout_s``."""
-        deadline = time.monotonic() + timeout_s
-        while self.rows < rows:
-            if self.error is not None or time.monotonic() > deadline:
-                raise CheckFailed(
-                    f"{what}: the table holds {self.rows:,} rows after {timeout_s:.0f} s, {rows:,} produced"
-                )
-            time.sleep(self.interval_s)
 
 
 # -- the producer ----------------------------------------------------------------------------
@@ -764,13 +783,8 @@ def main(argv: list[str] | None = None) -> int:
         "command": ["python", "-m", "benchmarks.freshness", *(sys.argv[1:] if argv is None else argv)],
         "freshness": section,
     }
-    with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump(results, f, indent=2, default=str)
     write_plots(results, args.out)
-    text = render_freshness(results)
-    with open(os.path.join(args.out, "report.md"), "w") as f:
-        f.write(text)
-    print(text)
+    save_run(args.out, results, render_freshness(results))
     return 0
 
 

@@ -736,6 +736,16 @@ def render(results: dict[str, Any], out_dir: str) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def save_run(out_dir: str, results: dict[str, Any], text: str) -> None:
+    """A benchmark run's ``results.json`` and ``report.md`` (``text``) into ``out_dir``, and the
+    report on standard output."""
+    with open(os.path.join(out_dir, "results.json"), "w") as f:
+        json.dump(results, f, indent=2, default=str)
+    with open(os.path.join(out_dir, "report.md"), "w") as f:
+        f.write(text)
+    print(text)
+
+
 def write_report(results: dict[str, Any], out_dir: str) -> None:
     """Write ``report.md`` and the plots into ``out_dir``."""
     write_plots(results, out_dir)

@@ -44,7 +44,7 @@ from .checks import CheckFailed, Checks
 from .datasets import load
 from .ingest_throughput import produce_copies
 from .measure import summarize
-from .report import _spread
+from .report import _spread, save_run
 
 __all__ = ["CASES", "main", "rerender", "report", "run_case"]
 
@@ -251,12 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         "sizing": results,
         "checks": checks.passed,
     }
-    with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump(doc, f, indent=2)
-    text = report(doc)
-    with open(os.path.join(args.out, "report.md"), "w") as f:
-        f.write(text)
-    print(text)
+    save_run(args.out, doc, report(doc))
     return 0
 
 

@@ -74,9 +74,10 @@ from deltalake.exceptions import TableNotFoundError
 from .broker import Broker
 from .checks import CheckFailed
 from .datasets import load
-from .freshness import _SCAN_WARMUPS, PRODUCED, SEQ, WARMUP_ROWS_PER_PARTITION, PacedProducer, _scans
+from .freshness import _SCAN_WARMUPS, PRODUCED, SEQ, WARMUP_ROWS_PER_PARTITION, PacedProducer, PollThread, _scans
 from .machine import machine_info
 from .measure import process_cpu_s
+from .report import save_run
 
 __all__ = ["main", "summary"]
 
@@ -217,7 +218,7 @@ Target = DeltaSoak | IcebergSoak
 
 
 @dataclass
-class Poller:
+class Poller(PollThread):
     """Refreshes the table every ``interval_s`` on a thread. For each new version it reads the
     ``bench_seq`` and produce-time columns of the files it added, and keeps the latency of each
     row the first time it is seen (``pending``, drained by the sampler)."""
@@ -239,17 +240,7 @@ class Poller:
 
     def __post_init__(self) -> None:
         self._seen = np.zeros(self.capacity, dtype=bool)
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="soak-poller", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=60)
-        if self.error is not None:
-            raise CheckFailed(f"the poller of {self.target.path} failed: {self.error!r}")
+        self._what = str(self.target.path)
 
     def drain(self) -> tuple[int, np.ndarray]:
         """The versions seen and the latencies (s) of the rows first seen since the last drain."""
@@ -257,12 +248,6 @@ class Poller:
             versions, lat = self.version - self._drained, self.pending
             self._drained, self.pending = self.version, []
         return versions, (np.concatenate(lat) if lat else np.zeros(0))
-
-    def _run(self) -> None:
-        try:
-            self._loop()
-        except BaseException as exc:  # reported by stop()
-            self.error = exc
 
     def _loop(self) -> None:
         files: frozenset[str] = frozenset()
@@ -427,11 +412,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         poller.start()
         producer.send(WARMUP_ROWS_PER_PARTITION * args.partitions)
         producer.producer.flush(60)
-        deadline = time.monotonic() + _WAIT_S
-        while poller.rows < producer.sent:
-            if time.monotonic() > deadline or daemon.poll() is not None:
-                raise CheckFailed(f"the warm-up's rows never all landed (see {out / 'ingest.log'})")
-            time.sleep(0.2)
+        poller.wait_rows(producer.sent, _WAIT_S, f"{topic} warm-up (see {out / 'ingest.log'})")
         target.after_warmup(args.retention)
         poller.drain()
         paced: dict[str, Any] = {}
@@ -483,11 +464,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if spark is not None:
             windows[-1]["open_delta_spark_s"] = spark.open_s(str(target.path))
         stats = producer.flush()
-        deadline = time.monotonic() + _WAIT_S
-        while poller.rows < producer.sent:
-            if time.monotonic() > deadline:
-                raise CheckFailed(f"{topic}: the table holds {poller.rows:,} rows, {producer.sent:,} produced")
-            time.sleep(0.2)
+        poller.wait_rows(producer.sent, _WAIT_S, topic)
         daemon.send_signal(signal.SIGTERM)
         exit_code = daemon.wait(timeout=120)
     finally:
@@ -656,13 +633,8 @@ def main(argv: list[str] | None = None) -> int:
         results["summary"] = summary(results["windows"])
     else:
         results = run(args)
-    with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump(results, f, indent=2, default=str)
     plot(results, os.path.join(args.out, "soak.png"))
-    text = render(results)
-    with open(os.path.join(args.out, "report.md"), "w") as f:
-        f.write(text)
-    print(text)
+    save_run(args.out, results, render(results))
     return 0
 
 
