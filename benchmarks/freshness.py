@@ -221,14 +221,15 @@ class PollThread:
     def _loop(self) -> None:
         raise NotImplementedError
 
-    def wait_rows(self, rows: int, timeout_s: float, what: str) -> None:
-        """Return once the table holds ``rows`` rows; raises ``CheckFailed`` after ``timeout_s``."""
+    def wait_rows(self, rows: int, timeout_s: float, what: str, *, writer: Any = None) -> None:
+        """Return once the table holds ``rows`` rows; raises ``CheckFailed`` after ``timeout_s``,
+        or as soon as ``writer`` (a ``subprocess.Popen``) has exited."""
         deadline = time.monotonic() + timeout_s
         while self.rows < rows:
-            if self.error is not None or time.monotonic() > deadline:
-                raise CheckFailed(
-                    f"{what}: the table holds {self.rows:,} rows after {timeout_s:.0f} s, {rows:,} produced"
-                )
+            gone = writer is not None and writer.poll() is not None
+            if gone or self.error is not None or time.monotonic() > deadline:
+                when = f"its writer exited {writer.returncode}" if gone else f"after {timeout_s:.0f} s"
+                raise CheckFailed(f"{what}: the table holds {self.rows:,} rows ({when}), {rows:,} produced")
             time.sleep(self.interval_s)
 
 

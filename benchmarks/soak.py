@@ -412,7 +412,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         poller.start()
         producer.send(WARMUP_ROWS_PER_PARTITION * args.partitions)
         producer.producer.flush(60)
-        poller.wait_rows(producer.sent, _WAIT_S, f"{topic} warm-up (see {out / 'ingest.log'})")
+        poller.wait_rows(producer.sent, _WAIT_S, f"{topic} warm-up (see {out / 'ingest.log'})", writer=daemon)
         target.after_warmup(args.retention)
         poller.drain()
         paced: dict[str, Any] = {}
