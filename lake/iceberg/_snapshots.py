@@ -122,12 +122,15 @@ class ManifestMemo:
         """The manifest lists of ``snapshots`` and the manifests they list (full paths)."""
         out: set[str] = set()
         for snapshot in snapshots:
-            manifests = self._lists.get(snapshot.manifest_list)
-            if manifests is None:
-                manifests = self._lists[snapshot.manifest_list] = tuple(snapshot.manifests(io))
             out.add(snapshot.manifest_list)
-            out.update(m.manifest_path for m in manifests)
+            out.update(m.manifest_path for m in self._manifests(snapshot, io))
         return out
+
+    def _manifests(self, snapshot: Snapshot, io: FileIO) -> tuple[ManifestFile, ...]:
+        manifests = self._lists.get(snapshot.manifest_list)
+        if manifests is None:
+            manifests = self._lists[snapshot.manifest_list] = tuple(snapshot.manifests(io))
+        return manifests
 
     def files_of(self, snapshots: Iterable[Snapshot], io: FileIO, *, all_there_are: bool = False) -> set[str]:
         """The data files the ``snapshots`` hold (a manifest entry marking a file deleted adds
@@ -137,10 +140,7 @@ class ManifestMemo:
         files: set[str] = set()
         listed: set[str] = set()
         for snapshot in snapshots:
-            manifests = self._lists.get(snapshot.manifest_list)
-            if manifests is None:
-                manifests = self._lists[snapshot.manifest_list] = tuple(snapshot.manifests(io))
-            for manifest in manifests:
+            for manifest in self._manifests(snapshot, io):
                 listed.add(manifest.manifest_path)
                 held = self._files.get(manifest.manifest_path)
                 if held is None:
