@@ -25,12 +25,17 @@ help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 20
 
 # uv (from PyPI, into the virtualenv) installs parka and its dependencies: it downloads in
-# parallel, where pip fetched one package after another on a fresh machine. --compile-bytecode
-# as pip does: with PYTHONDONTWRITEBYTECODE set (as on this project's machines) every process
-# would otherwise compile pyarrow's, deltalake's... modules again. The virtualenv keeps its pip,
-# which the missing-extra messages name.
+# parallel, where pip fetched one package after another on a fresh machine. pyspark comes only as
+# an sdist, whose wheel uv builds first: stored rather than deflated (--compression=stored), since
+# 400 MB of it are jars, compressed already (deflating them again cost some 20 CPU-s of the 33 the
+# build took). The virtualenv keeps its pip, which the missing-extra messages name.
 UV := uv==0.13.9
-UV_INSTALL = $(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python
+UV_INSTALL = $(BIN)/uv pip install --quiet -C--build-option=--compression=stored --python $(BIN)/python
+# Every Python process make starts writes the bytecode of the modules it imports, once: with
+# PYTHONDONTWRITEBYTECODE set (as on this project's machines) each of the suite's ~250 processes
+# compiled parka's and pyarrow's modules again, and compiling every installed module up front
+# (uv's --compile-bytecode) cost ~45 CPU-s for the few that anything imports.
+unexport PYTHONDONTWRITEBYTECODE
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet $(UV)
@@ -79,9 +84,8 @@ test-integration: setup ## integration tests against a real broker
 # well; the Spark session's tests go to two of them, half each (a JVM each). PYTEST_WORKERS=0 runs in one process.
 PYTEST_WORKERS ?= 3
 
-# The repo's own modules byte-compiled first: with PYTHONDONTWRITEBYTECODE set (as on this project's
-# machine) every process compiled them again, 0.3-0.4 of the 0.8 CPU-s `parka ingest --help` took,
-# and the suite starts some 250 Python processes that import parka
+# The repo's own modules byte-compiled beside lint, on the core mypy leaves free, rather than by
+# the three test workers at once as each collects the tests and imports them
 COMPILED := parka producer consumer lake ops spark_ext reliability tests benchmarks demo
 
 # lint (mypy: one core) and the docs site (mkdocs: one core) side by side on the 2 cores, each
