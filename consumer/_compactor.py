@@ -24,6 +24,7 @@ from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Protocol
 
 from parka.lake import (
+    CommitTurn,
     CompactionPolicy,
     OptimizeResult,
     commits_per_s,
@@ -57,10 +58,14 @@ Compact = Callable[[CompactionPolicy | None, threading.Event | None], OptimizeRe
 optimize`` does), cancelled when the event is set."""
 
 
-def table_compaction(settings: IngestSettings) -> Compact:
+def table_compaction(settings: IngestSettings, commit_turn: CommitTurn | None = None) -> Compact:
     """The compaction of ``settings``' table (no checkpoint, no VACUUM: the committer and
     ``parka optimize`` do those), for one thread: an Iceberg table is reached through an engine
-    (a catalog connection) of its own."""
+    (a catalog connection) of its own. An Iceberg compaction commits holding ``commit_turn``,
+    the ingest committer's (:attr:`parka.lake.Committer.commit_turn`): pyiceberg's commit asserts
+    the snapshot it read, and one that writes hundreds of files' manifests lost every race to a
+    daemon committing each 100 ms. A Delta compaction needs no turn: delta-rs commits it over
+    the appends that came first."""
     engine: IcebergEngine | None = None
     s = settings
 
@@ -89,6 +94,7 @@ def table_compaction(settings: IngestSettings) -> Compact:
             target_size=s.target_file_size,
             storage_options=s.storage_options,
             cancel=cancel,
+            commit_turn=commit_turn,
         )
 
     return compact
@@ -329,11 +335,14 @@ class Maintenance:
         self._optimized_at = 0  # counts.commits at the last --optimize-every run
         self._vacuum: Vacuum | None = None
 
-    def start(self) -> None:
+    def start(self, commit_turn: CommitTurn | None = None) -> None:
+        """Start the compaction and VACUUM threads; ``commit_turn``: the ingest committer's lock
+        (:func:`table_compaction`)."""
         s = self._settings
         if s.compact_min_files and self._compactor is None:
             policy = CompactionPolicy(s.compact_min_files, s.compact_max_rewrites)
-            self._compactor = Compactor(table_compaction(s), policy, topic=s.topic, counts=self._counts)
+            compact = table_compaction(s, commit_turn)
+            self._compactor = Compactor(compact, policy, topic=s.topic, counts=self._counts)
         self._start_vacuum()
 
     def _start_vacuum(self) -> None:

@@ -36,6 +36,7 @@ from ._committer import DEFAULT_CHECKPOINT_INTERVAL, MAX_COMMIT_ATTEMPTS, Commit
 from ._compaction import (
     DEFAULT_COMPACT_MAX_REWRITES,
     DEFAULT_COMPACT_MIN_FILES,
+    CommitTurn,
     CompactedName,
     CompactionPolicy,
     OptimizeResult,
@@ -111,6 +112,7 @@ __all__ = [
     "CommitStats",
     "Committer",
     "CompactedName",
+    "CommitTurn",
     "CompactionPolicy",
     "DataFile",
     "FileName",

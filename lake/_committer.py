@@ -13,6 +13,7 @@ snapshot summary's ``parka.txns``). Kafka (seeking, offsets for lag tools) stays
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -73,7 +74,8 @@ class Committer:
     ``app_id_given`` is false). ``on_commit`` is told the seconds each :meth:`commit`
     that committed something took (the commit-latency metric), ``on_checkpoint`` the seconds each
     checkpoint took (the checkpoint metric), as ``clock`` times it; ``sleep`` waits out the
-    backoff after a conflict (:meth:`retry`). ``relist_orphans``: every periodic orphan cleanup
+    backoff after a conflict (:meth:`retry`); :attr:`commit_turn` is the lock each attempt holds.
+    ``relist_orphans``: every periodic orphan cleanup
     lists the table (Spark: a retried task attempt's file is never named to this process).
 
     Raises:
@@ -119,6 +121,10 @@ class Committer:
         self.on_checkpoint = on_checkpoint
         self.clock = clock
         self._sleep = sleep
+        # Held by every attempt of retry (commits, schema changes, the checkpoint after a commit):
+        # a writer of the same process that would otherwise lose its commit to this one's takes
+        # it too (an Iceberg table's background compaction: consumer/_compactor.py)
+        self.commit_turn = threading.RLock()
         self._orphans = Orphans(topic, self.storage_options)
         self._relist_orphans = relist_orphans
         beside = engine.checkpoint_beside_commits
@@ -374,8 +380,9 @@ class Committer:
     ) -> T:
         """Run ``attempt`` until no other writer's commit refuses it; returns what it returned.
         Each attempt gets the ``txn`` version of each of ``partitions``, read afresh
-        (:meth:`txn_versions`); one that raises ``CommitConflict`` is counted, logged (a ``what``
-        conflict) and tried again after a backoff (:func:`backoff_s`, through ``sleep``). Used by
+        (:meth:`txn_versions`), and holds :attr:`commit_turn` (the backoff does not); one that
+        raises ``CommitConflict`` is counted, logged (a ``what`` conflict) and tried again after a
+        backoff (:func:`backoff_s`, through ``sleep``). Used by
         :meth:`commit`, a schema given up front (:meth:`add_columns`) and Iceberg's Spark writer
         in decode mode (then :meth:`count_commit`). Anything else ``attempt`` raises goes up at once.
 
@@ -385,9 +392,9 @@ class Committer:
         """
         wanted = list(partitions)
         for n in range(MAX_COMMIT_ATTEMPTS):
-            txn = self.txn_versions(wanted)
             try:
-                return attempt(txn)
+                with self.commit_turn:
+                    return attempt(self.txn_versions(wanted))
             except CommitConflict as exc:
                 self.stats.conflicts += 1
                 log.info("%s conflict (attempt %d): re-reading the table (%s)", what, n + 1, exc)

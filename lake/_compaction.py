@@ -36,7 +36,7 @@ import re
 import uuid
 from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from ._files import DEFAULT_TARGET_FILE_SIZE
 from ._plan import FileName, base_name
@@ -46,12 +46,23 @@ __all__ = [
     "DEFAULT_TARGET_SIZE",
     "MAX_ATTEMPTS",
     "Bin",
+    "CommitTurn",
     "CompactedName",
     "CompactionPolicy",
     "OptimizeResult",
     "generation_of",
     "input_key",
 ]
+
+
+class CommitTurn(Protocol):
+    """The lock a committer's attempts hold (:attr:`parka.lake.Committer.commit_turn`, a
+    ``threading.RLock``), which a compaction of the same process takes to commit between them."""
+
+    def acquire(self, blocking: bool = ..., timeout: float = ...) -> bool: ...
+
+    def release(self) -> None: ...
+
 
 DEFAULT_COMPACT_MIN_FILES = 16
 """Small files of one generation a table partition may gather before background compaction

@@ -13,6 +13,8 @@ snapshots with pyiceberg, safely next to running ``parka ingest`` / ``parka spar
   them), while those whose inputs another compaction removed are dropped with their files (and
   the compaction plans again when none is left), up to ``max_attempts``, as Delta's does
   (:mod:`parka.lake.delta._optimize`). Nothing is lost either way: the removed files stay on disk until expiry.
+  ``parka ingest``'s background compaction commits in the daemon's own commit turn
+  (:func:`compact_iceberg`'s ``commit_turn``), so that its own ingest commits cannot win those races.
 * **Expiry** (``expire_older_than_hours``): snapshots older than that are expired, except the
   current one and the latest one whose summary holds the ``txn`` state (the offsets every parka
   worker resumes from); then the data files no remaining snapshot names are deleted (pyiceberg's
@@ -41,13 +43,21 @@ from pyiceberg.table import FileScanTask
 
 from parka.errors import CommitConflict, CommitError, ConfigError
 
-from .._compaction import DEFAULT_ROW_GROUP_ROWS, DEFAULT_TARGET_SIZE, MAX_ATTEMPTS, CompactionPolicy, OptimizeResult
+from .._compaction import (
+    DEFAULT_ROW_GROUP_ROWS,
+    DEFAULT_TARGET_SIZE,
+    MAX_ATTEMPTS,
+    CommitTurn,
+    CompactionPolicy,
+    OptimizeResult,
+)
 from .._log import DataFile
 from .._storage import delete_files, make_durable, write_data_file
 from ._engine import IcebergEngine
 from ._table import IcebergTableLog
 
 __all__ = ["compact_iceberg", "optimize_iceberg"]
+
 
 log = logging.getLogger("parka.optimize")
 
@@ -100,11 +110,18 @@ def compact_iceberg(
     max_attempts: int = MAX_ATTEMPTS,
     before_commit: Callable[[], None] | None = None,
     cancel: threading.Event | None = None,
+    commit_turn: CommitTurn | None = None,
 ) -> OptimizeResult:
     """Background compaction (:mod:`parka.lake._compaction`): the small files ``policy`` picks, below
     ``target_size`` (ingestion's file size), rewritten into files named by generation and
     committed as :func:`optimize_iceberg` commits them; no expiry. ``cancel`` set between two
     rewrites or before a commit attempt ends it, its new files deleted and nothing committed.
+
+    ``commit_turn``: the lock the same process's ingest commits hold
+    (:attr:`parka.lake.Committer.commit_turn`). The commit then takes it: the table is read again
+    and the rewrite committed while no ingest commit of this process can come in between. Without
+    it, a daemon committing every 100 ms won every race against a commit that writes the manifests
+    of hundreds of files, and the compaction never landed.
 
     Raises:
         ConfigError: a bad ``row_group_rows`` or ``max_attempts``.
@@ -125,7 +142,16 @@ def compact_iceberg(
         )
         return [(b.files, b.new_name(lambda f: str(f.file_path))) for b in planned]
 
-    return _compact(table, plan, row_group_rows, max_attempts, options, before_commit=before_commit, cancel=cancel)
+    return _compact(
+        table,
+        plan,
+        row_group_rows,
+        max_attempts,
+        options,
+        before_commit=before_commit,
+        cancel=cancel,
+        commit_turn=commit_turn,
+    )
 
 
 def _check_limits(row_group_rows: int, max_attempts: int) -> None:
@@ -149,10 +175,12 @@ def _compact(
     *,
     before_commit: Callable[[], None] | None = None,
     cancel: threading.Event | None = None,
+    commit_turn: CommitTurn | None = None,
 ) -> OptimizeResult:
     """The one compaction both callers run: the bins ``plan`` gives (input files, the new file's
     name or ``None``) rewritten and committed in one snapshot, re-read after a conflict (see the
-    module docstring); no expiry.
+    module docstring), holding ``commit_turn`` while it reads the table again and commits
+    (:func:`compact_iceberg`); no expiry.
 
     Raises:
         CommitConflict: ``max_attempts`` conflicts (nothing lost, the new files deleted).
@@ -164,14 +192,7 @@ def _compact(
     try:
         for attempts in range(1, max_attempts + 1):
             table.refresh()
-            spec = table.iceberg.spec().spec_id
-            if written:  # after a conflict: keep the rewrites whose inputs are all still live
-                live = {f.file_path for f in table.data_files()}
-                stale = [new for group, new in written if not _still_live(group, live, spec)]
-                if stale:
-                    log.info("%d compacted file(s) lost their inputs to another commit: dropped", len(stale))
-                    _discard(table.uri, stale, options)
-                written = [(group, new) for group, new in written if _still_live(group, live, spec)]
+            written = _keep_live(table, written, options)  # after a conflict
             if not written:
                 for group, name in plan():
                     if cancel is not None and cancel.is_set():
@@ -180,11 +201,18 @@ def _compact(
                 if not written:
                     break
                 make_durable(table.uri, options)
-            if cancel is not None and cancel.is_set():
-                break
-            if before_commit is not None:
-                before_commit()
+            if commit_turn is not None and not _take(commit_turn, cancel):
+                break  # cancelled while the ingest committed
             try:
+                if commit_turn is not None:  # the ingest may have committed since the read above
+                    table.refresh()
+                    written = _keep_live(table, written, options)
+                    if not written:
+                        continue
+                if cancel is not None and cancel.is_set():
+                    break
+                if before_commit is not None:
+                    before_commit()
                 table.replace_files(
                     [f for group, _ in written for f in group],
                     [new for _, new in written],
@@ -199,6 +227,9 @@ def _compact(
             except BaseException:
                 written = []  # a commit that failed otherwise may have landed: its files stay
                 raise
+            finally:
+                if commit_turn is not None:
+                    commit_turn.release()
             removed, added = sum(len(g) for g, _ in written), len(written)
             written = []
             break
@@ -206,6 +237,30 @@ def _compact(
         if written:  # not committed: cancelled, out of attempts, or failed before its commit
             _discard(table.uri, [new for _, new in written], options)
     return OptimizeResult(table.identifier, before, table.refresh(), removed, added, 0, None, attempts)
+
+
+def _take(turn: CommitTurn, cancel: threading.Event | None) -> bool:
+    """Acquire ``turn``, waiting while the ingest commits; False once ``cancel`` is set instead."""
+    while not turn.acquire(timeout=0.1):
+        if cancel is not None and cancel.is_set():
+            return False
+    return True
+
+
+def _keep_live(
+    table: IcebergTableLog, written: list[tuple[list[Any], DataFile]], options: Mapping[str, str]
+) -> list[tuple[list[Any], DataFile]]:
+    """The rewrites whose inputs are all still live in the table as last read; the others'
+    files deleted (another compaction took their inputs)."""
+    if not written:
+        return written
+    spec = table.iceberg.spec().spec_id
+    live = {f.file_path for f in table.data_files()}
+    stale = [new for group, new in written if not _still_live(group, live, spec)]
+    if stale:
+        log.info("%d compacted file(s) lost their inputs to another commit: dropped", len(stale))
+        _discard(table.uri, stale, options)
+    return [(group, new) for group, new in written if _still_live(group, live, spec)]
 
 
 def _still_live(group: list[Any], live: set[str], spec: int) -> bool:

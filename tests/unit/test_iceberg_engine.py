@@ -17,12 +17,14 @@ import pyarrow as pa
 import pytest
 from parka.lake import (
     Committer,
+    CompactionPolicy,
     DataFile,
     IcebergEngine,
     IcebergTableLog,
     LandedSegment,
     RsEngine,
     check_segment,
+    compact_iceberg,
     optimize_iceberg,
     read_segment,
     write_segments,
@@ -397,6 +399,94 @@ def test_a_commit_during_compaction_wins_and_the_compaction_commits_on_the_new_s
     data = Path(table.uri.removeprefix("file://"))
     compacted = [p.name for p in data.iterdir() if p.name.startswith("compacted-")]
     assert len(compacted) == 1 and len(table.referenced_files()) == 2
+
+
+class WatchedTurn:
+    """A committer's :attr:`Committer.commit_turn`, noting when ``thread`` asks for it."""
+
+    def __init__(self, turn: Any) -> None:
+        self.turn = turn
+        self.thread: threading.Thread | None = None
+        self.asked = threading.Event()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if threading.current_thread() is self.thread:
+            self.asked.set()
+        return bool(self.turn.acquire(blocking, timeout))
+
+    def release(self) -> None:
+        self.turn.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def test_a_background_compaction_commits_in_the_ingests_turn_and_the_ingest_commit_waits_for_it(
+    tmp_path: Path,
+) -> None:
+    c = iceberg_committer(tmp_path)
+    for offset in range(3):
+        c.commit([landed(c, 0, offset, [offset])])
+    e = c.engine
+    assert isinstance(e, IcebergEngine)
+    turn = c.commit_turn = WatchedTurn(c.commit_turn)  # type: ignore[assignment]
+    segment = landed(c, 0, 3, [3])
+    versions: list[int | None] = []
+    ingest = turn.thread = threading.Thread(target=lambda: versions.append(c.commit([segment]).version))
+
+    def ingest_meanwhile() -> None:
+        if turn.asked.is_set():
+            return
+        ingest.start()  # the ingest commits while the compaction is about to
+        assert turn.asked.wait(60), "the ingest's commit never asked for the turn"
+
+    policy = CompactionPolicy(min_files=3).scoped("t", {0})
+    result = compact_iceberg(
+        e, "db.t", policy, target_size=1024 * 1024, before_commit=ingest_meanwhile, commit_turn=c.commit_turn
+    )
+    ingest.join(60)
+    # the compaction's first commit landed: the ingest's waited for it, then committed on top
+    assert (result.attempts, result.files_removed, result.files_added) == (1, 3, 1)
+    assert versions and versions[0] is not None and versions[0] > result.version_after
+    assert c.stats.conflicts == 0
+    assert ids(e) == [0, 1, 2, 3]
+    table = e.open("db.t")
+    assert table is not None
+    assert table.txns() == {"app-0": 3}
+
+
+def test_a_compaction_waiting_for_the_turn_is_cancelled_and_deletes_its_files(tmp_path: Path) -> None:
+    c = iceberg_committer(tmp_path)
+    for offset in range(3):
+        c.commit([landed(c, 0, offset, [offset])])
+    e = c.engine
+    assert isinstance(e, IcebergEngine)
+    cancel = threading.Event()
+    results: list[Any] = []
+    policy = CompactionPolicy(min_files=3).scoped("t", {0})
+    compaction = threading.Thread(
+        target=lambda: results.append(
+            compact_iceberg(e, "db.t", policy, target_size=1024 * 1024, cancel=cancel, commit_turn=c.commit_turn)
+        )
+    )
+    table = e.open("db.t")
+    assert table is not None
+    data = Path(table.uri.removeprefix("file://"))
+    with c.commit_turn:  # an ingest commit that does not end
+        compaction.start()
+        deadline = time.monotonic() + 60
+        while not [p for p in data.iterdir() if p.name.startswith("compacted-")]:  # its rewrite written
+            assert time.monotonic() < deadline, "the compaction wrote nothing"
+            time.sleep(0.05)
+        cancel.set()
+        compaction.join(60)
+        assert not compaction.is_alive()
+    assert results[0].files_removed == 0
+    assert not [p for p in data.iterdir() if p.name.startswith("compacted-")]
+    assert ids(e) == [0, 1, 2]
 
 
 def test_a_compaction_whose_inputs_another_compaction_took_is_dropped_and_plans_again(tmp_path: Path) -> None:
