@@ -113,13 +113,15 @@ compiled: setup
 	$(BIN)/python -m compileall -q -j 0 $(COMPILED)
 
 # PARKA_BOOTSTRAP=HOST:PORT: the demo uses that broker (one already running) and starts none; it
-# then cannot read the broker's disk, so it prints no on-disk sizes
-DEMO_BROKER = $(if $(PARKA_BOOTSTRAP),--bootstrap $(PARKA_BOOTSTRAP),--bootstrap localhost:$(PARKA_KAFKA_PORT) \
-  --kafka-data-dir "$$(scripts/kafka-local.sh data-dir)")
+# then cannot read the broker's disk, so it prints no on-disk sizes. Without it the demo starts a
+# broker of its own: on PARKA_KAFKA_PORT when given, else on 9092 or, when another process (a
+# Kafka of the user's) holds 9092, on a free port (scripts/kafka-local.sh free-port says which)
+DEMO_PORT = $(if $(filter file,$(origin PARKA_KAFKA_PORT)),$$(scripts/kafka-local.sh free-port),$(PARKA_KAFKA_PORT))
 
 demo: setup ## the main job: flights as Parquet segments through a local broker (PARKA_BOOTSTRAP=HOST:PORT: an existing one), with numbers
-	$(if $(PARKA_BOOTSTRAP),,scripts/kafka-local.sh up)
-	$(BIN)/python demo/flights_demo.py $(DEMO_BROKER)
+	$(if $(PARKA_BOOTSTRAP),$(BIN)/python demo/flights_demo.py --bootstrap $(PARKA_BOOTSTRAP),\
+	  port=$(DEMO_PORT) && export PARKA_KAFKA_PORT=$$port && scripts/kafka-local.sh up && \
+	  $(BIN)/python demo/flights_demo.py --bootstrap localhost:$$port --kafka-data-dir "$$(scripts/kafka-local.sh data-dir)")
 
 $(BIN)/.bench-installed: $(BIN)/.installed pyproject.toml
 	$(UV_INSTALL) -e '.[dev,spark,bench]'

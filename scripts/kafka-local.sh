@@ -6,6 +6,8 @@
 #   scripts/kafka-local.sh fetch    # fetch the jars only (make test: beside the set-up)
 #   scripts/kafka-local.sh down     # stop the broker started here
 #   scripts/kafka-local.sh status   # exit 0 when the broker answers on its port
+#   scripts/kafka-local.sh free-port  # the port to start on: PARKA_KAFKA_PORT, or a free one when
+#                                     # another process holds it (make demo)
 #   scripts/kafka-local.sh kill     # SIGKILL the broker (fault tests); its data stays for the next up
 #   scripts/kafka-local.sh client-config  # sasl_ssl: the path of the librdkafka settings file
 #
@@ -238,7 +240,23 @@ scram_args() {
   done
 }
 
-is_up() { (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; }
+is_up() { listening "$PORT"; }
+listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# The port `make demo` starts its broker on: $PORT when a broker of this script runs there or
+# nothing listens on it; else (another Kafka, most often, on 9092) the first free pair of ports
+# (client, controller) from $PORT + 100, said on stderr.
+free_port() {
+  if running_pid >/dev/null || ! is_up; then echo "$PORT"; return; fi
+  local p
+  for ((p = PORT + 100; p < PORT + 300; p += 2)); do
+    if ! listening "$p" && ! listening "$((p + 1))"; then
+      log "port $PORT is in use by another process (not a broker this script started): this broker takes port $p (to use the running Kafka instead, give make demo its address: docs/quickstart.md)"
+      echo "$p"; return
+    fi
+  done
+  log "port $PORT and ports $((PORT + 100))-$((PORT + 299)) are in use; set PARKA_KAFKA_PORT"; exit 4
+}
 
 # A new cluster id as `kafka-storage random-uuid` makes one (16 random bytes, base64url without
 # padding, never starting with "-"), without starting a JVM for it.
@@ -310,11 +328,12 @@ case "${1:-}" in
   kill) kill9 ;;
   status) if is_up; then log "up on 127.0.0.1:$PORT"; else log "down"; exit 1; fi ;;
   data-dir) echo "$DATA" ;;
+  free-port) free_port ;;
   reset)
     down; rm -rf "$DATA"; log "data removed: $DATA"
     if [[ "$SECURITY" == sasl_ssl ]]; then rm -f "$CLIENT_CONF"; fi ;;  # its user went with the data
   client-config)
     if [[ "$SECURITY" != sasl_ssl ]]; then log "client-config needs PARKA_KAFKA_SECURITY=sasl_ssl"; exit 2; fi
     echo "$CLIENT_CONF" ;;
-  *) echo "usage: $0 up|down|fetch|kill|status|data-dir|reset|client-config" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|fetch|kill|status|data-dir|free-port|reset|client-config" >&2; exit 2 ;;
 esac

@@ -312,3 +312,28 @@ def test_daemon_without_a_broker_says_so_once_then_slowly_then_recovers(tmp_path
             proc.kill()
             proc.wait(timeout=60)
         _broker("reset")
+
+
+def _free_port(port: int, home: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PARKA_KAFKA_PORT": str(port), "PARKA_KAFKA_HOME": str(home)}
+    return subprocess.run(
+        [str(REPO / "scripts" / "kafka-local.sh"), "free-port"], capture_output=True, text=True, env=env, timeout=60
+    )
+
+
+def test_the_demos_broker_takes_a_free_port_when_another_process_holds_its_own(tmp_path: Path) -> None:
+    """``make demo`` on a machine whose Kafka already listens on 9092 (a process this script did
+    not start): its broker goes to the first free pair of ports from 100 above, and says so."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        taken = _free_port(port, tmp_path)
+        assert taken.returncode == 0, taken.stderr
+        chosen = int(taken.stdout.strip())
+        assert port + 100 <= chosen < port + 300
+        assert f"port {port} is in use by another process" in taken.stderr
+        assert f"takes port {chosen}" in taken.stderr and "to use the running Kafka instead" in taken.stderr
+    # nothing listens any more: the port itself, and nothing said
+    free = _free_port(port, tmp_path)
+    assert (free.returncode, free.stdout.strip(), free.stderr) == (0, str(port), "")
