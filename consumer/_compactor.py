@@ -34,7 +34,7 @@ from parka.lake import (
     vacuum_by_table_retention,
 )
 
-from parka.errors import CommitError
+from parka.errors import CommitError, NoTableError
 
 from ._settings import IngestSettings
 
@@ -164,6 +164,8 @@ class Compactor:
                 continue  # holds nothing: nothing of its own to compact
             try:
                 result = self._compact(policy, self._cancel)
+            except NoTableError:  # a run that has not created its table yet: nothing to compact
+                continue
             except CommitError as exc:  # CommitConflict included: nothing lost, the small files stay
                 self._counts.compaction_failures += 1
                 log.warning("background compaction failed, ingestion goes on: %s", exc)

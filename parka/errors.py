@@ -17,9 +17,10 @@
     ├── BlockedError           a run-once cannot start: broker unreachable, topic unknown, Kafka
     │                          credentials refused, table location unusable (``blocker`` says which)
     └── CommitError            a Delta commit (or a write under the table) failed
-        └── CommitConflict       another commit won: raised by a Delta engine for the committer
-                                 to re-read and decide again, and by the committer when that
-                                 kept failing
+        ├── CommitConflict       another commit won: raised by a Delta engine for the committer
+        │                        to re-read and decide again, and by the committer when that
+        │                        kept failing
+        └── NoTableError         a compaction found no table where it was sent
 
 Errors that concern one Kafka message keep ``topic``, ``partition``, ``offset`` and the raw
 ``value`` so that a dead-letter path can store exactly what arrived.
@@ -39,6 +40,7 @@ __all__ = [
     "ConfigError",
     "KafkaClientError",
     "MissingExtraError",
+    "NoTableError",
     "ParkaError",
     "RecordError",
     "RecordTooLargeError",
@@ -271,6 +273,12 @@ class KafkaClientError(ParkaError):
 
 class CommitError(ParkaError):
     """A Delta commit failed for a reason other than a retryable conflict."""
+
+
+class NoTableError(CommitError):
+    """No table at the location a compaction (``parka optimize``, background compaction) was
+    given: for ``parka optimize`` an error, for a daemon's background compaction nothing to do yet
+    (ingestion creates the table with its first commit)."""
 
 
 class CommitConflict(CommitError):

@@ -44,7 +44,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from parka.config import storage_options_for
-from parka.errors import CommitConflict, CommitError, ConfigError
+from parka.errors import CommitConflict, CommitError, ConfigError, NoTableError
 
 from .._compaction import DEFAULT_ROW_GROUP_ROWS, DEFAULT_TARGET_SIZE, MAX_ATTEMPTS, CompactionPolicy, OptimizeResult
 from .._log import DataFile
@@ -442,7 +442,7 @@ def _conform(t: pa.Table, schema: pa.Schema) -> pa.Table:
 def _open(uri: str, storage_options: dict[str, str]) -> DeltaTable:
     table = _rs.open_table(uri, storage_options)
     if table is None:
-        raise CommitError(f"no Delta table at {uri}")
+        raise NoTableError(f"no Delta table at {uri}")
     return table
 
 

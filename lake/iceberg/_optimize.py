@@ -41,7 +41,7 @@ from pyiceberg.io.pyarrow import ArrowScan
 from pyiceberg.manifest import ManifestContent
 from pyiceberg.table import FileScanTask
 
-from parka.errors import CommitConflict, CommitError, ConfigError
+from parka.errors import CommitConflict, CommitError, ConfigError, NoTableError
 
 from .._compaction import (
     DEFAULT_ROW_GROUP_ROWS,
@@ -162,7 +162,7 @@ def _check_limits(row_group_rows: int, max_attempts: int) -> None:
 def _open(engine: IcebergEngine, identifier: str, options: Mapping[str, str]) -> IcebergTableLog:
     table = engine.open(identifier, options)
     if table is None:
-        raise CommitError(f"no Iceberg table {identifier} in catalog {engine.catalog_name!r}")
+        raise NoTableError(f"no Iceberg table {identifier} in catalog {engine.catalog_name!r}")
     return table
 
 

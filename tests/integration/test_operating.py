@@ -96,6 +96,20 @@ def test_run_once_on_an_unknown_topic_exits_2_naming_it(bootstrap: str, tmp_path
     assert topic not in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
 
 
+def test_run_once_on_an_empty_topic_without_a_table_ends_ok_and_warns_of_nothing(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """Background compaction and VACUUM have no table to look at: no warning, no failure counted."""
+    topic = new_topic(partitions=2)
+    table = str(tmp_path / "t")
+    proc, _ = _run_once(topic, table, bootstrap)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [ln for ln in proc.stderr.splitlines() if " WARNING " in ln or " ERROR " in ln] == [], proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert (result["status"], result["commits"], result["compaction_failures"]) == ("ok", 0, 0)
+    assert _no_table(table)
+
+
 def test_run_once_into_a_table_path_through_a_file_exits_2_naming_it(
     bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
 ) -> None:
@@ -265,7 +279,7 @@ def test_optimize_ends_in_one_line(tmp_path: Path, s3proxy: ObjectStoreServer) -
     optimize = [sys.executable, "-m", "parka.cli", "optimize"]
     proc = forkserver.run([*optimize, str(tmp_path / "none")], capture_output=True, text=True, timeout=120)
     assert proc.returncode == EXIT_CONFIG, proc.stderr[-3000:]
-    assert f"stopped: CommitError: no Delta table at {tmp_path / 'none'}" in _stopped_line(proc)
+    assert f"stopped: NoTableError: no Delta table at {tmp_path / 'none'}" in _stopped_line(proc)
     options = {**s3proxy.storage_options, "aws_secret_access_key": "not-the-secret"}
     flags = [a for k, v in options.items() for a in ("--storage-option", f"{k}={v}")]
     proc = forkserver.run([*optimize, s3proxy.table_uri("t"), *flags], capture_output=True, text=True, timeout=120)
