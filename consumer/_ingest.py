@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -46,6 +45,7 @@ from parka.lake import (
 )
 from parka.ops.health import HealthLog
 from parka.ops.preflight import BrokerWatch, wait_until_ready
+from parka.ops.stopping import StopGuard
 
 from parka.crash import crash_point
 from parka.errors import ConfigError, KafkaClientError, SchemaMismatchError, SegmentError
@@ -125,9 +125,10 @@ class IngestionConsumer(KafkaSide):
         self._stop.set()
 
     def install_signal_handlers(self) -> None:
-        """SIGINT and SIGTERM flush, commit and exit instead of killing the process."""
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: self.stop())
+        """SIGINT and SIGTERM flush, commit and exit instead of killing the process, within
+        ``--stop-timeout``; past it, or at a second signal, the process exits at once
+        (:class:`parka.ops.stopping.StopGuard`). From the main thread."""
+        StopGuard(self.stop, bound_s=self.settings.stop_timeout_s, name="parka ingest").install()
 
     def run(self) -> IngestStats:
         """Ingest until :meth:`stop` (or, with ``end_at_latest``, until everything present at

@@ -26,6 +26,10 @@ so it lands inside a native call (delta-rs) that no point inside could reach:
 * ``during-checkpoint``: the writing of a checkpoint, and the log cleanup after it.
 
 A span that ends before its kill fires is not counted: the next one tries again.
+
+``PARKA_TEST_HANG_AT=<point>`` makes the thread that reaches the point block there for good
+instead, after logging ``hang point <point>: blocking`` (a call that never returns, as a native
+call that hangs: what a stop must still end, within its bound).
 """
 
 from __future__ import annotations
@@ -38,11 +42,20 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["CRASH_AFTER_ENV", "CRASH_AT_ENV", "CRASH_DELAY_ENV", "crash_during", "crash_point", "crash_point_armed"]
+__all__ = [
+    "CRASH_AFTER_ENV",
+    "CRASH_AT_ENV",
+    "CRASH_DELAY_ENV",
+    "HANG_AT_ENV",
+    "crash_during",
+    "crash_point",
+    "crash_point_armed",
+]
 
 CRASH_AT_ENV = "PARKA_TEST_CRASH_AT"
 CRASH_AFTER_ENV = "PARKA_TEST_CRASH_AFTER"
 CRASH_DELAY_ENV = "PARKA_TEST_CRASH_DELAY_MS"
+HANG_AT_ENV = "PARKA_TEST_HANG_AT"
 
 log = logging.getLogger("parka")
 _reached: dict[str, int] = {}
@@ -54,7 +67,11 @@ def crash_point_armed(name: str) -> bool:
 
 
 def crash_point(name: str) -> None:
-    """SIGKILL this process here when the environment asks for it (see the module docstring)."""
+    """SIGKILL this process here, or block here for good, when the environment asks for it (see
+    the module docstring)."""
+    if os.environ.get(HANG_AT_ENV) == name:
+        log.error("hang point %s: blocking", name)
+        threading.Event().wait()
     if os.environ.get(CRASH_AT_ENV) != name:
         return
     _reached[name] = _reached.get(name, 0) + 1

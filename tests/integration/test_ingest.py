@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from deltalake import DeltaTable
 from parka.lake import FileName
 
+from parka.crash import HANG_AT_ENV
 from parka.segment import encode_segment
 
 from ._ingest_util import (
@@ -135,6 +137,47 @@ def test_sigterm_commits_what_is_buffered(bootstrap: str, new_topic: Callable[..
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 0, (tmp_path / "log").read_text()[-3000:]
     assert sorted(table_ids(table)) == list(range(400))
+
+
+def test_a_stop_that_hangs_ends_within_the_stop_timeout_and_the_next_run_loses_nothing(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """The commit thread blocks for good in the middle of a commit (a hang point: as a native call
+    that never returns), so the graceful stop cannot finish: SIGTERM still ends the process
+    within --stop-timeout, with exit 143 and a line saying where its main thread was."""
+    topic = new_topic()
+    table = tmp_path / "t"
+    produce_events(bootstrap, topic, 0, 400, batch=100)
+    log = tmp_path / "log"
+    hang = {HANG_AT_ENV: "after-write"}
+    proc = start_ingest(topic, table, bootstrap, "-l", "0.5", "--stop-timeout", "3", log=log, env=hang)
+    wait_for(lambda: log_has(log, "hang point after-write: blocking"), "the commit to hang")
+    stopping = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 143, log.read_text()[-3000:]
+    took = time.monotonic() - stopping
+    assert 3 <= took < 3 + 10, f"{took:.1f} s"
+    text = log.read_text()
+    assert "parka ingest: stopping (SIGTERM); at most 3 s, then at once" in text
+    assert "stopped at once (the stop took over 3 s) while the main thread was in " in text
+    run_ingest(topic, table, bootstrap, "--end-at-latest")  # the next run: every record, once
+    assert sorted(table_ids(table)) == list(range(400))
+
+
+def test_a_second_sigterm_stops_at_once(bootstrap: str, new_topic: Callable[..., str], tmp_path: Path) -> None:
+    topic = new_topic()
+    produce_events(bootstrap, topic, 0, 100, batch=100)
+    log = tmp_path / "log"
+    hang = {HANG_AT_ENV: "after-write"}
+    proc = start_ingest(topic, tmp_path / "t", bootstrap, "-l", "0.5", log=log, env=hang)  # a 30 s bound
+    wait_for(lambda: log_has(log, "hang point after-write: blocking"), "the commit to hang")
+    proc.send_signal(signal.SIGTERM)
+    wait_for(lambda: log_has(log, "stopping (SIGTERM); at most 30 s"), "the stop to begin")
+    stopping = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 143, log.read_text()[-3000:]
+    assert time.monotonic() - stopping < 10
+    assert "stopped at once (a second SIGTERM)" in log.read_text()
 
 
 @pytest.mark.parametrize(
