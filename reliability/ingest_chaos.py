@@ -203,14 +203,17 @@ class IngestChaos:
             self.problems.append(f"{w.name} exited {code} unasked: {w.tail(1500)}")
 
     def leave(self, w: Proc) -> None:
-        """SIGTERM: the worker commits what it holds and exits 0 (in 90 s: later is a problem, and
-        a SIGABRT that writes its threads' stacks to its log, then a SIGKILL, after which the run
-        goes on to its verdict)."""
+        """SIGTERM: the worker commits what it holds and exits 0, its time to exit in the event.
+        A stop past ``--stop-timeout`` (30 s) exits 143 with a line naming where its threads were:
+        a problem, with that line in it. Still running after 90 s (the bound failed): a SIGABRT
+        that writes its threads' stacks to its log, then a SIGKILL, after which the run goes on
+        to its verdict."""
         # SIGTERM before the worker has installed its handler would just end the process
         wait_for(lambda: w.has("progress:") or not w.alive(), f"{w.name} to run", 90)
         self.workers.remove(w)
         w.signal(signal.SIGTERM)
         self.faults["SIGTERM (leave)"] += 1
+        asked = time.monotonic()
         try:
             code = w.wait_exit(90)
         except Timeout as exc:
@@ -220,7 +223,7 @@ class IngestChaos:
             self.faults["SIGKILL (still running 90 s after SIGTERM)"] += 1
             self.events.append(f"{w.name} leaves (SIGTERM): still running after 90 s, SIGKILLed")
             return
-        self.events.append(f"{w.name} leaves (SIGTERM): exit {code}")
+        self.events.append(f"{w.name} leaves (SIGTERM): exit {code} after {time.monotonic() - asked:.1f} s")
         if code != 0:
             self.problems.append(f"{w.name} exited {code} after SIGTERM: {w.tail(1500)}")
 
