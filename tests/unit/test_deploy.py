@@ -1,11 +1,13 @@
 """deploy/: the systemd unit and the Kubernetes Deployment, checked by the tools that read them
 (``systemd-analyze verify``; kubernetes-validate's schemas, strict, offline) and against
 ``parka ingest``'s own settings: the variables they set are its flags', and the probes ask the
-port the metrics are served on."""
+port the metrics are served on. The Grafana dashboard's queries name only samples that
+``parka ingest``'s metrics serve, with the labels they carry."""
 
 from __future__ import annotations
 
 import configparser
+import json
 import os
 import re
 import shutil
@@ -18,10 +20,16 @@ import kubernetes_validate
 import pytest
 import yaml
 from parka.consumer._cli import build_parser, settings_from_args
+from parka.consumer._ingest import IngestStats
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from parka.metrics import IngestMetrics
 
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = ROOT / "deploy" / "systemd" / "parka-ingest@.service"
 DEPLOYMENT = ROOT / "deploy" / "kubernetes" / "deployment.yaml"
+DASHBOARD = ROOT / "deploy" / "grafana" / "parka-ingest.json"
 KUBERNETES_VERSIONS = ("1.27.0", kubernetes_validate.latest_version())
 """The oldest Kubernetes the Deployment is checked against, and the newest the validator knows."""
 
@@ -111,3 +119,61 @@ def test_the_deployment_probes_the_health_endpoints_where_parka_ingest_serves_th
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
     assert container["args"][0] == "ingest"
     assert deployment()["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] >= 60
+
+
+def served_samples() -> dict[str, set[str]]:
+    """Each sample name ``parka ingest``'s /metrics serves (counters' ``_total``, histograms'
+    ``_bucket``, ``_sum`` and ``_count``), with its label names: the daemon's own metrics, every
+    kind of them given a value."""
+    registry = CollectorRegistry()
+    metrics = IngestMetrics(registry, topic="gps")
+    metrics.watch(lambda: vars(IngestStats()))
+    metrics.observe_commit(0.1)
+    metrics.observe_checkpoint(0.2)
+    metrics.set_lag({0: 3})
+    metrics.hold([0])
+    served: dict[str, set[str]] = {}
+    for family in text_string_to_metric_families(generate_latest(registry).decode()):
+        for sample in family.samples:
+            served.setdefault(sample.name, set()).update(sample.labels)
+    return served
+
+
+def dashboard_queries() -> list[str]:
+    board = json.loads(DASHBOARD.read_text())
+    queries = [t["expr"] for panel in board["panels"] for t in panel["targets"]]
+    queries += [v["query"]["query"] for v in board["templating"]["list"] if v["type"] == "query"]
+    return queries
+
+
+def test_the_dashboards_queries_name_samples_parka_ingest_serves_with_their_labels() -> None:
+    served = served_samples()
+    queries = dashboard_queries()
+    assert len(queries) >= 10
+    named = set()
+    for query in queries:
+        for name in re.findall(r"\bparka_[a-z_]+", query):
+            named.add(name)
+            assert name in served, f"{name} (in {query}) is not served; served: {sorted(served)}"
+            labels = set(re.findall(r"\b(\w+)\s*=~?", query.split(name, 1)[1].split("}", 1)[0]))
+            assert labels <= served[name], f"{query}: labels {labels - served[name]} not on {name}"
+        assert "topic" in query  # every panel per topic
+    # what the dashboard must show: lag, freshness, commit latency, files, compaction
+    for name in (
+        "parka_consumer_lag",
+        "parka_table_staleness_seconds",
+        "parka_commit_latency_seconds_bucket",
+        "parka_files_total",
+        "parka_compactions_total",
+    ):
+        assert name in named
+
+
+def test_the_dashboards_panels_are_laid_out_once_each_on_the_prometheus_variable() -> None:
+    board = json.loads(DASHBOARD.read_text())
+    ids = [p["id"] for p in board["panels"]]
+    assert len(ids) == len(set(ids))
+    cells = [(p["gridPos"]["x"], p["gridPos"]["y"]) for p in board["panels"]]
+    assert len(cells) == len(set(cells))
+    sources = {json.dumps(t["datasource"]) for p in board["panels"] for t in p["targets"]}
+    assert sources == {json.dumps({"type": "prometheus", "uid": "${datasource}"})}
