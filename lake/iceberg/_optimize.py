@@ -58,7 +58,6 @@ from ._table import IcebergTableLog
 
 __all__ = ["compact_iceberg", "optimize_iceberg"]
 
-
 log = logging.getLogger("parka.optimize")
 
 
