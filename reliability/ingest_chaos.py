@@ -151,6 +151,7 @@ class IngestChaos:
     faults: Counter[str] = field(default_factory=Counter)
     events: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    stop_seconds: list[float] = field(default_factory=list)  # each leave's SIGTERM to exit
     workers: list[Proc] = field(default_factory=list)
     everyone: list[Proc] = field(default_factory=list)
     racer: Proc | None = None
@@ -221,9 +222,12 @@ class IngestChaos:
             self.problems.append(f"{exc} after SIGTERM, its threads' stacks at SIGABRT: {w.tail(8000)}")
             w.wait_exit(30)
             self.faults["SIGKILL (still running 90 s after SIGTERM)"] += 1
+            self.stop_seconds.append(time.monotonic() - asked)
             self.events.append(f"{w.name} leaves (SIGTERM): still running after 90 s, SIGKILLed")
             return
-        self.events.append(f"{w.name} leaves (SIGTERM): exit {code} after {time.monotonic() - asked:.1f} s")
+        took = time.monotonic() - asked
+        self.stop_seconds.append(took)
+        self.events.append(f"{w.name} leaves (SIGTERM): exit {code} after {took:.1f} s")
         if code != 0:
             self.problems.append(f"{w.name} exited {code} after SIGTERM: {w.tail(1500)}")
 
@@ -415,6 +419,7 @@ class IngestChaos:
             "notes": notes,
             "final_pass": final.stdout.strip().splitlines()[-1] if final and final.stdout.strip() else None,
             "workers_started": self.started,
+            "stop_seconds": sorted(round(t, 1) for t in self.stop_seconds),
             "problems": problems,
             "events": self.events,
         }

@@ -20,6 +20,10 @@ CHAOS = {
     "broker": "broker restarts",
 }
 MIN_INGEST_KILLS = {"full": 30, "quick": 5}
+STOP_BOUND_S = 35.0
+"""A SIGTERM'd worker's time to exit at most: ``parka ingest``'s default ``--stop-timeout`` (30 s)
+plus 5 for the exit itself (a graceful stop takes seconds; one past the timeout exits 143, a
+problem of its own)."""
 
 
 def _is_crash(kind: str) -> bool:
@@ -86,6 +90,15 @@ def summarize(
         requirements.append(
             (f"at least {needed} SIGKILLs of parka ingest workers{on} ({ingest_kills})", ingest_kills >= needed)
         )
+        stops = results[scenario].get("stop_seconds", [])
+        if stops:
+            requirements.append(
+                (
+                    f"every SIGTERM'd worker{on} exited within {STOP_BOUND_S:.0f} s (max {max(stops):.1f} s of "
+                    f"{len(stops)})",
+                    max(stops) <= STOP_BOUND_S,
+                )
+            )
         for point in results[scenario].get("crash_points", CRASH_POINTS):
             n = ingest_faults.get(f"crash point {point}", 0)
             requirements.append((f"parka ingest killed at crash point {point}{on} ({n})", n > 0))

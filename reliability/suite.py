@@ -52,12 +52,14 @@ class Mode:
     forked: bool
 
 
-_FULL_INGEST = IngestPlan(crashes_per_point=5, kills=6, leaves=6)
+# 20 SIGTERMs at moments the plan does not choose (a worker may be compacting, checkpointing,
+# cleaning orphans or committing): each must exit 0 within the stop bound (report.STOP_BOUND_S)
+_FULL_INGEST = IngestPlan(crashes_per_point=5, kills=6, leaves=20)
 _QUICK_INGEST = IngestPlan(crashes_per_point=1, kills=1, leaves=1)
 # the points tests/integration/iceberg/test_iceberg_ingest.py does not kill at, for each catalog
 _ICEBERG_QUICK_POINTS = ("after-dead-letters", "on-revoke")
 MODES = {
-    # 6 points x 5 crashes + 6 kills: 36 SIGKILLs of parka ingest workers; 5 Spark driver kills
+    # 6 points x 5 crashes + 6 kills: 36 SIGKILLs of parka ingest workers, 20 SIGTERMs; 5 Spark driver kills
     "full": Mode(_FULL_INGEST, _FULL_INGEST, SparkPlan(crashes=4, group_kills=1), True, history_kills=6, forked=False),
     # 6 points x 1 + 1 kill: 7 SIGKILLs; no JVM start-up (Spark) and no broker of its own. On
     # Iceberg 2 points + 1 kill: the other four are left to the tests' kill -9 at each point, for
