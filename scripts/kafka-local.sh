@@ -244,11 +244,18 @@ is_up() { listening "$PORT"; }
 listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 # The port `make demo` starts its broker on: $PORT when a broker of this script runs there or
-# nothing listens on it; else (another Kafka, most often, on 9092) the first free pair of ports
-# (client, controller) from $PORT + 100, said on stderr.
+# nothing listens on it; else (another Kafka, most often, on 9092) the first port from $PORT + 100
+# where a broker of this script runs (an earlier demo's) or, failing that, the first free pair of
+# ports (client, controller), said on stderr. (Plaintext brokers: their pid files.)
 free_port() {
   if running_pid >/dev/null || ! is_up; then echo "$PORT"; return; fi
   local p
+  for ((p = PORT + 100; p < PORT + 300; p += 2)); do
+    if [[ -f "$HOME_DIR/broker-$p.pid" ]] && kill -0 "$(cat "$HOME_DIR/broker-$p.pid")" 2>/dev/null; then
+      log "port $PORT is in use by another process (not a broker this script started): using this script's broker on port $p"
+      echo "$p"; return
+    fi
+  done
   for ((p = PORT + 100; p < PORT + 300; p += 2)); do
     if ! listening "$p" && ! listening "$((p + 1))"; then
       log "port $PORT is in use by another process (not a broker this script started): this broker takes port $p (to use the running Kafka instead, give make demo its address: docs/quickstart.md)"

@@ -337,7 +337,8 @@ def _free_port(port: int, home: Path) -> subprocess.CompletedProcess[str]:
 
 def test_the_demos_broker_takes_a_free_port_when_another_process_holds_its_own(tmp_path: Path) -> None:
     """``make demo`` on a machine whose Kafka already listens on 9092 (a process this script did
-    not start): its broker goes to the first free pair of ports from 100 above, and says so."""
+    not start): its broker goes to the first free pair of ports from 100 above, or to a broker of
+    its own already running there, and says so."""
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))
         held.listen()
@@ -348,6 +349,12 @@ def test_the_demos_broker_takes_a_free_port_when_another_process_holds_its_own(t
         assert port + 100 <= chosen < port + 300
         assert f"port {port} is in use by another process" in taken.stderr
         assert f"takes port {chosen}" in taken.stderr and "to use the running Kafka instead" in taken.stderr
+        # an earlier demo's broker of this script on a port above: that one, not another new one
+        mine = port + 102
+        (tmp_path / f"broker-{mine}.pid").write_text(str(os.getpid()))  # a live pid, as a running broker's
+        again = _free_port(port, tmp_path)
+        assert (again.returncode, again.stdout.strip()) == (0, str(mine)), again.stderr
+        assert f"using this script's broker on port {mine}" in again.stderr
     # nothing listens any more: the port itself, and nothing said
     free = _free_port(port, tmp_path)
     assert (free.returncode, free.stdout.strip(), free.stderr) == (0, str(port), "")
