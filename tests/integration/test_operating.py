@@ -328,7 +328,7 @@ def test_daemon_without_a_broker_says_so_once_then_slowly_then_recovers(tmp_path
         _broker("reset")
 
 
-def _free_port(port: int, home: Path) -> subprocess.CompletedProcess[str]:
+def _demo_broker_port(port: int, home: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PARKA_KAFKA_PORT": str(port), "PARKA_KAFKA_HOME": str(home)}
     return subprocess.run(
         [str(REPO / "scripts" / "kafka-local.sh"), "free-port"], capture_output=True, text=True, env=env, timeout=60
@@ -343,7 +343,7 @@ def test_the_demos_broker_takes_a_free_port_when_another_process_holds_its_own(t
         held.bind(("127.0.0.1", 0))
         held.listen()
         port = held.getsockname()[1]
-        taken = _free_port(port, tmp_path)
+        taken = _demo_broker_port(port, tmp_path)
         assert taken.returncode == 0, taken.stderr
         chosen = int(taken.stdout.strip())
         assert port + 100 <= chosen < port + 300
@@ -352,9 +352,9 @@ def test_the_demos_broker_takes_a_free_port_when_another_process_holds_its_own(t
         # an earlier demo's broker of this script on a port above: that one, not another new one
         mine = port + 102
         (tmp_path / f"broker-{mine}.pid").write_text(str(os.getpid()))  # a live pid, as a running broker's
-        again = _free_port(port, tmp_path)
+        again = _demo_broker_port(port, tmp_path)
         assert (again.returncode, again.stdout.strip()) == (0, str(mine)), again.stderr
         assert f"using this script's broker on port {mine}" in again.stderr
     # nothing listens any more: the port itself, and nothing said
-    free = _free_port(port, tmp_path)
+    free = _demo_broker_port(port, tmp_path)
     assert (free.returncode, free.stdout.strip(), free.stderr) == (0, str(port), "")
