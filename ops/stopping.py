@@ -24,6 +24,7 @@ import threading
 import traceback
 from collections.abc import Callable
 from types import FrameType
+from typing import NoReturn
 
 __all__ = ["FORCED_EXIT", "StopGuard"]
 
@@ -42,7 +43,7 @@ class StopGuard:
         self._stop = stop
         self._bound_s = bound_s
         self._name = name
-        self._first = threading.Event()
+        self._stopping = False  # the watcher thread's alone
 
     def install(self) -> None:
         read, write = os.pipe()
@@ -60,16 +61,16 @@ class StopGuard:
                 if number not in (signal.SIGINT, signal.SIGTERM):
                     continue
                 what = signal.Signals(number).name
-                if self._first.is_set():
+                if self._stopping:
                     self._force(f"a second {what}")
                 log.info("%s: stopping (%s); at most %.0f s, then at once", self._name, what, self._bound_s)
-                self._first.set()
+                self._stopping = True
                 timer = threading.Timer(self._bound_s, self._force, args=(f"the stop took over {self._bound_s:g} s",))
                 timer.daemon = True
                 timer.start()
                 self._stop()
 
-    def _force(self, why: str) -> None:
+    def _force(self, why: str) -> NoReturn:
         log.error(
             "%s: stopped at once (%s) while %s; exit %d; the other threads: %s",
             self._name,
