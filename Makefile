@@ -19,7 +19,7 @@ BENCH_S3_UP = $(if $(BENCH_S3),PARKA_S3PROXY_BUCKET=$(firstword $(subst /, ,$(pa
 SEED ?= 1
 RELIABILITY_OUT ?= reliability-out
 
-.PHONY: compiled fetch test-jars spark-class-archive help setup kafka-up kafka-down kafka-status spark-cluster-up spark-cluster-down lint docs docs-build test test-unit test-integration demo bench bench-quick bench-encodings bench-dropin bench-encryption bench-freshness bench-freshness-quick bench-list-calls bench-profile bench-soak bench-soak-quick reliability reliability-quick clean
+.PHONY: compiled fetch fetch-early test-jars spark-class-archive help setup kafka-up kafka-down kafka-status spark-cluster-up spark-cluster-down lint docs docs-build test test-unit test-integration demo bench bench-quick bench-encodings bench-dropin bench-encryption bench-freshness bench-freshness-quick bench-list-calls bench-profile bench-soak bench-soak-quick reliability reliability-quick clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 20
@@ -90,18 +90,35 @@ COMPILED := parka producer consumer lake ops spark_ext reliability tests benchma
 
 # lint (mypy: one core) and the docs site (mkdocs: one core) side by side on the 2 cores, each
 # one's output kept together; then the tests
-# On a fresh machine the downloads come first: the servers' (fetch) beside the virtualenv's, then
-# the Spark session's jars (test-jars) beside lint and the docs site, so that no test worker waits
-# for them
+# On a fresh machine the downloads come first: the servers the tests start first (fetch-early)
+# beside the virtualenv's, then the Spark session's jars (test-jars) beside lint and the docs site,
+# so that no test worker waits for them. The slow first fetches of the servers whose tests come
+# last (FETCHED_LATE) run in the background from the first second instead, each into a log; a
+# server's start in the tests waits for its fetch under the script's lock.
 test: ## the whole suite: lint, the docs site, unit and integration tests (starts its own broker and servers)
-	$(MAKE) --no-print-directory -j2 setup fetch
+	@$(call fetch_in_background,$(FETCHED_LATE))
+	$(MAKE) --no-print-directory -j2 setup fetch-early
 	$(MAKE) --no-print-directory -j3 --output-sync=target lint docs-build compiled test-jars
 	$(BIN)/pytest -q -ra -n $(PYTEST_WORKERS)
 
-FETCHED := kafka-local s3proxy iceberg-rest schema-registry azurite
-fetch: ## download (once) what the test servers run: Kafka, s3proxy, Iceberg's REST catalog, Apicurio, Azurite
-	@pids=(); for s in $(FETCHED); do scripts/$$s.sh fetch & pids+=($$!); done; \
+# The registry's first fetch is a Quarkus build from Maven Central (224 s on a fresh machine, most
+# of it Maven fetching POMs one after another; 37 CPU-s), Azurite's an npm install (~40 s): in
+# make test's foreground they were the set-up's longest wait, while their tests start minutes in.
+FETCHED_EARLY := kafka-local s3proxy iceberg-rest
+FETCHED_LATE := schema-registry azurite
+FETCH_LOGS = $${XDG_CACHE_HOME:-$$HOME/.cache}/parka
+# $(call fetch_in_background,SCRIPTS): each script's fetch, detached, its output in FETCH_LOGS
+fetch_in_background = mkdir -p "$(FETCH_LOGS)" && for s in $(1); do \
+	  nohup scripts/$$s.sh fetch >"$(FETCH_LOGS)/fetch-$$s.log" 2>&1 </dev/null & done
+# $(call fetch_all,SCRIPTS): each script's fetch at once; fails when any does
+fetch_all = pids=(); for s in $(1); do scripts/$$s.sh fetch & pids+=($$!); done; \
 	  rc=0; for p in "$${pids[@]}"; do wait "$$p" || rc=1; done; exit $$rc
+
+fetch: ## download (once) what the test servers run: Kafka, s3proxy, Iceberg's REST catalog, Apicurio, Azurite
+	@$(call fetch_all,$(FETCHED_EARLY) $(FETCHED_LATE))
+
+fetch-early:
+	@$(call fetch_all,$(FETCHED_EARLY))
 
 test-jars: setup ## fetch (once) the jars of the tests' Spark session into Ivy's cache
 	$(BIN)/python -m tests.integration.spark._jars

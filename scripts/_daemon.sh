@@ -9,6 +9,22 @@
 # way: 95 and 99 CPU-s against 109 and 128). A MAVEN_OPTS of the caller's wins.
 export MAVEN_OPTS="${MAVEN_OPTS:--XX:TieredStopAtLevel=1 -XX:+UseSerialGC}"
 
+# fetch_once DONE FUNCTION: run FUNCTION, which downloads or builds the server into HOME_DIR and
+# makes the file DONE last, unless DONE exists. Two fetches at once on a fresh machine (make test's
+# fetch in the background and a test's `up`, or the plain and the secured broker) take turns on a
+# lock in HOME_DIR: one fetches, the other waits and then finds DONE. A subshell holds the lock, so
+# no server started afterwards inherits it; FUNCTION's exit status is fetch_once's.
+fetch_once() {
+  local done=$1 fn=$2
+  [[ -e "$done" ]] && return 0
+  mkdir -p "$HOME_DIR"
+  if command -v flock >/dev/null; then
+    ( flock 9; [[ -e "$done" ]] || "$fn" ) 9>"$HOME_DIR/.fetch.lock"
+  else
+    "$fn"
+  fi
+}
+
 # The pid of the server this script started, when it is alive (exit 1 otherwise).
 running_pid() {
   [[ -f "$PIDFILE" ]] || return 1

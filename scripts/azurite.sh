@@ -31,12 +31,17 @@ log() { echo "azurite: $*" >&2; }
 source "$(dirname "${BASH_SOURCE[0]}")/_daemon.sh"
 
 install() {
-  [[ -x "$BIN" ]] && return 0
+  [[ -f "$PKG/.complete" ]] && return 0
   command -v npm >/dev/null || { log "npm not found: install Node.js 20+ and npm (apt-get install nodejs npm)"; exit 3; }
+  fetch_once "$PKG/.complete" npm_install
+}
+
+npm_install() {
   mkdir -p "$PKG"
   log "installing azurite@$VERSION from npm into $PKG"
   (cd "$PKG" && npm install --silent --no-audit --no-fund --prefix "$PKG" "azurite@$VERSION" >&2)
   [[ -x "$BIN" ]] || { log "npm finished but $BIN is missing"; exit 3; }
+  touch "$PKG/.complete"
 }
 
 is_up() { curl -s -o /dev/null -m 2 "http://127.0.0.1:$PORT/$ACCOUNT?comp=list" 2>/dev/null; }

@@ -101,14 +101,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/_daemon.sh"
 fetch_jars() {
   [[ -f "$LIBS/.complete" ]] && return 0
   command -v mvn >/dev/null || { log "mvn not found: install Maven (apt-get install maven) to fetch the server's jars from Maven Central"; exit 3; }
-  mkdir -p "$HOME_DIR"
-  if command -v flock >/dev/null; then
-    # two ports may start at once on a fresh machine: one fetches, the other waits (a subshell
-    # holds the lock, so the server process does not inherit it)
-    ( flock 9; [[ -f "$LIBS/.complete" ]] || resolve_jars ) 9>"$HOME_DIR/.fetch.lock"
-  else
-    resolve_jars
-  fi
+  fetch_once "$LIBS/.complete" resolve_jars
 }
 
 # The POM lists every jar with no transitive dependencies: the classpath is exactly JARS.

@@ -64,14 +64,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/_daemon.sh"
 fetch_jars() {
   [[ -f "$LIBS/.complete" ]] && return 0
   command -v mvn >/dev/null || { log "mvn not found: install Maven (apt-get install maven) to resolve Kafka from Maven Central"; exit 3; }
-  mkdir -p "$HOME_DIR"
-  if command -v flock >/dev/null; then
-    # the plain and the sasl_ssl broker may start at once on a fresh machine: one resolves, the
-    # other waits (a subshell holds the lock, so no broker process inherits it)
-    ( flock 9; [[ -f "$LIBS/.complete" ]] || resolve_jars ) 9>"$HOME_DIR/.fetch.lock"
-  else
-    resolve_jars
-  fi
+  fetch_once "$LIBS/.complete" resolve_jars
 }
 
 resolve_jars() {

@@ -35,11 +35,16 @@ source "$(dirname "${BASH_SOURCE[0]}")/_daemon.sh"
 fetch_jar() {
   [[ -f "$JAR" ]] && return 0
   command -v mvn >/dev/null || { log "mvn not found: install Maven (apt-get install maven) to fetch s3proxy from Maven Central"; exit 3; }
-  mkdir -p "$HOME_DIR"
+  fetch_once "$JAR" download_jar
+}
+
+# into a temporary folder first: the jar's name appears only once it is whole
+download_jar() {
   log "fetching org.gaul:s3proxy:$VERSION:jar-with-dependencies from Maven Central"
   mvn -q -B -Dstyle.color=never dependency:copy -Dartifact="org.gaul:s3proxy:$VERSION:jar:jar-with-dependencies" \
-    -DoutputDirectory="$HOME_DIR" >&2
-  [[ -f "$JAR" ]] || { log "the jar did not arrive at $JAR"; exit 3; }
+    -DoutputDirectory="$HOME_DIR/.part" >&2
+  mv "$HOME_DIR/.part/$(basename "$JAR")" "$JAR" || { log "the jar did not arrive at $JAR"; exit 3; }
+  rm -rf "$HOME_DIR/.part"
 }
 
 write_config() {

@@ -179,6 +179,10 @@ XML
 build() {
   [[ -f "$APP/.complete" ]] && return 0
   need_tools
+  fetch_once "$APP/.complete" build_app
+}
+
+build_app() {
   log "building Apicurio Registry $VERSION from Maven Central into $APP (once; a few minutes)"
   write_build
   local mvn=(mvn -q -B -Dstyle.color=never -s "$BUILD/settings.xml")
