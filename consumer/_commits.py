@@ -20,16 +20,12 @@ from confluent_kafka import TopicPartition
 
 from ._autocommit import auto_commit_loop
 from ._compat import closed_error, translated
-from ._offsets import commit_request, positions, store_request
+from ._offsets import as_offset, commit_request, positions, store_request
 from ._segments import Cursor, Key, Position
 
 __all__ = ["OffsetsAPI"]
 
 log = logging.getLogger("parka.consumer")
-
-
-def _tp(key: Key, position: Position) -> TopicPartition:
-    return TopicPartition(key[0], key[1], position[0], position[1])
 
 
 class OffsetsAPI:
@@ -156,7 +152,7 @@ class OffsetsAPI:
 
     def _send(self, positions: dict[Key, Position], *, asynchronous: bool) -> None:
         """Commit ``positions`` (holding ``_lock``); failures are logged, not raised."""
-        offsets = [_tp(key, pos) for key, pos in positions.items()]
+        offsets = [as_offset(key[0], key[1], pos) for key, pos in positions.items()]
         try:
             if asynchronous:
                 self._consumer.commit(offsets=offsets, asynchronous=True)

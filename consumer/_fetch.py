@@ -75,17 +75,18 @@ class Fetcher:
             return msg
         topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
         key = (topic, partition)
+        epoch = msg.leader_epoch()
         headers = msg.headers()
         if not is_segment(headers):
-            self._cursors[key] = Cursor(topic, partition, offset)
+            self._cursors[key] = Cursor(topic, partition, offset, epoch=epoch)
             return msg
         start = self._resume_index(msg)
         try:
             table = self._decode(msg, headers, topic, partition, offset)
         except Exception:
-            self._cursors[key] = Cursor(topic, partition, offset)  # consuming goes on after it
+            self._cursors[key] = Cursor(topic, partition, offset, epoch=epoch)  # consuming goes on after it
             raise
-        cursor = Cursor(topic, partition, offset, message=msg, table=table, start=start)
+        cursor = Cursor(topic, partition, offset, message=msg, table=table, start=start, epoch=epoch)
         self._cursors[key] = cursor
         return NOTHING if cursor.next >= cursor.stop else cursor
 
@@ -101,7 +102,7 @@ class Fetcher:
                 return None
             raise KafkaClientException(f"consume failed: {err}", kafka_error=err)
         topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
-        self._cursors[(topic, partition)] = Cursor(topic, partition, offset)
+        self._cursors[(topic, partition)] = Cursor(topic, partition, offset, epoch=msg.leader_epoch())
         headers = msg.headers()
         info = None
         if is_segment(headers):
@@ -207,6 +208,7 @@ def build_records(cursor: Cursor) -> SegmentRecords:
             partition=cursor.partition,
             offset=cursor.offset,
             segment_timestamp=msg.timestamp(),
+            leader_epoch=cursor.epoch,
         )
     except Exception as exc:
         cursor.next = cursor.stop

@@ -33,14 +33,21 @@ from parka.message import RecordMessage
 from ._compat import KafkaClientException
 from ._segments import Cursor, Key, Position, SegmentTable, position_after
 
-__all__ = ["commit_request", "positions", "precise", "store_request"]
+__all__ = ["as_offset", "commit_request", "positions", "precise", "store_request"]
+
+
+def as_offset(topic: str, partition: int, position: Position) -> TopicPartition:
+    """The ``TopicPartition`` a commit sends for ``position``: metadata only when there is some
+    (as a plain position has none), the leader epoch when known."""
+    offset, metadata, epoch = position
+    epoch = -1 if epoch is None else epoch  # -1: none, as confluent's TopicPartition reads it
+    if metadata:
+        return TopicPartition(topic, partition, offset, metadata, epoch)
+    return TopicPartition(topic, partition, offset, leader_epoch=epoch)
 
 
 def _at(tp: TopicPartition, cursor: Cursor) -> TopicPartition:
-    offset, metadata = cursor.position()
-    if metadata:
-        return TopicPartition(tp.topic, tp.partition, offset, metadata)
-    return TopicPartition(tp.topic, tp.partition, offset)
+    return as_offset(tp.topic, tp.partition, cursor.position())
 
 
 def positions(reported: Iterable[TopicPartition], cursors: Mapping[Key, Cursor]) -> list[TopicPartition]:
@@ -82,11 +89,10 @@ def commit_request(
     if offsets is not None:
         return {"offsets": precise(offsets, cursors)}
     if isinstance(message, (RecordMessage, SegmentTable)):
-        offset, metadata = position_after(message)
-        return {"offsets": [TopicPartition(message.topic(), message.partition(), offset, metadata)]}
+        return {"offsets": [as_offset(message.topic(), message.partition(), position_after(message))]}
     if message is not None:
         return {"message": message}
-    tps = [TopicPartition(key[0], key[1], pos[0], pos[1]) for key, pos in stored.items()]
+    tps = [as_offset(key[0], key[1], pos) for key, pos in stored.items()]
     return {"offsets": tps} if tps else {}
 
 
@@ -114,8 +120,12 @@ def store_request(
             "store_offsets needs 'enable.auto.offset.store' set to false",
             kafka_error=KafkaError(KafkaError._INVALID_ARG, "StoreOffsets failed"),
         )
+    given: dict[Key, Position]
     if offsets is not None:
-        given = {(tp.topic, tp.partition): (tp.offset, tp.metadata or "") for tp in precise(offsets, cursors)}
+        given = {
+            (tp.topic, tp.partition): (tp.offset, tp.metadata or "", tp.leader_epoch)
+            for tp in precise(offsets, cursors)
+        }
     elif message.offset() is None:  # a Message built in Python: no position to store
         given = {}
     else:

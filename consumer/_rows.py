@@ -43,6 +43,7 @@ def segment_records(
     partition: int,
     offset: int,
     segment_timestamp: tuple[int, int | None],
+    leader_epoch: int | None = None,
 ) -> SegmentRecords:
     """The records of ``table`` (a decoded segment, reserved columns included) from row ``start``.
 
@@ -73,6 +74,7 @@ def segment_records(
         timestamps=timestamps,
         headers=headers,
         segment_timestamp=segment_timestamp,
+        leader_epoch=leader_epoch,
     )
 
 

@@ -1,9 +1,12 @@
 """What the messaging shim knows about one segment: the objects it returns per segment
 (:class:`RawSegment`, :class:`SegmentTable`), a partition's cursor, and record-precise positions.
 
-A position is what a commit sends for a partition: ``(Kafka offset, commit metadata)``. Once
-the first ``index`` records of the segment at ``offset`` are handed out it is
-``(offset, "parka:1:<offset>:<index>")``, once all are ``(offset + 1, "")`` (see ``_shim.py``).
+A position is what a commit sends for a partition: ``(Kafka offset, commit metadata, leader
+epoch)``. Once the first ``index`` records of the segment at ``offset`` are handed out it is
+``(offset, "parka:1:<offset>:<index>", epoch)``, once all are ``(offset + 1, "", epoch)`` (see
+``_shim.py``), ``epoch`` being the leader epoch of the segment's message, as librdkafka keeps it
+with a position it stores itself: it lets the client detect a log truncated under a committed
+offset after a leader change (KIP-320). ``None`` when the client had no epoch.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ __all__ = ["Cursor", "Key", "Position", "RawSegment", "SegmentTable", "decode_po
 META_PREFIX = "parka:1:"
 
 Key = tuple[str, int]
-Position = tuple[int, str]
+Position = tuple[int, str, int | None]
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,16 @@ class SegmentTable:
     ``store_offsets(message=t)`` take the position after its last row.
     """
 
-    __slots__ = ("_index", "_offset", "_partition", "_segment_records", "_table", "_timestamp", "_topic")
+    __slots__ = (
+        "_index",
+        "_leader_epoch",
+        "_offset",
+        "_partition",
+        "_segment_records",
+        "_table",
+        "_timestamp",
+        "_topic",
+    )
 
     def __init__(
         self,
@@ -67,6 +79,7 @@ class SegmentTable:
         index: int,
         segment_records: int,
         timestamp: tuple[int, int | None],
+        leader_epoch: int | None = None,
     ) -> None:
         self._table = table
         self._topic = topic
@@ -75,6 +88,7 @@ class SegmentTable:
         self._index = index
         self._segment_records = segment_records
         self._timestamp = timestamp
+        self._leader_epoch = leader_epoch
 
     def value(self) -> pa.Table:
         """The records as a ``pyarrow.Table``."""
@@ -102,6 +116,10 @@ class SegmentTable:
         """The segment's Kafka ``(timestamp type, ms)``; per-record ones are in ``__parka_timestamp``."""
         return self._timestamp
 
+    def leader_epoch(self) -> int | None:
+        """The partition leader's epoch of the segment's Kafka message (``None``: unknown)."""
+        return self._leader_epoch
+
     def error(self) -> None:
         """Always ``None``: errors come back as confluent-kafka messages, as from ``poll``."""
         return None
@@ -125,7 +143,7 @@ class Cursor:
     from it without a lock.
     """
 
-    __slots__ = ("message", "next", "offset", "partition", "records", "stop", "table", "topic")
+    __slots__ = ("epoch", "message", "next", "offset", "partition", "records", "stop", "table", "topic")
 
     def __init__(
         self,
@@ -136,8 +154,10 @@ class Cursor:
         message: Any = None,
         table: pa.Table | None = None,
         start: int = 0,
+        epoch: int | None = None,
     ) -> None:
         self.topic = topic
+        self.epoch = epoch
         self.partition = partition
         self.offset = offset
         self.message = message
@@ -149,8 +169,8 @@ class Cursor:
     def position(self) -> Position:
         index = self.next
         if index >= self.stop:
-            return (self.offset + 1, "")
-        return (self.offset, encode_position(self.offset, index))
+            return (self.offset + 1, "", self.epoch)
+        return (self.offset, encode_position(self.offset, index), self.epoch)
 
 
 def encode_position(offset: int, index: int) -> str:
@@ -169,9 +189,10 @@ def decode_position(metadata: str | None) -> tuple[int, int] | None:
 
 def position_after(message: Any) -> Position:
     """Where consuming resumes after ``message`` (a record, a segment table or a plain message)."""
+    epoch = message.leader_epoch()
     if isinstance(message, (RecordMessage, SegmentTable)):
         end = message.index() + (1 if isinstance(message, RecordMessage) else len(message))
         if end >= message.segment_records():
-            return (message.offset() + 1, "")
-        return (message.offset(), encode_position(message.offset(), end))
-    return (message.offset() + 1, "")
+            return (message.offset() + 1, "", epoch)
+        return (message.offset(), encode_position(message.offset(), end), epoch)
+    return (message.offset() + 1, "", epoch)

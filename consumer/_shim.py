@@ -364,6 +364,7 @@ class ParquetConsumer(OffsetsAPI):
             index=start,
             segment_records=got.stop,
             timestamp=got.message.timestamp(),
+            leader_epoch=got.epoch,
         )
         got.next = got.stop
         got.table = got.records = got.message = None  # handed out: keep only what positions need

@@ -37,14 +37,16 @@ class SegmentRecords:
 
     ``values[i]`` is record ``i``'s value; ``keys``, ``timestamps`` (milliseconds) and
     ``headers`` are ``None`` when no record of the segment has one. ``segment_timestamp`` is the
-    Kafka message's ``(type, ms)``, used for records without their own timestamp. ``error`` is set
-    for delivery reports of records that were not delivered.
+    Kafka message's ``(type, ms)``, used for records without their own timestamp, and
+    ``leader_epoch`` its partition leader's epoch (``None`` when the client had none). ``error`` is
+    set for delivery reports of records that were not delivered.
     """
 
     __slots__ = (
         "error",
         "headers",
         "keys",
+        "leader_epoch",
         "offset",
         "partition",
         "segment_timestamp",
@@ -64,6 +66,7 @@ class SegmentRecords:
         timestamps: Sequence[int | None] | None = None,
         headers: Sequence[Headers | None] | None = None,
         segment_timestamp: tuple[int, int | None] = (TIMESTAMP_NOT_AVAILABLE, 0),
+        leader_epoch: int | None = None,
         error: Any = None,
     ) -> None:
         self.topic = topic
@@ -74,6 +77,7 @@ class SegmentRecords:
         self.timestamps = timestamps
         self.headers = headers
         self.segment_timestamp = segment_timestamp
+        self.leader_epoch = leader_epoch
         self.error = error
 
     def __len__(self) -> int:
@@ -135,6 +139,11 @@ class RecordMessage:
     def headers(self) -> Headers | None:
         headers = self._segment.headers
         return None if headers is None else headers[self._index]
+
+    def leader_epoch(self) -> int | None:
+        """The partition leader's epoch of the message that carries this record, as confluent's
+        ``Message.leader_epoch()`` (``None`` when the client had none)."""
+        return self._segment.leader_epoch
 
     def error(self) -> Any:
         return self._segment.error

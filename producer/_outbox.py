@@ -198,6 +198,7 @@ class Outbox:
                 timestamps=None if part.timestamps is None else part.timestamps.to_pylist(),
                 headers=part.headers,
                 segment_timestamp=msg.timestamp() if msg is not None else (0, 0),
+                leader_epoch=msg.leader_epoch() if msg is not None else None,
                 error=err,
             )
             self._dispatch(part.callbacks, records)

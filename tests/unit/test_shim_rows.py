@@ -111,29 +111,30 @@ def test_segment_records_from_a_start_index_keep_the_segments_indexes() -> None:
     assert (got[0].topic(), got[0].partition(), got[0].offset(), got[0].segment_records()) == ("t", 3, 40, 5)
 
 
-def test_cursor_positions_are_record_precise() -> None:
+def test_cursor_positions_are_record_precise_and_carry_the_leader_epoch() -> None:
     table = pa.table({"id": list(range(3))})
-    cursor = Cursor("t", 0, 7, table=table)
-    assert cursor.position() == (7, "")
+    cursor = Cursor("t", 0, 7, table=table, epoch=4)
+    assert cursor.position() == (7, "", 4)
     cursor.next = 2
-    assert cursor.position() == (7, "parka:1:7:2")
+    assert cursor.position() == (7, "parka:1:7:2", 4)
     cursor.next = 3
-    assert cursor.position() == (8, "")
-    assert Cursor("t", 0, 7, table=table, start=5).position() == (8, "")  # resumed past the end
-    assert Cursor("t", 0, 7).position() == (8, "")  # a plain message
+    assert cursor.position() == (8, "", 4)
+    assert Cursor("t", 0, 7, table=table, start=5).position() == (8, "", None)  # resumed past the end
+    assert Cursor("t", 0, 7, epoch=0).position() == (8, "", 0)  # a plain message
 
 
-def test_position_after_a_record_or_a_table() -> None:
-    records = SegmentRecords(topic="t", partition=0, offset=7, values=[{}, {}, {}])
-    assert position_after(records.record(0)) == (7, "parka:1:7:1")
-    assert position_after(records.record(2)) == (8, "")
+def test_position_after_a_record_or_a_table_keeps_its_leader_epoch() -> None:
+    records = SegmentRecords(topic="t", partition=0, offset=7, values=[{}, {}, {}], leader_epoch=2)
+    assert position_after(records.record(0)) == (7, "parka:1:7:1", 2)
+    assert position_after(records.record(2)) == (8, "", 2)
+    assert records.record(1).leader_epoch() == 2
 
     def table(index: int, rows_: int) -> SegmentTable:
         data = pa.table({"id": list(range(rows_))})
         return SegmentTable(data, topic="t", partition=0, offset=7, index=index, segment_records=3, timestamp=(0, 0))
 
-    assert position_after(table(1, 2)) == (8, "")
-    assert position_after(table(0, 2)) == (7, "parka:1:7:2")
+    assert position_after(table(1, 2)) == (8, "", None)
+    assert position_after(table(0, 2)) == (7, "parka:1:7:2", None)
     assert len(table(1, 2)) == 2
     assert table(1, 2).error() is None
 
