@@ -1,18 +1,21 @@
 """A decoded segment as Python records: :func:`segment_records`, once per segment.
 
 The messaging shim hands records out one by one, but converts a segment's columns to Python in
-one pass per column. Four things make that pass cheaper than ``pyarrow.Table.to_pylist``:
+one pass per column. Five things make that pass cheaper than ``pyarrow.Table.to_pylist``:
 
 * Temporal and decimal values become Python objects through a slow per-value path (about 4 µs
   for a timestamp with a time zone, more than a whole row of numbers). Segments repeat such
   values a lot (an hourly timestamp, a date), so each distinct value of a column is converted
   once: dictionary-encode the column, convert the dictionary, index into it. The objects are
-  immutable, so records may share them; a column whose values are all distinct costs a hash
-  per value more than before.
-* Structs holding such values are converted field by field, their dicts built as rows are.
-* ``to_pylist(maps_as_pydicts="strict")`` converts through a Python scalar object per value,
-  even for a column without maps (pyarrow 26, GH-50429); without that argument pyarrow has
-  fast paths. So only columns that hold maps pass it.
+  immutable, so records may share them. A timestamp (UTC or naive, to the microsecond) or date
+  column of mostly distinct values goes through numpy's conversion instead, the zone attached
+  after.
+* ``to_pylist(maps_as_pydicts="strict")`` converts through a Python scalar object per value
+  (pyarrow 26, GH-50429; about 5 µs for a map of three strings). Maps are converted here from
+  their keys and items, each a column of its own.
+* Structs holding such values, and lists of structs, are converted child by child, their dicts
+  built as rows are; numbers and strings without nulls inside them go through numpy.
+* Other columns take ``to_pylist()`` without that argument, which has fast paths.
 * Rows are built by a function made for the column names, ``lambda _0, _1: {'a': _0, 'b': _1}``
   mapped over the columns: a dict display with constant keys is CPython's cheapest way to
   build a dict, about half the cost of ``dict(zip(names, row))`` and of ``to_pylist``'s
@@ -25,9 +28,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import lru_cache
+from itertools import pairwise
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from parka.message import SegmentRecords
 from parka.segment import split_reserved
@@ -102,10 +107,8 @@ def _row_builder(names: tuple[str, ...]) -> Callable[..., dict[str, Any]]:
 def column_values(column: pa.ChunkedArray) -> list[Any]:
     """The values of one column as Python objects (see the module docstring)."""
     kind = column.type
-    if _has_map(kind):
-        return column.to_pylist(maps_as_pydicts="strict")
     if not _converted_here(kind):
-        return column.to_pylist()
+        return column.to_pylist(maps_as_pydicts="strict") if _has_map(kind) else column.to_pylist()
     out: list[Any] = []
     for chunk in column.chunks:
         out += _array_values(chunk)
@@ -113,10 +116,15 @@ def column_values(column: pa.ChunkedArray) -> list[Any]:
 
 
 def _converted_here(kind: pa.DataType) -> bool:
-    """Temporal and decimal types, and structs holding them (with distinct field names, which
-    pyarrow requires too); pyarrow's own conversion is quicker for other structs."""
+    """Maps, temporal and decimal types, lists of structs, and lists and structs holding any of
+    them (structs with distinct field names, which pyarrow requires too); pyarrow's own
+    conversion is quicker for the other types."""
+    if pa.types.is_map(kind):
+        return True
     if pa.types.is_temporal(kind) or pa.types.is_decimal(kind):
         return True
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return pa.types.is_struct(kind.value_type) or _converted_here(kind.value_type)
     if not pa.types.is_struct(kind):
         return False
     fields = [kind.field(i) for i in range(kind.num_fields)]
@@ -126,21 +134,123 @@ def _converted_here(kind: pa.DataType) -> bool:
 
 def _array_values(array: pa.Array) -> list[Any]:
     kind = array.type
-    if pa.types.is_struct(kind) and _converted_here(kind):
+    values: list[Any]
+    if not _converted_here(kind):
+        return _plain_values(array)
+    if pa.types.is_struct(kind):
         names = tuple(kind.field(i).name for i in range(kind.num_fields))
         # StructArray.field() applies the array's offset but not its validity
         children = [_array_values(array.field(i)) for i in range(len(names))]
-        values: list[Any] = list(map(_row_builder(names), *children))
-        if array.null_count:
-            values = [v if valid else None for v, valid in zip(values, array.is_valid().to_pylist(), strict=True)]
-        return values
-    if not (pa.types.is_temporal(kind) or pa.types.is_decimal(kind)):
-        return array.to_pylist()
+        values = list(map(_row_builder(names), *children))
+    elif pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        # offsets are the slice's own, into the whole child array
+        offsets = array.offsets.to_numpy().tolist()
+        base = offsets[0]
+        inner = _array_values(array.values.slice(base, offsets[-1] - base))
+        values = [inner[a - base : b - base] for a, b in pairwise(offsets)]
+    elif pa.types.is_map(kind):
+        values = _map_values(array)
+    else:
+        return _temporal_values(array)
+    if array.null_count:
+        values = [v if valid else None for v, valid in zip(values, array.is_valid().to_pylist(), strict=True)]
+    return values
+
+
+def _plain_values(array: pa.Array) -> list[Any]:
+    """``to_pylist()`` of a type converted by pyarrow: through numpy for numbers, bools and
+    strings without nulls (a C loop, where ``to_pylist`` makes a scalar object per value)."""
+    kind = array.type
+    if _numpy_leaf(kind) and not array.null_count:
+        return array.to_numpy(zero_copy_only=False).tolist()
+    if _has_map(kind):
+        return array.to_pylist(maps_as_pydicts="strict")
+    return array.to_pylist()
+
+
+def _numpy_leaf(kind: pa.DataType) -> bool:
+    return (
+        pa.types.is_integer(kind)
+        or pa.types.is_float32(kind)
+        or pa.types.is_float64(kind)
+        or pa.types.is_boolean(kind)
+        or pa.types.is_string(kind)
+        or pa.types.is_large_string(kind)
+        or pa.types.is_binary(kind)
+        or pa.types.is_large_binary(kind)
+    )
+
+
+def _map_values(array: pa.MapArray) -> list[Any]:
+    """Dicts of a map array's entries; a duplicate key raises ``KeyError``, as
+    ``to_pylist(maps_as_pydicts="strict")`` does."""
+    offsets = array.offsets.to_numpy().tolist()
+    base, end = offsets[0], offsets[-1]
+    keys = _array_values(array.keys.slice(base, end - base))
+    items = _array_values(array.items.slice(base, end - base))
+    out = []
+    for a, b in pairwise(offsets):
+        entries = dict(zip(keys[a - base : b - base], items[a - base : b - base]))  # noqa: B905
+        if len(entries) != b - a:
+            seen: set[Any] = set()
+            duplicate = next(k for k in keys[a - base : b - base] if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+            raise KeyError(
+                "Converting to Python dictionary is not supported in strict mode when duplicate keys are "
+                f"present (duplicate key was {duplicate!r})."
+            )
+        out.append(entries)
+    return out
+
+
+# The time zones whose values pyarrow gives as the UTC wall time: there a naive datetime from
+# numpy with the zone attached is pyarrow's value
+_UTC_ZONES = frozenset({"UTC", "Etc/UTC", "+00:00"})
+# numpy's datetime64 becomes datetime.datetime (datetime.date for days) between the years 1 and
+# 9999 only, as Python's types: the bounds per unit, from the epoch (other values: pyarrow's path)
+_BOUNDS = {
+    "D": (-719_162, 2_932_896),
+    "s": (-62_135_596_800, 253_402_300_799),
+    "ms": (-62_135_596_800_000, 253_402_300_799_999),
+    "us": (-62_135_596_800_000_000, 253_402_300_799_999_999),
+}
+
+
+def _temporal_values(array: pa.Array) -> list[Any]:
+    """Temporal and decimal values. Converting one costs about 4 µs through pyarrow's scalars
+    (a timestamp with a time zone), so a column of repeated values (an hourly timestamp, a
+    date) converts each distinct value once (dictionary-encoded, then indexed); a timestamp or
+    date column of mostly distinct values goes through numpy's C conversion instead, its time
+    zone attached after (about 2 µs a value)."""
     encoded = array.dictionary_encode()
+    if len(encoded.dictionary) * 4 > len(array) and _through_numpy(array):
+        return _numpy_temporal(array)
     distinct = encoded.dictionary.to_pylist()
     distinct.append(None)  # where null indices point
     indices = encoded.indices.fill_null(len(distinct) - 1).to_pylist()
     return list(map(distinct.__getitem__, indices))
+
+
+def _through_numpy(array: pa.Array) -> bool:
+    kind = array.type
+    if pa.types.is_date32(kind):
+        unit, ints = "D", array.view(pa.int32())
+    elif pa.types.is_timestamp(kind) and kind.unit != "ns" and (kind.tz is None or kind.tz in _UTC_ZONES):
+        unit, ints = kind.unit, array.view(pa.int64())
+    else:
+        return False
+    low, high = pc.min_max(ints).values()
+    first, last = _BOUNDS[unit]
+    return low.is_valid and first <= low.as_py() and high.as_py() <= last
+
+
+def _numpy_temporal(array: pa.Array) -> list[Any]:
+    kind = array.type
+    naive = array.cast(pa.timestamp(kind.unit)) if pa.types.is_timestamp(kind) and kind.tz is not None else array
+    values: list[Any] = naive.to_numpy(zero_copy_only=False).tolist()  # NaT: None
+    if pa.types.is_timestamp(kind) and kind.tz is not None:
+        zone = array.filter(array.is_valid())[0].as_py().tzinfo
+        values = [None if v is None else v.replace(tzinfo=zone) for v in values]
+    return values
 
 
 def _has_map(kind: pa.DataType) -> bool:

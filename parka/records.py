@@ -183,6 +183,10 @@ def _column(values: list[Any], field: pa.Field) -> pa.Array:
         return _map_column(values, t)
     if pa.types.is_struct(t):
         return _struct_column(values, field)
+    if (pa.types.is_list(t) or pa.types.is_large_list(t)) and (
+        pa.types.is_struct(t.value_type) or pa.types.is_map(t.value_type)
+    ):
+        return _list_column(values, t)
     # Numbers need no such check: Arrow refuses a str or a Python bool among ints and turns
     # floats among ints into a float array, which _conform refuses for an int column.
     checked = t.value_type if pa.types.is_dictionary(t) else t
@@ -193,6 +197,28 @@ def _column(values: list[Any], field: pa.Field) -> pa.Array:
     except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
         raise _Slow(str(exc)) from None
     return _conform(array, field)
+
+
+def _list_column(values: list[Any], target: pa.DataType) -> pa.Array:
+    """A list of structs or of maps, built from its elements converted as a column of their own
+    (child by child, as :func:`_struct_column`), where Arrow's inference of nested dicts is slow.
+    A value that is not a list or tuple takes the per-record path."""
+    offsets = [0]
+    elements: list[Any] = []
+    for value in values:
+        if value is not None:
+            if type(value) is not list and type(value) is not tuple:
+                raise _Slow("not a list")
+            elements += value
+        offsets.append(len(elements))
+    inner = _column(elements, target.value_field)
+    large = pa.types.is_large_list(target)
+    mask = pa.array([v is None for v in values], pa.bool_()) if None in values else None
+    cls = pa.LargeListArray if large else pa.ListArray
+    try:
+        return cls.from_arrays(pa.array(offsets, pa.int64() if large else pa.int32()), inner, type=target, mask=mask)
+    except (pa.ArrowException, ValueError) as exc:
+        raise _Slow(str(exc)) from None
 
 
 def _null_structs(n: int, t: pa.DataType) -> pa.Array:
@@ -339,16 +365,28 @@ def _conform(array: pa.Array, field: pa.Field) -> pa.Array:
 
 
 def _map_column(values: list[Any], target: pa.DataType) -> pa.Array:
-    """A top-level map column. Arrow infers a struct from a dict, so maps convert typed; a round
-    trip then shows any value Arrow bent on the way (a float in an int map, bytes in a string
-    map). Maps nested in other types take the per-record path."""
+    """A map column built from its keys and its items, each converted and checked as a column of
+    its own (Arrow infers a struct from a dict, and converting dicts as maps typed bends some
+    values: a float in an int map, bytes in a string map). A value that is not a mapping takes
+    the per-record path."""
+    offsets = [0]
+    keys: list[Any] = []
+    items: list[Any] = []
     try:
-        array = pa.array(values, target)
-    except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+        for value in values:
+            if value is not None:
+                keys += value.keys()
+                items += value.values()
+            offsets.append(len(keys))
+    except (AttributeError, TypeError) as exc:  # not a mapping
         raise _Slow(str(exc)) from None
-    if array.to_pylist(maps_as_pydicts="strict") != values:
-        raise _Slow("a map value changed in conversion")
-    return array
+    key_array = _column(keys, target.key_field)
+    item_array = _column(items, target.item_field)
+    mask = pa.array([v is None for v in values], pa.bool_()) if None in values else None
+    try:
+        return pa.MapArray.from_arrays(pa.array(offsets, pa.int32()), key_array, item_array, type=target, mask=mask)
+    except (pa.ArrowException, ValueError) as exc:
+        raise _Slow(str(exc)) from None
 
 
 def _scale_ints(array: pa.Array, field: pa.Field) -> pa.Array:
@@ -383,6 +421,11 @@ def _null_violation(array: pa.Array, field: pa.Field, relevant: pa.Array | None)
         if relevant is not None:
             valid = relevant if valid is None else pc.and_(valid, relevant)
         return any(_null_violation(array.field(i), t.field(i), valid) for i in range(t.num_fields))
+    if pa.types.is_map(t):  # a null key or a null where the items are never null
+        first, last = array.offsets[0].as_py(), array.offsets[-1].as_py()  # into the whole children
+        return _null_violation(array.keys.slice(first, last - first), t.key_field, None) or _null_violation(
+            array.items.slice(first, last - first), t.item_field, None
+        )
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         # flatten() keeps only the items of non-null lists
         return _null_violation(array.flatten(), t.value_field, None)

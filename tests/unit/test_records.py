@@ -418,3 +418,51 @@ def test_a_null_struct_with_never_null_children_encodes(present: int) -> None:
     segment = encode_segment(converted.table, codec="zstd", fingerprint="0123456789abcdef")
     back = decode_segment(segment.value, segment.headers, topic="t", partition=0, offset=0)
     assert back.select(["id", "org"]).to_pylist(maps_as_pydicts="strict") == records
+
+
+# Maps and lists of structs or maps are built child by child on the batch path: each level is
+# converted and checked as a column of its own.
+NESTED = pa.schema(
+    [
+        f("maps", pa.list_(pa.field("element", pa.map_(pa.string(), pa.int64()), nullable=True)), nullable=True),
+        f(
+            "deep",
+            pa.map_(pa.string(), pa.field("value", pa.list_(pa.struct([f("x", pa.int32())])), nullable=False)),
+            nullable=True,
+        ),
+        f("strict", pa.large_list(pa.field("element", pa.struct([f("y", pa.string(), True)]), nullable=False))),
+    ]
+)
+NESTED_GOOD: list[dict[str, Any]] = [
+    {"maps": [{"a": 1}, None, {}], "deep": {"k": [{"x": 1}, {"x": 2}], "l": []}, "strict": [{"y": "s"}, {}]},
+    {"maps": None, "deep": None, "strict": []},
+    {"maps": [], "deep": {}, "strict": ({"y": None},)},
+]
+
+
+def test_nested_lists_and_maps_take_the_batch_path_and_equal_the_validators_table() -> None:
+    converter = RecordConverter(NESTED)
+    table = converter._fast(NESTED_GOOD)
+    assert table.equals(_expected(NESTED_GOOD, NESTED))
+    assert table.to_pylist(maps_as_pydicts="strict")[0]["deep"] == {"k": [{"x": 1}, {"x": 2}], "l": []}
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"maps": [{"a": 1.5}]}, "maps[0]['a']"),  # a float bent into an int map
+        ({"maps": [[("a", 1)]]}, "maps[0]"),  # pairs are not a mapping
+        ({"maps": {"a": 1}}, "maps"),  # a mapping is not a list
+        ({"deep": {"k": None}}, "deep['k']"),  # null where the map's values never are
+        ({"deep": {"k": [{"x": "1"}]}}, "deep['k'][0].x"),
+        ({"deep": {None: []}}, "deep[None]"),
+        ({"strict": [None]}, "strict[0]"),  # null where the list's elements never are
+        ({"strict": "ab"}, "strict"),  # a str is not a list
+        ({"strict": [{"y": 1}]}, "strict[0].y"),
+    ],
+)
+def test_a_bad_value_inside_a_nested_list_or_map_is_named(change: dict[str, Any], field: str) -> None:
+    records = [*NESTED_GOOD, {**NESTED_GOOD[0], **change}]
+    result = RecordConverter(NESTED).convert(records)
+    assert [(i, e.field) for i, e in result.bad] == [(3, field)]
+    assert result.table.equals(_expected(NESTED_GOOD, NESTED))

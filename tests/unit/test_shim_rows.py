@@ -163,3 +163,48 @@ def test_any_column_name_becomes_the_same_key() -> None:
 def test_many_columns() -> None:
     table = pa.table({f"c{i}": [i, -i] for i in range(600)})
     assert rows(table) == table.to_pylist()
+
+
+def test_distinct_temporal_values_and_nested_maps_equal_pyarrows_to_pylist() -> None:
+    """Mostly distinct timestamps and dates go through numpy; maps and lists of structs are
+    converted child by child: the values are still pyarrow's, nulls, slices and bounds included."""
+    n = 40
+    moments = [None if i % 7 == 3 else dt.datetime(2024, 1, 1, 0, 0, i, i, tzinfo=UTC) for i in range(n)]
+    table = pa.table(
+        {
+            "utc": pa.array(moments, pa.timestamp("us", tz="UTC")),
+            "ms": pa.array(moments, pa.timestamp("ms", tz="+00:00")),
+            "naive": pa.array([m and m.replace(tzinfo=None) for m in moments], pa.timestamp("s")),
+            "ns": pa.array(moments, pa.timestamp("ns", tz="UTC")),
+            "tokyo": pa.array(moments, pa.timestamp("us", tz="Asia/Tokyo")),
+            "edges": pa.array(
+                [dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59, 999999)] * (n // 2), pa.timestamp("us")
+            ),
+            "day": pa.array([None if i % 5 == 0 else dt.date(2024, 1, 1 + i % 28) for i in range(n)], pa.date32()),
+            "maps": pa.array(
+                [None if i % 6 == 0 else [[(f"k{j}", j) for j in range(i % 3)], None] for i in range(n)],
+                pa.list_(pa.map_(pa.string(), pa.int64())),
+            ),
+            "commits": pa.array(
+                [[{"sha": f"s{i}", "at": moments[i], "labels": [("a", "b")]}] * (i % 2) for i in range(n)],
+                pa.list_(
+                    pa.struct(
+                        [
+                            ("sha", pa.string()),
+                            ("at", pa.timestamp("us", tz="UTC")),
+                            ("labels", pa.map_(pa.string(), pa.string())),
+                        ]
+                    )
+                ),
+            ),
+        }
+    )
+    for part in (table, table.slice(5, 20), pa.concat_tables([table.slice(0, 9), table.slice(13)])):
+        assert rows(part) == part.to_pylist(maps_as_pydicts="strict")
+    assert rows(table)[0]["utc"].tzinfo == table.column("utc")[0].as_py().tzinfo
+
+
+def test_a_map_with_a_duplicate_key_raises_as_pyarrow_does() -> None:
+    column = pa.chunked_array([pa.array([[("a", 1), ("a", 2)]], pa.map_(pa.string(), pa.int64()))])
+    with pytest.raises(KeyError, match="duplicate key was 'a'"):
+        column_values(column)
