@@ -126,17 +126,19 @@ class Staging:
         sides = [x if type(x) is tuple else (x, None, -1, None, None, None) for x in items]
         values, keys, partitions, callbacks, timestamps, headers = (list(col) for col in zip(*sides, strict=True))
         out = Staging(values)
-        if any(k is not None for k in keys):
+        n = len(values)
+        # list.count and max run in C; these columns are all None (-1) in most batches
+        if keys.count(None) != n:
             out.keys = keys
-        if any(p >= 0 for p in partitions):
+        if max(partitions) >= 0:
             out.partitions = partitions
         if default_callback is not None:
             callbacks = [default_callback if cb is None else cb for cb in callbacks]
-        if any(cb is not None for cb in callbacks):
+        if callbacks.count(None) != n:
             out.callbacks = callbacks
-        if any(t is not None for t in timestamps):
+        if timestamps.count(None) != n:
             out.timestamps = timestamps
-        if any(h is not None for h in headers):
+        if headers.count(None) != n:
             out.headers = headers
         return out
 

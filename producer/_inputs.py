@@ -30,6 +30,12 @@ class Group:
 def normalize_headers(
     headers: Mapping[str, Any] | Sequence[tuple[str, Any]], topic: str
 ) -> list[tuple[str, bytes | None]] | None:
+    if type(headers) is list:  # the common form, already normalized: a copy
+        for item in headers:
+            if type(item) is not tuple or len(item) != 2 or type(item[0]) is not str or type(item[1]) is not bytes:
+                break
+        else:
+            return list(headers) or None
     items = headers.items() if isinstance(headers, Mapping) else headers
     out: list[tuple[str, bytes | None]] = []
     for item in items:

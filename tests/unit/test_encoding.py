@@ -6,6 +6,7 @@ import datetime as dt
 import uuid
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -14,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from parka.encoding import DICTIONARY, SAMPLE_ROWS, LayoutCache, choose_encodings, sort_order
-from parka.errors import ConfigError
+from parka.errors import ConfigError, RecordError
 from parka.schema import schema_fingerprint
 from parka.segment import build_segment_table, decode_segment, encode_segment, split_reserved
 
@@ -230,3 +231,33 @@ def test_records_without_a_key_may_move() -> None:
 def test_sorting_by_a_missing_column_raises() -> None:
     with pytest.raises(KeyError, match="nope"):
         sort_order(pa.table({"a": [2, 1]}), ["nope"])
+
+
+def test_headers_go_in_and_out_of_the_reserved_column_as_pairs_per_record() -> None:
+    """The ``__parka_headers`` column is built and read as two flat columns: the same values as
+    Arrow's list-of-dicts conversion, for empty, null, several, null-valued and str-valued
+    headers, on slices and chunked columns."""
+    n = 50
+    headers: list[list[tuple[str, Any]] | None] = [
+        [("a", b"1")] if i % 5 == 0 else [] if i % 5 == 1 else None if i % 5 == 2 else [("b", None), ("c", "x")]
+        for i in range(n)
+    ]
+    data = pa.table({"i": list(range(n))})
+    table = build_segment_table(data, None, None, headers)
+    column = table.column("__parka_headers")
+    expected = [
+        [{"key": k, "value": v.encode() if isinstance(v, str) else v} for k, v in h] if h else None for h in headers
+    ]
+    assert column.to_pylist() == expected
+    as_pairs = [None if h is None else [(x["key"], x["value"]) for x in h] for h in expected]
+    cases = [
+        (table, as_pairs),
+        (table.slice(7, 30), as_pairs[7:37]),
+        (pa.concat_tables([table.slice(0, 11), table.slice(23)]), as_pairs[:11] + as_pairs[23:]),
+    ]
+    for part, want in cases:
+        _, meta = split_reserved(part)
+        assert meta.headers == want
+    with pytest.raises(RecordError, match="invalid Kafka headers") as info:
+        build_segment_table(data, None, None, [[("a", 1)]] * n)
+    assert info.value.field == "headers"
