@@ -36,18 +36,19 @@ from ._segments import Cursor, Key, Position, SegmentTable, position_after
 __all__ = ["as_offset", "commit_request", "positions", "precise", "store_request"]
 
 
-def as_offset(topic: str, partition: int, position: Position) -> TopicPartition:
-    """The ``TopicPartition`` a commit sends for ``position``: metadata only when there is some
-    (as a plain position has none), the leader epoch when known."""
+def as_offset(topic: str, partition: int, position: Position, *, bare: bool = False) -> TopicPartition:
+    """The ``TopicPartition`` that carries ``position``, its leader epoch when known. Its
+    metadata is the position's, ``""`` for a plain position (as a commit sends it); with
+    ``bare`` a plain position has none at all (``None``, as the client's ``position()``)."""
     offset, metadata, epoch = position
     epoch = -1 if epoch is None else epoch  # -1: none, as confluent's TopicPartition reads it
-    if metadata:
-        return TopicPartition(topic, partition, offset, metadata, epoch)
-    return TopicPartition(topic, partition, offset, leader_epoch=epoch)
+    if bare and not metadata:
+        return TopicPartition(topic, partition, offset, leader_epoch=epoch)
+    return TopicPartition(topic, partition, offset, metadata, epoch)
 
 
 def _at(tp: TopicPartition, cursor: Cursor) -> TopicPartition:
-    return as_offset(tp.topic, tp.partition, cursor.position())
+    return as_offset(tp.topic, tp.partition, cursor.position(), bare=True)
 
 
 def positions(reported: Iterable[TopicPartition], cursors: Mapping[Key, Cursor]) -> list[TopicPartition]:
