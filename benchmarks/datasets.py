@@ -271,6 +271,9 @@ def web_requests(n: int, seed: int = DEFAULT_SEED) -> pa.Table:
 
     sessions = max(1, int(n / _MEAN_REQUESTS_PER_SESSION * 1.2))
     per_session = rng.geometric(1.0 / _MEAN_REQUESTS_PER_SESSION, sessions)
+    while per_session.sum() < n:  # a few sessions (a small n) can fall short of n requests
+        per_session = np.concatenate([per_session, rng.geometric(1.0 / _MEAN_REQUESTS_PER_SESSION, sessions)])
+    sessions = per_session.size
     session_of = np.repeat(np.arange(sessions), per_session)
     window_s = n / _REQUESTS_PER_S
     starts = rng.uniform(0.0, window_s, sessions)
