@@ -124,18 +124,6 @@ EXIT_CODE_WHEN_EMPTY = Setting(
     parse=integer,
     check=lambda code: None if 0 <= code <= 255 else "an exit code, 0 to 255",
 )
-STOP_TIMEOUT = Setting(
-    "stop_timeout_s",
-    ("--stop-timeout",),
-    ("STOP_TIMEOUT",),
-    "seconds a stop (SIGTERM, SIGINT) may take: the commit in flight and what is buffered are committed, "
-    "then the daemon exits; past this, or at a second signal, it exits at once with 143, logging what it "
-    "was doing (nothing is lost: the next run resumes from the table)",
-    default=30.0,
-    unit="s",
-    parse=number,
-    check=s.above(0, "a number of seconds > 0"),
-)
 
 FLAGS: tuple[Setting, ...] = (
     s.TOPIC,
@@ -151,7 +139,6 @@ FLAGS: tuple[Setting, ...] = (
     TABLE_RETENTION,
     SET_TABLE_RETENTION,
     EXIT_CODE_WHEN_EMPTY,
-    STOP_TIMEOUT,
 )
 """``parka ingest``'s command line, in ``--help`` order."""
 
@@ -198,7 +185,7 @@ class IngestSettings(DaemonSettings):
     set_table_retention: bool = declared(SET_TABLE_RETENTION)
     broker_timeout_s: float = declared(s.BROKER_TIMEOUT)  # end_at_latest: give up on an unreachable broker
     retry_log_interval_s: float = declared(s.RETRY_LOG_INTERVAL)  # a cause waited on is logged again this often
-    stop_timeout_s: float = declared(STOP_TIMEOUT)  # a stop that takes longer exits at once
+    stop_timeout_s: float = declared(s.STOP_TIMEOUT)  # a stop that takes longer exits at once
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -339,6 +339,19 @@ LOG_FORMAT = Setting(
     choices=("text", "json"),
 )
 
+STOP_TIMEOUT = Setting(
+    "stop_timeout_s",
+    ("--stop-timeout",),
+    ("STOP_TIMEOUT",),
+    "seconds a stop (SIGTERM, SIGINT) may take: the commit in flight and what is buffered are committed, "
+    "then the daemon exits; past this, or at a second signal, it exits at once with 143, logging what it "
+    "was doing (nothing is lost: the next run resumes from the table)",
+    default=30.0,
+    unit="s",
+    parse=number,
+    check=above(0, "a number of seconds > 0"),
+)
+
 SHARED: tuple[Setting, ...] = (
     BOOTSTRAP_SERVERS,
     CONSUMER_GROUP,
@@ -365,5 +378,6 @@ SHARED: tuple[Setting, ...] = (
     VERBOSE,
     QUIET,
     LOG_FORMAT,
+    STOP_TIMEOUT,
 )
 """The flags both daemons take, in ``--help`` order (after ``TOPIC`` and ``TABLE_URI``)."""

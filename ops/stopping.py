@@ -24,7 +24,7 @@ import threading
 import traceback
 from collections.abc import Callable
 from types import FrameType
-from typing import NoReturn
+from typing import Any, NoReturn
 
 __all__ = ["FORCED_EXIT", "StopGuard"]
 
@@ -44,20 +44,41 @@ class StopGuard:
         self._bound_s = bound_s
         self._name = name
         self._stopping = False  # the watcher thread's alone
+        self._previous: dict[signal.Signals, Any] = {}
+        self._previous_fd = -1
+        self._write = -1
+        self._timer: threading.Timer | None = None
 
     def install(self) -> None:
         read, write = os.pipe()
         os.set_blocking(write, False)
-        signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+        self._previous_fd = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+        self._write = write
         for sig in (signal.SIGINT, signal.SIGTERM):
             # the Python-level handler: without one the default kills the process; the stop
             # itself is the watcher's (the handler may run late, or not at all)
-            signal.signal(sig, lambda *_: None)
+            self._previous[sig] = signal.signal(sig, lambda *_: None)
         threading.Thread(target=self._watch, args=(read,), name="parka-stop", daemon=True).start()
+
+    def uninstall(self) -> None:
+        """Undo :meth:`install` for a caller that goes on after the daemon returned (a test, an
+        embedding program): the handlers and wakeup descriptor it found, and the watcher ends. A
+        stop that began is over once the daemon returned: its bound is disarmed."""
+        if self._timer is not None:
+            self._timer.cancel()
+        signal.set_wakeup_fd(self._previous_fd)
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
+        os.close(self._write)  # the watcher reads the end of the pipe and returns
 
     def _watch(self, read: int) -> None:
         while True:
-            for number in os.read(read, 64):
+            got = os.read(read, 64)
+            if not got:
+                os.close(read)
+                return
+            for number in got:
                 if number not in (signal.SIGINT, signal.SIGTERM):
                     continue
                 what = signal.Signals(number).name
@@ -67,6 +88,7 @@ class StopGuard:
                 self._stopping = True
                 timer = threading.Timer(self._bound_s, self._force, args=(f"the stop took over {self._bound_s:g} s",))
                 timer.daemon = True
+                self._timer = timer
                 timer.start()
                 self._stop()
 

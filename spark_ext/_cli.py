@@ -9,7 +9,6 @@ import argparse
 import dataclasses
 import json
 import logging
-import signal
 import sys
 import threading
 from typing import Any
@@ -18,6 +17,7 @@ from parka.ops.cli_util import serve_metrics, setup_logging, stopped
 from parka.ops.health import EXIT_OK, exit_code_for, run_status
 from parka.ops.progress import LogProgress, ProgressBar
 from parka.ops.settings import TABLE_URI, TOPIC, SettingsParser
+from parka.ops.stopping import StopGuard
 
 from parka.errors import ConfigError
 
@@ -89,12 +89,14 @@ def main(argv: list[str] | None = None) -> int:
     from ._session import session
 
     stop = threading.Event()
-    previous: dict[signal.Signals, Any] = {}
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            previous[sig] = signal.signal(sig, lambda *_: stop.set())
+    guard: StopGuard | None = None
     try:
         settings = settings_from_args(args)
+        if threading.current_thread() is threading.main_thread():
+            # the first SIGTERM/SIGINT stops the query after its micro-batch; past
+            # --stop-timeout, or at a second signal, the driver exits at once (143)
+            guard = StopGuard(stop.set, bound_s=settings.stop_timeout_s, name=_PROG)
+            guard.install()
         log.info("%s", settings_summary(settings))
         if not _ready(settings, args, stop):
             return EXIT_OK  # stopped while waiting
@@ -122,8 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         stopped(log, exc)
         return exit_code_for(exc)
     finally:
-        for sig, handler_before in previous.items():
-            signal.signal(sig, handler_before)
+        if guard is not None:
+            guard.uninstall()
     log.info("done: %s", stats)
     end = run_status(
         segments=stats.segments,

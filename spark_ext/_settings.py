@@ -169,6 +169,7 @@ SHARED_FLAGS: tuple[Setting, ...] = (
     s.VERBOSE,
     s.QUIET,
     s.LOG_FORMAT,
+    s.STOP_TIMEOUT,
 )
 """The flags of ``parka ingest`` that ``parka spark-ingest`` takes too, in ``--help`` order."""
 
@@ -343,6 +344,7 @@ class SparkIngestSettings(DaemonSettings):
     catalog_options: Mapping[str, str] = declared(s.CATALOG_OPTIONS)
     checkpoint_interval: int = declared(CHECKPOINT_INTERVAL)
     target_file_size: int = declared(TARGET_FILE_SIZE)
+    stop_timeout_s: float = declared(s.STOP_TIMEOUT)  # a stop that takes longer exits at once
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -96,11 +96,43 @@ def crash_run(command: list[str], point: str, table: Path, checkpoint: Path, bat
     assert (checkpoint / "offsets" / str(batch)).exists() and not (checkpoint / "commits" / str(batch)).exists()
 
 
+STOP_TIMEOUT_S = 3
+
+
+def stopped_while_hung(command: list[str], log: Path) -> None:
+    """SIGTERM to a driver whose first micro-batch blocks for good (``PARKA_TEST_HANG_AT``, as a
+    native call that never returns): the graceful stop cannot end, so the driver exits at once
+    with 143 after ``--stop-timeout``, saying where it was."""
+    with log.open("w") as err:
+        proc = forkserver.popen(
+            [*command, "--stop-timeout", str(STOP_TIMEOUT_S)],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env={**os.environ, "PARKA_TEST_HANG_AT": "batch-before-write"},
+            start_new_session=True,
+        )
+    try:
+        wait_until(lambda: "hang point batch-before-write: blocking" in log.read_text(), 240, "the hang")
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=120)
+        took = time.monotonic() - sent
+        wait_until(lambda: not group_alive(proc.pid), 120, f"process group {proc.pid} to exit")
+    finally:
+        if group_alive(proc.pid):
+            os.killpg(proc.pid, signal.SIGKILL)
+    text = log.read_text()
+    assert code == 143, text[-4000:]
+    assert STOP_TIMEOUT_S <= took < STOP_TIMEOUT_S + 10, took
+    assert f"parka spark-ingest: stopped at once (the stop took over {STOP_TIMEOUT_S} s)" in text, text[-4000:]
+
+
 def test_kill_9_of_the_spark_driver_at_each_crash_point_then_restart_is_exactly_once_without_orphans(
     bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
 ) -> None:
-    """One table, three runs of the driver: killed after writing micro-batch 1's files (not
-    committed), after committing batch 2 (not marked done by Spark), then a run to the end. Each
+    """One table, four runs of the driver: stopped by SIGTERM while its first micro-batch hangs
+    (forced at --stop-timeout), killed after writing micro-batch 1's files (not committed), after
+    committing batch 2 (not marked done by Spark), then a run to the end. Each
     restart replays the batch its predecessor died in. (One run through the points, not a test
     per point: every driver start is a JVM, some 25 CPU-s on the CI's 2 cores. A kill before a
     batch's files are written, which leaves nothing to clean, is the fault suite's full mode's.)"""
@@ -110,6 +142,9 @@ def test_kill_9_of_the_spark_driver_at_each_crash_point_then_restart_is_exactly_
     table = tmp_path / "t"
     command = spark_ingest(topic, table, bootstrap, "--end-at-latest", "--max-offsets-per-trigger", "4", "-q")
     checkpoint = table / CHECKPOINTS_DIR / f"parka-{topic}"
+
+    stopped_while_hung(command, tmp_path / "hung.log")
+    assert not committed_batches(table)
 
     crash_run(command, "batch-after-write", table, checkpoint, 1)
     assert list(committed_batches(table)) == [0]
