@@ -199,6 +199,11 @@ def _column(values: list[Any], field: pa.Field) -> pa.Array:
     return _conform(array, field)
 
 
+def _null_mask(values: list[Any]) -> pa.Array | None:
+    """The validity mask of a nested column from its Python values (``None``: none is null)."""
+    return pa.array([v is None for v in values], pa.bool_()) if None in values else None
+
+
 def _list_column(values: list[Any], target: pa.DataType) -> pa.Array:
     """A list of structs or of maps, built from its elements converted as a column of their own
     (child by child, as :func:`_struct_column`), where Arrow's inference of nested dicts is slow.
@@ -213,7 +218,7 @@ def _list_column(values: list[Any], target: pa.DataType) -> pa.Array:
         offsets.append(len(elements))
     inner = _column(elements, target.value_field)
     large = pa.types.is_large_list(target)
-    mask = pa.array([v is None for v in values], pa.bool_()) if None in values else None
+    mask = _null_mask(values)
     cls = pa.LargeListArray if large else pa.ListArray
     try:
         return cls.from_arrays(pa.array(offsets, pa.int64() if large else pa.int32()), inner, type=target, mask=mask)
@@ -258,10 +263,9 @@ def _struct_column(values: list[Any], field: pa.Field) -> pa.Array:
     nulls = values.count(None)
     if nulls == len(values):
         return _null_structs(len(values), field.type)
-    mask = None
+    mask = _null_mask(values)
     dicts = values
     if nulls:
-        mask = pa.array([v is None for v in values], pa.bool_())
         # A null struct's rows take a present row's values: masked, never read, and no null lands
         # in a child the schema says is never null (Parquet writers refuse the file otherwise).
         stand_in = next(v for v in values if v is not None)
@@ -382,7 +386,7 @@ def _map_column(values: list[Any], target: pa.DataType) -> pa.Array:
         raise _Slow(str(exc)) from None
     key_array = _column(keys, target.key_field)
     item_array = _column(items, target.item_field)
-    mask = pa.array([v is None for v in values], pa.bool_()) if None in values else None
+    mask = _null_mask(values)
     try:
         return pa.MapArray.from_arrays(pa.array(offsets, pa.int32()), key_array, item_array, type=target, mask=mask)
     except (pa.ArrowException, ValueError) as exc:
