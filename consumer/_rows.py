@@ -11,7 +11,7 @@ one pass per column. Five things make that pass cheaper than ``pyarrow.Table.to_
   column of mostly distinct values goes through numpy's conversion instead, the zone attached
   after.
 * ``to_pylist(maps_as_pydicts="strict")`` converts through a Python scalar object per value
-  (pyarrow 26, GH-50429; about 5 µs for a map of three strings). Maps are converted here from
+  (pyarrow 26, GH-50429). Maps are converted here from
   their keys and items, each a column of its own.
 * Structs holding such values, and lists of structs, are converted child by child, their dicts
   built as rows are; numbers and strings without nulls inside them go through numpy.
@@ -216,11 +216,11 @@ _BOUNDS = {
 
 
 def _temporal_values(array: pa.Array) -> list[Any]:
-    """Temporal and decimal values. Converting one costs about 4 µs through pyarrow's scalars
-    (a timestamp with a time zone), so a column of repeated values (an hourly timestamp, a
+    """Temporal and decimal values. Converting one through pyarrow's scalars is slow (see the
+    module docstring), so a column of repeated values (an hourly timestamp, a
     date) converts each distinct value once (dictionary-encoded, then indexed); a timestamp or
     date column of mostly distinct values goes through numpy's C conversion instead, its time
-    zone attached after (about 2 µs a value)."""
+    zone attached after."""
     encoded = array.dictionary_encode()
     if len(encoded.dictionary) * 4 > len(array) and _through_numpy(array):
         return _numpy_temporal(array)
