@@ -155,7 +155,8 @@ def build_segment_table(
 
 def _headers_array(headers: Sequence[Sequence[tuple[str, HeaderValue]] | None], kind: pa.DataType) -> pa.Array:
     """The ``__parka_headers`` column, built from its names and values as two flat columns rather
-    than by Arrow's conversion of a list of dicts per record; an empty header list is null. Raises what Arrow raises for a name or value of a wrong type."""
+    than by Arrow's conversion of a list of dicts per record; an empty header list is null. Raises
+    what Arrow raises for a name or value of a wrong type."""
     offsets = [0]
     names: list[Any] = []
     values: list[Any] = []
