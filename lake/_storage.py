@@ -2,7 +2,9 @@
 table URI and its storage options), writing one so that no partial file ever carries its final
 name, one flush per commit, deleting and listing; and, for the orphan cleanup, the Delta log's
 files as bytes (:func:`list_log`, :func:`read_file`): what they mean is
-``lake/delta/_logscan.py``'s business. Nothing here writes the Delta log.
+``lake/delta/_logscan.py``'s business. The one write that must not replace a file is
+:func:`create_log_file` (a Delta commit parka writes itself, ``lake/delta/_dv_commit.py``: put if
+absent); everything else of the log is delta-rs'.
 
 A local table is plain files (temporary name + rename, one ``syncfs`` per commit). Every other
 URI (``s3://``, ``s3a://``, ``az://``, ``abfss://``, ``gs://``...) goes through obstore, the
@@ -32,7 +34,13 @@ from urllib.parse import unquote, urlparse
 import obstore as obs
 import pyarrow as pa
 import pyarrow.parquet as pq
-from obstore.exceptions import BaseError, NotFoundError, UnknownConfigurationKeyError
+from obstore.exceptions import (
+    AlreadyExistsError,
+    BaseError,
+    NotFoundError,
+    PreconditionError,
+    UnknownConfigurationKeyError,
+)
 from obstore.store import ObjectStore, from_url
 
 from parka.config import storage_options_for
@@ -42,8 +50,10 @@ from parka.errors import CommitError
 log = logging.getLogger("parka.storage")
 
 __all__ = [
+    "FileExists",
     "FileInfo",
     "check_relative",
+    "create_log_file",
     "delete_files",
     "existing_files",
     "list_files",
@@ -214,6 +224,55 @@ def write_data_file(
     except (BaseError, OSError) as exc:
         raise CommitError(f"cannot write data file {relative_path}: {exc}") from exc
     return sum(len(p) for p in parts)
+
+
+class FileExists(CommitError):
+    """:func:`create_log_file` found the file there already (another writer's)."""
+
+
+def create_log_file(table_uri: str, name: str, data: bytes, storage_options: Mapping[str, str] | None = None) -> None:
+    """Write ``data`` as ``_delta_log/<name>`` only if no file has that name, atomically:
+    another writer's file is never replaced, and no reader sees a partial file. A local file is
+    written and flushed under a temporary name, then hard-linked to its name (the link fails when
+    the name exists) and its directory flushed; an object store gets a conditional PUT
+    (``If-None-Match: *``; S3 through ``aws_conditional_put=etag``, which
+    :func:`parka.config.storage_options_for` sets).
+
+    Raises:
+        FileExists: the file is there already.
+        ValueError: ``name`` is not a plain file name.
+        CommitError: the write failed (the file may or may not be there: read it back to tell).
+    """
+    if not name or "/" in name or name in (".", ".."):
+        raise ValueError(f"not a file name of the Delta log: {name!r}")
+    relative_path = f"_delta_log/{name}"
+    root = _root(table_uri, storage_options)
+    try:
+        if root.store is not None:
+            obs.put(root.store, relative_path, data, mode="create")
+            return
+        target = os.path.join(root.local, *relative_path.split("/"))
+        directory = os.path.dirname(target)
+        os.makedirs(directory, exist_ok=True)
+        temp = os.path.join(directory, f".{os.path.basename(target)}.{uuid.uuid4().hex}.tmp")
+        try:
+            with open(temp, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.link(temp, target)
+        finally:
+            with suppress(OSError):
+                os.unlink(temp)
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except (FileExistsError, AlreadyExistsError, PreconditionError):  # S3: 412 on If-None-Match
+        raise FileExists(f"{relative_path} exists already") from None
+    except (BaseError, OSError) as exc:
+        raise CommitError(f"cannot write {relative_path}: {exc}") from exc
 
 
 PUT_CHUNK_SIZE = 5 * 2**20

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
+from typing import Any
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -33,7 +34,7 @@ from parka.errors import CommitError
 
 from .._storage import list_log, read_file
 
-__all__ = ["logged_files"]
+__all__ = ["live_adds", "logged_files"]
 
 _COMMIT = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10})|\.[0-9a-fA-F-]{36})?\.(parquet|json)$")
@@ -49,23 +50,66 @@ def logged_files(table_uri: str, storage_options: Mapping[str, str] | None = Non
         CommitError: the log cannot be listed or read, has no checkpoint and no first commit,
             or has a gap between the checkpoint and the latest commit.
     """
-    names = _log_names(table_uri, storage_options)
-    commits = {int(m.group(1)): name for name in names if (m := _COMMIT.match(name))}
-    checkpoint_version, checkpoint_files = _latest_checkpoint(names)
+    checkpoint_files, commits = _log_files(table_uri, storage_options)
     found: set[str] = set()
     for name in checkpoint_files:
         data = read_file(table_uri, f"_delta_log/{name}", storage_options)
         sidecars = _parquet_paths(data, name, found) if name.endswith(".parquet") else _json_paths(data, name, found)
         for sidecar in sidecars:
             _parquet_paths(read_file(table_uri, f"_delta_log/_sidecars/{sidecar}", storage_options), sidecar, found)
+    for name in commits:
+        _json_paths(read_file(table_uri, f"_delta_log/{name}", storage_options), name, found)
+    return found
+
+
+def live_adds(
+    table_uri: str, storage_options: Mapping[str, str] | None = None, *, version: int | None = None
+) -> dict[str, dict[str, Any]]:
+    """The ``add`` action of each live data file of ``version`` (default: the latest), as the log's JSON
+    (``partitionValues`` and ``tags`` as objects, ``deletionVector`` when the file has one),
+    keyed by its path (relative to the table root, decoded): what a commit that changes a
+    file's deletion vector must repeat in its ``remove`` and ``add``. delta-rs' Python API gives
+    neither a file's deletion vector descriptor nor its tags.
+
+    Raises:
+        CommitError: as :func:`logged_files`; also when the log has not reached ``version``.
+    """
+    checkpoint_files, commits = _log_files(table_uri, storage_options, version)
+    live: dict[str, dict[str, Any]] = {}
+    for name in checkpoint_files:
+        data = read_file(table_uri, f"_delta_log/{name}", storage_options)
+        sidecars = _parquet_adds(data, name, live) if name.endswith(".parquet") else _json_changes(data, name, live)
+        for sidecar in sidecars:
+            _parquet_adds(read_file(table_uri, f"_delta_log/_sidecars/{sidecar}", storage_options), sidecar, live)
+    for name in commits:
+        _json_changes(read_file(table_uri, f"_delta_log/{name}", storage_options), name, live)
+    return live
+
+
+def _log_files(
+    table_uri: str, storage_options: Mapping[str, str] | None, version: int | None = None
+) -> tuple[list[str], list[str]]:
+    """The latest complete checkpoint's files and the names of the commits after it, in order;
+    with ``version``, the latest checkpoint at or before it and the commits up to it.
+
+    Raises:
+        CommitError: no checkpoint and no first commit, a gap in the commits, or no commit ``version``.
+    """
+    names = _log_names(table_uri, storage_options)
+    if version is not None and _latest_checkpoint(names, version)[0] < 0 and f"{0:020d}.json" not in names:
+        names = list_log(table_uri, storage_options)  # the listing began after ``version``
+    commits = {int(m.group(1)): name for name in names if (m := _COMMIT.match(name))}
+    if version is not None:
+        if version not in commits and _latest_checkpoint(names, version)[0] != version:
+            raise CommitError(f"the Delta log of {table_uri} has no version {version}")
+        commits = {v: name for v, name in commits.items() if v <= version}
+    checkpoint_version, checkpoint_files = _latest_checkpoint(names, version)
     later = sorted(v for v in commits if v > checkpoint_version)
     expected = list(range(checkpoint_version + 1, checkpoint_version + 1 + len(later)))
     if later != expected:
         first = "a checkpoint" if checkpoint_version >= 0 else "commit 0"
         raise CommitError(f"the Delta log of {table_uri} has no {first} or a gap in its commits: cannot tell its files")
-    for version in later:
-        _json_paths(read_file(table_uri, f"_delta_log/{commits[version]}", storage_options), commits[version], found)
-    return found
+    return checkpoint_files, [commits[v] for v in later]
 
 
 def _log_names(table_uri: str, storage_options: Mapping[str, str] | None) -> list[str]:
@@ -82,8 +126,9 @@ def _log_names(table_uri: str, storage_options: Mapping[str, str] | None) -> lis
     return names
 
 
-def _latest_checkpoint(names: Iterable[str]) -> tuple[int, list[str]]:
-    """The version and file names of the newest complete checkpoint; ``(-1, [])`` when none."""
+def _latest_checkpoint(names: Iterable[str], version: int | None = None) -> tuple[int, list[str]]:
+    """The version and file names of the newest complete checkpoint (at or before ``version``
+    when given); ``(-1, [])`` when none."""
     parts: dict[tuple[int, int], set[int]] = {}  # (version, number of parts) -> parts present
     single: dict[int, str] = {}
     multi: dict[tuple[int, int], list[str]] = {}
@@ -91,21 +136,23 @@ def _latest_checkpoint(names: Iterable[str]) -> tuple[int, list[str]]:
         m = _CHECKPOINT.match(name)
         if m is None:
             continue
-        version = int(m.group(1))
+        at = int(m.group(1))
+        if version is not None and at > version:
+            continue
         if m.group(2) is None:
-            single[version] = name
+            single[at] = name
         else:
-            key = (version, int(m.group(3)))
+            key = (at, int(m.group(3)))
             parts.setdefault(key, set()).add(int(m.group(2)))
             multi.setdefault(key, []).append(name)
-    complete = {version: [name] for version, name in single.items()}
-    for (version, count), present in parts.items():
+    complete = {at: [name] for at, name in single.items()}
+    for (at, count), present in parts.items():
         if present == set(range(1, count + 1)):
-            complete.setdefault(version, sorted(multi[(version, count)]))
+            complete.setdefault(at, sorted(multi[(at, count)]))
     if not complete:
         return -1, []
-    version = max(complete)
-    return version, complete[version]
+    newest = max(complete)
+    return newest, complete[newest]
 
 
 def _add_path(path: object, found: set[str]) -> None:
@@ -155,3 +202,65 @@ def _column(source: pq.ParquetFile, action: str) -> list[object]:
     structs = source.read(columns=[f"{action}.path"]).column(0).combine_chunks()
     paths: list[object] = pc.struct_field(structs, "path").to_pylist()
     return paths
+
+
+def _json_changes(data: bytes, name: str, live: dict[str, dict[str, Any]]) -> list[str]:
+    """Apply a JSON file's ``remove`` actions, then its ``add`` actions, to ``live`` (a commit
+    that changes a file's deletion vector removes and adds the same path); returns the sidecar
+    file names it lists (a JSON v2 checkpoint)."""
+    sidecars: list[str] = []
+    adds: list[dict[str, Any]] = []
+    try:
+        for line in data.decode().splitlines():
+            if not line.strip():
+                continue
+            action = json.loads(line)
+            if "remove" in action:
+                live.pop(unquote(action["remove"]["path"]), None)
+            elif "add" in action:
+                adds.append(action["add"])
+            elif "sidecar" in action:
+                sidecars.append(unquote(action["sidecar"]["path"]))
+        for add in adds:
+            live[unquote(add["path"])] = add
+    except (ValueError, AttributeError, KeyError, TypeError) as exc:
+        raise CommitError(f"cannot read the Delta log file {name}: {exc}") from exc
+    return sidecars
+
+
+def _parquet_adds(data: bytes, name: str, live: dict[str, dict[str, Any]]) -> list[str]:
+    """Add a Parquet checkpoint's (or sidecar's) ``add`` actions to ``live``, as the log's JSON
+    (its maps as objects, its nulls and parsed statistics left out); returns the sidecar file
+    names it lists."""
+    try:
+        source = pq.ParquetFile(pa.BufferReader(data))
+        present = set(source.schema_arrow.names)
+        if "add" in present:
+            for add in source.read(columns=["add"]).column(0).to_pylist():
+                if add is not None and add.get("path"):
+                    action = _as_json(add)
+                    live[unquote(action["path"])] = action
+        if "sidecar" not in present:
+            return []
+        column = _column(source, "sidecar")
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise CommitError(f"cannot read the Delta checkpoint {name}: {exc}") from exc
+    return [unquote(p) for p in column if isinstance(p, str) and p]
+
+
+_MAPS = ("partitionValues", "tags")
+
+
+def _as_json(add: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint's ``add`` struct as the log's JSON action."""
+    out: dict[str, Any] = {}
+    for key, value in add.items():
+        if value is None or key.endswith("_parsed"):
+            continue
+        if key in _MAPS and isinstance(value, list):
+            value = dict(value)
+        elif isinstance(value, dict):
+            value = {k: v for k, v in value.items() if v is not None}
+        out[key] = value
+    out.setdefault("partitionValues", {})
+    return out
