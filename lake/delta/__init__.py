@@ -9,6 +9,10 @@
   (:func:`compact_table`), both over one rewrite core.
 * The files a Delta log still names, tombstones included, read from its files (``_logscan.py``:
   :func:`logged_files`), for both Delta engines' orphan cleanup.
+* Deletion vectors (``_dv.py``) and the one Delta commit parka writes itself rather than through
+  delta-rs, whose commit API carries none: rows deleted by deletion vector, with new files and
+  ``txn`` versions, at exactly the read version + 1 (``_dv_commit.py``, called by
+  ``_rs.commit_row_deletions``; the live files' ``add`` actions it repeats: ``_logscan.live_adds``).
 
 It imports the format-neutral modules of :mod:`parka.lake` and never the Iceberg wing.
 """

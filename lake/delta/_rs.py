@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import unquote
@@ -47,6 +47,7 @@ from parka.evolution import merge_schemas
 from parka.schema import RESERVED_PREFIX
 
 from .._log import FILE_TAGS_KEY, DataFile
+from . import _dv_commit as dv_commit
 from . import _rules as rules
 from ._logscan import logged_files
 
@@ -59,6 +60,7 @@ __all__ = [
     "check_schema",
     "checkpoint",
     "commit_add_files",
+    "commit_row_deletions",
     "configuration",
     "create_table",
     "open_table",
@@ -392,6 +394,52 @@ def commit_add_files(
     with translating(f"committed version {read_version + 1} but cannot load it"):
         table.load_as_version(read_version + 1)
     return read_version + 1
+
+
+def commit_row_deletions(
+    table: DeltaTable,
+    deletions: Mapping[str, Iterable[int]],
+    *,
+    files: list[DataFile] | None = None,
+    new_file_deletions: Mapping[str, Iterable[int]] | None = None,
+    txns: Mapping[str, int] | None = None,
+    commit_info: Mapping[str, Any] | None = None,
+    storage_options: Mapping[str, str] | None = None,
+) -> int:
+    """Delete rows by deletion vector, add ``files`` and move ``txns`` as one version at exactly
+    the handle's version + 1 (``_dv_commit.py`` writes that commit: delta-rs' commit API carries
+    no deletion vectors); the handle is loaded at it. Returns the new version.
+
+    Raises:
+        CommitConflict: another commit took the version.
+        CommitError: the table has no deletion vectors (the message names
+            ``delta.enableDeletionVectors``), is not writable, or the commit failed
+            (:func:`._dv_commit.commit_row_deletions`).
+        ValueError: as :func:`commit_add_files`.
+    """
+    read_version = table.version()
+    _check_writable(table)
+    with translating("cannot read the table protocol"):
+        protocol = table.protocol()
+        metadata = table.metadata()
+    dv_commit.check_deletion_vectors(
+        table.table_uri, metadata.configuration or {}, protocol.reader_features or (), protocol.writer_features or ()
+    )
+    version = dv_commit.commit_row_deletions(
+        table.table_uri,
+        read_version,
+        deletions,
+        partition_columns=list(metadata.partition_columns),
+        files=files or (),
+        new_file_deletions=new_file_deletions,
+        txns=txns,
+        commit_info=commit_info,
+        storage_options=storage_options,
+    )
+    if version != read_version:
+        with translating(f"committed version {version} but cannot load it"):
+            table.load_as_version(version)
+    return version
 
 
 class RsTableLog:

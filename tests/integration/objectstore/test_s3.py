@@ -14,11 +14,13 @@ from typing import Any
 import obstore as obs
 import pyarrow as pa
 import pytest
-from deltalake import DeltaTable, write_deltalake
+from deltalake import DeltaTable, QueryBuilder, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 from parka.lake import DataFile, RsEngine, logged_files, object_store, optimize_table
 from parka.lake import _orphans as lake_orphans
 from parka.lake._storage import list_log, read_file, write_data_file
+from parka.lake.delta._logscan import live_adds
+from parka.lake.delta._rs import commit_row_deletions
 
 from parka.config import storage_options_for
 from parka.errors import CommitConflict
@@ -214,3 +216,25 @@ def test_between_listings_the_orphan_cleanup_looks_up_its_pending_files_by_name(
     left = {o["path"] for page in obs.list(store) for o in page}
     assert crashed.files[0].path not in left
     assert sorted(table_ids(uri, c.storage_options)) == [1, 2, 9]
+
+
+def test_rows_deleted_by_vector_in_s3_and_a_second_commit_of_the_version_loses(s3proxy: ObjectStoreServer) -> None:
+    """parka's own Delta commit (rows deleted by deletion vector, ``lake/delta/_dv_commit.py``)
+    through the store: its vector file and its log entry go up with the table's credentials, the
+    log entry by a conditional PUT, so a second writer of the same version loses and the first
+    one's entry stays."""
+    uri = s3proxy.table_uri("vectors")
+    options = storage_options_for(uri, s3proxy.storage_options)
+    keys = pa.table({"k": pa.array(range(20_000), pa.int64())})
+    write_deltalake(uri, keys, storage_options=options, configuration={"delta.enableDeletionVectors": "true"})
+    (path,) = live_adds(uri, options)
+    first, second = DeltaTable(uri, storage_options=options), DeltaTable(uri, storage_options=options)
+    assert commit_row_deletions(first, {path: range(0, 20_000, 2)}, storage_options=options) == 1
+    vector = live_adds(uri, options)[path]["deletionVector"]
+    assert vector["storageType"] == "u" and vector["cardinality"] == 10_000  # a file of its own
+    entry = read_file(uri, f"_delta_log/{1:020d}.json", options)
+    with pytest.raises(CommitConflict):
+        commit_row_deletions(second, {path: [1]}, storage_options=options)
+    assert read_file(uri, f"_delta_log/{1:020d}.json", options) == entry
+    reader = QueryBuilder().register("t", DeltaTable(uri, storage_options=options)).execute("select k from t")
+    assert sorted(pa.table(reader.read_all()).column("k").to_pylist()) == list(range(1, 20_000, 2))

@@ -1,0 +1,232 @@
+"""A Delta commit that deletes rows by deletion vector, written by parka itself.
+
+delta-rs' commit API (``create_write_transaction``) takes ``add`` and ``remove`` actions without
+deletion vectors, and its own DELETE and MERGE rewrite whole files. A commit that marks rows of
+existing files deleted, adds new files (some of whose rows it may delete at once) and moves
+``txn`` versions, all in one version, is written here as the log's JSON and put at exactly the
+read version + 1 only if no other commit took that version (:func:`parka.lake._storage.create_log_file`),
+as every other commit of parka's. What the protocol asks of it:
+
+* A file whose deletion vector changes is removed and added again in the same commit, the
+  ``remove`` carrying the old vector (the log tells files apart by path and vector) and the
+  ``add`` the new one: the old vector's rows plus the new ones.
+* Statistics stay those of the file's physical rows, with ``tightBounds: false`` once rows are
+  deleted (``numRecords`` stays the physical count).
+* A file all of whose rows are deleted is only removed.
+* The table must have the ``deletionVectors`` reader and writer feature and
+  ``delta.enableDeletionVectors=true``.
+
+The vectors' files, and the new data files, are durable before the commit names them. No
+deltalake here: the delta-rs engine (``_rs.py``) reads the handle's version, partition columns
+and protocol, calls :func:`commit_row_deletions` and loads the committed version.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+from urllib.parse import quote
+
+import numpy as np
+
+from parka.errors import CommitConflict, CommitError
+
+from .. import _storage
+from .._log import FILE_TAGS_KEY, DataFile
+from . import _dv
+from . import _rules as rules
+from ._logscan import live_adds
+
+__all__ = ["ENABLE_PROPERTY", "check_deletion_vectors", "commit_row_deletions", "file_deletions"]
+
+ENABLE_PROPERTY = "delta.enableDeletionVectors"
+
+
+def check_deletion_vectors(
+    uri: str, configuration: Mapping[str, str], reader_features: Iterable[str], writer_features: Iterable[str]
+) -> None:
+    """Whether rows of the table at ``uri`` may be deleted by deletion vector: its properties and
+    its protocol's features.
+
+    Raises:
+        CommitError: the protocol lacks the feature, or the table property is not true; the
+            message names the property.
+    """
+    enabled = configuration.get(ENABLE_PROPERTY, "false").lower() == "true"
+    if not enabled or "deletionVectors" not in set(reader_features) or "deletionVectors" not in set(writer_features):
+        raise CommitError(
+            f"the table at {uri} has no deletion vectors ({ENABLE_PROPERTY} is not true, or its "
+            f"protocol lacks the deletionVectors feature): create it with {ENABLE_PROPERTY}=true"
+        )
+
+
+def file_deletions(uri: str, version: int, storage_options: Mapping[str, str] | None = None) -> dict[str, np.ndarray]:
+    """The deleted row positions of each live file of ``version`` that has any, by path
+    (relative to the table root, decoded).
+
+    Raises:
+        CommitError: the log or a vector cannot be read.
+    """
+    out: dict[str, np.ndarray] = {}
+    for path, add in live_adds(uri, storage_options, version=version).items():
+        if add.get("deletionVector"):
+            out[path] = _dv.load(uri, _descriptor(add, path), storage_options)
+    return out
+
+
+def commit_row_deletions(
+    uri: str,
+    read_version: int,
+    deletions: Mapping[str, Iterable[int]],
+    *,
+    partition_columns: Sequence[str],
+    files: Sequence[DataFile] = (),
+    new_file_deletions: Mapping[str, Iterable[int]] | None = None,
+    txns: Mapping[str, int] | None = None,
+    commit_info: Mapping[str, Any] | None = None,
+    operation: str = "MERGE",
+    storage_options: Mapping[str, str] | None = None,
+) -> int:
+    """Commit, as one version at exactly ``read_version`` + 1 of the table at ``uri`` (partitioned
+    by ``partition_columns``, its deletion vectors checked by :func:`check_deletion_vectors`):
+    the rows ``deletions`` names (path relative to the table root -> row positions, added to
+    those the file's vector deletes already) deleted, ``files`` (written under the table root)
+    added with the rows of each that ``new_file_deletions`` names deleted at once, and one
+    ``txn`` per entry of ``txns``. Returns the new version; nothing to commit: ``read_version``.
+
+    Raises:
+        CommitConflict: another commit took the version.
+        CommitError: a path in ``deletions`` is not a live file of ``read_version``, a row
+            position is past the file's rows, or the write failed (then only the log, read
+            back, tells whether the commit landed).
+        ValueError: a path that is not relative, partition values for other columns, a txn
+            version that is not a non-negative int.
+    """
+    txns = dict(txns or {})
+    new_file_deletions = dict(new_file_deletions or {})
+    arrays = {path: np.fromiter(rows, dtype=np.int64) for path, rows in deletions.items()}
+    to_delete = {path: rows for path, rows in arrays.items() if rows.size}
+    if not to_delete and not files and not txns:
+        return read_version
+    options = storage_options
+    rules.check_commit(files, txns, partition_columns)
+    unknown = set(new_file_deletions) - {f.path for f in files}
+    if unknown:
+        raise ValueError(f"rows to delete of files not in this commit: {sorted(unknown)}")
+    now_ms = int(time.time() * 1000)
+    actions: list[dict[str, Any]] = []
+    if to_delete:
+        live = live_adds(uri, options, version=read_version)
+        for path, rows in to_delete.items():
+            add = live.get(path)
+            if add is None:
+                raise CommitError(f"cannot delete rows of {path}: not a live file of version {read_version}")
+            actions += _delete_rows(uri, options, path, add, rows, now_ms)
+    for f in files:
+        add = {
+            "path": _encode(f.path),
+            "partitionValues": dict(f.partition_values),
+            "size": f.size,
+            "modificationTime": now_ms,
+            "dataChange": True,
+            "stats": f.stats,
+        }
+        rows = np.fromiter(new_file_deletions.get(f.path, ()), dtype=np.int64)
+        if rows.size:
+            _check_rows(f.path, rows, _num_records(f.stats))
+            if np.unique(rows).size >= _num_records(f.stats):
+                continue  # every row deleted at once: the file is not added (an orphan for the cleanup)
+            add["deletionVector"] = _dv.store(uri, rows, options).to_json()
+            add["stats"] = _loose_stats(f.stats)
+        actions.append({"add": add})
+    _storage.make_durable(uri, options)
+    info: dict[str, Any] = {
+        "timestamp": now_ms,
+        "operation": operation,
+        "operationParameters": {},
+        "readVersion": read_version,
+        "isBlindAppend": False,
+        "engineInfo": "parka",
+        **dict(commit_info or {}),
+    }
+    if any(f.tags for f in files):
+        info[FILE_TAGS_KEY] = {f.path: dict(f.tags) for f in files if f.tags}
+    lines = [{"commitInfo": info}]
+    lines += [{"txn": {"appId": app, "version": v, "lastUpdated": now_ms}} for app, v in txns.items()]
+    lines += actions
+    body = "\n".join(json.dumps(line, separators=(",", ":")) for line in lines).encode() + b"\n"
+    version = read_version + 1
+    try:
+        _storage.create_log_file(uri, f"{version:020d}.json", body, options)
+    except _storage.FileExists:
+        raise CommitConflict(f"version {version} was committed by another writer", read_version=read_version) from None
+    return version
+
+
+def _delete_rows(
+    uri: str, options: Mapping[str, str] | None, path: str, add: dict[str, Any], rows: np.ndarray, now_ms: int
+) -> list[dict[str, Any]]:
+    """The ``remove`` of ``add`` and, unless no row is left, its ``add`` with ``rows`` deleted too."""
+    physical = _num_records(add.get("stats"))
+    _check_rows(path, rows, physical)
+    old = add.get("deletionVector")
+    if old:
+        rows = np.union1d(rows, _dv.load(uri, _descriptor(add, path), options))
+    remove: dict[str, Any] = {
+        "path": add["path"],
+        "deletionTimestamp": now_ms,
+        "dataChange": True,
+        "extendedFileMetadata": True,
+        "partitionValues": add.get("partitionValues", {}),
+        "size": add["size"],
+    }
+    for key in ("tags", "deletionVector", "baseRowId", "defaultRowCommitVersion"):
+        if add.get(key) is not None:
+            remove[key] = add[key]
+    out: list[dict[str, Any]] = [{"remove": remove}]
+    if np.unique(rows).size >= physical:
+        return out
+    again = {key: value for key, value in add.items() if value is not None}
+    again["dataChange"] = True
+    again["deletionVector"] = _dv.store(uri, rows, options).to_json()
+    again["stats"] = _loose_stats(add.get("stats"))
+    out.append({"add": again})
+    return out
+
+
+def _descriptor(add: Mapping[str, Any], path: str) -> _dv.Descriptor:
+    try:
+        return _dv.Descriptor.from_json(add["deletionVector"])
+    except ValueError as exc:
+        raise CommitError(f"{path}: {exc}") from exc
+
+
+def _num_records(stats: str | None) -> int:
+    """The physical row count of a file's statistics JSON.
+
+    Raises:
+        CommitError: no statistics, or no ``numRecords`` in them (a vector cannot be bounded).
+    """
+    try:
+        return int(json.loads(stats or "{}")["numRecords"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CommitError(f"a file without numRecords in its statistics ({exc}): its rows cannot be deleted") from exc
+
+
+def _check_rows(path: str, rows: np.ndarray, physical: int) -> None:
+    if rows.size and (int(rows.min()) < 0 or int(rows.max()) >= physical):
+        raise CommitError(f"cannot delete rows of {path}: positions {int(rows.min())}-{int(rows.max())} of {physical}")
+
+
+def _loose_stats(stats: str | None) -> str:
+    """``stats`` with ``tightBounds: false``: minimum and maximum may be of deleted rows."""
+    parsed = json.loads(stats or "{}")
+    parsed["tightBounds"] = False
+    return json.dumps(parsed, separators=(",", ":"))
+
+
+def _encode(path: str) -> str:
+    """A path as the log holds it: URL-encoded, ``/`` and ``=`` kept (as delta-rs writes them)."""
+    return quote(path, safe="/=")

@@ -1,0 +1,60 @@
+"""Deletion vectors parka writes (``lake/delta/_dv_commit.py``) read by delta-spark, and the other
+way round: rows parka deletes, inline in the log and in a vector file, are gone for delta-spark's
+reader; a DELETE in delta-spark then writes its own vector into a file parka deleted rows of, and
+parka's next commit adds to that vector. delta-spark and delta-rs' query engine read the same
+rows at every step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from deltalake import DeltaTable, QueryBuilder, write_deltalake
+from parka.lake.delta._logscan import live_adds
+from parka.lake.delta._rs import commit_row_deletions
+
+from ._util import SPARK
+
+pytestmark = SPARK
+
+ROWS = 30_000
+
+
+def keys_via_spark(spark: Any, uri: str) -> list[int]:
+    return sorted(r["k"] for r in spark.read.format("delta").load(uri).select("k").toArrow().to_pylist())
+
+
+def keys_via_delta_rs(uri: str) -> list[int]:
+    reader = QueryBuilder().register("t", DeltaTable(uri)).execute("select k from t")
+    return sorted(pa.table(reader.read_all()).column("k").to_pylist())
+
+
+def test_delta_spark_reads_the_rows_parka_deletes_and_parka_adds_to_a_vector_delta_spark_wrote(
+    spark: Any, tmp_path: Path
+) -> None:
+    uri = str(tmp_path / "t")
+    write_deltalake(
+        uri, pa.table({"k": pa.array(range(ROWS), pa.int64())}), configuration={"delta.enableDeletionVectors": "true"}
+    )
+    write_deltalake(uri, pa.table({"k": pa.array(range(ROWS, ROWS + 10), pa.int64())}), mode="append")
+    table = DeltaTable(uri)
+    (big,) = [p for p, a in live_adds(uri).items() if '"numRecords":30000' in a["stats"]]
+    (small,) = set(live_adds(uri)) - {big}
+    every_third = range(0, ROWS, 3)
+    commit_row_deletions(table, {big: every_third, small: [0, 9]})
+    adds = live_adds(uri)
+    assert adds[big]["deletionVector"]["storageType"] == "u"  # some 20 KB: a file of its own
+    assert adds[small]["deletionVector"]["storageType"] == "i"  # a few bytes: inline
+    model = sorted(set(range(ROWS + 10)) - set(every_third) - {ROWS, ROWS + 9})
+    assert keys_via_spark(spark, uri) == model == keys_via_delta_rs(uri)
+
+    spark.sql(f"DELETE FROM delta.`{uri}` WHERE k % 3 = 1 AND k < 3000")  # delta-spark's own vector
+    model = [k for k in model if not (k % 3 == 1 and k < 3000)]
+    assert keys_via_delta_rs(uri) == model
+
+    table = DeltaTable(uri)
+    commit_row_deletions(table, {big: [2, 29_999]})  # its remove names delta-spark's vector
+    model = [k for k in model if k not in (2, 29_999)]
+    assert keys_via_spark(spark, uri) == model == keys_via_delta_rs(uri)
+    assert spark.read.format("delta").load(uri).count() == len(model)

@@ -1,0 +1,228 @@
+"""Deletion vectors parka writes into Delta tables (``lake/delta/_dv.py``) and the commit that
+deletes rows with them (``lake/delta/_dv_commit.py``), read back by delta-rs' query engine (which
+applies deletion vectors; its ``to_pyarrow_table`` refuses tables that have them)."""
+
+from __future__ import annotations
+
+import json
+import struct
+import threading
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable, QueryBuilder, write_deltalake
+from parka.lake import _storage
+from parka.lake._log import DataFile
+from parka.lake._stats import data_file_stats
+from parka.lake.delta import _dv, _rs
+from parka.lake.delta._dv_commit import file_deletions
+from parka.lake.delta._logscan import live_adds
+
+from parka.errors import CommitConflict, CommitError
+
+ENABLED = {"delta.enableDeletionVectors": "true"}
+
+
+def test_z85_is_zeromq_base85() -> None:
+    # the Z85 specification's own example (rfc.zeromq.org/spec/32)
+    assert _dv.z85_encode(bytes.fromhex("864FD26FB559F75B")) == "HelloWorld"
+    assert _dv.z85_decode("HelloWorld") == bytes.fromhex("864FD26FB559F75B")
+    assert _dv.z85_decode(_dv.z85_encode(b"abcdefg"), 7) == b"abcdefg"  # padded, then cut to size
+    with pytest.raises(ValueError, match="multiple of 5"):
+        _dv.z85_decode("abcd")
+    with pytest.raises(ValueError, match="not Z85"):
+        _dv.z85_decode("abcd~")
+
+
+def test_a_vector_is_the_protocols_roaring_bitmap_array() -> None:
+    # row 1 deleted, as Databricks writes it: magic 1681511377 (little-endian), one bucket (int64),
+    # its key 0 (int32), then the portable 32-bit Roaring bitmap (no-run cookie 0x303a, one array container)
+    expected = bytes.fromhex("d1d339640100000000000000000000003a3000000100000000000000100000000100")
+    assert _dv.encode([1]) == expected
+    assert _dv.decode(expected).tolist() == [1]
+    rows = [0, 7, 7, 65_535, 65_536, 2**32 - 1, 2**32, 2**33 + 5]
+    data = _dv.encode(reversed(rows))
+    assert struct.unpack_from("<iq", data) == (_dv.MAGIC, 3)  # buckets 0, 1 and 2 of the high 32 bits
+    assert _dv.decode(data).tolist() == sorted(set(rows))
+    assert _dv.decode(_dv.encode([])).tolist() == []
+
+
+def test_bad_vector_bytes_are_named() -> None:
+    with pytest.raises(ValueError, match="magic number 1, not 1681511377"):
+        _dv.decode(struct.pack("<iq", 1, 0))
+    with pytest.raises(ValueError, match="at least 12"):
+        _dv.decode(b"\x00")
+    with pytest.raises(ValueError, match="malformed"):
+        _dv.decode(_dv.encode([1, 2, 3])[:-3])
+    with pytest.raises(ValueError, match="negative"):
+        _dv.encode([3, -1])
+
+
+def test_descriptor_json_and_file_names() -> None:
+    inline = _dv.Descriptor("i", "abcde", 4, 1)
+    assert inline.to_json() == {"storageType": "i", "pathOrInlineDv": "abcde", "sizeInBytes": 4, "cardinality": 1}
+    assert _dv.Descriptor.from_json(inline.to_json()) == inline
+    assert inline.relative_path() is None and inline.unique_id() == "iabcde"
+    uuid_z85 = _dv.z85_encode(bytes(range(16)))
+    in_file = _dv.Descriptor.from_json(
+        {"storageType": "u", "pathOrInlineDv": "ab" + uuid_z85, "offset": 1, "sizeInBytes": 40, "cardinality": 9}
+    )
+    assert in_file.relative_path() == "ab/deletion_vector_00010203-0405-0607-0809-0a0b0c0d0e0f.bin"
+    assert in_file.unique_id() == f"uab{uuid_z85}@1"
+    with pytest.raises(ValueError, match="storage type 'x'"):
+        _dv.Descriptor.from_json({**inline.to_json(), "storageType": "x"})
+    with pytest.raises(ValueError, match="not a deletion vector descriptor"):
+        _dv.Descriptor.from_json({"storageType": "i"})
+
+
+def test_a_large_vector_goes_to_a_file_of_the_protocols_format(tmp_path: Path) -> None:
+    rows = np.arange(0, 200_000, 7)
+    small = _dv.store(str(tmp_path), [3, 4])
+    assert small.storage_type == "i" and _dv.load(str(tmp_path), small).tolist() == [3, 4]
+    big = _dv.store(str(tmp_path), rows, inline_max_bytes=16)
+    assert (big.storage_type, big.offset, big.cardinality) == ("u", 1, rows.size)
+    relative = big.relative_path()
+    assert relative is not None
+    raw = (tmp_path / relative).read_bytes()
+    # format byte 1; then size (int32 big-endian), the vector, its CRC-32 (int32 big-endian)
+    assert raw[0] == 1 and struct.unpack_from(">i", raw, 1)[0] == big.size_in_bytes
+    data = raw[5 : 5 + big.size_in_bytes]
+    assert struct.unpack_from(">I", raw, 5 + big.size_in_bytes)[0] == zlib.crc32(data)
+    assert len(raw) == 1 + 4 + big.size_in_bytes + 4
+    assert _dv.load(str(tmp_path), big).tolist() == rows.tolist()
+    (tmp_path / relative).write_bytes(raw[:-1] + bytes([raw[-1] ^ 1]))
+    with pytest.raises(CommitError, match="fails its CRC-32"):
+        _dv.load(str(tmp_path), big)
+    with pytest.raises(CommitError, match="its descriptor says 5"):
+        _dv.load(str(tmp_path), _dv.Descriptor("i", small.path_or_inline_dv, small.size_in_bytes, 5))
+
+
+def logical_rows(uri: str) -> list[dict[str, Any]]:
+    """The table's rows as delta-rs' query engine reads them (deletion vectors applied)."""
+    reader = QueryBuilder().register("t", DeltaTable(uri)).execute("select k, v from t order by k, v")
+    return pa.table(reader.read_all()).to_pylist()
+
+
+def rows(*keys: int) -> pa.Table:
+    return pa.table({"k": pa.array(keys, pa.int64()), "v": [f"v{k}" for k in keys]})
+
+
+def two_files(uri: str, **properties: str) -> tuple[DeltaTable, list[str]]:
+    write_deltalake(uri, rows(0, 1, 2, 3, 4), configuration=properties or ENABLED)
+    write_deltalake(uri, rows(5, 6, 7), mode="append")
+    table = DeltaTable(uri)
+    paths = sorted(live_adds(uri), key=lambda p: json.loads(live_adds(uri)[p]["stats"])["numRecords"])
+    return table, paths  # the file of 3 rows, then the file of 5
+
+
+def test_a_commit_deletes_rows_of_live_files_and_adds_a_file_with_rows_deleted(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    table, (three, five) = two_files(uri)
+    new = tmp_path / "t" / "new.parquet"
+    pq.write_table(rows(8, 9, 10), new)
+    stats = data_file_stats(pq.read_metadata(new), rows(8, 9, 10).schema)
+    added = DataFile("new.parquet", new.stat().st_size, stats, tags={"kafka.offsets": "0-2"})
+    version = _rs.commit_row_deletions(
+        table, {five: [1, 3], three: [0]}, files=[added], new_file_deletions={"new.parquet": [1]}, txns={"app": 7}
+    )
+    assert version == 2 == table.version()
+    assert [r["k"] for r in logical_rows(uri)] == [0, 2, 4, 6, 7, 8, 10]
+    assert DeltaTable(uri).transaction_version("app") == 7
+    commit = [
+        json.loads(line) for line in (tmp_path / "t" / "_delta_log" / f"{version:020d}.json").read_text().splitlines()
+    ]
+    assert commit[0]["commitInfo"]["parka.fileTags"] == {"new.parquet": {"kafka.offsets": "0-2"}}
+    adds = {a["add"]["path"]: a["add"] for a in commit if "add" in a}
+    assert json.loads(adds[five]["stats"])["tightBounds"] is False
+    assert json.loads(adds[five]["stats"])["numRecords"] == 5  # the physical rows
+
+    # more rows of a file that has a vector: the remove names the old vector, the add has both
+    _rs.commit_row_deletions(table, {five: [4]})
+    assert [r["k"] for r in logical_rows(uri)] == [0, 2, 6, 7, 8, 10]
+    last = [json.loads(line) for line in (tmp_path / "t" / "_delta_log" / f"{3:020d}.json").read_text().splitlines()]
+    removed = next(a["remove"] for a in last if "remove" in a)
+    assert removed["deletionVector"] == adds[five]["deletionVector"]
+    assert sorted(file_deletions(uri, table.version())[five].tolist()) == [1, 3, 4]
+
+    # every row of a file deleted: the file is removed, no vector written
+    _rs.commit_row_deletions(table, {three: [1, 2]})
+    assert three not in live_adds(uri)
+    assert [r["k"] for r in logical_rows(uri)] == [0, 2, 8, 10]
+
+
+def test_vectors_survive_delta_rs_checkpoints_and_appends(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    table, (_three, five) = two_files(uri)
+    _rs.commit_row_deletions(table, {five: [0]})
+    table.create_checkpoint()
+    write_deltalake(uri, rows(20), mode="append")  # delta-rs commits on top of parka's commit
+    reopened = DeltaTable(uri)
+    assert {p: r.tolist() for p, r in file_deletions(uri, reopened.version()).items()} == {five: [0]}
+    _rs.commit_row_deletions(reopened, {five: [2]})  # its remove names the vector the checkpoint holds
+    assert [r["k"] for r in logical_rows(uri)] == [1, 3, 4, 5, 6, 7, 20]
+
+
+def test_another_commit_on_the_version_is_a_conflict_and_nothing_is_replaced(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    table, (_three, five) = two_files(uri)
+    write_deltalake(uri, rows(30), mode="append")  # version 2, which the handle (at 1) has not read
+    log_file = tmp_path / "t" / "_delta_log" / f"{2:020d}.json"
+    before = log_file.read_bytes()
+    with pytest.raises(CommitConflict) as caught:
+        _rs.commit_row_deletions(table, {five: [0]})
+    assert caught.value.read_version == 1
+    assert log_file.read_bytes() == before
+    assert [r["k"] for r in logical_rows(uri)] == [0, 1, 2, 3, 4, 5, 6, 7, 30]
+
+
+def test_of_two_commits_racing_for_one_version_exactly_one_lands(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    _, (_three, five) = two_files(uri)
+    handles = [DeltaTable(uri), DeltaTable(uri)]
+    outcomes: list[str] = []
+    start = threading.Barrier(2)
+
+    def commit(handle: DeltaTable, row: int) -> None:
+        start.wait()
+        try:
+            _rs.commit_row_deletions(handle, {five: [row]})
+            outcomes.append("landed")
+        except CommitConflict:
+            outcomes.append("conflict")
+
+    threads = [threading.Thread(target=commit, args=(h, r)) for h, r in zip(handles, (0, 1), strict=True)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == ["conflict", "landed"]
+    assert len(logical_rows(uri)) == 7
+
+
+def test_a_table_without_deletion_vectors_or_a_dead_file_is_refused(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    table, (_three, five) = two_files(uri, **{"delta.appendOnly": "false"})
+    with pytest.raises(CommitError, match=r"delta\.enableDeletionVectors"):
+        _rs.commit_row_deletions(table, {five: [0]})
+    uri2 = str(tmp_path / "t2")
+    table2, (_three2, five2) = two_files(uri2)
+    with pytest.raises(CommitError, match="not a live file"):
+        _rs.commit_row_deletions(table2, {"gone.parquet": [0]})
+    with pytest.raises(CommitError, match="positions 0-5 of 5"):
+        _rs.commit_row_deletions(table2, {five2: [0, 5]})
+    assert len(logical_rows(uri2)) == 8
+
+
+def test_a_log_file_is_created_once(tmp_path: Path) -> None:
+    _storage.create_log_file(str(tmp_path), "00000000000000000000.json", b"first\n")
+    with pytest.raises(_storage.FileExists):
+        _storage.create_log_file(str(tmp_path), "00000000000000000000.json", b"second\n")
+    assert (tmp_path / "_delta_log" / "00000000000000000000.json").read_bytes() == b"first\n"
+    assert [p.name for p in (tmp_path / "_delta_log").iterdir()] == ["00000000000000000000.json"]  # no temp left
+    with pytest.raises(ValueError, match="not a file name"):
+        _storage.create_log_file(str(tmp_path), "../x.json", b"")
