@@ -1,0 +1,102 @@
+"""The key index of upsert tables (``lake/_keys.py``): which rows a batch deletes, in the table's
+files and in its own, against a model (a dict of each key's latest row), through its merges."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from parka.lake import _keys
+from parka.lake._keys import KeyIndex
+
+
+def test_a_batch_keeps_the_last_row_of_each_key_and_deletes_the_rows_it_supersedes() -> None:
+    index = KeyIndex()
+    first = index.plan([("f1", [b"a", b"b", b"a"]), ("f2", [b"c", b"b"])])
+    assert first.deletes == {}  # an empty table
+    assert first.new_file_deletes == {"f1": [0, 1]}  # a's first row, b's first row
+    index.apply(first)
+    assert (index.lookup(b"a"), index.lookup(b"b"), index.lookup(b"c")) == (("f1", 2), ("f2", 1), ("f2", 0))
+
+    second = index.plan([("f3", [b"b", b"d"])], [b"c", b"a"], after=[1, 0])
+    # b and d in f3; a tombstone of a before f3, one of c after it
+    assert {path: sorted(rows) for path, rows in second.deletes.items()} == {"f1": [2], "f2": [0, 1]}
+    assert second.new_file_deletes == {}
+    index.apply(second)
+    assert index.lookup(b"a") is None and index.lookup(b"c") is None
+    assert index.lookup(b"b") == ("f3", 0) and index.lookup(b"d") == ("f3", 1)
+    assert len(index) == 2
+
+    # a tombstone, then the key again, in one batch: the tombstone's earlier rows go, the later row lives
+    third = index.plan([("f4", [b"d"]), ("f5", [b"d", b"e"])], [b"d"], after=[1])
+    assert third.deletes == {"f3": [1]} and third.new_file_deletes == {"f4": [0]}
+    index.apply(third)
+    assert index.lookup(b"d") == ("f5", 0) and third.deleted_rows == 2
+
+
+def test_a_rebuild_takes_each_files_live_rows() -> None:
+    index = KeyIndex()
+    index.add_file("old", [b"a", b"b", b"c"], live=np.array([True, False, True]))
+    index.add_file("new", [b"b"])
+    assert (index.lookup(b"a"), index.lookup(b"b"), index.lookup(b"c")) == (("old", 0), ("new", 0), ("old", 2))
+    index.drop_files(["old"])
+    assert index.lookup(b"a") is None and index.lookup(b"b") == ("new", 0) and len(index) == 1
+
+
+def test_bad_tombstone_positions_are_refused() -> None:
+    with pytest.raises(ValueError, match="2 tombstones, 1 positions"):
+        KeyIndex().plan([("f", [b"a"])], [b"a", b"b"], after=[0])
+    with pytest.raises(ValueError, match="after file 3 of 1"):
+        KeyIndex().plan([("f", [b"a"])], [b"a"], after=[3])
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_index_agrees_with_a_model_through_many_batches_and_merges(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_keys, "MERGE_AT", 7)  # merge into the arrays often
+    rng = random.Random(seed)
+    index, model = KeyIndex(), {}  # model: key -> (file, row) of its live row
+    for batch in range(60):
+        files, tombstones, after = [], [], []
+        for f in range(rng.randint(0, 3)):
+            keys = [b"k%d" % rng.randint(0, 40) for _ in range(rng.randint(1, 6))]
+            files.append((f"b{batch}-f{f}", keys))
+        for _ in range(rng.randint(0, 3)):
+            tombstones.append(b"k%d" % rng.randint(0, 40))
+            after.append(rng.randint(0, len(files)))
+        plan = index.plan(files, tombstones, after=after)
+        # the model: the events in order; every row superseded is deleted, in old files or new
+        expected_old: set[tuple[str, int]] = set()
+        expected_new: set[tuple[str, int]] = set()
+        latest = dict(model)
+        events = [(2 * i + 1, "row", path, keys) for i, (path, keys) in enumerate(files)]
+        events += [(2 * place, "tombstone", None, [key]) for key, place in zip(tombstones, after, strict=True)]
+        batch_rows: set[tuple[str, int]] = set()
+        for _, kind, path, keys in sorted(events, key=lambda e: (e[0], e[1] == "row")):
+            for row, key in enumerate(keys):
+                before = latest.get(key)
+                if before is not None:
+                    (expected_new if before in batch_rows else expected_old).add(before)
+                if kind == "row":
+                    latest[key] = (path, row)
+                    batch_rows.add((path, row))
+                else:
+                    latest.pop(key, None)
+        got_old = {(p, r) for p, rows in plan.deletes.items() for r in rows}
+        got_new = {(p, r) for p, rows in plan.new_file_deletes.items() for r in rows}
+        assert (got_old, got_new) == (expected_old, expected_new), batch
+        index.apply(plan)
+        model = latest
+        for k in range(41):
+            assert index.lookup(b"k%d" % k) == model.get(b"k%d" % k), (batch, k)
+    assert len(index) == len(model)
+
+
+def test_the_arrays_take_24_bytes_a_key() -> None:
+    index = KeyIndex()
+    keys = [b"key-%08d" % i for i in range(50_000)]
+    index.add_file("one-file", keys)
+    assert len(index) == 50_000  # merged
+    assert index.nbytes - (len("one-file") + 100) == 24 * 50_000
