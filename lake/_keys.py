@@ -97,10 +97,10 @@ class KeyIndex:
         """
         number = self._number(path)
         rows = np.arange(len(keys), dtype=np.int32)
-        found = digests(keys)
         if live is not None:
-            found, rows = found[live], rows[live]
-        for d, row in zip(_split(found), rows.tolist(), strict=True):
+            rows = rows[live]
+            keys = [keys[i] for i in rows.tolist()]
+        for d, row in zip(_split(digests(keys)), rows.tolist(), strict=True):
             self._recent[d] = (number, row)
         self._maybe_merge()
 
@@ -131,16 +131,16 @@ class KeyIndex:
                 raise ValueError(f"a tombstone after file {place} of {len(files)}")
             events.append((2 * place, 1, None, [key]))
         events.sort(key=lambda e: (e[0], e[1]))
-        for _, _, path, keys in events:
+        for _, _, source, keys in events:
             ds = _split(digests(keys))
-            if path is None:
+            if source is None:
                 for d in ds:
                     self._supersede(latest, d, plan)
                     latest[d] = None
                 continue
             for row, d in enumerate(ds):
                 self._supersede(latest, d, plan)
-                latest[d] = (path, row)
+                latest[d] = (source, row)
         old = list(latest)  # each key's row from before the batch is superseded, by a row or a tombstone
         for where in self._lookup(old):
             if where is not None:

@@ -25,21 +25,24 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
 import numpy as np
 
 from parka.errors import CommitConflict, CommitError
+from parka.segment import KEY_COLUMN
 
 from .. import _storage
+from .._keys import KeyIndex
 from .._log import FILE_TAGS_KEY, DataFile
+from .._plan import FileName
 from . import _dv
 from . import _rules as rules
 from ._logscan import live_adds
 
-__all__ = ["ENABLE_PROPERTY", "check_deletion_vectors", "commit_row_deletions", "file_deletions"]
+__all__ = ["ENABLE_PROPERTY", "check_deletion_vectors", "commit_row_deletions", "file_deletions", "index_keys"]
 
 ENABLE_PROPERTY = "delta.enableDeletionVectors"
 
@@ -74,6 +77,42 @@ def file_deletions(uri: str, version: int, storage_options: Mapping[str, str] | 
         if add.get("deletionVector"):
             out[path] = _dv.load(uri, _descriptor(add, path), storage_options)
     return out
+
+
+def index_keys(
+    uri: str,
+    version: int,
+    *,
+    key_column: str = KEY_COLUMN,
+    kafka_partitions: Collection[int] | None = None,
+    storage_options: Mapping[str, str] | None = None,
+) -> KeyIndex:
+    """The key index of the table at ``version``: ``key_column`` of each live file's live rows
+    (its deletion vector's rows left out). With ``kafka_partitions``, the files ingestion wrote
+    from other Kafka partitions (their name says which) are left out; every other file (a
+    compaction's, another writer's) is read.
+
+    Raises:
+        CommitError: the log, a vector or a file cannot be read, or a file has no ``key_column``
+            or a null key in a live row (the message names the file).
+    """
+    index = KeyIndex()
+    for path, add in live_adds(uri, storage_options, version=version).items():
+        name = FileName.parse(path)
+        if kafka_partitions is not None and name is not None and name.partition not in kafka_partitions:
+            continue
+        keys = _storage.read_column(uri, path, key_column, storage_options)
+        if keys is None:
+            raise CommitError(f"{path} has no {key_column} column: its rows have no key to upsert by")
+        live = None
+        if add.get("deletionVector"):
+            live = np.ones(len(keys), dtype=bool)
+            live[_dv.load(uri, _descriptor(add, path), storage_options)] = False
+        nulls = np.asarray(keys.is_null())
+        if nulls.any() and (live is None or nulls[live].any()):
+            raise CommitError(f"{path} has live rows without a {key_column}: they cannot be upserted")
+        index.add_file(path, keys.to_pylist(), live)
+    return index
 
 
 def commit_row_deletions(

@@ -20,7 +20,7 @@ from parka.lake import _storage
 from parka.lake._log import DataFile
 from parka.lake._stats import data_file_stats
 from parka.lake.delta import _dv, _rs
-from parka.lake.delta._dv_commit import file_deletions
+from parka.lake.delta._dv_commit import file_deletions, index_keys
 from parka.lake.delta._logscan import live_adds
 
 from parka.errors import CommitConflict, CommitError
@@ -226,3 +226,34 @@ def test_a_log_file_is_created_once(tmp_path: Path) -> None:
     assert [p.name for p in (tmp_path / "_delta_log").iterdir()] == ["00000000000000000000.json"]  # no temp left
     with pytest.raises(ValueError, match="not a file name"):
         _storage.create_log_file(str(tmp_path), "../x.json", b"")
+
+
+def test_the_key_index_of_a_table_leaves_deleted_rows_and_other_partitions_files_out(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    keyed = pa.table({"k": pa.array([1, 2, 3], pa.int64()), "__parka_key": [b"a", b"b", b"c"]})
+    write_deltalake(uri, keyed, configuration=ENABLED)
+    (first,) = live_adds(uri)
+    partition_1 = "topic-p1-o00000000000000000007-0123456789ab.parquet"  # ingestion's name: Kafka partition 1
+    pq.write_table(pa.table({"k": pa.array([4], pa.int64()), "__parka_key": [b"d"]}), tmp_path / "t" / partition_1)
+    meta = pq.read_metadata(tmp_path / "t" / partition_1)
+    added = DataFile(partition_1, (tmp_path / "t" / partition_1).stat().st_size, data_file_stats(meta, keyed.schema))
+    table = DeltaTable(uri)
+    _rs.commit_row_deletions(table, {first: [1]}, files=[added])
+    index = index_keys(uri, table.version())
+    assert (index.lookup(b"a"), index.lookup(b"b"), index.lookup(b"d")) == ((first, 0), None, (partition_1, 0))
+    only_0 = index_keys(uri, table.version(), kafka_partitions={0})
+    assert only_0.lookup(b"d") is None and only_0.lookup(b"c") == (first, 2)  # delta-rs' file: no partition in its name
+    assert index_keys(uri, 0).lookup(b"b") == (first, 1)  # as of version 0
+    with pytest.raises(CommitError, match="has no nope column"):
+        index_keys(uri, table.version(), key_column="nope")
+
+
+def test_a_live_row_without_a_key_is_named_and_a_deleted_one_is_not_indexed(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, pa.table({"__parka_key": pa.array([None, b"e"], pa.binary())}), configuration=ENABLED)
+    (path,) = live_adds(uri)
+    with pytest.raises(CommitError, match="live rows without a __parka_key"):
+        index_keys(uri, 0)
+    table = DeltaTable(uri)
+    _rs.commit_row_deletions(table, {path: [0]})
+    assert index_keys(uri, table.version()).lookup(b"e") == (path, 1)
