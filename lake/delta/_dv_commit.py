@@ -42,7 +42,16 @@ from . import _dv
 from . import _rules as rules
 from ._logscan import live_adds
 
-__all__ = ["ENABLE_PROPERTY", "check_deletion_vectors", "commit_row_deletions", "file_deletions", "index_keys"]
+__all__ = [
+    "ENABLE_PROPERTY",
+    "check_deletion_vectors",
+    "commit_row_deletions",
+    "encode_path",
+    "file_deletions",
+    "index_keys",
+    "remove_action",
+    "write_commit",
+]
 
 ENABLE_PROPERTY = "delta.enableDeletionVectors"
 
@@ -165,7 +174,7 @@ def commit_row_deletions(
             actions += _delete_rows(uri, options, path, add, rows, now_ms)
     for f in files:
         add = {
-            "path": _encode(f.path),
+            "path": encode_path(f.path),
             "partitionValues": dict(f.partition_values),
             "size": f.size,
             "modificationTime": now_ms,
@@ -181,6 +190,31 @@ def commit_row_deletions(
             add["stats"] = _loose_stats(f.stats)
         actions.append({"add": add})
     _storage.make_durable(uri, options)
+    info = dict(commit_info or {})
+    if any(f.tags for f in files):
+        info[FILE_TAGS_KEY] = {f.path: dict(f.tags) for f in files if f.tags}
+    txn_lines = [{"txn": {"appId": app, "version": v, "lastUpdated": now_ms}} for app, v in txns.items()]
+    return write_commit(uri, read_version, [*txn_lines, *actions], operation, info, storage_options=options)
+
+
+def write_commit(
+    uri: str,
+    read_version: int,
+    actions: Sequence[Mapping[str, Any]],
+    operation: str,
+    commit_info: Mapping[str, Any] | None = None,
+    *,
+    storage_options: Mapping[str, str] | None = None,
+) -> int:
+    """Write ``actions`` (the log's JSON objects: ``add``, ``remove``, ``txn``...) after a
+    ``commitInfo`` as version ``read_version`` + 1, only if no other commit took it; returns it.
+    The files the actions name must be durable already.
+
+    Raises:
+        CommitConflict: another commit took the version.
+        CommitError: the write failed (only the log, read back, tells whether it landed).
+    """
+    now_ms = int(time.time() * 1000)
     info: dict[str, Any] = {
         "timestamp": now_ms,
         "operation": operation,
@@ -190,18 +224,31 @@ def commit_row_deletions(
         "engineInfo": "parka",
         **dict(commit_info or {}),
     }
-    if any(f.tags for f in files):
-        info[FILE_TAGS_KEY] = {f.path: dict(f.tags) for f in files if f.tags}
-    lines = [{"commitInfo": info}]
-    lines += [{"txn": {"appId": app, "version": v, "lastUpdated": now_ms}} for app, v in txns.items()]
-    lines += actions
+    lines = [{"commitInfo": info}, *actions]
     body = "\n".join(json.dumps(line, separators=(",", ":")) for line in lines).encode() + b"\n"
     version = read_version + 1
     try:
-        _storage.create_log_file(uri, f"{version:020d}.json", body, options)
+        _storage.create_log_file(uri, f"{version:020d}.json", body, storage_options)
     except _storage.FileExists:
         raise CommitConflict(f"version {version} was committed by another writer", read_version=read_version) from None
     return version
+
+
+def remove_action(add: Mapping[str, Any], now_ms: int, *, data_change: bool) -> dict[str, Any]:
+    """The ``remove`` of a live file's ``add`` (as the log holds it): its path, size, partition
+    values and, for the log to tell which file it removes, its deletion vector."""
+    remove: dict[str, Any] = {
+        "path": add["path"],
+        "deletionTimestamp": now_ms,
+        "dataChange": data_change,
+        "extendedFileMetadata": True,
+        "partitionValues": add.get("partitionValues", {}),
+        "size": add["size"],
+    }
+    for key in ("tags", "deletionVector", "baseRowId", "defaultRowCommitVersion"):
+        if add.get(key) is not None:
+            remove[key] = add[key]
+    return remove
 
 
 def _delete_rows(
@@ -213,17 +260,7 @@ def _delete_rows(
     old = add.get("deletionVector")
     if old:
         rows = np.union1d(rows, _dv.load(uri, _descriptor(add, path), options))
-    remove: dict[str, Any] = {
-        "path": add["path"],
-        "deletionTimestamp": now_ms,
-        "dataChange": True,
-        "extendedFileMetadata": True,
-        "partitionValues": add.get("partitionValues", {}),
-        "size": add["size"],
-    }
-    for key in ("tags", "deletionVector", "baseRowId", "defaultRowCommitVersion"):
-        if add.get(key) is not None:
-            remove[key] = add[key]
+    remove = remove_action(add, now_ms, data_change=True)
     out: list[dict[str, Any]] = [{"remove": remove}]
     if np.unique(rows).size >= physical:
         return out
@@ -266,6 +303,6 @@ def _loose_stats(stats: str | None) -> str:
     return json.dumps(parsed, separators=(",", ":"))
 
 
-def _encode(path: str) -> str:
+def encode_path(path: str) -> str:
     """A path as the log holds it: URL-encoded, ``/`` and ``=`` kept (as delta-rs writes them)."""
     return quote(path, safe="/=")

@@ -20,6 +20,10 @@ Why it is safe while ``parka ingest`` and ``parka spark-ingest`` commit to the s
   delta-spark rebases an append over a rewrite by itself.
 * The files a rewrite removes stay on disk for readers of older versions: the orphan cleanup
   leaves any file a log entry names to VACUUM (:func:`parka.lake._orphans.remove_orphans`).
+* A table with deletion vectors: a rewrite leaves out the rows a file's vector deletes, and its
+  ``remove`` names the vector (parka writes that commit: delta-rs' carries none); a file with
+  deleted rows is rewritten even alone. After a conflict, a file whose vector changed meanwhile
+  (rows deleted since) counts as gone. Row tracking is refused.
 * VACUUM is delta-rs' "lite" one: it deletes only files of expired ``remove`` actions, never a
   file no log entry names (such as a live worker's file, written but not committed yet).
 
@@ -40,6 +44,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -54,6 +59,8 @@ from .._stitch import encrypted_columns
 from .._storage import delete_files, make_durable, read_file, read_parquet_footer, write_data_file
 from .._zorder import z_order_indices
 from . import _rs, _rs_maintenance
+from ._dv import Descriptor
+from ._dv import load as load_vector
 from ._rs_maintenance import LiveFile
 
 if TYPE_CHECKING:
@@ -106,11 +113,13 @@ def optimize_table(
     table = _open(uri, options)
     _check_z_order(table, z_order)
 
-    def small_row_groups(f: LiveFile) -> bool:
+    def small_row_groups(f: LiveFile) -> bool:  # or deleted rows: a file rewritten alone leaves them out
+        if f.deletion_vector is not None:
+            return True
         md = read_parquet_footer(uri, f.path, storage_options)
         return md.num_row_groups > 1 and md.num_rows / md.num_row_groups < row_group_rows / 8
 
-    live = _rs_maintenance.live_files(table)
+    live = _rs_maintenance.live_files(table, options)
     planned = plan_bins(live, target_size=target_size, z_order=bool(z_order), small_row_groups=small_row_groups)
     rewrite = _Rewrite(uri, options, z_order, target_size, row_group_rows, max_attempts, sleep)
     result = rewrite.run(table, [(group, None) for group in planned])
@@ -154,7 +163,11 @@ def compact_table(
     options = storage_options_for(uri, storage_options)
     table = _open(uri, options)
     planned = policy.plan(
-        _rs_maintenance.live_files(table), target_size=target_size, path=_path, size=_size, partition=_partition_key
+        _rs_maintenance.live_files(table, options),
+        target_size=target_size,
+        path=_path,
+        size=_size,
+        partition=_partition_key,
     )
     rewrite = _Rewrite(uri, options, (), target_size, row_group_rows, max_attempts, sleep, background=True)
     result = rewrite.run(table, [(b.files, b.new_name(_path)) for b in planned], cancel)
@@ -258,6 +271,7 @@ class _Rewrite:
                     [f for group, _ in written for f in group],
                     [f for _, new in written for f in new],
                     commit_info=info,
+                    storage_options=options,
                 )
                 return written, attempt
             except CommitConflict as exc:
@@ -271,12 +285,14 @@ class _Rewrite:
                 self.sleep(min(0.02 * 2**attempt, 1.0))
                 attempt += 1
                 _rs.refresh(table)
-                live = {f.path for f in _rs_maintenance.live_files(table)}
-                stale = [new for group, new in written if not all(f.path in live for f in group)]
+                # live as read: the same path with another deletion vector is another file (rows
+                # deleted since), which this rewrite's rows would bring back
+                live = {f.identity for f in _rs_maintenance.live_files(table, options)}
+                stale = [new for group, new in written if not all(f.identity in live for f in group)]
                 if stale:
                     log.info("%d rewrite(s) lost their input files to another commit: dropped", len(stale))
                     _discard(uri, [f for new in stale for f in new], options)
-                written = [(group, new) for group, new in written if all(f.path in live for f in group)]
+                written = [(group, new) for group, new in written if all(f.identity in live for f in group)]
         return [], attempt
 
     def _rewriter(self, table: DeltaTable) -> Callable[..., list[DataFile]]:
@@ -373,9 +389,18 @@ def _rewrite(
         if raw[-4:] == b"PARE" or encrypted_columns(raw):
             raise _Encrypted(f.path)
         try:
-            return _conform(pq.read_table(pa.BufferReader(raw), use_threads=use_threads), data_schema)
+            rows = _conform(pq.read_table(pa.BufferReader(raw), use_threads=use_threads), data_schema)
         except (pa.ArrowException, ValueError) as exc:
             raise CommitError(f"cannot read {f.path} as the table schema: {exc}") from exc
+        if f.deletion_vector is None:
+            return rows
+        try:
+            vector = Descriptor.from_json(f.deletion_vector)
+        except ValueError as exc:
+            raise CommitError(f"{f.path}: {exc}") from exc
+        keep = np.ones(rows.num_rows, dtype=bool)
+        keep[load_vector(uri, vector, storage_options)] = False  # the rows its deletion vector deletes
+        return rows.filter(pa.array(keep))
 
     def put(chunks: Sequence[pa.Table]) -> DataFile:
         sink = io.BytesIO()

@@ -6,6 +6,7 @@ parka's, as in :mod:`._rs`."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Collection, Mapping
@@ -22,6 +23,8 @@ from parka.errors import CommitError, ConfigError
 
 from .._log import DataFile
 from .._plan import partition_value_string
+from . import _dv_commit as dv_commit
+from ._logscan import live_adds
 from ._rs import NO_POST_COMMIT, configuration, open_table, partition_columns, translating
 
 __all__ = [
@@ -155,39 +158,58 @@ def vacuum_by_table_retention(uri: str, storage_options: Mapping[str, str] | Non
 @dataclass(frozen=True)
 class LiveFile:
     """A data file of a snapshot: path (relative, decoded), size, partition values as the log
-    serialises them, and its add action's modification time (ms)."""
+    serialises them, and its add action's modification time (ms). ``add``: its ``add`` action
+    as the log holds it, read for a table with the deletion vector feature (whose files a
+    rewrite must remove by path and vector, and whose deleted rows it leaves out)."""
 
     path: str
     size: int
     partition_values: Mapping[str, str | None]
     modification_time: int
+    add: Mapping[str, Any] | None = None
+
+    @property
+    def deletion_vector(self) -> Mapping[str, Any] | None:
+        """The file's deletion vector descriptor (the log's JSON); ``None`` when no row is deleted."""
+        return None if self.add is None else self.add.get("deletionVector")
+
+    @property
+    def identity(self) -> tuple[str, str]:
+        """What the log tells live files apart by: the path and the deletion vector."""
+        dv = self.deletion_vector
+        return self.path, "" if dv is None else json.dumps(dict(dv), sort_keys=True)
 
 
-def live_files(table: DeltaTable) -> list[LiveFile]:
-    """The handle's snapshot's data files, in commit order (modification time, then path).
+def live_files(table: DeltaTable, storage_options: Mapping[str, str] | None = None) -> list[LiveFile]:
+    """The handle's snapshot's data files, in commit order (modification time, then path); on a
+    table with the deletion vector feature, with their ``add`` actions (read from the log with
+    ``storage_options``).
 
     Raises:
-        CommitError: the table has deletion vectors or row tracking (a rewrite from the Parquet
-            files alone would bring deleted rows back or lose row ids), or cannot be read.
+        CommitError: the table has row tracking (a rewrite from the Parquet files alone would
+            lose row ids), or cannot be read.
     """
     with translating("cannot read the table protocol"):
         protocol = table.protocol()
     features = set(protocol.reader_features or []) | set(protocol.writer_features or [])
-    unsafe = sorted(features & {"deletionVectors", "rowTracking"})
-    if unsafe:
+    if "rowTracking" in features:
         raise CommitError(
-            f"parka optimize rewrites files from their Parquet alone; the table uses {', '.join(unsafe)}: "
+            "parka optimize rewrites files from their Parquet alone; the table uses rowTracking: "
             "use delta-spark's OPTIMIZE"
         )
     partitions = partition_columns(table)
     with translating("cannot list the table's add actions"):
         rows = pa.table(table.get_add_actions(flatten=True)).to_pylist()
+    adds: Mapping[str, Mapping[str, Any]] = {}
+    if "deletionVectors" in features:
+        adds = live_adds(table.table_uri, storage_options, version=table.version())
     files = [
         LiveFile(
             unquote(r["path"]),
             int(r["size_bytes"]),
             {c: partition_value_string(r[f"partition.{c}"]) for c in partitions},
             int(r["modification_time"]),
+            adds.get(unquote(r["path"])),
         )
         for r in rows
     ]
@@ -200,6 +222,7 @@ def commit_rewrite(
     added: Collection[DataFile],
     *,
     commit_info: Mapping[str, Any] | None = None,
+    storage_options: Mapping[str, str] | None = None,
 ) -> int:
     """Commit a rewrite: ``remove`` actions for ``removed`` and ``add`` actions for ``added``
     (already written and durable), all with ``dataChange: false`` (the same rows in other
@@ -211,12 +234,19 @@ def commit_rewrite(
     commit that removed the same files (its own OPTIMIZE does), which leaves both rewrites'
     files live and every row twice. The caller re-reads and decides (its files still live?).
 
+    A removed file with a deletion vector: the commit is written by parka
+    (:func:`._dv_commit.write_commit`), since delta-rs' ``RemoveAction`` carries no vector and
+    the log tells files apart by path and vector (``storage_options``: the table's).
+
     Raises:
         CommitConflict: any commit landed after the handle's version.
         CommitError: any other failure.
     """
     read_version = table.version()
     now_ms = int(time.time() * 1000)
+    if any(f.deletion_vector is not None for f in removed):
+        # delta-rs' RemoveAction has no deletion vector: the log would keep the file live
+        return _commit_rewrite_of_vectors(table, removed, added, commit_info, storage_options, now_ms)
     actions: list[AddAction | RemoveAction] = [
         RemoveAction(f.path, False, now_ms, f.size, dict(f.partition_values)) for f in removed
     ]
@@ -230,6 +260,39 @@ def commit_rewrite(
     with translating(f"committed version {read_version + 1} but cannot load it"):
         table.load_as_version(read_version + 1)
     return read_version + 1
+
+
+def _commit_rewrite_of_vectors(
+    table: DeltaTable,
+    removed: Collection[LiveFile],
+    added: Collection[DataFile],
+    commit_info: Mapping[str, Any] | None,
+    storage_options: Mapping[str, str] | None,
+    now_ms: int,
+) -> int:
+    """:func:`commit_rewrite` written by parka (``_dv_commit.py``): each ``remove`` names the
+    file's deletion vector, so the log removes the very file a snapshot holds."""
+    read_version = table.version()
+    actions: list[dict[str, Any]] = []
+    for old in removed:
+        assert old.add is not None, "a rewrite of a table with deletion vectors reads every file's add action"
+        actions.append({"remove": dv_commit.remove_action(old.add, now_ms, data_change=False)})
+    for new in added:
+        add = {
+            "path": dv_commit.encode_path(new.path),
+            "partitionValues": dict(new.partition_values),
+            "size": new.size,
+            "modificationTime": now_ms,
+            "dataChange": False,
+            "stats": new.stats,
+        }
+        actions.append({"add": add})
+    version = dv_commit.write_commit(
+        table.table_uri, read_version, actions, "OPTIMIZE", commit_info, storage_options=storage_options
+    )
+    with translating(f"committed version {version} but cannot load it"):
+        table.load_as_version(version)
+    return version
 
 
 def vacuum(table: DeltaTable, *, retention_hours: int, enforce_retention: bool = True) -> list[str]:

@@ -22,6 +22,8 @@ from parka.lake._stats import data_file_stats
 from parka.lake.delta import _dv, _rs
 from parka.lake.delta._dv_commit import file_deletions, index_keys
 from parka.lake.delta._logscan import live_adds
+from parka.lake.delta._optimize import _Rewrite, optimize_table
+from parka.lake.delta._rs_maintenance import live_files
 
 from parka.errors import CommitConflict, CommitError
 
@@ -257,3 +259,35 @@ def test_a_live_row_without_a_key_is_named_and_a_deleted_one_is_not_indexed(tmp_
     table = DeltaTable(uri)
     _rs.commit_row_deletions(table, {path: [0]})
     assert index_keys(uri, table.version()).lookup(b"e") == (path, 1)
+
+
+def test_optimize_leaves_deleted_rows_out_and_removes_each_file_with_its_vector(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    table, (three, five) = two_files(uri)
+    _rs.commit_row_deletions(table, {five: [0, 4], three: [1]})
+    result = optimize_table(uri, checkpoint=False)
+    assert (result.files_removed, result.files_added) == (2, 1)
+    assert [r["k"] for r in logical_rows(uri)] == [1, 2, 3, 5, 7]
+    (only,) = live_adds(uri).values()
+    assert "deletionVector" not in only and json.loads(only["stats"])["numRecords"] == 5
+
+    # a lone file with deleted rows is rewritten too
+    _rs.commit_row_deletions(DeltaTable(uri), {only["path"]: [0]})
+    assert optimize_table(uri, checkpoint=False).files_removed == 1
+    assert [r["k"] for r in logical_rows(uri)] == [2, 3, 5, 7]
+
+
+def test_a_rewrite_whose_input_lost_rows_meanwhile_is_dropped_not_committed(tmp_path: Path) -> None:
+    """Rows deleted after the rewrite read its inputs: the same path with another vector is
+    another file, so the rewrite (which still holds those rows) must not land."""
+    uri = str(tmp_path / "t")
+    table, (three, five) = two_files(uri)
+    _rs.commit_row_deletions(table, {five: [0]})
+    read = DeltaTable(uri)
+    inputs = live_files(read)
+    _rs.commit_row_deletions(DeltaTable(uri), {five: [1]})  # lands between the read and the commit
+    rewrite = _Rewrite(uri, {}, (), 128 * 2**20, 1_000_000, 3, lambda s: None)
+    result = rewrite.run(read, [(inputs, None)])
+    assert result.files_added == 0 and result.files_removed == 0
+    assert [r["k"] for r in logical_rows(uri)] == [2, 3, 4, 5, 6, 7]
+    assert {p.name for p in (tmp_path / "t").glob("*.parquet")} == {three, five}  # its new file deleted

@@ -2,7 +2,7 @@
 way round: rows parka deletes, inline in the log and in a vector file, are gone for delta-spark's
 reader; a DELETE in delta-spark then writes its own vector into a file parka deleted rows of, and
 parka's next commit adds to that vector. delta-spark and delta-rs' query engine read the same
-rows at every step."""
+rows at every step, and after ``parka optimize`` purged the deleted rows."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 import pyarrow as pa
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
 from parka.lake.delta._logscan import live_adds
+from parka.lake.delta._optimize import optimize_table
 from parka.lake.delta._rs import commit_row_deletions
 
 from ._util import SPARK
@@ -58,3 +59,7 @@ def test_delta_spark_reads_the_rows_parka_deletes_and_parka_adds_to_a_vector_del
     model = [k for k in model if k not in (2, 29_999)]
     assert keys_via_spark(spark, uri) == model == keys_via_delta_rs(uri)
     assert spark.read.format("delta").load(uri).count() == len(model)
+
+    optimize_table(uri, checkpoint=False)  # purges: the deleted rows left out, no vector left
+    assert not any("deletionVector" in add for add in live_adds(uri).values())
+    assert keys_via_spark(spark, uri) == model == keys_via_delta_rs(uri)
