@@ -291,3 +291,22 @@ def test_a_rewrite_whose_input_lost_rows_meanwhile_is_dropped_not_committed(tmp_
     assert result.files_added == 0 and result.files_removed == 0
     assert [r["k"] for r in logical_rows(uri)] == [2, 3, 4, 5, 6, 7]
     assert {p.name for p in (tmp_path / "t").glob("*.parquet")} == {three, five}  # its new file deleted
+
+
+def test_which_readers_apply_deletion_vectors(tmp_path: Path) -> None:
+    """What docs/reading-tables.md says of a table with deleted rows: delta-rs' QueryBuilder and
+    polars leave them out, the DuckDB recipe over the live files' list reads them, and
+    ``to_pyarrow_table`` refuses the table."""
+    import duckdb
+    import polars as pl
+    from deltalake.exceptions import DeltaProtocolError
+
+    uri = str(tmp_path / "t")
+    table, (_three, five) = two_files(uri)
+    _rs.commit_row_deletions(table, {five: [0, 1]})
+    assert len(logical_rows(uri)) == 6
+    assert pl.read_delta(uri).height == 6
+    files = DeltaTable(uri).file_uris()
+    assert duckdb.read_parquet(files).aggregate("count(*)").fetchall() == [(8,)]  # the deleted rows too
+    with pytest.raises(DeltaProtocolError, match="deletionVectors"):
+        DeltaTable(uri).to_pyarrow_table()
