@@ -181,9 +181,10 @@ def store(
     rows: Iterable[int],
     storage_options: Mapping[str, str] | None = None,
     *,
-    inline_max_bytes: int = INLINE_MAX_BYTES,
+    inline_max_bytes: int | None = None,
 ) -> Descriptor:
-    """A deletion vector of ``rows``: inline when its bytes fit in ``inline_max_bytes``, else in a
+    """A deletion vector of ``rows``: inline when its bytes fit in ``inline_max_bytes`` (default
+    :data:`INLINE_MAX_BYTES`), else in a
     new file under the table root (written whole; durable once :func:`parka.lake._storage.make_durable`
     ran, as the data files before the commit that names it).
 
@@ -195,7 +196,7 @@ def store(
     cardinality = _cardinality(data)
     if not cardinality:
         raise ValueError("a deletion vector of no rows (a file without deleted rows has none)")
-    if len(data) <= inline_max_bytes:
+    if len(data) <= (INLINE_MAX_BYTES if inline_max_bytes is None else inline_max_bytes):
         return Descriptor("i", z85_encode(data), len(data), cardinality)
     name = uuid.uuid4()
     descriptor = Descriptor("u", z85_encode(name.bytes), len(data), cardinality, offset=1)

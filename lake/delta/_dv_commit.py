@@ -194,7 +194,12 @@ def commit_row_deletions(
     if any(f.tags for f in files):
         info[FILE_TAGS_KEY] = {f.path: dict(f.tags) for f in files if f.tags}
     txn_lines = [{"txn": {"appId": app, "version": v, "lastUpdated": now_ms}} for app, v in txns.items()]
-    return write_commit(uri, read_version, [*txn_lines, *actions], operation, info, storage_options=options)
+    try:
+        return write_commit(uri, read_version, [*txn_lines, *actions], operation, info, storage_options=options)
+    except CommitConflict:
+        # no log entry will name this attempt's vector files: the next attempt writes its own
+        _storage.delete_files(uri, _vector_files(actions), options)
+        raise
 
 
 def write_commit(
@@ -249,6 +254,18 @@ def remove_action(add: Mapping[str, Any], now_ms: int, *, data_change: bool) -> 
         if add.get(key) is not None:
             remove[key] = add[key]
     return remove
+
+
+def _vector_files(actions: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The vector files the ``add`` actions of ``actions`` name (storage type ``u``)."""
+    out = []
+    for action in actions:
+        vector = action.get("add", {}).get("deletionVector")
+        if vector and vector.get("storageType") == "u":
+            path = _dv.Descriptor.from_json(vector).relative_path()
+            if path is not None:
+                out.append(path)
+    return out
 
 
 def _delete_rows(

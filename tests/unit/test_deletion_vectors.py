@@ -169,7 +169,10 @@ def test_vectors_survive_delta_rs_checkpoints_and_appends(tmp_path: Path) -> Non
     assert [r["k"] for r in logical_rows(uri)] == [1, 3, 4, 5, 6, 7, 20]
 
 
-def test_another_commit_on_the_version_is_a_conflict_and_nothing_is_replaced(tmp_path: Path) -> None:
+def test_another_commit_on_the_version_is_a_conflict_and_nothing_is_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_dv, "INLINE_MAX_BYTES", 0)  # every vector in a file of its own
     uri = str(tmp_path / "t")
     table, (_three, five) = two_files(uri)
     write_deltalake(uri, rows(30), mode="append")  # version 2, which the handle (at 1) has not read
@@ -179,7 +182,10 @@ def test_another_commit_on_the_version_is_a_conflict_and_nothing_is_replaced(tmp
         _rs.commit_row_deletions(table, {five: [0]})
     assert caught.value.read_version == 1
     assert log_file.read_bytes() == before
+    assert not list((tmp_path / "t").glob("deletion_vector_*.bin"))  # the lost attempt's vector file deleted
     assert [r["k"] for r in logical_rows(uri)] == [0, 1, 2, 3, 4, 5, 6, 7, 30]
+    _rs.commit_row_deletions(DeltaTable(uri), {five: [0]})  # on the version it read now
+    assert len(list((tmp_path / "t").glob("deletion_vector_*.bin"))) == 1
 
 
 def test_of_two_commits_racing_for_one_version_exactly_one_lands(tmp_path: Path) -> None:
