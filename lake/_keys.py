@@ -15,7 +15,8 @@ a file number and a row position (4 bytes each), 24 bytes a key (240 MB at 10 mi
 file numbers name a list of the files' paths. Changes since the last merge sit in a dict (about
 200 bytes an entry), merged into the arrays once it holds :data:`MERGE_AT` entries or a sixteenth
 of the arrays, whichever is larger, so a batch costs time in its own size, not the index's:
-a lookup is a dict probe and a binary search over the digests (vectorized, per batch).
+a lookup is a dict probe and a binary search over the digests (vectorized, per batch). A
+rebuild adds the table's files one after the other and sorts them in once.
 
 Pure: no I/O. The table's side (reading the key column of each live file, minus the rows its
 deletion vector deletes) is the caller's.
@@ -78,31 +79,33 @@ class KeyIndex:
         self._recent: dict[bytes, tuple[int, int]] = {}  # digest -> (file, row); (-1, -1): deleted
         self._paths: list[str] = []
         self._numbers: dict[str, int] = {}
+        self._added: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # add_file's, not yet sorted in
 
     def __len__(self) -> int:
         """Live keys (merges the dict first)."""
+        self._settle()
         self._merge()
         return int(self._digests.size)
 
     @property
     def nbytes(self) -> int:
         """The arrays' bytes plus an estimate for the dict's entries (200 bytes each)."""
+        self._settle()
         arrays = self._digests.nbytes + self._file.nbytes + self._row.nbytes
         return int(arrays + 200 * len(self._recent) + sum(len(p) + 100 for p in self._paths))
 
     def add_file(self, path: str, keys: Sequence[bytes], live: np.ndarray | None = None) -> None:
         """Index a file of the table as it is: row ``i`` holds ``keys[i]``; only the rows where
-        ``live`` is true (the file's deletion vector's complement) are live. For a rebuild, before
-        any :meth:`plan`: a key found twice keeps the row added last.
+        ``live`` is true (the file's deletion vector's complement) are live. A key found twice
+        keeps the row added last. Files added one after the other are sorted in together, once,
+        when the index is next read (a rebuild costs one sort, not one merge per file).
         """
         number = self._number(path)
         rows = np.arange(len(keys), dtype=np.int32)
         if live is not None:
             rows = rows[live]
             keys = [keys[i] for i in rows.tolist()]
-        for d, row in zip(_split(digests(keys)), rows.tolist(), strict=True):
-            self._recent[d] = (number, row)
-        self._maybe_merge()
+        self._added.append((digests(keys), np.full(rows.size, number, dtype=np.int32), rows))
 
     def plan(
         self,
@@ -118,6 +121,7 @@ class KeyIndex:
         (``after`` defaults to all tombstones after every file). The index is not changed:
         :meth:`apply` the plan once its commit landed.
         """
+        self._settle()
         positions = list(after) if after is not None else [len(files)] * len(tombstones)
         if len(positions) != len(tombstones):
             raise ValueError(f"{len(tombstones)} tombstones, {len(positions)} positions")
@@ -151,12 +155,14 @@ class KeyIndex:
 
     def apply(self, plan: BatchPlan) -> None:
         """The plan's changes, once its commit landed."""
+        self._settle()
         for d, where in plan.changes.items():
             self._recent[d] = _DELETED if where is None else (self._number(where[0]), where[1])
         self._maybe_merge()
 
     def lookup(self, key: bytes) -> tuple[str, int] | None:
         """Where ``key``'s live row is; ``None`` when it has none."""
+        self._settle()
         (where,) = self._lookup([digest(key)])
         return None if where is None else (self._paths[where[0]], where[1])
 
@@ -166,6 +172,7 @@ class KeyIndex:
         gone = {self._numbers[p] for p in paths if p in self._numbers}
         if not gone:
             return
+        self._settle()
         self._merge()
         keep = ~np.isin(self._file, np.fromiter(gone, dtype=np.int32))
         self._digests, self._file, self._row = self._digests[keep], self._file[keep], self._row[keep]
@@ -201,6 +208,24 @@ class KeyIndex:
             number = self._numbers[path] = len(self._paths)
             self._paths.append(path)
         return number
+
+    def _settle(self) -> None:
+        """Sort the files :meth:`add_file` added into the arrays (after the dict's changes): for a
+        digest found more than once, the one added last wins."""
+        if not self._added:
+            return
+        self._merge()
+        parts = [(self._digests, self._file, self._row), *self._added]
+        self._added = []
+        ds = np.concatenate([p[0] for p in parts])
+        order = np.argsort(ds, kind="stable")
+        ds = ds[order]
+        last = np.ones(ds.size, dtype=bool)
+        last[:-1] = ds[1:] != ds[:-1]  # the last of each run of one digest
+        keep = order[last]
+        self._digests = ds[last]
+        self._file = np.concatenate([p[1] for p in parts])[keep]
+        self._row = np.concatenate([p[2] for p in parts])[keep]
 
     def _maybe_merge(self) -> None:
         if len(self._recent) >= max(MERGE_AT, self._digests.size // 16):

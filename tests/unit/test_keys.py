@@ -42,6 +42,9 @@ def test_a_rebuild_takes_each_files_live_rows() -> None:
     assert (index.lookup(b"a"), index.lookup(b"b"), index.lookup(b"c")) == (("old", 0), ("new", 0), ("old", 2))
     index.drop_files(["old"])
     assert index.lookup(b"a") is None and index.lookup(b"b") == ("new", 0) and len(index) == 1
+    index.apply(index.plan([("later", [b"c", b"b"])]))  # a change in the dict
+    index.add_file("rewritten", [b"b"])  # then a file added (a compaction's): it wins
+    assert index.lookup(b"b") == ("rewritten", 0) and index.lookup(b"c") == ("later", 0)
 
 
 def test_bad_tombstone_positions_are_refused() -> None:
