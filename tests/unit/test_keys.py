@@ -97,9 +97,27 @@ def test_the_index_agrees_with_a_model_through_many_batches_and_merges(
     assert len(index) == len(model)
 
 
-def test_the_arrays_take_24_bytes_a_key() -> None:
+def test_the_arrays_take_32_bytes_a_key() -> None:
     index = KeyIndex()
     keys = [b"key-%08d" % i for i in range(50_000)]
     index.add_file("one-file", keys)
     assert len(index) == 50_000  # merged
-    assert index.nbytes - (len("one-file") + 100) == 24 * 50_000
+    assert index.nbytes - (len("one-file") + 100) == 32 * 50_000
+
+
+def test_digests_that_share_their_first_half_are_told_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a lookup searches the first halves, then compares whole digests along a run of equal ones
+    crafted = {b"a": (1, 3), b"b": (1, 1), b"c": (1, 2), b"d": (0, 9)}
+
+    def fake(key: bytes) -> bytes:
+        hi, lo = crafted.get(key, (7, 7))
+        return hi.to_bytes(8, "big") + lo.to_bytes(8, "big")
+
+    monkeypatch.setattr(_keys, "digest", fake)
+    monkeypatch.setattr(_keys, "digests", lambda keys: np.frombuffer(b"".join(map(fake, keys)), dtype=_keys._DIGEST))
+    index = KeyIndex()
+    index.add_file("f", [b"a", b"b", b"c", b"d"])
+    assert [index.lookup(k) for k in (b"a", b"b", b"c", b"d")] == [("f", 0), ("f", 1), ("f", 2), ("f", 3)]
+    assert index.lookup(b"zz") is None  # (7, 7): past every digest
+    index.apply(index.plan([("g", [b"c"])]))
+    assert index.lookup(b"c") == ("g", 0) and len(index) == 4
