@@ -8,13 +8,13 @@ the portable serialization (pyroaring's). Its :class:`Descriptor` (the ``deletio
 ``add`` or ``remove`` action) says where the bytes are:
 
 * ``i``: inline, in the log: Z85 of the bytes (padded to a multiple of 4; ``sizeInBytes`` says how
-  many are real). What :func:`store` writes for a small vector (up to :data:`INLINE_MAX_BYTES`).
+  many are real). What :func:`store_all` writes for a small vector (up to :data:`INLINE_MAX_BYTES`).
 * ``u``: in a file under the table root named from a UUID, ``<prefix>/deletion_vector_<uuid>.bin``
   (``pathOrInlineDv`` is the prefix and the UUID's 20-character Z85). The file is a format byte
   (1), then per vector its size (int32, big-endian), its bytes and their CRC-32 (int32,
-  big-endian); ``offset`` is where the size is. :func:`store` writes one vector per file, through
-  the same file layer as the data files (written whole under its name, durable with the commit's
-  flush).
+  big-endian); ``offset`` is where the size is. :func:`store_all` writes a commit's vectors into
+  one file, through the same file layer as the data files (written whole under its name, durable
+  with the commit's flush).
 * ``p``: a file by absolute path; read, never written.
 
 A file's logical rows are its rows minus its deletion vector; the log tells files apart by path and
@@ -37,13 +37,23 @@ from parka.errors import CommitError
 
 from .. import _storage
 
-__all__ = ["INLINE_MAX_BYTES", "MAGIC", "Descriptor", "decode", "encode", "load", "store", "z85_decode", "z85_encode"]
+__all__ = [
+    "INLINE_MAX_BYTES",
+    "MAGIC",
+    "Descriptor",
+    "decode",
+    "encode",
+    "load",
+    "store_all",
+    "z85_decode",
+    "z85_encode",
+]
 
 MAGIC = 1681511377
 """The ``RoaringBitmapArray`` format's magic number (int32, little-endian, first in the bytes)."""
 
 INLINE_MAX_BYTES = 1024
-"""The largest vector :func:`store` puts in the log itself; a larger one goes to a file of its own
+"""The largest vector :func:`store_all` puts in the log itself; a larger one goes to a file of its own
 (the log is read by every reader's table open, and every checkpoint repeats it)."""
 
 _FILE_FORMAT = 1
@@ -176,35 +186,43 @@ class Descriptor:
         return f"{prefix}/{name}" if prefix else name
 
 
-def store(
+def store_all(
     table_uri: str,
-    rows: Iterable[int],
+    vectors: Mapping[str, Iterable[int]],
     storage_options: Mapping[str, str] | None = None,
     *,
     inline_max_bytes: int | None = None,
-) -> Descriptor:
-    """A deletion vector of ``rows``: inline when its bytes fit in ``inline_max_bytes`` (default
-    :data:`INLINE_MAX_BYTES`), else in a
-    new file under the table root (written whole; durable once :func:`parka.lake._storage.make_durable`
-    ran, as the data files before the commit that names it).
+) -> dict[str, Descriptor]:
+    """Deletion vectors of the row positions ``vectors`` names (by data file): each inline when
+    its bytes fit in ``inline_max_bytes`` (default :data:`INLINE_MAX_BYTES`), the others one
+    after the other in one new file under the table root, each at its own offset (as
+    delta-spark writes a commit's vectors: one write per commit, not one per data file). The
+    file is written whole; durable once :func:`parka.lake._storage.make_durable` ran, as the data
+    files before the commit that names it.
 
     Raises:
-        ValueError: no rows, or a negative position.
+        ValueError: a vector of no rows, or a negative position.
         CommitError: the file cannot be written.
     """
-    data = encode(rows)
-    cardinality = _cardinality(data)
-    if not cardinality:
-        raise ValueError("a deletion vector of no rows (a file without deleted rows has none)")
-    if len(data) <= (INLINE_MAX_BYTES if inline_max_bytes is None else inline_max_bytes):
-        return Descriptor("i", z85_encode(data), len(data), cardinality)
+    limit = INLINE_MAX_BYTES if inline_max_bytes is None else inline_max_bytes
+    out: dict[str, Descriptor] = {}
     name = uuid.uuid4()
-    descriptor = Descriptor("u", z85_encode(name.bytes), len(data), cardinality, offset=1)
-    body = [bytes([_FILE_FORMAT]), struct.pack(">i", len(data)), data, struct.pack(">I", zlib.crc32(data))]
-    relative = descriptor.relative_path()
-    assert relative is not None
-    _storage.write_data_file(table_uri, relative, body, storage_options)
-    return descriptor
+    body = [bytes([_FILE_FORMAT])]
+    offset = 1
+    for path, rows in vectors.items():
+        data = encode(rows)
+        cardinality = _cardinality(data)
+        if not cardinality:
+            raise ValueError(f"a deletion vector of no rows for {path} (a file without deleted rows has none)")
+        if len(data) <= limit:
+            out[path] = Descriptor("i", z85_encode(data), len(data), cardinality)
+            continue
+        out[path] = Descriptor("u", z85_encode(name.bytes), len(data), cardinality, offset=offset)
+        body += [struct.pack(">i", len(data)), data, struct.pack(">I", zlib.crc32(data))]
+        offset += 4 + len(data) + 4
+    if len(body) > 1:
+        _storage.write_data_file(table_uri, f"deletion_vector_{name}.bin", body, storage_options)
+    return out
 
 
 def _cardinality(data: bytes) -> int:

@@ -164,14 +164,23 @@ def commit_row_deletions(
     if unknown:
         raise ValueError(f"rows to delete of files not in this commit: {sorted(unknown)}")
     now_ms = int(time.time() * 1000)
-    actions: list[dict[str, Any]] = []
+    removes: list[dict[str, Any]] = []
+    adds: list[dict[str, Any]] = []
+    vectors: dict[str, np.ndarray] = {}  # the adds' paths (as in the log) -> rows deleted
     if to_delete:
         live = live_adds(uri, options, version=read_version)
         for path, rows in to_delete.items():
             add = live.get(path)
             if add is None:
                 raise CommitError(f"cannot delete rows of {path}: not a live file of version {read_version}")
-            actions += _delete_rows(uri, options, path, add, rows, now_ms)
+            removes.append({"remove": remove_action(add, now_ms, data_change=True)})
+            deleted = _deleted_after(uri, options, path, add, rows)
+            if deleted is not None:  # some row is left: the file is added again, with its vector
+                again = {key: value for key, value in add.items() if value is not None}
+                again["dataChange"] = True
+                again["stats"] = _loose_stats(add.get("stats"))
+                adds.append(again)
+                vectors[again["path"]] = deleted
     for f in files:
         add = {
             "path": encode_path(f.path),
@@ -181,14 +190,19 @@ def commit_row_deletions(
             "dataChange": True,
             "stats": f.stats,
         }
-        rows = np.fromiter(new_file_deletions.get(f.path, ()), dtype=np.int64)
+        rows = np.unique(np.fromiter(new_file_deletions.get(f.path, ()), dtype=np.int64))
         if rows.size:
             _check_rows(f.path, rows, _num_records(f.stats))
-            if np.unique(rows).size >= _num_records(f.stats):
+            if rows.size >= _num_records(f.stats):
                 continue  # every row deleted at once: the file is not added (an orphan for the cleanup)
-            add["deletionVector"] = _dv.store(uri, rows, options).to_json()
             add["stats"] = _loose_stats(f.stats)
-        actions.append({"add": add})
+            vectors[add["path"]] = rows
+        adds.append(add)
+    stored = _dv.store_all(uri, vectors, options)  # the commit's vectors: inline, or one file for all
+    for add in adds:
+        if add["path"] in vectors:
+            add["deletionVector"] = stored[add["path"]].to_json()
+    actions = [*removes, *({"add": add} for add in adds)]
     _storage.make_durable(uri, options)
     info = dict(commit_info or {})
     if any(f.tags for f in files):
@@ -258,35 +272,27 @@ def remove_action(add: Mapping[str, Any], now_ms: int, *, data_change: bool) -> 
 
 def _vector_files(actions: Sequence[Mapping[str, Any]]) -> list[str]:
     """The vector files the ``add`` actions of ``actions`` name (storage type ``u``)."""
-    out = []
+    out: set[str] = set()
     for action in actions:
         vector = action.get("add", {}).get("deletionVector")
         if vector and vector.get("storageType") == "u":
             path = _dv.Descriptor.from_json(vector).relative_path()
             if path is not None:
-                out.append(path)
-    return out
+                out.add(path)
+    return sorted(out)
 
 
-def _delete_rows(
-    uri: str, options: Mapping[str, str] | None, path: str, add: dict[str, Any], rows: np.ndarray, now_ms: int
-) -> list[dict[str, Any]]:
-    """The ``remove`` of ``add`` and, unless no row is left, its ``add`` with ``rows`` deleted too."""
+def _deleted_after(
+    uri: str, options: Mapping[str, str] | None, path: str, add: Mapping[str, Any], rows: np.ndarray
+) -> np.ndarray | None:
+    """The rows of the live file ``add`` deleted once ``rows`` are too (its vector's and
+    ``rows``); ``None`` when that is every row (the file is only removed)."""
     physical = _num_records(add.get("stats"))
     _check_rows(path, rows, physical)
-    old = add.get("deletionVector")
-    if old:
-        rows = np.union1d(rows, _dv.load(uri, _descriptor(add, path), options))
-    remove = remove_action(add, now_ms, data_change=True)
-    out: list[dict[str, Any]] = [{"remove": remove}]
-    if np.unique(rows).size >= physical:
-        return out
-    again = {key: value for key, value in add.items() if value is not None}
-    again["dataChange"] = True
-    again["deletionVector"] = _dv.store(uri, rows, options).to_json()
-    again["stats"] = _loose_stats(add.get("stats"))
-    out.append({"add": again})
-    return out
+    deleted = np.unique(rows)
+    if add.get("deletionVector"):
+        deleted = np.union1d(deleted, _dv.load(uri, _descriptor(add, path), options))
+    return None if deleted.size >= physical else deleted
 
 
 def _descriptor(add: Mapping[str, Any], path: str) -> _dv.Descriptor:

@@ -82,26 +82,32 @@ def test_descriptor_json_and_file_names() -> None:
         _dv.Descriptor.from_json({"storageType": "i"})
 
 
-def test_a_large_vector_goes_to_a_file_of_the_protocols_format(tmp_path: Path) -> None:
+def test_a_commits_large_vectors_go_to_one_file_of_the_protocols_format(tmp_path: Path) -> None:
     rows = np.arange(0, 200_000, 7)
-    small = _dv.store(str(tmp_path), [3, 4])
+    others = np.arange(5, 100_000, 3)
+    stored = _dv.store_all(str(tmp_path), {"small": [3, 4], "big": rows, "other": others}, inline_max_bytes=64)
+    small, big, other = stored["small"], stored["big"], stored["other"]
     assert small.storage_type == "i" and _dv.load(str(tmp_path), small).tolist() == [3, 4]
-    big = _dv.store(str(tmp_path), rows, inline_max_bytes=16)
     assert (big.storage_type, big.offset, big.cardinality) == ("u", 1, rows.size)
+    assert big.relative_path() == other.relative_path() is not None  # one file for the commit
+    assert other.offset == 1 + 4 + big.size_in_bytes + 4
     relative = big.relative_path()
     assert relative is not None
     raw = (tmp_path / relative).read_bytes()
-    # format byte 1; then size (int32 big-endian), the vector, its CRC-32 (int32 big-endian)
+    # format byte 1; then per vector its size (int32 big-endian), its bytes, their CRC-32 (int32 big-endian)
     assert raw[0] == 1 and struct.unpack_from(">i", raw, 1)[0] == big.size_in_bytes
     data = raw[5 : 5 + big.size_in_bytes]
     assert struct.unpack_from(">I", raw, 5 + big.size_in_bytes)[0] == zlib.crc32(data)
-    assert len(raw) == 1 + 4 + big.size_in_bytes + 4
+    assert len(raw) == 1 + 2 * 8 + big.size_in_bytes + other.size_in_bytes
     assert _dv.load(str(tmp_path), big).tolist() == rows.tolist()
+    assert _dv.load(str(tmp_path), other).tolist() == others.tolist()
     (tmp_path / relative).write_bytes(raw[:-1] + bytes([raw[-1] ^ 1]))
     with pytest.raises(CommitError, match="fails its CRC-32"):
-        _dv.load(str(tmp_path), big)
+        _dv.load(str(tmp_path), other)
     with pytest.raises(CommitError, match="its descriptor says 5"):
         _dv.load(str(tmp_path), _dv.Descriptor("i", small.path_or_inline_dv, small.size_in_bytes, 5))
+    with pytest.raises(ValueError, match="no rows for empty"):
+        _dv.store_all(str(tmp_path), {"empty": []})
 
 
 def logical_rows(uri: str) -> list[dict[str, Any]]:
