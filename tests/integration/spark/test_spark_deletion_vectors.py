@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
 from parka.lake.delta._logscan import live_adds
 from parka.lake.delta._optimize import optimize_table
@@ -31,6 +32,10 @@ def keys_via_delta_rs(uri: str) -> list[int]:
     return sorted(pa.table(reader.read_all()).column("k").to_pylist())
 
 
+def first_key(uri: str, path: str) -> int:
+    return int(pq.read_table(f"{uri}/{path}", columns=["k"]).column(0)[0].as_py())
+
+
 def test_delta_spark_reads_the_rows_parka_deletes_and_parka_adds_to_a_vector_delta_spark_wrote(
     spark: Any, tmp_path: Path
 ) -> None:
@@ -39,15 +44,22 @@ def test_delta_spark_reads_the_rows_parka_deletes_and_parka_adds_to_a_vector_del
         uri, pa.table({"k": pa.array(range(ROWS), pa.int64())}), configuration={"delta.enableDeletionVectors": "true"}
     )
     write_deltalake(uri, pa.table({"k": pa.array(range(ROWS, ROWS + 10), pa.int64())}), mode="append")
+    second = pa.table({"k": pa.array(range(ROWS + 10, 2 * ROWS + 10), pa.int64())})
+    write_deltalake(uri, second, mode="append")
     table = DeltaTable(uri)
-    (big,) = [p for p, a in live_adds(uri).items() if '"numRecords":30000' in a["stats"]]
-    (small,) = set(live_adds(uri)) - {big}
+    big, big2 = sorted(
+        (p for p, a in live_adds(uri).items() if '"numRecords":30000' in a["stats"]), key=lambda p: first_key(uri, p)
+    )
+    (small,) = set(live_adds(uri)) - {big, big2}
     every_third = range(0, ROWS, 3)
-    commit_row_deletions(table, {big: every_third, small: [0, 9]})
+    commit_row_deletions(table, {big: every_third, small: [0, 9], big2: range(0, ROWS, 2)})
     adds = live_adds(uri)
-    assert adds[big]["deletionVector"]["storageType"] == "u"  # some 20 KB: a file of its own
+    # some 20 KB each: one file for both, the second vector at an offset past the first
+    assert adds[big]["deletionVector"]["storageType"] == adds[big2]["deletionVector"]["storageType"] == "u"
+    assert adds[big2]["deletionVector"]["offset"] > 1
     assert adds[small]["deletionVector"]["storageType"] == "i"  # a few bytes: inline
-    model = sorted(set(range(ROWS + 10)) - set(every_third) - {ROWS, ROWS + 9})
+    gone = set(every_third) | {ROWS, ROWS + 9} | set(range(ROWS + 10, 2 * ROWS + 10, 2))
+    model = sorted(set(range(2 * ROWS + 10)) - gone)
     assert keys_via_spark(spark, uri) == model == keys_via_delta_rs(uri)
 
     spark.sql(f"DELETE FROM delta.`{uri}` WHERE k % 3 = 1 AND k < 3000")  # delta-spark's own vector
