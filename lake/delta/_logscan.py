@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from typing import Any
 from urllib.parse import unquote
 
@@ -50,15 +51,8 @@ def logged_files(table_uri: str, storage_options: Mapping[str, str] | None = Non
         CommitError: the log cannot be listed or read, has no checkpoint and no first commit,
             or has a gap between the checkpoint and the latest commit.
     """
-    checkpoint_files, commits = _log_files(table_uri, storage_options)
     found: set[str] = set()
-    for name in checkpoint_files:
-        data = read_file(table_uri, f"_delta_log/{name}", storage_options)
-        sidecars = _parquet_paths(data, name, found) if name.endswith(".parquet") else _json_paths(data, name, found)
-        for sidecar in sidecars:
-            _parquet_paths(read_file(table_uri, f"_delta_log/_sidecars/{sidecar}", storage_options), sidecar, found)
-    for name in commits:
-        _json_paths(read_file(table_uri, f"_delta_log/{name}", storage_options), name, found)
+    _walk(table_uri, storage_options, None, partial(_parquet_paths, found=found), partial(_json_paths, found=found))
     return found
 
 
@@ -74,16 +68,27 @@ def live_adds(
     Raises:
         CommitError: as :func:`logged_files`; also when the log has not reached ``version``.
     """
-    checkpoint_files, commits = _log_files(table_uri, storage_options, version)
     live: dict[str, dict[str, Any]] = {}
+    _walk(table_uri, storage_options, version, partial(_parquet_adds, live=live), partial(_json_changes, live=live))
+    return live
+
+
+_Read = Callable[[bytes, str], list[str]]  # (a log file's bytes, its name) -> the sidecars it lists
+
+
+def _walk(
+    table_uri: str, storage_options: Mapping[str, str] | None, version: int | None, parquet: _Read, json_file: _Read
+) -> None:
+    """Read the log in order (:func:`_log_files`): the checkpoint's files, then their sidecars,
+    with ``parquet`` or ``json_file`` by format, then each commit after it with ``json_file``."""
+    checkpoint_files, commits = _log_files(table_uri, storage_options, version)
     for name in checkpoint_files:
         data = read_file(table_uri, f"_delta_log/{name}", storage_options)
-        sidecars = _parquet_adds(data, name, live) if name.endswith(".parquet") else _json_changes(data, name, live)
+        sidecars = parquet(data, name) if name.endswith(".parquet") else json_file(data, name)
         for sidecar in sidecars:
-            _parquet_adds(read_file(table_uri, f"_delta_log/_sidecars/{sidecar}", storage_options), sidecar, live)
+            parquet(read_file(table_uri, f"_delta_log/_sidecars/{sidecar}", storage_options), sidecar)
     for name in commits:
-        _json_changes(read_file(table_uri, f"_delta_log/{name}", storage_options), name, live)
-    return live
+        json_file(read_file(table_uri, f"_delta_log/{name}", storage_options), name)
 
 
 def _log_files(
@@ -182,13 +187,27 @@ def _json_paths(data: bytes, name: str, found: set[str]) -> list[str]:
 def _parquet_paths(data: bytes, name: str, found: set[str]) -> list[str]:
     """Add the paths of a Parquet checkpoint's (or sidecar's) ``add``/``remove`` actions to
     ``found``; returns the sidecar file names it lists. Reads only those columns."""
-    try:
-        source = pq.ParquetFile(pa.BufferReader(data))
-        present = set(source.schema_arrow.names)
+
+    def take(source: pq.ParquetFile, present: set[str]) -> None:
         for kind in _ACTIONS:
             if kind in present:
                 for path in _column(source, kind):
                     _add_path(path, found)
+
+    return _read_parquet(data, name, take)
+
+
+def _read_parquet(data: bytes, name: str, take: Callable[[pq.ParquetFile, set[str]], None]) -> list[str]:
+    """Open a Parquet checkpoint (or sidecar), ``take`` what it wants of it (given its top-level
+    columns), and return the sidecar file names it lists.
+
+    Raises:
+        CommitError: the file is not a readable checkpoint.
+    """
+    try:
+        source = pq.ParquetFile(pa.BufferReader(data))
+        present = set(source.schema_arrow.names)
+        take(source, present)
         if "sidecar" not in present:
             return []
         column = _column(source, "sidecar")
@@ -232,20 +251,15 @@ def _parquet_adds(data: bytes, name: str, live: dict[str, dict[str, Any]]) -> li
     """Add a Parquet checkpoint's (or sidecar's) ``add`` actions to ``live``, as the log's JSON
     (its maps as objects, its nulls and parsed statistics left out); returns the sidecar file
     names it lists."""
-    try:
-        source = pq.ParquetFile(pa.BufferReader(data))
-        present = set(source.schema_arrow.names)
+
+    def take(source: pq.ParquetFile, present: set[str]) -> None:
         if "add" in present:
             for add in source.read(columns=["add"]).column(0).to_pylist():
                 if add is not None and add.get("path"):
                     action = _as_json(add)
                     live[unquote(action["path"])] = action
-        if "sidecar" not in present:
-            return []
-        column = _column(source, "sidecar")
-    except (pa.ArrowException, OSError, ValueError) as exc:
-        raise CommitError(f"cannot read the Delta checkpoint {name}: {exc}") from exc
-    return [unquote(p) for p in column if isinstance(p, str) and p]
+
+    return _read_parquet(data, name, take)
 
 
 _MAPS = ("partitionValues", "tags")
