@@ -13,7 +13,9 @@ table partition keeps fewer than ``min_files`` small files of each such generati
 size or larger, and any file parka did not name (``parka optimize``'s output, another writer's
 files) are never picked. So each row is rewritten at most ``max_rewrites`` times: the bytes
 written are at most about ``1 + max_rewrites`` times the bytes ingested (a rewritten file
-compresses about as well as its inputs; the freshness benchmark measures it).
+compresses about as well as its inputs; the freshness benchmark measures it). A file with deleted
+rows (a deletion vector) past ``purge_fraction`` is rewritten alone, without them, whatever its
+generation: those rewrites follow the deletes, not the ingested bytes.
 
 **Who compacts what.** With several workers on one table, each compacts the generation-0 files
 of its own topic's Kafka partitions (those assigned to it), so workers do not race each other
@@ -31,6 +33,7 @@ such a write. One whose input is still live waits until a compaction of that inp
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 import uuid
@@ -42,6 +45,7 @@ from ._files import DEFAULT_TARGET_FILE_SIZE
 from ._plan import FileName, base_name
 
 __all__ = [
+    "DEFAULT_PURGE_FRACTION",
     "DEFAULT_ROW_GROUP_ROWS",
     "DEFAULT_TARGET_SIZE",
     "MAX_ATTEMPTS",
@@ -76,6 +80,10 @@ more to the 128 MiB target (32 KiB x 16^3 = 128 MiB; files of up to the target),
 files of a table stay about its bytes over the target size, plus under 16 files per lower
 generation per table partition. With one rewrite, compacted files stopped at 16 segments each and
 their number grew with the table."""
+
+DEFAULT_PURGE_FRACTION = 0.2
+"""The fraction of a file's rows deleted (by deletion vector) at which background compaction
+rewrites it without them, alone: past it a scan reads a fifth of the file for nothing."""
 
 # What a compaction of either format (parka.lake.delta's, parka.lake.iceberg's) aims at and returns.
 
@@ -185,23 +193,31 @@ class CompactionPolicy:
     max_rewrites: int = DEFAULT_COMPACT_MAX_REWRITES
     topic: str | None = None
     partitions: frozenset[int] | None = None
+    purge_fraction: float = DEFAULT_PURGE_FRACTION
 
     def __post_init__(self) -> None:
         if self.min_files < 2:
             raise ValueError(f"min_files must be at least 2, not {self.min_files}")
         if self.max_rewrites < 1:
             raise ValueError(f"max_rewrites must be at least 1, not {self.max_rewrites}")
+        if not 0 < self.purge_fraction <= 1:
+            raise ValueError(f"purge_fraction must be above 0 and at most 1, not {self.purge_fraction}")
 
     def scoped(self, topic: str, partitions: Collection[int]) -> CompactionPolicy:
         """This policy for a worker of ``topic`` holding Kafka ``partitions``."""
-        return CompactionPolicy(self.min_files, self.max_rewrites, topic, frozenset(partitions))
+        return dataclasses.replace(self, topic=topic, partitions=frozenset(partitions))
 
     def picks(self, path: str, size: int, target_size: int) -> int | None:
         """The generation of a file this policy may rewrite, ``None`` for one it leaves."""
         if size >= target_size:
             return None
+        generation = self._in_scope(path)
+        return None if generation is None or generation >= self.max_rewrites else generation
+
+    def _in_scope(self, path: str) -> int | None:
+        """The generation of a file parka named that this worker looks after, whatever its size."""
         generation = generation_of(path)
-        if generation is None or generation >= self.max_rewrites:
+        if generation is None:
             return None
         if generation == 0:
             name = FileName.parse(path)
@@ -219,12 +235,17 @@ class CompactionPolicy:
         path: Callable[[F], str],
         size: Callable[[F], int],
         partition: Callable[[F], Hashable],
+        deleted: Callable[[F], float] = lambda f: 0.0,
     ) -> list[Bin[F]]:
         """The rewrites due now, in the order of ``files`` (commit order) within each table
         partition and generation: a group that reached ``min_files`` files or ``target_size``
         bytes is packed into bins of up to ``target_size`` bytes; a bin of one file is left,
         and so is the group's last bin when it holds fewer than ``min_files`` files and could
-        still take the group's smallest file (it waits for more)."""
+        still take the group's smallest file (it waits for more). Then, after those, each other
+        file this worker looks after whose ``deleted`` fraction of rows (by deletion vector)
+        reached ``purge_fraction``, alone, whatever its size and generation: a rewrite leaves
+        the deleted rows out, so scans stop reading them (deletes, not the tiers, cause these
+        rewrites)."""
         groups: dict[tuple[Hashable, int], list[F]] = {}
         for f in files:
             generation = self.picks(path(f), size(f), target_size)
@@ -247,4 +268,10 @@ class CompactionPolicy:
                 if not last_full:
                     packed.pop()
             bins += [Bin(b, generation + 1) for b in packed if len(b) >= 2]
+        taken = {id(f) for b in bins for f in b.files}
+        for f in files:
+            if id(f) not in taken and deleted(f) >= self.purge_fraction:
+                generation = self._in_scope(path(f))
+                if generation is not None:
+                    bins.append(Bin([f], generation + 1))
         return bins

@@ -36,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import io
+import json
 import logging
 import threading
 import time
@@ -168,6 +169,7 @@ def compact_table(
         path=_path,
         size=_size,
         partition=_partition_key,
+        deleted=_deleted_fraction,
     )
     rewrite = _Rewrite(uri, options, (), target_size, row_group_rows, max_attempts, sleep, background=True)
     result = rewrite.run(table, [(b.files, b.new_name(_path)) for b in planned], cancel)
@@ -445,6 +447,18 @@ class _Cancelled(Exception):
 
 def _path(f: LiveFile) -> str:
     return f.path
+
+
+def _deleted_fraction(f: LiveFile) -> float:
+    """The fraction of a file's rows its deletion vector deletes (from the log: no file read)."""
+    vector = f.deletion_vector
+    if vector is None or f.add is None:
+        return 0.0
+    try:
+        rows = int(json.loads(f.add.get("stats") or "{}")["numRecords"])
+        return int(vector["cardinality"]) / rows if rows else 0.0
+    except (ValueError, KeyError, TypeError):
+        return 0.0  # no statistics: left to parka optimize, which rewrites every file with deleted rows
 
 
 def _size(f: LiveFile) -> int:

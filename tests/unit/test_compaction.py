@@ -9,10 +9,14 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, QueryBuilder
 from parka.lake import CompactedName, CompactionPolicy, FileName, IcebergEngine, compact_iceberg, compact_table
+from parka.lake._committer import Committer
 from parka.lake._compaction import generation_of, input_key
+from parka.lake.delta import RsEngine
+from parka.lake.delta._rs import commit_row_deletions
 
 from ._tables import committer, landed
 
@@ -309,3 +313,36 @@ def test_background_compaction_stops_for_the_run_once_it_meets_encrypted_files(
     assert len(calls) == 1
     stops = [r.getMessage() for r in caplog.records if "background compaction stops" in r.getMessage()]
     assert stops == [stops[0]] and "4 file(s) of the table are encrypted" in stops[0]
+
+
+def test_a_file_whose_deleted_rows_pass_the_fraction_is_rewritten_alone_without_them() -> None:
+    policy = CompactionPolicy(min_files=16, max_rewrites=1, purge_fraction=0.25)
+    files = [ingested(0, 0), ingested(0, 1), F(str(CompactedName.new(1, "x.parquet")), 10), F("part-0.parquet", 10)]
+    fractions = {files[0].path: 0.3, files[1].path: 0.2, files[2].path: 0.5, files[3].path: 0.9}
+    bins = policy.plan(files, target_size=MiB, path=lambda f: f.path, size=lambda f: f.size,
+                       partition=lambda f: f.partition, deleted=lambda f: fractions[f.path])  # fmt: skip
+    # the ingested file past the fraction, and the compacted one (past max_rewrites: deletes, not
+    # tiers, cause this rewrite); not the one below it, nor a file parka did not name
+    assert [([f.path for f in b.files], b.generation) for b in bins] == [([files[0].path], 1), ([files[2].path], 2)]
+    scoped = policy.scoped("t", {1})  # partition 0's files are another worker's, compacted ones partition 0's holder's
+    assert scoped.plan(files, target_size=MiB, path=lambda f: f.path, size=lambda f: f.size,
+                       partition=lambda f: f.partition, deleted=lambda f: 1.0) == []  # fmt: skip
+    with pytest.raises(ValueError, match="purge_fraction"):
+        CompactionPolicy(purge_fraction=0)
+
+
+def test_delta_compaction_purges_a_file_with_many_deleted_rows(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    c = Committer(
+        RsEngine(created_properties={"delta.enableDeletionVectors": "true"}),
+        table_uri=str(path), topic="t", app_id="app", checkpoint_interval=0,
+    )  # fmt: skip
+    for offset in range(2):
+        c.commit([landed(c, 0, offset, [offset * 10 + i for i in range(10)])])
+    first, second = sorted(files(path))  # offsets 0 and 1: ids 0-9 and 10-19
+    commit_row_deletions(DeltaTable(str(path)), {first: [0, 1, 2], second: [0]})  # 30% and 10% deleted
+    result = compact_table(str(path), CompactionPolicy(min_files=16).scoped("t", {0}), target_size=MiB)
+    assert (result.files_removed, result.files_added) == (1, 1)
+    assert second in files(path) and first not in files(path)
+    reader = QueryBuilder().register("t", DeltaTable(str(path))).execute("select id from t")
+    assert sorted(pa.table(reader.read_all()).column("id").to_pylist()) == [*range(3, 10), *range(11, 20)]
