@@ -10,13 +10,13 @@ rebuilt from the table when partitions are assigned.
 index keeps a 128-bit BLAKE2b digest of it, never the key itself. Two keys with one digest would
 make one delete the other's row: at 10 million keys the chance is about 10^-25.
 
-**The memory.** The bulk of the index is sorted numpy arrays: the digests (16 bytes a key), their
-first halves again as plain integers for the binary search (8), a file number and a row position
-(4 bytes each): 32 bytes a key (320 MB at 10 million keys); the
-file numbers name a list of the files' paths. Changes since the last merge sit in a dict (about
-200 bytes an entry), merged into the arrays once it holds :data:`MERGE_AT` entries or a sixteenth
-of the arrays, whichever is larger, so a batch costs time in its own size, not the index's:
-a lookup is a dict probe and a binary search over the digests (vectorized, per batch). A
+**The memory.** Runs of four numpy arrays sorted by digest: its two 64-bit halves, a file number
+and a row position, 24 bytes a key (240 MB at 10 million keys); the file numbers name a list of
+the files' paths. The base run holds the table as it was at the last merge; each applied batch
+adds a run of its changes (a deleted key as file -1), searched newest first. Once the changes'
+runs hold :data:`MERGE_AT` entries or a sixteenth of the base, whichever is more, they are merged
+into the base. So a batch costs time in its own size, not the index's: its keys are digested
+one by one (BLAKE2b), everything else is numpy over the batch, with a binary search per run. A
 rebuild adds the table's files one after the other and sorts them in once.
 
 Pure: no I/O. The table's side (reading the key column of each live file, minus the rows its
@@ -34,9 +34,9 @@ import numpy as np
 __all__ = ["MERGE_AT", "BatchPlan", "KeyIndex", "digest", "digests"]
 
 MERGE_AT = 100_000
-"""The changes the index holds in its dict before it merges them into its arrays (at least)."""
+"""The changes the index holds in runs of their own before it merges them into its base (at least)."""
 
-_DIGEST = np.dtype([("hi", ">u8"), ("lo", ">u8")])  # big-endian halves: sorts as the 16 bytes do
+_DIGEST = np.dtype([("hi", ">u8"), ("lo", ">u8")])  # big-endian halves: as the 16 bytes read
 
 
 def digest(key: bytes) -> bytes:
@@ -45,24 +45,70 @@ def digest(key: bytes) -> bytes:
 
 
 def digests(keys: Iterable[bytes]) -> np.ndarray:
-    """The digests of ``keys`` as an array the index searches (one 16-byte record each)."""
+    """The digests of ``keys`` (one 16-byte record each: ``hi`` and ``lo``, big-endian)."""
     joined = b"".join(hashlib.blake2b(k, digest_size=16).digest() for k in keys)
-    return np.frombuffer(joined, dtype=_DIGEST).copy()
+    return np.frombuffer(joined, dtype=_DIGEST)
 
 
-_DELETED = (-1, -1)
+@dataclass(frozen=True)
+class _Run:
+    """Entries sorted by (hi, lo), one per digest; ``file`` -1: the key was deleted."""
+
+    hi: np.ndarray
+    lo: np.ndarray
+    file: np.ndarray
+    row: np.ndarray
+
+    @classmethod
+    def empty(cls) -> _Run:
+        return cls(np.empty(0, np.uint64), np.empty(0, np.uint64), np.empty(0, np.int32), np.empty(0, np.int32))
+
+    @classmethod
+    def of(cls, hi: np.ndarray, lo: np.ndarray, file: np.ndarray, row: np.ndarray) -> _Run:
+        """Sorted, the last of each digest kept (the arrays are in order of age)."""
+        order = np.lexsort((lo, hi))  # stable: equal digests keep their order
+        hi, lo = hi[order], lo[order]
+        last = np.ones(hi.size, dtype=bool)
+        last[:-1] = (hi[1:] != hi[:-1]) | (lo[1:] != lo[:-1])
+        return cls(hi[last], lo[last], file[order][last], row[order][last])
+
+    @property
+    def size(self) -> int:
+        return int(self.hi.size)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.hi.nbytes + self.lo.nbytes + self.file.nbytes + self.row.nbytes)
+
+    def find(self, hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
+        """The position of each (hi, lo) in the run; -1 where it is not."""
+        found = np.full(hi.size, -1, dtype=np.int64)
+        if not self.size or not hi.size:
+            return found
+        at = np.searchsorted(self.hi, hi)  # the first entry of that first half
+        while True:  # along a run of equal first halves (about never longer than one)
+            inside = at < self.size
+            same_hi = np.zeros(hi.size, dtype=bool)
+            same_hi[inside] = self.hi[at[inside]] == hi[inside]
+            match = same_hi & (found < 0)
+            match[match] = self.lo[at[match]] == lo[match]
+            found[match] = at[match]
+            more = same_hi & (found < 0)
+            if not more.any():
+                return found
+            at = np.where(more, at + 1, self.size)
 
 
 @dataclass
 class BatchPlan:
     """What a batch does to the table, from :meth:`KeyIndex.plan`: the rows to delete in files
     already in the table (path -> row positions), the rows of the batch's own files that a later
-    row or tombstone of the batch supersedes (path -> row positions), and the index's changes once
-    the commit landed (digest -> (path, row), or ``None`` for a key deleted)."""
+    row or tombstone of the batch supersedes (path -> row positions), and the index's changes
+    once the commit landed (:meth:`KeyIndex.apply`)."""
 
     deletes: dict[str, list[int]] = field(default_factory=dict)
     new_file_deletes: dict[str, list[int]] = field(default_factory=dict)
-    changes: dict[bytes, tuple[str, int] | None] = field(default_factory=dict)
+    _changes: tuple[_Run, list[str]] | None = None  # (the run, the batch's paths by its file numbers)
 
     @property
     def deleted_rows(self) -> int:
@@ -74,27 +120,24 @@ class KeyIndex:
     """Key digest -> (file, row) of the live row, for the keys of some Kafka partitions."""
 
     def __init__(self) -> None:
-        self._digests = np.empty(0, dtype=_DIGEST)
-        self._hi = np.empty(0, dtype=np.uint64)  # the digests' first halves, native: what a lookup searches
-        self._file = np.empty(0, dtype=np.int32)
-        self._row = np.empty(0, dtype=np.int32)
-        self._recent: dict[bytes, tuple[int, int]] = {}  # digest -> (file, row); (-1, -1): deleted
+        self._base = _Run.empty()
+        self._runs: list[_Run] = []  # the changes since the base, oldest first
         self._paths: list[str] = []
         self._numbers: dict[str, int] = {}
         self._added: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # add_file's, not yet sorted in
 
     def __len__(self) -> int:
-        """Live keys (merges the dict first)."""
+        """Live keys (merges first)."""
         self._settle()
         self._merge()
-        return int(self._digests.size)
+        return self._base.size
 
     @property
     def nbytes(self) -> int:
-        """The arrays' bytes plus an estimate for the dict's entries (200 bytes each)."""
+        """The runs' bytes and the paths' (100 bytes each besides their characters)."""
         self._settle()
-        arrays = self._digests.nbytes + self._hi.nbytes + self._file.nbytes + self._row.nbytes
-        return int(arrays + 200 * len(self._recent) + sum(len(p) + 100 for p in self._paths))
+        runs = self._base.nbytes + sum(r.nbytes for r in self._runs)
+        return runs + sum(len(p) + 100 for p in self._paths)
 
     def add_file(self, path: str, keys: Sequence[bytes], live: np.ndarray | None = None) -> None:
         """Index a file of the table as it is: row ``i`` holds ``keys[i]``; only the rows where
@@ -127,46 +170,63 @@ class KeyIndex:
         positions = list(after) if after is not None else [len(files)] * len(tombstones)
         if len(positions) != len(tombstones):
             raise ValueError(f"{len(tombstones)} tombstones, {len(positions)} positions")
+        if any(not 0 <= place <= len(files) for place in positions):
+            raise ValueError(f"a tombstone after file {max(positions)} of {len(files)}")
+        paths = [path for path, _ in files]
+        # every event of the batch: a row of a file (its batch file number, its row) or a
+        # tombstone (file -1), with its place in the batch's order (file i at 2i+1, a tombstone
+        # after file j at 2j: before file j, after file j-1; tombstones in their given order)
+        keys: list[bytes] = []
+        file_parts, row_parts, place_parts = [], [], []
+        for i, (_, file_keys) in enumerate(files):
+            keys.extend(file_keys)
+            file_parts.append(np.full(len(file_keys), i, dtype=np.int32))
+            row_parts.append(np.arange(len(file_keys), dtype=np.int32))
+            place_parts.append(np.full(len(file_keys), 2 * i + 1, dtype=np.int64))
+        keys.extend(tombstones)
+        file_parts.append(np.full(len(tombstones), -1, dtype=np.int32))
+        row_parts.append(np.full(len(tombstones), -1, dtype=np.int32))
+        place_parts.append(2 * np.asarray(positions, dtype=np.int64))
+        ds = digests(keys)
+        hi, lo = ds["hi"].astype(np.uint64), ds["lo"].astype(np.uint64)
+        file, row, place = np.concatenate(file_parts), np.concatenate(row_parts), np.concatenate(place_parts)
+        order = np.argsort(place, kind="stable")  # the batch's order of events
+        hi, lo, file, row = hi[order], lo[order], file[order], row[order]
+        by_key = np.lexsort((lo, hi))  # stable: a key's events stay in the batch's order
+        h, lw = hi[by_key], lo[by_key]
+        last = np.ones(h.size, dtype=bool)
+        last[:-1] = (h[1:] != h[:-1]) | (lw[1:] != lw[:-1])
         plan = BatchPlan()
-        latest: dict[bytes, tuple[str, int] | None] = {}  # digest -> the batch's last word on it
-        events: list[tuple[int, int, str | None, Sequence[bytes]]] = []  # (place, kind, path, keys)
-        for i, (path, keys) in enumerate(files):
-            events.append((2 * i + 1, 0, path, keys))
-        for key, place in zip(tombstones, positions, strict=True):
-            if not 0 <= place <= len(files):
-                raise ValueError(f"a tombstone after file {place} of {len(files)}")
-            events.append((2 * place, 1, None, [key]))
-        events.sort(key=lambda e: (e[0], e[1]))
-        for _, _, source, keys in events:
-            ds = _split(digests(keys))
-            if source is None:
-                for d in ds:
-                    self._supersede(latest, d, plan)
-                    latest[d] = None
-                continue
-            for row, d in enumerate(ds):
-                self._supersede(latest, d, plan)
-                latest[d] = (source, row)
-        old = list(latest)  # each key's row from before the batch is superseded, by a row or a tombstone
-        for where in self._lookup(old):
-            if where is not None:
-                path, row = self._paths[where[0]], where[1]
-                plan.deletes.setdefault(path, []).append(row)
-        plan.changes = latest
+        superseded = by_key[~last]  # a key's earlier events; those that are rows are deleted
+        for i, r in zip(file[superseded].tolist(), row[superseded].tolist(), strict=True):
+            if i >= 0:
+                plan.new_file_deletes.setdefault(paths[i], []).append(r)
+        winners = by_key[last]
+        old = self._find(hi[winners], lo[winners])  # each key's row from before the batch goes
+        for number, r in old:
+            plan.deletes.setdefault(self._paths[number], []).append(r)
+        changes = _Run(hi[winners], lo[winners], file[winners], row[winners])  # sorted by digest
+        plan._changes = (changes, paths)
         return plan
 
     def apply(self, plan: BatchPlan) -> None:
         """The plan's changes, once its commit landed."""
+        if plan._changes is None:
+            return
         self._settle()
-        for d, where in plan.changes.items():
-            self._recent[d] = _DELETED if where is None else (self._number(where[0]), where[1])
-        self._maybe_merge()
+        run, paths = plan._changes
+        numbers = np.array([self._number(p) for p in paths] or [0], dtype=np.int32)
+        file = np.where(run.file >= 0, numbers[np.maximum(run.file, 0)], -1).astype(np.int32)
+        self._runs.append(_Run(run.hi, run.lo, file, run.row))
+        if sum(r.size for r in self._runs) >= max(MERGE_AT, self._base.size // 16):
+            self._merge()
 
     def lookup(self, key: bytes) -> tuple[str, int] | None:
         """Where ``key``'s live row is; ``None`` when it has none."""
         self._settle()
-        (where,) = self._lookup([digest(key)])
-        return None if where is None else (self._paths[where[0]], where[1])
+        d = np.frombuffer(digest(key), dtype=_DIGEST)
+        found = self._find(d["hi"].astype(np.uint64), d["lo"].astype(np.uint64))
+        return (self._paths[found[0][0]], found[0][1]) if found else None
 
     def drop_files(self, paths: Iterable[str]) -> None:
         """Forget every key whose row is in one of ``paths`` (a compaction rewrote them: the
@@ -176,58 +236,26 @@ class KeyIndex:
             return
         self._settle()
         self._merge()
-        keep = ~np.isin(self._file, np.fromiter(gone, dtype=np.int32))
-        self._set(self._digests[keep], self._file[keep], self._row[keep])
+        b = self._base
+        keep = ~np.isin(b.file, np.fromiter(gone, dtype=np.int32))
+        self._base = _Run(b.hi[keep], b.lo[keep], b.file[keep], b.row[keep])
 
-    def _supersede(self, latest: dict[bytes, tuple[str, int] | None], d: bytes, plan: BatchPlan) -> None:
-        """``d``'s earlier row in this batch, if any, is deleted (its file is new)."""
-        earlier = latest.get(d)
-        if earlier is not None:  # (after a tombstone of the batch there is nothing of it to delete)
-            plan.new_file_deletes.setdefault(earlier[0], []).append(earlier[1])
-
-    def _lookup(self, ds: Sequence[bytes]) -> list[tuple[int, int] | None]:
-        out: list[tuple[int, int] | None] = [None] * len(ds)
-        search: list[int] = []
-        for i, d in enumerate(ds):
-            where = self._recent.get(d)
-            if where is None:
-                search.append(i)
-            elif where != _DELETED:
-                out[i] = where
-        if search:
-            wanted = np.frombuffer(b"".join(ds[i] for i in search), dtype=_DIGEST)
-            at = self._positions(wanted)
-            for j in np.flatnonzero(at >= 0).tolist():
-                out[search[j]] = (int(self._file[at[j]]), int(self._row[at[j]]))
+    def _find(self, hi: np.ndarray, lo: np.ndarray) -> list[tuple[int, int]]:
+        """The (file number, row) of each digest's live row, for those that have one, newest
+        run first."""
+        todo = np.ones(hi.size, dtype=bool)
+        out: list[tuple[int, int]] = []
+        for run in [*reversed(self._runs), self._base]:
+            if not todo.any():
+                break
+            wanted = np.flatnonzero(todo)
+            at = run.find(hi[wanted], lo[wanted])
+            hit = at >= 0
+            todo[wanted[hit]] = False
+            files, rows = run.file[at[hit]], run.row[at[hit]]
+            live = files >= 0
+            out += zip(files[live].tolist(), rows[live].tolist(), strict=True)
         return out
-
-    def _positions(self, wanted: np.ndarray) -> np.ndarray:
-        """Where each of the ``wanted`` digests is in the arrays; -1 where it is not. A binary
-        search over the first halves (plain integers: searching the 16-byte records themselves
-        took 4 µs a key at a million keys), then the whole digest compared."""
-        found = np.full(wanted.size, -1, dtype=np.int64)
-        size = self._digests.size
-        if not size or not wanted.size:
-            return found
-        at = np.searchsorted(self._hi, wanted["hi"].astype(np.uint64))
-        inside = at < size
-        hit = np.zeros(wanted.size, dtype=bool)
-        hit[inside] = self._digests[at[inside]] == wanted[inside]
-        found[hit] = at[hit]
-        # two digests with one first half (about never): the wanted one may come later in the run
-        for j in np.flatnonzero(inside & ~hit).tolist():
-            i, hi = int(at[j]), self._hi[at[j]]
-            while i < size and self._hi[i] == hi:
-                if self._digests[i] == wanted[j]:
-                    found[j] = i
-                    break
-                i += 1
-        return found
-
-    def _set(self, ds: np.ndarray, files: np.ndarray, rows: np.ndarray) -> None:
-        """The arrays, ``ds`` sorted."""
-        self._digests, self._file, self._row = ds, files, rows
-        self._hi = ds["hi"].astype(np.uint64)
 
     def _number(self, path: str) -> int:
         number = self._numbers.get(path)
@@ -237,44 +265,32 @@ class KeyIndex:
         return number
 
     def _settle(self) -> None:
-        """Sort the files :meth:`add_file` added into the arrays (after the dict's changes): for a
+        """Sort the files :meth:`add_file` added into the base (after the changes' runs): for a
         digest found more than once, the one added last wins."""
         if not self._added:
             return
         self._merge()
-        parts = [(self._digests, self._file, self._row), *self._added]
-        self._added = []
-        ds = np.concatenate([p[0] for p in parts])
-        order = np.argsort(ds, kind="stable")
-        ds = ds[order]
-        last = np.ones(ds.size, dtype=bool)
-        last[:-1] = ds[1:] != ds[:-1]  # the last of each run of one digest
-        keep = order[last]
-        self._set(ds[last], np.concatenate([p[1] for p in parts])[keep], np.concatenate([p[2] for p in parts])[keep])
-
-    def _maybe_merge(self) -> None:
-        if len(self._recent) >= max(MERGE_AT, self._digests.size // 16):
-            self._merge()
+        added, self._added = self._added, []
+        ds = np.concatenate([a[0] for a in added])
+        b = self._base
+        self._base = _Run.of(
+            np.concatenate([b.hi, ds["hi"].astype(np.uint64)]),
+            np.concatenate([b.lo, ds["lo"].astype(np.uint64)]),
+            np.concatenate([b.file, *(a[1] for a in added)]),
+            np.concatenate([b.row, *(a[2] for a in added)]),
+        )
 
     def _merge(self) -> None:
-        """Fold the dict into the arrays: its entries replace the arrays' for the same digest,
-        deleted keys leave."""
-        if not self._recent:
+        """Fold the changes' runs into the base: the newest entry of a digest wins, deleted keys leave."""
+        if not self._runs:
             return
-        ds = np.frombuffer(b"".join(self._recent), dtype=_DIGEST)
-        where = np.array(list(self._recent.values()), dtype=np.int32).reshape(-1, 2)
-        self._recent = {}
-        stale = np.zeros(self._digests.size, dtype=bool)
-        at = self._positions(ds)
-        stale[at[at >= 0]] = True
-        live = where[:, 0] >= 0
-        digests_ = np.concatenate([self._digests[~stale], ds[live]])
-        files = np.concatenate([self._file[~stale], where[live, 0]])
-        rows = np.concatenate([self._row[~stale], where[live, 1]])
-        order = np.argsort(digests_, kind="stable")
-        self._set(digests_[order], files[order], rows[order])
-
-
-def _split(ds: np.ndarray) -> list[bytes]:
-    raw = ds.tobytes()
-    return [raw[i : i + 16] for i in range(0, len(raw), 16)]
+        runs = [self._base, *self._runs]
+        self._runs = []
+        merged = _Run.of(
+            np.concatenate([r.hi for r in runs]),
+            np.concatenate([r.lo for r in runs]),
+            np.concatenate([r.file for r in runs]),
+            np.concatenate([r.row for r in runs]),
+        )
+        live = merged.file >= 0
+        self._base = _Run(merged.hi[live], merged.lo[live], merged.file[live], merged.row[live])

@@ -97,12 +97,12 @@ def test_the_index_agrees_with_a_model_through_many_batches_and_merges(
     assert len(index) == len(model)
 
 
-def test_the_arrays_take_32_bytes_a_key() -> None:
+def test_the_arrays_take_24_bytes_a_key() -> None:
     index = KeyIndex()
     keys = [b"key-%08d" % i for i in range(50_000)]
     index.add_file("one-file", keys)
     assert len(index) == 50_000  # merged
-    assert index.nbytes - (len("one-file") + 100) == 32 * 50_000
+    assert index.nbytes - (len("one-file") + 100) == 24 * 50_000
 
 
 def test_digests_that_share_their_first_half_are_told_apart(monkeypatch: pytest.MonkeyPatch) -> None:
