@@ -66,7 +66,14 @@ class _Run:
     @classmethod
     def of(cls, hi: np.ndarray, lo: np.ndarray, file: np.ndarray, row: np.ndarray) -> _Run:
         """Sorted, the last of each digest kept (the arrays are in order of age)."""
-        order = np.lexsort((lo, hi))  # stable: equal digests keep their order
+        # by first half alone: a stable sort (timsort, which runs through the already sorted runs
+        # the arrays are made of) keeps a digest's entries in age order; only two keys whose
+        # digests share a first half (about never) need the sort by both halves
+        order = np.argsort(hi, kind="stable")
+        sorted_hi, sorted_lo = hi[order], lo[order]
+        same_hi = sorted_hi[1:] == sorted_hi[:-1]
+        if (same_hi & (sorted_lo[1:] != sorted_lo[:-1])).any():
+            order = np.lexsort((lo, hi))
         hi, lo = hi[order], lo[order]
         last = np.ones(hi.size, dtype=bool)
         last[:-1] = (hi[1:] != hi[:-1]) | (lo[1:] != lo[:-1])
@@ -198,13 +205,11 @@ class KeyIndex:
         last[:-1] = (h[1:] != h[:-1]) | (lw[1:] != lw[:-1])
         plan = BatchPlan()
         superseded = by_key[~last]  # a key's earlier events; those that are rows are deleted
-        for i, r in zip(file[superseded].tolist(), row[superseded].tolist(), strict=True):
-            if i >= 0:
-                plan.new_file_deletes.setdefault(paths[i], []).append(r)
+        rows_of = file[superseded] >= 0
+        plan.new_file_deletes = _by_file(file[superseded][rows_of], row[superseded][rows_of], paths)
         winners = by_key[last]
-        old = self._find(hi[winners], lo[winners])  # each key's row from before the batch goes
-        for number, r in old:
-            plan.deletes.setdefault(self._paths[number], []).append(r)
+        old_files, old_rows = self._find(hi[winners], lo[winners])  # each key's row from before the batch goes
+        plan.deletes = _by_file(old_files, old_rows, self._paths)
         changes = _Run(hi[winners], lo[winners], file[winners], row[winners])  # sorted by digest
         plan._changes = (changes, paths)
         return plan
@@ -225,8 +230,8 @@ class KeyIndex:
         """Where ``key``'s live row is; ``None`` when it has none."""
         self._settle()
         d = np.frombuffer(digest(key), dtype=_DIGEST)
-        found = self._find(d["hi"].astype(np.uint64), d["lo"].astype(np.uint64))
-        return (self._paths[found[0][0]], found[0][1]) if found else None
+        files, rows = self._find(d["hi"].astype(np.uint64), d["lo"].astype(np.uint64))
+        return (self._paths[int(files[0])], int(rows[0])) if files.size else None
 
     def drop_files(self, paths: Iterable[str]) -> None:
         """Forget every key whose row is in one of ``paths`` (a compaction rewrote them: the
@@ -240,11 +245,12 @@ class KeyIndex:
         keep = ~np.isin(b.file, np.fromiter(gone, dtype=np.int32))
         self._base = _Run(b.hi[keep], b.lo[keep], b.file[keep], b.row[keep])
 
-    def _find(self, hi: np.ndarray, lo: np.ndarray) -> list[tuple[int, int]]:
-        """The (file number, row) of each digest's live row, for those that have one, newest
-        run first."""
+    def _find(self, hi: np.ndarray, lo: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The file numbers and rows of the digests' live rows, for those that have one (newest
+        run first)."""
         todo = np.ones(hi.size, dtype=bool)
-        out: list[tuple[int, int]] = []
+        files: list[np.ndarray] = []
+        rows: list[np.ndarray] = []
         for run in [*reversed(self._runs), self._base]:
             if not todo.any():
                 break
@@ -252,10 +258,13 @@ class KeyIndex:
             at = run.find(hi[wanted], lo[wanted])
             hit = at >= 0
             todo[wanted[hit]] = False
-            files, rows = run.file[at[hit]], run.row[at[hit]]
-            live = files >= 0
-            out += zip(files[live].tolist(), rows[live].tolist(), strict=True)
-        return out
+            found_files, found_rows = run.file[at[hit]], run.row[at[hit]]
+            live = found_files >= 0
+            files.append(found_files[live])
+            rows.append(found_rows[live])
+        if not files:
+            return np.empty(0, np.int32), np.empty(0, np.int32)
+        return np.concatenate(files), np.concatenate(rows)
 
     def _number(self, path: str) -> int:
         number = self._numbers.get(path)
@@ -294,3 +303,16 @@ class KeyIndex:
         )
         live = merged.file >= 0
         self._base = _Run(merged.hi[live], merged.lo[live], merged.file[live], merged.row[live])
+
+
+def _by_file(files: np.ndarray, rows: np.ndarray, paths: Sequence[str]) -> dict[str, list[int]]:
+    """Row positions grouped by file (``paths[number]``), each group in ascending order."""
+    if not files.size:
+        return {}
+    order = np.lexsort((rows, files))
+    files, rows = files[order], rows[order]
+    starts = np.flatnonzero(np.r_[True, files[1:] != files[:-1]])
+    return {
+        paths[int(files[start])]: group.tolist()
+        for start, group in zip(starts.tolist(), np.split(rows, starts[1:]), strict=True)
+    }
