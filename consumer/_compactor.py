@@ -341,7 +341,10 @@ class Maintenance:
         """Start the compaction and VACUUM threads; ``commit_turn``: the ingest committer's lock
         (:func:`table_compaction`)."""
         s = self._settings
-        if s.compact_min_files and self._compactor is None:
+        if s.upsert and (s.compact_min_files or s.optimize_every) and self._compactor is None:
+            log.info("--upsert: no background compaction or --optimize-every (their rewrites would move rows "
+                     "the key index points at); run parka optimize between runs")  # fmt: skip
+        elif s.compact_min_files and self._compactor is None:
             policy = CompactionPolicy(s.compact_min_files, s.compact_max_rewrites)
             compact = table_compaction(s, commit_turn)
             self._compactor = Compactor(compact, policy, topic=s.topic, counts=self._counts)
@@ -382,7 +385,7 @@ class Maintenance:
     def optimize_due(self) -> bool:
         """``--optimize-every`` commits of this worker went by since its last run."""
         every = self._settings.optimize_every
-        return bool(every) and self._counts.commits - self._optimized_at >= every
+        return bool(every) and not self._settings.upsert and self._counts.commits - self._optimized_at >= every
 
     def optimize(self) -> None:
         """Compact the table's small files, all of them, as ``parka optimize`` does (no

@@ -115,6 +115,7 @@ class Fetcher:
             offset=offset,
             timestamp=msg.timestamp(),
             info=info,
+            key=msg.key(),
         )
 
     def _decode(self, msg: Any, headers: Any, topic: str, partition: int, offset: int) -> pa.Table:

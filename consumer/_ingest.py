@@ -39,6 +39,7 @@ from parka.lake import (
     CommitStats,
     LogEngine,
     Refused,
+    Tombstone,
     check_segment,
     read_segment,
     table_identity,
@@ -50,6 +51,7 @@ from parka.ops.stopping import StopGuard
 from parka.crash import crash_point
 from parka.errors import ConfigError, KafkaClientError, SchemaMismatchError, SegmentError
 from parka.partitioning import PartitionSpec
+from parka.segment import KEY_COLUMN
 
 from ._compactor import Maintenance
 from ._ingest_client import KafkaSide, table_metadata
@@ -315,6 +317,9 @@ class IngestionConsumer(KafkaSide):
     # -- one message ---------------------------------------------------------------------------
 
     def _handle(self, run: IngestRun, raw: RawSegment) -> None:
+        if self.settings.upsert and raw.info is None and raw.value is None and raw.key is not None:
+            self._tombstone(run, raw)
+            return
         try:
             seg = read_segment(
                 topic=raw.topic,
@@ -328,6 +333,11 @@ class IngestionConsumer(KafkaSide):
             if view is None:  # no table yet: made from this segment's schema
                 view = self._make_table(run, seg.schema)
             table_schema, partitioning = view
+            if self.settings.upsert and KEY_COLUMN not in seg.schema.names:
+                raise SegmentError(
+                    "--upsert: a segment whose records have no keys (produce them with key=...)",
+                    value=raw.value, headers=raw.headers, topic=raw.topic, partition=raw.partition, offset=raw.offset,
+                )  # fmt: skip
             checked = check_segment(
                 seg,
                 table_schema=table_schema,
@@ -340,6 +350,14 @@ class IngestionConsumer(KafkaSide):
             return
         run.batch.checked.append(checked)
         run.batch.bytes += len(seg.value)
+        self._positions.consumed[raw.partition] = raw.offset
+        if run.batch.oldest_at is None:
+            run.batch.oldest_at = self._clock()
+
+    def _tombstone(self, run: IngestRun, raw: RawSegment) -> None:
+        """``--upsert``: a message with a key and no value deletes its key (in the next commit)."""
+        assert raw.key is not None
+        run.batch.tombstones.append(Tombstone(raw.partition, raw.offset, raw.key))
         self._positions.consumed[raw.partition] = raw.offset
         if run.batch.oldest_at is None:
             run.batch.oldest_at = self._clock()

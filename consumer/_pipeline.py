@@ -16,7 +16,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from parka.lake import CheckedSegment, CommitResult, Refused
+from parka.lake import CheckedSegment, CommitResult, Refused, Tombstone
 
 __all__ = ["Batch", "CommitPipeline"]
 
@@ -25,16 +25,18 @@ log = logging.getLogger("parka.ingest")
 
 @dataclass
 class Batch:
-    """Segments checked and messages refused since the last commit was cut: the next commit.
+    """Segments checked, messages refused and (upserts) tombstones since the last commit was cut:
+    the next commit.
     ``bytes``: the segments' Kafka values; ``oldest_at``: when the first arrived (the loop's clock)."""
 
     checked: list[CheckedSegment] = field(default_factory=list)
     refused: list[Refused] = field(default_factory=list)
+    tombstones: list[Tombstone] = field(default_factory=list)  # --upsert's
     bytes: int = 0
     oldest_at: float | None = None
 
     def __len__(self) -> int:
-        return len(self.checked) + len(self.refused)
+        return len(self.checked) + len(self.refused) + len(self.tombstones)
 
 
 Land = Callable[[Batch, Executor], CommitResult]

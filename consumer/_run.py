@@ -14,11 +14,13 @@ from typing import Any
 import pyarrow as pa
 from parka.lake import (
     DEFAULT_STATS,
+    ENABLE_DELETION_VECTORS,
     CommitResult,
     Committer,
     LandingSession,
     LogEngine,
     RsEngine,
+    Tombstone,
     default_app_id,
     retention_properties,
     write_segments,
@@ -40,7 +42,10 @@ def table_engine(settings: IngestSettings) -> tuple[LogEngine, Callable[[], Any]
     ``table_probe``; none for delta-rs, whose table location is probed)."""
     s = settings
     if s.catalog is None:  # the tables it creates get the retentions that fit its commits
-        return RsEngine(created_properties=retention_properties(s.table_retention_s)), None
+        properties = retention_properties(s.table_retention_s)
+        if s.upsert:  # superseded rows are deleted by deletion vector
+            properties[ENABLE_DELETION_VECTORS] = "true"
+        return RsEngine(created_properties=properties), None
     from parka.lake import IcebergEngine  # the iceberg extra: only when asked for
 
     engine = IcebergEngine(s.catalog, s.catalog_options, s.storage_options)
@@ -77,6 +82,7 @@ def landing_session(settings: IngestSettings, engine: LogEngine, **committer: An
             dlq_table_uri=s.dlq_table_uri,
             storage_options=s.storage_options,
             checkpoint_interval=s.checkpoint_interval,
+            upsert=s.upsert,
             **committer,
         )
     )
@@ -127,5 +133,13 @@ class IngestRun:
             target_file_size=s.target_file_size,
             stats_config=committer.stats_config() if batch.checked else DEFAULT_STATS,
             executor=writers,
+            breaks=_offsets_by_partition(batch.tombstones),
         )
-        return committer.commit(landed, batch.refused)
+        return committer.commit(landed, batch.refused, tombstones=batch.tombstones)
+
+
+def _offsets_by_partition(tombstones: list[Tombstone]) -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    for t in tombstones:
+        out.setdefault(t.partition, []).append(t.offset)
+    return out

@@ -32,7 +32,8 @@ class RawSegment:
     """One Kafka message as the ingestion API returns it: the bytes, untouched.
 
     ``info`` describes the segment; it is ``None`` for a plain (non-parka) message, which
-    the caller must handle (parka's ingestion dead-letters it).
+    the caller must handle (parka's ingestion dead-letters it, or with ``--upsert`` takes one
+    without a value as a tombstone of its ``key``).
     """
 
     value: bytes | None
@@ -42,6 +43,7 @@ class RawSegment:
     offset: int
     timestamp: tuple[int, int]
     info: SegmentInfo | None
+    key: bytes | None = None
 
     @property
     def num_records(self) -> int | None:

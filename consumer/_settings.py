@@ -114,6 +114,17 @@ SET_TABLE_RETENTION = Setting(
     default=False,
     kind="switch",
 )
+UPSERT = Setting(
+    "upsert",
+    ("--upsert",),
+    ("UPSERT",),
+    "Delta tables: hold the latest row per record key (__parka_key), in Kafka offset order within "
+    "a partition; a message with a key and no value (a tombstone) deletes its key. Superseded rows "
+    "are deleted by deletion vector in the commit that lands their successors; a table created "
+    "gets delta.enableDeletionVectors=true. Runs without background compaction",
+    default=False,
+    kind="switch",
+)
 EXIT_CODE_WHEN_EMPTY = Setting(
     "exit_code_when_empty",
     ("--exit-code-when-empty",),
@@ -138,6 +149,7 @@ FLAGS: tuple[Setting, ...] = (
     VACUUM_EVERY,
     TABLE_RETENTION,
     SET_TABLE_RETENTION,
+    UPSERT,
     EXIT_CODE_WHEN_EMPTY,
 )
 """``parka ingest``'s command line, in ``--help`` order."""
@@ -186,6 +198,7 @@ class IngestSettings(DaemonSettings):
     broker_timeout_s: float = declared(s.BROKER_TIMEOUT)  # end_at_latest: give up on an unreachable broker
     retry_log_interval_s: float = declared(s.RETRY_LOG_INTERVAL)  # a cause waited on is logged again this often
     stop_timeout_s: float = declared(s.STOP_TIMEOUT)  # a stop that takes longer exits at once
+    upsert: bool = declared(UPSERT)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -195,6 +208,12 @@ class IngestSettings(DaemonSettings):
         if self.dlq_table_uri:
             options = storage_options_for(self.dlq_table_uri, options)
         object.__setattr__(self, "storage_options", options)
+        if self.upsert and self.catalog is not None:
+            raise UPSERT.error(True, "a Delta table (no --catalog): Iceberg tables take no upserts yet")
+        if self.upsert and self.partition_by:
+            raise UPSERT.error(
+                True, "an unpartitioned table (no --partition-by): partitioned upserts are not built yet"
+            )
         if self.max_buffered_bytes is not None and self.max_buffered_bytes < self.bytes_per_commit:
             raise MAX_BUFFERED_BYTES.error(
                 self.max_buffered_bytes,

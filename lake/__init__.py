@@ -56,6 +56,7 @@ from ._plan import (
     FileName,
     LandedSegment,
     Refused,
+    Tombstone,
     app_txn_id,
     check_partitioning,
     dead_letter_txn_id,
@@ -69,6 +70,7 @@ from ._stitch import row_groups
 from ._storage import list_log, make_durable, object_store, read_file
 from .delta import (
     DEFAULT_TABLE_RETENTION_S,
+    ENABLE_DELETION_VECTORS,
     Retention,
     RsEngine,
     RsTableLog,
@@ -98,6 +100,7 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "DEFAULT_CHECKPOINT_INTERVAL",
+    "ENABLE_DELETION_VECTORS",
     "DEFAULT_COMPACT_MAX_REWRITES",
     "DEFAULT_COMPACT_MIN_FILES",
     "DEFAULT_STATS",
@@ -123,6 +126,7 @@ __all__ = [
     "LogEngine",
     "OptimizeResult",
     "Refused",
+    "Tombstone",
     "Retention",
     "RsEngine",
     "RsTableLog",

@@ -12,6 +12,7 @@ snapshot summary's ``parka.txns``). Kafka (seeking, offsets for lag tools) stays
 
 from __future__ import annotations
 
+import bisect
 import logging
 import threading
 import time
@@ -23,16 +24,20 @@ import pyarrow as pa
 from parka.crash import crash_point
 from parka.errors import CommitConflict, CommitError, ConfigError
 from parka.partitioning import PartitionSpec, parse_partition_by
+from parka.segment import KEY_COLUMN
 
 from ._checkpoints import CHECKPOINT_CLOSE_S, Checkpoints
 from ._commit_stats import CommitResult, CommitStats
 from ._dead_letters import append_dead_letters
 from ._files import trim_stitched
-from ._log import DataFile, LogEngine, TableLog
+from ._keys import KeyIndex
+from ._log import DataFile, LogEngine, TableLog, UpsertLog
 from ._orphans import Orphans
 from ._plan import (
+    FileName,
     LandedSegment,
     Refused,
+    Tombstone,
     app_txn_id,
     check_partitioning,
     dead_letter_txn_id,
@@ -43,7 +48,7 @@ from ._plan import (
 )
 from ._settle import evolved_columns, settle_files, split_covered, stop_at_refused, with_widening
 from ._stats import StatsConfig
-from ._storage import delete_files, make_durable
+from ._storage import delete_files, make_durable, read_column
 
 __all__ = ["DEFAULT_CHECKPOINT_INTERVAL", "CommitResult", "CommitStats", "Committer"]
 
@@ -77,6 +82,7 @@ class Committer:
     backoff after a conflict (:meth:`retry`); :attr:`commit_turn` is the lock each attempt holds.
     ``relist_orphans``: every periodic orphan cleanup
     lists the table (Spark: a retried task attempt's file is never named to this process).
+    ``upsert``: the table holds the latest row per record key (:meth:`_commit_upsert`).
 
     Raises:
         ConfigError: a malformed spec, or ``partition_by`` contradicts the existing table's
@@ -102,6 +108,7 @@ class Committer:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         relist_orphans: bool = False,
+        upsert: bool = False,
     ) -> None:
         if checkpoint_interval < 0:
             raise ConfigError("checkpoint_interval", checkpoint_interval, "an integer >= 0 (0: never)")
@@ -142,6 +149,8 @@ class Committer:
             self._adopt_partitioning()
         self._schema: tuple[int, pa.Schema] | None = None
         self._stats_config: tuple[int, StatsConfig] | None = None
+        self.upsert = upsert
+        self._keys: tuple[int, KeyIndex] | None = None  # (the version it is of, the index): upserts'
 
     def _adopt_partitioning(self) -> None:
         assert self.table is not None
@@ -253,6 +262,7 @@ class Committer:
         *,
         durable: bool = False,
         commit_info: Mapping[str, Any] | None = None,
+        tombstones: Sequence[Tombstone] = (),
     ) -> CommitResult:
         """Commit ``landed`` segments and dead-letter ``refused`` messages, exactly once.
 
@@ -303,7 +313,7 @@ class Committer:
             CommitConflict: conflicts that did not resolve (step 6).
             CommitError: the commit, a write or a deletion failed.
         """
-        if not landed and not refused:
+        if not landed and not refused and not tombstones:
             return CommitResult()
         started, commits = self.clock(), self.stats.commits
         if landed and not durable:
@@ -316,9 +326,9 @@ class Committer:
             if not landed:  # nothing to keep: no stitched file needs trimming
                 self._discard(settle_files([], stopped, self._trim)[1])
                 stopped = []
-        partitions = {s.partition for s in landed} | {r.partition for r in refused}
+        partitions = {s.partition for s in landed} | {r.partition for r in refused} | {t.partition for t in tombstones}
         info = commit_info or {}
-        result = self.retry(lambda txn: self._attempt(txn, landed, refused, info, stopped), partitions)
+        result = self.retry(lambda txn: self._attempt(txn, landed, refused, info, stopped, tombstones), partitions)
         if self.on_commit is not None and self.stats.commits > commits:
             self.on_commit(self.clock() - started)
         if failure is not None:
@@ -333,11 +343,15 @@ class Committer:
         refused: Sequence[Refused],
         commit_info: Mapping[str, Any],
         stopped: Sequence[LandedSegment],
+        tombstones: Sequence[Tombstone] = (),
     ) -> CommitResult:
         """Steps 3 (from the ``txn`` versions just read) to 7 of :meth:`commit`, once."""
         table = self.table
         split = split_covered(table_txn, landed, refused)
         fresh, stale, last = split.fresh, split.stale, split.last
+        deletes = [t for t in tombstones if t.offset > _or_before_first(table_txn[t.partition])]
+        for t in deletes:
+            last[t.partition] = max(t.offset, last.get(t.partition, -1))
         trimmed: list[str] = []
         # Steps 4-6 each commit to a table another writer may have moved: a conflict in any
         # of them goes back to 3 (they are idempotent: the dead-letter txn, the columns present).
@@ -352,12 +366,14 @@ class Committer:
             trimmed = [f.path for f in files if f.path not in {g.path for s in fresh for g in s.files}]
             if trimmed:
                 make_durable(self.root, self.storage_options)
-            version = table.commit_add_files(
-                files,
-                txns={self.app_txn(p): off for p, off in last.items()},
-                commit_info={"parka.app_id": self.app_id, "parka.topic": self.topic, **commit_info},
-            )
+            txns = {self.app_txn(p): off for p, off in last.items()}
+            info = {"parka.app_id": self.app_id, "parka.topic": self.topic, **commit_info}
+            if self.upsert:
+                version = self._commit_upsert(table, files, deletes, txns, info)
+            else:
+                version = table.commit_add_files(files, txns=txns, commit_info=info)
         except CommitConflict:
+            self._keys = None  # another writer's commit: the index is read again from the table
             self._discard(trimmed)
             raise
         crash_point("after-delta-commit")
@@ -372,6 +388,51 @@ class Committer:
         self._discard(doomed)
         self._count(fresh, files, {f.path for s in stale for f in s.files}, version, last)
         return CommitResult(version, last, table_txn)
+
+    def _commit_upsert(
+        self,
+        table: TableLog,
+        files: Sequence[DataFile],
+        tombstones: Sequence[Tombstone],
+        txns: Mapping[str, int],
+        commit_info: Mapping[str, Any],
+    ) -> int:
+        """Step 6 of an upsert table: the new files land as they are, and the rows they and the
+        tombstones supersede are deleted in the same commit (by deletion vector), with the
+        ``txn`` versions. A key's order is its Kafka partition's offsets: the files (one Kafka
+        partition each, never spanning a tombstone) and the tombstones are ordered by
+        (partition, offset), and the key index (:class:`parka.lake._keys.KeyIndex`, read from the
+        table when it is not of the version just read) says where each key's live row is. The
+        index takes the commit's changes only once it landed.
+
+        Raises:
+            CommitError: the engine takes no upserts, a file has a record without a key, or the
+                commit failed; CommitConflict: another commit won.
+        """
+        if not isinstance(table, UpsertLog):
+            raise CommitError(
+                f"{self.table_uri}: this table format takes no upserts (Delta tables through delta-rs do)"
+            )
+        version = table.version()
+        if self._keys is None or self._keys[0] != version:
+            self._keys = (version, table.key_index())
+        index = self._keys[1]
+        ordered = sorted(files, key=lambda f: _coordinates(f.path))
+        chunks = []
+        for f in ordered:
+            keys = read_column(self.root, f.path, KEY_COLUMN, self.storage_options)
+            if keys is None or keys.null_count:
+                raise CommitError(f"--upsert: {f.path} holds records without a key ({KEY_COLUMN})")
+            chunks.append((f.path, keys.to_pylist()))
+        places = [_coordinates(f.path) for f in ordered]
+        after = [bisect.bisect_left(places, (t.partition, t.offset)) for t in tombstones]
+        plan = index.plan(chunks, [t.key for t in tombstones], after=after)
+        committed = table.commit_upsert(
+            ordered, plan.deletes, plan.new_file_deletes, txns=txns, commit_info=commit_info
+        )
+        index.apply(plan)
+        self._keys = (committed, index)
+        return committed
 
     # -- the retry, for the protocol and for the commits it does not make itself ---------------
 
@@ -505,3 +566,16 @@ class Committer:
         except CommitError as exc:
             log.warning("could not delete %d uncommitted file(s), left to the orphan cleanup: %s", len(paths), exc)
             self._orphans.watch(self.table_uri, paths)
+
+
+def _coordinates(path: str) -> tuple[int, int]:
+    """A data file's (Kafka partition, first offset), from its name (:class:`FileName`)."""
+    name = FileName.parse(path)
+    if name is None:
+        raise CommitError(f"--upsert: {path} is not a file ingestion named")
+    return name.partition, name.offset
+
+
+def _or_before_first(version: int | None) -> int:
+    """A partition's ``txn`` version, -1 when it has none yet (every offset is new)."""
+    return -1 if version is None else version

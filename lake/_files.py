@@ -9,11 +9,12 @@ interrupted commits. Nothing here imports confluent_kafka or pyspark: Spark runs
 
 from __future__ import annotations
 
+import bisect
 import concurrent.futures
 import functools
 import io
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
@@ -212,6 +213,7 @@ def write_segments(
     stats_config: StatsConfig = DEFAULT_STATS,
     target_file_size: int = DEFAULT_TARGET_FILE_SIZE,
     executor: Executor | None = None,
+    breaks: Mapping[int, Collection[int]] | None = None,
 ) -> list[LandedSegment]:
     """Write checked segments as data files of the table; nothing is committed.
 
@@ -222,7 +224,8 @@ def write_segments(
     written alone (``stitch_fallback`` on its :class:`LandedSegment`). A segment whose rows span
     several table partitions is decoded and split (one file per partition, same codec; derived
     partition columns such as ``day=date(ts)`` are not added to the files). File
-    names are :class:`FileName`s; statistics come from the footers, described against
+    names are :class:`FileName`s; no stitched file spans an offset of ``breaks`` (Kafka partition ->
+    offsets: an upsert's tombstones, which must fall between files); statistics come from the footers, described against
     ``table_schema`` plus the columns the segments bring. With an ``executor`` the files are
     written (uploaded) several at once, each on one of its threads; it returns once all are.
 
@@ -250,8 +253,10 @@ def write_segments(
         group.sort(key=lambda c: c.seg.offset)
         run: list[CheckedSegment] = []
         size = 0
+        cuts = sorted((breaks or {}).get(group[0].seg.partition, ()))
         for c in group:
-            if run and size + len(c.seg.value) > target_file_size:
+            spans = bool(run) and _between(cuts, run[-1].seg.offset, c.seg.offset)
+            if run and (size + len(c.seg.value) > target_file_size or spans):
                 jobs.append(functools.partial(writer.run, run))
                 run, size = [], 0
             run.append(c)
@@ -266,6 +271,12 @@ def write_segments(
     crash_point("after-write")
     landed.sort(key=lambda s: (s.partition, s.offset))
     return landed
+
+
+def _between(cuts: Sequence[int], low: int, high: int) -> bool:
+    """Whether a sorted offset of ``cuts`` lies strictly between ``low`` and ``high``."""
+    i = bisect.bisect_right(cuts, low)
+    return i < len(cuts) and cuts[i] < high
 
 
 @dataclass(frozen=True)

@@ -33,11 +33,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import pyarrow as pa
 
-__all__ = ["FILE_TAGS_KEY", "DataFile", "LogEngine", "TableLog"]
+if TYPE_CHECKING:
+    from ._keys import KeyIndex
+
+__all__ = ["FILE_TAGS_KEY", "DataFile", "LogEngine", "TableLog", "UpsertLog"]
 
 FILE_TAGS_KEY = "parka.fileTags"
 """The commit-info key holding ``{path: tags}`` of a commit's files, for formats whose file
@@ -143,6 +146,38 @@ class TableLog(Protocol):
 
     def checkpoint(self) -> None:
         """Write a checkpoint of the latest version, unless it has one."""
+        ...
+
+
+@runtime_checkable
+class UpsertLog(Protocol):
+    """What a :class:`TableLog` of a format that takes upserts adds (delta-rs' today): the key
+    index of its version, and a commit that deletes rows."""
+
+    def key_index(self) -> KeyIndex:
+        """Where each key's live row is in the handle's version (the whole table read).
+
+        Raises:
+            CommitError: the table cannot be read, or a live row has no key.
+        """
+        ...
+
+    def commit_upsert(
+        self,
+        files: Sequence[DataFile],
+        deletes: Mapping[str, Sequence[int]],
+        new_file_deletes: Mapping[str, Sequence[int]],
+        *,
+        txns: Mapping[str, int],
+        commit_info: Mapping[str, Any] | None = None,
+    ) -> int:
+        """As :meth:`TableLog.commit_add_files`, and the rows ``deletes`` names (path -> row
+        positions) and those of the new files ``new_file_deletes`` names deleted, in the same
+        version; returns it.
+
+        Raises:
+            CommitConflict, CommitError: as :meth:`TableLog.commit_add_files`.
+        """
         ...
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "Fit",
     "LandedSegment",
     "Refused",
+    "Tombstone",
     "SchemaVerdict",
     "check_partitioning",
     "check_schema",
@@ -418,6 +419,15 @@ class LandedSegment:
     value_bytes: int = 0
     row_groups: tuple[int, int] | None = None
     stitch_fallback: bool = False
+
+
+@dataclass(frozen=True)
+class Tombstone:
+    """A message with a key and no value on an upsert table's topic: its key's row is deleted."""
+
+    partition: int
+    offset: int
+    key: bytes
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@
 It imports the format-neutral modules of :mod:`parka.lake` and never the Iceberg wing.
 """
 
+from ._dv_commit import ENABLE_PROPERTY as ENABLE_DELETION_VECTORS
 from ._logscan import logged_files
 from ._optimize import compact_table, optimize_table
 from ._rs import RsEngine, RsTableLog
@@ -40,6 +41,7 @@ from ._rules import (
 
 __all__ = [
     "DEFAULT_TABLE_RETENTION_S",
+    "ENABLE_DELETION_VECTORS",
     "Retention",
     "RsEngine",
     "RsTableLog",

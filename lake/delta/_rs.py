@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import unquote
@@ -46,6 +46,7 @@ from parka.errors import CommitConflict, CommitError, ParkaError, SchemaMismatch
 from parka.evolution import merge_schemas
 from parka.schema import RESERVED_PREFIX
 
+from .._keys import KeyIndex
 from .._log import FILE_TAGS_KEY, DataFile
 from . import _dv_commit as dv_commit
 from . import _rules as rules
@@ -483,6 +484,28 @@ class RsTableLog:
     ) -> int:
         return commit_add_files(
             self.table, list(files), txns=txns, partition_by=self.partition_columns(), commit_info=commit_info
+        )
+
+    def key_index(self) -> KeyIndex:
+        return dv_commit.index_keys(self.uri, self.table.version(), storage_options=self.storage_options)
+
+    def commit_upsert(
+        self,
+        files: Sequence[DataFile],
+        deletes: Mapping[str, Sequence[int]],
+        new_file_deletes: Mapping[str, Sequence[int]],
+        *,
+        txns: Mapping[str, int],
+        commit_info: Mapping[str, Any] | None = None,
+    ) -> int:
+        return commit_row_deletions(
+            self.table,
+            deletes,
+            files=list(files),
+            new_file_deletions=new_file_deletes,
+            txns=txns,
+            commit_info=commit_info,
+            storage_options=self.storage_options,
         )
 
     def checkpoint(self) -> None:

@@ -71,6 +71,7 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "vacuum_every_s": ("30", 30.0),
     "table_retention_s": ("7200", 7200),
     "set_table_retention": ("1", True),
+    "upsert": ("1", True),
     "exit_code_when_empty": ("99", 99),
     "mode": ("decode", "decode"),
     "commit_engine": ("delta-rs", "delta-rs"),

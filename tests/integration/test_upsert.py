@@ -1,0 +1,114 @@
+"""``parka ingest --upsert``: a keyed topic lands as the latest row per key. Updates supersede a
+key's row (in the same commit, in earlier commits, across restarts), a tombstone deletes its key
+and a later record brings it back; the table read by delta-rs' query engine equals the model (the
+latest value per key, in each partition's offset order)."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, QueryBuilder
+from parka.lake.delta._logscan import live_adds
+from parka.producer import ParquetProducer
+
+from ._ingest_util import last_json, run_ingest
+
+pytestmark = pytest.mark.integration
+
+SCHEMA = pa.schema([("id", pa.int64(), False), ("version", pa.int64(), False)])
+
+
+def produce(bootstrap: str, topic: str, events: list[tuple[int, int | None]]) -> None:
+    """``(id, version)`` records keyed by id, in order; version ``None``: a tombstone of the id."""
+    conf = {"bootstrap.servers": bootstrap, "columnar.encoding": "parquet", "columnar.batch.records": 7}
+    with ParquetProducer(conf) as producer:
+        producer.set_schema(topic, SCHEMA)
+        for key, version in events:
+            value = None if version is None else {"id": key, "version": version}
+            producer.produce(topic, value, key=str(key).encode())
+        assert producer.flush(30) == 0
+
+
+def table_rows(table: Path) -> dict[int, int]:
+    reader = QueryBuilder().register("t", DeltaTable(str(table))).execute("select id, version from t")
+    rows = pa.table(reader.read_all()).to_pylist()
+    ids = [r["id"] for r in rows]
+    assert len(ids) == len(set(ids)), "a key holds more than one row"
+    return {r["id"]: r["version"] for r in rows}
+
+
+def apply(model: dict[int, int], events: list[tuple[int, int | None]]) -> None:
+    for key, version in events:
+        if version is None:
+            model.pop(key, None)
+        else:
+            model[key] = version
+
+
+def test_the_table_holds_the_latest_row_per_key_through_updates_tombstones_and_restarts(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=2)
+    table = tmp_path / "t"
+    model: dict[int, int] = {}
+    rounds: list[list[tuple[int, int | None]]] = [
+        # inserts, an update of some keys within the same run, tombstones
+        [(k, 1) for k in range(60)] + [(k, 2) for k in range(0, 60, 3)] + [(k, None) for k in range(50, 60)],
+        # a later run: updates, a tombstone then the key again, a tombstone of a key never seen
+        [(k, 3) for k in range(0, 20)] + [(5, None), (5, 4), (7, None), (1000, None)],
+        # only tombstones
+        [(k, None) for k in range(10, 15)],
+    ]
+    for events in rounds:
+        produce(bootstrap, topic, events)
+        apply(model, events)
+        run_ingest(topic, table, bootstrap, "--upsert", "--end-at-latest")
+        assert table_rows(table) == model
+    assert DeltaTable(str(table)).metadata().configuration["delta.enableDeletionVectors"] == "true"
+    assert any("deletionVector" in add for add in live_adds(str(table)).values())
+    again = run_ingest(topic, table, bootstrap, "--upsert", "--end-at-latest")  # nothing new
+    assert last_json(again)["records"] == 0 and table_rows(table) == model
+
+
+def test_a_segment_without_keys_is_refused_naming_the_flag(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=1)
+    conf = {"bootstrap.servers": bootstrap, "columnar.encoding": "parquet"}
+    with ParquetProducer(conf) as producer:
+        producer.set_schema(topic, SCHEMA)
+        producer.produce(topic, {"id": 1, "version": 1})  # no key
+        assert producer.flush(30) == 0
+    proc = run_ingest(topic, tmp_path / "t", bootstrap, "--upsert", "--end-at-latest", check=False)
+    assert proc.returncode != 0
+    assert "--upsert: a segment whose records have no keys" in proc.stderr
+
+
+@pytest.mark.parametrize("point", ["after-write", "after-delta-commit"])
+def test_kill_9_then_restart_holds_the_latest_row_per_key(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path, point: str
+) -> None:
+    """A crash with files written and not committed, and one after a commit whose changes the
+    key index never took: the restarted daemon reads the index from the table, and the table
+    ends as the model."""
+    topic = new_topic(partitions=2)
+    table = tmp_path / "t"
+    model: dict[int, int] = {}
+    first = [(k, 1) for k in range(40)]
+    produce(bootstrap, topic, first)
+    apply(model, first)
+    run_ingest(topic, table, bootstrap, "--upsert", "--end-at-latest")
+    later = [(k, 2) for k in range(0, 40, 2)] + [(k, None) for k in range(30, 35)] + [(k, 3) for k in range(0, 40, 4)]
+    produce(bootstrap, topic, later)
+    apply(model, later)
+    crashed = run_ingest(
+        topic, table, bootstrap, "--upsert", "--end-at-latest", "--max-segments-per-commit", "1",
+        env={"PARKA_TEST_CRASH_AT": point, "PARKA_TEST_CRASH_AFTER": "2"}, check=False,
+    )  # fmt: skip
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+    run_ingest(topic, table, bootstrap, "--upsert", "--end-at-latest", "--max-segments-per-commit", "1")
+    assert table_rows(table) == model
