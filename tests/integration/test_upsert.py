@@ -5,7 +5,9 @@ latest value per key, in each partition's offset order)."""
 
 from __future__ import annotations
 
+import random
 import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,7 +17,7 @@ from deltalake import DeltaTable, QueryBuilder
 from parka.lake.delta._logscan import live_adds
 from parka.producer import ParquetProducer
 
-from ._ingest_util import last_json, run_ingest
+from ._ingest_util import last_json, run_ingest, start_ingest
 
 pytestmark = pytest.mark.integration
 
@@ -112,3 +114,45 @@ def test_kill_9_then_restart_holds_the_latest_row_per_key(
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
     run_ingest(topic, table, bootstrap, "--upsert", "--end-at-latest", "--max-segments-per-commit", "1")
     assert table_rows(table) == model
+
+
+def test_two_workers_on_one_upsert_table_hold_the_latest_row_per_key(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """Two daemons of one group split the topic's partitions; each one's key index is read again
+    from the table after the other's commits, and the table stays the model."""
+    topic = new_topic(partitions=4)
+    table = tmp_path / "t"
+    model: dict[int, int] = {}
+    first = [(k, 0) for k in range(80)]
+    produce(bootstrap, topic, first)
+    apply(model, first)
+    run_ingest(topic, table, bootstrap, "--upsert", "--end-at-latest")  # the table, before both run
+    flags = ("-g", f"grp-{topic}", "--upsert", "--allowed-latency", "1", "--max-segments-per-commit", "2")
+    logs = [tmp_path / "a.log", tmp_path / "b.log"]
+    workers = [start_ingest(topic, table, bootstrap, *flags, log=log) for log in logs]
+    rng = random.Random(7)
+    try:
+        for step in range(1, 5):
+            events: list[tuple[int, int | None]] = [
+                (rng.randrange(80), None if rng.random() < 0.15 else step) for _ in range(60)
+            ]
+            produce(bootstrap, topic, events)
+            apply(model, events)
+            assert wait_until(lambda: table_rows(table) == model, 90), f"step {step}: the table is not the model"
+    finally:
+        for w in workers:
+            w.send_signal(signal.SIGTERM)
+        codes = [w.wait(timeout=60) for w in workers]
+    assert codes == [0, 0], [log.read_text()[-2000:] for log in logs]
+    assert table_rows(table) == model
+    assert all("assigned" in log.read_text() for log in logs)  # both held partitions
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.5)
+    return condition()
