@@ -417,14 +417,14 @@ class Committer:
         if self._keys is None or self._keys[0] != version:
             self._keys = (version, table.key_index())
         index = self._keys[1]
-        ordered = sorted(files, key=lambda f: _coordinates(f.path))
+        placed = sorted(((_coordinates(f.path), f) for f in files), key=lambda pair: pair[0])
+        places, ordered = [place for place, _ in placed], [f for _, f in placed]
         chunks = []
         for f in ordered:
             keys = read_column(self.root, f.path, KEY_COLUMN, self.storage_options)
             if keys is None or keys.null_count:
                 raise CommitError(f"--upsert: {f.path} holds records without a key ({KEY_COLUMN})")
             chunks.append((f.path, keys.to_pylist()))
-        places = [_coordinates(f.path) for f in ordered]
         after = [bisect.bisect_left(places, (t.partition, t.offset)) for t in tombstones]
         plan = index.plan(chunks, [t.key for t in tombstones], after=after)
         committed = table.commit_upsert(

@@ -104,10 +104,16 @@ def encode(rows: Iterable[int]) -> bytes:
     Raises:
         ValueError: a negative position.
     """
+    return _encode(rows)[0]
+
+
+def _encode(rows: Iterable[int]) -> tuple[bytes, int]:
+    """:func:`encode`'s bytes and the number of distinct rows they hold."""
     positions = np.fromiter(rows, dtype=np.int64)
     if positions.size and int(positions.min()) < 0:
         raise ValueError(f"a row position is negative: {int(positions.min())}")
-    return struct.pack("<i", MAGIC) + BitMap64(positions.astype(np.uint64)).serialize()
+    bitmap = BitMap64(positions.astype(np.uint64))
+    return struct.pack("<i", MAGIC) + bitmap.serialize(), len(bitmap)
 
 
 def decode(data: bytes) -> np.ndarray:
@@ -210,8 +216,7 @@ def store_all(
     body = [bytes([_FILE_FORMAT])]
     offset = 1
     for path, rows in vectors.items():
-        data = encode(rows)
-        cardinality = _cardinality(data)
+        data, cardinality = _encode(rows)
         if not cardinality:
             raise ValueError(f"a deletion vector of no rows for {path} (a file without deleted rows has none)")
         if len(data) <= limit:
@@ -223,10 +228,6 @@ def store_all(
     if len(body) > 1:
         _storage.write_data_file(table_uri, f"deletion_vector_{name}.bin", body, storage_options)
     return out
-
-
-def _cardinality(data: bytes) -> int:
-    return int(decode(data).size)
 
 
 def load(table_uri: str, descriptor: Descriptor, storage_options: Mapping[str, str] | None = None) -> np.ndarray:

@@ -47,7 +47,6 @@ __all__ = [
     "check_deletion_vectors",
     "commit_row_deletions",
     "encode_path",
-    "file_deletions",
     "index_keys",
     "remove_action",
     "write_commit",
@@ -72,20 +71,6 @@ def check_deletion_vectors(
             f"the table at {uri} has no deletion vectors ({ENABLE_PROPERTY} is not true, or its "
             f"protocol lacks the deletionVectors feature): create it with {ENABLE_PROPERTY}=true"
         )
-
-
-def file_deletions(uri: str, version: int, storage_options: Mapping[str, str] | None = None) -> dict[str, np.ndarray]:
-    """The deleted row positions of each live file of ``version`` that has any, by path
-    (relative to the table root, decoded).
-
-    Raises:
-        CommitError: the log or a vector cannot be read.
-    """
-    out: dict[str, np.ndarray] = {}
-    for path, add in live_adds(uri, storage_options, version=version).items():
-        if add.get("deletionVector"):
-            out[path] = _dv.load(uri, _descriptor(add, path), storage_options)
-    return out
 
 
 def index_keys(
@@ -158,7 +143,6 @@ def commit_row_deletions(
     to_delete = {path: rows for path, rows in arrays.items() if rows.size}
     if not to_delete and not files and not txns:
         return read_version
-    options = storage_options
     rules.check_commit(files, txns, partition_columns)
     unknown = set(new_file_deletions) - {f.path for f in files}
     if unknown:
@@ -168,13 +152,13 @@ def commit_row_deletions(
     adds: list[dict[str, Any]] = []
     vectors: dict[str, np.ndarray] = {}  # the adds' paths (as in the log) -> rows deleted
     if to_delete:
-        live = live_adds(uri, options, version=read_version)
+        live = live_adds(uri, storage_options, version=read_version)
         for path, rows in to_delete.items():
             add = live.get(path)
             if add is None:
                 raise CommitError(f"cannot delete rows of {path}: not a live file of version {read_version}")
             removes.append({"remove": remove_action(add, now_ms, data_change=True)})
-            deleted = _deleted_after(uri, options, path, add, rows)
+            deleted = _deleted_after(uri, storage_options, path, add, rows)
             if deleted is not None:  # some row is left: the file is added again, with its vector
                 again = {key: value for key, value in add.items() if value is not None}
                 again["dataChange"] = True
@@ -198,21 +182,21 @@ def commit_row_deletions(
             add["stats"] = _loose_stats(f.stats)
             vectors[add["path"]] = rows
         adds.append(add)
-    stored = _dv.store_all(uri, vectors, options)  # the commit's vectors: inline, or one file for all
+    stored = _dv.store_all(uri, vectors, storage_options)  # the commit's vectors: inline, or one file for all
     for add in adds:
         if add["path"] in vectors:
             add["deletionVector"] = stored[add["path"]].to_json()
     actions = [*removes, *({"add": add} for add in adds)]
-    _storage.make_durable(uri, options)
+    _storage.make_durable(uri, storage_options)
     info = dict(commit_info or {})
     if any(f.tags for f in files):
         info[FILE_TAGS_KEY] = {f.path: dict(f.tags) for f in files if f.tags}
     txn_lines = [{"txn": {"appId": app, "version": v, "lastUpdated": now_ms}} for app, v in txns.items()]
     try:
-        return write_commit(uri, read_version, [*txn_lines, *actions], operation, info, storage_options=options)
+        return write_commit(uri, read_version, [*txn_lines, *actions], operation, info, storage_options=storage_options)
     except CommitConflict:
         # no log entry will name this attempt's vector files: the next attempt writes its own
-        _storage.delete_files(uri, _vector_files(actions), options)
+        _storage.delete_files(uri, _vector_files(actions), storage_options)
         raise
 
 

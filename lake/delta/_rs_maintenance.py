@@ -6,7 +6,6 @@ parka's, as in :mod:`._rs`."""
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Collection, Mapping
@@ -24,6 +23,7 @@ from parka.errors import CommitError, ConfigError
 from .._log import DataFile
 from .._plan import partition_value_string
 from . import _dv_commit as dv_commit
+from ._dv import Descriptor
 from ._logscan import live_adds
 from ._rs import NO_POST_COMMIT, configuration, open_table, partition_columns, translating
 
@@ -177,7 +177,7 @@ class LiveFile:
     def identity(self) -> tuple[str, str]:
         """What the log tells live files apart by: the path and the deletion vector."""
         dv = self.deletion_vector
-        return self.path, "" if dv is None else json.dumps(dict(dv), sort_keys=True)
+        return self.path, "" if dv is None else Descriptor.from_json(dv).unique_id()
 
 
 def live_files(table: DeltaTable, storage_options: Mapping[str, str] | None = None) -> list[LiveFile]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import random
 import signal
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from deltalake import DeltaTable, QueryBuilder
 from parka.lake.delta._logscan import live_adds
 from parka.producer import ParquetProducer
 
-from ._ingest_util import last_json, run_ingest, start_ingest
+from ._ingest_util import last_json, run_ingest, start_ingest, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -51,6 +50,13 @@ def apply(model: dict[int, int], events: list[tuple[int, int | None]]) -> None:
             model[key] = version
 
 
+def land(bootstrap: str, topic: str, table: Path, model: dict[int, int], events: list[tuple[int, int | None]]) -> None:
+    """Produce ``events``, take them into ``model``, and land the topic with ``--upsert`` to its end."""
+    produce(bootstrap, topic, events)
+    apply(model, events)
+    run_ingest(topic, table, bootstrap, "--upsert", "--end-at-latest")
+
+
 def test_the_table_holds_the_latest_row_per_key_through_updates_tombstones_and_restarts(
     bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
 ) -> None:
@@ -66,9 +72,7 @@ def test_the_table_holds_the_latest_row_per_key_through_updates_tombstones_and_r
         [(k, None) for k in range(10, 15)],
     ]
     for events in rounds:
-        produce(bootstrap, topic, events)
-        apply(model, events)
-        run_ingest(topic, table, bootstrap, "--upsert", "--end-at-latest")
+        land(bootstrap, topic, table, model, events)
         assert table_rows(table) == model
     assert DeltaTable(str(table)).metadata().configuration["delta.enableDeletionVectors"] == "true"
     assert any("deletionVector" in add for add in live_adds(str(table)).values())
@@ -100,10 +104,7 @@ def test_kill_9_then_restart_holds_the_latest_row_per_key(
     topic = new_topic(partitions=2)
     table = tmp_path / "t"
     model: dict[int, int] = {}
-    first = [(k, 1) for k in range(40)]
-    produce(bootstrap, topic, first)
-    apply(model, first)
-    run_ingest(topic, table, bootstrap, "--upsert", "--end-at-latest")
+    land(bootstrap, topic, table, model, [(k, 1) for k in range(40)])
     later = [(k, 2) for k in range(0, 40, 2)] + [(k, None) for k in range(30, 35)] + [(k, 3) for k in range(0, 40, 4)]
     produce(bootstrap, topic, later)
     apply(model, later)
@@ -124,10 +125,7 @@ def test_two_workers_on_one_upsert_table_hold_the_latest_row_per_key(
     topic = new_topic(partitions=4)
     table = tmp_path / "t"
     model: dict[int, int] = {}
-    first = [(k, 0) for k in range(80)]
-    produce(bootstrap, topic, first)
-    apply(model, first)
-    run_ingest(topic, table, bootstrap, "--upsert", "--end-at-latest")  # the table, before both run
+    land(bootstrap, topic, table, model, [(k, 0) for k in range(80)])  # the table, before both run
     flags = ("-g", f"grp-{topic}", "--upsert", "--allowed-latency", "1", "--max-segments-per-commit", "2")
     logs = [tmp_path / "a.log", tmp_path / "b.log"]
     workers = [start_ingest(topic, table, bootstrap, *flags, log=log) for log in logs]
@@ -139,7 +137,7 @@ def test_two_workers_on_one_upsert_table_hold_the_latest_row_per_key(
             ]
             produce(bootstrap, topic, events)
             apply(model, events)
-            assert wait_until(lambda: table_rows(table) == model, 90), f"step {step}: the table is not the model"
+            wait_for(lambda: table_rows(table) == model, f"step {step}: the table to be the model", timeout_s=90)
     finally:
         for w in workers:
             w.send_signal(signal.SIGTERM)
@@ -147,12 +145,3 @@ def test_two_workers_on_one_upsert_table_hold_the_latest_row_per_key(
     assert codes == [0, 0], [log.read_text()[-2000:] for log in logs]
     assert table_rows(table) == model
     assert all("assigned" in log.read_text() for log in logs)  # both held partitions
-
-
-def wait_until(condition: Callable[[], bool], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.5)
-    return condition()

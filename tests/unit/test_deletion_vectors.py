@@ -20,7 +20,7 @@ from parka.lake import _storage
 from parka.lake._log import DataFile
 from parka.lake._stats import data_file_stats
 from parka.lake.delta import _dv, _rs
-from parka.lake.delta._dv_commit import file_deletions, index_keys
+from parka.lake.delta._dv_commit import index_keys
 from parka.lake.delta._logscan import live_adds
 from parka.lake.delta._optimize import _Rewrite, optimize_table
 from parka.lake.delta._rs_maintenance import live_files
@@ -108,6 +108,15 @@ def test_a_commits_large_vectors_go_to_one_file_of_the_protocols_format(tmp_path
         _dv.load(str(tmp_path), _dv.Descriptor("i", small.path_or_inline_dv, small.size_in_bytes, 5))
     with pytest.raises(ValueError, match="no rows for empty"):
         _dv.store_all(str(tmp_path), {"empty": []})
+
+
+def file_deletions(uri: str, version: int) -> dict[str, np.ndarray]:
+    """The deleted rows of each live file of ``version`` that has a deletion vector."""
+    return {
+        path: _dv.load(uri, _dv.Descriptor.from_json(add["deletionVector"]))
+        for path, add in live_adds(uri, version=version).items()
+        if add.get("deletionVector")
+    }
 
 
 def logical_rows(uri: str) -> list[dict[str, Any]]:
