@@ -17,7 +17,12 @@ adds a run of its changes (a deleted key as file -1), searched newest first. Onc
 runs hold :data:`MERGE_AT` entries or a sixteenth of the base, whichever is more, they are merged
 into the base. So a batch costs time in its own size, not the index's: its keys are digested
 one by one (BLAKE2b), everything else is numpy over the batch, with a binary search per run. A
-rebuild adds the table's files one after the other and sorts them in once.
+rebuild adds the table's files one after the other and sorts them in once. A merge also forgets
+the paths of files no live key is in any more, so the list of paths follows the live files, not
+the commits.
+
+**Compaction.** A compaction's commit moves rows to new files: :meth:`KeyIndex.move` takes where
+each input's rows went (:class:`Rewritten`), so the index stays of the table without reading it.
 
 Pure: no I/O. The table's side (reading the key column of each live file, minus the rows its
 deletion vector deletes) is the caller's.
@@ -31,10 +36,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["MERGE_AT", "BatchPlan", "KeyIndex", "digest", "digests"]
+__all__ = ["MERGE_AT", "BatchPlan", "KeyIndex", "Rewritten", "digest", "digests"]
 
 MERGE_AT = 100_000
 """The changes the index holds in runs of their own before it merges them into its base (at least)."""
+PATHS_KEPT = 4096
+"""Paths the index keeps before a merge forgets those no live key is in (and past twice the keys)."""
 
 _DIGEST = np.dtype([("hi", ">u8"), ("lo", ">u8")])  # big-endian halves: as the 16 bytes read
 
@@ -104,6 +111,16 @@ class _Run:
             if not more.any():
                 return found
             at = np.where(more, at + 1, self.size)
+
+
+@dataclass(frozen=True)
+class Rewritten:
+    """A file a compaction wrote: the rows of ``inputs`` in their order, each input's deleted rows
+    left out, are its rows from 0. An input is (its path, the row positions its deletion vector
+    deleted when it was read, sorted, or ``None``, its physical rows)."""
+
+    path: str
+    inputs: tuple[tuple[str, np.ndarray | None, int], ...]
 
 
 @dataclass
@@ -245,6 +262,33 @@ class KeyIndex:
         keep = ~np.isin(b.file, np.fromiter(gone, dtype=np.int32))
         self._base = _Run(b.hi[keep], b.lo[keep], b.file[keep], b.row[keep])
 
+    def move(self, files: Sequence[Rewritten]) -> None:
+        """A compaction's commit landed: the keys whose rows were in its inputs are in its new
+        files now (:class:`Rewritten` says where). Time in the index's size, one pass over each
+        run, no sort. The index must be of the version the compaction committed over.
+        """
+        self._settle()
+        moves: dict[int, tuple[int, int, np.ndarray | None]] = {}  # old number -> new number, offset, deleted
+        for f in files:
+            offset = 0
+            for path, deleted, rows in f.inputs:
+                old = self._numbers.get(path)
+                if old is not None:
+                    moves[old] = (self._number(f.path), offset, deleted)
+                offset += rows - (0 if deleted is None else deleted.size)
+        if not moves:
+            return
+        target = np.full(len(self._paths), -1, dtype=np.int32)
+        offset_of = np.zeros(len(self._paths), dtype=np.int64)
+        gone: list[np.ndarray] = []  # (old number << 32) | deleted row, for every input's deleted rows
+        for old, (number, offset, deleted) in moves.items():
+            target[old], offset_of[old] = number, offset
+            if deleted is not None and deleted.size:
+                gone.append((np.int64(old) << 32) | deleted.astype(np.int64))
+        gone_keys = np.sort(np.concatenate(gone)) if gone else np.empty(0, np.int64)
+        self._base = _moved(self._base, target, offset_of, gone_keys)
+        self._runs = [_moved(r, target, offset_of, gone_keys) for r in self._runs]
+
     def _find(self, hi: np.ndarray, lo: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The file numbers and rows of the digests' live rows, for those that have one (newest
         run first)."""
@@ -303,6 +347,35 @@ class KeyIndex:
         )
         live = merged.file >= 0
         self._base = _Run(merged.hi[live], merged.lo[live], merged.file[live], merged.row[live])
+        if not self._added and len(self._paths) > max(PATHS_KEPT, 2 * self._base.size):
+            self._forget_paths()
+
+    def _forget_paths(self) -> None:
+        """Number again the files the base names (after a merge, nothing else names any): the
+        paths of files no live key is in any more (superseded, compacted) leave the list."""
+        used, file = np.unique(self._base.file, return_inverse=True)
+        self._paths = [self._paths[int(n)] for n in used.tolist()]
+        self._numbers = {path: n for n, path in enumerate(self._paths)}
+        b = self._base
+        self._base = _Run(b.hi, b.lo, file.astype(np.int32), b.row)
+
+
+def _moved(run: _Run, target: np.ndarray, offset_of: np.ndarray, gone: np.ndarray) -> _Run:
+    """``run`` with its entries in moved files (``target`` >= 0 at their number) at their new
+    file and row: the input's offset in the new file plus the row's rank among the input's
+    rows that were not deleted (``gone``: (number << 32) | row, sorted)."""
+    moved = np.flatnonzero((run.file >= 0) & (target[np.maximum(run.file, 0)] >= 0))
+    if not moved.size:
+        return run
+    old = run.file[moved].astype(np.int64)
+    rows = run.row[moved].astype(np.int64)
+    keys = (old << 32) | rows
+    # an entry at a deleted row is one a newer run shadows (the key moved on): moved anyhow, never read
+    before = np.searchsorted(gone, keys) - np.searchsorted(gone, old << 32)  # the input's deleted rows before it
+    file, row = run.file.copy(), run.row.copy()
+    file[moved] = target[old]
+    row[moved] = (offset_of[old] + rows - before).astype(np.int32)
+    return _Run(run.hi, run.lo, file, row)
 
 
 def _by_file(files: np.ndarray, rows: np.ndarray, paths: Sequence[str]) -> dict[str, list[int]]:

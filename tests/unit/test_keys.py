@@ -121,3 +121,42 @@ def test_digests_that_share_their_first_half_are_told_apart(monkeypatch: pytest.
     assert index.lookup(b"zz") is None  # (7, 7): past every digest
     index.apply(index.plan([("g", [b"c"])]))
     assert index.lookup(b"c") == ("g", 0) and len(index) == 4
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_compactions_move_the_keys_and_the_index_stays_the_model(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches as above, and between them compactions of random files (their deleted rows left
+    out, the rest concatenated in order) told to the index by :meth:`KeyIndex.move`; the paths
+    of files no key is in are forgotten along the way."""
+    monkeypatch.setattr(_keys, "MERGE_AT", 5)
+    monkeypatch.setattr(_keys, "PATHS_KEPT", 3)
+    rng = random.Random(seed)
+    index = KeyIndex()
+    table: dict[str, tuple[list[bytes], set[int]]] = {}  # live file -> keys by row, deleted rows
+    for batch in range(80):
+        files = [(f"b{batch}-f{f}", [b"k%d" % rng.randint(0, 30) for _ in range(rng.randint(1, 5))])
+                 for f in range(rng.randint(0, 2))]  # fmt: skip
+        tombstones = [b"k%d" % rng.randint(0, 30) for _ in range(rng.randint(0, 2))]
+        plan = index.plan(files, tombstones)
+        for path, keys in files:
+            table[path] = (keys, set(plan.new_file_deletes.get(path, ())))
+        for path, rows in plan.deletes.items():
+            table[path][1].update(rows)
+        index.apply(plan)
+        if rng.random() < 0.4 and len(table) >= 2:
+            inputs = rng.sample(sorted(table), rng.randint(2, min(4, len(table))))
+            new_keys: list[bytes] = []
+            layout = []
+            for path in inputs:
+                keys, deleted = table.pop(path)
+                new_keys += [k for row, k in enumerate(keys) if row not in deleted]
+                layout.append((path, np.array(sorted(deleted), dtype=np.int64) if deleted else None, len(keys)))
+            table[f"c{batch}"] = (new_keys, set())
+            index.move([_keys.Rewritten(f"c{batch}", tuple(layout))])
+        live = {keys[row]: (path, row) for path, (keys, deleted) in table.items()
+                for row in range(len(keys)) if row not in deleted}  # fmt: skip
+        assert len(live) == sum(len(k) - len(d) for k, d in table.values()), "a key live twice in the table"
+        for k in range(31):
+            assert index.lookup(b"k%d" % k) == live.get(b"k%d" % k), (batch, k)
+    assert len(index._paths) <= max(3, 2 * len(index)) + 10  # forgotten as files went
+
