@@ -159,4 +159,3 @@ def test_compactions_move_the_keys_and_the_index_stays_the_model(seed: int, monk
         for k in range(31):
             assert index.lookup(b"k%d" % k) == live.get(b"k%d" % k), (batch, k)
     assert len(index._paths) <= max(3, 2 * len(index)) + 10  # forgotten as files went
-
