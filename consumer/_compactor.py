@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Protocol
 from parka.lake import (
     CommitTurn,
     CompactionPolicy,
+    OnRewrite,
     OptimizeResult,
     commits_per_s,
     compact_table,
@@ -58,14 +59,18 @@ Compact = Callable[[CompactionPolicy | None, threading.Event | None], OptimizeRe
 optimize`` does), cancelled when the event is set."""
 
 
-def table_compaction(settings: IngestSettings, commit_turn: CommitTurn | None = None) -> Compact:
+def table_compaction(
+    settings: IngestSettings, commit_turn: CommitTurn | None = None, rows_moved: OnRewrite | None = None
+) -> Compact:
     """The compaction of ``settings``' table (no checkpoint, no VACUUM: the committer and
     ``parka optimize`` do those), for one thread: an Iceberg table is reached through an engine
     (a catalog connection) of its own. An Iceberg compaction commits holding ``commit_turn``,
     the ingest committer's (:attr:`parka.lake.Committer.commit_turn`): pyiceberg's commit asserts
     the snapshot it read, and one that writes hundreds of files' manifests lost every race to a
-    daemon committing each 100 ms. A Delta compaction needs no turn: delta-rs commits it over
-    the appends that came first."""
+    daemon committing each 100 ms. A Delta compaction needs no turn (delta-rs commits it over
+    the appends that came first), except into an upsert table: there it commits holding it and
+    tells ``rows_moved`` (:meth:`parka.lake.Committer.rows_moved`) where the rows went, so the
+    key index follows them between two of the ingest's commits."""
     engine: IcebergEngine | None = None
     s = settings
 
@@ -75,7 +80,13 @@ def table_compaction(settings: IngestSettings, commit_turn: CommitTurn | None = 
             if policy is None:  # --optimize-every: parka optimize's, to its default size, as it always did
                 return optimize_table(s.table_uri, checkpoint=False, storage_options=s.storage_options)
             return compact_table(
-                s.table_uri, policy, target_size=s.target_file_size, storage_options=s.storage_options, cancel=cancel
+                s.table_uri,
+                policy,
+                target_size=s.target_file_size,
+                storage_options=s.storage_options,
+                cancel=cancel,
+                commit_turn=commit_turn if s.upsert else None,
+                on_commit=rows_moved if s.upsert else None,
             )
         from parka.lake import (
             IcebergEngine,
@@ -337,16 +348,16 @@ class Maintenance:
         self._optimized_at = 0  # counts.commits at the last --optimize-every run
         self._vacuum: Vacuum | None = None
 
-    def start(self, commit_turn: CommitTurn | None = None) -> None:
-        """Start the compaction and VACUUM threads; ``commit_turn``: the ingest committer's lock
-        (:func:`table_compaction`)."""
+    def start(self, commit_turn: CommitTurn | None = None, rows_moved: OnRewrite | None = None) -> None:
+        """Start the compaction and VACUUM threads; ``commit_turn`` and ``rows_moved``: the ingest
+        committer's lock and its key index's hook (:func:`table_compaction`)."""
         s = self._settings
-        if s.upsert and (s.compact_min_files or s.optimize_every) and self._compactor is None:
-            log.info("--upsert: no background compaction or --optimize-every (their rewrites would move rows "
-                     "the key index points at); run parka optimize between runs")  # fmt: skip
-        elif s.compact_min_files and self._compactor is None:
+        if s.upsert and s.optimize_every and self._compactor is None:
+            log.info("--upsert: no --optimize-every (its rewrites may reorder rows the key index points at); "
+                     "background compaction keeps the files compact")  # fmt: skip
+        if s.compact_min_files and self._compactor is None:
             policy = CompactionPolicy(s.compact_min_files, s.compact_max_rewrites)
-            compact = table_compaction(s, commit_turn)
+            compact = table_compaction(s, commit_turn, rows_moved)
             self._compactor = Compactor(compact, policy, topic=s.topic, counts=self._counts)
         self._start_vacuum()
 

@@ -190,7 +190,7 @@ class IngestionConsumer(KafkaSide):
         log.info("app id %s, consumer group %s, table %s", session.app_id, self._group, self._identity)
         session.start()
         run = self._run = IngestRun(s, consumer, session)
-        self._maintenance.start(session.committer.commit_turn)
+        self._maintenance.start(session.committer.commit_turn, session.committer.rows_moved)
         consumer.subscribe(
             [s.topic],
             on_assign=lambda c, tps: self._on_assign(run, c, tps),

@@ -121,7 +121,8 @@ UPSERT = Setting(
     "Delta tables: hold the latest row per record key (__parka_key), in Kafka offset order within "
     "a partition; a message with a key and no value (a tombstone) deletes its key. Superseded rows "
     "are deleted by deletion vector in the commit that lands their successors; a table created "
-    "gets delta.enableDeletionVectors=true. Runs without background compaction",
+    "gets delta.enableDeletionVectors=true. Background compaction purges the deleted rows; "
+    "--optimize-every is off",
     default=False,
     kind="switch",
 )

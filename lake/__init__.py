@@ -39,6 +39,7 @@ from ._compaction import (
     CommitTurn,
     CompactedName,
     CompactionPolicy,
+    OnRewrite,
     OptimizeResult,
 )
 from ._files import (
@@ -124,6 +125,7 @@ __all__ = [
     "LandedSegment",
     "LandingSession",
     "LogEngine",
+    "OnRewrite",
     "OptimizeResult",
     "Refused",
     "Tombstone",

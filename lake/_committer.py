@@ -30,7 +30,7 @@ from ._checkpoints import CHECKPOINT_CLOSE_S, Checkpoints
 from ._commit_stats import CommitResult, CommitStats
 from ._dead_letters import append_dead_letters
 from ._files import trim_stitched
-from ._keys import KeyIndex
+from ._keys import KeyIndex, Rewritten
 from ._log import DataFile, LogEngine, TableLog, UpsertLog
 from ._orphans import Orphans
 from ._plan import (
@@ -415,7 +415,12 @@ class Committer:
             )
         version = table.version()
         if self._keys is None or self._keys[0] != version:
+            started = time.monotonic()
             self._keys = (version, table.key_index())
+            log.info(
+                "key index read from version %d: %d keys in %.2f s", version, len(self._keys[1]),
+                time.monotonic() - started,
+            )  # fmt: skip
         index = self._keys[1]
         placed = sorted(((_coordinates(f.path), f) for f in files), key=lambda pair: pair[0])
         places, ordered = [place for place, _ in placed], [f for _, f in placed]
@@ -433,6 +438,21 @@ class Committer:
         index.apply(plan)
         self._keys = (committed, index)
         return committed
+
+    def rows_moved(self, read_version: int, version: int, moved: Sequence[Rewritten] | None) -> None:
+        """A compaction of this process committed ``version`` over ``read_version``, holding
+        :attr:`commit_turn` (:func:`parka.lake.compact_table`'s ``on_commit``): an upsert
+        table's key index of ``read_version`` follows the rows to their new files
+        (:meth:`parka.lake._keys.KeyIndex.move`) and is of ``version`` then; any other index
+        (or ``moved`` ``None``: a rewrite that reordered rows) is read again at the next commit."""
+        if self._keys is None:
+            return
+        at, index = self._keys
+        if at != read_version or moved is None:
+            self._keys = None
+            return
+        index.move(moved)
+        self._keys = (version, index)
 
     # -- the retry, for the protocol and for the commits it does not make itself ---------------
 

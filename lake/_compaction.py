@@ -36,12 +36,14 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
+import threading
 import uuid
 from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from ._files import DEFAULT_TARGET_FILE_SIZE
+from ._keys import Rewritten
 from ._plan import FileName, base_name
 
 __all__ = [
@@ -53,9 +55,11 @@ __all__ = [
     "CommitTurn",
     "CompactedName",
     "CompactionPolicy",
+    "OnRewrite",
     "OptimizeResult",
     "generation_of",
     "input_key",
+    "take_turn",
 ]
 
 
@@ -66,6 +70,19 @@ class CommitTurn(Protocol):
     def acquire(self, blocking: bool = ..., timeout: float = ...) -> bool: ...
 
     def release(self) -> None: ...
+
+
+OnRewrite = Callable[[int, int, "Sequence[Rewritten] | None"], None]
+"""Told of a compaction's commit, holding the commit turn: the version it was made over, its
+version, and where the inputs' rows went (``None``: a rewrite that reordered them)."""
+
+
+def take_turn(turn: CommitTurn, cancel: threading.Event | None) -> bool:
+    """Acquire ``turn``, waiting while the ingest commits; False once ``cancel`` is set instead."""
+    while not turn.acquire(timeout=0.1):
+        if cancel is not None and cancel.is_set():
+            return False
+    return True
 
 
 DEFAULT_COMPACT_MIN_FILES = 16

@@ -122,6 +122,20 @@ class Rewritten:
     path: str
     inputs: tuple[tuple[str, np.ndarray | None, int], ...]
 
+    def offsets(self) -> list[int]:
+        """The row of the new file each input's first row that was not deleted went to."""
+        out, at = [], 0
+        for _, deleted, rows in self.inputs:
+            out.append(at)
+            at += rows - (0 if deleted is None else deleted.size)
+        return out
+
+    def new_rows(self, i: int, rows: np.ndarray) -> np.ndarray:
+        """Where rows of input ``i`` that were not deleted went in the new file."""
+        deleted = self.inputs[i][1]
+        before = 0 if deleted is None else np.searchsorted(deleted, rows)
+        return (self.offsets()[i] + rows - before).astype(np.int64)
+
 
 @dataclass
 class BatchPlan:
@@ -270,12 +284,10 @@ class KeyIndex:
         self._settle()
         moves: dict[int, tuple[int, int, np.ndarray | None]] = {}  # old number -> new number, offset, deleted
         for f in files:
-            offset = 0
-            for path, deleted, rows in f.inputs:
+            for (path, deleted, _), offset in zip(f.inputs, f.offsets(), strict=True):
                 old = self._numbers.get(path)
                 if old is not None:
                     moves[old] = (self._number(f.path), offset, deleted)
-                offset += rows - (0 if deleted is None else deleted.size)
         if not moves:
             return
         target = np.full(len(self._paths), -1, dtype=np.int32)

@@ -44,10 +44,13 @@ from ._logscan import live_adds
 
 __all__ = [
     "ENABLE_PROPERTY",
+    "attach_vectors",
+    "commit_actions",
     "check_deletion_vectors",
     "commit_row_deletions",
     "encode_path",
     "index_keys",
+    "new_adds",
     "remove_action",
     "write_commit",
 ]
@@ -165,37 +168,84 @@ def commit_row_deletions(
                 again["stats"] = _loose_stats(add.get("stats"))
                 adds.append(again)
                 vectors[again["path"]] = deleted
-    for f in files:
-        add = {
-            "path": encode_path(f.path),
-            "partitionValues": dict(f.partition_values),
-            "size": f.size,
-            "modificationTime": now_ms,
-            "dataChange": True,
-            "stats": f.stats,
-        }
-        rows = np.unique(np.fromiter(new_file_deletions.get(f.path, ()), dtype=np.int64))
-        if rows.size:
-            _check_rows(f.path, rows, _num_records(f.stats))
-            if rows.size >= _num_records(f.stats):
-                continue  # every row deleted at once: the file is not added (an orphan for the cleanup)
-            add["stats"] = _loose_stats(f.stats)
-            vectors[add["path"]] = rows
-        adds.append(add)
-    stored = _dv.store_all(uri, vectors, storage_options)  # the commit's vectors: inline, or one file for all
-    for add in adds:
-        if add["path"] in vectors:
-            add["deletionVector"] = stored[add["path"]].to_json()
+    new, new_vectors = new_adds(files, new_file_deletions, now_ms, data_change=True)
+    adds += new
+    attach_vectors(uri, adds, {**vectors, **new_vectors}, storage_options)
     actions = [*removes, *({"add": add} for add in adds)]
-    _storage.make_durable(uri, storage_options)
     info = dict(commit_info or {})
     if any(f.tags for f in files):
         info[FILE_TAGS_KEY] = {f.path: dict(f.tags) for f in files if f.tags}
     txn_lines = [{"txn": {"appId": app, "version": v, "lastUpdated": now_ms}} for app, v in txns.items()]
+    return commit_actions(uri, read_version, [*txn_lines, *actions], operation, info, storage_options=storage_options)
+
+
+def new_adds(
+    files: Sequence[DataFile], deletions: Mapping[str, Iterable[int]], now_ms: int, *, data_change: bool
+) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
+    """The ``add`` actions of new data files, and the rows of each that ``deletions`` (path ->
+    positions) deletes at once (by the add's path as in the log: :func:`attach_vectors` stores
+    them); a file all of whose rows are deleted is not added (an orphan for the cleanup).
+
+    Raises:
+        CommitError: a position past a file's rows, or a file without ``numRecords``.
+    """
+    adds: list[dict[str, Any]] = []
+    vectors: dict[str, np.ndarray] = {}
+    for f in files:
+        add: dict[str, Any] = {
+            "path": encode_path(f.path),
+            "partitionValues": dict(f.partition_values),
+            "size": f.size,
+            "modificationTime": now_ms,
+            "dataChange": data_change,
+            "stats": f.stats,
+        }
+        rows = np.unique(np.fromiter(deletions.get(f.path, ()), dtype=np.int64))
+        if rows.size:
+            physical = _num_records(f.stats)
+            _check_rows(f.path, rows, physical)
+            if rows.size >= physical:
+                continue
+            add["stats"] = _loose_stats(f.stats)
+            vectors[encode_path(f.path)] = rows
+        adds.append(add)
+    return adds, vectors
+
+
+def attach_vectors(
+    uri: str,
+    adds: Sequence[dict[str, Any]],
+    vectors: Mapping[str, np.ndarray],
+    storage_options: Mapping[str, str] | None,
+) -> None:
+    """Store ``vectors`` (an add's path as in the log -> its rows deleted; inline, or one file for
+    all) and give each of those ``adds`` its descriptor."""
+    stored = _dv.store_all(uri, vectors, storage_options)
+    for add in adds:
+        if add["path"] in vectors:
+            add["deletionVector"] = stored[add["path"]].to_json()
+
+
+def commit_actions(
+    uri: str,
+    read_version: int,
+    actions: Sequence[Mapping[str, Any]],
+    operation: str,
+    commit_info: Mapping[str, Any] | None = None,
+    *,
+    storage_options: Mapping[str, str] | None = None,
+) -> int:
+    """:func:`write_commit` once the files the actions name are durable; a lost race deletes the
+    vector files only this attempt's ``add`` actions name (no log entry will: the next attempt
+    writes its own).
+
+    Raises:
+        CommitConflict, CommitError: as :func:`write_commit`.
+    """
+    _storage.make_durable(uri, storage_options)
     try:
-        return write_commit(uri, read_version, [*txn_lines, *actions], operation, info, storage_options=storage_options)
+        return write_commit(uri, read_version, actions, operation, commit_info, storage_options=storage_options)
     except CommitConflict:
-        # no log entry will name this attempt's vector files: the next attempt writes its own
         _storage.delete_files(uri, _vector_files(actions), storage_options)
         raise
 

@@ -52,7 +52,17 @@ import pyarrow.parquet as pq
 from parka.config import storage_options_for
 from parka.errors import CommitConflict, CommitError, ConfigError, NoTableError
 
-from .._compaction import DEFAULT_ROW_GROUP_ROWS, DEFAULT_TARGET_SIZE, MAX_ATTEMPTS, CompactionPolicy, OptimizeResult
+from .._compaction import (
+    DEFAULT_ROW_GROUP_ROWS,
+    DEFAULT_TARGET_SIZE,
+    MAX_ATTEMPTS,
+    CommitTurn,
+    CompactionPolicy,
+    OnRewrite,
+    OptimizeResult,
+    take_turn,
+)
+from .._keys import Rewritten
 from .._log import DataFile
 from .._plan import partition_path
 from .._stats import StatsConfig, data_file_stats
@@ -150,11 +160,19 @@ def compact_table(
     max_attempts: int = MAX_ATTEMPTS,
     sleep: Callable[[float], None] = time.sleep,
     cancel: threading.Event | None = None,
+    commit_turn: CommitTurn | None = None,
+    on_commit: OnRewrite | None = None,
 ) -> OptimizeResult:
     """Background compaction (:mod:`parka.lake._compaction`): the small files ``policy`` picks, below
     ``target_size`` (ingestion's), rewritten into files named by generation and committed as
     :func:`optimize_table` commits; read on the caller's (niced) thread alone. ``cancel`` set
     between two rewrites or before the commit ends it: its new files deleted, nothing committed.
+
+    ``commit_turn`` (an upsert table's committer's, :attr:`parka.lake.Committer.commit_turn`):
+    the commit, its conflicts' re-reads and ``on_commit`` hold it, so no commit of the caller's
+    ingestion comes between; ``on_commit(read_version, version, rewritten)`` hears where the
+    committed rewrites put their inputs' rows (:class:`parka.lake._keys.Rewritten`, the key
+    index's :meth:`~parka.lake._keys.KeyIndex.move`).
 
     Raises:
         ConfigError: a bad ``row_group_rows`` or ``max_attempts``.
@@ -172,7 +190,7 @@ def compact_table(
         deleted=_deleted_fraction,
     )
     rewrite = _Rewrite(uri, options, (), target_size, row_group_rows, max_attempts, sleep, background=True)
-    result = rewrite.run(table, [(b.files, b.new_name(_path)) for b in planned], cancel)
+    result = rewrite.run(table, [(b.files, b.new_name(_path)) for b in planned], cancel, commit_turn, on_commit)
     _log_result(result, logging.INFO if result.files_removed else logging.DEBUG)  # most checks find nothing
     return result
 
@@ -208,9 +226,11 @@ class _Rewrite:
         table: DeltaTable,
         bins: Sequence[tuple[Sequence[LiveFile], str | None]],
         cancel: threading.Event | None = None,
+        commit_turn: CommitTurn | None = None,
+        on_commit: OnRewrite | None = None,
     ) -> OptimizeResult:
         """Rewrite ``bins`` (files, the new file's name or ``None``) and commit them; no VACUUM, no
-        checkpoint.
+        checkpoint. ``commit_turn``, ``on_commit``: :func:`compact_table`'s.
 
         Raises:
             CommitConflict, CommitError: as :func:`optimize_table`.
@@ -218,46 +238,60 @@ class _Rewrite:
         uri, options = self.uri, self.options
         before = int(table.version())
         rewrite = self._rewriter(table)
-        written: list[tuple[Sequence[LiveFile], list[DataFile]]] = []
+        written: list[_Written] = []
         encrypted = 0
         committing = False
         try:
             for group, name in bins:
                 if cancel is not None and cancel.is_set():
                     raise _Cancelled
+                layout: list[tuple[str, np.ndarray | None, int]] = []
                 try:
-                    written.append((group, rewrite(group, name=name)))
+                    new = rewrite(group, name=name, layout=None if self.z_order else layout)
                 except _Encrypted as exc:
                     encrypted += len(group)
                     level = logging.DEBUG if self.background else logging.WARNING
                     log.log(
                         level, "%d file(s) left as they are: %s is encrypted; optimize has no keys", len(group), exc
                     )
+                    continue
+                moved = Rewritten(new[0].path, tuple(layout)) if layout else None
+                written.append(_Written(list(group), new, moved))
             if written:
                 make_durable(uri, options)
             if cancel is not None and cancel.is_set():
                 raise _Cancelled
+            if commit_turn is not None and not take_turn(commit_turn, cancel):
+                raise _Cancelled  # while the ingest committed
             committing = True
-            committed, attempt = self._commit(table, written)
+            try:
+                committed, attempt = self._commit(table, written)
+                version = int(table.version())
+                if committed and on_commit is not None:
+                    moves = [w.moved for w in committed]
+                    on_commit(version - 1, version, [m for m in moves if m is not None] if all(moves) else None)
+            finally:
+                if commit_turn is not None:
+                    commit_turn.release()
         except CommitConflict:
             raise  # _commit deleted what it did not commit
         except _Cancelled:
-            _discard(uri, [f for _, new in written for f in new], options)
+            _discard(uri, [f for w in written for f in w.new], options)
             log.info("compaction of %s cancelled: %d rewritten file(s) deleted, nothing committed", uri, len(written))
             return OptimizeResult(uri, before, before, 0, 0, 0, None, 0)
         except BaseException:
             if not committing:  # nothing names them: a failed rewrite leaves no files behind
-                _discard(uri, [f for _, new in written for f in new], options)
+                _discard(uri, [f for w in written for f in w.new], options)
             raise  # a commit that failed otherwise may have landed: its files stay (VACUUM FULL)
-        removed, added = sum(len(group) for group, _ in committed), sum(len(new) for _, new in committed)
+        removed, added = sum(len(w.group) for w in committed), sum(len(w.new) for w in committed)
         return OptimizeResult(uri, before, int(table.version()), removed, added, 0, None, attempt, encrypted)
 
-    def _commit(
-        self, table: DeltaTable, written: list[tuple[Sequence[LiveFile], list[DataFile]]]
-    ) -> tuple[list[tuple[Sequence[LiveFile], list[DataFile]]], int]:
-        """Commit the rewrites at exactly the next version; after a conflict, re-read the table,
-        drop the rewrites whose inputs are no longer all live (deleting their files), and commit
-        the rest on the new version. Returns what was committed and the attempts it took.
+    def _commit(self, table: DeltaTable, written: list[_Written]) -> tuple[list[_Written], int]:
+        """Commit the rewrites at exactly the next version; after a conflict, re-read the table
+        and keep the rewrites whose inputs are all still live (deleting the others' files): as
+        read, or, for a compaction's, with rows deleted since (a deletion vector that grew), which
+        the commit then deletes in the new file too (:meth:`_Written.catch_up`). Returns what was
+        committed and the attempts it took.
 
         Raises:
             CommitConflict: ``max_attempts`` conflicts in a row (all new files deleted).
@@ -270,15 +304,16 @@ class _Rewrite:
             try:
                 _rs_maintenance.commit_rewrite(
                     table,
-                    [f for group, _ in written for f in group],
-                    [f for _, new in written for f in new],
+                    [f for w in written for f in w.group],
+                    [f for w in written for f in w.new],
                     commit_info=info,
                     storage_options=options,
+                    new_file_deletions={w.new[0].path: w.late for w in written if w.late is not None},
                 )
                 return written, attempt
             except CommitConflict as exc:
                 if attempt >= self.max_attempts:
-                    _discard(uri, [f for _, new in written for f in new], options)
+                    _discard(uri, [f for w in written for f in w.new], options)
                     raise CommitConflict(
                         f"optimize of {uri} gave up after {attempt} conflicting commit attempts (nothing is lost; "
                         f"the small files stay; run it again): {exc}"
@@ -287,14 +322,13 @@ class _Rewrite:
                 self.sleep(min(0.02 * 2**attempt, 1.0))
                 attempt += 1
                 _rs.refresh(table)
-                # live as read: the same path with another deletion vector is another file (rows
-                # deleted since), which this rewrite's rows would bring back
-                live = {f.identity for f in _rs_maintenance.live_files(table, options)}
-                stale = [new for group, new in written if not all(f.identity in live for f in group)]
+                live = {f.path: f for f in _rs_maintenance.live_files(table, options)}
+                kept = [w for w in written if w.catch_up(live, uri, options)]
+                stale = [w for w in written if w not in kept]
                 if stale:
                     log.info("%d rewrite(s) lost their input files to another commit: dropped", len(stale))
-                    _discard(uri, [f for new in stale for f in new], options)
-                written = [(group, new) for group, new in written if all(f.identity in live for f in group)]
+                    _discard(uri, [f for w in stale for f in w.new], options)
+                written = kept
         return [], attempt
 
     def _rewriter(self, table: DeltaTable) -> Callable[..., list[DataFile]]:
@@ -311,6 +345,49 @@ class _Rewrite:
             storage_options=self.options,
             use_threads=not self.background,
         )
+
+
+@dataclass(eq=False)
+class _Written:
+    """One rewrite, written: its input files (as its commit removes them), its new files, where
+    the inputs' rows went (a compaction's one file; ``None``: Z-order's, sorted) and the rows
+    of its new file deleted since the inputs were read (``None``: none)."""
+
+    group: list[LiveFile]
+    new: list[DataFile]
+    moved: Rewritten | None
+    late: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        self.read = list(self.group)  # the inputs as the rewrite read them
+
+    def catch_up(self, live: Mapping[str, LiveFile], uri: str, options: Mapping[str, str]) -> bool:
+        """After a conflict: whether the rewrite can still commit over ``live`` (the table's live
+        files by path, re-read). An input that is live as it was read can; one whose deletion
+        vector grew (rows deleted since: an upsert's commit, a DELETE) can too when the rewrite
+        knows where its rows went (a compaction's), its remove then naming the vector as it is and
+        those rows deleted in the new file in the same commit. A file gone, or whose vector lost
+        rows, cannot: the rewrite would bring back rows, or duplicate them. Each call compares
+        with the inputs as read, so rows deleted across several conflicts all count."""
+        late: list[np.ndarray] = []
+        group: list[LiveFile] = []
+        for i, f in enumerate(self.read):
+            now = live.get(f.path)
+            if now is None:
+                return False
+            if now.identity != f.identity:
+                if self.moved is None or now.deletion_vector is None:
+                    return False
+                deleted = self.moved.inputs[i][1]
+                then = np.empty(0, np.int64) if deleted is None else deleted
+                current = load_vector(uri, Descriptor.from_json(now.deletion_vector), options).astype(np.int64)
+                if not np.isin(then, current).all():
+                    return False
+                late.append(self.moved.new_rows(i, np.setdiff1d(current, then)))
+            group.append(now)
+        self.group = group
+        self.late = np.concatenate(late) if late else None
+        return True
 
 
 def _discard(uri: str, files: Sequence[DataFile], storage_options: Mapping[str, str]) -> None:
@@ -371,12 +448,15 @@ def _rewrite(
     storage_options: Mapping[str, str],
     name: str | None = None,
     use_threads: bool = True,
+    layout: list[tuple[str, np.ndarray | None, int]] | None = None,
 ) -> list[DataFile]:
     """Write the rows of ``files`` (one table partition) as new data files: one file in row
     groups of ``row_group_rows`` (compaction; named ``name`` when given), or sorted by the
-    Z-order of ``z_order`` in files of about ``target_size`` bytes. Partition columns stay out
-    of the files (their values are in the add actions, where readers take them), as Delta
-    writers do.
+    Z-order of ``z_order`` in files of about ``target_size`` bytes. ``layout`` (compaction)
+    gets each input's path, the rows its deletion vector deleted (sorted; ``None``: none) and
+    its physical rows, in the order the new file holds them (:class:`parka.lake._keys.Rewritten`).
+    Partition columns stay out of the files (their values are in the add actions, where readers
+    take them), as Delta writers do.
 
     Raises:
         CommitError: a file cannot be read, converted to the table schema, or written.
@@ -395,13 +475,18 @@ def _rewrite(
         except (pa.ArrowException, ValueError) as exc:
             raise CommitError(f"cannot read {f.path} as the table schema: {exc}") from exc
         if f.deletion_vector is None:
+            if layout is not None:
+                layout.append((f.path, None, rows.num_rows))
             return rows
         try:
             vector = Descriptor.from_json(f.deletion_vector)
         except ValueError as exc:
             raise CommitError(f"{f.path}: {exc}") from exc
+        deleted = np.asarray(load_vector(uri, vector, storage_options), dtype=np.int64)  # sorted
+        if layout is not None:
+            layout.append((f.path, deleted, rows.num_rows))
         keep = np.ones(rows.num_rows, dtype=bool)
-        keep[load_vector(uri, vector, storage_options)] = False  # the rows its deletion vector deletes
+        keep[deleted] = False  # the rows its deletion vector deletes
         return rows.filter(pa.array(keep))
 
     def put(chunks: Sequence[pa.Table]) -> DataFile:

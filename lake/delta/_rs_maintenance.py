@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
+import numpy as np
 import pyarrow as pa
 from deltalake import DeltaTable
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction
@@ -223,12 +224,15 @@ def commit_rewrite(
     *,
     commit_info: Mapping[str, Any] | None = None,
     storage_options: Mapping[str, str] | None = None,
+    new_file_deletions: Mapping[str, np.ndarray] | None = None,
 ) -> int:
     """Commit a rewrite: ``remove`` actions for ``removed`` and ``add`` actions for ``added``
     (already written and durable), all with ``dataChange: false`` (the same rows in other
     files: streaming readers skip the commit), as one version at exactly the handle's
     version + 1, without retries, like :func:`commit_add_files`. Returns the new version; the
-    handle is loaded at it.
+    handle is loaded at it. ``new_file_deletions``: rows of added files (path -> positions)
+    deleted by the same commit, by deletion vector (rows of the inputs deleted after the
+    rewrite read them).
 
     No rebase on purpose: delta-rs 1.6 rebases a ``dataChange: false`` removal over another
     commit that removed the same files (its own OPTIMIZE does), which leaves both rewrites'
@@ -244,9 +248,11 @@ def commit_rewrite(
     """
     read_version = table.version()
     now_ms = int(time.time() * 1000)
-    if any(f.deletion_vector is not None for f in removed):
+    if new_file_deletions or any(f.deletion_vector is not None for f in removed):
         # delta-rs' RemoveAction has no deletion vector: the log would keep the file live
-        return _commit_rewrite_of_vectors(table, removed, added, commit_info, storage_options, now_ms)
+        return _commit_rewrite_of_vectors(
+            table, removed, added, commit_info, storage_options, now_ms, dict(new_file_deletions or {})
+        )
     actions: list[AddAction | RemoveAction] = [
         RemoveAction(f.path, False, now_ms, f.size, dict(f.partition_values)) for f in removed
     ]
@@ -269,6 +275,7 @@ def _commit_rewrite_of_vectors(
     commit_info: Mapping[str, Any] | None,
     storage_options: Mapping[str, str] | None,
     now_ms: int,
+    new_file_deletions: Mapping[str, np.ndarray],
 ) -> int:
     """:func:`commit_rewrite` written by parka (``_dv_commit.py``): each ``remove`` names the
     file's deletion vector, so the log removes the very file a snapshot holds."""
@@ -277,17 +284,10 @@ def _commit_rewrite_of_vectors(
     for old in removed:
         assert old.add is not None, "a rewrite of a table with deletion vectors reads every file's add action"
         actions.append({"remove": dv_commit.remove_action(old.add, now_ms, data_change=False)})
-    for new in added:
-        add = {
-            "path": dv_commit.encode_path(new.path),
-            "partitionValues": dict(new.partition_values),
-            "size": new.size,
-            "modificationTime": now_ms,
-            "dataChange": False,
-            "stats": new.stats,
-        }
-        actions.append({"add": add})
-    version = dv_commit.write_commit(
+    adds, vectors = dv_commit.new_adds(list(added), new_file_deletions, now_ms, data_change=False)
+    dv_commit.attach_vectors(table.table_uri, adds, vectors, storage_options)
+    actions += [{"add": add} for add in adds]
+    version = dv_commit.commit_actions(
         table.table_uri, read_version, actions, "OPTIMIZE", commit_info, storage_options=storage_options
     )
     with translating(f"committed version {version} but cannot load it"):

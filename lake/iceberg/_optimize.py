@@ -50,6 +50,7 @@ from .._compaction import (
     CommitTurn,
     CompactionPolicy,
     OptimizeResult,
+    take_turn,
 )
 from .._log import DataFile
 from .._storage import delete_files, make_durable, write_data_file
@@ -200,7 +201,7 @@ def _compact(
                 if not written:
                     break
                 make_durable(table.uri, options)
-            if commit_turn is not None and not _take(commit_turn, cancel):
+            if commit_turn is not None and not take_turn(commit_turn, cancel):
                 break  # cancelled while the ingest committed
             try:
                 if commit_turn is not None:  # the ingest may have committed since the read above
@@ -236,14 +237,6 @@ def _compact(
         if written:  # not committed: cancelled, out of attempts, or failed before its commit
             _discard(table.uri, [new for _, new in written], options)
     return OptimizeResult(table.identifier, before, table.refresh(), removed, added, 0, None, attempts)
-
-
-def _take(turn: CommitTurn, cancel: threading.Event | None) -> bool:
-    """Acquire ``turn``, waiting while the ingest commits; False once ``cancel`` is set instead."""
-    while not turn.acquire(timeout=0.1):
-        if cancel is not None and cancel.is_set():
-            return False
-    return True
 
 
 def _keep_live(

@@ -80,6 +80,45 @@ def test_the_table_holds_the_latest_row_per_key_through_updates_tombstones_and_r
     assert last_json(again)["records"] == 0 and table_rows(table) == model
 
 
+def test_background_compaction_moves_the_key_index_with_the_rows(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """With background compaction at its most eager (two small files are enough), one daemon
+    lands rounds of random updates and tombstones: its compactions commit between its upserts
+    (in the committer's turn, carrying over rows deleted while they rewrote), the key index
+    follows the rows into the compacted files without reading the table again, and the table
+    stays the model through every round."""
+    topic = new_topic(partitions=2)
+    table = tmp_path / "t"
+    model: dict[int, int] = {}
+    flags = ("--upsert", "--allowed-latency", "0.2", "--max-segments-per-commit", "2", "--compact-min-files", "2")
+    log = tmp_path / "ingest.log"
+    worker = start_ingest(topic, table, bootstrap, *flags, "-v", log=log)
+    rng = random.Random(11)
+    try:
+        for step in range(1, 7):
+            events: list[tuple[int, int | None]] = [
+                (rng.randrange(120), None if rng.random() < 0.1 else step) for _ in range(150)
+            ]
+            produce(bootstrap, topic, events)
+            apply(model, events)
+            wait_for(lambda: table_rows(table) == model, f"step {step}: the table to be the model", timeout_s=90)
+        wait_for(lambda: "compacted" in log.read_text(), "a background compaction", timeout_s=60)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        code = worker.wait(timeout=60)
+    text = log.read_text()
+    assert code == 0, text[-3000:]
+    assert table_rows(table) == model
+    compacted = [ln for ln in text.splitlines() if "compacted" in ln and "small file(s)" in ln]
+    assert compacted, text[-3000:]
+    # read once at the first commit, and again only after a compaction that did not move it (none here)
+    assert text.count("key index read from version") == 1, text[-3000:]
+    assert any(p.startswith("compacted-") for p in live_adds(str(table)))
+    again = run_ingest(topic, table, bootstrap, "--upsert", "--end-at-latest", "--compact-min-files", "0")
+    assert last_json(again)["records"] == 0 and table_rows(table) == model
+
+
 def test_a_segment_without_keys_is_refused_naming_the_flag(
     bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
 ) -> None:

@@ -126,7 +126,7 @@ def logical_rows(uri: str) -> list[dict[str, Any]]:
 
 
 def rows(*keys: int) -> pa.Table:
-    return pa.table({"k": pa.array(keys, pa.int64()), "v": [f"v{k}" for k in keys]})
+    return pa.table({"k": pa.array(keys, pa.int64()), "v": [f"v{k}" for k in keys], "key": [b"%d" % k for k in keys]})
 
 
 def two_files(uri: str, **properties: str) -> tuple[DeltaTable, list[str]]:
@@ -298,16 +298,84 @@ def test_optimize_leaves_deleted_rows_out_and_removes_each_file_with_its_vector(
     assert [r["k"] for r in logical_rows(uri)] == [2, 3, 5, 7]
 
 
-def test_a_rewrite_whose_input_lost_rows_meanwhile_is_dropped_not_committed(tmp_path: Path) -> None:
-    """Rows deleted after the rewrite read its inputs: the same path with another vector is
-    another file, so the rewrite (which still holds those rows) must not land."""
+def test_rows_deleted_after_a_compaction_read_its_inputs_are_deleted_in_its_new_file(tmp_path: Path) -> None:
+    """Rows deleted after the rewrite read its inputs (the same path with a grown vector): the
+    compaction knows where each input row went, so it commits over the new version, removing the
+    file by its vector as it is now and deleting those rows in its own file in the same commit.
+    The commit turn is held around the commit and the hook hears where the rows went: a key index
+    of the version it committed over, moved, is the index read from the table afterwards."""
+    uri = str(tmp_path / "t")
+    table, (three, five) = two_files(uri)
+    _rs.commit_row_deletions(table, {five: [0]})
+    read = DeltaTable(uri)
+    inputs = live_files(read)
+    late = DeltaTable(uri)
+    _rs.commit_row_deletions(late, {five: [1]})  # lands between the read and the commit
+    index = index_keys(uri, late.version(), key_column="key")
+    turn = threading.RLock()
+    heard: list[tuple[int, int, Any]] = []
+
+    def on_commit(read_version: int, version: int, moved: Any) -> None:
+        assert turn._is_owned()  # type: ignore[attr-defined]
+        heard.append((read_version, version, moved))
+        index.move(moved)
+
+    rewrite = _Rewrite(uri, {}, (), 128 * 2**20, 1_000_000, 3, lambda s: None)
+    result = rewrite.run(read, [(inputs, "compacted.parquet")], commit_turn=turn, on_commit=on_commit)
+    assert (result.files_removed, result.files_added, result.attempts) == (2, 1, 2)
+    assert [r["k"] for r in logical_rows(uri)] == [2, 3, 4, 5, 6, 7]
+    assert [(r, v) for r, v, _ in heard] == [(3, 4)]
+    (moved,) = heard[0][2]
+    assert moved.path == "compacted.parquet" and [(p, n) for p, _, n in moved.inputs] == [(five, 5), (three, 3)]
+    assert live_adds(uri).keys() == {"compacted.parquet"}
+    assert _dv.load(uri, _dv.Descriptor.from_json(live_adds(uri)["compacted.parquet"]["deletionVector"])).tolist() == [
+        0
+    ]
+    again = index_keys(uri, 4, key_column="key")
+    keys = [b"%d" % k for k in range(8)]
+    assert [index.lookup(k) for k in keys] == [again.lookup(k) for k in keys]
+    assert index.lookup(b"2") == ("compacted.parquet", 1)  # 1 and 2 were rows 0 and 1; 0 was left out
+
+
+def test_rows_deleted_before_one_conflict_stay_deleted_through_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A compaction that conflicts twice: rows deleted before the first, then an unrelated append
+    before the second. The new file's vector still deletes the first conflict's rows."""
+    from parka.lake.delta import _optimize
+
+    uri = str(tmp_path / "t")
+    _, (_three, five) = two_files(uri)
+    read = DeltaTable(uri)
+    inputs = live_files(read)
+    _rs.commit_row_deletions(DeltaTable(uri), {five: [1]})  # before the first attempt
+    real = _optimize._rs_maintenance.commit_rewrite
+    calls = []
+
+    def commit_rewrite(*args: Any, **kwargs: Any) -> int:
+        calls.append(kwargs.get("new_file_deletions"))
+        if len(calls) == 2:
+            write_deltalake(uri, rows(8), mode="append")  # lands before the second attempt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_optimize._rs_maintenance, "commit_rewrite", commit_rewrite)
+    rewrite = _Rewrite(uri, {}, (), 128 * 2**20, 1_000_000, 5, lambda s: None)
+    result = rewrite.run(read, [(inputs, "compacted.parquet")])
+    assert (result.files_removed, result.files_added, result.attempts) == (2, 1, 3)
+    assert [r["k"] for r in logical_rows(uri)] == [0, 2, 3, 4, 5, 6, 7, 8]
+
+
+def test_a_z_order_rewrite_whose_input_lost_rows_meanwhile_is_dropped_not_committed(tmp_path: Path) -> None:
+    """A rewrite that sorted its rows cannot say where they went: an input whose vector grew
+    since it read it is another file, which the rewrite (holding its deleted rows) must not
+    replace."""
     uri = str(tmp_path / "t")
     table, (three, five) = two_files(uri)
     _rs.commit_row_deletions(table, {five: [0]})
     read = DeltaTable(uri)
     inputs = live_files(read)
     _rs.commit_row_deletions(DeltaTable(uri), {five: [1]})  # lands between the read and the commit
-    rewrite = _Rewrite(uri, {}, (), 128 * 2**20, 1_000_000, 3, lambda s: None)
+    rewrite = _Rewrite(uri, {}, ("v",), 128 * 2**20, 1_000_000, 3, lambda s: None)
     result = rewrite.run(read, [(inputs, None)])
     assert result.files_added == 0 and result.files_removed == 0
     assert [r["k"] for r in logical_rows(uri)] == [2, 3, 4, 5, 6, 7]
