@@ -19,7 +19,7 @@ BENCH_S3_UP = $(if $(BENCH_S3),PARKA_S3PROXY_BUCKET=$(firstword $(subst /, ,$(pa
 SEED ?= 1
 RELIABILITY_OUT ?= reliability-out
 
-.PHONY: compiled fetch fetch-early test-jars spark-class-archive help setup kafka-up kafka-down kafka-status spark-cluster-up spark-cluster-down lint docs docs-build test test-unit test-integration demo bench bench-quick bench-encodings bench-dropin bench-encryption bench-freshness bench-freshness-quick bench-list-calls bench-profile bench-soak bench-soak-quick reliability reliability-quick clean
+.PHONY: compiled fetch fetch-early test-jars spark-class-archive help setup kafka-up kafka-down kafka-status spark-cluster-up spark-cluster-down lint docs docs-build test test-unit test-integration demo bench bench-quick bench-encodings bench-dropin bench-encryption bench-freshness bench-freshness-quick bench-list-calls bench-profile bench-soak bench-soak-quick bench-upsert bench-upsert-quick reliability reliability-quick clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 20
@@ -179,6 +179,12 @@ bench-soak: setup kafka-up $(BIN)/.bench-installed ## weeks of parka ingest's hi
 
 bench-soak-quick: setup kafka-up $(BIN)/.bench-installed ## the soak benchmark for 60 s, no Spark (~2 min) into BENCH_OUT
 	$(BIN)/python -m benchmarks.soak --quick --bootstrap localhost:$(PARKA_KAFKA_PORT) --out $(BENCH_OUT) $(BENCH_ARGS)
+
+bench-upsert: setup kafka-up $(BIN)/.bench-installed ## parka ingest --upsert against delta-rs MERGE and pyiceberg upsert: CPU per event into 1M keys, 5% deletes as tombstones (~10 min) into BENCH_OUT
+	$(BIN)/python -m benchmarks.upsert --bootstrap localhost:$(PARKA_KAFKA_PORT) --out $(BENCH_OUT) $(BENCH_ARGS)
+
+bench-upsert-quick: setup kafka-up $(BIN)/.bench-installed ## the upsert benchmark at 20,000 keys (~1 min) into BENCH_OUT
+	$(BIN)/python -m benchmarks.upsert --quick --bootstrap localhost:$(PARKA_KAFKA_PORT) --out $(BENCH_OUT) $(BENCH_ARGS)
 
 reliability: setup kafka-up ## the full fault suite (~13 min on 2 cores, and ~3 for its long-history scenario): kills, restarts, bad inputs, VACUUM amid kills; summary in reliability-out/full
 	PARKA_FUZZ_EXAMPLES=1000 $(BIN)/pytest tests/unit/test_segment_fuzz.py -q -p no:cacheprovider

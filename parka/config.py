@@ -21,6 +21,8 @@ level``
                                     pyarrow's defaults
 ``columnar.sort.by``                comma-separated column names: each segment's  none
                                     rows are sorted by them (stable)
+``columnar.tombstone.order``        ``partition`` | ``key``: what a tombstone     ``partition``
+                                    (``value=None``) waits for (below)
 ``columnar.metrics.registry``       a ``prometheus_client.CollectorRegistry``:    none
                                     the producer's ``parka_producer_*`` metrics
                                     go there (:mod:`parka.metrics`)
@@ -36,6 +38,15 @@ ordering promise survives it: records with the same Kafka key keep their order, 
 whose sort would swap two of them is left unsorted (:func:`parka.encoding.sort_order`); sort by
 columns that are the same for all records of a key (the column the key is made from) and every
 segment is sorted. Records without a key may move.
+
+A tombstone (``produce(topic, None, key=k)``) is a plain Kafka message, not a row of a segment.
+With ``columnar.tombstone.order=partition`` it keeps its place in the partition: the records
+buffered for its partition are cut into a segment and sent first, so a stream with deletes
+among its updates (a keyed table's changes) goes out in segments of the few records between two
+tombstones. With ``key`` it keeps its place among the records of its own key, as
+``columnar.sort.by`` does: the buffer is cut only when it holds a record with the same key, and
+otherwise the tombstone goes ahead of the buffered records of other keys; segments stay full.
+``parka ingest --upsert`` orders by key, so either serves it.
 
 Every other key goes to the wrapped confluent-kafka client unchanged (TLS and SASL included).
 Unknown ``columnar.*`` keys are rejected so a typo never goes unnoticed.
@@ -70,6 +81,7 @@ __all__ = [
 ]
 
 ENCODINGS = ("none", "parquet")
+TOMBSTONE_ORDERS = ("partition", "key")
 CODECS = ("none", "snappy", "gzip", "lz4", "zstd")
 
 _COLUMNAR_KEYS = frozenset(
@@ -82,6 +94,7 @@ _COLUMNAR_KEYS = frozenset(
         "columnar.partition.by",
         "columnar.encoding.tuning",
         "columnar.sort.by",
+        "columnar.tombstone.order",
         "columnar.metrics.registry",
     }
 )
@@ -114,6 +127,7 @@ class ProducerSettings:
     sort_by: tuple[str, ...] = ()
     metrics_registry: Any = field(default=None, compare=False, repr=False)
     encryption: EncryptionSettings | None = None
+    tombstone_order: str = "partition"
 
     @property
     def columnar(self) -> bool:
@@ -214,6 +228,7 @@ def parse_producer_config(conf: Mapping[str, Any]) -> tuple[ProducerSettings, di
         sort_by=sort_by,
         metrics_registry=registry,
         encryption=encryption,
+        tombstone_order=_choice(conf, "columnar.tombstone.order", TOMBSTONE_ORDERS, "partition"),
     )
     return settings, client
 

@@ -135,7 +135,8 @@ class Pipeline:
         callback: DeliveryCallback | None,
     ) -> None:
         """Send ``value=None`` as a plain Kafka message, in order with the segments of its
-        partition: that partition's staged and buffered records are cut into segments first.
+        partition: that partition's staged and buffered records are cut into segments first
+        (``columnar.tombstone.order=key``: only when one of them has the tombstone's key).
 
         Raises :class:`~parka.errors.RecordError` for a key or headers of a wrong type,
         ``KafkaException`` (``_UNKNOWN_PARTITION``) for a partition the topic lacks, and
@@ -155,7 +156,12 @@ class Pipeline:
             else:
                 keys = None if kbytes is None else pa.array([kbytes], pa.binary())
                 part = self.placement.assign(topic, 1, keys, None)[0][0][0]
-            self.segments.cut_partition(topic, part)
+            if (
+                self._settings.tombstone_order == "partition"
+                or kbytes is None
+                or self.segments.holds_key(topic, part, kbytes)
+            ):
+                self.segments.cut_partition(topic, part)
             self.out.send_plain(topic, part, kbytes, hdrs, int(timestamp or 0), report)
 
         self._after_drain(topic, state, send)

@@ -15,6 +15,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from parka.config import ProducerSettings
 from parka.encoding import sort_order
 from parka.errors import RecordTooLargeError
@@ -102,6 +105,16 @@ class Segmenter:
         """Cut every buffer of one Kafka partition (before a tombstone or table rows of it)."""
         for bkey in [k for k in self._buffers if k[0] == topic and k[1] == partition]:
             self._cut(bkey)
+
+    def holds_key(self, topic: str, partition: int, key: bytes) -> bool:
+        """Whether a buffer of the Kafka partition holds a record with Kafka key ``key``."""
+        wanted = pa.scalar(key, pa.binary())
+        for (t, p, *_), buf in self._buffers.items():
+            if t == topic and p == partition:
+                for piece in buf.pieces:
+                    if piece.keys is not None and pc.any(pc.equal(piece.keys, wanted)).as_py():
+                        return True
+        return False
 
     def cut_topic(self, topic: str) -> None:
         for bkey in [k for k in self._buffers if k[0] == topic]:

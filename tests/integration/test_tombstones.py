@@ -77,6 +77,33 @@ def test_tombstones_keep_their_place_among_their_partitions_records(
     assert kinds == {0: ["segment", (b"k1", None), "segment"], 1: ["segment", (b"k2", None)]}
 
 
+def test_with_tombstone_order_key_a_tombstone_cuts_only_a_buffer_that_holds_its_key(
+    bootstrap: str, new_topic: Callable[..., str], group_id: str
+) -> None:
+    """``columnar.tombstone.order=key``: a tombstone of a key the buffer does not hold goes ahead
+    of the buffered records (one segment stays whole); one whose key is buffered cuts the buffer
+    first. Each key's records and tombstones keep their order."""
+    topic = new_topic(partitions=1)
+    conf = {"bootstrap.servers": bootstrap, "columnar.encoding": "parquet", "linger.ms": 60_000}
+    producer = ParquetProducer({**conf, "columnar.tombstone.order": "key"})
+    producer.set_schema(topic, SCHEMA)
+    for i in range(3):
+        producer.produce(topic, {"id": i}, key=f"k{i}", partition=0)
+    producer.produce(topic, None, key="k9", partition=0)  # not buffered: goes ahead
+    producer.produce(topic, {"id": 3}, key="k3", partition=0)
+    producer.produce(topic, None, key="k1", partition=0)  # buffered: the buffer is cut first
+    producer.produce(topic, {"id": 4}, key="k1", partition=0)
+    assert producer.flush(30) == 0
+    producer.close()
+
+    raw = _read(Consumer(_conf(bootstrap, group_id + "-raw")), topic, expected=4)
+    kinds = [("segment" if is_segment(m.headers()) else (m.key(), m.value())) for m in raw]
+    assert kinds == [(b"k9", None), "segment", (b"k1", None), "segment"], kinds
+    got = _read(ParquetConsumer(_conf(bootstrap, group_id)), topic, expected=7)
+    order = [("tombstone", m.key()) if m.value() is None else m.value()["id"] for m in got]
+    assert order == [("tombstone", b"k9"), 0, 1, 2, 3, ("tombstone", b"k1"), 4]
+
+
 def test_tombstones_and_segments_reach_a_compacted_topic(
     bootstrap: str, new_topic: Callable[..., str], group_id: str
 ) -> None:

@@ -39,6 +39,7 @@ def test_caller_dict_is_not_modified() -> None:
         ("columnar.sort.by", 7, "comma-separated column names"),
         ("columnar.sort.by", "a,b,a", "distinct names of the schema's own columns"),
         ("columnar.sort.by", "__parka_key", "distinct names of the schema's own columns"),
+        ("columnar.tombstone.order", "offset", "partition | key"),
     ],
 )
 def test_bad_values_name_key_value_and_allowed(key: str, value: object, allowed: str) -> None:

@@ -1,0 +1,335 @@
+"""Upserts into a keyed table: ``parka ingest --upsert`` against the Python anchors, in one run:
+``python -m benchmarks.upsert --bootstrap HOST:PORT --out DIR [--keys 1000000] [--quick]``.
+
+The data set: ``--keys`` ids, each a row of six columns (id, version, user, amount, status, ts),
+loaded first (not measured); then a stream of events on uniformly random ids, 95% updates (a
+new row for the id) and 5% deletes. Every arm takes the same events in the same order and must
+end with the same table: one row per live id, at its latest version, checked by reading the
+table back (row count, no id twice, the sum of versions and of ids against a model).
+
+* **parka**: the events produced as segments keyed by id into a topic of ``--partitions``
+  partitions (``produce()`` per event, a delete as a tombstone: ``produce(topic, None,
+  key=id)``; with ``columnar.tombstone.order`` ``--tombstone-order``, ``key`` by default:
+  with ``partition`` every tombstone cuts its partition's segment, and at 5% deletes segments
+  hold some 20 records), then ``parka ingest TOPIC TABLE --upsert --end-at-latest`` in a child process,
+  its defaults otherwise (background compaction on). Billed: the child's CPU, start to end
+  (the interpreter's start, the group join and the key index read from the table included).
+* **delta-rs MERGE** (``TableMerger``, copy-on-write; ``streamed_exec=False``): the same events
+  in batches of ``--batch``, each deduplicated by id (the last event wins), merged into a Delta
+  table holding the same initial rows: matched and deleted -> delete, matched -> update, not
+  matched -> insert. Billed: this process's CPU around the merges.
+* **pyiceberg upsert**: the same batches into an Iceberg table of the same initial rows (a SQL
+  catalog over SQLite): ``Table.upsert(batch, join_cols=["id"])`` for the updates, then
+  ``Table.delete(id IN deletes)``. Billed: this process's CPU around the calls.
+
+The anchors take ``--anchor-events`` of the events (they are slow: a copy-on-write of the
+table per batch); parka takes ``--events``. The statistic: CPU-seconds per event, one run per
+arm, and the ratio of each anchor's to parka's. Spark's foreachBatch MERGE is not an arm yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .report import save_run
+
+STATUSES = ["new", "paid", "shipped", "returned", "closed"]
+
+
+@dataclass(frozen=True)
+class Events:
+    """The stream: ``ids[i]`` updated to version ``i + 1``, or deleted where ``deleted[i]``."""
+
+    ids: np.ndarray
+    deleted: np.ndarray
+
+    def head(self, n: int) -> Events:
+        return Events(self.ids[:n], self.deleted[:n])
+
+
+def make_events(keys: int, n: int, delete_share: float, seed: int) -> Events:
+    rng = np.random.default_rng(seed)
+    return Events(rng.integers(0, keys, n, dtype=np.int64), rng.random(n) < delete_share)
+
+
+def rows(ids: np.ndarray, versions: np.ndarray) -> pa.Table:
+    """The rows of ``ids`` at ``versions`` (their other columns derived from both)."""
+    mix = ids * 2654435761 + versions
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "version": pa.array(versions, pa.int64()),
+            "user": pa.array([f"user-{m % 100_003}" for m in mix.tolist()], pa.string()),
+            "amount": pa.array((mix % 100_000) / 100.0, pa.float64()),
+            "status": pa.array([STATUSES[m % 5] for m in mix.tolist()], pa.string()),
+            "ts": pa.array(1_700_000_000_000_000 + mix % 10**12, pa.timestamp("us")),
+        }
+    )
+
+
+def model_of(keys: int, events: Events) -> dict[int, int]:
+    """id -> latest version after the initial load (version 0) and ``events``."""
+    state = dict.fromkeys(range(keys), 0)
+    for i, (key, gone) in enumerate(zip(events.ids.tolist(), events.deleted.tolist(), strict=True)):
+        if gone:
+            state.pop(key, None)
+        else:
+            state[key] = i + 1
+    return state
+
+
+def check(table: pa.Table, model: dict[int, int], arm: str) -> dict[str, Any]:
+    """The table read back against the model; raises naming the arm and what differs."""
+    ids = table["id"]
+    got = {
+        "rows": table.num_rows,
+        "distinct_ids": len(pc.unique(ids)),
+        "sum_ids": int(pc.sum(ids).as_py() or 0),
+        "sum_versions": int(pc.sum(table["version"]).as_py() or 0),
+    }
+    want = {
+        "rows": len(model),
+        "distinct_ids": len(model),
+        "sum_ids": sum(model),
+        "sum_versions": sum(model.values()),
+    }
+    if got != want:
+        raise AssertionError(f"{arm}: the table is not the model: got {got}, want {want}")
+    return got
+
+
+def batches(events: Events, size: int, first_version: int = 1) -> list[tuple[pa.Table, np.ndarray]]:
+    """The events in batches of ``size``, each deduplicated by id (the last event wins): the rows
+    to upsert and the ids to delete."""
+    out = []
+    for start in range(0, events.ids.size, size):
+        ids, gone = events.ids[start : start + size], events.deleted[start : start + size]
+        versions = np.arange(start, start + ids.size, dtype=np.int64) + first_version
+        _, last_from_end = np.unique(ids[::-1], return_index=True)
+        last = ids.size - 1 - last_from_end  # each id's last event in the batch
+        up, down = last[~gone[last]], last[gone[last]]
+        out.append((rows(ids[up], versions[up]), ids[down]))
+    return out
+
+
+def cpu_children() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def run_parka(
+    bootstrap: str, keys: int, events: Events, partitions: int, workdir: str, chunk: int, tombstone_order: str
+) -> dict[str, Any]:
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from deltalake import DeltaTable, QueryBuilder
+    from parka.producer import ParquetProducer
+
+    topic = f"bench-upsert-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(timeout=60)
+    table = os.path.join(workdir, "parka")
+    conf = {"bootstrap.servers": bootstrap, "columnar.encoding": "parquet", "linger.ms": 50}
+    conf["columnar.tombstone.order"] = tombstone_order
+    ingest = [sys.executable, "-m", "parka.cli", "ingest", topic, table, "-k", bootstrap, "--upsert"]
+    ingest += ["--end-at-latest", "-v"]
+    try:
+        with ParquetProducer(conf) as producer:
+            producer.set_schema(topic, rows(np.zeros(1, np.int64), np.zeros(1, np.int64)).schema)
+            for start in range(0, keys, 100_000):
+                ids = np.arange(start, min(keys, start + 100_000), dtype=np.int64)
+                producer.produce_batch(topic, rows(ids, np.zeros(ids.size, np.int64)), key_column="id")
+            assert producer.flush(120) == 0
+        subprocess.run(ingest, check=True, capture_output=True, text=True)  # the initial load, not measured
+        with ParquetProducer(conf) as producer:
+            producer.set_schema(topic, rows(np.zeros(1, np.int64), np.zeros(1, np.int64)).schema)
+            for start in range(0, events.ids.size, chunk):
+                ids, gone = events.ids[start : start + chunk], events.deleted[start : start + chunk]
+                versions = np.arange(start + 1, start + 1 + ids.size, dtype=np.int64)
+                # in event order, one produce() each (produce_batch would make segments of each run
+                # of updates between two deletes), a delete as a tombstone
+                records = rows(ids, versions).to_pylist()
+                for key, deleted, record in zip(ids.tolist(), gone.tolist(), records, strict=True):
+                    producer.produce(topic, None if deleted else record, key=str(key))
+                producer.poll(0)
+            assert producer.flush(120) == 0
+        cpu0, wall0 = cpu_children(), time.perf_counter()
+        proc = subprocess.run(ingest, check=True, capture_output=True, text=True)
+        wall, cpu = time.perf_counter() - wall0, cpu_children() - cpu0
+    finally:
+        admin.delete_topics([topic])
+    index = re.search(r"key index read from version \d+: (\d+) keys in ([0-9.]+) s", proc.stderr)
+    reader = QueryBuilder().register("t", DeltaTable(table)).execute("select id, version from t")
+    got = check(pa.table(reader.read_all()), model_of(keys, events), "parka")
+    return {
+        "events": int(events.ids.size),
+        "tombstone_order": tombstone_order,
+        "files_added": len([p for p in os.listdir(table) if p.endswith(".parquet")]),
+        "cpu_s": cpu,
+        "wall_s": wall,
+        "key_index_read_s": float(index.group(2)) if index else None,
+        "table": got,
+    }
+
+
+def run_delta_merge(keys: int, events: Events, batch: int, workdir: str) -> dict[str, Any]:
+    from deltalake import DeltaTable, write_deltalake
+
+    uri = os.path.join(workdir, "delta-merge")
+    write_deltalake(uri, rows(np.arange(keys, dtype=np.int64), np.zeros(keys, np.int64)))
+    work = batches(events, batch)
+    columns = rows(np.zeros(1, np.int64), np.zeros(1, np.int64)).column_names
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    for upserts, deletes in work:
+        source = pa.concat_tables(
+            [
+                upserts.append_column("gone", pa.array(np.zeros(upserts.num_rows, bool))),
+                rows(deletes, np.zeros(deletes.size, np.int64)).append_column(
+                    "gone", pa.array(np.ones(deletes.size, bool))
+                ),
+            ]
+        )
+        (
+            DeltaTable(uri)
+            .merge(source, "t.id = s.id", source_alias="s", target_alias="t", streamed_exec=False)
+            .when_matched_delete("s.gone")
+            .when_matched_update({c: f"s.{c}" for c in columns}, "NOT s.gone")
+            .when_not_matched_insert({c: f"s.{c}" for c in columns}, "NOT s.gone")
+            .execute()
+        )
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    got = check(DeltaTable(uri).to_pyarrow_table(columns=["id", "version"]), model_of(keys, events), "delta-rs MERGE")
+    return {"events": int(events.ids.size), "batches": len(work), "cpu_s": cpu, "wall_s": wall, "table": got}
+
+
+def run_pyiceberg_upsert(keys: int, events: Events, batch: int, workdir: str) -> dict[str, Any]:
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.expressions import In
+
+    catalog = SqlCatalog("bench", uri=f"sqlite:///{workdir}/catalog.db", warehouse=f"file://{workdir}/warehouse")
+    catalog.create_namespace("b")
+    initial = rows(np.arange(keys, dtype=np.int64), np.zeros(keys, np.int64))
+    table = catalog.create_table("b.t", schema=initial.schema)
+    table.append(initial)
+    work = batches(events, batch)
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    for upserts, deletes in work:
+        if upserts.num_rows:
+            table.upsert(upserts, join_cols=["id"])
+        if deletes.size:
+            table.delete(In("id", deletes.tolist()))
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    got = check(table.scan(selected_fields=("id", "version")).to_arrow(), model_of(keys, events), "pyiceberg upsert")
+    return {"events": int(events.ids.size), "batches": len(work), "cpu_s": cpu, "wall_s": wall, "table": got}
+
+
+def render(results: dict[str, Any]) -> str:
+    arms = results["arms"]
+    parka = arms["parka"]["cpu_s"] / arms["parka"]["events"]
+    lines = [
+        "# Upserts: CPU-seconds per event, parka ingest --upsert against the anchors",
+        "",
+        f"`{results['command']}`",
+        "",
+        f"{results['keys']:,} keys loaded first; events on uniformly random keys, "
+        f"{results['delete_share']:.0%} deletes (parka's producer: columnar.tombstone.order="
+        f"{results['tombstone_order']}); one run per arm on {results['machine']}.",
+        "Statistic: the arm's CPU-seconds (user + system, all threads) divided by its events.",
+        "",
+        "| arm | events | CPU-s | wall s | µs CPU per event | its / parka's |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, arm in arms.items():
+        per = arm["cpu_s"] / arm["events"]
+        lines.append(
+            f"| {name} | {arm['events']:,} | {arm['cpu_s']:.2f} | {arm['wall_s']:.2f} | {per * 1e6:,.1f} | "
+            f"{per / parka:,.1f} |"
+        )
+    best = min((a["cpu_s"] / a["events"] for n, a in arms.items() if n != "parka"), default=None)
+    if best is not None:
+        lines += ["", f"The best anchor's CPU per event is {best / parka:,.1f}x parka's (goal: at least 10x)."]
+    if arms["parka"].get("key_index_read_s") is not None:
+        lines += [
+            "",
+            f"parka's start read the key index of {results['keys']:,} keys from the table in "
+            f"{arms['parka']['key_index_read_s']:.2f} s (wall, included above).",
+        ]
+    lines += ["", "Every arm's table was read back and equals the model (rows, ids once, sums of ids and versions)."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--bootstrap", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--keys", type=int, default=1_000_000)
+    p.add_argument("--events", type=int, default=1_000_000, help="events parka takes")
+    p.add_argument("--anchor-events", type=int, default=30_000, help="events each anchor takes")
+    p.add_argument("--batch", type=int, default=10_000, help="events per anchor batch")
+    p.add_argument("--partitions", type=int, default=4)
+    p.add_argument("--delete-share", type=float, default=0.05)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument(
+        "--tombstone-order",
+        choices=("key", "partition"),
+        default="key",
+        help="the producer's columnar.tombstone.order (partition: each tombstone cuts its partition's segment)",
+    )
+    p.add_argument("--arms", default="parka,delta-rs MERGE,pyiceberg upsert")
+    p.add_argument("--quick", action="store_true", help="a smoke run: 20,000 keys, 20,000 events, 4,000 for anchors")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.keys, args.events, args.anchor_events, args.batch = 20_000, 20_000, 4_000, 2_000
+    os.makedirs(args.out, exist_ok=True)
+    events = make_events(args.keys, max(args.events, args.anchor_events), args.delete_share, args.seed)
+    wanted = [a.strip() for a in args.arms.split(",")]
+    arms: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="parka-bench-upsert-") as workdir:
+        if "parka" in wanted:
+            arms["parka"] = run_parka(
+                args.bootstrap,
+                args.keys,
+                events.head(args.events),
+                args.partitions,
+                workdir,
+                args.batch,
+                args.tombstone_order,
+            )
+            print(f"parka: {arms['parka']}", file=sys.stderr)
+        if "delta-rs MERGE" in wanted:
+            arms["delta-rs MERGE"] = run_delta_merge(args.keys, events.head(args.anchor_events), args.batch, workdir)
+            print(f"delta-rs MERGE: {arms['delta-rs MERGE']}", file=sys.stderr)
+        if "pyiceberg upsert" in wanted:
+            arms["pyiceberg upsert"] = run_pyiceberg_upsert(
+                args.keys, events.head(args.anchor_events), args.batch, workdir
+            )
+            print(f"pyiceberg upsert: {arms['pyiceberg upsert']}", file=sys.stderr)
+    import platform
+
+    results = {
+        "command": "python -m benchmarks.upsert " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "keys": args.keys,
+        "tombstone_order": args.tombstone_order,
+        "delete_share": args.delete_share,
+        "machine": f"{os.cpu_count()} cores, {platform.platform()}",
+        "arms": arms,
+    }
+    save_run(args.out, results, render(results))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
