@@ -333,11 +333,8 @@ class IngestionConsumer(KafkaSide):
             if view is None:  # no table yet: made from this segment's schema
                 view = self._make_table(run, seg.schema)
             table_schema, partitioning = view
-            if self.settings.upsert and KEY_COLUMN not in seg.schema.names:
-                raise SegmentError(
-                    "--upsert: a segment whose records have no keys (produce them with key=...)",
-                    value=raw.value, headers=raw.headers, topic=raw.topic, partition=raw.partition, offset=raw.offset,
-                )  # fmt: skip
+            if self.settings.upsert:
+                self._check_keyed(raw, seg.schema)
             checked = check_segment(
                 seg,
                 table_schema=table_schema,
@@ -354,9 +351,38 @@ class IngestionConsumer(KafkaSide):
         if run.batch.oldest_at is None:
             run.batch.oldest_at = self._clock()
 
+    def _check_keyed(self, raw: RawSegment, schema: pa.Schema) -> None:
+        """``--upsert``: a segment must give each record a key (the record key, or every
+        ``--key-columns`` column).
+
+        Raises:
+            SegmentError: naming the flag and what the segment lacks.
+        """
+        columns = self.settings.key_columns
+        if not columns and KEY_COLUMN not in schema.names:
+            why = "--upsert: a segment whose records have no keys (produce them with key=...)"
+        elif columns and not set(columns) <= set(schema.names):
+            missing = [c for c in columns if c not in schema.names]
+            why = f"--key-columns: a segment without the key column(s) {', '.join(missing)}"
+        else:
+            return
+        raise SegmentError(
+            why, value=raw.value, headers=raw.headers, topic=raw.topic, partition=raw.partition, offset=raw.offset
+        )
+
     def _tombstone(self, run: IngestRun, raw: RawSegment) -> None:
-        """``--upsert``: a message with a key and no value deletes its key (in the next commit)."""
+        """``--upsert``: a message with a key and no value deletes its key (in the next commit);
+        with ``--key-columns`` it cannot name a row, and is refused (dead-lettered, or the run
+        stops at it)."""
         assert raw.key is not None
+        if self.settings.key_columns:
+            error = SegmentError(
+                "--key-columns: a tombstone (a key and no value) cannot name a row by its key columns; "
+                "delete rows by the record key (no --key-columns)",
+                value=raw.value, headers=raw.headers, topic=raw.topic, partition=raw.partition, offset=raw.offset,
+            )  # fmt: skip
+            self._refuse(run, raw, error)
+            return
         run.batch.tombstones.append(Tombstone(raw.partition, raw.offset, raw.key))
         self._positions.consumed[raw.partition] = raw.offset
         if run.batch.oldest_at is None:

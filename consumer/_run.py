@@ -83,6 +83,7 @@ def landing_session(settings: IngestSettings, engine: LogEngine, **committer: An
             storage_options=s.storage_options,
             checkpoint_interval=s.checkpoint_interval,
             upsert=s.upsert,
+            key_columns=s.key_columns,
             **committer,
         )
     )

@@ -114,6 +114,12 @@ SET_TABLE_RETENTION = Setting(
     default=False,
     kind="switch",
 )
+
+
+def _key_columns_text(text: str) -> tuple[str, ...]:
+    return tuple(c.strip() for c in text.split(",") if c.strip())
+
+
 UPSERT = Setting(
     "upsert",
     ("--upsert",),
@@ -125,6 +131,16 @@ UPSERT = Setting(
     "--optimize-every is off",
     default=False,
     kind="switch",
+)
+KEY_COLUMNS = Setting(
+    "key_columns",
+    ("--key-columns",),
+    ("KEY_COLUMNS",),
+    "with --upsert: comma-separated top-level columns whose values are a row's key, instead of the "
+    "record key; produce each record with a key made of them, so that all of a key's records go to "
+    "one Kafka partition. Tombstones cannot name a row by these columns and are refused",
+    default=(),
+    parse=_key_columns_text,
 )
 EXIT_CODE_WHEN_EMPTY = Setting(
     "exit_code_when_empty",
@@ -151,6 +167,7 @@ FLAGS: tuple[Setting, ...] = (
     TABLE_RETENTION,
     SET_TABLE_RETENTION,
     UPSERT,
+    KEY_COLUMNS,
     EXIT_CODE_WHEN_EMPTY,
 )
 """``parka ingest``'s command line, in ``--help`` order."""
@@ -200,6 +217,7 @@ class IngestSettings(DaemonSettings):
     retry_log_interval_s: float = declared(s.RETRY_LOG_INTERVAL)  # a cause waited on is logged again this often
     stop_timeout_s: float = declared(s.STOP_TIMEOUT)  # a stop that takes longer exits at once
     upsert: bool = declared(UPSERT)
+    key_columns: tuple[str, ...] = declared(KEY_COLUMNS)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -211,6 +229,10 @@ class IngestSettings(DaemonSettings):
         object.__setattr__(self, "storage_options", options)
         if self.upsert and self.catalog is not None:
             raise UPSERT.error(True, "a Delta table (no --catalog): Iceberg tables take no upserts yet")
+        if self.key_columns and not self.upsert:
+            raise KEY_COLUMNS.error(",".join(self.key_columns), "nothing without --upsert (the key of an upsert table)")
+        if len(set(self.key_columns)) != len(self.key_columns):
+            raise KEY_COLUMNS.error(",".join(self.key_columns), "distinct column names")
         if self.upsert and self.partition_by:
             raise UPSERT.error(
                 True, "an unpartitioned table (no --partition-by): partitioned upserts are not built yet"

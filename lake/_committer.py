@@ -30,7 +30,7 @@ from ._checkpoints import CHECKPOINT_CLOSE_S, Checkpoints
 from ._commit_stats import CommitResult, CommitStats
 from ._dead_letters import append_dead_letters
 from ._files import trim_stitched
-from ._keys import KeyIndex, Rewritten
+from ._keys import KeyIndex, Rewritten, keys_of
 from ._log import DataFile, LogEngine, TableLog, UpsertLog
 from ._orphans import Orphans
 from ._plan import (
@@ -39,6 +39,7 @@ from ._plan import (
     Refused,
     Tombstone,
     app_txn_id,
+    check_key_columns,
     check_partitioning,
     dead_letter_txn_id,
     default_app_id,
@@ -48,7 +49,7 @@ from ._plan import (
 )
 from ._settle import evolved_columns, settle_files, split_covered, stop_at_refused, with_widening
 from ._stats import StatsConfig
-from ._storage import delete_files, make_durable, read_column
+from ._storage import delete_files, make_durable, read_columns
 
 __all__ = ["DEFAULT_CHECKPOINT_INTERVAL", "CommitResult", "CommitStats", "Committer"]
 
@@ -109,6 +110,7 @@ class Committer:
         sleep: Callable[[float], None] = time.sleep,
         relist_orphans: bool = False,
         upsert: bool = False,
+        key_columns: Sequence[str] = (),
     ) -> None:
         if checkpoint_interval < 0:
             raise ConfigError("checkpoint_interval", checkpoint_interval, "an integer >= 0 (0: never)")
@@ -144,12 +146,16 @@ class Committer:
         )
         self.partitioning = parse_partition_by(partition_by)
         self.partition_by = tuple(s.name for s in self.partitioning)
+        self.upsert = upsert
+        # the columns a row's key is made of (upserts): the record key, or --key-columns
+        self.key_columns = tuple(key_columns) or (KEY_COLUMN,)
         self.table: TableLog | None = engine.open(table_uri, self.storage_options)
         if self.table is not None:
             self._adopt_partitioning()
+            if key_columns:
+                check_key_columns(self.table.arrow_schema(), key_columns, where="the table")
         self._schema: tuple[int, pa.Schema] | None = None
         self._stats_config: tuple[int, StatsConfig] | None = None
-        self.upsert = upsert
         self._keys: tuple[int, KeyIndex] | None = None  # (the version it is of, the index): upserts'
 
     def _adopt_partitioning(self) -> None:
@@ -201,6 +207,8 @@ class Committer:
         if self.table is not None:
             return
         check_partitioning(segment_schema, self.partitioning, where=source)
+        if self.key_columns != (KEY_COLUMN,):
+            check_key_columns(segment_schema, self.key_columns, where=source)
         try:
             self.table = self.engine.create(
                 self.table_uri,
@@ -416,20 +424,22 @@ class Committer:
         version = table.version()
         if self._keys is None or self._keys[0] != version:
             started = time.monotonic()
-            self._keys = (version, table.key_index())
+            self._keys = (version, table.key_index(self.key_columns))
             log.info(
                 "key index read from version %d: %d keys in %.2f s", version, len(self._keys[1]),
                 time.monotonic() - started,
             )  # fmt: skip
         index = self._keys[1]
+        if tombstones and self.key_columns != (KEY_COLUMN,):
+            raise CommitError(f"--key-columns: {len(tombstones)} tombstone(s) cannot name rows by their key columns")
         placed = sorted(((_coordinates(f.path), f) for f in files), key=lambda pair: pair[0])
         places, ordered = [place for place, _ in placed], [f for _, f in placed]
         chunks = []
         for f in ordered:
-            keys = read_column(self.root, f.path, KEY_COLUMN, self.storage_options)
-            if keys is None or keys.null_count:
-                raise CommitError(f"--upsert: {f.path} holds records without a key ({KEY_COLUMN})")
-            chunks.append((f.path, keys.to_pylist()))
+            columns = read_columns(self.root, f.path, self.key_columns, self.storage_options)
+            if columns is None or any(c.null_count for c in columns.columns):
+                raise CommitError(f"--upsert: {f.path} holds records without a key ({', '.join(self.key_columns)})")
+            chunks.append((f.path, keys_of(columns)))
         after = [bisect.bisect_left(places, (t.partition, t.offset)) for t in tombstones]
         plan = index.plan(chunks, [t.key for t in tombstones], after=after)
         committed = table.commit_upsert(

@@ -6,8 +6,8 @@ that key's live row, without reading the table. This index answers that from mem
 keys of the Kafka partitions a worker holds (a key always goes to one Kafka partition), and is
 rebuilt from the table when partitions are assigned.
 
-**The keys.** A key is the record's bytes (``__parka_key``) or the bytes of the key columns; the
-index keeps a 128-bit BLAKE2b digest of it, never the key itself. Two keys with one digest would
+**The keys.** A key is the record's bytes (``__parka_key``) or the bytes of the key columns
+(:func:`keys_of`); the index keeps a 128-bit BLAKE2b digest of it, never the key itself. Two keys with one digest would
 make one delete the other's row: at 10 million keys the chance is about 10^-25.
 
 **The memory.** Runs of four numpy arrays sorted by digest: its two 64-bit halves, a file number
@@ -35,8 +35,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import pyarrow as pa
 
-__all__ = ["MERGE_AT", "BatchPlan", "KeyIndex", "Rewritten", "digest", "digests"]
+__all__ = ["MERGE_AT", "BatchPlan", "KeyIndex", "Rewritten", "digest", "digests", "keys_of"]
 
 MERGE_AT = 100_000
 """The changes the index holds in runs of their own before it merges them into its base (at least)."""
@@ -44,6 +45,36 @@ PATHS_KEPT = 4096
 """Paths the index keeps before a merge forgets those no live key is in (and past twice the keys)."""
 
 _DIGEST = np.dtype([("hi", ">u8"), ("lo", ">u8")])  # big-endian halves: as the 16 bytes read
+
+
+def keys_of(columns: pa.Table) -> list[bytes]:
+    """The key of each row of ``columns`` (the key columns, in order; no nulls): one binary or
+    string column's values as they are (the record key, ``__parka_key``); otherwise each value
+    tagged by its kind and prefixed by its length, one after the other, so that two rows get one
+    key exactly when their values are equal (``1`` and ``"1"`` differ, ``("ab", "c")`` and
+    ``("a", "bc")`` too)."""
+    if columns.num_columns == 1:
+        t = columns.schema.types[0]
+        if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+            return columns.column(0).to_pylist()
+        if pa.types.is_string(t) or pa.types.is_large_string(t):
+            return [v.encode() for v in columns.column(0).to_pylist()]
+    parts = [_encoded(columns.column(i)) for i in range(columns.num_columns)]
+    return [b"".join(row) for row in zip(*parts, strict=True)]
+
+
+def _encoded(column: pa.ChunkedArray) -> list[bytes]:
+    """A key column's values as tagged, length-prefixed bytes (:func:`keys_of`)."""
+    t = column.type
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+        tag, values = b"b", column.to_pylist()
+    elif pa.types.is_string(t) or pa.types.is_large_string(t):
+        tag, values = b"s", [v.encode() for v in column.to_pylist()]
+    elif pa.types.is_integer(t):
+        tag, values = b"i", [str(v).encode() for v in column.to_pylist()]
+    else:  # dates, timestamps, decimals, booleans, floats: their Python value's repr
+        tag, values = b"o", [repr(v).encode() for v in column.to_pylist()]
+    return [tag + len(v).to_bytes(4, "big") + v for v in values]
 
 
 def digest(key: bytes) -> bytes:

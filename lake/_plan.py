@@ -37,6 +37,7 @@ __all__ = [
     "Refused",
     "Tombstone",
     "SchemaVerdict",
+    "check_key_columns",
     "check_partitioning",
     "check_schema",
     "columns_text",
@@ -308,6 +309,32 @@ def check_partitioning(schema: pa.Schema, partition_by: Sequence[PartitionSpec |
         f"columns of {where}, or derived specs of them: {columns_text(schema)}",
         reason=f"set by --partition-by or PARKA_PARTITION_BY; {spec}: {problem}",
     )
+
+
+def check_key_columns(schema: pa.Schema, key_columns: Sequence[str], *, where: str) -> None:
+    """Refuse ``--key-columns`` that ``schema`` cannot give a key from: each must be one of its
+    top-level columns of a primitive type (not a struct, list or map). A configuration error,
+    found before anything is written or dead-lettered. ``where`` names where ``schema`` comes
+    from (``the topic's first segment``, ``the table``).
+
+    Raises:
+        ConfigError: naming ``--key-columns``, its value, the column and why, and the columns
+            ``schema`` has (with their types).
+    """
+    for name in key_columns:
+        field = schema.field(name) if name in schema.names else None
+        if field is None:
+            problem = f"{where} has no column '{name}'"
+        elif pa.types.is_nested(field.type) or pa.types.is_dictionary(field.type):
+            problem = f"{where}'s '{name}' is {field.type}, not a primitive type"
+        else:
+            continue
+        raise ConfigError(
+            "key_columns",
+            ",".join(key_columns),
+            f"top-level primitive columns of {where}: {columns_text(schema)}",
+            reason=f"set by --key-columns or PARKA_KEY_COLUMNS; {problem}",
+        )
 
 
 COLUMNS_TEXT_LIMIT = 300

@@ -60,7 +60,7 @@ __all__ = [
     "list_log",
     "make_durable",
     "object_store",
-    "read_column",
+    "read_columns",
     "read_file",
     "read_parquet_footer",
     "write_data_file",
@@ -519,11 +519,11 @@ def read_file(
         raise CommitError(f"cannot read {relative_path}: {exc}") from exc
 
 
-def read_column(
-    table_uri: str, relative_path: str, column: str, storage_options: Mapping[str, str] | None = None
-) -> pa.ChunkedArray | None:
-    """One top-level column of a Parquet file under the table root; ``None`` when the file has no
-    such column. A local file is read for that column's chunks alone, a remote one whole.
+def read_columns(
+    table_uri: str, relative_path: str, columns: Sequence[str], storage_options: Mapping[str, str] | None = None
+) -> pa.Table | None:
+    """Top-level ``columns`` of a Parquet file under the table root; ``None`` when the file lacks
+    one of them. A local file is read for those columns' chunks alone, a remote one whole.
 
     Raises:
         CommitError: the file is missing or is not Parquet.
@@ -536,11 +536,11 @@ def read_column(
         else:
             source = pa.BufferReader(obs.get(root.store, relative_path).bytes().to_bytes())
         parquet = pq.ParquetFile(source)
-        if column not in parquet.schema_arrow.names:
+        if not set(columns) <= set(parquet.schema_arrow.names):
             return None
-        return parquet.read(columns=[column]).column(0)
+        return parquet.read(columns=list(columns))
     except (BaseError, OSError, pa.ArrowException) as exc:
-        raise CommitError(f"cannot read {column} of {relative_path}: {exc}") from exc
+        raise CommitError(f"cannot read {', '.join(columns)} of {relative_path}: {exc}") from exc
 
 
 _FOOTER_GUESS = 64 * 1024  # one request reads most footers whole

@@ -30,12 +30,13 @@ from typing import Any
 from urllib.parse import quote
 
 import numpy as np
+import pyarrow as pa
 
 from parka.errors import CommitConflict, CommitError
 from parka.segment import KEY_COLUMN
 
 from .. import _storage
-from .._keys import KeyIndex
+from .._keys import KeyIndex, keys_of
 from .._log import FILE_TAGS_KEY, DataFile
 from .._plan import FileName
 from . import _dv
@@ -80,35 +81,43 @@ def index_keys(
     uri: str,
     version: int,
     *,
-    key_column: str = KEY_COLUMN,
+    key_columns: Sequence[str] = (KEY_COLUMN,),
     kafka_partitions: Collection[int] | None = None,
     storage_options: Mapping[str, str] | None = None,
 ) -> KeyIndex:
-    """The key index of the table at ``version``: ``key_column`` of each live file's live rows
-    (its deletion vector's rows left out). With ``kafka_partitions``, the files ingestion wrote
-    from other Kafka partitions (their name says which) are left out; every other file (a
-    compaction's, another writer's) is read.
+    """The key index of the table at ``version``: the keys (:func:`parka.lake._keys.keys_of`) of
+    ``key_columns`` in each live file's live rows (its deletion vector's rows left out). With
+    ``kafka_partitions``, the files ingestion wrote from other Kafka partitions (their name says
+    which) are left out; every other file (a compaction's, another writer's) is read.
 
     Raises:
-        CommitError: the log, a vector or a file cannot be read, or a file has no ``key_column``
-            or a null key in a live row (the message names the file).
+        CommitError: the log, a vector or a file cannot be read, or a file lacks a key column or
+            has a null in one in a live row (the message names the file).
     """
     index = KeyIndex()
     for path, add in live_adds(uri, storage_options, version=version).items():
         name = FileName.parse(path)
         if kafka_partitions is not None and name is not None and name.partition not in kafka_partitions:
             continue
-        keys = _storage.read_column(uri, path, key_column, storage_options)
-        if keys is None:
-            raise CommitError(f"{path} has no {key_column} column: its rows have no key to upsert by")
+        columns = _storage.read_columns(uri, path, key_columns, storage_options)
+        if columns is None:
+            raise CommitError(f"{path} lacks a column of {', '.join(key_columns)}: its rows have no key to upsert by")
         live = None
         if add.get("deletionVector"):
-            live = np.ones(len(keys), dtype=bool)
+            live = np.ones(columns.num_rows, dtype=bool)
             live[_dv.load(uri, _descriptor(add, path), storage_options)] = False
-        nulls = np.asarray(keys.is_null())
-        if nulls.any() and (live is None or nulls[live].any()):
-            raise CommitError(f"{path} has live rows without a {key_column}: they cannot be upserted")
-        index.add_file(path, keys.to_pylist(), live)
+        nulls = np.zeros(columns.num_rows, dtype=bool)
+        for column in columns.columns:
+            nulls |= np.asarray(column.is_null())
+        if not nulls.any():
+            index.add_file(path, keys_of(columns), live)
+            continue
+        if live is None or nulls[live].any():
+            raise CommitError(f"{path} has live rows without a key ({', '.join(key_columns)}): they cannot be upserted")
+        keys = [b""] * columns.num_rows  # the deleted rows' (never indexed: not live)
+        for row, key in zip(np.flatnonzero(~nulls).tolist(), keys_of(columns.filter(pa.array(~nulls))), strict=True):
+            keys[row] = key
+        index.add_file(path, keys, live)
     return index
 
 

@@ -486,8 +486,10 @@ class RsTableLog:
             self.table, list(files), txns=txns, partition_by=self.partition_columns(), commit_info=commit_info
         )
 
-    def key_index(self) -> KeyIndex:
-        return dv_commit.index_keys(self.uri, self.table.version(), storage_options=self.storage_options)
+    def key_index(self, key_columns: Sequence[str]) -> KeyIndex:
+        return dv_commit.index_keys(
+            self.uri, self.table.version(), key_columns=key_columns, storage_options=self.storage_options
+        )
 
     def commit_upsert(
         self,

@@ -133,6 +133,49 @@ def test_a_segment_without_keys_is_refused_naming_the_flag(
     assert "--upsert: a segment whose records have no keys" in proc.stderr
 
 
+def test_key_columns_make_the_key_and_a_tombstone_under_them_is_refused(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """``--key-columns region,id``: rows are upserted by those columns (records keyed by the same
+    values, so each key keeps to one Kafka partition), whatever the record key's bytes. A
+    tombstone cannot name a row by the columns: it goes to the dead-letter table, named, and
+    the table is untouched by it. A key column no segment has exits 2 at the first segment,
+    naming the flag and the columns there are, with nothing written."""
+    schema = pa.schema([("region", pa.string(), False), ("id", pa.int64(), False), ("version", pa.int64(), False)])
+    topic = new_topic(partitions=2)
+    table, dlq = tmp_path / "t", tmp_path / "dlq"
+    conf = {"bootstrap.servers": bootstrap, "columnar.encoding": "parquet", "columnar.batch.records": 5}
+    model: dict[tuple[str, int], int] = {}
+    events = [(r, i, v) for v in range(3) for r in ("eu", "us") for i in range(8) if (i + v) % 3]
+    with ParquetProducer(conf) as producer:
+        producer.set_schema(topic, schema)
+        for region, key, version in events:
+            producer.produce(topic, {"region": region, "id": key, "version": version}, key=f"{region}/{key}")
+            model[(region, key)] = version
+        producer.produce(topic, None, key="eu/1")
+        assert producer.flush(30) == 0
+    flags = ("--upsert", "--key-columns", "region,id", "--end-at-latest")
+    proc = run_ingest(topic, table, bootstrap, *flags, "--dlq-table", str(dlq))
+    reader = QueryBuilder().register("t", DeltaTable(str(table))).execute("select region, id, version from t")
+    rows = pa.table(reader.read_all()).to_pylist()
+    assert len(rows) == len(model)
+    assert {(r["region"], r["id"]): r["version"] for r in rows} == model
+    dead = pa.table(
+        QueryBuilder().register("d", DeltaTable(str(dlq))).execute("select * from d").read_all()
+    ).to_pylist()
+    assert len(dead) == 1 and "--key-columns: a tombstone" in dead[0]["error"], dead
+    assert last_json(proc)["dead_letters"] == 1
+
+    other = new_topic(partitions=1)
+    produce(bootstrap, other, [(1, 1)])
+    bad = run_ingest(
+        other, tmp_path / "t2", bootstrap, "--upsert", "--key-columns", "idd", "--end-at-latest", check=False
+    )
+    assert bad.returncode == 2, bad.stderr[-2000:]
+    assert "--key-columns" in bad.stderr and "has no column 'idd'" in bad.stderr and "id: int64" in bad.stderr
+    assert not (tmp_path / "t2" / "_delta_log").exists()
+
+
 @pytest.mark.parametrize("point", ["after-write", "after-delta-commit"])
 def test_kill_9_then_restart_holds_the_latest_row_per_key(
     bootstrap: str, new_topic: Callable[..., str], tmp_path: Path, point: str

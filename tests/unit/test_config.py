@@ -137,6 +137,11 @@ def test_ingest_settings_refuse_what_they_cannot_do() -> None:
     with pytest.raises(ConfigError, match=r"'upsert'.*an unpartitioned table"):
         IngestSettings(**base, upsert=True, partition_by=("day",))
     assert IngestSettings(**base, upsert=True).upsert
+    with pytest.raises(ConfigError, match=r"'key_columns'.*nothing without --upsert"):
+        IngestSettings(**base, key_columns=("id",))
+    with pytest.raises(ConfigError, match=r"'key_columns'.*distinct column names"):
+        IngestSettings(**base, upsert=True, key_columns=("id", "id"))
+    assert IngestSettings(**base, upsert=True, key_columns=("id",)).key_columns == ("id",)
 
 
 def test_both_commands_mask_the_same_secrets() -> None:

@@ -159,3 +159,36 @@ def test_compactions_move_the_keys_and_the_index_stays_the_model(seed: int, monk
         for k in range(31):
             assert index.lookup(b"k%d" % k) == live.get(b"k%d" % k), (batch, k)
     assert len(index._paths) <= max(3, 2 * len(index)) + 10  # forgotten as files went
+
+
+def test_keys_of_columns_are_equal_exactly_when_the_values_are() -> None:
+    import datetime as dt
+
+    import pyarrow as pa
+
+    table = pa.table(
+        {
+            "s": ["ab", "a", "ab", "1", None],
+            "t": ["c", "bc", "c", "x", "y"],
+            "i": pa.array([1, 1, 1, 1, 2], pa.int64()),
+            "d": [dt.date(2026, 1, 1)] * 5,
+        }
+    )
+    keys = _keys.keys_of(table.slice(0, 4).select(["s", "t", "i", "d"]))
+    assert keys[0] == keys[2] and len(set(keys)) == 3  # ("ab", "c") and ("a", "bc") differ
+    assert _keys.keys_of(pa.table({"i": pa.array([1], pa.int64())})) != _keys.keys_of(pa.table({"s": ["1"]}))
+    assert _keys.keys_of(pa.table({"k": pa.array([b"raw"], pa.binary())})) == [b"raw"]  # the record key as it is
+    assert _keys.keys_of(pa.table({"s": ["x"]})) == [b"x"]
+
+
+def test_key_columns_the_schema_lacks_or_cannot_key_by_are_refused_naming_the_flag() -> None:
+    import pyarrow as pa
+    from parka.errors import ConfigError
+    from parka.lake._plan import check_key_columns
+
+    schema = pa.schema([("id", pa.int64()), ("tags", pa.list_(pa.string())), ("region", pa.string())])
+    check_key_columns(schema, ["id", "region"], where="the topic's first segment")
+    with pytest.raises(ConfigError, match=r"'idd' for 'key_columns'; set by --key-columns.*has no column 'idd'.*id: int64"):
+        check_key_columns(schema, ["idd"], where="the topic's first segment")
+    with pytest.raises(ConfigError, match=r"'tags' is list<item: string>, not a primitive type"):
+        check_key_columns(schema, ["id", "tags"], where="the table")

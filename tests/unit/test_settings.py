@@ -72,6 +72,7 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "table_retention_s": ("7200", 7200),
     "set_table_retention": ("1", True),
     "upsert": ("1", True),
+    "key_columns": ("id, region", ("id", "region")),
     "exit_code_when_empty": ("99", 99),
     "mode": ("decode", "decode"),
     "commit_engine": ("delta-rs", "delta-rs"),
