@@ -183,12 +183,13 @@ def test_keys_of_columns_are_equal_exactly_when_the_values_are() -> None:
 
 def test_key_columns_the_schema_lacks_or_cannot_key_by_are_refused_naming_the_flag() -> None:
     import pyarrow as pa
-    from parka.errors import ConfigError
     from parka.lake._plan import check_key_columns
+
+    from parka.errors import ConfigError
 
     schema = pa.schema([("id", pa.int64()), ("tags", pa.list_(pa.string())), ("region", pa.string())])
     check_key_columns(schema, ["id", "region"], where="the topic's first segment")
-    with pytest.raises(ConfigError, match=r"'idd' for 'key_columns'; set by --key-columns.*has no column 'idd'.*id: int64"):
+    with pytest.raises(ConfigError, match=r"'idd' for 'key_columns'; set by --key-columns.*no column 'idd'.*id: int64"):
         check_key_columns(schema, ["idd"], where="the topic's first segment")
     with pytest.raises(ConfigError, match=r"'tags' is list<item: string>, not a primitive type"):
         check_key_columns(schema, ["id", "tags"], where="the table")
