@@ -10,7 +10,9 @@ reliability`` runs the full mode, ``make reliability-quick`` (part of ``make tes
 Scenarios (one module each): :mod:`.bad_inputs` (each bad input, with and without a dead-letter
 table), :mod:`.ingest_chaos` (``parka ingest`` workers joining, leaving and killed while a
 producer keeps producing, another writer on the table; on Delta and on Iceberg tables, read
-through :mod:`.tables`), :mod:`.evolution_chaos` (the producer's schema evolving meanwhile), :mod:`.history_chaos`
+through :mod:`.tables`), :mod:`.evolution_chaos` (the producer's schema evolving meanwhile), :mod:`.upsert_chaos`
+(``parka ingest --upsert`` workers killed around their upsert commits while keyed updates and
+tombstones keep coming, the table checked against the latest row per key), :mod:`.history_chaos`
 (full mode: a Delta table's retention of seconds, VACUUM and checkpoints all the time, and a reader
 pinned to the versions inside the retention),
 :mod:`.spark_chaos` (Spark raw mode's driver killed at its commit points),

@@ -15,6 +15,7 @@ CHAOS = {
     "ingest": "parka ingest chaos",
     "ingest-iceberg": "parka ingest chaos (Iceberg)",
     "evolution": "schema evolution chaos",
+    "upsert": "parka ingest --upsert chaos",
     "history": "long history (VACUUM, checkpoints, log cleanup)",
     "spark": "spark-ingest chaos",
     "broker": "broker restarts",
@@ -102,6 +103,11 @@ def summarize(
         for point in results[scenario].get("crash_points", CRASH_POINTS):
             n = ingest_faults.get(f"crash point {point}", 0)
             requirements.append((f"parka ingest killed at crash point {point}{on} ({n})", n > 0))
+    if "upsert" in results:
+        upsert_faults = results["upsert"].get("faults", {})
+        for point in results["upsert"].get("crash_points", ()):
+            n = upsert_faults.get(f"crash point {point}", 0)
+            requirements.append((f"parka ingest --upsert killed at crash point {point} ({n})", n > 0))
     if "history" in results:
         res = results["history"]
         kills = sum(n for kind, n in res.get("faults", {}).items() if _is_crash(kind))

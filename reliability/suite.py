@@ -1,8 +1,8 @@
 """``python -m reliability --mode full|quick --bootstrap HOST:PORT --seed N --out DIR``.
 
 Runs the scenarios in order (bad inputs, ``parka ingest`` chaos on Delta tables, the same on
-Iceberg tables, the producer's schema evolving under ``parka ingest`` chaos, Spark raw mode
-chaos, broker restarts), prints the
+Iceberg tables, the producer's schema evolving under ``parka ingest`` chaos, upserts under
+``parka ingest --upsert`` chaos, Spark raw mode chaos, broker restarts), prints the
 summary and writes it to ``DIR/summary.json``. Exit code 0 only when no record is lost or
 duplicated, every bad input got its answer, and no scenario saw a problem
 (a worker exiting unasked, an orphan file, a fault plan not carried out).
@@ -34,6 +34,7 @@ from .history_chaos import run_history_chaos
 from .ingest_chaos import IngestPlan, run_ingest_chaos
 from .report import exit_code, render, summarize
 from .spark_chaos import SparkPlan, run_spark_chaos
+from .upsert_chaos import run_upsert_chaos
 
 __all__ = ["MODES", "Mode", "main"]
 
@@ -76,7 +77,7 @@ MODES = {
         forked=True,
     ),
 }
-SCENARIOS = ("bad-inputs", "ingest", "ingest-iceberg", "evolution", "history", "spark", "broker")
+SCENARIOS = ("bad-inputs", "ingest", "ingest-iceberg", "evolution", "upsert", "history", "spark", "broker")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -141,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     scenario(
         "evolution", lambda: run_evolution_chaos(args.bootstrap, run_id, out / "evolution", ids, args.seed, quick=quick)
     )
+    rounds = 1 if quick else 3
+    scenario("upsert", lambda: run_upsert_chaos(args.bootstrap, run_id, out / "upsert", args.seed, rounds=rounds))
     if mode.history_kills:
         kills = mode.history_kills
         scenario("history", lambda: run_history_chaos(args.bootstrap, run_id, out / "history", ids, args.seed, kills))

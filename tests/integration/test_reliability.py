@@ -1,8 +1,9 @@
 """The fault suite's quick mode (``reliability/``; ``make reliability-quick``), run by ``make test``:
 ``parka ingest`` workers killed at every crash point (mid-write, between the dead-letter and the
 main commit, during a rebalance...), joining and leaving while a producer produces, another
-writer on the table, into Delta tables and into Iceberg tables, every bad input, and the
-producer's schema evolving at any depth while workers are killed. Nothing may be lost or
+writer on the table, into Delta tables and into Iceberg tables, every bad input, the
+producer's schema evolving at any depth while workers are killed, and upserts (keyed updates and
+tombstones) while workers are killed. Nothing may be lost or
 duplicated, and every bad input must get its answer. One test per scenario (``--only``), so that
 pytest-xdist's workers run them side by side. The full mode (``make reliability``) adds Spark raw mode's driver
 and broker restarts; it is a program, not part of the tests."""
@@ -79,3 +80,17 @@ def test_schema_evolution_chaos_loses_and_duplicates_nothing(bootstrap: str, tmp
     assert result["records_produced"] > 0 and result["records_in_table"] == result["records_produced"], report
     for point in ("mid-write", "after-write", "after-delta-commit"):
         assert summary["faults"].get(f"schema evolution chaos: crash point {point}", 0) >= 1, report
+
+
+@pytest.mark.long(60)
+@pytest.mark.timeout(600)
+def test_upsert_chaos_keeps_the_table_the_latest_row_per_key(bootstrap: str, tmp_path: Path) -> None:
+    """``parka ingest --upsert`` workers killed at each crash point around an upsert commit (and
+    at a rebalance) while keyed updates and tombstones keep coming, with eager background
+    compaction: the table ends as the producer's model, no key lost, resurrected or twice."""
+    summary, report = run_quick(bootstrap, tmp_path, "upsert")
+    result = summary["scenarios"]["parka ingest --upsert chaos"]
+    assert result["records_produced"] > 0 and (result["lost"], result["duplicated"], result["unexpected"]) == (0, 0, 0)
+    assert result["orphans"] == 0, report
+    for point in ("mid-write", "after-write", "after-delta-commit", "on-revoke"):
+        assert summary["faults"].get(f"parka ingest --upsert chaos: crash point {point}", 0) >= 1, report

@@ -1,0 +1,192 @@
+"""``parka ingest --upsert`` workers killed around their upsert commits, joining and leaving,
+while a producer keeps producing keyed updates and tombstones.
+
+One topic (4 partitions) gets events on :data:`KEYS` keys from an idempotent
+:class:`~parka.producer.ParquetProducer` (``columnar.tombstone.order=key``): a new version of a
+random key, or (one in ten) its tombstone. The producer remembers each key's latest event in
+produce order, which is each partition's offset order (idempotence, one producer): the model of
+the table. Workers of one consumer group upsert it into one Delta table with background
+compaction at its most eager (two small files are enough), so compactions move rows under the
+key index between the kills. The plan, for each crash point of :data:`POINTS` (``rounds`` times):
+a worker joins armed with ``PARKA_TEST_CRASH_AT`` and SIGKILLs itself there; for ``on-revoke``
+a second worker joins to revoke its partitions. Then a worker joins and leaves by SIGTERM. At
+the end the producer stops, one ``parka ingest --upsert --end-at-latest`` pass runs, and the
+table, read with delta-rs' query engine (deletion vectors applied), must be the model: no key
+lost (missing, or at an older version), none resurrected (present though deleted), none twice,
+and no file under the table that no version names.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import signal
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from . import tables
+from .feed import create_topic, producer_conf
+from .procs import Proc, Timeout, ingest_command, stop_all, wait_for
+
+__all__ = ["POINTS", "run_upsert_chaos"]
+
+log = logging.getLogger("reliability")
+
+KEYS = 400
+POINTS = ("mid-write", "after-write", "after-delta-commit", "on-revoke")
+SCHEMA = pa.schema([("id", pa.int64(), False), ("version", pa.int64(), False), ("note", pa.string())])
+
+
+class KeyedFeeder(threading.Thread):
+    """Produces events until stopped; ``model`` is each key's latest version (deleted keys out)."""
+
+    def __init__(self, bootstrap: str, topic: str, rng: random.Random) -> None:
+        super().__init__(name="upsert-feeder", daemon=True)
+        conf = producer_conf(bootstrap, **{"columnar.tombstone.order": "key", "columnar.batch.records": 50})
+        self._producer: Any = None
+        self._conf = conf
+        self.topic = topic
+        self.rng = rng
+        self.model: dict[int, int] = {}
+        self.events = 0
+        self.tombstones = 0
+        self.errors: list[str] = []
+        self._halt = threading.Event()
+
+    def _report(self, err: Any, msg: Any, *rest: Any) -> None:
+        if err is not None:
+            self.errors.append(str(err))
+
+    def run(self) -> None:
+        from parka.producer import ParquetProducer
+
+        producer = ParquetProducer(self._conf)
+        producer.set_schema(self.topic, SCHEMA)
+        try:
+            while not self._halt.is_set():
+                for _ in range(40):
+                    key = self.rng.randrange(KEYS)
+                    self.events += 1
+                    if self.rng.random() < 0.1:
+                        producer.produce(self.topic, None, key=str(key), on_delivery=self._report)
+                        self.model.pop(key, None)
+                        self.tombstones += 1
+                    else:
+                        value = {"id": key, "version": self.events, "note": f"v{self.events}"}
+                        producer.produce(self.topic, value, key=str(key), on_delivery=self._report)
+                        self.model[key] = self.events
+                producer.poll(0)
+                self._halt.wait(0.02)
+        finally:
+            left = producer.flush(300)
+            if left:
+                self.errors.append(f"{left} message(s) not delivered at the end")
+
+    def finish(self) -> None:
+        self._halt.set()
+        self.join(timeout=330)
+
+
+def run_upsert_chaos(bootstrap: str, run_id: str, out: Path, seed: int, *, rounds: int) -> dict[str, Any]:
+    """The scenario; returns its result for the summary (lost, duplicated, faults, problems)."""
+    rng = random.Random(f"{seed}-upsert")
+    topic = f"reliability-upsert-{run_id}"
+    create_topic(bootstrap, topic, 4)
+    target = tables.target("delta", out, "table")
+    group = f"reliability-upsert-{run_id}"
+    flags = ("--upsert", "-g", group, "--allowed-latency", "0.5", "--compact-min-files", "2")
+    command = ingest_command(topic, target.name, bootstrap, *flags)
+    faults: Counter[str] = Counter()
+    problems: list[str] = []
+    procs: list[Proc] = []
+    feeder = KeyedFeeder(bootstrap, topic, rng)
+    feeder.start()
+    n = 0
+
+    def start(crash_at: str | None = None, after: int = 1) -> Proc:
+        nonlocal n
+        n += 1
+        proc = Proc.start(f"w{n}", command, out / f"w{n}.log", crash_at=crash_at, crash_after=after)
+        procs.append(proc)
+        return proc
+
+    try:
+        for _ in range(rounds):
+            for point in POINTS:
+                victim = start(point, rng.randint(1, 3))
+                if point == "on-revoke":
+                    wait_for(lambda v=victim: v.has("assigned"), f"{victim.name} to hold partitions", 120)
+                    start()  # joins: the group rebalances, the victim's partitions are revoked
+                victim.wait_exit(180)
+                if victim.crashed_at_its_point():
+                    faults[f"crash point {point}"] += 1
+                else:
+                    problems.append(
+                        f"{victim.name} armed at {point} exited {victim.popen.returncode}: {victim.tail(800)}"
+                    )
+                for other in [p for p in procs if p.alive()]:
+                    other.signal(signal.SIGTERM)
+                    code = other.wait_exit(60)
+                    if code != 0:
+                        problems.append(f"{other.name} exited {code} on SIGTERM: {other.tail(800)}")
+                    faults["SIGTERM (leave)"] += 1
+        leaver = start()
+        wait_for(lambda: leaver.has("committed") or leaver.count("progress") > 2, f"{leaver.name} to work", 120)
+        leaver.signal(signal.SIGTERM)
+        if leaver.wait_exit(60) != 0:
+            problems.append(f"{leaver.name} exited {leaver.popen.returncode} on SIGTERM: {leaver.tail(800)}")
+        faults["SIGTERM (leave)"] += 1
+    except Timeout as exc:
+        problems.append(str(exc))
+    finally:
+        feeder.finish()
+        stop_all(procs)
+    final = Proc.start("final", [*command, "--end-at-latest"], out / "final.log")
+    procs.append(final)
+    if final.wait_exit(300) != 0:
+        problems.append(f"the final pass exited {final.popen.returncode}: {final.tail(2000)}")
+    problems += [f"the producer: {e}" for e in feeder.errors]
+    return verdict(target, feeder, faults, problems)
+
+
+def verdict(target: tables.Target, feeder: KeyedFeeder, faults: Counter[str], problems: list[str]) -> dict[str, Any]:
+    """The table against the producer's model."""
+    from deltalake import DeltaTable, QueryBuilder
+
+    rows: list[dict[str, Any]] = []
+    if target.exists():
+        reader = QueryBuilder().register("t", DeltaTable(str(target.name))).execute("select id, version from t")
+        rows = pa.table(reader.read_all()).to_pylist()
+    got = Counter(r["id"] for r in rows)
+    duplicated = sum(c - 1 for c in got.values() if c > 1)
+    latest = {r["id"]: r["version"] for r in rows}
+    model = feeder.model
+    lost = [k for k, v in model.items() if latest.get(k) != v]
+    resurrected = [k for k in latest if k not in model]
+    orphans = target.orphans()
+    if lost:
+        problems.append(f"{len(lost)} key(s) missing or at an older version, e.g. {sorted(lost)[:5]}")
+    if resurrected:
+        problems.append(f"{len(resurrected)} deleted key(s) in the table, e.g. {sorted(resurrected)[:5]}")
+    if duplicated:
+        problems.append(f"{duplicated} extra row(s) of keys already in the table")
+    if orphans:
+        problems.append(f"{len(orphans)} file(s) no version names, e.g. {orphans[:3]}")
+    return {
+        "records_produced": feeder.events,
+        "tombstones": feeder.tombstones,
+        "keys_in_model": len(model),
+        "records_in_table": len(rows),
+        "lost": len(lost),
+        "duplicated": duplicated,
+        "unexpected": len(resurrected),
+        "orphans": len(orphans),
+        "compacted_files": target.compacted_files(),
+        "faults": dict(faults),
+        "crash_points": list(POINTS),
+        "problems": problems,
+    }
