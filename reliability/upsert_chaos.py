@@ -18,6 +18,7 @@ and no file under the table that no version names.
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import signal
@@ -119,7 +120,7 @@ def run_upsert_chaos(bootstrap: str, run_id: str, out: Path, seed: int, *, round
             for point in POINTS:
                 victim = start(point, rng.randint(1, 3))
                 if point == "on-revoke":
-                    wait_for(lambda v=victim: v.has("assigned"), f"{victim.name} to hold partitions", 120)
+                    wait_for(functools.partial(victim.has, "assigned"), f"{victim.name} to hold partitions", 120)
                     start()  # joins: the group rebalances, the victim's partitions are revoked
                 victim.wait_exit(180)
                 if victim.crashed_at_its_point():
