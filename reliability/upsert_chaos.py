@@ -7,9 +7,10 @@ random key, or (one in ten) its tombstone. The producer remembers each key's lat
 produce order, which is each partition's offset order (idempotence, one producer): the model of
 the table. Workers of one consumer group upsert it into one Delta table with background
 compaction at its most eager (two small files are enough), so compactions move rows under the
-key index between the kills. The plan, for each crash point of :data:`POINTS` (``rounds`` times):
-a worker joins armed with ``PARKA_TEST_CRASH_AT`` and SIGKILLs itself there; for ``on-revoke``
-a second worker joins to revoke its partitions. Then a worker joins and leaves by SIGTERM. At
+key index between the kills. The plan, ``rounds`` times: for each crash point of :data:`POINTS`
+a worker joins armed with ``PARKA_TEST_CRASH_AT`` and SIGKILLs itself there (for ``on-revoke``
+a second worker joins to revoke its partitions), then a worker is SIGKILLed once it logged a
+compaction. Last, a worker joins and leaves by SIGTERM. At
 the end the producer stops, one ``parka ingest --upsert --end-at-latest`` pass runs, and the
 table, read with delta-rs' query engine (deletion vectors applied), must be the model: no key
 lost (missing, or at an older version), none resurrected (present though deleted), none twice,
@@ -118,7 +119,7 @@ def run_upsert_chaos(bootstrap: str, run_id: str, out: Path, seed: int, *, round
     try:
         for _ in range(rounds):
             for point in POINTS:
-                victim = start(point, rng.randint(1, 3))
+                victim = start(point, 1 if point == "on-revoke" else rng.randint(1, 3))  # one revoke each
                 if point == "on-revoke":
                     wait_for(functools.partial(victim.has, "assigned"), f"{victim.name} to hold partitions", 120)
                     start()  # joins: the group rebalances, the victim's partitions are revoked
@@ -135,6 +136,12 @@ def run_upsert_chaos(bootstrap: str, run_id: str, out: Path, seed: int, *, round
                     if code != 0:
                         problems.append(f"{other.name} exited {code} on SIGTERM: {other.tail(800)}")
                     faults["SIGTERM (leave)"] += 1
+            # a worker killed once its compaction moved rows under its key index
+            compactor = start()
+            wait_for(functools.partial(compactor.has, "compacted"), f"{compactor.name} to compact", 180)
+            compactor.kill_group()
+            compactor.wait_exit(60)
+            faults["SIGKILL after a compaction"] += 1
         leaver = start()
         wait_for(lambda: leaver.has("committed") or leaver.count("progress") > 2, f"{leaver.name} to work", 120)
         leaver.signal(signal.SIGTERM)
