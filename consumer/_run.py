@@ -43,9 +43,9 @@ def table_engine(settings: IngestSettings) -> tuple[LogEngine, Callable[[], Any]
     s = settings
     if s.catalog is None:  # the tables it creates get the retentions that fit its commits
         properties = retention_properties(s.table_retention_s)
-        if s.upsert:  # superseded rows are deleted by deletion vector
-            properties[ENABLE_DELETION_VECTORS] = "true"
-        return RsEngine(created_properties=properties), None
+        # superseded rows are deleted by deletion vector (in the table, not its dead letters)
+        upsert = {s.table_uri: {ENABLE_DELETION_VECTORS: "true"}} if s.upsert else {}
+        return RsEngine(created_properties=properties, properties_at=upsert), None
     from parka.lake import IcebergEngine  # the iceberg extra: only when asked for
 
     engine = IcebergEngine(s.catalog, s.catalog_options, s.storage_options)

@@ -516,15 +516,23 @@ class RsTableLog:
 
 class RsEngine:
     """:class:`parka.lake.LogEngine` of delta-rs. The tables it creates get
-    ``created_properties`` (``parka ingest``: its retentions)."""
+    ``created_properties`` (``parka ingest``: its retentions), and the one at each address of
+    ``properties_at`` those properties too (an upsert table's deletion vectors, which its
+    dead-letter table does not need)."""
 
     name = "delta-rs"
     checkpoint_beside_commits = True  # a Parquet file beside the log: the commits go on while it is written
     # Delta's pure rules, as delta-spark's engine checks new columns: one message whichever commits
     check_columns = staticmethod(rules.check_schema)
 
-    def __init__(self, *, created_properties: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        created_properties: Mapping[str, str] | None = None,
+        properties_at: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> None:
         self.created_properties = dict(created_properties or {})
+        self.properties_at = {uri: dict(props) for uri, props in (properties_at or {}).items()}
 
     def open(self, uri: str, storage_options: Mapping[str, str] | None = None) -> RsTableLog | None:
         table = open_table(uri, dict(storage_options or {}))
@@ -551,6 +559,6 @@ class RsEngine:
             schema,
             partition_by=list(partition_by),
             storage_options=dict(storage_options or {}),
-            configuration=self.created_properties or None,
+            configuration={**self.created_properties, **self.properties_at.get(uri, {})} or None,
         )
         return RsTableLog(uri, table, storage_options)
