@@ -46,7 +46,6 @@ from ._logscan import live_adds
 __all__ = [
     "ENABLE_PROPERTY",
     "attach_vectors",
-    "commit_actions",
     "check_deletion_vectors",
     "commit_row_deletions",
     "encode_path",
@@ -185,7 +184,7 @@ def commit_row_deletions(
     if any(f.tags for f in files):
         info[FILE_TAGS_KEY] = {f.path: dict(f.tags) for f in files if f.tags}
     txn_lines = [{"txn": {"appId": app, "version": v, "lastUpdated": now_ms}} for app, v in txns.items()]
-    return commit_actions(uri, read_version, [*txn_lines, *actions], operation, info, storage_options=storage_options)
+    return write_commit(uri, read_version, [*txn_lines, *actions], operation, info, storage_options=storage_options)
 
 
 def new_adds(
@@ -235,30 +234,6 @@ def attach_vectors(
             add["deletionVector"] = stored[add["path"]].to_json()
 
 
-def commit_actions(
-    uri: str,
-    read_version: int,
-    actions: Sequence[Mapping[str, Any]],
-    operation: str,
-    commit_info: Mapping[str, Any] | None = None,
-    *,
-    storage_options: Mapping[str, str] | None = None,
-) -> int:
-    """:func:`write_commit` once the files the actions name are durable; a lost race deletes the
-    vector files only this attempt's ``add`` actions name (no log entry will: the next attempt
-    writes its own).
-
-    Raises:
-        CommitConflict, CommitError: as :func:`write_commit`.
-    """
-    _storage.make_durable(uri, storage_options)
-    try:
-        return write_commit(uri, read_version, actions, operation, commit_info, storage_options=storage_options)
-    except CommitConflict:
-        _storage.delete_files(uri, _vector_files(actions), storage_options)
-        raise
-
-
 def write_commit(
     uri: str,
     read_version: int,
@@ -270,7 +245,8 @@ def write_commit(
 ) -> int:
     """Write ``actions`` (the log's JSON objects: ``add``, ``remove``, ``txn``...) after a
     ``commitInfo`` as version ``read_version`` + 1, only if no other commit took it; returns it.
-    The files the actions name must be durable already.
+    The files the actions name are made durable first; a lost race deletes the vector files only
+    this attempt's ``add`` actions name (no log entry will: the next attempt writes its own).
 
     Raises:
         CommitConflict: another commit took the version.
@@ -289,9 +265,11 @@ def write_commit(
     lines = [{"commitInfo": info}, *actions]
     body = "\n".join(json.dumps(line, separators=(",", ":")) for line in lines).encode() + b"\n"
     version = read_version + 1
+    _storage.make_durable(uri, storage_options)
     try:
         _storage.create_log_file(uri, f"{version:020d}.json", body, storage_options)
     except _storage.FileExists:
+        _storage.delete_files(uri, _vector_files(actions), storage_options)
         raise CommitConflict(f"version {version} was committed by another writer", read_version=read_version) from None
     return version
 

@@ -287,7 +287,7 @@ def _commit_rewrite_of_vectors(
     adds, vectors = dv_commit.new_adds(list(added), new_file_deletions, now_ms, data_change=False)
     dv_commit.attach_vectors(table.table_uri, adds, vectors, storage_options)
     actions += [{"add": add} for add in adds]
-    version = dv_commit.commit_actions(
+    version = dv_commit.write_commit(
         table.table_uri, read_version, actions, "OPTIMIZE", commit_info, storage_options=storage_options
     )
     with translating(f"committed version {version} but cannot load it"):
