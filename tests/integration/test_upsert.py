@@ -35,6 +35,8 @@ def produce(bootstrap: str, topic: str, events: list[tuple[int, int | None]]) ->
 
 
 def table_rows(table: Path) -> dict[int, int]:
+    if not any((table / "_delta_log").glob("[0-9]*.json")):
+        return {}  # no version committed yet (the log folder may exist before the first)
     reader = QueryBuilder().register("t", DeltaTable(str(table))).execute("select id, version from t")
     rows = pa.table(reader.read_all()).to_pylist()
     ids = [r["id"] for r in rows]
