@@ -96,13 +96,32 @@ class _Run:
     lo: np.ndarray
     file: np.ndarray
     row: np.ndarray
+    seq: np.ndarray | None = None  # the live row's sequence (--sequence-by), int64
 
     @classmethod
-    def empty(cls) -> _Run:
-        return cls(np.empty(0, np.uint64), np.empty(0, np.uint64), np.empty(0, np.int32), np.empty(0, np.int32))
+    def empty(cls, sequenced: bool = False) -> _Run:
+        seq = np.empty(0, np.int64) if sequenced else None
+        return cls(np.empty(0, np.uint64), np.empty(0, np.uint64), np.empty(0, np.int32), np.empty(0, np.int32), seq)
+
+    def take(self, at: np.ndarray) -> _Run:
+        """The entries at ``at`` (positions or a mask), in that order."""
+        return _Run(self.hi[at], self.lo[at], self.file[at], self.row[at], None if self.seq is None else self.seq[at])
 
     @classmethod
-    def of(cls, hi: np.ndarray, lo: np.ndarray, file: np.ndarray, row: np.ndarray) -> _Run:
+    def concat(cls, runs: Sequence[_Run]) -> _Run:
+        seqs = [r.seq for r in runs]
+        return cls(
+            np.concatenate([r.hi for r in runs]),
+            np.concatenate([r.lo for r in runs]),
+            np.concatenate([r.file for r in runs]),
+            np.concatenate([r.row for r in runs]),
+            None if any(q is None for q in seqs) else np.concatenate(seqs),  # type: ignore[arg-type]
+        )
+
+    @classmethod
+    def of(
+        cls, hi: np.ndarray, lo: np.ndarray, file: np.ndarray, row: np.ndarray, seq: np.ndarray | None = None
+    ) -> _Run:
         """Sorted, the last of each digest kept (the arrays are in order of age)."""
         # by first half alone: a stable sort (timsort, which runs through the already sorted runs
         # the arrays are made of) keeps a digest's entries in age order; only two keys whose
@@ -115,7 +134,7 @@ class _Run:
         hi, lo = hi[order], lo[order]
         last = np.ones(hi.size, dtype=bool)
         last[:-1] = (hi[1:] != hi[:-1]) | (lo[1:] != lo[:-1])
-        return cls(hi[last], lo[last], file[order][last], row[order][last])
+        return cls(hi[last], lo[last], file[order][last], row[order][last], None if seq is None else seq[order][last])
 
     @property
     def size(self) -> int:
@@ -123,7 +142,8 @@ class _Run:
 
     @property
     def nbytes(self) -> int:
-        return int(self.hi.nbytes + self.lo.nbytes + self.file.nbytes + self.row.nbytes)
+        seq = 0 if self.seq is None else self.seq.nbytes
+        return int(self.hi.nbytes + self.lo.nbytes + self.file.nbytes + self.row.nbytes + seq)
 
     def find(self, hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
         """The position of each (hi, lo) in the run; -1 where it is not."""
@@ -186,14 +206,16 @@ class BatchPlan:
 
 
 class KeyIndex:
-    """Key digest -> (file, row) of the live row, for the keys of some Kafka partitions."""
+    """Key digest -> (file, row) of the live row, for the keys of some Kafka partitions; with
+    ``sequenced``, and the live row's sequence (``--sequence-by``: 8 bytes a key more)."""
 
-    def __init__(self) -> None:
-        self._base = _Run.empty()
+    def __init__(self, *, sequenced: bool = False) -> None:
+        self.sequenced = sequenced
+        self._base = _Run.empty(sequenced)
         self._runs: list[_Run] = []  # the changes since the base, oldest first
         self._paths: list[str] = []
         self._numbers: dict[str, int] = {}
-        self._added: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # add_file's, not yet sorted in
+        self._added: list[_Run] = []  # add_file's, not yet sorted in (unsorted runs)
 
     def __len__(self) -> int:
         """Live keys (merges first)."""
@@ -208,18 +230,31 @@ class KeyIndex:
         runs = self._base.nbytes + sum(r.nbytes for r in self._runs)
         return runs + sum(len(p) + 100 for p in self._paths)
 
-    def add_file(self, path: str, keys: Sequence[bytes], live: np.ndarray | None = None) -> None:
-        """Index a file of the table as it is: row ``i`` holds ``keys[i]``; only the rows where
-        ``live`` is true (the file's deletion vector's complement) are live. A key found twice
-        keeps the row added last. Files added one after the other are sorted in together, once,
-        when the index is next read (a rebuild costs one sort, not one merge per file).
+    def add_file(
+        self, path: str, keys: Sequence[bytes], live: np.ndarray | None = None, seqs: np.ndarray | None = None
+    ) -> None:
+        """Index a file of the table as it is: row ``i`` holds ``keys[i]`` (and sequence
+        ``seqs[i]``: a sequenced index's); only the rows where ``live`` is true (the file's
+        deletion vector's complement) are live. A key found twice keeps the row added last.
+        Files added one after the other are sorted in together, once, when the index is next
+        read (a rebuild costs one sort, not one merge per file).
         """
+        self._check_seqs(seqs, len(keys))
         number = self._number(path)
         rows = np.arange(len(keys), dtype=np.int32)
         if live is not None:
             rows = rows[live]
             keys = [keys[i] for i in rows.tolist()]
-        self._added.append((digests(keys), np.full(rows.size, number, dtype=np.int32), rows))
+        ds = digests(keys)
+        seq = None if seqs is None else np.asarray(seqs, dtype=np.int64)[rows]
+        number_of = np.full(rows.size, number, dtype=np.int32)
+        self._added.append(_Run(ds["hi"].astype(np.uint64), ds["lo"].astype(np.uint64), number_of, rows, seq))
+
+    def _check_seqs(self, seqs: object, n: int) -> None:
+        if (seqs is None) == self.sequenced:
+            raise ValueError("a sequenced index takes a sequence for every row, another none")
+        if seqs is not None and len(seqs) != n:  # type: ignore[arg-type]
+            raise ValueError(f"{len(seqs)} sequences for {n} rows")  # type: ignore[arg-type]
 
     def plan(
         self,
@@ -227,6 +262,7 @@ class KeyIndex:
         tombstones: Sequence[bytes] = (),
         *,
         after: Sequence[int] | None = None,
+        seqs: Sequence[np.ndarray] | None = None,
     ) -> BatchPlan:
         """The deletes and index changes of a batch: ``files`` (path, keys by row) in the order
         their records were produced, and ``tombstones`` (key) each after the files before
@@ -234,8 +270,15 @@ class KeyIndex:
         ``files[:after[i]]`` and is superseded by those of ``files[after[i]:]``
         (``after`` defaults to all tombstones after every file). The index is not changed:
         :meth:`apply` the plan once its commit landed.
+
+        A sequenced index takes ``seqs`` (file ``i``'s rows' sequences): a row whose sequence is
+        lower than its key's live row's does not supersede it, and is deleted itself (equal
+        sequences: the later row wins). Tombstones have no sequence: each deletes its key's
+        row, whatever its sequence, and what comes after it starts afresh.
         """
         self._settle()
+        if (seqs is None) == self.sequenced or (seqs is not None and len(seqs) != len(files)):
+            raise ValueError("a sequenced index plans with one sequence array per file, another without")
         positions = list(after) if after is not None else [len(files)] * len(tombstones)
         if len(positions) != len(tombstones):
             raise ValueError(f"{len(tombstones)} tombstones, {len(positions)} positions")
@@ -246,33 +289,76 @@ class KeyIndex:
         # tombstone (file -1), with its place in the batch's order (file i at 2i+1, a tombstone
         # after file j at 2j: before file j, after file j-1; tombstones in their given order)
         keys: list[bytes] = []
-        file_parts, row_parts, place_parts = [], [], []
+        file_parts, row_parts, place_parts, seq_parts = [], [], [], []
         for i, (_, file_keys) in enumerate(files):
             keys.extend(file_keys)
             file_parts.append(np.full(len(file_keys), i, dtype=np.int32))
             row_parts.append(np.arange(len(file_keys), dtype=np.int32))
             place_parts.append(np.full(len(file_keys), 2 * i + 1, dtype=np.int64))
+            if seqs is not None:
+                if len(seqs[i]) != len(file_keys):
+                    raise ValueError(f"{len(seqs[i])} sequences for the {len(file_keys)} rows of {paths[i]}")
+                seq_parts.append(np.asarray(seqs[i], dtype=np.int64))
         keys.extend(tombstones)
         file_parts.append(np.full(len(tombstones), -1, dtype=np.int32))
         row_parts.append(np.full(len(tombstones), -1, dtype=np.int32))
         place_parts.append(2 * np.asarray(positions, dtype=np.int64))
+        seq_parts.append(np.zeros(len(tombstones), dtype=np.int64))
         ds = digests(keys)
         hi, lo = ds["hi"].astype(np.uint64), ds["lo"].astype(np.uint64)
         file, row, place = np.concatenate(file_parts), np.concatenate(row_parts), np.concatenate(place_parts)
+        seq = np.concatenate(seq_parts) if seqs is not None else np.zeros(file.size, dtype=np.int64)
         order = np.argsort(place, kind="stable")  # the batch's order of events
-        hi, lo, file, row = hi[order], lo[order], file[order], row[order]
+        hi, lo, file, row, seq = hi[order], lo[order], file[order], row[order], seq[order]
         by_key = np.lexsort((lo, hi))  # stable: a key's events stay in the batch's order
-        h, lw = hi[by_key], lo[by_key]
-        last = np.ones(h.size, dtype=bool)
-        last[:-1] = (h[1:] != h[:-1]) | (lw[1:] != lw[:-1])
+        hi, lo, file, row, seq = hi[by_key], lo[by_key], file[by_key], row[by_key], seq[by_key]
+        n = hi.size
+        first = np.ones(n, dtype=bool)
+        first[1:] = (hi[1:] != hi[:-1]) | (lo[1:] != lo[:-1])
+        group = np.cumsum(first) - 1  # the key's number, per event
+        starts = np.flatnonzero(first)
+        tomb = file < 0
+        tombs_through = np.cumsum(tomb)
+        before_group = np.concatenate([[0], tombs_through])[starts][group]  # tombstones of earlier keys
+        segment = tombs_through - before_group - tomb  # tombstones of its key before it
+        tombs_of = np.add.reduceat(tomb.astype(np.int64), starts) if n else np.empty(0, np.int64)
+        old_file, old_row, old_seq = self._find(hi[starts], lo[starts])  # each key's live row from before
+        # each (key, segment)'s winning row: the highest sequence, the later on a tie
+        rows_at = np.flatnonzero(~tomb)
+        ranked = rows_at[np.lexsort((rows_at, seq[rows_at], segment[rows_at], group[rows_at]))]
+        last_of_block = np.ones(ranked.size, dtype=bool)
+        if ranked.size:
+            g, sg = group[ranked], segment[ranked]
+            last_of_block[:-1] = (g[1:] != g[:-1]) | (sg[1:] != sg[:-1])
+        winners = ranked[last_of_block]
+        wg, ws = group[winners], segment[winners]
+        # a first segment's winner loses to a live row from before whose sequence is higher
+        beaten = (ws == 0) & (old_file[wg] >= 0) & (old_seq[wg] > seq[winners])
+        # the key's row at the end: its last segment's winner, unless beaten
+        final = winners[(ws == tombs_of[wg]) & ~beaten]
+        deleted_new = np.ones(n, dtype=bool)
+        deleted_new[tomb] = False
+        deleted_new[final] = False
         plan = BatchPlan()
-        superseded = by_key[~last]  # a key's earlier events; those that are rows are deleted
-        rows_of = file[superseded] >= 0
-        plan.new_file_deletes = _by_file(file[superseded][rows_of], row[superseded][rows_of], paths)
-        winners = by_key[last]
-        old_files, old_rows = self._find(hi[winners], lo[winners])  # each key's row from before the batch goes
-        plan.deletes = _by_file(old_files, old_rows, self._paths)
-        changes = _Run(hi[winners], lo[winners], file[winners], row[winners])  # sorted by digest
+        plan.new_file_deletes = _by_file(file[deleted_new], row[deleted_new], paths)
+        # the row from before goes when a tombstone comes, or a first segment's row beats it
+        took_first = np.zeros(starts.size, dtype=bool)
+        took_first[wg[(ws == 0) & ~beaten]] = True
+        old_goes = (old_file >= 0) & ((tombs_of > 0) | took_first)
+        plan.deletes = _by_file(old_file[old_goes], old_row[old_goes], self._paths)
+        # the changes: each key with a row at the end, and each whose row from before went without one
+        ends_with_row = np.zeros(starts.size, dtype=bool)
+        ends_with_row[group[final]] = True
+        gone = old_goes & ~ends_with_row | (~ends_with_row & (tombs_of > 0))
+        change_file = np.concatenate([file[final], np.full(int(gone.sum()), -1, dtype=np.int32)])
+        change_row = np.concatenate([row[final], np.full(int(gone.sum()), -1, dtype=np.int32)])
+        change_at = np.concatenate([starts[group[final]], starts[gone]])
+        change_seq = np.concatenate([seq[final], np.zeros(int(gone.sum()), dtype=np.int64)])
+        keep = np.argsort(change_at, kind="stable")  # back in digest order
+        at = change_at[keep]
+        changes = _Run(
+            hi[at], lo[at], change_file[keep], change_row[keep], change_seq[keep] if self.sequenced else None
+        )
         plan._changes = (changes, paths)
         return plan
 
@@ -284,7 +370,7 @@ class KeyIndex:
         run, paths = plan._changes
         numbers = np.array([self._number(p) for p in paths] or [0], dtype=np.int32)
         file = np.where(run.file >= 0, numbers[np.maximum(run.file, 0)], -1).astype(np.int32)
-        self._runs.append(_Run(run.hi, run.lo, file, run.row))
+        self._runs.append(_Run(run.hi, run.lo, file, run.row, run.seq))
         if sum(r.size for r in self._runs) >= max(MERGE_AT, self._base.size // 16):
             self._merge()
 
@@ -292,8 +378,15 @@ class KeyIndex:
         """Where ``key``'s live row is; ``None`` when it has none."""
         self._settle()
         d = np.frombuffer(digest(key), dtype=_DIGEST)
-        files, rows = self._find(d["hi"].astype(np.uint64), d["lo"].astype(np.uint64))
-        return (self._paths[int(files[0])], int(rows[0])) if files.size else None
+        files, rows, _ = self._find(d["hi"].astype(np.uint64), d["lo"].astype(np.uint64))
+        return (self._paths[int(files[0])], int(rows[0])) if files[0] >= 0 else None
+
+    def sequence_of(self, key: bytes) -> int | None:
+        """The sequence of ``key``'s live row (a sequenced index); ``None`` when it has none."""
+        self._settle()
+        d = np.frombuffer(digest(key), dtype=_DIGEST)
+        files, _, seqs = self._find(d["hi"].astype(np.uint64), d["lo"].astype(np.uint64))
+        return int(seqs[0]) if files[0] >= 0 and self.sequenced else None
 
     def drop_files(self, paths: Iterable[str]) -> None:
         """Forget every key whose row is in one of ``paths`` (a compaction rewrote them: the
@@ -304,8 +397,7 @@ class KeyIndex:
         self._settle()
         self._merge()
         b = self._base
-        keep = ~np.isin(b.file, np.fromiter(gone, dtype=np.int32))
-        self._base = _Run(b.hi[keep], b.lo[keep], b.file[keep], b.row[keep])
+        self._base = b.take(~np.isin(b.file, np.fromiter(gone, dtype=np.int32)))
 
     def move(self, files: Sequence[Rewritten]) -> None:
         """A compaction's commit landed: the keys whose rows were in its inputs are in its new
@@ -332,12 +424,13 @@ class KeyIndex:
         self._base = _moved(self._base, target, offset_of, gone_keys)
         self._runs = [_moved(r, target, offset_of, gone_keys) for r in self._runs]
 
-    def _find(self, hi: np.ndarray, lo: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The file numbers and rows of the digests' live rows, for those that have one (newest
-        run first)."""
+    def _find(self, hi: np.ndarray, lo: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For each digest, the file number, row and sequence of its live row (newest run
+        first); file -1 where it has none (sequence 0 when the index has none)."""
+        files = np.full(hi.size, -1, dtype=np.int32)
+        rows = np.full(hi.size, -1, dtype=np.int32)
+        seqs = np.zeros(hi.size, dtype=np.int64)
         todo = np.ones(hi.size, dtype=bool)
-        files: list[np.ndarray] = []
-        rows: list[np.ndarray] = []
         for run in [*reversed(self._runs), self._base]:
             if not todo.any():
                 break
@@ -345,13 +438,11 @@ class KeyIndex:
             at = run.find(hi[wanted], lo[wanted])
             hit = at >= 0
             todo[wanted[hit]] = False
-            found_files, found_rows = run.file[at[hit]], run.row[at[hit]]
-            live = found_files >= 0
-            files.append(found_files[live])
-            rows.append(found_rows[live])
-        if not files:
-            return np.empty(0, np.int32), np.empty(0, np.int32)
-        return np.concatenate(files), np.concatenate(rows)
+            files[wanted[hit]] = run.file[at[hit]]  # -1: deleted in that run
+            rows[wanted[hit]] = run.row[at[hit]]
+            if run.seq is not None:
+                seqs[wanted[hit]] = run.seq[at[hit]]
+        return files, rows, seqs
 
     def _number(self, path: str) -> int:
         number = self._numbers.get(path)
@@ -367,29 +458,17 @@ class KeyIndex:
             return
         self._merge()
         added, self._added = self._added, []
-        ds = np.concatenate([a[0] for a in added])
-        b = self._base
-        self._base = _Run.of(
-            np.concatenate([b.hi, ds["hi"].astype(np.uint64)]),
-            np.concatenate([b.lo, ds["lo"].astype(np.uint64)]),
-            np.concatenate([b.file, *(a[1] for a in added)]),
-            np.concatenate([b.row, *(a[2] for a in added)]),
-        )
+        every = _Run.concat([self._base, *added])
+        self._base = _Run.of(every.hi, every.lo, every.file, every.row, every.seq)
 
     def _merge(self) -> None:
         """Fold the changes' runs into the base: the newest entry of a digest wins, deleted keys leave."""
         if not self._runs:
             return
-        runs = [self._base, *self._runs]
+        every = _Run.concat([self._base, *self._runs])
         self._runs = []
-        merged = _Run.of(
-            np.concatenate([r.hi for r in runs]),
-            np.concatenate([r.lo for r in runs]),
-            np.concatenate([r.file for r in runs]),
-            np.concatenate([r.row for r in runs]),
-        )
-        live = merged.file >= 0
-        self._base = _Run(merged.hi[live], merged.lo[live], merged.file[live], merged.row[live])
+        merged = _Run.of(every.hi, every.lo, every.file, every.row, every.seq)
+        self._base = merged.take(merged.file >= 0)
         if not self._added and len(self._paths) > max(PATHS_KEPT, 2 * self._base.size):
             self._forget_paths()
 
@@ -400,7 +479,7 @@ class KeyIndex:
         self._paths = [self._paths[int(n)] for n in used.tolist()]
         self._numbers = {path: n for n, path in enumerate(self._paths)}
         b = self._base
-        self._base = _Run(b.hi, b.lo, file.astype(np.int32), b.row)
+        self._base = _Run(b.hi, b.lo, file.astype(np.int32), b.row, b.seq)
 
 
 def _moved(run: _Run, target: np.ndarray, offset_of: np.ndarray, gone: np.ndarray) -> _Run:
@@ -418,7 +497,7 @@ def _moved(run: _Run, target: np.ndarray, offset_of: np.ndarray, gone: np.ndarra
     file, row = run.file.copy(), run.row.copy()
     file[moved] = target[old]
     row[moved] = (offset_of[old] + rows - before).astype(np.int32)
-    return _Run(run.hi, run.lo, file, row)
+    return _Run(run.hi, run.lo, file, row, run.seq)
 
 
 def _by_file(files: np.ndarray, rows: np.ndarray, paths: Sequence[str]) -> dict[str, list[int]]:

@@ -193,3 +193,70 @@ def test_key_columns_the_schema_lacks_or_cannot_key_by_are_refused_naming_the_fl
         check_key_columns(schema, ["idd"], where="the topic's first segment")
     with pytest.raises(ConfigError, match=r"'tags' is list<item: string>, not a primitive type"):
         check_key_columns(schema, ["id", "tags"], where="the table")
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_sequenced_index_keeps_the_highest_sequence_per_key(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--sequence-by``: a row whose sequence is below its key's live row's is deleted on
+    arrival, an equal or higher one supersedes it; a tombstone deletes whatever is live. Against a
+    model that takes the events one by one, through merges."""
+    monkeypatch.setattr(_keys, "MERGE_AT", 7)
+    rng = random.Random(seed)
+    index = KeyIndex(sequenced=True)
+    model: dict[bytes, tuple[tuple[str, int], int]] = {}  # key -> (file, row), sequence
+    for batch in range(60):
+        files, seqs, tombstones, after = [], [], [], []
+        for f in range(rng.randint(0, 3)):
+            n = rng.randint(1, 6)
+            files.append((f"b{batch}-f{f}", [b"k%d" % rng.randint(0, 25) for _ in range(n)]))
+            seqs.append(np.array([rng.randint(0, 20) for _ in range(n)], dtype=np.int64))
+        for _ in range(rng.randint(0, 2)):
+            tombstones.append(b"k%d" % rng.randint(0, 25))
+            after.append(rng.randint(0, len(files)))
+        plan = index.plan(files, tombstones, after=after, seqs=seqs)
+        expected_old: set[tuple[str, int]] = set()
+        expected_new: set[tuple[str, int]] = set()
+        state = dict(model)
+        batch_rows: set[tuple[str, int]] = set()
+
+        def gone(where: tuple[str, int]) -> None:
+            (expected_new if where in batch_rows else expected_old).add(where)
+
+        events = [(2 * i + 1, 1, path, keys, list(seqs[i])) for i, (path, keys) in enumerate(files)]
+        events += [(2 * place, 0, None, [key], [0]) for key, place in zip(tombstones, after, strict=True)]
+        for _, is_row, path, keys, file_seqs in sorted(events, key=lambda e: (e[0], e[1])):
+            for r, (key, s) in enumerate(zip(keys, file_seqs, strict=True)):
+                live = state.get(key)
+                if not is_row:
+                    if live is not None:
+                        gone(live[0])
+                    state.pop(key, None)
+                    continue
+                here = (path, r)
+                batch_rows.add(here)
+                if live is None or s >= live[1]:
+                    if live is not None:
+                        gone(live[0])
+                    state[key] = (here, s)
+                else:
+                    gone(here)  # older than the live row: deleted on arrival
+        got_old = {(p, r) for p, rows in plan.deletes.items() for r in rows}
+        got_new = {(p, r) for p, rows in plan.new_file_deletes.items() for r in rows}
+        assert (got_old, got_new) == (expected_old, expected_new), batch
+        index.apply(plan)
+        model = state
+        for k in range(26):
+            key = b"k%d" % k
+            want = model.get(key)
+            assert index.lookup(key) == (None if want is None else want[0]), (batch, k)
+            assert index.sequence_of(key) == (None if want is None else want[1]), (batch, k)
+    assert len(index) == len(model)
+
+
+def test_a_sequenced_index_takes_sequences_and_an_unsequenced_one_none() -> None:
+    with pytest.raises(ValueError, match="sequenced"):
+        KeyIndex(sequenced=True).add_file("f", [b"a"])
+    with pytest.raises(ValueError, match="sequenced"):
+        KeyIndex().plan([("f", [b"a"])], seqs=[np.array([1])])
+    with pytest.raises(ValueError, match="1 sequences for 2 rows"):
+        KeyIndex(sequenced=True).add_file("f", [b"a", b"b"], seqs=np.array([1]))
