@@ -218,28 +218,23 @@ def test_a_sequenced_index_keeps_the_highest_sequence_per_key(seed: int, monkeyp
         expected_new: set[tuple[str, int]] = set()
         state = dict(model)
         batch_rows: set[tuple[str, int]] = set()
-
-        def gone(where: tuple[str, int]) -> None:
-            (expected_new if where in batch_rows else expected_old).add(where)
-
         events = [(2 * i + 1, 1, path, keys, list(seqs[i])) for i, (path, keys) in enumerate(files)]
         events += [(2 * place, 0, None, [key], [0]) for key, place in zip(tombstones, after, strict=True)]
         for _, is_row, path, keys, file_seqs in sorted(events, key=lambda e: (e[0], e[1])):
             for r, (key, s) in enumerate(zip(keys, file_seqs, strict=True)):
                 live = state.get(key)
+                superseded = None if live is None else live[0]
                 if not is_row:
-                    if live is not None:
-                        gone(live[0])
                     state.pop(key, None)
-                    continue
-                here = (path, r)
-                batch_rows.add(here)
-                if live is None or s >= live[1]:
-                    if live is not None:
-                        gone(live[0])
-                    state[key] = (here, s)
                 else:
-                    gone(here)  # older than the live row: deleted on arrival
+                    here = (path, r)
+                    batch_rows.add(here)
+                    if live is None or s >= live[1]:
+                        state[key] = (here, s)
+                    else:
+                        superseded = here  # older than the live row: deleted on arrival
+                if superseded is not None:
+                    (expected_new if superseded in batch_rows else expected_old).add(superseded)
         got_old = {(p, r) for p, rows in plan.deletes.items() for r in rows}
         got_new = {(p, r) for p, rows in plan.new_file_deletes.items() for r in rows}
         assert (got_old, got_new) == (expected_old, expected_new), batch
