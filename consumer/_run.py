@@ -84,6 +84,7 @@ def landing_session(settings: IngestSettings, engine: LogEngine, **committer: An
             checkpoint_interval=s.checkpoint_interval,
             upsert=s.upsert,
             key_columns=s.key_columns,
+            sequence_by=s.sequence_by,
             **committer,
         )
     )

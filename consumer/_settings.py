@@ -142,6 +142,15 @@ KEY_COLUMNS = Setting(
     default=(),
     parse=_key_columns_text,
 )
+SEQUENCE_BY = Setting(
+    "sequence_by",
+    ("--sequence-by",),
+    ("SEQUENCE_BY",),
+    "with --upsert: an integer, timestamp or date column that orders a key's rows instead of the Kafka "
+    "offset: a row whose value is lower than its key's live row's does not overwrite it (equal: the later "
+    "one wins); a tombstone still deletes whatever is live",
+    default=None,
+)
 EXIT_CODE_WHEN_EMPTY = Setting(
     "exit_code_when_empty",
     ("--exit-code-when-empty",),
@@ -168,6 +177,7 @@ FLAGS: tuple[Setting, ...] = (
     SET_TABLE_RETENTION,
     UPSERT,
     KEY_COLUMNS,
+    SEQUENCE_BY,
     EXIT_CODE_WHEN_EMPTY,
 )
 """``parka ingest``'s command line, in ``--help`` order."""
@@ -218,6 +228,7 @@ class IngestSettings(DaemonSettings):
     stop_timeout_s: float = declared(s.STOP_TIMEOUT)  # a stop that takes longer exits at once
     upsert: bool = declared(UPSERT)
     key_columns: tuple[str, ...] = declared(KEY_COLUMNS)
+    sequence_by: str | None = declared(SEQUENCE_BY)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -231,6 +242,8 @@ class IngestSettings(DaemonSettings):
             raise UPSERT.error(True, "a Delta table (no --catalog): Iceberg tables take no upserts yet")
         if self.key_columns and not self.upsert:
             raise KEY_COLUMNS.error(",".join(self.key_columns), "nothing without --upsert (the key of an upsert table)")
+        if self.sequence_by and not self.upsert:
+            raise SEQUENCE_BY.error(self.sequence_by, "nothing without --upsert (the order of an upsert table's rows)")
         if len(set(self.key_columns)) != len(self.key_columns):
             raise KEY_COLUMNS.error(",".join(self.key_columns), "distinct column names")
         if self.upsert and self.partition_by:

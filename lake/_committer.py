@@ -30,7 +30,7 @@ from ._checkpoints import CHECKPOINT_CLOSE_S, Checkpoints
 from ._commit_stats import CommitResult, CommitStats
 from ._dead_letters import append_dead_letters
 from ._files import trim_stitched
-from ._keys import KeyIndex, Rewritten, keys_of
+from ._keys import KeyIndex, Rewritten, keys_of, sequences_of
 from ._log import DataFile, LogEngine, TableLog, UpsertLog
 from ._orphans import Orphans
 from ._plan import (
@@ -41,6 +41,7 @@ from ._plan import (
     app_txn_id,
     check_key_columns,
     check_partitioning,
+    check_sequence_column,
     dead_letter_txn_id,
     default_app_id,
     table_identity,
@@ -111,6 +112,7 @@ class Committer:
         relist_orphans: bool = False,
         upsert: bool = False,
         key_columns: Sequence[str] = (),
+        sequence_by: str | None = None,
     ) -> None:
         if checkpoint_interval < 0:
             raise ConfigError("checkpoint_interval", checkpoint_interval, "an integer >= 0 (0: never)")
@@ -149,11 +151,14 @@ class Committer:
         self.upsert = upsert
         # the columns a row's key is made of (upserts): the record key, or --key-columns
         self.key_columns = tuple(key_columns) or (KEY_COLUMN,)
+        self.sequence_by = sequence_by  # the column that orders a key's rows (upserts), else the offset
         self.table: TableLog | None = engine.open(table_uri, self.storage_options)
         if self.table is not None:
             self._adopt_partitioning()
             if key_columns:
                 check_key_columns(self.table.arrow_schema(), key_columns, where="the table")
+            if sequence_by:
+                check_sequence_column(self.table.arrow_schema(), sequence_by, where="the table")
         self._schema: tuple[int, pa.Schema] | None = None
         self._stats_config: tuple[int, StatsConfig] | None = None
         self._keys: tuple[int, KeyIndex] | None = None  # (the version it is of, the index): upserts'
@@ -209,6 +214,8 @@ class Committer:
         check_partitioning(segment_schema, self.partitioning, where=source)
         if self.key_columns != (KEY_COLUMN,):
             check_key_columns(segment_schema, self.key_columns, where=source)
+        if self.sequence_by:
+            check_sequence_column(segment_schema, self.sequence_by, where=source)
         try:
             self.table = self.engine.create(
                 self.table_uri,
@@ -424,7 +431,7 @@ class Committer:
         version = table.version()
         if self._keys is None or self._keys[0] != version:
             started = time.monotonic()
-            self._keys = (version, table.key_index(self.key_columns))
+            self._keys = (version, table.key_index(self.key_columns, self.sequence_by))
             log.info(
                 "key index read from version %d: %d keys in %.2f s", version, len(self._keys[1]),
                 time.monotonic() - started,
@@ -434,14 +441,20 @@ class Committer:
             raise CommitError(f"--key-columns: {len(tombstones)} tombstone(s) cannot name rows by their key columns")
         placed = sorted(((_coordinates(f.path), f) for f in files), key=lambda pair: pair[0])
         places, ordered = [place for place, _ in placed], [f for _, f in placed]
-        chunks = []
+        chunks, seqs = [], []
+        wanted = list(self.key_columns)
+        if self.sequence_by is not None and self.sequence_by not in wanted:
+            wanted.append(self.sequence_by)
         for f in ordered:
-            columns = read_columns(self.root, f.path, self.key_columns, self.storage_options)
+            columns = read_columns(self.root, f.path, wanted, self.storage_options)
             if columns is None or any(c.null_count for c in columns.columns):
-                raise CommitError(f"--upsert: {f.path} holds records without a key ({', '.join(self.key_columns)})")
-            chunks.append((f.path, keys_of(columns)))
+                what = ", ".join(wanted)
+                raise CommitError(f"--upsert: {f.path} holds records without a key or sequence ({what})")
+            chunks.append((f.path, keys_of(columns.select(list(self.key_columns)))))
+            if self.sequence_by:
+                seqs.append(sequences_of(columns.column(self.sequence_by)))
         after = [bisect.bisect_left(places, (t.partition, t.offset)) for t in tombstones]
-        plan = index.plan(chunks, [t.key for t in tombstones], after=after)
+        plan = index.plan(chunks, [t.key for t in tombstones], after=after, seqs=seqs if self.sequence_by else None)
         committed = table.commit_upsert(
             ordered, plan.deletes, plan.new_file_deletes, txns=txns, commit_info=commit_info
         )

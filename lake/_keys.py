@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["MERGE_AT", "BatchPlan", "KeyIndex", "Rewritten", "digest", "digests", "keys_of"]
+__all__ = ["MERGE_AT", "BatchPlan", "KeyIndex", "Rewritten", "digest", "digests", "keys_of", "sequences_of"]
 
 MERGE_AT = 100_000
 """The changes the index holds in runs of their own before it merges them into its base (at least)."""
@@ -61,6 +61,17 @@ def keys_of(columns: pa.Table) -> list[bytes]:
             return [v.encode() for v in columns.column(0).to_pylist()]
     parts = [_encoded(columns.column(i)) for i in range(columns.num_columns)]
     return [b"".join(row) for row in zip(*parts, strict=True)]
+
+
+def sequences_of(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """A ``--sequence-by`` column (integer, timestamp or date; no nulls) as int64 values that
+    order as the column does."""
+    t = column.type
+    if pa.types.is_date32(t):
+        column = column.cast(pa.int32())
+    elif pa.types.is_date64(t) or pa.types.is_timestamp(t):
+        column = column.cast(pa.int64())
+    return np.asarray(column.to_numpy(zero_copy_only=False), dtype=np.int64) if len(column) else np.empty(0, np.int64)
 
 
 def _encoded(column: pa.ChunkedArray) -> list[bytes]:

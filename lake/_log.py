@@ -154,9 +154,10 @@ class UpsertLog(Protocol):
     """What a :class:`TableLog` of a format that takes upserts adds (delta-rs' today): the key
     index of its version, and a commit that deletes rows."""
 
-    def key_index(self, key_columns: Sequence[str]) -> KeyIndex:
+    def key_index(self, key_columns: Sequence[str], sequence_by: str | None = None) -> KeyIndex:
         """Where each key's live row is in the handle's version (the whole table read), a row's
-        key made of ``key_columns`` (:func:`parka.lake._keys.keys_of`).
+        key made of ``key_columns`` (:func:`parka.lake._keys.keys_of`); with ``sequence_by``,
+        and the live row's sequence (a sequenced index).
 
         Raises:
             CommitError: the table cannot be read, or a live row has no key.

@@ -38,6 +38,7 @@ __all__ = [
     "Tombstone",
     "SchemaVerdict",
     "check_key_columns",
+    "check_sequence_column",
     "check_partitioning",
     "check_schema",
     "columns_text",
@@ -335,6 +336,30 @@ def check_key_columns(schema: pa.Schema, key_columns: Sequence[str], *, where: s
             f"top-level primitive columns of {where}: {columns_text(schema)}",
             reason=f"set by --key-columns or PARKA_KEY_COLUMNS; {problem}",
         )
+
+
+def check_sequence_column(schema: pa.Schema, column: str, *, where: str) -> None:
+    """Refuse a ``--sequence-by`` column ``schema`` lacks or cannot order by: it must be one of
+    its top-level columns of an integer, timestamp or date type.
+
+    Raises:
+        ConfigError: naming ``--sequence-by``, the column and why, and the columns ``schema`` has.
+    """
+    field = schema.field(column) if column in schema.names else None
+    if field is None:
+        problem = f"{where} has no column '{column}'"
+    elif pa.types.is_uint64(field.type) or not (
+        pa.types.is_integer(field.type) or pa.types.is_timestamp(field.type) or pa.types.is_date(field.type)
+    ):
+        problem = f"{where}'s '{column}' is {field.type}, not an integer (up to int64), timestamp or date"
+    else:
+        return
+    raise ConfigError(
+        "sequence_by",
+        column,
+        f"an integer, timestamp or date column of {where}: {columns_text(schema)}",
+        reason=f"set by --sequence-by or PARKA_SEQUENCE_BY; {problem}",
+    )
 
 
 COLUMNS_TEXT_LIMIT = 300

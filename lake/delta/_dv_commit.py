@@ -36,7 +36,7 @@ from parka.errors import CommitConflict, CommitError
 from parka.segment import KEY_COLUMN
 
 from .. import _storage
-from .._keys import KeyIndex, keys_of
+from .._keys import KeyIndex, keys_of, sequences_of
 from .._log import FILE_TAGS_KEY, DataFile
 from .._plan import FileName
 from . import _dv
@@ -81,26 +81,29 @@ def index_keys(
     version: int,
     *,
     key_columns: Sequence[str] = (KEY_COLUMN,),
+    sequence_by: str | None = None,
     kafka_partitions: Collection[int] | None = None,
     storage_options: Mapping[str, str] | None = None,
 ) -> KeyIndex:
     """The key index of the table at ``version``: the keys (:func:`parka.lake._keys.keys_of`) of
     ``key_columns`` in each live file's live rows (its deletion vector's rows left out). With
     ``kafka_partitions``, the files ingestion wrote from other Kafka partitions (their name says
-    which) are left out; every other file (a compaction's, another writer's) is read.
+    which) are left out; every other file (a compaction's, another writer's) is read. With
+    ``sequence_by``, a sequenced index (each live row's sequence too).
 
     Raises:
         CommitError: the log, a vector or a file cannot be read, or a file lacks a key column or
             has a null in one in a live row (the message names the file).
     """
-    index = KeyIndex()
+    index = KeyIndex(sequenced=sequence_by is not None)
+    wanted = [*key_columns, *([sequence_by] if sequence_by is not None and sequence_by not in key_columns else [])]
     for path, add in live_adds(uri, storage_options, version=version).items():
         name = FileName.parse(path)
         if kafka_partitions is not None and name is not None and name.partition not in kafka_partitions:
             continue
-        columns = _storage.read_columns(uri, path, key_columns, storage_options)
+        columns = _storage.read_columns(uri, path, wanted, storage_options)
         if columns is None:
-            raise CommitError(f"{path} lacks a column of {', '.join(key_columns)}: its rows have no key to upsert by")
+            raise CommitError(f"{path} lacks a column of {', '.join(wanted)}: its rows have no key to upsert by")
         live = None
         if add.get("deletionVector"):
             live = np.ones(columns.num_rows, dtype=bool)
@@ -108,15 +111,17 @@ def index_keys(
         nulls = np.zeros(columns.num_rows, dtype=bool)
         for column in columns.columns:
             nulls |= np.asarray(column.is_null())
-        if not nulls.any():
-            index.add_file(path, keys_of(columns), live)
-            continue
-        if live is None or nulls[live].any():
-            raise CommitError(f"{path} has live rows without a key ({', '.join(key_columns)}): they cannot be upserted")
+        if nulls.any() and (live is None or nulls[live].any()):
+            raise CommitError(f"{path} has live rows without a key ({', '.join(wanted)}): they cannot be upserted")
         keys = [b""] * columns.num_rows  # the deleted rows' (never indexed: not live)
-        for row, key in zip(np.flatnonzero(~nulls).tolist(), keys_of(columns.filter(pa.array(~nulls))), strict=True):
+        seqs = np.zeros(columns.num_rows, dtype=np.int64)
+        present = columns.filter(pa.array(~nulls)) if nulls.any() else columns
+        at = np.flatnonzero(~nulls)
+        for row, key in zip(at.tolist(), keys_of(present.select(list(key_columns))), strict=True):
             keys[row] = key
-        index.add_file(path, keys, live)
+        if sequence_by is not None:
+            seqs[at] = sequences_of(present.column(sequence_by))
+        index.add_file(path, keys, live, seqs if sequence_by is not None else None)
     return index
 
 

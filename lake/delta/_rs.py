@@ -486,9 +486,13 @@ class RsTableLog:
             self.table, list(files), txns=txns, partition_by=self.partition_columns(), commit_info=commit_info
         )
 
-    def key_index(self, key_columns: Sequence[str]) -> KeyIndex:
+    def key_index(self, key_columns: Sequence[str], sequence_by: str | None = None) -> KeyIndex:
         return dv_commit.index_keys(
-            self.uri, self.table.version(), key_columns=key_columns, storage_options=self.storage_options
+            self.uri,
+            self.table.version(),
+            key_columns=key_columns,
+            sequence_by=sequence_by,
+            storage_options=self.storage_options,
         )
 
     def commit_upsert(

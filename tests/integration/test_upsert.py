@@ -179,6 +179,46 @@ def test_key_columns_make_the_key_and_a_tombstone_under_them_is_refused(
     assert not (tmp_path / "t2" / "_delta_log").exists()
 
 
+def test_sequence_by_keeps_each_keys_highest_sequence_across_runs(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """``--sequence-by seq``: a row with a lower sequence than its key's live row (in the same
+    run, or landed by an earlier run and read back into the index) does not overwrite it; an
+    equal one does; a tombstone deletes whatever is live, and a row after it lands whatever its
+    sequence. Eager compaction moves the rows and their sequences in between. A column that is
+    not an integer, timestamp or date exits 2 naming the flag."""
+    schema = pa.schema([("id", pa.int64(), False), ("seq", pa.int64(), False), ("version", pa.int64(), False)])
+    topic = new_topic(partitions=2)
+    table = tmp_path / "t"
+    conf = {"bootstrap.servers": bootstrap, "columnar.encoding": "parquet", "columnar.batch.records": 4}
+    conf["columnar.tombstone.order"] = "key"
+    rng = random.Random(5)
+    state: dict[int, tuple[int, int]] = {}  # id -> (seq, version) of the live row
+    version = 0
+    flags = ("--upsert", "--sequence-by", "seq", "--end-at-latest", "--compact-min-files", "2")
+    for _ in range(3):
+        with ParquetProducer(conf) as producer:
+            producer.set_schema(topic, schema)
+            for _ in range(120):
+                key, seq = rng.randrange(15), rng.randrange(10)
+                version += 1
+                if rng.random() < 0.1:
+                    producer.produce(topic, None, key=str(key))
+                    state.pop(key, None)
+                    continue
+                producer.produce(topic, {"id": key, "seq": seq, "version": version}, key=str(key))
+                if key not in state or seq >= state[key][0]:
+                    state[key] = (seq, version)
+            assert producer.flush(30) == 0
+        run_ingest(topic, table, bootstrap, *flags)
+        assert table_rows(table) == {k: v for k, (_, v) in state.items()}
+
+    bad = run_ingest(
+        topic, tmp_path / "t2", bootstrap, "--upsert", "--sequence-by", "nope", "--end-at-latest", check=False
+    )
+    assert bad.returncode == 2 and "--sequence-by" in bad.stderr and "has no column 'nope'" in bad.stderr
+
+
 @pytest.mark.parametrize("point", ["after-write", "after-delta-commit"])
 def test_kill_9_then_restart_holds_the_latest_row_per_key(
     bootstrap: str, new_topic: Callable[..., str], tmp_path: Path, point: str

@@ -73,6 +73,7 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "set_table_retention": ("1", True),
     "upsert": ("1", True),
     "key_columns": ("id, region", ("id", "region")),
+    "sequence_by": ("lsn", "lsn"),
     "exit_code_when_empty": ("99", 99),
     "mode": ("decode", "decode"),
     "commit_engine": ("delta-rs", "delta-rs"),
