@@ -22,7 +22,8 @@ the paths of files no live key is in any more, so the list of paths follows the 
 the commits.
 
 **Compaction.** A compaction's commit moves rows to new files: :meth:`KeyIndex.move` takes where
-each input's rows went (:class:`Rewritten`), so the index stays of the table without reading it.
+each input's rows went (:class:`Rewritten`) as aliases that lookups follow and the next merge
+folds in, so the index stays of the table without reading it, at a cost in the compaction's size.
 
 Pure: no I/O. The table's side (reading the key column of each live file, minus the rows its
 deletion vector deletes) is the caller's.
@@ -227,6 +228,11 @@ class KeyIndex:
         self._paths: list[str] = []
         self._numbers: dict[str, int] = {}
         self._added: list[_Run] = []  # add_file's, not yet sorted in (unsorted runs)
+        # files compactions moved, not yet folded into the runs (by the next merge): old number ->
+        # new number (-1: not moved) and the offset of its rows there; (old << 32) | deleted row
+        self._alias_target = np.empty(0, dtype=np.int32)
+        self._alias_offset = np.empty(0, dtype=np.int64)
+        self._alias_gone = np.empty(0, dtype=np.int64)
 
     def __len__(self) -> int:
         """Live keys (merges first)."""
@@ -412,8 +418,9 @@ class KeyIndex:
 
     def move(self, files: Sequence[Rewritten]) -> None:
         """A compaction's commit landed: the keys whose rows were in its inputs are in its new
-        files now (:class:`Rewritten` says where). Time in the index's size, one pass over each
-        run, no sort. The index must be of the version the compaction committed over.
+        files now (:class:`Rewritten` says where). Recorded as aliases of the inputs, which a
+        lookup follows and the next merge folds into the runs: time in the compaction's size,
+        not the index's. The index must be of the version the compaction committed over.
         """
         self._settle()
         moves: dict[int, tuple[int, int, np.ndarray | None]] = {}  # old number -> new number, offset, deleted
@@ -424,16 +431,41 @@ class KeyIndex:
                     moves[old] = (self._number(f.path), offset, deleted)
         if not moves:
             return
-        target = np.full(len(self._paths), -1, dtype=np.int32)
-        offset_of = np.zeros(len(self._paths), dtype=np.int64)
-        gone: list[np.ndarray] = []  # (old number << 32) | deleted row, for every input's deleted rows
+        grow = len(self._paths) - self._alias_target.size
+        self._alias_target = np.concatenate([self._alias_target, np.full(grow, -1, dtype=np.int32)])
+        self._alias_offset = np.concatenate([self._alias_offset, np.zeros(grow, dtype=np.int64)])
+        gone: list[np.ndarray] = [self._alias_gone]
         for old, (number, offset, deleted) in moves.items():
-            target[old], offset_of[old] = number, offset
+            self._alias_target[old], self._alias_offset[old] = number, offset
             if deleted is not None and deleted.size:
                 gone.append((np.int64(old) << 32) | deleted.astype(np.int64))
-        gone_keys = np.sort(np.concatenate(gone)) if gone else np.empty(0, np.int64)
-        self._base = _moved(self._base, target, offset_of, gone_keys)
-        self._runs = [_moved(r, target, offset_of, gone_keys) for r in self._runs]
+        self._alias_gone = np.sort(np.concatenate(gone))
+
+    def _follow(self, files: np.ndarray, rows: np.ndarray) -> None:
+        """Entries (file numbers, rows; -1: none) taken through the aliases of moved files, in
+        place (a file compacted again: its alias's alias)."""
+        target, offset_of, gone = self._alias_target, self._alias_offset, self._alias_gone
+        while target.size:
+            at = np.flatnonzero((files >= 0) & (files < target.size))
+            at = at[target[files[at]] >= 0]
+            if not at.size:
+                return
+            old, row = files[at].astype(np.int64), rows[at].astype(np.int64)
+            before = np.searchsorted(gone, (old << 32) | row) - np.searchsorted(gone, old << 32)
+            rows[at] = (offset_of[old] + row - before).astype(rows.dtype)
+            files[at] = target[old]
+
+    def _fold_aliases(self) -> None:
+        """The aliases into the base (after a merge, nothing else names a file), then forgotten."""
+        if not self._alias_target.size:
+            return
+        b = self._base
+        file, row = b.file.copy(), b.row.copy()
+        self._follow(file, row)
+        self._base = _Run(b.hi, b.lo, file, row, b.seq)
+        self._alias_target = np.empty(0, dtype=np.int32)
+        self._alias_offset = np.empty(0, dtype=np.int64)
+        self._alias_gone = np.empty(0, dtype=np.int64)
 
     def _find(self, hi: np.ndarray, lo: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For each digest, the file number, row and sequence of its live row (newest run
@@ -453,6 +485,7 @@ class KeyIndex:
             rows[wanted[hit]] = run.row[at[hit]]
             if run.seq is not None:
                 seqs[wanted[hit]] = run.seq[at[hit]]
+        self._follow(files, rows)
         return files, rows, seqs
 
     def _number(self, path: str) -> int:
@@ -473,13 +506,14 @@ class KeyIndex:
         self._base = _Run.of(every.hi, every.lo, every.file, every.row, every.seq)
 
     def _merge(self) -> None:
-        """Fold the changes' runs into the base: the newest entry of a digest wins, deleted keys leave."""
-        if not self._runs:
-            return
-        every = _Run.concat([self._base, *self._runs])
-        self._runs = []
-        merged = _Run.of(every.hi, every.lo, every.file, every.row, every.seq)
-        self._base = merged.take(merged.file >= 0)
+        """Fold the changes' runs into the base (the newest entry of a digest wins, deleted keys
+        leave), and the aliases of moved files."""
+        if self._runs:
+            every = _Run.concat([self._base, *self._runs])
+            self._runs = []
+            merged = _Run.of(every.hi, every.lo, every.file, every.row, every.seq)
+            self._base = merged.take(merged.file >= 0)
+        self._fold_aliases()
         if not self._added and len(self._paths) > max(PATHS_KEPT, 2 * self._base.size):
             self._forget_paths()
 
@@ -491,24 +525,6 @@ class KeyIndex:
         self._numbers = {path: n for n, path in enumerate(self._paths)}
         b = self._base
         self._base = _Run(b.hi, b.lo, file.astype(np.int32), b.row, b.seq)
-
-
-def _moved(run: _Run, target: np.ndarray, offset_of: np.ndarray, gone: np.ndarray) -> _Run:
-    """``run`` with its entries in moved files (``target`` >= 0 at their number) at their new
-    file and row: the input's offset in the new file plus the row's rank among the input's
-    rows that were not deleted (``gone``: (number << 32) | row, sorted)."""
-    moved = np.flatnonzero((run.file >= 0) & (target[np.maximum(run.file, 0)] >= 0))
-    if not moved.size:
-        return run
-    old = run.file[moved].astype(np.int64)
-    rows = run.row[moved].astype(np.int64)
-    keys = (old << 32) | rows
-    # an entry at a deleted row is one a newer run shadows (the key moved on): moved anyhow, never read
-    before = np.searchsorted(gone, keys) - np.searchsorted(gone, old << 32)  # the input's deleted rows before it
-    file, row = run.file.copy(), run.row.copy()
-    file[moved] = target[old]
-    row[moved] = (offset_of[old] + rows - before).astype(np.int32)
-    return _Run(run.hi, run.lo, file, row, run.seq)
 
 
 def _by_file(files: np.ndarray, rows: np.ndarray, paths: Sequence[str]) -> dict[str, list[int]]:
