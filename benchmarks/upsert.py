@@ -33,9 +33,11 @@ import argparse
 import os
 import re
 import resource
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -131,6 +133,18 @@ def cpu_children() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def load_initial(conf: dict[str, Any], topic: str, keys: int) -> None:
+    """Produce the ``keys`` ids at version 0 (the table before the events)."""
+    from parka.producer import ParquetProducer
+
+    with ParquetProducer(conf) as producer:
+        producer.set_schema(topic, rows(np.zeros(1, np.int64), np.zeros(1, np.int64)).schema)
+        for start in range(0, keys, 100_000):
+            ids = np.arange(start, min(keys, start + 100_000), dtype=np.int64)
+            producer.produce_batch(topic, rows(ids, np.zeros(ids.size, np.int64)), key_column="id")
+        assert producer.flush(120) == 0
+
+
 def run_parka(
     bootstrap: str, keys: int, events: Events, partitions: int, workdir: str, chunk: int, tombstone_order: str
 ) -> dict[str, Any]:
@@ -147,12 +161,7 @@ def run_parka(
     ingest = [sys.executable, "-m", "parka.cli", "ingest", topic, table, "-k", bootstrap, "--upsert"]
     ingest += ["--end-at-latest", "-v"]
     try:
-        with ParquetProducer(conf) as producer:
-            producer.set_schema(topic, rows(np.zeros(1, np.int64), np.zeros(1, np.int64)).schema)
-            for start in range(0, keys, 100_000):
-                ids = np.arange(start, min(keys, start + 100_000), dtype=np.int64)
-                producer.produce_batch(topic, rows(ids, np.zeros(ids.size, np.int64)), key_column="id")
-            assert producer.flush(120) == 0
+        load_initial(conf, topic, keys)
         subprocess.run(ingest, check=True, capture_output=True, text=True)  # the initial load, not measured
         with ParquetProducer(conf) as producer:
             producer.set_schema(topic, rows(np.zeros(1, np.int64), np.zeros(1, np.int64)).schema)
@@ -181,6 +190,150 @@ def run_parka(
         "cpu_s": cpu,
         "wall_s": wall,
         "key_index_read_s": float(index.group(2)) if index else None,
+        "table": got,
+    }
+
+
+class VersionPoller(threading.Thread):
+    """Reads each new version's commit of the table every ``poll_s`` and notes when it first saw
+    each event (by its ``version`` column) in a file a commit added with ``dataChange`` (a
+    compaction's adds carry none): the wall clock when the read returned."""
+
+    def __init__(self, table: str, poll_s: float) -> None:
+        super().__init__(name="upsert-poller", daemon=True)
+        self.table, self.poll_s = table, poll_s
+        self.seen: dict[int, float] = {}
+        self._halt = threading.Event()
+        self._next = 0
+
+    def run(self) -> None:
+        import json
+
+        import pyarrow.parquet as pq
+
+        log = os.path.join(self.table, "_delta_log")
+        while not self._halt.wait(self.poll_s):
+            while True:
+                name = os.path.join(log, f"{self._next:020d}.json")
+                if not os.path.exists(name):
+                    break
+                with open(name) as f:
+                    actions = [json.loads(line) for line in f if line.strip()]
+                now = time.time()
+                for action in actions:
+                    add = action.get("add")
+                    if add and add.get("dataChange") and not add["path"].startswith("compacted-"):
+                        path = os.path.join(self.table, add["path"])
+                        for v in pq.read_table(path, columns=["version"])["version"].to_pylist():
+                            self.seen.setdefault(v, now)
+                self._next += 1
+
+    def finish(self) -> None:
+        self._halt.set()
+        self.join(timeout=60)
+
+
+def run_freshness(
+    bootstrap: str, keys: int, rate: int, duration_s: float, partitions: int, workdir: str, seed: int
+) -> dict[str, Any]:
+    """``parka ingest --upsert -l 1`` as a daemon (its defaults otherwise, background compaction
+    on) while events come at ``rate`` a second for ``duration_s``, paced every 100 ms: each
+    slot's updates by one ``produce_batch``, then its tombstones (5% of the events) by
+    ``produce()``: each update's produce-to-visible latency (the time the
+    poller first saw the commit that added its row minus its slot in the pacing schedule), then
+    the table's scan against the same rows written compact."""
+    import psutil
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from deltalake import DeltaTable, QueryBuilder, write_deltalake
+    from parka.producer import ParquetProducer
+
+    from .measure import paired_ratio
+
+    topic = f"bench-upsert-fresh-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(timeout=60)
+    table = os.path.join(workdir, "parka-daemon")
+    conf = {"bootstrap.servers": bootstrap, "columnar.encoding": "parquet", "linger.ms": 100}
+    conf["columnar.tombstone.order"] = "key"
+    ingest = [sys.executable, "-m", "parka.cli", "ingest", topic, table, "-k", bootstrap, "--upsert"]
+    rng = np.random.default_rng(seed)
+    produced_at: dict[int, float] = {}
+    model = dict.fromkeys(range(keys), 0)
+    daemon = None
+    try:
+        load_initial(conf, topic, keys)
+        subprocess.run([*ingest, "--end-at-latest"], check=True, capture_output=True, text=True)
+        daemon = subprocess.Popen([*ingest, "-l", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = psutil.Process(daemon.pid)
+        poller = VersionPoller(table, 0.1)
+        poller._next = DeltaTable(table).version() + 1
+        poller.start()
+        cpu0 = proc.cpu_times()
+        with ParquetProducer(conf) as producer:
+            producer.set_schema(topic, rows(np.zeros(1, np.int64), np.zeros(1, np.int64)).schema)
+            start = last_sent = time.time()
+            sent = 0
+            while True:
+                elapsed = time.time() - start
+                if elapsed >= duration_s:
+                    break
+                due = int(min(elapsed, duration_s) * rate)
+                if due > sent:
+                    # a slot's updates in one produce_batch (a segment per partition, as produce()
+                    # per record with linger.ms=100 would cut them, without a Python call per
+                    # row), then its tombstones one by one
+                    ids = rng.integers(0, keys, due - sent, dtype=np.int64)
+                    gone = rng.random(ids.size) < 0.05
+                    versions = np.arange(sent + 1, due + 1, dtype=np.int64)
+                    up = ~gone
+                    producer.produce_batch(topic, rows(ids[up], versions[up]), key_column="id")
+                    for key, version in zip(ids[up].tolist(), versions[up].tolist(), strict=True):
+                        produced_at[version] = start + (version - 1) / rate
+                        model[key] = version
+                    for key in ids[gone].tolist():
+                        producer.produce(topic, None, key=str(key))
+                        model.pop(key, None)
+                    producer.poll(0)
+                    sent = due
+                    last_sent = time.time()
+                time.sleep(max(0.0, 0.1 - (time.time() - start - elapsed)))
+            achieved = sent / (last_sent - start)
+            assert producer.flush(120) == 0
+        deadline = time.time() + 300
+        while len(set(produced_at) - set(poller.seen)) and time.time() < deadline:
+            time.sleep(0.2)
+        cpu1 = proc.cpu_times()
+        poller.finish()
+    finally:
+        if daemon is not None:
+            daemon.send_signal(signal.SIGTERM)
+            daemon.wait(timeout=120)
+        admin.delete_topics([topic])
+    missing = set(produced_at) - set(poller.seen)
+    if missing:
+        raise AssertionError(f"parka daemon: {len(missing)} updates never became visible")
+    latencies = np.array([poller.seen[v] - t for v, t in produced_at.items()])
+    final = pa.table(QueryBuilder().register("t", DeltaTable(table)).execute("select * from t").read_all())
+    got = check(final, model, "parka daemon")
+    compact = os.path.join(workdir, "compact")
+    write_deltalake(compact, final.drop_columns(["__parka_key"]) if "__parka_key" in final.column_names else final)
+    query = "select status, count(*), sum(amount) from t group by status order by status"
+    upsert_s, compact_s = [], []
+    for _ in range(5):
+        for uri, out in ((table, upsert_s), (compact, compact_s)):
+            t0 = time.perf_counter()
+            QueryBuilder().register("t", DeltaTable(uri)).execute(query).read_all()
+            out.append(time.perf_counter() - t0)
+    return {
+        "rate_asked": rate,
+        "rate_achieved": achieved,
+        "duration_s": duration_s,
+        "updates": len(produced_at),
+        "p50_s": float(np.percentile(latencies, 50)),
+        "p99_s": float(np.percentile(latencies, 99)),
+        "daemon_cpu_s": (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system),
+        "live_files": len(DeltaTable(table).file_uris()),
+        "scan_ratio": paired_ratio(upsert_s, compact_s),
         "table": got,
     }
 
@@ -238,7 +391,6 @@ def run_pyiceberg_upsert(keys: int, events: Events, batch: int, workdir: str) ->
 
 def render(results: dict[str, Any]) -> str:
     arms = results["arms"]
-    parka = arms["parka"]["cpu_s"] / arms["parka"]["events"]
     lines = [
         "# Upserts: CPU-seconds per event, parka ingest --upsert against the anchors",
         "",
@@ -247,25 +399,46 @@ def render(results: dict[str, Any]) -> str:
         f"{results['keys']:,} keys loaded first; events on uniformly random keys, "
         f"{results['delete_share']:.0%} deletes (parka's producer: columnar.tombstone.order="
         f"{results['tombstone_order']}); one run per arm on {results['machine']}.",
-        "Statistic: the arm's CPU-seconds (user + system, all threads) divided by its events.",
-        "",
-        "| arm | events | CPU-s | wall s | µs CPU per event | its / parka's |",
-        "|---|---|---|---|---|---|",
     ]
-    for name, arm in arms.items():
-        per = arm["cpu_s"] / arm["events"]
-        lines.append(
-            f"| {name} | {arm['events']:,} | {arm['cpu_s']:.2f} | {arm['wall_s']:.2f} | {per * 1e6:,.1f} | "
-            f"{per / parka:,.1f} |"
-        )
-    best = min((a["cpu_s"] / a["events"] for n, a in arms.items() if n != "parka"), default=None)
-    if best is not None:
-        lines += ["", f"The best anchor's CPU per event is {best / parka:,.1f}x parka's (goal: at least 10x)."]
-    if arms["parka"].get("key_index_read_s") is not None:
+    if "parka" in arms:
+        parka = arms["parka"]["cpu_s"] / arms["parka"]["events"]
+        lines += [
+            "Statistic: the arm's CPU-seconds (user + system, all threads) divided by its events.",
+            "",
+            "| arm | events | CPU-s | wall s | µs CPU per event | its / parka's |",
+            "|---|---|---|---|---|---|",
+        ]
+        for name, arm in arms.items():
+            per = arm["cpu_s"] / arm["events"]
+            lines.append(
+                f"| {name} | {arm['events']:,} | {arm['cpu_s']:.2f} | {arm['wall_s']:.2f} | {per * 1e6:,.1f} | "
+                f"{per / parka:,.1f} |"
+            )
+        best = min((a["cpu_s"] / a["events"] for n, a in arms.items() if n != "parka"), default=None)
+        if best is not None:
+            lines += ["", f"The best anchor's CPU per event is {best / parka:,.1f}x parka's (goal: at least 10x)."]
+        if arms["parka"].get("key_index_read_s") is not None:
+            lines += [
+                "",
+                f"parka's start read the key index of {results['keys']:,} keys from the table in "
+                f"{arms['parka']['key_index_read_s']:.2f} s (wall, included above).",
+            ]
+    fresh = results.get("freshness")
+    if fresh:
+        ratio = fresh["scan_ratio"]
         lines += [
             "",
-            f"parka's start read the key index of {results['keys']:,} keys from the table in "
-            f"{arms['parka']['key_index_read_s']:.2f} s (wall, included above).",
+            f"## The daemon at {fresh['rate_asked']:,} events/s ({fresh['rate_achieved']:,.0f} achieved) for "
+            f"{fresh['duration_s']:.0f} s",
+            "",
+            "`parka ingest --upsert -l 1` (background compaction on); every 100 ms the slot's updates by one "
+            "`produce_batch`, then its tombstones (5% of the events) by `produce()`:",
+            "",
+            f"- produce-to-visible, p99 of {fresh['updates']:,} updates: {fresh['p99_s']:.2f} s "
+            f"(p50 {fresh['p50_s']:.2f} s; a poll every 100 ms)",
+            f"- the daemon's CPU: {fresh['daemon_cpu_s']:.1f} CPU-s; live files at the end: {fresh['live_files']}",
+            f"- scan of the upsert table against the same rows written compact (delta-rs' query engine, a group-by "
+            f"over every row; median of 5 paired ratios): {ratio['median']:.2f}",
         ]
     lines += ["", "Every arm's table was read back and equals the model (rows, ids once, sums of ids and versions)."]
     return "\n".join(lines) + "\n"
@@ -289,13 +462,15 @@ def main(argv: list[str] | None = None) -> int:
         help="the producer's columnar.tombstone.order (partition: each tombstone cuts its partition's segment)",
     )
     p.add_argument("--arms", default="parka,delta-rs MERGE,pyiceberg upsert")
+    p.add_argument("--freshness-rate", type=int, default=0, help="events/s of the daemon run (0: none)")
+    p.add_argument("--freshness-duration", type=float, default=60.0)
     p.add_argument("--quick", action="store_true", help="a smoke run: 20,000 keys, 20,000 events, 4,000 for anchors")
     args = p.parse_args(argv)
     if args.quick:
         args.keys, args.events, args.anchor_events, args.batch = 20_000, 20_000, 4_000, 2_000
     os.makedirs(args.out, exist_ok=True)
     events = make_events(args.keys, max(args.events, args.anchor_events), args.delete_share, args.seed)
-    wanted = [a.strip() for a in args.arms.split(",")]
+    wanted = [a.strip() for a in args.arms.split(",") if a.strip()]
     arms: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="parka-bench-upsert-") as workdir:
         if "parka" in wanted:
@@ -317,6 +492,17 @@ def main(argv: list[str] | None = None) -> int:
                 args.keys, events.head(args.anchor_events), args.batch, workdir
             )
             print(f"pyiceberg upsert: {arms['pyiceberg upsert']}", file=sys.stderr)
+        if args.freshness_rate:
+            results_fresh = run_freshness(
+                args.bootstrap,
+                args.keys,
+                args.freshness_rate,
+                args.freshness_duration,
+                args.partitions,
+                workdir,
+                args.seed,
+            )
+            print(f"parka daemon: {results_fresh}", file=sys.stderr)
     import platform
 
     results = {
@@ -327,6 +513,8 @@ def main(argv: list[str] | None = None) -> int:
         "machine": f"{os.cpu_count()} cores, {platform.platform()}",
         "arms": arms,
     }
+    if args.freshness_rate:
+        results["freshness"] = results_fresh
     save_run(args.out, results, render(results))
     return 0
 
