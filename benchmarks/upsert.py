@@ -199,12 +199,12 @@ class VersionPoller(threading.Thread):
     each event (by its ``version`` column) in a file a commit added with ``dataChange`` (a
     compaction's adds carry none): the wall clock when the read returned."""
 
-    def __init__(self, table: str, poll_s: float) -> None:
+    def __init__(self, table: str, poll_s: float, first_version: int) -> None:
         super().__init__(name="upsert-poller", daemon=True)
         self.table, self.poll_s = table, poll_s
         self.seen: dict[int, float] = {}
         self._halt = threading.Event()
-        self._next = 0
+        self._next = first_version
 
     def run(self) -> None:
         import json
@@ -265,8 +265,7 @@ def run_freshness(
         subprocess.run([*ingest, "--end-at-latest"], check=True, capture_output=True, text=True)
         daemon = subprocess.Popen([*ingest, "-l", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         proc = psutil.Process(daemon.pid)
-        poller = VersionPoller(table, 0.1)
-        poller._next = DeltaTable(table).version() + 1
+        poller = VersionPoller(table, 0.1, DeltaTable(table).version() + 1)
         poller.start()
         cpu0 = proc.cpu_times()
         with ParquetProducer(conf) as producer:

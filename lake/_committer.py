@@ -30,7 +30,7 @@ from ._checkpoints import CHECKPOINT_CLOSE_S, Checkpoints
 from ._commit_stats import CommitResult, CommitStats
 from ._dead_letters import append_dead_letters
 from ._files import trim_stitched
-from ._keys import KeyIndex, Rewritten, keys_of, sequences_of
+from ._keys import KeyIndex, Rewritten, key_columns_read, keys_of, sequences_of
 from ._log import DataFile, LogEngine, TableLog, UpsertLog
 from ._orphans import Orphans
 from ._plan import (
@@ -442,9 +442,7 @@ class Committer:
         placed = sorted(((_coordinates(f.path), f) for f in files), key=lambda pair: pair[0])
         places, ordered = [place for place, _ in placed], [f for _, f in placed]
         chunks, seqs = [], []
-        wanted = list(self.key_columns)
-        if self.sequence_by is not None and self.sequence_by not in wanted:
-            wanted.append(self.sequence_by)
+        wanted = key_columns_read(self.key_columns, self.sequence_by)
         for f in ordered:
             columns = read_columns(self.root, f.path, wanted, self.storage_options)
             if columns is None or any(c.null_count for c in columns.columns):

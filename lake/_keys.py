@@ -38,7 +38,17 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["MERGE_AT", "BatchPlan", "KeyIndex", "Rewritten", "digest", "digests", "keys_of", "sequences_of"]
+__all__ = [
+    "MERGE_AT",
+    "BatchPlan",
+    "KeyIndex",
+    "Rewritten",
+    "digest",
+    "digests",
+    "key_columns_read",
+    "keys_of",
+    "sequences_of",
+]
 
 MERGE_AT = 100_000
 """The changes the index holds in runs of their own before it merges them into its base (at least)."""
@@ -62,6 +72,12 @@ def keys_of(columns: pa.Table) -> list[bytes]:
             return [v.encode() for v in columns.column(0).to_pylist()]
     parts = [_encoded(columns.column(i)) for i in range(columns.num_columns)]
     return [b"".join(row) for row in zip(*parts, strict=True)]
+
+
+def key_columns_read(key_columns: Sequence[str], sequence_by: str | None) -> list[str]:
+    """The columns a file's keys and sequences are read from: the key columns, then the
+    ``--sequence-by`` column unless it is one of them."""
+    return [*key_columns, *([sequence_by] if sequence_by is not None and sequence_by not in key_columns else [])]
 
 
 def sequences_of(column: pa.ChunkedArray | pa.Array) -> np.ndarray:

@@ -49,7 +49,6 @@ class KeyedFeeder(threading.Thread):
     def __init__(self, bootstrap: str, topic: str, rng: random.Random) -> None:
         super().__init__(name="upsert-feeder", daemon=True)
         conf = producer_conf(bootstrap, **{"columnar.tombstone.order": "key", "columnar.batch.records": 50})
-        self._producer: Any = None
         self._conf = conf
         self.topic = topic
         self.rng = rng

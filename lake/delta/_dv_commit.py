@@ -36,7 +36,7 @@ from parka.errors import CommitConflict, CommitError
 from parka.segment import KEY_COLUMN
 
 from .. import _storage
-from .._keys import KeyIndex, keys_of, sequences_of
+from .._keys import KeyIndex, key_columns_read, keys_of, sequences_of
 from .._log import FILE_TAGS_KEY, DataFile
 from .._plan import FileName
 from . import _dv
@@ -96,7 +96,7 @@ def index_keys(
             has a null in one in a live row (the message names the file).
     """
     index = KeyIndex(sequenced=sequence_by is not None)
-    wanted = [*key_columns, *([sequence_by] if sequence_by is not None and sequence_by not in key_columns else [])]
+    wanted = key_columns_read(key_columns, sequence_by)
     for path, add in live_adds(uri, storage_options, version=version).items():
         name = FileName.parse(path)
         if kafka_partitions is not None and name is not None and name.partition not in kafka_partitions:

@@ -42,7 +42,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -357,9 +357,10 @@ class _Written:
     new: list[DataFile]
     moved: Rewritten | None
     late: np.ndarray | None = None
+    read: list[LiveFile] = field(init=False)  # the inputs as the rewrite read them
 
     def __post_init__(self) -> None:
-        self.read = list(self.group)  # the inputs as the rewrite read them
+        self.read = list(self.group)
 
     def catch_up(self, live: Mapping[str, LiveFile], uri: str, options: Mapping[str, str]) -> bool:
         """After a conflict: whether the rewrite can still commit over ``live`` (the table's live
