@@ -296,6 +296,7 @@ class KeyIndex:
         *,
         after: Sequence[int] | None = None,
         seqs: Sequence[np.ndarray] | None = None,
+        deleting: Sequence[np.ndarray | None] | None = None,
     ) -> BatchPlan:
         """The deletes and index changes of a batch: ``files`` (path, keys by row) in the order
         their records were produced, and ``tombstones`` (key) each after the files before
@@ -308,6 +309,12 @@ class KeyIndex:
         lower than its key's live row's does not supersede it, and is deleted itself (equal
         sequences: the later row wins). Tombstones have no sequence: each deletes its key's
         row, whatever its sequence, and what comes after it starts afresh.
+
+        ``deleting`` (file ``i``'s rows that are deletes: a change data capture ``d`` event, by
+        row, or ``None``: none) marks rows that delete their key rather than hold it: such a row
+        is ordered and sequenced as a row is, supersedes what it wins over, and is deleted
+        itself, so a key whose last event is one ends without a row (and a tombstone after it
+        finds nothing more to delete).
         """
         self._settle()
         if (seqs is None) == self.sequenced or (seqs is not None and len(seqs) != len(files)):
@@ -321,10 +328,16 @@ class KeyIndex:
         # every event of the batch: a row of a file (its batch file number, its row) or a
         # tombstone (file -1), with its place in the batch's order (file i at 2i+1, a tombstone
         # after file j at 2j: before file j, after file j-1; tombstones in their given order)
+        if deleting is not None and len(deleting) != len(files):
+            raise ValueError(f"{len(deleting)} delete masks for {len(files)} files")
         keys: list[bytes] = []
-        file_parts, row_parts, place_parts, seq_parts = [], [], [], []
+        file_parts, row_parts, place_parts, seq_parts, delete_parts = [], [], [], [], []
         for i, (_, file_keys) in enumerate(files):
             keys.extend(file_keys)
+            mask = None if deleting is None else deleting[i]
+            if mask is not None and len(mask) != len(file_keys):
+                raise ValueError(f"{len(mask)} delete marks for the {len(file_keys)} rows of {paths[i]}")
+            delete_parts.append(np.zeros(len(file_keys), dtype=bool) if mask is None else np.asarray(mask, dtype=bool))
             file_parts.append(np.full(len(file_keys), i, dtype=np.int32))
             row_parts.append(np.arange(len(file_keys), dtype=np.int32))
             place_parts.append(np.full(len(file_keys), 2 * i + 1, dtype=np.int64))
@@ -337,14 +350,17 @@ class KeyIndex:
         row_parts.append(np.full(len(tombstones), -1, dtype=np.int32))
         place_parts.append(2 * np.asarray(positions, dtype=np.int64))
         seq_parts.append(np.zeros(len(tombstones), dtype=np.int64))
+        delete_parts.append(np.zeros(len(tombstones), dtype=bool))
         ds = digests(keys)
         hi, lo = ds["hi"].astype(np.uint64), ds["lo"].astype(np.uint64)
         file, row, place = np.concatenate(file_parts), np.concatenate(row_parts), np.concatenate(place_parts)
         seq = np.concatenate(seq_parts) if seqs is not None else np.zeros(file.size, dtype=np.int64)
+        deletes = np.concatenate(delete_parts)
         order = np.argsort(place, kind="stable")  # the batch's order of events
-        hi, lo, file, row, seq = hi[order], lo[order], file[order], row[order], seq[order]
+        hi, lo, file, row, seq, deletes = hi[order], lo[order], file[order], row[order], seq[order], deletes[order]
         by_key = np.lexsort((lo, hi))  # stable: a key's events stay in the batch's order
         hi, lo, file, row, seq = hi[by_key], lo[by_key], file[by_key], row[by_key], seq[by_key]
+        deletes = deletes[by_key]
         n = hi.size
         first = np.ones(n, dtype=bool)
         first[1:] = (hi[1:] != hi[:-1]) | (lo[1:] != lo[:-1])
@@ -367,17 +383,20 @@ class KeyIndex:
         wg, ws = group[winners], segment[winners]
         # a first segment's winner loses to a live row from before whose sequence is higher
         beaten = (ws == 0) & (old_file[wg] >= 0) & (old_seq[wg] > seq[winners])
-        # the key's row at the end: its last segment's winner, unless beaten
+        # the key's row at the end: its last segment's winner, unless beaten or a delete
         final = winners[(ws == tombs_of[wg]) & ~beaten]
+        final = final[~deletes[final]]
+        # the row from before goes when a tombstone comes, or a first segment's row beats it
+        took_first = np.zeros(starts.size, dtype=bool)
+        took_first[wg[(ws == 0) & ~beaten]] = True
+        old_goes = (old_file >= 0) & ((tombs_of > 0) | took_first)
+        if self.sequenced and deletes.any():
+            final, old_goes = _sequenced_deletes(group, starts, tomb, deletes, seq, old_file, old_seq, final, old_goes)
         deleted_new = np.ones(n, dtype=bool)
         deleted_new[tomb] = False
         deleted_new[final] = False
         plan = BatchPlan()
         plan.new_file_deletes = _by_file(file[deleted_new], row[deleted_new], paths)
-        # the row from before goes when a tombstone comes, or a first segment's row beats it
-        took_first = np.zeros(starts.size, dtype=bool)
-        took_first[wg[(ws == 0) & ~beaten]] = True
-        old_goes = (old_file >= 0) & ((tombs_of > 0) | took_first)
         plan.deletes = _by_file(old_file[old_goes], old_row[old_goes], self._paths)
         # the changes: each key with a row at the end, and each whose row from before went without one
         ends_with_row = np.zeros(starts.size, dtype=bool)
@@ -541,6 +560,42 @@ class KeyIndex:
         self._numbers = {path: n for n, path in enumerate(self._paths)}
         b = self._base
         self._base = _Run(b.hi, b.lo, file.astype(np.int32), b.row, b.seq)
+
+
+def _sequenced_deletes(
+    group: np.ndarray,
+    starts: np.ndarray,
+    tomb: np.ndarray,
+    deletes: np.ndarray,
+    seq: np.ndarray,
+    old_file: np.ndarray,
+    old_seq: np.ndarray,
+    final: np.ndarray,
+    old_goes: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:meth:`KeyIndex.plan`'s ``final`` rows and ``old_goes`` for the keys of a sequenced
+    batch that have delete rows, worked out event by event (in Python: deletes are the rare
+    events): a delete whose sequence is at least the live row's deletes it and forgets the
+    sequence, as a tombstone does, while an older one changes nothing. So the outcome never
+    depends on how events are batched: the index keeps no sequence for a deleted key."""
+    special = np.zeros(starts.size, dtype=bool)
+    special[group[deletes]] = True
+    final = final[~special[group[final]]]
+    old_goes = old_goes.copy()
+    ends = np.r_[starts[1:], group.size]
+    kept: list[int] = []
+    for g in np.flatnonzero(special).tolist():
+        live: tuple[int, int] | None = (-1, int(old_seq[g])) if old_file[g] >= 0 else None  # (-1: the old row)
+        went = False
+        for e in range(int(starts[g]), int(ends[g])):
+            if tomb[e] or (deletes[e] and live is not None and seq[e] >= live[1]):
+                went, live = went or (live is not None and live[0] == -1), None
+            elif not deletes[e] and (live is None or seq[e] >= live[1]):
+                went, live = went or (live is not None and live[0] == -1), (e, int(seq[e]))
+        old_goes[g] = went
+        if live is not None and live[0] >= 0:
+            kept.append(live[0])
+    return np.sort(np.concatenate([final, np.asarray(kept, dtype=final.dtype)])), old_goes
 
 
 def _by_file(files: np.ndarray, rows: np.ndarray, paths: Sequence[str]) -> dict[str, list[int]]:

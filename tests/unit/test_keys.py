@@ -62,31 +62,35 @@ def test_the_index_agrees_with_a_model_through_many_batches_and_merges(
     rng = random.Random(seed)
     index, model = KeyIndex(), {}  # model: key -> (file, row) of its live row
     for batch in range(60):
-        files, tombstones, after = [], [], []
+        files, tombstones, after, deleting = [], [], [], []
         for f in range(rng.randint(0, 3)):
             keys = [b"k%d" % rng.randint(0, 40) for _ in range(rng.randint(1, 6))]
             files.append((f"b{batch}-f{f}", keys))
+            # rows that are deletes (change data capture's d events), in some files
+            deleting.append(np.array([rng.random() < 0.3 for _ in keys]) if rng.random() < 0.5 else None)
         for _ in range(rng.randint(0, 3)):
             tombstones.append(b"k%d" % rng.randint(0, 40))
             after.append(rng.randint(0, len(files)))
-        plan = index.plan(files, tombstones, after=after)
+        plan = index.plan(files, tombstones, after=after, deleting=deleting)
         # the model: the events in order; every row superseded is deleted, in old files or new
         expected_old: set[tuple[str, int]] = set()
         expected_new: set[tuple[str, int]] = set()
         latest = dict(model)
-        events = [(2 * i + 1, "row", path, keys) for i, (path, keys) in enumerate(files)]
-        events += [(2 * place, "tombstone", None, [key]) for key, place in zip(tombstones, after, strict=True)]
+        events = [(2 * i + 1, "row", path, keys, deleting[i]) for i, (path, keys) in enumerate(files)]
+        events += [(2 * place, "tombstone", None, [key], None) for key, place in zip(tombstones, after, strict=True)]
         batch_rows: set[tuple[str, int]] = set()
-        for _, kind, path, keys in sorted(events, key=lambda e: (e[0], e[1] == "row")):
+        for _, kind, path, keys, marks in sorted(events, key=lambda e: (e[0], e[1] == "row")):
             for row, key in enumerate(keys):
                 before = latest.get(key)
                 if before is not None:
                     (expected_new if before in batch_rows else expected_old).add(before)
-                if kind == "row":
+                if kind == "row" and not (marks is not None and marks[row]):
                     latest[key] = (path, row)
                     batch_rows.add((path, row))
                 else:
                     latest.pop(key, None)
+                    if kind == "row":  # a delete row: deleted itself
+                        expected_new.add((path, row))
         got_old = {(p, r) for p, rows in plan.deletes.items() for r in rows}
         got_new = {(p, r) for p, rows in plan.new_file_deletes.items() for r in rows}
         assert (got_old, got_new) == (expected_old, expected_new), batch
@@ -210,27 +214,36 @@ def test_a_sequenced_index_keeps_the_highest_sequence_per_key(seed: int, monkeyp
     index = KeyIndex(sequenced=True)
     model: dict[bytes, tuple[tuple[str, int], int]] = {}  # key -> (file, row), sequence
     for batch in range(60):
-        files, seqs, tombstones, after = [], [], [], []
+        files, seqs, tombstones, after, deleting = [], [], [], [], []
         for f in range(rng.randint(0, 3)):
             n = rng.randint(1, 6)
             files.append((f"b{batch}-f{f}", [b"k%d" % rng.randint(0, 25) for _ in range(n)]))
             seqs.append(np.array([rng.randint(0, 20) for _ in range(n)], dtype=np.int64))
+            deleting.append(np.array([rng.random() < 0.3 for _ in range(n)]) if rng.random() < 0.5 else None)
         for _ in range(rng.randint(0, 2)):
             tombstones.append(b"k%d" % rng.randint(0, 25))
             after.append(rng.randint(0, len(files)))
-        plan = index.plan(files, tombstones, after=after, seqs=seqs)
+        plan = index.plan(files, tombstones, after=after, seqs=seqs, deleting=deleting)
         expected_old: set[tuple[str, int]] = set()
         expected_new: set[tuple[str, int]] = set()
         state = dict(model)
         batch_rows: set[tuple[str, int]] = set()
-        events = [(2 * i + 1, 1, path, keys, list(seqs[i])) for i, (path, keys) in enumerate(files)]
-        events += [(2 * place, 0, None, [key], [0]) for key, place in zip(tombstones, after, strict=True)]
-        for _, is_row, path, keys, file_seqs in sorted(events, key=lambda e: (e[0], e[1])):
+        events = [(2 * i + 1, 1, path, keys, list(seqs[i]), deleting[i]) for i, (path, keys) in enumerate(files)]
+        events += [(2 * place, 0, None, [key], [0], None) for key, place in zip(tombstones, after, strict=True)]
+        for _, is_row, path, keys, file_seqs, marks in sorted(events, key=lambda e: (e[0], e[1])):
             for r, (key, s) in enumerate(zip(keys, file_seqs, strict=True)):
                 live = state.get(key)
                 superseded = None if live is None else live[0]
                 if not is_row:
                     state.pop(key, None)
+                elif marks is not None and marks[r]:
+                    # a delete row: deleted itself; it deletes the live row unless that is newer
+                    expected_new.add((path, r))
+                    batch_rows.add((path, r))
+                    if live is not None and s >= live[1]:
+                        state.pop(key)
+                    else:
+                        superseded = None
                 else:
                     here = (path, r)
                     batch_rows.add(here)
