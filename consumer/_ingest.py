@@ -43,6 +43,7 @@ from parka.lake import (
     check_segment,
     read_segment,
     table_identity,
+    unwrap_segment,
 )
 from parka.ops.health import HealthLog
 from parka.ops.preflight import BrokerWatch, wait_until_ready
@@ -329,6 +330,9 @@ class IngestionConsumer(KafkaSide):
                 headers=raw.headers,
                 info=raw.info,  # poll_buffer read the headers and checked the CRC: once per segment
             )
+            cdc = self.settings.change_events
+            if cdc is not None:
+                seg = unwrap_segment(seg, cdc)
             view = run.table_view
             if view is None:  # no table yet: made from this segment's schema
                 view = self._make_table(run, seg.schema)
@@ -343,6 +347,8 @@ class IngestionConsumer(KafkaSide):
                 check_columns=run.session.committer.engine.check_columns,
             )
         except (SegmentError, SchemaMismatchError) as exc:  # bad input, not a failure of ours
+            if exc.value is not raw.value:  # a segment unwrapped (--cdc): the dead letter is the message as it came
+                exc.value, exc.headers = raw.value, raw.headers
             self._refuse(run, raw, exc)
             return
         run.batch.checked.append(checked)
@@ -373,9 +379,10 @@ class IngestionConsumer(KafkaSide):
     def _tombstone(self, run: IngestRun, raw: RawSegment) -> None:
         """``--upsert``: a message with a key and no value deletes its key (in the next commit);
         with ``--key-columns`` it cannot name a row, and is refused (dead-lettered, or the run
-        stops at it)."""
+        stops at it), except in a change stream (``--cdc``), where the delete event before it
+        deleted the row and the commit only moves past it."""
         assert raw.key is not None
-        if self.settings.key_columns:
+        if self.settings.key_columns and not self.settings.cdc:
             error = SegmentError(
                 "--key-columns: a tombstone (a key and no value) cannot name a row by its key columns; "
                 "delete rows by the record key (no --key-columns)",

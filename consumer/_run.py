@@ -85,6 +85,7 @@ def landing_session(settings: IngestSettings, engine: LogEngine, **committer: An
             upsert=s.upsert,
             key_columns=s.key_columns,
             sequence_by=s.sequence_by,
+            cdc=s.change_events,
             **committer,
         )
     )

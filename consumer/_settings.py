@@ -7,7 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from parka.lake import DEFAULT_COMPACT_MAX_REWRITES, DEFAULT_COMPACT_MIN_FILES, DEFAULT_TABLE_RETENTION_S
+from parka.lake import (
+    CDC_FORMATS,
+    DEFAULT_COMPACT_MAX_REWRITES,
+    DEFAULT_COMPACT_MIN_FILES,
+    DEFAULT_TABLE_RETENTION_S,
+    Debezium,
+)
 from parka.ops import settings as s
 from parka.ops.cli_util import integer, number
 from parka.ops.settings import DaemonSettings, Setting, declared
@@ -151,6 +157,26 @@ SEQUENCE_BY = Setting(
     "one wins); a tombstone still deletes whatever is live",
     default=None,
 )
+CDC = Setting(
+    "cdc",
+    ("--cdc",),
+    ("CDC",),
+    "debezium: each row is a Debezium change event, as an envelope (op, before, after, source; landed as "
+    "after's columns, or before's for a delete, with __op and the sequence column) or flattened by "
+    "ExtractNewRecordState (__deleted); a d event deletes its key. Implies --upsert. Its order is "
+    "source.lsn where the connector gives one, else ts_ms, unless --sequence-by names a column",
+    default=None,
+    choices=CDC_FORMATS,
+)
+CDC_FIELDS = Setting(
+    "cdc_fields",
+    ("--cdc-fields",),
+    ("CDC_FIELDS",),
+    "with --cdc debezium: comma-separated envelope fields kept as columns besides op and the sequence "
+    "(op, ts_ms, source.<field>, transaction.<field>: source.ts_ms becomes __source_ts_ms)",
+    default=(),
+    parse=_key_columns_text,
+)
 EXIT_CODE_WHEN_EMPTY = Setting(
     "exit_code_when_empty",
     ("--exit-code-when-empty",),
@@ -178,6 +204,8 @@ FLAGS: tuple[Setting, ...] = (
     UPSERT,
     KEY_COLUMNS,
     SEQUENCE_BY,
+    CDC,
+    CDC_FIELDS,
     EXIT_CODE_WHEN_EMPTY,
 )
 """``parka ingest``'s command line, in ``--help`` order."""
@@ -229,9 +257,20 @@ class IngestSettings(DaemonSettings):
     upsert: bool = declared(UPSERT)
     key_columns: tuple[str, ...] = declared(KEY_COLUMNS)
     sequence_by: str | None = declared(SEQUENCE_BY)
+    cdc: str | None = declared(CDC)
+    cdc_fields: tuple[str, ...] = declared(CDC_FIELDS)
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.cdc_fields and not self.cdc:
+            raise CDC_FIELDS.error(",".join(self.cdc_fields), "nothing without --cdc (the envelope's fields)")
+        if self.cdc:
+            object.__setattr__(self, "upsert", True)  # a change stream lands as the latest row per key
+            try:
+                Debezium(self.cdc_fields)
+            except ValueError:
+                fields = "envelope fields: op, ts_ms, source.<field>, transaction.<field>"
+                raise CDC_FIELDS.error(",".join(self.cdc_fields), fields) from None
         s.check_delta_partitioning(self.partition_by, self.catalog)
         # delta-rs and the data files get the same options: S3 made safe, unsafe ones refused
         options = storage_options_for(self.table_uri, self.storage_options)
@@ -256,6 +295,11 @@ class IngestSettings(DaemonSettings):
                 f"at least the bytes per commit ({self.bytes_per_commit:,}: --min-bytes-per-commit, else "
                 "--target-file-size)",
             )
+
+    @property
+    def change_events(self) -> Debezium | None:
+        """What ``--cdc`` reads the rows as, ``None`` without it."""
+        return Debezium(self.cdc_fields) if self.cdc else None
 
     @property
     def bytes_per_commit(self) -> int:

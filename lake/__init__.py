@@ -32,6 +32,7 @@ require(("deltalake", "fastparquet", "obstore"), "lake", "parka.lake (parka inge
 
 from typing import TYPE_CHECKING
 
+from ._cdc import CDC_FORMATS, Debezium
 from ._committer import DEFAULT_CHECKPOINT_INTERVAL, MAX_COMMIT_ATTEMPTS, CommitResult, CommitStats, Committer
 from ._compaction import (
     DEFAULT_COMPACT_MAX_REWRITES,
@@ -48,6 +49,7 @@ from ._files import (
     CheckedSegment,
     check_segment,
     read_segment,
+    unwrap_segment,
     write_segments,
 )
 from ._landing import LandingSession, given_schema_refused
@@ -100,6 +102,7 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "CDC_FORMATS",
     "DEFAULT_CHECKPOINT_INTERVAL",
     "ENABLE_DELETION_VECTORS",
     "DEFAULT_COMPACT_MAX_REWRITES",
@@ -119,6 +122,7 @@ __all__ = [
     "CommitTurn",
     "CompactionPolicy",
     "DataFile",
+    "Debezium",
     "FileName",
     "IcebergEngine",
     "IcebergTableLog",
@@ -158,5 +162,6 @@ __all__ = [
     "table_identity",
     "table_retention",
     "vacuum_by_table_retention",
+    "unwrap_segment",
     "write_segments",
 ]

@@ -26,6 +26,7 @@ from parka.errors import CommitConflict, CommitError, ConfigError
 from parka.partitioning import PartitionSpec, parse_partition_by
 from parka.segment import KEY_COLUMN
 
+from ._cdc import Debezium
 from ._checkpoints import CHECKPOINT_CLOSE_S, Checkpoints
 from ._commit_stats import CommitResult, CommitStats
 from ._dead_letters import append_dead_letters
@@ -84,7 +85,9 @@ class Committer:
     backoff after a conflict (:meth:`retry`); :attr:`commit_turn` is the lock each attempt holds.
     ``relist_orphans``: every periodic orphan cleanup
     lists the table (Spark: a retried task attempt's file is never named to this process).
-    ``upsert``: the table holds the latest row per record key (:meth:`_commit_upsert`).
+    ``upsert``: the table holds the latest row per record key (:meth:`_commit_upsert`);
+    ``cdc``: its rows are change events (:mod:`parka.lake._cdc`), whose delete rows delete their
+    key, ordered by the table's default sequence column unless ``sequence_by`` names one.
 
     Raises:
         ConfigError: a malformed spec, or ``partition_by`` contradicts the existing table's
@@ -113,6 +116,7 @@ class Committer:
         upsert: bool = False,
         key_columns: Sequence[str] = (),
         sequence_by: str | None = None,
+        cdc: Debezium | None = None,
     ) -> None:
         if checkpoint_interval < 0:
             raise ConfigError("checkpoint_interval", checkpoint_interval, "an integer >= 0 (0: never)")
@@ -152,9 +156,11 @@ class Committer:
         # the columns a row's key is made of (upserts): the record key, or --key-columns
         self.key_columns = tuple(key_columns) or (KEY_COLUMN,)
         self.sequence_by = sequence_by  # the column that orders a key's rows (upserts), else the offset
+        self.cdc = cdc
         self.table: TableLog | None = engine.open(table_uri, self.storage_options)
         if self.table is not None:
             self._adopt_partitioning()
+            self._cdc_sequence(self.table.arrow_schema())
             if key_columns:
                 check_key_columns(self.table.arrow_schema(), key_columns, where="the table")
             if sequence_by:
@@ -162,6 +168,11 @@ class Committer:
         self._schema: tuple[int, pa.Schema] | None = None
         self._stats_config: tuple[int, StatsConfig] | None = None
         self._keys: tuple[int, KeyIndex] | None = None  # (the version it is of, the index): upserts'
+
+    def _cdc_sequence(self, schema: pa.Schema) -> None:
+        """A CDC table without ``sequence_by``: its default sequence column, once the schema is known."""
+        if self.cdc is not None and self.sequence_by is None:
+            self.sequence_by = self.cdc.default_sequence(schema)
 
     def _adopt_partitioning(self) -> None:
         assert self.table is not None
@@ -212,6 +223,7 @@ class Committer:
         if self.table is not None:
             return
         check_partitioning(segment_schema, self.partitioning, where=source)
+        self._cdc_sequence(segment_schema)
         if self.key_columns != (KEY_COLUMN,):
             check_key_columns(segment_schema, self.key_columns, where=source)
         if self.sequence_by:
@@ -438,21 +450,36 @@ class Committer:
             )  # fmt: skip
         index = self._keys[1]
         if tombstones and self.key_columns != (KEY_COLUMN,):
-            raise CommitError(f"--key-columns: {len(tombstones)} tombstone(s) cannot name rows by their key columns")
+            if self.cdc is None:
+                n = len(tombstones)
+                raise CommitError(f"--key-columns: {n} tombstone(s) cannot name rows by their key columns")
+            # a change stream's tombstones follow its delete events, which deleted the rows: the
+            # commit moves past them (their offsets are in the txn versions already)
+            tombstones = []
         placed = sorted(((_coordinates(f.path), f) for f in files), key=lambda pair: pair[0])
         places, ordered = [place for place, _ in placed], [f for _, f in placed]
-        chunks, seqs = [], []
-        wanted = key_columns_read(self.key_columns, self.sequence_by)
+        chunks, seqs, deleting = [], [], []
+        keyed = key_columns_read(self.key_columns, self.sequence_by)
+        marker = None if self.cdc is None else self.cdc.delete_column(self.table_schema())
+        wanted = [*keyed, *([marker] if marker is not None and marker not in keyed else [])]
         for f in ordered:
             columns = read_columns(self.root, f.path, wanted, self.storage_options)
-            if columns is None or any(c.null_count for c in columns.columns):
-                what = ", ".join(wanted)
+            if columns is None or any(c.null_count for c in columns.select(keyed).columns):
+                what = ", ".join(keyed)
                 raise CommitError(f"--upsert: {f.path} holds records without a key or sequence ({what})")
             chunks.append((f.path, keys_of(columns.select(list(self.key_columns)))))
             if self.sequence_by:
                 seqs.append(sequences_of(columns.column(self.sequence_by)))
+            if marker is not None:
+                deleting.append(Debezium.deleting(columns.column(marker), marker))
         after = [bisect.bisect_left(places, (t.partition, t.offset)) for t in tombstones]
-        plan = index.plan(chunks, [t.key for t in tombstones], after=after, seqs=seqs if self.sequence_by else None)
+        plan = index.plan(
+            chunks,
+            [t.key for t in tombstones],
+            after=after,
+            seqs=seqs if self.sequence_by else None,
+            deleting=deleting if marker is not None else None,
+        )
         committed = table.commit_upsert(
             ordered, plan.deletes, plan.new_file_deletes, txns=txns, commit_info=commit_info
         )

@@ -26,8 +26,10 @@ from parka.crash import crash_point
 from parka.errors import CommitConflict, SchemaMismatchError, SegmentDecodeError, SegmentError
 from parka.evolution import merge_schemas, widening_enabled
 from parka.partitioning import PartitionSpec, parse_partition_by
-from parka.segment import SegmentInfo, is_segment, read_segment_info
+from parka.schema import RESERVED_PREFIX, schema_fingerprint
+from parka.segment import SegmentInfo, encode_segment, is_segment, read_segment_info
 
+from ._cdc import Debezium
 from ._log import DataFile
 from ._partitions import segment_partition_values, split_by_partition
 from ._plan import FileName, Fit, LandedSegment, fit_segment, partition_path
@@ -116,6 +118,42 @@ def read_segment(
         raise SegmentDecodeError(str(exc), value=value, headers=hdrs, **where) from exc.__cause__
     encrypted = encrypted_columns(value, meta.serialized_size)
     return SegmentRead(topic, partition, offset, value, hdrs, info, meta, schema, encrypted)
+
+
+def unwrap_segment(seg: SegmentRead, cdc: Debezium) -> SegmentRead:
+    """``--cdc``: ``seg`` as the table's rows (:meth:`parka.lake._cdc.Debezium.unwrap`: an
+    envelope decoded and encoded again, with the segment's codec and parka's encodings), or
+    ``seg`` itself when its rows are the table's already (flattened events).
+
+    Raises:
+        SegmentError: what :meth:`~parka.lake._cdc.Debezium.unwrap` refuses, or an encrypted
+            envelope (no keys here to read it). SegmentDecodeError: pages that do not decode.
+            Both keep the raw message and its coordinates.
+    """
+    where: dict[str, Any] = {"value": seg.value, "headers": seg.headers, "topic": seg.topic}
+    where.update(partition=seg.partition, offset=seg.offset)
+    envelope = cdc.shape(seg.schema) == "envelope"
+    if envelope and seg.encrypted:
+        raise SegmentError("--cdc debezium: an envelope with encrypted columns cannot be unwrapped here", **where)
+    if not envelope:  # its schema is all there is to check
+        table = seg.schema.empty_table()
+    else:
+        try:
+            table = pq.read_table(io.BytesIO(seg.value))
+        except (pa.ArrowException, OSError) as exc:
+            raise SegmentDecodeError(f"--cdc debezium: the segment's pages do not decode: {exc}", **where) from exc
+    try:
+        rows = cdc.unwrap(table)
+    except SegmentError as exc:
+        raise SegmentError(str(exc), **where) from None
+    if rows is None:
+        return seg
+    user = pa.schema([f for f in rows.schema if not f.name.startswith(RESERVED_PREFIX)])
+    encoded = encode_segment(rows, codec=seg.info.codec, fingerprint=schema_fingerprint(user))
+    headers: list[tuple[str, bytes | None]] = list(encoded.headers)
+    return read_segment(
+        topic=seg.topic, partition=seg.partition, offset=seg.offset, value=encoded.value, headers=headers
+    )
 
 
 _fits: RecentCache[Fit] = RecentCache()

@@ -58,7 +58,7 @@ _PAGE = "_docs_page"  # the page's Page in its namespace
 # these run in the Spark session's worker (tests/integration/spark/test_docs_spark.py)
 SPARK_PAGES = ("README.md", "docs/spark.md", "docs/reading-tables.md")
 # pages whose blocks produce what they read: the others find a few segments in the topic (seed())
-PRODUCING_PAGES = ("README.md", "docs/client.md")
+PRODUCING_PAGES = ("README.md", "docs/client.md", "docs/upserts.md")
 
 
 def pages() -> list[Path]:

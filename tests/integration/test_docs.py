@@ -70,3 +70,6 @@ def test_page_runs(
     )
     # every code block either ran or was skipped by a marker with its reason
     assert len(page.ran) + len(page.skipped) == count_code_blocks(path), (page.ran, page.skipped)
+    # a page whose text block shows what its last block prints
+    if name(path) == "docs/upserts.md":
+        assert "[{'id': 1, 'email': 'ann@example.org', '__op': 'u', '__source_lsn': 12}]" in page.printed[-1]

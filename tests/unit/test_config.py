@@ -142,6 +142,14 @@ def test_ingest_settings_refuse_what_they_cannot_do() -> None:
     with pytest.raises(ConfigError, match=r"'key_columns'.*distinct column names"):
         IngestSettings(**base, upsert=True, key_columns=("id", "id"))
     assert IngestSettings(**base, upsert=True, key_columns=("id",)).key_columns == ("id",)
+    cdc = IngestSettings(**base, cdc="debezium", cdc_fields=("source.db",))
+    assert cdc.upsert and cdc.change_events is not None and cdc.change_events.fields == ("source.db",)
+    with pytest.raises(ConfigError, match=r"'cdc'"):
+        IngestSettings(**base, cdc="maxwell")
+    with pytest.raises(ConfigError, match=r"'cdc_fields'.*nothing without --cdc"):
+        IngestSettings(**base, cdc_fields=("op",))
+    with pytest.raises(ConfigError, match=r"'cdc_fields'.*envelope fields: op, ts_ms"):
+        IngestSettings(**base, cdc="debezium", cdc_fields=("after.id",))
 
 
 def test_both_commands_mask_the_same_secrets() -> None:

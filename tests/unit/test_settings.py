@@ -74,6 +74,8 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "upsert": ("1", True),
     "key_columns": ("id, region", ("id", "region")),
     "sequence_by": ("lsn", "lsn"),
+    "cdc": ("debezium", "debezium"),
+    "cdc_fields": ("source.db, ts_ms", ("source.db", "ts_ms")),
     "exit_code_when_empty": ("99", 99),
     "mode": ("decode", "decode"),
     "commit_engine": ("delta-rs", "delta-rs"),
