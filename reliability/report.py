@@ -16,6 +16,7 @@ CHAOS = {
     "ingest-iceberg": "parka ingest chaos (Iceberg)",
     "evolution": "schema evolution chaos",
     "upsert": "parka ingest --upsert chaos",
+    "upsert-cdc": "parka ingest --cdc debezium chaos",
     "history": "long history (VACUUM, checkpoints, log cleanup)",
     "spark": "spark-ingest chaos",
     "broker": "broker restarts",
@@ -62,6 +63,7 @@ def summarize(
         if res is None:
             continue
         per_scenario[title] = {k: res.get(k) for k in (*totals, "unexpected", "orphans", "compacted_files", "wall_s")}
+        per_scenario[title].update({k: res[k] for k in ("tombstones", "stale_events") if k in res})  # upserts
         for k in totals:
             totals[k] += res.get(k) or 0
     bad_inputs = []
@@ -103,11 +105,16 @@ def summarize(
         for point in results[scenario].get("crash_points", CRASH_POINTS):
             n = ingest_faults.get(f"crash point {point}", 0)
             requirements.append((f"parka ingest killed at crash point {point}{on} ({n})", n > 0))
-    if "upsert" in results:
-        upsert_faults = results["upsert"].get("faults", {})
-        for point in results["upsert"].get("crash_points", ()):
+    for scenario, flag in (("upsert", "--upsert"), ("upsert-cdc", "--cdc debezium")):
+        if scenario not in results:
+            continue
+        upsert_faults = results[scenario].get("faults", {})
+        for point in results[scenario].get("crash_points", ()):
             n = upsert_faults.get(f"crash point {point}", 0)
-            requirements.append((f"parka ingest --upsert killed at crash point {point} ({n})", n > 0))
+            requirements.append((f"parka ingest {flag} killed at crash point {point} ({n})", n > 0))
+        if scenario == "upsert-cdc":
+            stale = results[scenario].get("stale_events", 0)
+            requirements.append((f"out-of-order change events among the updates ({stale})", stale > 0))
     if "history" in results:
         res = results["history"]
         kills = sum(n for kind, n in res.get("faults", {}).items() if _is_crash(kind))

@@ -77,7 +77,9 @@ MODES = {
         forked=True,
     ),
 }
-SCENARIOS = ("bad-inputs", "ingest", "ingest-iceberg", "evolution", "upsert", "history", "spark", "broker")
+SCENARIOS = (
+    "bad-inputs", "ingest", "ingest-iceberg", "evolution", "upsert", "upsert-cdc", "history", "spark", "broker",
+)  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -144,6 +146,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     rounds = 1 if quick else 3
     scenario("upsert", lambda: run_upsert_chaos(args.bootstrap, run_id, out / "upsert", args.seed, rounds=rounds))
+    scenario(
+        "upsert-cdc",
+        lambda: run_upsert_chaos(args.bootstrap, run_id, out / "upsert-cdc", args.seed, rounds=rounds, cdc=True),
+    )
     if mode.history_kills:
         kills = mode.history_kills
         scenario("history", lambda: run_history_chaos(args.bootstrap, run_id, out / "history", ids, args.seed, kills))

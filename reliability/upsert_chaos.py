@@ -1,5 +1,6 @@
 """``parka ingest --upsert`` workers killed around their upsert commits, joining and leaving,
-while a producer keeps producing keyed updates and tombstones.
+while a producer keeps producing keyed updates and tombstones; or, with ``cdc``,
+``parka ingest --cdc debezium`` workers while it produces Debezium change events.
 
 One topic (4 partitions) gets events on :data:`KEYS` keys from an idempotent
 :class:`~parka.producer.ParquetProducer` (``columnar.tombstone.order=key``): a new version of a
@@ -15,6 +16,12 @@ the end the producer stops, one ``parka ingest --upsert --end-at-latest`` pass r
 table, read with delta-rs' query engine (deletion vectors applied), must be the model: no key
 lost (missing, or at an older version), none resurrected (present though deleted), none twice,
 and no file under the table that no version names.
+
+With ``cdc`` the events are Debezium envelopes (:data:`ENVELOPE`), ordered by ``source.lsn``: a
+new version is a ``c`` or ``u`` event at the next lsn, a delete a ``d`` event followed, one time
+in two, by its tombstone, and one event in twenty replays a live key's older state (an update
+or a delete at an lsn below the key's), which must change nothing. The model takes the events
+one by one by the same rules (:func:`cdc_apply`).
 """
 
 from __future__ import annotations
@@ -41,18 +48,46 @@ log = logging.getLogger("reliability")
 KEYS = 400
 POINTS = ("mid-write", "after-write", "after-delta-commit", "on-revoke")
 SCHEMA = pa.schema([("id", pa.int64(), False), ("version", pa.int64(), False), ("note", pa.string())])
+ROW = pa.struct(list(SCHEMA))
+ENVELOPE = pa.schema(
+    [
+        ("before", ROW),
+        ("after", ROW),
+        ("source", pa.struct([("lsn", pa.int64(), False)]), False),
+        ("op", pa.string(), False),
+        ("ts_ms", pa.int64(), False),
+    ]
+)
+
+
+def cdc_apply(model: dict[int, tuple[int, int]], op: str, key: int, lsn: int, version: int) -> None:
+    """One change event into ``model`` (key -> (lsn, version) of its live row): an event whose
+    lsn is below the live row's changes nothing; ``""`` is a tombstone, which deletes whatever
+    is live; ``d`` deletes; ``c``/``u`` make ``version`` the key's row."""
+    live = model.get(key)
+    if not op:
+        model.pop(key, None)
+    elif live is not None and lsn < live[0]:
+        return
+    elif op == "d":
+        model.pop(key, None)
+    else:
+        model[key] = (lsn, version)
 
 
 class KeyedFeeder(threading.Thread):
     """Produces events until stopped; ``model`` is each key's latest version (deleted keys out)."""
 
-    def __init__(self, bootstrap: str, topic: str, rng: random.Random) -> None:
+    def __init__(self, bootstrap: str, topic: str, rng: random.Random, *, cdc: bool = False) -> None:
         super().__init__(name="upsert-feeder", daemon=True)
         conf = producer_conf(bootstrap, **{"columnar.tombstone.order": "key", "columnar.batch.records": 50})
         self._conf = conf
         self.topic = topic
         self.rng = rng
-        self.model: dict[int, int] = {}
+        self.cdc = cdc
+        self._latest: dict[int, int] = {}  # key -> version (plain upserts)
+        self._changes: dict[int, tuple[int, int]] = {}  # cdc: key -> (lsn, version) of its live row
+        self.stale = 0
         self.events = 0
         self.tombstones = 0
         self.errors: list[str] = []
@@ -66,20 +101,23 @@ class KeyedFeeder(threading.Thread):
         from parka.producer import ParquetProducer
 
         producer = ParquetProducer(self._conf)
-        producer.set_schema(self.topic, SCHEMA)
+        producer.set_schema(self.topic, ENVELOPE if self.cdc else SCHEMA)
         try:
             while not self._halt.is_set():
                 for _ in range(40):
+                    if self.cdc:
+                        self._change(producer)
+                        continue
                     key = self.rng.randrange(KEYS)
                     self.events += 1
                     if self.rng.random() < 0.1:
                         producer.produce(self.topic, None, key=str(key), on_delivery=self._report)
-                        self.model.pop(key, None)
+                        self._latest.pop(key, None)
                         self.tombstones += 1
                     else:
                         value = {"id": key, "version": self.events, "note": f"v{self.events}"}
                         producer.produce(self.topic, value, key=str(key), on_delivery=self._report)
-                        self.model[key] = self.events
+                        self._latest[key] = self.events
                 producer.poll(0)
                 self._halt.wait(0.02)
         finally:
@@ -87,24 +125,54 @@ class KeyedFeeder(threading.Thread):
             if left:
                 self.errors.append(f"{left} message(s) not delivered at the end")
 
+    @property
+    def model(self) -> dict[int, int]:
+        """Each key's latest version, deleted keys out."""
+        return {k: v for k, (_, v) in self._changes.items()} if self.cdc else self._latest
+
+    def _change(self, producer: Any) -> None:
+        """One Debezium event (or a delete and its tombstone) of a random key."""
+        key = self.rng.randrange(KEYS)
+        self.events += 1
+        live = self._changes.get(key)
+        lsn, op = self.events, "u" if live is not None else "c"
+        if live is not None and self.rng.random() < 0.05:  # a replay of an older state: changes nothing
+            lsn, op = self.rng.randrange(live[0]), self.rng.choice("ud")
+            self.stale += 1
+        elif self.rng.random() < 0.1:
+            op = "d"
+        row = {"id": key, "version": self.events, "note": f"v{self.events}"}
+        value: dict[str, Any] = {"before": row if op == "d" else None, "after": None if op == "d" else row}
+        value.update(op=op, source={"lsn": lsn}, ts_ms=lsn)
+        producer.produce(self.topic, value, key=str(key), on_delivery=self._report)
+        cdc_apply(self._changes, op, key, lsn, self.events)
+        if op == "d" and lsn == self.events and self.rng.random() < 0.5:
+            producer.produce(self.topic, None, key=str(key), on_delivery=self._report)
+            cdc_apply(self._changes, "", key, lsn, self.events)
+            self.tombstones += 1
+
     def finish(self) -> None:
         self._halt.set()
         self.join(timeout=330)
 
 
-def run_upsert_chaos(bootstrap: str, run_id: str, out: Path, seed: int, *, rounds: int) -> dict[str, Any]:
+def run_upsert_chaos(
+    bootstrap: str, run_id: str, out: Path, seed: int, *, rounds: int, cdc: bool = False
+) -> dict[str, Any]:
     """The scenario; returns its result for the summary (lost, duplicated, faults, problems)."""
-    rng = random.Random(f"{seed}-upsert")
-    topic = f"reliability-upsert-{run_id}"
+    kind = "upsert-cdc" if cdc else "upsert"
+    rng = random.Random(f"{seed}-{kind}")
+    topic = f"reliability-{kind}-{run_id}"
     create_topic(bootstrap, topic, 4)
     target = tables.target("delta", out, "table")
-    group = f"reliability-upsert-{run_id}"
-    flags = ("--upsert", "-g", group, "--allowed-latency", "0.5", "--compact-min-files", "2")
+    group = f"reliability-{kind}-{run_id}"
+    mode = ("--cdc", "debezium") if cdc else ("--upsert",)
+    flags = (*mode, "-g", group, "--allowed-latency", "0.5", "--compact-min-files", "2")
     command = ingest_command(topic, target.name, bootstrap, *flags)
     faults: Counter[str] = Counter()
     problems: list[str] = []
     procs: list[Proc] = []
-    feeder = KeyedFeeder(bootstrap, topic, rng)
+    feeder = KeyedFeeder(bootstrap, topic, rng, cdc=cdc)
     feeder.start()
     n = 0
 
@@ -186,6 +254,7 @@ def verdict(target: tables.Target, feeder: KeyedFeeder, faults: Counter[str], pr
     return {
         "records_produced": feeder.events,
         "tombstones": feeder.tombstones,
+        "stale_events": feeder.stale,
         "keys_in_model": len(model),
         "records_in_table": len(rows),
         "lost": len(lost),
