@@ -40,9 +40,11 @@ from parka.lake import (
     LogEngine,
     Refused,
     Tombstone,
+    check_keyed,
     check_segment,
     read_segment,
     table_identity,
+    tombstone_refusal,
     unwrap_segment,
 )
 from parka.ops.health import HealthLog
@@ -52,7 +54,6 @@ from parka.ops.stopping import StopGuard
 from parka.crash import crash_point
 from parka.errors import ConfigError, KafkaClientError, SchemaMismatchError, SegmentError
 from parka.partitioning import PartitionSpec
-from parka.segment import KEY_COLUMN
 
 from ._compactor import Maintenance
 from ._ingest_client import KafkaSide, table_metadata
@@ -338,7 +339,7 @@ class IngestionConsumer(KafkaSide):
                 view = self._make_table(run, seg.schema)
             table_schema, partitioning = view
             if self.settings.upsert:
-                self._check_keyed(raw, seg.schema)
+                check_keyed(seg, self.settings.key_columns)
             checked = check_segment(
                 seg,
                 table_schema=table_schema,
@@ -357,36 +358,17 @@ class IngestionConsumer(KafkaSide):
         if run.batch.oldest_at is None:
             run.batch.oldest_at = self._clock()
 
-    def _check_keyed(self, raw: RawSegment, schema: pa.Schema) -> None:
-        """``--upsert``: a segment must give each record a key (the record key, or every
-        ``--key-columns`` column).
-
-        Raises:
-            SegmentError: naming the flag and what the segment lacks.
-        """
-        columns = self.settings.key_columns
-        if not columns and KEY_COLUMN not in schema.names:
-            why = "--upsert: a segment whose records have no keys (produce them with key=...)"
-        elif columns and not set(columns) <= set(schema.names):
-            missing = [c for c in columns if c not in schema.names]
-            why = f"--key-columns: a segment without the key column(s) {', '.join(missing)}"
-        else:
-            return
-        raise SegmentError(
-            why, value=raw.value, headers=raw.headers, topic=raw.topic, partition=raw.partition, offset=raw.offset
-        )
-
     def _tombstone(self, run: IngestRun, raw: RawSegment) -> None:
         """``--upsert``: a message with a key and no value deletes its key (in the next commit);
         with ``--key-columns`` it cannot name a row, and is refused (dead-lettered, or the run
         stops at it), except in a change stream (``--cdc``), where the delete event before it
         deleted the row and the commit only moves past it."""
         assert raw.key is not None
-        if self.settings.key_columns and not self.settings.cdc:
+        refusal = tombstone_refusal(self.settings.key_columns, self.settings.change_events)
+        if refusal is not None:
             error = SegmentError(
-                "--key-columns: a tombstone (a key and no value) cannot name a row by its key columns; "
-                "delete rows by the record key (no --key-columns)",
-                value=raw.value, headers=raw.headers, topic=raw.topic, partition=raw.partition, offset=raw.offset,
+                refusal, value=raw.value, headers=raw.headers, topic=raw.topic, partition=raw.partition,
+                offset=raw.offset,
             )  # fmt: skip
             self._refuse(run, raw, error)
             return

@@ -7,13 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from parka.lake import (
-    CDC_FORMATS,
-    DEFAULT_COMPACT_MAX_REWRITES,
-    DEFAULT_COMPACT_MIN_FILES,
-    DEFAULT_TABLE_RETENTION_S,
-    Debezium,
-)
+from parka.lake import DEFAULT_COMPACT_MAX_REWRITES, DEFAULT_COMPACT_MIN_FILES, DEFAULT_TABLE_RETENTION_S, Debezium
 from parka.ops import settings as s
 from parka.ops.cli_util import integer, number
 from parka.ops.settings import DaemonSettings, Setting, declared
@@ -122,61 +116,6 @@ SET_TABLE_RETENTION = Setting(
 )
 
 
-def _key_columns_text(text: str) -> tuple[str, ...]:
-    return tuple(c.strip() for c in text.split(",") if c.strip())
-
-
-UPSERT = Setting(
-    "upsert",
-    ("--upsert",),
-    ("UPSERT",),
-    "Delta tables: hold the latest row per record key (__parka_key), in Kafka offset order within "
-    "a partition; a message with a key and no value (a tombstone) deletes its key. Superseded rows "
-    "are deleted by deletion vector in the commit that lands their successors; a table created "
-    "gets delta.enableDeletionVectors=true. Background compaction purges the deleted rows; "
-    "--optimize-every is off",
-    default=False,
-    kind="switch",
-)
-KEY_COLUMNS = Setting(
-    "key_columns",
-    ("--key-columns",),
-    ("KEY_COLUMNS",),
-    "with --upsert: comma-separated top-level columns whose values are a row's key, instead of the "
-    "record key; produce each record with a key made of them, so that all of a key's records go to "
-    "one Kafka partition. Tombstones cannot name a row by these columns and are refused",
-    default=(),
-    parse=_key_columns_text,
-)
-SEQUENCE_BY = Setting(
-    "sequence_by",
-    ("--sequence-by",),
-    ("SEQUENCE_BY",),
-    "with --upsert: an integer, timestamp or date column that orders a key's rows instead of the Kafka "
-    "offset: a row whose value is lower than its key's live row's does not overwrite it (equal: the later "
-    "one wins); a tombstone still deletes whatever is live",
-    default=None,
-)
-CDC = Setting(
-    "cdc",
-    ("--cdc",),
-    ("CDC",),
-    "debezium: each row is a Debezium change event, as an envelope (op, before, after, source; landed as "
-    "after's columns, or before's for a delete, with __op and the sequence column) or flattened by "
-    "ExtractNewRecordState (__deleted); a d event deletes its key. Implies --upsert. Its order is "
-    "source.lsn where the connector gives one, else ts_ms, unless --sequence-by names a column",
-    default=None,
-    choices=CDC_FORMATS,
-)
-CDC_FIELDS = Setting(
-    "cdc_fields",
-    ("--cdc-fields",),
-    ("CDC_FIELDS",),
-    "with --cdc debezium: comma-separated envelope fields kept as columns besides op and the sequence "
-    "(op, ts_ms, source.<field>, transaction.<field>: source.ts_ms becomes __source_ts_ms)",
-    default=(),
-    parse=_key_columns_text,
-)
 EXIT_CODE_WHEN_EMPTY = Setting(
     "exit_code_when_empty",
     ("--exit-code-when-empty",),
@@ -201,11 +140,11 @@ FLAGS: tuple[Setting, ...] = (
     VACUUM_EVERY,
     TABLE_RETENTION,
     SET_TABLE_RETENTION,
-    UPSERT,
-    KEY_COLUMNS,
-    SEQUENCE_BY,
-    CDC,
-    CDC_FIELDS,
+    s.UPSERT,
+    s.KEY_COLUMNS,
+    s.SEQUENCE_BY,
+    s.CDC,
+    s.CDC_FIELDS,
     EXIT_CODE_WHEN_EMPTY,
 )
 """``parka ingest``'s command line, in ``--help`` order."""
@@ -254,41 +193,30 @@ class IngestSettings(DaemonSettings):
     broker_timeout_s: float = declared(s.BROKER_TIMEOUT)  # end_at_latest: give up on an unreachable broker
     retry_log_interval_s: float = declared(s.RETRY_LOG_INTERVAL)  # a cause waited on is logged again this often
     stop_timeout_s: float = declared(s.STOP_TIMEOUT)  # a stop that takes longer exits at once
-    upsert: bool = declared(UPSERT)
-    key_columns: tuple[str, ...] = declared(KEY_COLUMNS)
-    sequence_by: str | None = declared(SEQUENCE_BY)
-    cdc: str | None = declared(CDC)
-    cdc_fields: tuple[str, ...] = declared(CDC_FIELDS)
+    upsert: bool = declared(s.UPSERT)
+    key_columns: tuple[str, ...] = declared(s.KEY_COLUMNS)
+    sequence_by: str | None = declared(s.SEQUENCE_BY)
+    cdc: str | None = declared(s.CDC)
+    cdc_fields: tuple[str, ...] = declared(s.CDC_FIELDS)
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.cdc_fields and not self.cdc:
-            raise CDC_FIELDS.error(",".join(self.cdc_fields), "nothing without --cdc (the envelope's fields)")
-        if self.cdc:
-            object.__setattr__(self, "upsert", True)  # a change stream lands as the latest row per key
-            try:
-                Debezium(self.cdc_fields)
-            except ValueError:
-                fields = "envelope fields: op, ts_ms, source.<field>, transaction.<field>"
-                raise CDC_FIELDS.error(",".join(self.cdc_fields), fields) from None
         s.check_delta_partitioning(self.partition_by, self.catalog)
         # delta-rs and the data files get the same options: S3 made safe, unsafe ones refused
         options = storage_options_for(self.table_uri, self.storage_options)
         if self.dlq_table_uri:
             options = storage_options_for(self.dlq_table_uri, options)
         object.__setattr__(self, "storage_options", options)
-        if self.upsert and self.catalog is not None:
-            raise UPSERT.error(True, "a Delta table (no --catalog): Iceberg tables take no upserts yet")
-        if self.key_columns and not self.upsert:
-            raise KEY_COLUMNS.error(",".join(self.key_columns), "nothing without --upsert (the key of an upsert table)")
-        if self.sequence_by and not self.upsert:
-            raise SEQUENCE_BY.error(self.sequence_by, "nothing without --upsert (the order of an upsert table's rows)")
-        if len(set(self.key_columns)) != len(self.key_columns):
-            raise KEY_COLUMNS.error(",".join(self.key_columns), "distinct column names")
-        if self.upsert and self.partition_by:
-            raise UPSERT.error(
-                True, "an unpartitioned table (no --partition-by): partitioned upserts are not built yet"
-            )
+        upsert = s.check_upsert(
+            upsert=self.upsert,
+            key_columns=self.key_columns,
+            sequence_by=self.sequence_by,
+            cdc=self.cdc,
+            cdc_fields=self.cdc_fields,
+            catalog=self.catalog,
+            partition_by=self.partition_by,
+        )
+        object.__setattr__(self, "upsert", upsert)
         if self.max_buffered_bytes is not None and self.max_buffered_bytes < self.bytes_per_commit:
             raise MAX_BUFFERED_BYTES.error(
                 self.max_buffered_bytes,

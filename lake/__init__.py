@@ -47,8 +47,10 @@ from ._files import (
     DEFAULT_TARGET_FILE_SIZE,
     DLQ_SCHEMA,
     CheckedSegment,
+    check_keyed,
     check_segment,
     read_segment,
+    tombstone_refusal,
     unwrap_segment,
     write_segments,
 )
@@ -140,6 +142,7 @@ __all__ = [
     "TableLog",
     "app_txn_id",
     "check_partitioning",
+    "check_keyed",
     "check_segment",
     "commits_per_s",
     "compact_iceberg",
@@ -162,6 +165,7 @@ __all__ = [
     "table_identity",
     "table_retention",
     "vacuum_by_table_retention",
+    "tombstone_refusal",
     "unwrap_segment",
     "write_segments",
 ]

@@ -27,7 +27,7 @@ from parka.errors import CommitConflict, SchemaMismatchError, SegmentDecodeError
 from parka.evolution import merge_schemas, widening_enabled
 from parka.partitioning import PartitionSpec, parse_partition_by
 from parka.schema import RESERVED_PREFIX, schema_fingerprint
-from parka.segment import SegmentInfo, encode_segment, is_segment, read_segment_info
+from parka.segment import KEY_COLUMN, SegmentInfo, encode_segment, is_segment, read_segment_info
 
 from ._cdc import Debezium
 from ._log import DataFile
@@ -154,6 +154,38 @@ def unwrap_segment(seg: SegmentRead, cdc: Debezium) -> SegmentRead:
     return read_segment(
         topic=seg.topic, partition=seg.partition, offset=seg.offset, value=encoded.value, headers=headers
     )
+
+
+def check_keyed(seg: SegmentRead, key_columns: Sequence[str]) -> None:
+    """An upsert table's segment gives each record a key: the record key, or every
+    ``key_columns`` column (both daemons; a ``--cdc`` segment unwrapped first).
+
+    Raises:
+        SegmentError: naming the flag and what the segment lacks, with the message's coordinates.
+    """
+    names = seg.schema.names
+    if not key_columns and KEY_COLUMN not in names:
+        why = "--upsert: a segment whose records have no keys (produce them with key=...)"
+    elif key_columns and not set(key_columns) <= set(names):
+        missing = [c for c in key_columns if c not in names]
+        why = f"--key-columns: a segment without the key column(s) {', '.join(missing)}"
+    else:
+        return
+    raise SegmentError(
+        why, value=seg.value, headers=seg.headers, topic=seg.topic, partition=seg.partition, offset=seg.offset
+    )
+
+
+def tombstone_refusal(key_columns: Sequence[str], cdc: Debezium | None) -> str | None:
+    """Why an upsert table refuses a tombstone (a key and no value), ``None`` when it takes it:
+    under ``--key-columns`` it cannot name a row, except in a change stream (``--cdc``), where
+    the delete event before it deleted the row and the commit only moves past it."""
+    if key_columns and cdc is None:
+        return (
+            "--key-columns: a tombstone (a key and no value) cannot name a row by its key columns; "
+            "delete rows by the record key (no --key-columns)"
+        )
+    return None
 
 
 _fits: RecentCache[Fit] = RecentCache()

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from parka.lake import DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_TARGET_FILE_SIZE
+from parka.lake import CDC_FORMATS, DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_TARGET_FILE_SIZE, Debezium
 
 from parka.partitioning import DELTA_ALLOWED, parse_partition_by
 
@@ -351,6 +351,102 @@ STOP_TIMEOUT = Setting(
     parse=number,
     check=above(0, "a number of seconds > 0"),
 )
+
+
+def _names_text(text: str) -> tuple[str, ...]:
+    """Comma-separated names (columns, fields), blanks dropped."""
+    return tuple(c.strip() for c in text.split(",") if c.strip())
+
+
+UPSERT = Setting(
+    "upsert",
+    ("--upsert",),
+    ("UPSERT",),
+    "Delta tables: hold the latest row per record key (__parka_key), in Kafka offset order within "
+    "a partition; a message with a key and no value (a tombstone) deletes its key. Superseded rows "
+    "are deleted by deletion vector in the commit that lands their successors; a table created "
+    "gets delta.enableDeletionVectors=true. An unpartitioned Delta table, committed by delta-rs",
+    default=False,
+    kind="switch",
+)
+KEY_COLUMNS = Setting(
+    "key_columns",
+    ("--key-columns",),
+    ("KEY_COLUMNS",),
+    "with --upsert: comma-separated top-level columns whose values are a row's key, instead of the "
+    "record key; produce each record with a key made of them, so that all of a key's records go to "
+    "one Kafka partition. Tombstones cannot name a row by these columns and are refused",
+    default=(),
+    parse=_names_text,
+)
+SEQUENCE_BY = Setting(
+    "sequence_by",
+    ("--sequence-by",),
+    ("SEQUENCE_BY",),
+    "with --upsert: an integer, timestamp or date column that orders a key's rows instead of the Kafka "
+    "offset: a row whose value is lower than its key's live row's does not overwrite it (equal: the later "
+    "one wins); a tombstone still deletes whatever is live",
+    default=None,
+)
+CDC = Setting(
+    "cdc",
+    ("--cdc",),
+    ("CDC",),
+    "debezium: each row is a Debezium change event, as an envelope (op, before, after, source; landed as "
+    "after's columns, or before's for a delete, with __op and the sequence column) or flattened by "
+    "ExtractNewRecordState (__deleted); a d event deletes its key. Implies --upsert. Its order is "
+    "source.lsn where the connector gives one, else ts_ms, unless --sequence-by names a column",
+    default=None,
+    choices=CDC_FORMATS,
+)
+CDC_FIELDS = Setting(
+    "cdc_fields",
+    ("--cdc-fields",),
+    ("CDC_FIELDS",),
+    "with --cdc debezium: comma-separated envelope fields kept as columns besides op and the sequence "
+    "(op, ts_ms, source.<field>, transaction.<field>: source.ts_ms becomes __source_ts_ms)",
+    default=(),
+    parse=_names_text,
+)
+
+
+def check_upsert(
+    *,
+    upsert: bool,
+    key_columns: Sequence[str],
+    sequence_by: str | None,
+    cdc: str | None,
+    cdc_fields: Sequence[str],
+    catalog: str | None,
+    partition_by: Sequence[str],
+) -> bool:
+    """What the upsert settings allow given each other and the table's (both daemons): returns
+    whether the table is an upsert table (``--cdc`` implies ``--upsert``).
+
+    Raises:
+        ConfigError: naming the setting, its flag and variable.
+    """
+    if cdc_fields and not cdc:
+        raise CDC_FIELDS.error(",".join(cdc_fields), "nothing without --cdc (the envelope's fields)")
+    if cdc:
+        upsert = True  # a change stream lands as the latest row per key
+        try:
+            Debezium(tuple(cdc_fields))
+        except ValueError:
+            fields = "envelope fields: op, ts_ms, source.<field>, transaction.<field>"
+            raise CDC_FIELDS.error(",".join(cdc_fields), fields) from None
+    if upsert and catalog is not None:
+        raise UPSERT.error(True, "a Delta table (no --catalog): Iceberg tables take no upserts yet")
+    if key_columns and not upsert:
+        raise KEY_COLUMNS.error(",".join(key_columns), "nothing without --upsert (the key of an upsert table)")
+    if sequence_by and not upsert:
+        raise SEQUENCE_BY.error(sequence_by, "nothing without --upsert (the order of an upsert table's rows)")
+    if len(set(key_columns)) != len(key_columns):
+        raise KEY_COLUMNS.error(",".join(key_columns), "distinct column names")
+    if upsert and partition_by:
+        raise UPSERT.error(True, "an unpartitioned table (no --partition-by): partitioned upserts are not built yet")
+    return upsert
+
 
 SHARED: tuple[Setting, ...] = (
     BOOTSTRAP_SERVERS,
