@@ -140,11 +140,6 @@ FLAGS: tuple[Setting, ...] = (
     VACUUM_EVERY,
     TABLE_RETENTION,
     SET_TABLE_RETENTION,
-    s.UPSERT,
-    s.KEY_COLUMNS,
-    s.SEQUENCE_BY,
-    s.CDC,
-    s.CDC_FIELDS,
     EXIT_CODE_WHEN_EMPTY,
 )
 """``parka ingest``'s command line, in ``--help`` order."""
@@ -227,7 +222,7 @@ class IngestSettings(DaemonSettings):
     @property
     def change_events(self) -> Debezium | None:
         """What ``--cdc`` reads the rows as, ``None`` without it."""
-        return Debezium(self.cdc_fields) if self.cdc else None
+        return s.change_events(self.cdc, self.cdc_fields)
 
     @property
     def bytes_per_commit(self) -> int:

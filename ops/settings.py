@@ -410,6 +410,11 @@ CDC_FIELDS = Setting(
 )
 
 
+def change_events(cdc: str | None, cdc_fields: Sequence[str]) -> Debezium | None:
+    """What ``--cdc`` reads a topic's rows as (both daemons), ``None`` without it."""
+    return Debezium(tuple(cdc_fields)) if cdc else None
+
+
 def check_upsert(
     *,
     upsert: bool,
@@ -466,6 +471,11 @@ SHARED: tuple[Setting, ...] = (
     CATALOG,
     CATALOG_OPTIONS,
     CHECKPOINT_INTERVAL,
+    UPSERT,
+    KEY_COLUMNS,
+    SEQUENCE_BY,
+    CDC,
+    CDC_FIELDS,
     METRICS_PORT,
     METRICS_BIND_ADDRESS,
     BROKER_TIMEOUT,

@@ -22,7 +22,7 @@ import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import groupby
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 from parka.lake import (
@@ -30,19 +30,24 @@ from parka.lake import (
     DEFAULT_TARGET_FILE_SIZE,
     CheckedSegment,
     DataFile,
+    Debezium,
     LandedSegment,
     Refused,
     StatsConfig,
+    Tombstone,
+    check_keyed,
     check_segment,
     make_durable,
     read_segment,
+    tombstone_refusal,
+    unwrap_segment,
     write_segments,
 )
 
 from parka.errors import ParkaError, SchemaMismatchError, SegmentDecodeError, SegmentError
 from parka.partitioning import PartitionSpec
 
-__all__ = ["FILE_ROWS", "SegmentFileWriter", "committer_input", "segment_schema"]
+__all__ = ["FILE_ROWS", "CommitterInput", "SegmentFileWriter", "committer_input", "segment_schema"]
 
 log = logging.getLogger("parka.spark_ingest")
 
@@ -71,10 +76,12 @@ FILE_ROWS = pa.schema(
         ("value", pa.binary()),  # a bad segment's bytes, when a dead-letter table wants them
         ("headers", _HEADERS),
         ("timestamp_ms", pa.int64()),
+        ("tombstone_key", pa.binary()),  # an upsert table's tombstone: the key it deletes
     ]
 )
 """What the executors return to the driver: one row per segment and data file written (a stitched
-file has one row per segment in it, a split segment one per file), or one per bad segment."""
+file has one row per segment in it, a split segment one per file), one per bad segment, and one
+per tombstone of an upsert table."""
 
 _ERRORS: dict[str, type[SegmentError] | type[SchemaMismatchError]] = {
     "SegmentError": SegmentError,
@@ -103,32 +110,57 @@ class SegmentFileWriter:
     target_file_size: int = DEFAULT_TARGET_FILE_SIZE
     stats_config: StatsConfig = DEFAULT_STATS
     check_columns: Callable[[pa.Schema], None] = field(kw_only=True)
+    # an upsert table's (parka ingest's --upsert, --key-columns, --cdc): the Kafka rows carry "key"
+    upsert: bool = field(default=False, kw_only=True)
+    key_columns: tuple[str, ...] = field(default=(), kw_only=True)
+    cdc: Debezium | None = field(default=None, kw_only=True)
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         pending: list[CheckedSegment] = []
         pending_bytes = 0
         wrote = False
+        breaks: dict[int, list[int]] = {}  # an upsert table's tombstones: no stitched file spans one
         for batch in batches:
-            bad = []
+            other = []
             for i in range(batch.num_rows):
-                checked = self._check(batch, i)
+                tombstone = self._tombstone(batch, i) if self.upsert else None
+                if tombstone is not None and tombstone.get("tombstone_key") is not None:
+                    breaks.setdefault(tombstone["partition"], []).append(tombstone["offset"])
+                checked = self._check(batch, i) if tombstone is None else tombstone
                 if isinstance(checked, dict):
-                    bad.append(checked)
+                    other.append(checked)
                 else:
                     pending.append(checked)
                     pending_bytes += len(checked.seg.value)
-            if bad:
-                yield pa.RecordBatch.from_pylist(bad, schema=FILE_ROWS)
+            if other:
+                yield pa.RecordBatch.from_pylist(other, schema=FILE_ROWS)
             if pending_bytes >= self.target_file_size:  # bounds a task's memory
-                yield self._write(pending)
+                yield self._write(pending, breaks)
                 wrote, pending, pending_bytes = True, [], 0
         if pending:
-            yield self._write(pending)
+            yield self._write(pending, breaks)
             wrote = True
         if wrote:
             # Files are not fsynced one by one: flush them once per task, before the task (and
             # so the collect the driver commits after) completes.
             make_durable(self.table_uri, self.storage_options)
+
+    def _tombstone(self, batch: pa.RecordBatch, i: int) -> dict[str, Any] | None:
+        """Row ``i`` of an upsert table's topic as its :data:`FILE_ROWS` tombstone row (or the
+        error row of one the table refuses: :func:`parka.lake.tombstone_refusal`), ``None`` when
+        it is no tombstone (a key and no value, no headers)."""
+        names = batch.schema.names
+        if batch.column(names.index("value"))[i].is_valid or "key" not in names:
+            return None
+        key: bytes | None = batch.column(names.index("key"))[i].as_py()
+        headers = batch.column(names.index("headers"))[i].as_py()
+        if key is None or headers:
+            return None
+        refusal = tombstone_refusal(self.key_columns, self.cdc)
+        if refusal is not None:
+            return self._error(batch, i, SegmentError(refusal))
+        where = {n: batch.column(names.index(n))[i].as_py() for n in ("topic", "partition", "offset")}
+        return {**where, "records": 0, "tombstone_key": key}
 
     def _check(self, batch: pa.RecordBatch, i: int) -> CheckedSegment | dict[str, Any]:
         """Row ``i`` as a segment the table can take, or its :data:`FILE_ROWS` error row."""
@@ -141,6 +173,10 @@ class SegmentFileWriter:
         headers = [(h["key"], h["value"]) for h in col(names.index("headers"))[i].as_py() or ()]
         try:
             seg = read_segment(topic=topic, partition=partition, offset=offset, value=value, headers=headers)
+            if self.cdc is not None:
+                seg = unwrap_segment(seg, self.cdc)
+            if self.upsert:
+                check_keyed(seg, self.key_columns)
             return check_segment(
                 seg,
                 table_schema=self.table_schema,
@@ -149,22 +185,28 @@ class SegmentFileWriter:
                 check_columns=self.check_columns,
             )
         except (SegmentError, SchemaMismatchError) as exc:
-            stamp = col(names.index("timestamp"))[i]
-            stamp_ms = stamp.cast(pa.int64()).as_py() // 1000 if stamp.is_valid else None
-            return {
-                "topic": topic,
-                "partition": partition,
-                "offset": offset,
-                "records": 0,
-                "error_class": type(exc).__name__,
-                "error": _reason(exc),
-                "error_field": getattr(exc, "field", None),
-                "value": value if self.keep_bad_values else None,
-                "headers": [{"key": k, "value": v} for k, v in headers],
-                "timestamp_ms": stamp_ms,
-            }
+            return self._error(batch, i, exc)
 
-    def _write(self, pending: list[CheckedSegment]) -> pa.RecordBatch:
+    def _error(self, batch: pa.RecordBatch, i: int, exc: SegmentError | SchemaMismatchError) -> dict[str, Any]:
+        """Row ``i``'s :data:`FILE_ROWS` error row: the message as it came (an unwrapped
+        segment's original bytes), and why the table refused it."""
+        names = batch.schema.names
+        value: bytes | None = batch.column(names.index("value"))[i].as_py()
+        headers = [(h["key"], h["value"]) for h in batch.column(names.index("headers"))[i].as_py() or ()]
+        stamp = batch.column(names.index("timestamp"))[i]
+        stamp_ms = stamp.cast(pa.int64()).as_py() // 1000 if stamp.is_valid else None
+        return {
+            **{n: batch.column(names.index(n))[i].as_py() for n in ("topic", "partition", "offset")},
+            "records": 0,
+            "error_class": type(exc).__name__,
+            "error": _reason(exc),
+            "error_field": getattr(exc, "field", None),
+            "value": value if self.keep_bad_values else None,
+            "headers": [{"key": k, "value": v} for k, v in headers],
+            "timestamp_ms": stamp_ms,
+        }
+
+    def _write(self, pending: list[CheckedSegment], breaks: Mapping[int, list[int]]) -> pa.RecordBatch:
         landed = write_segments(
             pending,
             table_uri=self.table_uri,
@@ -173,6 +215,7 @@ class SegmentFileWriter:
             storage_options=self.storage_options,
             target_file_size=self.target_file_size,
             stats_config=self.stats_config,
+            breaks=breaks,
         )
         rows = []
         for s in landed:
@@ -200,12 +243,24 @@ class SegmentFileWriter:
         return pa.RecordBatch.from_pylist(rows, schema=FILE_ROWS)
 
 
-def committer_input(rows: pa.Table) -> tuple[list[LandedSegment], list[Refused]]:
+class CommitterInput(NamedTuple):
+    """:meth:`parka.lake.Committer.commit`'s input from a micro-batch."""
+
+    landed: list[LandedSegment]
+    refused: list[Refused]
+    tombstones: list[Tombstone]
+
+
+def committer_input(rows: pa.Table) -> CommitterInput:
     """A micro-batch's :data:`FILE_ROWS` as the committer's input: the segments written (their
-    files grouped back together) and the messages the table could not take."""
+    files grouped back together), the messages the table could not take and an upsert table's
+    tombstones."""
     entries = rows.to_pylist()
     refused = [
         Refused(r["partition"], r["offset"], _rebuild(r), r["timestamp_ms"]) for r in entries if r["error_class"]
+    ]
+    tombstones = [
+        Tombstone(r["partition"], r["offset"], r["tombstone_key"]) for r in entries if r["tombstone_key"] is not None
     ]
     landed = []
     files = sorted((r for r in entries if r["path"] is not None), key=lambda r: (r["partition"], r["offset"]))
@@ -239,7 +294,7 @@ def committer_input(rows: pa.Table) -> tuple[list[LandedSegment], list[Refused]]
                 stitch_fallback=bool(parts[0]["stitch_fallback"]),
             )
         )
-    return landed, refused
+    return CommitterInput(landed, refused, tombstones)
 
 
 def _reason(exc: ParkaError) -> str:
@@ -264,10 +319,14 @@ def _rebuild(row: Mapping[str, Any]) -> SegmentError | SchemaMismatchError:
     return cls(row["error"], value=row["value"], headers=headers, **where)
 
 
-def segment_schema(value: bytes | None, headers: list[Any], *, topic: str, partition: int, offset: int) -> pa.Schema:
-    """A segment's Arrow schema, from its headers and footer alone (to create the table).
+def segment_schema(
+    value: bytes | None, headers: list[Any], *, topic: str, partition: int, offset: int, cdc: Debezium | None = None
+) -> pa.Schema:
+    """A segment's Arrow schema, from its headers and footer alone (to create the table); with
+    ``cdc``, its rows' as the table takes them (an envelope is decoded and unwrapped).
 
     Raises:
         SegmentError, SegmentDecodeError: not a segment, or an unreadable one; with coordinates.
     """
-    return read_segment(topic=topic, partition=partition, offset=offset, value=value, headers=headers).schema
+    seg = read_segment(topic=topic, partition=partition, offset=offset, value=value, headers=headers)
+    return (seg if cdc is None else unwrap_segment(seg, cdc)).schema

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-from parka.lake import DEFAULT_STATS, Committer, LandingSession, RsEngine
+from parka.lake import DEFAULT_STATS, ENABLE_DELETION_VECTORS, Committer, LandingSession, RsEngine
 
 from parka.crash import crash_point
 from parka.errors import ParkaError
@@ -44,7 +44,8 @@ def _engine(spark: Any, s: SparkIngestSettings) -> Any:
 
         return IcebergEngine(s.catalog, s.catalog_options, s.storage_options)
     if s.commit_engine == "delta-rs":
-        return RsEngine()
+        # an upsert table deletes superseded rows by deletion vector (not its dead letters)
+        return RsEngine(properties_at={_local_path(s.table_uri): {ENABLE_DELETION_VECTORS: "true"}} if s.upsert else {})
     from ._delta_spark import SparkEngine
 
     return SparkEngine(spark)
@@ -72,6 +73,10 @@ def start_raw(
             checkpoint_interval=s.checkpoint_interval,
             on_commit=on_commit,
             relist_orphans=True,  # a retried task attempt's files: only a listing finds them
+            upsert=s.upsert,
+            key_columns=s.key_columns,
+            sequence_by=s.sequence_by,
+            cdc=s.change_events,
         )
     )
     committer = session.committer
@@ -88,16 +93,15 @@ def start_raw(
     def run_batch(df: Any, batch_id: int) -> None:
         # On the driver (Spark calls it back through py4j), once per micro-batch.
         try:
-            kafka = df.select(*KAFKA_COLUMNS)
+            kafka = df.select(*KAFKA_COLUMNS, *(["key"] if s.upsert else []))  # a tombstone's key
             if committer.table is None:
                 first = kafka.where(is_seg).select("value", "headers", "topic", "partition", "offset").limit(1)
                 found = first.toArrow().to_pylist()
                 if found:
                     row = found[0]
                     headers = [(h["key"], h["value"]) for h in row["headers"] or ()]
-                    schema = segment_schema(
-                        row["value"], headers, topic=row["topic"], partition=row["partition"], offset=row["offset"]
-                    )
+                    where = {"topic": row["topic"], "partition": row["partition"], "offset": row["offset"]}
+                    schema = segment_schema(row["value"], headers, **where, cdc=s.change_events)
                     committer.ensure_table(schema)
             committer.refresh()
             writer = SegmentFileWriter(
@@ -110,13 +114,17 @@ def start_raw(
                 target_file_size=s.target_file_size,
                 stats_config=DEFAULT_STATS if committer.table is None else committer.stats_config(),
                 check_columns=committer.engine.check_columns,
+                upsert=s.upsert,
+                key_columns=s.key_columns,
+                cdc=s.change_events,
             )
             crash_point("batch-before-write")
             rows = kafka.mapInArrow(writer, rows_schema).toArrow()
             crash_point("batch-after-write")
-            landed, refused = committer_input(rows)
+            given = committer_input(rows)
             # the executors flushed their files before their tasks ended: durable already
-            committer.commit(landed, refused, durable=True, commit_info={"parka.spark_batch": batch_id})
+            info = {"parka.spark_batch": batch_id}
+            committer.commit(given.landed, given.refused, durable=True, commit_info=info, tombstones=given.tombstones)
         except ParkaError as exc:
             run.failure = exc
             raise

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from parka.lake import default_app_id, legacy_app_id, table_identity
+from parka.lake import Debezium, default_app_id, legacy_app_id, table_identity
 from parka.ops import settings as s
 from parka.ops.cli_util import redacted
 from parka.ops.settings import DaemonSettings, Setting, declared
@@ -143,6 +143,13 @@ CHECKPOINT_INTERVAL = s.CHECKPOINT_INTERVAL.but(
     "history.expire.* properties) and remove orphan files; 0 never"
 )
 
+UPSERT = s.UPSERT.but(
+    help="raw mode with --commit-engine delta-rs: the table holds the latest row per record key "
+    "(__parka_key), in Kafka offset order within a partition; a message with a key and no value (a "
+    "tombstone) deletes its key. Superseded rows are deleted by deletion vector in the commit that lands "
+    "their successors; a table created gets delta.enableDeletionVectors=true. An unpartitioned Delta table"
+)
+
 SHARED_FLAGS: tuple[Setting, ...] = (
     s.BOOTSTRAP_SERVERS,
     CONSUMER_GROUP,
@@ -161,6 +168,11 @@ SHARED_FLAGS: tuple[Setting, ...] = (
     CATALOG,
     s.CATALOG_OPTIONS,
     CHECKPOINT_INTERVAL,
+    UPSERT,
+    s.KEY_COLUMNS,
+    s.SEQUENCE_BY,
+    s.CDC,
+    s.CDC_FIELDS,
     s.METRICS_PORT,
     s.METRICS_BIND_ADDRESS,
     BROKER_TIMEOUT,
@@ -345,9 +357,32 @@ class SparkIngestSettings(DaemonSettings):
     checkpoint_interval: int = declared(CHECKPOINT_INTERVAL)
     target_file_size: int = declared(TARGET_FILE_SIZE)
     stop_timeout_s: float = declared(s.STOP_TIMEOUT)  # a stop that takes longer exits at once
+    upsert: bool = declared(UPSERT)
+    key_columns: tuple[str, ...] = declared(s.KEY_COLUMNS)
+    sequence_by: str | None = declared(s.SEQUENCE_BY)
+    cdc: str | None = declared(s.CDC)
+    cdc_fields: tuple[str, ...] = declared(s.CDC_FIELDS)
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        upsert = s.check_upsert(
+            upsert=self.upsert,
+            key_columns=self.key_columns,
+            sequence_by=self.sequence_by,
+            cdc=self.cdc,
+            cdc_fields=self.cdc_fields,
+            catalog=self.catalog,
+            partition_by=self.partition_by,
+        )
+        object.__setattr__(self, "upsert", upsert)
+        if upsert and self.mode != "raw":
+            raise MODE.error(self.mode, "raw", reason="an upsert table lands segments as they are (raw mode)")
+        if upsert and self.commit_engine != "delta-rs":
+            raise COMMIT_ENGINE.error(
+                self.commit_engine,
+                "delta-rs",
+                reason="an upsert commit deletes rows by deletion vector, which parka writes into delta-rs' log",
+            )
         # what one setting allows depends on another
         if self.mode == "raw":
             # raw mode lands segments as they are: it cannot drop or add columns
@@ -405,6 +440,11 @@ class SparkIngestSettings(DaemonSettings):
                 reason += f"; the default, {self.checkpoint}, is inside the table: give the checkpoint's location"
             raise CHECKPOINT_LOCATION.error(self.checkpoint_location or "(none)", HADOOP_CHECKPOINT, reason=reason)
         hadoop_storage_options(self.storage_options)
+
+    @property
+    def change_events(self) -> Debezium | None:
+        """What ``--cdc`` reads the rows as, ``None`` without it."""
+        return s.change_events(self.cdc, self.cdc_fields)
 
     @property
     def app(self) -> str:

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
-from parka.lake import Committer, RsEngine
+from deltalake import DeltaTable, QueryBuilder
+from parka.lake import ENABLE_DELETION_VECTORS, Committer, RsEngine
 from parka.spark_ext import SparkIngestSettings
-from parka.spark_ext._raw import FILE_ROWS, SegmentFileWriter, committer_input
+from parka.spark_ext._raw import FILE_ROWS, SegmentFileWriter, committer_input, segment_schema
 
 from parka.errors import ConfigError, SegmentError
 
@@ -32,7 +32,8 @@ def written(committer: Committer, batch: pa.RecordBatch) -> pa.Table:
 
 def commit(committer: Committer, rows: pa.Table | list[dict[str, object]]) -> None:
     table = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows, schema=FILE_ROWS)
-    committer.commit(*committer_input(table), durable=True)
+    given = committer_input(table)
+    committer.commit(given.landed, given.refused, durable=True, tombstones=given.tombstones)
 
 
 def new_table(tmp_path: Path) -> Committer:
@@ -165,3 +166,40 @@ def test_the_default_checkpoint_is_one_hadoop_writes(caplog: pytest.LogCaptureFi
         [],
         {},
     )
+
+
+def test_an_upsert_table_takes_the_executors_files_and_tombstones_as_parka_ingest_does(tmp_path: Path) -> None:
+    """Raw mode with ``--upsert``: the executors pass tombstones (a key, no value, no headers) to
+    the driver, between stitched files, and the one committer makes the table the latest row per
+    record key; under ``--key-columns`` a tombstone comes back refused."""
+    uri = str(tmp_path / "t")
+    engine = RsEngine(properties_at={uri: {ENABLE_DELETION_VECTORS: "true"}})
+    committer = Committer(engine, table_uri=uri, topic="gps", app_id="app", upsert=True)
+    value, headers = segment(rows(0, 1), keys=[b"0"])
+    committer.ensure_table(segment_schema(value, headers, topic="gps", partition=3, offset=0))
+
+    def keyed(ids: list[int], names: list[str]) -> tuple[bytes, list[tuple[str, bytes]]]:
+        table = pa.table({"id": ids, "name": names, "at": pa.array([0] * len(ids), pa.timestamp("us", "UTC"))})
+        return segment(table.cast(SCHEMA), keys=[str(i).encode() for i in ids])
+
+    messages = [keyed([1, 2, 3], ["a", "b", "c"]), (None, []), keyed([2, 4], ["b2", "d"]), keyed([3], ["c2"])]
+    batch = kafka_rows(*messages)
+    batch = batch.append_column("key", pa.array([None, b"1", None, None], pa.binary()))
+    writer = SegmentFileWriter(uri, committer.table_schema(), check_columns=engine.check_columns, upsert=True)
+    out = pa.Table.from_batches(list(writer([batch])), schema=FILE_ROWS)
+    assert out.column("tombstone_key").to_pylist().count(b"1") == 1
+    # the tombstone at offset 11 cuts the stitching: offsets 10 and 12-13 are in different files
+    paths = {r["offset"]: r["path"] for r in out.to_pylist() if r["path"]}
+    assert paths[10] != paths[12] == paths[13]
+    commit(committer, out)
+    got = QueryBuilder().register("t", DeltaTable(uri)).execute("select id, name from t order by id").read_all()
+    assert pa.table(got).to_pylist() == [{"id": 2, "name": "b2"}, {"id": 3, "name": "c2"}, {"id": 4, "name": "d"}]
+
+    by_columns = SegmentFileWriter(
+        uri, committer.table_schema(), check_columns=engine.check_columns, upsert=True, key_columns=("id",)
+    )
+    refused = pa.Table.from_batches(list(by_columns([batch])), schema=FILE_ROWS).to_pylist()
+    assert [r["error"] for r in refused if r["error_class"]] == [
+        "--key-columns: a tombstone (a key and no value) cannot name a row by its key columns; "
+        "delete rows by the record key (no --key-columns)"
+    ]

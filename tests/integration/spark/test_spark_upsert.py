@@ -1,0 +1,67 @@
+"""``parka spark-ingest --upsert`` (raw mode, committed by delta-rs): the executors write the
+segments' files and pass the tombstones to the driver, whose one committer makes the table the
+latest row per key, exactly as ``parka ingest --upsert`` does; ``--cdc debezium`` unwraps
+Debezium envelopes on the executors. delta-spark and delta-rs' query engine read the same rows."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from parka.spark_ext._cli import main
+
+from ..test_cdc import Event, produce_envelopes
+from ..test_cdc import apply as apply_changes
+from ..test_cdc import table_rows as cdc_rows
+from ..test_upsert import apply, produce, table_rows
+from ._util import SPARK
+
+pytestmark = SPARK
+
+
+def spark_rows(spark: Any, table: Path, columns: str) -> list[dict[str, Any]]:
+    return sorted(spark.read.format("delta").load(str(table)).selectExpr(*columns.split(",")).toArrow().to_pylist(),
+                  key=lambda r: r["id"])  # fmt: skip
+
+
+def test_spark_ingest_upsert_holds_the_latest_row_per_key_across_runs(
+    spark: Any, bootstrap: str, new_topic: Callable[..., str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    topic = new_topic(partitions=2)
+    table = tmp_path / "t"
+    flags = [topic, str(table), "-k", bootstrap, "--end-at-latest", "-q", "--commit-engine", "delta-rs", "--upsert"]
+    model: dict[int, int] = {}
+    rounds: list[list[tuple[int, int | None]]] = [
+        [(k, 1) for k in range(50)] + [(k, 2) for k in range(0, 50, 3)] + [(k, None) for k in range(40, 50)],
+        [(k, 3) for k in range(0, 20)] + [(5, None), (5, 4), (7, None), (1000, None)],
+    ]
+    for events in rounds:
+        produce(bootstrap, topic, events)
+        apply(model, events)
+        assert main(flags) == 0
+        assert table_rows(table) == model
+        assert {r["id"]: r["version"] for r in spark_rows(spark, table, "id,version")} == model
+    capsys.readouterr()
+    assert main([*flags[:-3], "--upsert"]) == 2  # delta-spark commits no deletion vectors of parka's
+    assert "'commit_engine'" in capsys.readouterr().err
+
+
+def test_spark_ingest_cdc_unwraps_debezium_envelopes_on_the_executors(
+    spark: Any, bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=2)
+    table = tmp_path / "t"
+    row = lambda k, v: {"id": k, "name": f"n{k}-{v}", "qty": v}  # noqa: E731
+    events: list[Event] = [("r", k, 10 + k, row(k, 0)) for k in range(20)]
+    events += [("u", k, 100 + k, row(k, 1)) for k in range(0, 20, 2)]
+    events += [("d", 3, 200, row(3, 0)), ("", 3, 200, None), ("u", 4, 50, row(4, 9)), ("d", 6, 60, row(6, 0))]
+    produce_envelopes(bootstrap, topic, events)
+    model: dict[int, tuple[int, dict[str, Any]]] = {}
+    apply_changes(model, events)
+    flags = [topic, str(table), "-k", bootstrap, "--end-at-latest", "-q", "--commit-engine", "delta-rs"]
+    assert main([*flags, "--cdc", "debezium"]) == 0
+    expected = {k: v for k, (_, v) in model.items()}
+    assert {k: {c: r[c] for c in ("id", "name", "qty")} for k, r in cdc_rows(table).items()} == expected
+    assert {r["id"]: r for r in spark_rows(spark, table, "id,name,qty")} == expected
