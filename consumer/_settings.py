@@ -75,8 +75,9 @@ COMPACT_MAX_REWRITES = Setting(
     ("--compact-max-rewrites",),
     ("COMPACT_MAX_REWRITES",),
     "background compaction's tiers: its files are compacted again, up to this many times per row, so the "
-    "bytes written stay below about 1 + this times the bytes ingested and the live files about the "
-    "table's bytes over --target-file-size",
+    "bytes written stay below about 1 + this times the bytes ingested; files the tiers leave below "
+    "--target-file-size are merged once more into files of about that size, so the live files stay about "
+    "the table's bytes over --target-file-size",
     default=DEFAULT_COMPACT_MAX_REWRITES,
     parse=integer,
     check=s.at_least(1, "a number of rewrites >= 1"),

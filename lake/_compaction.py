@@ -90,13 +90,16 @@ DEFAULT_COMPACT_MIN_FILES = 16
 rewrites them (``parka ingest --compact-min-files``' default; at one commit a second from four
 Kafka partitions, a compaction every 4 s of 16 files into one)."""
 DEFAULT_COMPACT_MAX_REWRITES = 3
-"""Background compaction's tiers: a row is rewritten three times at most, so the bytes written are
-at most about four times the bytes ingested (``parka ingest --compact-max-rewrites``' default).
-With a fan-in of :data:`DEFAULT_COMPACT_MIN_FILES` (16) three tiers take files of 32 KiB or
-more to the 128 MiB target (32 KiB x 16^3 = 128 MiB; files of up to the target), so the live
-files of a table stay about its bytes over the target size, plus under 16 files per lower
-generation per table partition. With one rewrite, compacted files stopped at 16 segments each and
-their number grew with the table."""
+"""Background compaction's tiers: a row is rewritten three times at most in the tiers, so the
+bytes written are at most about four times the bytes ingested (``parka ingest
+--compact-max-rewrites``' default). With a fan-in of :data:`DEFAULT_COMPACT_MIN_FILES` (16)
+three tiers take files of 32 KiB or more to the 128 MiB target (32 KiB x 16^3 = 128 MiB; files of
+up to the target). Smaller files (sub-second commits of a quiet topic) end the tiers below the
+target: files of the last tier are then merged once more, but only into files that reach the
+target (:meth:`CompactionPolicy.plan`), so the live files of a table stay about its bytes over the
+target size, plus under 16 files per lower generation and what does not yet fill a target-sized
+file of the last, per table partition. Without that last merge, the last tier's files stopped
+below the target and their number grew with the table."""
 
 DEFAULT_PURGE_FRACTION = 0.2
 """The fraction of a file's rows deleted (by deletion vector) at which background compaction
@@ -225,11 +228,13 @@ class CompactionPolicy:
         return dataclasses.replace(self, topic=topic, partitions=frozenset(partitions))
 
     def picks(self, path: str, size: int, target_size: int) -> int | None:
-        """The generation of a file this policy may rewrite, ``None`` for one it leaves."""
+        """The generation of a file this policy may rewrite, ``None`` for one it leaves: below
+        the target size, of a generation up to ``max_rewrites`` (the last tier's files only into
+        target-sized files: :meth:`plan`)."""
         if size >= target_size:
             return None
         generation = self._in_scope(path)
-        return None if generation is None or generation >= self.max_rewrites else generation
+        return None if generation is None or generation > self.max_rewrites else generation
 
     def _in_scope(self, path: str) -> int | None:
         """The generation of a file parka named that this worker looks after, whatever its size."""
@@ -258,7 +263,10 @@ class CompactionPolicy:
         partition and generation: a group that reached ``min_files`` files or ``target_size``
         bytes is packed into bins of up to ``target_size`` bytes; a bin of one file is left,
         and so is the group's last bin when it holds fewer than ``min_files`` files and could
-        still take the group's smallest file (it waits for more). Then, after those, each other
+        still take the group's smallest file (it waits for more). The last tier's files
+        (generation ``max_rewrites``, already rewritten that many times) are packed only into
+        full bins, ones that could take no more of the group's files: their one more rewrite
+        makes a file of about the target size, never another small one. Then, after those, each other
         file this worker looks after whose ``deleted`` fraction of rows (by deletion vector)
         reached ``purge_fraction``, alone, whatever its size and generation: a rewrite leaves
         the deleted rows out, so scans stop reading them (deletes, not the tiers, cause these
@@ -270,7 +278,8 @@ class CompactionPolicy:
                 groups.setdefault((partition(f), generation), []).append(f)
         bins: list[Bin[F]] = []
         for (_, generation), group in groups.items():
-            if len(group) < self.min_files and sum(size(f) for f in group) < target_size:
+            last_tier = generation == self.max_rewrites
+            if (len(group) < self.min_files or last_tier) and sum(size(f) for f in group) < target_size:
                 continue
             packed: list[list[F]] = [[]]
             total = 0
@@ -280,7 +289,7 @@ class CompactionPolicy:
                     total = 0
                 packed[-1].append(f)
                 total += size(f)
-            if len(packed[-1]) < self.min_files:
+            if len(packed[-1]) < self.min_files or last_tier:
                 last_full = total + min(size(f) for f in group) > target_size
                 if not last_full:
                     packed.pop()
