@@ -44,7 +44,8 @@ def table_engine(settings: IngestSettings) -> tuple[LogEngine, Callable[[], Any]
     if s.catalog is None:  # the tables it creates get the retentions that fit its commits
         properties = retention_properties(s.table_retention_s)
         # superseded rows are deleted by deletion vector (in the table, not its dead letters)
-        upsert = {s.table_uri: {ENABLE_DELETION_VECTORS: "true"}} if s.upsert else {}
+        merge_on_read = s.upsert and s.upsert_mode == "merge-on-read"
+        upsert = {s.table_uri: {ENABLE_DELETION_VECTORS: "true"}} if merge_on_read else {}
         return RsEngine(created_properties=properties, properties_at=upsert), None
     from parka.lake import IcebergEngine  # the iceberg extra: only when asked for
 
@@ -86,6 +87,7 @@ def landing_session(settings: IngestSettings, engine: LogEngine, **committer: An
             key_columns=s.key_columns,
             sequence_by=s.sequence_by,
             cdc=s.change_events,
+            copy_on_write=s.upsert_mode == "copy-on-write",
             **committer,
         )
     )

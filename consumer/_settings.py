@@ -190,6 +190,7 @@ class IngestSettings(DaemonSettings):
     retry_log_interval_s: float = declared(s.RETRY_LOG_INTERVAL)  # a cause waited on is logged again this often
     stop_timeout_s: float = declared(s.STOP_TIMEOUT)  # a stop that takes longer exits at once
     upsert: bool = declared(s.UPSERT)
+    upsert_mode: str = declared(s.UPSERT_MODE)
     key_columns: tuple[str, ...] = declared(s.KEY_COLUMNS)
     sequence_by: str | None = declared(s.SEQUENCE_BY)
     cdc: str | None = declared(s.CDC)
@@ -205,6 +206,7 @@ class IngestSettings(DaemonSettings):
         object.__setattr__(self, "storage_options", options)
         upsert = s.check_upsert(
             upsert=self.upsert,
+            upsert_mode=self.upsert_mode,
             key_columns=self.key_columns,
             sequence_by=self.sequence_by,
             cdc=self.cdc,

@@ -88,6 +88,8 @@ class Committer:
     ``upsert``: the table holds the latest row per record key (:meth:`_commit_upsert`);
     ``cdc``: its rows are change events (:mod:`parka.lake._cdc`), whose delete rows delete their
     key, ordered by the table's default sequence column unless ``sequence_by`` names one.
+    ``copy_on_write``: an upsert deletes superseded rows by rewriting their files, not by
+    deletion vector (:mod:`parka.lake.delta._cow`).
 
     Raises:
         ConfigError: a malformed spec, or ``partition_by`` contradicts the existing table's
@@ -117,6 +119,7 @@ class Committer:
         key_columns: Sequence[str] = (),
         sequence_by: str | None = None,
         cdc: Debezium | None = None,
+        copy_on_write: bool = False,
     ) -> None:
         if checkpoint_interval < 0:
             raise ConfigError("checkpoint_interval", checkpoint_interval, "an integer >= 0 (0: never)")
@@ -157,6 +160,7 @@ class Committer:
         self.key_columns = tuple(key_columns) or (KEY_COLUMN,)
         self.sequence_by = sequence_by  # the column that orders a key's rows (upserts), else the offset
         self.cdc = cdc
+        self.copy_on_write = copy_on_write  # upserts: superseded rows go by rewriting their files
         self.table: TableLog | None = engine.open(table_uri, self.storage_options)
         if self.table is not None:
             self._adopt_partitioning()
@@ -480,10 +484,19 @@ class Committer:
             seqs=seqs if self.sequence_by else None,
             deleting=deleting if marker is not None else None,
         )
-        committed = table.commit_upsert(
-            ordered, plan.deletes, plan.new_file_deletes, txns=txns, commit_info=commit_info
-        )
-        index.apply(plan)
+        if self.copy_on_write:
+            rewrites = table.commit_upsert_rewrites(
+                ordered, plan.deletes, plan.new_file_deletes, txns=txns, commit_info=commit_info
+            )
+            committed = rewrites.version
+            index.apply(plan)
+            index.move(rewrites.moved)  # the rows of the files it rewrote, as after a compaction
+            self._discard(rewrites.replaced)  # new files it landed rewritten: never committed
+        else:
+            committed = table.commit_upsert(
+                ordered, plan.deletes, plan.new_file_deletes, txns=txns, commit_info=commit_info
+            )
+            index.apply(plan)
         self._keys = (committed, index)
         return committed
 

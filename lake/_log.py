@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import pyarrow as pa
 
 if TYPE_CHECKING:
-    from ._keys import KeyIndex
+    from ._keys import KeyIndex, Rewritten
 
 __all__ = ["FILE_TAGS_KEY", "DataFile", "LogEngine", "TableLog", "UpsertLog"]
 
@@ -181,6 +181,35 @@ class UpsertLog(Protocol):
             CommitConflict, CommitError: as :meth:`TableLog.commit_add_files`.
         """
         ...
+
+    def commit_upsert_rewrites(
+        self,
+        files: Sequence[DataFile],
+        deletes: Mapping[str, Sequence[int]],
+        new_file_deletes: Mapping[str, Sequence[int]],
+        *,
+        txns: Mapping[str, int],
+        commit_info: Mapping[str, Any] | None = None,
+    ) -> RewriteCommit:
+        """As :meth:`commit_upsert`, the rows deleted by rewriting their files instead
+        (copy-on-write: no deletion vector); returns the version and where the rewritten
+        files' rows went.
+
+        Raises:
+            CommitConflict, CommitError: as :meth:`TableLog.commit_add_files`.
+        """
+        ...
+
+
+@dataclass(frozen=True)
+class RewriteCommit:
+    """A copy-on-write upsert commit (:meth:`UpsertLog.commit_upsert_rewrites`): its version,
+    where the rewritten files' rows went (the key index follows them) and the new files it
+    replaced by rewrites (never committed: the caller deletes them)."""
+
+    version: int
+    moved: list[Rewritten]
+    replaced: list[str]
 
 
 class LogEngine(Protocol):

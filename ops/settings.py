@@ -388,6 +388,18 @@ SEQUENCE_BY = Setting(
     "one wins); a tombstone still deletes whatever is live",
     default=None,
 )
+UPSERT_MODES = ("merge-on-read", "copy-on-write")
+UPSERT_MODE = Setting(
+    "upsert_mode",
+    ("--upsert-mode",),
+    ("UPSERT_MODE",),
+    "with --upsert: merge-on-read deletes superseded rows by deletion vector (readers must read them; "
+    "a table created gets delta.enableDeletionVectors=true); copy-on-write rewrites the files that hold "
+    "them instead, in the same commit, so that any Delta reader reads the latest row per key, at the cost "
+    "of a rewrite of every file a commit touches",
+    default="merge-on-read",
+    choices=UPSERT_MODES,
+)
 CDC = Setting(
     "cdc",
     ("--cdc",),
@@ -418,6 +430,7 @@ def change_events(cdc: str | None, cdc_fields: Sequence[str]) -> Debezium | None
 def check_upsert(
     *,
     upsert: bool,
+    upsert_mode: str = "merge-on-read",
     key_columns: Sequence[str],
     sequence_by: str | None,
     cdc: str | None,
@@ -442,6 +455,8 @@ def check_upsert(
             raise CDC_FIELDS.error(",".join(cdc_fields), fields) from None
     if upsert and catalog is not None:
         raise UPSERT.error(True, "a Delta table (no --catalog): Iceberg tables take no upserts yet")
+    if upsert_mode != "merge-on-read" and not upsert:
+        raise UPSERT_MODE.error(upsert_mode, "merge-on-read without --upsert (how an upsert table deletes rows)")
     if key_columns and not upsert:
         raise KEY_COLUMNS.error(",".join(key_columns), "nothing without --upsert (the key of an upsert table)")
     if sequence_by and not upsert:
@@ -472,6 +487,7 @@ SHARED: tuple[Setting, ...] = (
     CATALOG_OPTIONS,
     CHECKPOINT_INTERVAL,
     UPSERT,
+    UPSERT_MODE,
     KEY_COLUMNS,
     SEQUENCE_BY,
     CDC,

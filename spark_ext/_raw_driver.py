@@ -45,7 +45,8 @@ def _engine(spark: Any, s: SparkIngestSettings) -> Any:
         return IcebergEngine(s.catalog, s.catalog_options, s.storage_options)
     if s.commit_engine == "delta-rs":
         # an upsert table deletes superseded rows by deletion vector (not its dead letters)
-        return RsEngine(properties_at={_local_path(s.table_uri): {ENABLE_DELETION_VECTORS: "true"}} if s.upsert else {})
+        vectors = {_local_path(s.table_uri): {ENABLE_DELETION_VECTORS: "true"}}
+        return RsEngine(properties_at=vectors if s.upsert and s.upsert_mode == "merge-on-read" else {})
     from ._delta_spark import SparkEngine
 
     return SparkEngine(spark)
@@ -77,6 +78,7 @@ def start_raw(
             key_columns=s.key_columns,
             sequence_by=s.sequence_by,
             cdc=s.change_events,
+            copy_on_write=s.upsert_mode == "copy-on-write",
         )
     )
     committer = session.committer

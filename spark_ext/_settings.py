@@ -169,6 +169,7 @@ SHARED_FLAGS: tuple[Setting, ...] = (
     s.CATALOG_OPTIONS,
     CHECKPOINT_INTERVAL,
     UPSERT,
+    s.UPSERT_MODE,
     s.KEY_COLUMNS,
     s.SEQUENCE_BY,
     s.CDC,
@@ -358,6 +359,7 @@ class SparkIngestSettings(DaemonSettings):
     target_file_size: int = declared(TARGET_FILE_SIZE)
     stop_timeout_s: float = declared(s.STOP_TIMEOUT)  # a stop that takes longer exits at once
     upsert: bool = declared(UPSERT)
+    upsert_mode: str = declared(s.UPSERT_MODE)
     key_columns: tuple[str, ...] = declared(s.KEY_COLUMNS)
     sequence_by: str | None = declared(s.SEQUENCE_BY)
     cdc: str | None = declared(s.CDC)
@@ -367,6 +369,7 @@ class SparkIngestSettings(DaemonSettings):
         super().__post_init__()
         upsert = s.check_upsert(
             upsert=self.upsert,
+            upsert_mode=self.upsert_mode,
             key_columns=self.key_columns,
             sequence_by=self.sequence_by,
             cdc=self.cdc,

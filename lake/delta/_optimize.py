@@ -450,12 +450,15 @@ def _rewrite(
     name: str | None = None,
     use_threads: bool = True,
     layout: list[tuple[str, np.ndarray | None, int]] | None = None,
+    drop: Mapping[str, np.ndarray] | None = None,
 ) -> list[DataFile]:
     """Write the rows of ``files`` (one table partition) as new data files: one file in row
     groups of ``row_group_rows`` (compaction; named ``name`` when given), or sorted by the
     Z-order of ``z_order`` in files of about ``target_size`` bytes. ``layout`` (compaction)
     gets each input's path, the rows its deletion vector deleted (sorted; ``None``: none) and
     its physical rows, in the order the new file holds them (:class:`parka.lake._keys.Rewritten`).
+    ``drop`` (path -> row positions) leaves those rows of a file out too, as its deletion vector's
+    (a copy-on-write upsert: :mod:`._cow`).
     Partition columns stay out of the files (their values are in the add actions, where readers
     take them), as Delta writers do.
 
@@ -475,15 +478,20 @@ def _rewrite(
             rows = _conform(pq.read_table(pa.BufferReader(raw), use_threads=use_threads), data_schema)
         except (pa.ArrowException, ValueError) as exc:
             raise CommitError(f"cannot read {f.path} as the table schema: {exc}") from exc
-        if f.deletion_vector is None:
+        extra = None if drop is None else drop.get(f.path)
+        if f.deletion_vector is None and extra is None:
             if layout is not None:
                 layout.append((f.path, None, rows.num_rows))
             return rows
-        try:
-            vector = Descriptor.from_json(f.deletion_vector)
-        except ValueError as exc:
-            raise CommitError(f"{f.path}: {exc}") from exc
-        deleted = np.asarray(load_vector(uri, vector, storage_options), dtype=np.int64)  # sorted
+        deleted = np.empty(0, dtype=np.int64)
+        if f.deletion_vector is not None:
+            try:
+                vector = Descriptor.from_json(f.deletion_vector)
+            except ValueError as exc:
+                raise CommitError(f"{f.path}: {exc}") from exc
+            deleted = np.asarray(load_vector(uri, vector, storage_options), dtype=np.int64)  # sorted
+        if extra is not None:
+            deleted = np.union1d(deleted, np.asarray(extra, dtype=np.int64))
         if layout is not None:
             layout.append((f.path, deleted, rows.num_rows))
         keep = np.ones(rows.num_rows, dtype=bool)

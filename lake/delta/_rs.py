@@ -47,7 +47,8 @@ from parka.evolution import merge_schemas
 from parka.schema import RESERVED_PREFIX
 
 from .._keys import KeyIndex
-from .._log import FILE_TAGS_KEY, DataFile
+from .._log import FILE_TAGS_KEY, DataFile, RewriteCommit
+from .._stats import StatsConfig
 from . import _dv_commit as dv_commit
 from . import _rules as rules
 from ._logscan import logged_files
@@ -513,6 +514,39 @@ class RsTableLog:
             commit_info=commit_info,
             storage_options=self.storage_options,
         )
+
+    def commit_upsert_rewrites(
+        self,
+        files: Sequence[DataFile],
+        deletes: Mapping[str, Sequence[int]],
+        new_file_deletes: Mapping[str, Sequence[int]],
+        *,
+        txns: Mapping[str, int],
+        commit_info: Mapping[str, Any] | None = None,
+    ) -> RewriteCommit:
+        from ._cow import commit_rewrites  # it rewrites with compaction's core, which imports this module
+
+        table = self.table
+        read_version = table.version()
+        _check_writable(table)
+        with translating("cannot read the table's metadata"):
+            partitions = list(table.metadata().partition_columns)
+        result = commit_rewrites(
+            table.table_uri,
+            read_version,
+            deletes,
+            files=files,
+            new_file_deletions=new_file_deletes,
+            txns=txns,
+            table_schema=arrow_schema(table),
+            partition_columns=partitions,
+            stats_config=StatsConfig.from_properties(configuration(table)),
+            commit_info=commit_info,
+            storage_options=self.storage_options,
+        )
+        with translating(f"committed version {result.version} but cannot load it"):
+            table.load_as_version(result.version)
+        return result
 
     def checkpoint(self) -> None:
         checkpoint(self.table)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, QueryBuilder
 from parka.lake.delta._logscan import live_adds
@@ -270,3 +271,47 @@ def test_two_workers_on_one_upsert_table_hold_the_latest_row_per_key(
     assert codes == [0, 0], [log.read_text()[-2000:] for log in logs]
     assert table_rows(table) == model
     assert all("assigned" in log.read_text() for log in logs)  # both held partitions
+
+
+def rows_without_vectors(table: Path) -> list[dict[str, int]]:
+    """The table as a reader that knows nothing of deletion vectors reads it: every row of every
+    live file."""
+    files = [table / path for path in live_adds(str(table))]
+    return pa.concat_tables([pq.read_table(f, columns=["id", "version"]) for f in files]).to_pylist() if files else []
+
+
+@pytest.mark.parametrize("crash_at", ["after-rewrites", "mid-write"])
+def test_copy_on_write_holds_the_latest_row_per_key_for_readers_without_deletion_vectors(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path, crash_at: str
+) -> None:
+    """``--upsert-mode copy-on-write``: the files holding superseded rows are rewritten without
+    them in the commit that lands their successors, so a reader that reads every row of every
+    live file (no deletion vectors: the log has none, the table does not enable them) reads
+    the latest row per key; with eager compaction between the upserts, and after a kill -9
+    with the rewritten files written and not committed, or in the middle of a write."""
+    topic = new_topic(partitions=2)
+    table = tmp_path / "t"
+    model: dict[int, int] = {}
+    flags = ("--upsert", "--upsert-mode", "copy-on-write", "--end-at-latest", "--compact-min-files", "2")
+    rng = random.Random(3)
+    for step in range(1, 5):
+        events: list[tuple[int, int | None]] = [
+            (rng.randrange(80), None if rng.random() < 0.1 else step) for _ in range(120)
+        ]
+        produce(bootstrap, topic, events)
+        apply(model, events)
+        if step == 3:
+            crashed = run_ingest(
+                topic, table, bootstrap, *flags, "--max-segments-per-commit", "1",
+                env={"PARKA_TEST_CRASH_AT": crash_at, "PARKA_TEST_CRASH_AFTER": "2"}, check=False,
+            )  # fmt: skip
+            assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+        run_ingest(topic, table, bootstrap, *flags)
+        assert table_rows(table) == model
+        plain = rows_without_vectors(table)
+        assert len(plain) == len(model) and {r["id"]: r["version"] for r in plain} == model
+    log = "".join(f.read_text() for f in (table / "_delta_log").glob("*.json"))
+    assert "deletionVector" not in log and "delta.enableDeletionVectors" not in log
+    assert '"operation":"MERGE"' in log  # the rewrites' commits
+    on_disk = {p.name for p in table.glob("*.parquet")}
+    assert {Path(p).name for p in live_adds(str(table))} <= on_disk

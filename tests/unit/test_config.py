@@ -144,6 +144,11 @@ def test_ingest_settings_refuse_what_they_cannot_do() -> None:
     assert IngestSettings(**base, upsert=True, key_columns=("id",)).key_columns == ("id",)
     cdc = IngestSettings(**base, cdc="debezium", cdc_fields=("source.db",))
     assert cdc.upsert and cdc.change_events is not None and cdc.change_events.fields == ("source.db",)
+    assert IngestSettings(**base, upsert=True, upsert_mode="copy-on-write").upsert_mode == "copy-on-write"
+    with pytest.raises(ConfigError, match=r"'upsert_mode'.*merge-on-read without --upsert"):
+        IngestSettings(**base, upsert_mode="copy-on-write")
+    with pytest.raises(ConfigError, match=r"'upsert_mode'"):
+        IngestSettings(**base, upsert=True, upsert_mode="both")
     with pytest.raises(ConfigError, match=r"'cdc'"):
         IngestSettings(**base, cdc="maxwell")
     with pytest.raises(ConfigError, match=r"'cdc_fields'.*nothing without --cdc"):

@@ -72,6 +72,7 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "table_retention_s": ("7200", 7200),
     "set_table_retention": ("1", True),
     "upsert": ("1", True),
+    "upsert_mode": ("copy-on-write", "copy-on-write"),
     "key_columns": ("id, region", ("id", "region")),
     "sequence_by": ("lsn", "lsn"),
     "cdc": ("debezium", "debezium"),
