@@ -146,7 +146,14 @@ def load_initial(conf: dict[str, Any], topic: str, keys: int) -> None:
 
 
 def run_parka(
-    bootstrap: str, keys: int, events: Events, partitions: int, workdir: str, chunk: int, tombstone_order: str
+    bootstrap: str,
+    keys: int,
+    events: Events,
+    partitions: int,
+    workdir: str,
+    chunk: int,
+    tombstone_order: str,
+    upsert_mode: str = "merge-on-read",
 ) -> dict[str, Any]:
     from confluent_kafka.admin import AdminClient, NewTopic
     from deltalake import DeltaTable, QueryBuilder
@@ -159,7 +166,7 @@ def run_parka(
     conf = {"bootstrap.servers": bootstrap, "columnar.encoding": "parquet", "linger.ms": 50}
     conf["columnar.tombstone.order"] = tombstone_order
     ingest = [sys.executable, "-m", "parka.cli", "ingest", topic, table, "-k", bootstrap, "--upsert"]
-    ingest += ["--end-at-latest", "-v"]
+    ingest += ["--upsert-mode", upsert_mode, "--end-at-latest", "-v"]
     try:
         load_initial(conf, topic, keys)
         subprocess.run(ingest, check=True, capture_output=True, text=True)  # the initial load, not measured
@@ -186,6 +193,7 @@ def run_parka(
     return {
         "events": int(events.ids.size),
         "tombstone_order": tombstone_order,
+        "upsert_mode": upsert_mode,
         "files_added": len([p for p in os.listdir(table) if p.endswith(".parquet")]),
         "cpu_s": cpu,
         "wall_s": wall,
@@ -397,7 +405,8 @@ def render(results: dict[str, Any]) -> str:
         "",
         f"{results['keys']:,} keys loaded first; events on uniformly random keys, "
         f"{results['delete_share']:.0%} deletes (parka's producer: columnar.tombstone.order="
-        f"{results['tombstone_order']}); one run per arm on {results['machine']}.",
+        f"{results['tombstone_order']}; parka ingest --upsert-mode {results.get('upsert_mode', 'merge-on-read')}); "
+        f"one run per arm on {results['machine']}.",
     ]
     if "parka" in arms:
         parka = arms["parka"]["cpu_s"] / arms["parka"]["events"]
@@ -460,6 +469,12 @@ def main(argv: list[str] | None = None) -> int:
         default="key",
         help="the producer's columnar.tombstone.order (partition: each tombstone cuts its partition's segment)",
     )
+    p.add_argument(
+        "--upsert-mode",
+        choices=("merge-on-read", "copy-on-write"),
+        default="merge-on-read",
+        help="parka ingest --upsert-mode of the parka arm",
+    )
     p.add_argument("--arms", default="parka,delta-rs MERGE,pyiceberg upsert")
     p.add_argument("--freshness-rate", type=int, default=0, help="events/s of the daemon run (0: none)")
     p.add_argument("--freshness-duration", type=float, default=60.0)
@@ -481,6 +496,7 @@ def main(argv: list[str] | None = None) -> int:
                 workdir,
                 args.batch,
                 args.tombstone_order,
+                args.upsert_mode,
             )
             print(f"parka: {arms['parka']}", file=sys.stderr)
         if "delta-rs MERGE" in wanted:
@@ -508,6 +524,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": "python -m benchmarks.upsert " + " ".join(argv if argv is not None else sys.argv[1:]),
         "keys": args.keys,
         "tombstone_order": args.tombstone_order,
+        "upsert_mode": args.upsert_mode,
         "delete_share": args.delete_share,
         "machine": f"{os.cpu_count()} cores, {platform.platform()}",
         "arms": arms,

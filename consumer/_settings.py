@@ -204,16 +204,7 @@ class IngestSettings(DaemonSettings):
         if self.dlq_table_uri:
             options = storage_options_for(self.dlq_table_uri, options)
         object.__setattr__(self, "storage_options", options)
-        upsert = s.check_upsert(
-            upsert=self.upsert,
-            upsert_mode=self.upsert_mode,
-            key_columns=self.key_columns,
-            sequence_by=self.sequence_by,
-            cdc=self.cdc,
-            cdc_fields=self.cdc_fields,
-            catalog=self.catalog,
-            partition_by=self.partition_by,
-        )
+        upsert = s.check_upsert(self)
         object.__setattr__(self, "upsert", upsert)
         if self.max_buffered_bytes is not None and self.max_buffered_bytes < self.bytes_per_commit:
             raise MAX_BUFFERED_BYTES.error(

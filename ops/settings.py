@@ -24,7 +24,7 @@ interval) are :mod:`parka.lake`'s constants.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from parka.lake import CDC_FORMATS, DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_TARGET_FILE_SIZE, Debezium
 
@@ -427,23 +427,37 @@ def change_events(cdc: str | None, cdc_fields: Sequence[str]) -> Debezium | None
     return Debezium(tuple(cdc_fields)) if cdc else None
 
 
-def check_upsert(
-    *,
-    upsert: bool,
-    upsert_mode: str = "merge-on-read",
-    key_columns: Sequence[str],
-    sequence_by: str | None,
-    cdc: str | None,
-    cdc_fields: Sequence[str],
-    catalog: str | None,
-    partition_by: Sequence[str],
-) -> bool:
+class UpsertSettings(Protocol):
+    """The upsert settings of a daemon's settings (both daemons')."""
+
+    @property
+    def upsert(self) -> bool: ...
+    @property
+    def upsert_mode(self) -> str: ...
+    @property
+    def key_columns(self) -> tuple[str, ...]: ...
+    @property
+    def sequence_by(self) -> str | None: ...
+    @property
+    def cdc(self) -> str | None: ...
+    @property
+    def cdc_fields(self) -> tuple[str, ...]: ...
+    @property
+    def catalog(self) -> str | None: ...
+    @property
+    def partition_by(self) -> tuple[str, ...]: ...
+
+
+def check_upsert(settings: UpsertSettings) -> bool:
     """What the upsert settings allow given each other and the table's (both daemons): returns
     whether the table is an upsert table (``--cdc`` implies ``--upsert``).
 
     Raises:
         ConfigError: naming the setting, its flag and variable.
     """
+    upsert, upsert_mode, key_columns = settings.upsert, settings.upsert_mode, settings.key_columns
+    sequence_by, cdc, cdc_fields = settings.sequence_by, settings.cdc, settings.cdc_fields
+    catalog, partition_by = settings.catalog, settings.partition_by
     if cdc_fields and not cdc:
         raise CDC_FIELDS.error(",".join(cdc_fields), "nothing without --cdc (the envelope's fields)")
     if cdc:

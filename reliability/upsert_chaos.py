@@ -60,10 +60,11 @@ ENVELOPE = pa.schema(
 )
 
 
-def cdc_apply(model: dict[int, tuple[int, int]], op: str, key: int, lsn: int, version: int) -> None:
-    """One change event into ``model`` (key -> (lsn, version) of its live row): an event whose
-    lsn is below the live row's changes nothing; ``""`` is a tombstone, which deletes whatever
-    is live; ``d`` deletes; ``c``/``u`` make ``version`` the key's row."""
+def cdc_apply(model: dict[int, tuple[int, Any]], op: str, key: int, lsn: int, row: Any) -> None:
+    """One change event into ``model`` (key -> (lsn, row) of its live row): an event whose lsn
+    is below the live row's changes nothing; ``""`` is a tombstone, which deletes whatever is
+    live; ``d`` deletes; ``c``/``u``/``r`` make ``row`` the key's row (``parka ingest --cdc
+    debezium``'s rules, which its tests hold the table to)."""
     live = model.get(key)
     if not op:
         model.pop(key, None)
@@ -72,7 +73,7 @@ def cdc_apply(model: dict[int, tuple[int, int]], op: str, key: int, lsn: int, ve
     elif op == "d":
         model.pop(key, None)
     else:
-        model[key] = (lsn, version)
+        model[key] = (lsn, row)
 
 
 class KeyedFeeder(threading.Thread):

@@ -367,16 +367,7 @@ class SparkIngestSettings(DaemonSettings):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        upsert = s.check_upsert(
-            upsert=self.upsert,
-            upsert_mode=self.upsert_mode,
-            key_columns=self.key_columns,
-            sequence_by=self.sequence_by,
-            cdc=self.cdc,
-            cdc_fields=self.cdc_fields,
-            catalog=self.catalog,
-            partition_by=self.partition_by,
-        )
+        upsert = s.check_upsert(self)
         object.__setattr__(self, "upsert", upsert)
         if upsert and self.mode != "raw":
             raise MODE.error(self.mode, "raw", reason="an upsert table lands segments as they are (raw mode)")

@@ -20,6 +20,8 @@ import pytest
 from deltalake import DeltaTable, QueryBuilder
 from parka.producer import ParquetProducer
 
+from reliability.upsert_chaos import cdc_apply
+
 from ._ingest_util import last_json, run_ingest
 
 pytestmark = pytest.mark.integration
@@ -59,20 +61,10 @@ def produce_envelopes(bootstrap: str, topic: str, events: list[Event], *, batch:
         assert producer.flush(30) == 0
 
 
-def apply(model: dict[int, tuple[int, dict[str, Any]]], events: list[Event]) -> None:
-    """The events one by one: a row or delete whose lsn is below the live row's changes nothing;
-    a tombstone deletes whatever is live."""
+def apply(model: dict[int, tuple[int, Any]], events: list[Event]) -> None:
+    """The events one by one (:func:`reliability.upsert_chaos.cdc_apply`)."""
     for op, key, lsn, row in events:
-        live = model.get(key)
-        if not op:
-            model.pop(key, None)
-        elif live is not None and lsn < live[0]:
-            continue
-        elif op == "d":
-            model.pop(key, None)
-        else:
-            assert row is not None
-            model[key] = (lsn, row)
+        cdc_apply(model, op, key, lsn, row)
 
 
 def table_rows(table: Path) -> dict[int, dict[str, Any]]:
