@@ -484,19 +484,18 @@ class Committer:
             seqs=seqs if self.sequence_by else None,
             deleting=deleting if marker is not None else None,
         )
-        if self.copy_on_write:
-            rewrites = table.commit_upsert_rewrites(
-                ordered, plan.deletes, plan.new_file_deletes, txns=txns, commit_info=commit_info
-            )
-            committed = rewrites.version
-            index.apply(plan)
-            index.move(rewrites.moved)  # the rows of the files it rewrote, as after a compaction
-            self._discard(rewrites.replaced)  # new files it landed rewritten: never committed
-        else:
-            committed = table.commit_upsert(
-                ordered, plan.deletes, plan.new_file_deletes, txns=txns, commit_info=commit_info
-            )
-            index.apply(plan)
+        done = table.commit_upsert(
+            ordered,
+            plan.deletes,
+            plan.new_file_deletes,
+            txns=txns,
+            commit_info=commit_info,
+            copy_on_write=self.copy_on_write,
+        )
+        committed = done.version
+        index.apply(plan)
+        index.move(done.moved)  # the rows of the files a copy-on-write commit rewrote, as after a compaction
+        self._discard(done.replaced)  # new files it landed rewritten: never committed
         self._keys = (committed, index)
         return committed
 

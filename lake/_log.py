@@ -172,28 +172,12 @@ class UpsertLog(Protocol):
         *,
         txns: Mapping[str, int],
         commit_info: Mapping[str, Any] | None = None,
-    ) -> int:
+        copy_on_write: bool = False,
+    ) -> UpsertCommit:
         """As :meth:`TableLog.commit_add_files`, and the rows ``deletes`` names (path -> row
         positions) and those of the new files ``new_file_deletes`` names deleted, in the same
-        version; returns it.
-
-        Raises:
-            CommitConflict, CommitError: as :meth:`TableLog.commit_add_files`.
-        """
-        ...
-
-    def commit_upsert_rewrites(
-        self,
-        files: Sequence[DataFile],
-        deletes: Mapping[str, Sequence[int]],
-        new_file_deletes: Mapping[str, Sequence[int]],
-        *,
-        txns: Mapping[str, int],
-        commit_info: Mapping[str, Any] | None = None,
-    ) -> RewriteCommit:
-        """As :meth:`commit_upsert`, the rows deleted by rewriting their files instead
-        (copy-on-write: no deletion vector); returns the version and where the rewritten
-        files' rows went.
+        version: by deletion vector, or with ``copy_on_write`` by rewriting their files (no
+        deletion vector). Returns the version and, for rewrites, where the rows went.
 
         Raises:
             CommitConflict, CommitError: as :meth:`TableLog.commit_add_files`.
@@ -202,14 +186,14 @@ class UpsertLog(Protocol):
 
 
 @dataclass(frozen=True)
-class RewriteCommit:
-    """A copy-on-write upsert commit (:meth:`UpsertLog.commit_upsert_rewrites`): its version,
-    where the rewritten files' rows went (the key index follows them) and the new files it
+class UpsertCommit:
+    """An upsert commit (:meth:`UpsertLog.commit_upsert`): its version and, for a copy-on-write
+    one, where the rewritten files' rows went (the key index follows them) and the new files it
     replaced by rewrites (never committed: the caller deletes them)."""
 
     version: int
-    moved: list[Rewritten]
-    replaced: list[str]
+    moved: list[Rewritten] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)
 
 
 class LogEngine(Protocol):

@@ -34,7 +34,7 @@ from parka.errors import CommitError
 from .. import _storage
 from .._compaction import DEFAULT_ROW_GROUP_ROWS, CompactedName
 from .._keys import Rewritten
-from .._log import FILE_TAGS_KEY, DataFile, RewriteCommit
+from .._log import FILE_TAGS_KEY, DataFile, UpsertCommit
 from .._plan import FileName, base_name
 from .._stats import StatsConfig
 from . import _optimize
@@ -71,7 +71,7 @@ def commit_rewrites(
     stats_config: StatsConfig,
     commit_info: Mapping[str, Any] | None = None,
     storage_options: Mapping[str, str] | None = None,
-) -> RewriteCommit:
+) -> UpsertCommit:
     """Commit ``files`` with ``txns``, deleting the rows ``deletions`` (live files of
     ``read_version``) and ``new_file_deletions`` (of ``files``) name by rewriting their files (see
     the module docstring), as version ``read_version`` + 1.
@@ -155,7 +155,7 @@ def commit_rewrites(
     empty = [f.path for f in written if not _num_rows(f)]
     if empty:
         _storage.delete_files(uri, empty, options)
-    return RewriteCommit(version, moved, replaced)
+    return UpsertCommit(version, moved, replaced)
 
 
 def _num_rows(f: DataFile) -> int:

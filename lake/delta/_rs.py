@@ -47,7 +47,7 @@ from parka.evolution import merge_schemas
 from parka.schema import RESERVED_PREFIX
 
 from .._keys import KeyIndex
-from .._log import FILE_TAGS_KEY, DataFile, RewriteCommit
+from .._log import FILE_TAGS_KEY, DataFile, UpsertCommit
 from .._stats import StatsConfig
 from . import _dv_commit as dv_commit
 from . import _rules as rules
@@ -504,29 +504,22 @@ class RsTableLog:
         *,
         txns: Mapping[str, int],
         commit_info: Mapping[str, Any] | None = None,
-    ) -> int:
-        return commit_row_deletions(
-            self.table,
-            deletes,
-            files=list(files),
-            new_file_deletions=new_file_deletes,
-            txns=txns,
-            commit_info=commit_info,
-            storage_options=self.storage_options,
-        )
-
-    def commit_upsert_rewrites(
-        self,
-        files: Sequence[DataFile],
-        deletes: Mapping[str, Sequence[int]],
-        new_file_deletes: Mapping[str, Sequence[int]],
-        *,
-        txns: Mapping[str, int],
-        commit_info: Mapping[str, Any] | None = None,
-    ) -> RewriteCommit:
+        copy_on_write: bool = False,
+    ) -> UpsertCommit:
+        table = self.table
+        if not copy_on_write:
+            version = commit_row_deletions(
+                table,
+                deletes,
+                files=list(files),
+                new_file_deletions=new_file_deletes,
+                txns=txns,
+                commit_info=commit_info,
+                storage_options=self.storage_options,
+            )
+            return UpsertCommit(version)
         from ._cow import commit_rewrites  # it rewrites with compaction's core, which imports this module
 
-        table = self.table
         read_version = table.version()
         _check_writable(table)
         with translating("cannot read the table's metadata"):
