@@ -160,18 +160,20 @@ def test_tiers_keep_the_live_files_bounded_by_the_bytes_over_the_target_within_4
 
 
 def test_files_too_small_for_the_tiers_are_merged_once_more_into_files_of_the_target_size() -> None:
-    """Segments so small (100 bytes, a 4 MiB target) that three tiers of 16 end at 400 KB: the
-    last tier's files are merged once more, only into files of about the target, so the live
-    files stay about the bytes over the target plus a bounded tail (under 16 per lower
-    generation, and under a target's worth of the last tier), every row rewritten four times at
-    most. Before, the last tier's files stayed, one per 4,096 segments, and grew with the table."""
-    target, size, commits = 4 * MiB, 100, 200_000
-    ingested_bytes, written, counts = simulate(CompactionPolicy(), commits, size, target)
-    last_tier = target // (16**3 * size)  # 10 files of 409,600 bytes make a full bin
+    """Segments so small (1,000 bytes; a fan-in of 4, a 1 MiB target) that three tiers end at
+    64,000 bytes: the last tier's files are merged once more, only into files of about the
+    target, so the live files stay about the bytes over the target plus a bounded tail (under 4
+    per lower generation, and under a target's worth of the last tier), every row written five
+    times at most. Before, the last tier's files stayed, one per 64 segments, and grew with the
+    table."""
+    policy = CompactionPolicy(min_files=4)
+    target, size, commits = MiB, 1000, 20_000
+    ingested_bytes, written, counts = simulate(policy, commits, size, target)
+    last_tier = target // (4**3 * size)  # 16 files of 64,000 bytes make a full bin
     for rounds, count in enumerate(counts, 1):
-        full = rounds * 16 * size // target
-        assert count <= full + 3 * 15 + last_tier, (rounds, count)
-    assert counts[-1] <= ingested_bytes // target + 3 * 15 + last_tier
+        full = rounds * 4 * size // target
+        assert count <= full + 3 * 3 + last_tier, (rounds, count)
+    assert counts[-1] <= ingested_bytes // target + 3 * 3 + last_tier
     assert written <= 5 * ingested_bytes
 
 
