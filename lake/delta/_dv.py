@@ -60,19 +60,15 @@ _FILE_FORMAT = 1
 _UUID_CHARS = 20
 _Z85 = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
 _Z85_VALUE = {c: i for i, c in enumerate(_Z85)}
+_Z85_ARRAY = np.frombuffer(_Z85, dtype=np.uint8)
 
 
 def z85_encode(data: bytes) -> str:
     """Z85 (ZeroMQ's Base85, Delta's ``Base85Codec``) of ``data`` zero-padded to a multiple of 4 bytes."""
     data += b"\0" * (-len(data) % 4)
-    out = bytearray()
-    for (word,) in struct.iter_unpack(">I", data):
-        chunk = bytearray(5)
-        for i in range(4, -1, -1):
-            word, chunk[i] = divmod(word, 85)
-            chunk[i] = _Z85[chunk[i]]
-        out += chunk
-    return out.decode("ascii")
+    words = np.frombuffer(data, dtype=">u4").astype(np.uint64)
+    digits = np.stack([words // 85**i % 85 for i in range(4, -1, -1)], axis=1)  # most significant first
+    return _Z85_ARRAY[digits.ravel()].tobytes().decode("ascii")
 
 
 def z85_decode(text: str, size: int | None = None) -> bytes:
@@ -109,7 +105,7 @@ def encode(rows: Iterable[int]) -> bytes:
 
 def _encode(rows: Iterable[int]) -> tuple[bytes, int]:
     """:func:`encode`'s bytes and the number of distinct rows they hold."""
-    positions = np.fromiter(rows, dtype=np.int64)
+    positions = rows if isinstance(rows, np.ndarray) else np.fromiter(rows, dtype=np.int64)
     if positions.size and int(positions.min()) < 0:
         raise ValueError(f"a row position is negative: {int(positions.min())}")
     bitmap = BitMap64(positions.astype(np.uint64))

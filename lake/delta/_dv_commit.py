@@ -317,8 +317,19 @@ def _deleted_after(
     _check_rows(path, rows, physical)
     deleted = np.unique(rows)
     if add.get("deletionVector"):
-        deleted = np.union1d(deleted, _dv.load(uri, _descriptor(add, path), options))
+        deleted = sorted_union(_dv.load(uri, _descriptor(add, path), options), deleted)
     return None if deleted.size >= physical else deleted
+
+
+def sorted_union(old: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """The union of two sorted arrays of distinct rows, ``old`` large (a vector's rows) and
+    ``new`` small (a commit's): the new rows inserted where they go, in time linear in ``old``
+    (``np.union1d`` sorts both again: with vectors that grow commit after commit, that sort
+    was a fifth of an upsert daemon's CPU)."""
+    at = np.searchsorted(old, new)
+    there = at < old.size
+    there[there] = old[at[there]] == new[there]
+    return np.insert(old, at[~there], new[~there])
 
 
 def _descriptor(add: Mapping[str, Any], path: str) -> _dv.Descriptor:
