@@ -164,6 +164,42 @@ class _Run:
         last[:-1] = (hi[1:] != hi[:-1]) | (lo[1:] != lo[:-1])
         return cls(hi[last], lo[last], file[order][last], row[order][last], None if seq is None else seq[order][last])
 
+    def merged(self, changes: _Run) -> _Run:
+        """This run (sorted, live entries) with ``changes`` (sorted, newer) folded in: an entry of
+        a digest it holds replaced, a deleted one (file -1) removed, a new one inserted where it
+        sorts. Time in this run's size for the copies, not a sort of it: a merge into the base
+        of 10 million keys re-sorted it whole before (a seventh of a daemon's CPU in a profile)."""
+        at = self.find(changes.hi, changes.lo)
+        found = at >= 0
+        file, row = self.file.copy(), self.row.copy()
+        file[at[found]], row[at[found]] = changes.file[found], changes.row[found]
+        seq = None
+        if self.seq is not None and changes.seq is not None:
+            seq = self.seq.copy()
+            seq[at[found]] = changes.seq[found]
+        new = ~found & (changes.file >= 0)
+        where = self._insertion_points(changes.hi[new], changes.lo[new])
+        keep = file >= 0  # entries a change deleted leave
+        where = where - np.concatenate([[0], np.cumsum(~keep)])[where]
+        return _Run(
+            np.insert(self.hi[keep], where, changes.hi[new]),
+            np.insert(self.lo[keep], where, changes.lo[new]),
+            np.insert(file[keep], where, changes.file[new]),
+            np.insert(row[keep], where, changes.row[new]),
+            None if seq is None or changes.seq is None else np.insert(seq[keep], where, changes.seq[new]),
+        )
+
+    def _insertion_points(self, hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
+        """Where digests this run lacks go (sorted by first half, then by second)."""
+        at = np.searchsorted(self.hi, hi, side="left")
+        while True:  # past the entries of the same first half and a lower second one (about never)
+            inside = at < self.size
+            ahead = np.zeros(hi.size, dtype=bool)
+            ahead[inside] = (self.hi[at[inside]] == hi[inside]) & (self.lo[at[inside]] < lo[inside])
+            if not ahead.any():
+                return at
+            at[ahead] += 1
+
     @property
     def size(self) -> int:
         return int(self.hi.size)
@@ -544,10 +580,9 @@ class KeyIndex:
         """Fold the changes' runs into the base (the newest entry of a digest wins, deleted keys
         leave), and the aliases of moved files."""
         if self._runs:
-            every = _Run.concat([self._base, *self._runs])
+            changes = _Run.concat(self._runs)
             self._runs = []
-            merged = _Run.of(every.hi, every.lo, every.file, every.row, every.seq)
-            self._base = merged.take(merged.file >= 0)
+            self._base = self._base.merged(_Run.of(changes.hi, changes.lo, changes.file, changes.row, changes.seq))
         self._fold_aliases()
         if not self._added and len(self._paths) > max(PATHS_KEPT, 2 * self._base.size):
             self._forget_paths()
