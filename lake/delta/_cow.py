@@ -23,6 +23,7 @@ import json
 import time
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -37,12 +38,22 @@ from .._keys import Rewritten
 from .._log import FILE_TAGS_KEY, DataFile, UpsertCommit
 from .._plan import FileName, base_name
 from .._stats import StatsConfig
-from . import _optimize
 from ._dv_commit import new_adds, remove_action, write_commit
 from ._logscan import live_adds
-from ._rs_maintenance import LiveFile
+from ._rewrite import Encrypted, rewrite_files
 
 __all__ = ["commit_rewrites"]
+
+
+@dataclass(frozen=True)
+class _Input:
+    """A file to rewrite (:class:`._rewrite.RewriteInput`): a live one's, with its vector, or a
+    new one's of this commit."""
+
+    path: str
+    size: int
+    partition_values: Mapping[str, str | None]
+    deletion_vector: Mapping[str, Any] | None
 
 
 def _renamed(path: str) -> str:
@@ -84,7 +95,7 @@ def commit_rewrites(
     options = dict(storage_options or {})
     now_ms = int(time.time() * 1000)
     rewrite = functools.partial(
-        _optimize._rewrite,
+        rewrite_files,
         uri,
         table_schema=table_schema,
         partitions=partition_columns,
@@ -97,11 +108,11 @@ def commit_rewrites(
     )
     written: list[DataFile] = []
 
-    def again(f: LiveFile, rows: Sequence[int]) -> tuple[DataFile | None, Rewritten]:
+    def again(f: _Input, rows: Sequence[int]) -> tuple[DataFile | None, Rewritten]:
         layout: list[tuple[str, np.ndarray | None, int]] = []
         try:
             [out] = rewrite([f], name=_renamed(f.path), layout=layout, drop={f.path: np.asarray(rows, np.int64)})
-        except _optimize._Encrypted:
+        except Encrypted:
             raise CommitError(f"copy-on-write cannot rewrite {f.path}: its columns are encrypted") from None
         written.append(out)
         kept = _num_rows(out)
@@ -120,7 +131,7 @@ def commit_rewrites(
                 raise CommitError(f"cannot rewrite {path}: not a live file of version {read_version}")
             removes.append({"remove": remove_action(old, now_ms, data_change=True)})
             values = old.get("partitionValues") or {}
-            found = LiveFile(path, int(old["size"]), values, int(old.get("modificationTime", 0)), old)
+            found = _Input(path, int(old["size"]), values, old.get("deletionVector"))
             out, where = again(found, rows)
             if out is not None:
                 rewritten_old.append((out, old))
@@ -132,7 +143,7 @@ def commit_rewrites(
             if not len(rows):
                 landing.append(new)
                 continue
-            out, where = again(LiveFile(new.path, new.size, new.partition_values, now_ms), rows)
+            out, where = again(_Input(new.path, new.size, new.partition_values, None), rows)
             replaced.append(new.path)
             if out is not None:
                 landing.append(DataFile(out.path, out.size, out.stats, out.partition_values, new.tags))

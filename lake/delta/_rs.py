@@ -51,6 +51,7 @@ from .._log import FILE_TAGS_KEY, DataFile, UpsertCommit
 from .._stats import StatsConfig
 from . import _dv_commit as dv_commit
 from . import _rules as rules
+from ._cow import commit_rewrites
 from ._logscan import logged_files
 
 __all__ = [
@@ -518,8 +519,6 @@ class RsTableLog:
                 storage_options=self.storage_options,
             )
             return UpsertCommit(version)
-        from ._cow import commit_rewrites  # it rewrites with compaction's core, which imports this module
-
         read_version = table.version()
         _check_writable(table)
         with translating("cannot read the table's metadata"):
