@@ -404,7 +404,8 @@ class Committer:
             else:
                 version = table.commit_add_files(files, txns=txns, commit_info=info)
         except CommitConflict:
-            self._keys = None  # another writer's commit: the index is read again from the table
+            # another writer's commit: the index (of the version this attempt read; a plan is
+            # applied only once its commit landed) catches up at the next attempt
             self._discard(trimmed)
             raise
         crash_point("after-delta-commit")
@@ -445,6 +446,17 @@ class Committer:
                 f"{self.table_uri}: this table format takes no upserts (Delta tables through delta-rs do)"
             )
         version = table.version()
+        if self._keys is not None and self._keys[0] < version:  # another writer's commits since
+            started, since = time.monotonic(), self._keys[0]
+            try:
+                table.catch_up_index(self._keys[1], since, self.key_columns, self.sequence_by)
+                self._keys = (version, self._keys[1])
+                log.info(
+                    "key index caught up from version %d to %d in %.2f s", since, version, time.monotonic() - started
+                )
+            except CommitError as exc:
+                log.info("key index read again: it could not catch up from version %d (%s)", since, exc)
+                self._keys = None
         if self._keys is None or self._keys[0] != version:
             started = time.monotonic()
             self._keys = (version, table.key_index(self.key_columns, self.sequence_by))
@@ -503,13 +515,13 @@ class Committer:
         """A compaction of this process committed ``version`` over ``read_version``, holding
         :attr:`commit_turn` (:func:`parka.lake.compact_table`'s ``on_commit``): an upsert
         table's key index of ``read_version`` follows the rows to their new files
-        (:meth:`parka.lake._keys.KeyIndex.move`) and is of ``version`` then; any other index
-        (or ``moved`` ``None``: a rewrite that reordered rows) is read again at the next commit."""
+        (:meth:`parka.lake._keys.KeyIndex.move`) and is of ``version`` then; an index of an
+        earlier version (or ``moved`` ``None``: a rewrite that reordered rows) stays of its
+        version, and the next commit catches it up through this one as through any other."""
         if self._keys is None:
             return
         at, index = self._keys
         if at != read_version or moved is None:
-            self._keys = None
             return
         index.move(moved)
         self._keys = (version, index)

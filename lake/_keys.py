@@ -476,14 +476,25 @@ class KeyIndex:
         files, _, seqs = self._find(d["hi"].astype(np.uint64), d["lo"].astype(np.uint64))
         return int(seqs[0]) if files[0] >= 0 and self.sequenced else None
 
+    def forget(self, keys: Sequence[bytes]) -> None:
+        """Delete ``keys``' entries (another writer deleted their rows in place: their files stay)."""
+        if not keys:
+            return
+        self._settle()
+        ds = digests(keys)
+        none = np.full(len(keys), -1, dtype=np.int32)
+        seq = np.zeros(len(keys), dtype=np.int64) if self.sequenced else None
+        self._runs.append(_Run.of(ds["hi"].astype(np.uint64), ds["lo"].astype(np.uint64), none, none, seq))
+
     def drop_files(self, paths: Iterable[str]) -> None:
         """Forget every key whose row is in one of ``paths`` (a compaction rewrote them: the
         caller then adds the new files with :meth:`add_file`)."""
-        gone = {self._numbers[p] for p in paths if p in self._numbers}
-        if not gone:
+        wanted = [p for p in paths if p in self._numbers]
+        if not wanted:
             return
         self._settle()
-        self._merge()
+        self._merge()  # may number the files again: their numbers after it
+        gone = {self._numbers[p] for p in wanted if p in self._numbers}
         b = self._base
         self._base = b.take(~np.isin(b.file, np.fromiter(gone, dtype=np.int32)))
 

@@ -164,6 +164,17 @@ class UpsertLog(Protocol):
         """
         ...
 
+    def catch_up_index(
+        self, index: KeyIndex, from_version: int, key_columns: Sequence[str], sequence_by: str | None = None
+    ) -> None:
+        """Bring ``index``, of ``from_version``, to the handle's version from the commits in
+        between (another writer's), without reading every file.
+
+        Raises:
+            CommitError: it cannot (``index`` is then unusable: read it again).
+        """
+        ...
+
     def commit_upsert(
         self,
         files: Sequence[DataFile],

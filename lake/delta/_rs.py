@@ -497,6 +497,19 @@ class RsTableLog:
             storage_options=self.storage_options,
         )
 
+    def catch_up_index(
+        self, index: KeyIndex, from_version: int, key_columns: Sequence[str], sequence_by: str | None = None
+    ) -> None:
+        dv_commit.catch_up_keys(
+            index,
+            self.uri,
+            from_version,
+            self.table.version(),
+            key_columns=key_columns,
+            sequence_by=sequence_by,
+            storage_options=self.storage_options,
+        )
+
     def commit_upsert(
         self,
         files: Sequence[DataFile],

@@ -246,8 +246,9 @@ def test_kill_9_then_restart_holds_the_latest_row_per_key(
 def test_two_workers_on_one_upsert_table_hold_the_latest_row_per_key(
     bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
 ) -> None:
-    """Two daemons of one group split the topic's partitions; each one's key index is read again
-    from the table after the other's commits, and the table stays the model."""
+    """Two daemons of one group split the topic's partitions; each one's key index, read whole
+    from the table once (at its first commit), catches up with the other's commits from those
+    commits alone, and the table stays the model."""
     topic = new_topic(partitions=4)
     table = tmp_path / "t"
     model: dict[int, int] = {}
@@ -271,6 +272,9 @@ def test_two_workers_on_one_upsert_table_hold_the_latest_row_per_key(
     assert codes == [0, 0], [log.read_text()[-2000:] for log in logs]
     assert table_rows(table) == model
     assert all("assigned" in log.read_text() for log in logs)  # both held partitions
+    texts = [log.read_text() for log in logs]
+    assert sum(t.count("key index caught up from version") for t in texts) > 0, texts[0][-2000:]
+    assert all("could not catch up" not in t and t.count("key index read from version") == 1 for t in texts), texts
 
 
 def rows_without_vectors(table: Path) -> list[dict[str, int]]:

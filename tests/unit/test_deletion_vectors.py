@@ -399,3 +399,52 @@ def test_which_readers_apply_deletion_vectors(tmp_path: Path) -> None:
     assert duckdb.read_parquet(files).aggregate("count(*)").fetchall() == [(8,)]  # the deleted rows too
     with pytest.raises(DeltaProtocolError, match="deletionVectors"):
         DeltaTable(uri).to_pyarrow_table()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_key_index_caught_up_from_the_commits_in_between_equals_one_read_from_the_table(
+    tmp_path: Path, seed: int
+) -> None:
+    """Another writer's commits between two of ours (updates that delete rows by vector and add
+    files, deletes alone, compactions that remove files and add others, a file all of whose rows
+    go): the index of the earlier version, caught up from those commits alone, equals the index
+    read from the table at the later one, key by key."""
+    import random
+
+    from parka.lake.delta._dv_commit import catch_up_keys
+
+    rng = random.Random(seed)
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, rows(*range(40)), configuration=ENABLED)
+    table = DeltaTable(uri)
+    index = index_keys(uri, table.version(), key_columns=("key",))
+    made = 0
+    for _ in range(6):
+        since = table.version()
+        for _ in range(rng.randint(1, 4)):
+            table = DeltaTable(uri)
+            current = index_keys(uri, table.version(), key_columns=("key",))
+            if rng.random() < 0.25:
+                optimize_table(uri, checkpoint=False)
+                continue
+            keys = rng.sample(range(60), rng.randint(1, 8))
+            deletions: dict[str, list[int]] = {}
+            for k in keys:
+                found = current.lookup(b"%d" % k)
+                if found is not None:
+                    deletions.setdefault(found[0], []).append(found[1])
+            updated = [k for k in keys if rng.random() < 0.7]  # the others are deleted
+            files = []
+            if updated:
+                made += 1
+                name = f"new-{made}.parquet"
+                pq.write_table(rows(*updated), tmp_path / "t" / name)
+                stats = data_file_stats(pq.read_metadata(tmp_path / "t" / name), rows(0).schema)
+                files.append(DataFile(name, (tmp_path / "t" / name).stat().st_size, stats))
+            _rs.commit_row_deletions(table, deletions, files=files)
+        table = DeltaTable(uri)
+        catch_up_keys(index, uri, since, table.version(), key_columns=("key",))
+        read = index_keys(uri, table.version(), key_columns=("key",))
+        for k in range(60):
+            assert index.lookup(b"%d" % k) == read.lookup(b"%d" % k), (since, k)
+        assert len(index) == len(read)
