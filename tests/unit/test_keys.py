@@ -273,3 +273,23 @@ def test_a_sequenced_index_takes_sequences_and_an_unsequenced_one_none() -> None
         KeyIndex().plan([("f", [b"a"])], seqs=[np.array([1])])
     with pytest.raises(ValueError, match="1 sequences for 2 rows"):
         KeyIndex(sequenced=True).add_file("f", [b"a", b"b"], seqs=np.array([1]))
+
+
+def test_short_keys_are_kept_as_they_are_and_long_ones_as_a_digest_never_equal_to_a_short_ones() -> None:
+    """:func:`digests` against a reference taken key by key: a key of up to 15 bytes is its
+    length and its bytes (zero-padded), a longer one its BLAKE2b digest with the first bit set;
+    mixed lengths, in more keys than one gathering chunk."""
+    import hashlib
+
+    def reference(key: bytes) -> bytes:
+        if len(key) <= _keys.SHORT_KEY:
+            return bytes([len(key)]) + key + bytes(_keys.SHORT_KEY - len(key))
+        hashed = bytearray(hashlib.blake2b(key, digest_size=16).digest())
+        hashed[0] |= 0x80
+        return bytes(hashed)
+
+    rng = random.Random(4)
+    keys = [bytes(rng.randrange(256) for _ in range(rng.choice([0, 1, 2, 14, 15, 16, 17, 40]))) for _ in range(70_000)]
+    assert _keys.digests(keys).tobytes() == b"".join(map(reference, keys))
+    assert _keys.digest(b"a") != _keys.digest(b"a\x00") and _keys.digest(b"") == bytes(16)
+    assert _keys.digests([]).size == 0
