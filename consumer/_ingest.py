@@ -42,6 +42,7 @@ from parka.lake import (
     Tombstone,
     check_keyed,
     check_segment,
+    is_tombstone,
     read_segment,
     table_identity,
     tombstone_refusal,
@@ -319,7 +320,7 @@ class IngestionConsumer(KafkaSide):
     # -- one message ---------------------------------------------------------------------------
 
     def _handle(self, run: IngestRun, raw: RawSegment) -> None:
-        if self.settings.upsert and raw.info is None and raw.value is None and raw.key is not None:
+        if self.settings.upsert and is_tombstone(raw.key, raw.value, raw.headers):
             self._tombstone(run, raw)
             return
         try:

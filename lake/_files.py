@@ -176,6 +176,12 @@ def check_keyed(seg: SegmentRead, key_columns: Sequence[str]) -> None:
     )
 
 
+def is_tombstone(key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes | None]] | None) -> bool:
+    """Whether a Kafka message is a tombstone to an upsert table (both daemons): a key, no value,
+    and no segment's headers."""
+    return key is not None and value is None and not is_segment(headers)
+
+
 def tombstone_refusal(key_columns: Sequence[str], cdc: Debezium | None) -> str | None:
     """Why an upsert table refuses a tombstone (a key and no value), ``None`` when it takes it:
     under ``--key-columns`` it cannot name a row, except in a change stream (``--cdc``), where

@@ -2,9 +2,10 @@
 
 An upsert commit lands new files as they are and deletes the rows they supersede, in the files
 that hold them (by deletion vector): so it must find, for each key of a batch, the file and row of
-that key's live row, without reading the table. This index answers that from memory, for the
-keys of the Kafka partitions a worker holds (a key always goes to one Kafka partition), and is
-rebuilt from the table when partitions are assigned.
+that key's live row, without reading the table. This index answers that from memory: it is
+read from the table once, then takes the worker's own commits and compactions as they land and
+catches up with other writers' commits from those commits alone (:meth:`KeyIndex.forget`,
+:meth:`KeyIndex.drop_files`, :meth:`KeyIndex.add_file`; the reading is the caller's).
 
 **The keys.** A key is the record's bytes (``__parka_key``) or the bytes of the key columns
 (:func:`keys_of`); the index keeps 16 bytes of it (:func:`digest`): a key of up to 15 bytes
@@ -519,8 +520,8 @@ class KeyIndex:
         self._runs.append(_Run.of(ds["hi"].astype(np.uint64), ds["lo"].astype(np.uint64), none, none, seq))
 
     def drop_files(self, paths: Iterable[str]) -> None:
-        """Forget every key whose row is in one of ``paths`` (a compaction rewrote them: the
-        caller then adds the new files with :meth:`add_file`)."""
+        """Forget every key whose row is in one of ``paths`` (files another writer removed: the
+        caller then adds the files it added with :meth:`add_file`)."""
         wanted = [p for p in paths if p in self._numbers]
         if not wanted:
             return

@@ -37,6 +37,7 @@ from parka.lake import (
     Tombstone,
     check_keyed,
     check_segment,
+    is_tombstone,
     make_durable,
     read_segment,
     tombstone_refusal,
@@ -148,13 +149,13 @@ class SegmentFileWriter:
     def _tombstone(self, batch: pa.RecordBatch, i: int) -> dict[str, Any] | None:
         """Row ``i`` of an upsert table's topic as its :data:`FILE_ROWS` tombstone row (or the
         error row of one the table refuses: :func:`parka.lake.tombstone_refusal`), ``None`` when
-        it is no tombstone (a key and no value, no headers)."""
+        it is no tombstone (:func:`parka.lake.is_tombstone`)."""
         names = batch.schema.names
         if batch.column(names.index("value"))[i].is_valid or "key" not in names:
             return None
         key: bytes | None = batch.column(names.index("key"))[i].as_py()
-        headers = batch.column(names.index("headers"))[i].as_py()
-        if key is None or headers:
+        headers = [(h["key"], h["value"]) for h in batch.column(names.index("headers"))[i].as_py() or ()]
+        if not is_tombstone(key, None, headers):
             return None
         refusal = tombstone_refusal(self.key_columns, self.cdc)
         if refusal is not None:

@@ -54,6 +54,14 @@ def test_bad_tombstone_positions_are_refused() -> None:
         KeyIndex().plan([("f", [b"a"])], [b"a"], after=[3])
 
 
+def deleted_rows(plan: _keys.BatchPlan) -> tuple[set[tuple[str, int]], set[tuple[str, int]]]:
+    """The rows a plan deletes, as (path, row): in files from before the batch, in its own."""
+    return (
+        {(p, r) for p, rows in plan.deletes.items() for r in rows},
+        {(p, r) for p, rows in plan.new_file_deletes.items() for r in rows},
+    )
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_the_index_agrees_with_a_model_through_many_batches_and_merges(
     seed: int, monkeypatch: pytest.MonkeyPatch
@@ -91,9 +99,7 @@ def test_the_index_agrees_with_a_model_through_many_batches_and_merges(
                     latest.pop(key, None)
                     if kind == "row":  # a delete row: deleted itself
                         expected_new.add((path, row))
-        got_old = {(p, r) for p, rows in plan.deletes.items() for r in rows}
-        got_new = {(p, r) for p, rows in plan.new_file_deletes.items() for r in rows}
-        assert (got_old, got_new) == (expected_old, expected_new), batch
+        assert deleted_rows(plan) == (expected_old, expected_new), batch
         index.apply(plan)
         model = latest
         for k in range(41):
@@ -253,9 +259,7 @@ def test_a_sequenced_index_keeps_the_highest_sequence_per_key(seed: int, monkeyp
                         superseded = here  # older than the live row: deleted on arrival
                 if superseded is not None:
                     (expected_new if superseded in batch_rows else expected_old).add(superseded)
-        got_old = {(p, r) for p, rows in plan.deletes.items() for r in rows}
-        got_new = {(p, r) for p, rows in plan.new_file_deletes.items() for r in rows}
-        assert (got_old, got_new) == (expected_old, expected_new), batch
+        assert deleted_rows(plan) == (expected_old, expected_new), batch
         index.apply(plan)
         model = state
         for k in range(26):
