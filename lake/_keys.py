@@ -122,7 +122,8 @@ def digest(key: bytes) -> bytes:
 def digests(keys: Iterable[bytes]) -> np.ndarray:
     """The :func:`digest` of each of ``keys`` (one 16-byte record each: ``hi`` and ``lo``,
     big-endian): the short keys copied with numpy from their bytes joined, the others hashed one
-    by one (a BLAKE2b call costs about 0.5 µs a key, which was most of reading an index)."""
+    by one (a BLAKE2b call per key was most of reading an index:
+    ``benchmarks/results/2026-11-29-upsert-10m-again/``)."""
     keys = keys if isinstance(keys, list) else list(keys)
     n = len(keys)
     out = np.zeros((n, 16), dtype=np.uint8)
