@@ -30,15 +30,15 @@ from typing import Any
 from urllib.parse import quote
 
 import numpy as np
-import pyarrow as pa
 
 from parka.errors import CommitConflict, CommitError
 from parka.segment import KEY_COLUMN
 
+from .. import _key_reads as key_reads
 from .. import _storage
-from .._keys import KeyIndex, key_columns_read, keys_of, sequences_of
+from .._key_reads import LiveFile
+from .._keys import KeyIndex
 from .._log import FILE_TAGS_KEY, DataFile
-from .._plan import FileName
 from . import _dv
 from . import _rules as rules
 from ._logscan import live_adds
@@ -49,6 +49,7 @@ __all__ = [
     "check_deletion_vectors",
     "commit_row_deletions",
     "encode_path",
+    "catch_up_keys",
     "index_keys",
     "new_adds",
     "remove_action",
@@ -85,23 +86,21 @@ def index_keys(
     kafka_partitions: Collection[int] | None = None,
     storage_options: Mapping[str, str] | None = None,
 ) -> KeyIndex:
-    """The key index of the table at ``version``: the keys (:func:`parka.lake._keys.keys_of`) of
-    ``key_columns`` in each live file's live rows (its deletion vector's rows left out). With
-    ``kafka_partitions``, the files ingestion wrote from other Kafka partitions (their name says
-    which) are left out; every other file (a compaction's, another writer's) is read. With
-    ``sequence_by``, a sequenced index (each live row's sequence too).
+    """The key index of the table at ``version`` (:func:`parka.lake._key_reads.index_keys`), a
+    file's deletion vector's rows left out.
 
     Raises:
         CommitError: the log, a vector or a file cannot be read, or a file lacks a key column or
             has a null in one in a live row (the message names the file).
     """
-    index = KeyIndex(sequenced=sequence_by is not None)
-    for path, add in live_adds(uri, storage_options, version=version).items():
-        name = FileName.parse(path)
-        if kafka_partitions is not None and name is not None and name.partition not in kafka_partitions:
-            continue
-        index.add_file(path, *_file_keys(uri, path, add, key_columns, sequence_by, storage_options))
-    return index
+    return key_reads.index_keys(
+        uri,
+        _live_files(uri, version, storage_options),
+        key_columns=key_columns,
+        sequence_by=sequence_by,
+        kafka_partitions=kafka_partitions,
+        storage_options=storage_options,
+    )
 
 
 def catch_up_keys(
@@ -115,76 +114,35 @@ def catch_up_keys(
     storage_options: Mapping[str, str] | None = None,
 ) -> None:
     """Bring ``index``, of the table at ``from_version``, to ``to_version`` from what the commits
-    in between changed, not from every file: a file they removed leaves the index, the rows a
-    grown deletion vector deletes take their keys out (read from those rows), and a file they
-    added is indexed (its live rows). An upsert table holds one live row per key, so a key
-    found in an added file is the key's row whatever it was before. Costs the two versions' log
-    replays and a read of the key columns of the files added or given more deleted rows, where
-    :func:`index_keys` reads every live file. ``index`` is left unusable when this raises.
+    in between changed (:func:`parka.lake._key_reads.catch_up_keys`): costs the two versions'
+    log replays and a read of the key columns of the files added or given more deleted rows.
 
     Raises:
         CommitError: as :func:`index_keys`, or a file's vector lost rows in between (a restore:
             read the index again).
     """
-    before = live_adds(uri, storage_options, version=from_version)
-    after = live_adds(uri, storage_options, version=to_version)
-    gone: list[bytes] = []
-    for path, add in after.items():
-        old = before.get(path)
-        if old is None or old.get("deletionVector") == add.get("deletionVector"):
-            continue
-        then = _dv.load(uri, _descriptor(old, path), storage_options) if old.get("deletionVector") else None
-        now = _dv.load(uri, _descriptor(add, path), storage_options)
-        if then is not None and not np.isin(then, now).all():
-            raise CommitError(f"{path}: its deletion vector lost rows between versions {from_version} and {to_version}")
-        rows = now if then is None else np.setdiff1d(now, then, assume_unique=True)
-        columns = _storage.read_columns(uri, path, list(key_columns), storage_options)
-        if columns is None:
-            raise CommitError(f"{path} lacks a column of {', '.join(key_columns)}: its rows have no key to upsert by")
-        gone += keys_of(columns.take(pa.array(rows)))
-    index.forget(gone)
-    index.drop_files([path for path in before if path not in after])
-    for path, add in after.items():
-        if path not in before:
-            index.add_file(path, *_file_keys(uri, path, add, key_columns, sequence_by, storage_options))
+    key_reads.catch_up_keys(
+        index,
+        uri,
+        _live_files(uri, from_version, storage_options),
+        _live_files(uri, to_version, storage_options),
+        key_columns=key_columns,
+        sequence_by=sequence_by,
+        storage_options=storage_options,
+    )
 
 
-def _file_keys(
-    uri: str,
-    path: str,
-    add: Mapping[str, Any],
-    key_columns: Sequence[str],
-    sequence_by: str | None,
-    storage_options: Mapping[str, str] | None,
-) -> tuple[list[bytes], np.ndarray | None, np.ndarray | None]:
-    """A live file's keys by row, which rows are live (``None``: all) and their sequences
-    (``None`` without ``sequence_by``): what :meth:`KeyIndex.add_file` takes.
+def _live_files(uri: str, version: int, storage_options: Mapping[str, str] | None) -> dict[str, LiveFile]:
+    """The live files at ``version`` and their deletion vectors (told apart by descriptor)."""
 
-    Raises:
-        CommitError: as :func:`index_keys`.
-    """
-    wanted = key_columns_read(key_columns, sequence_by)
-    columns = _storage.read_columns(uri, path, wanted, storage_options)
-    if columns is None:
-        raise CommitError(f"{path} lacks a column of {', '.join(wanted)}: its rows have no key to upsert by")
-    live = None
-    if add.get("deletionVector"):
-        live = np.ones(columns.num_rows, dtype=bool)
-        live[_dv.load(uri, _descriptor(add, path), storage_options)] = False
-    nulls = np.zeros(columns.num_rows, dtype=bool)
-    for column in columns.columns:
-        nulls |= np.asarray(column.is_null())
-    if nulls.any() and (live is None or nulls[live].any()):
-        raise CommitError(f"{path} has live rows without a key ({', '.join(wanted)}): they cannot be upserted")
-    keys = [b""] * columns.num_rows  # the deleted rows' (never indexed: not live)
-    seqs = np.zeros(columns.num_rows, dtype=np.int64)
-    present = columns.filter(pa.array(~nulls)) if nulls.any() else columns
-    at = np.flatnonzero(~nulls)
-    for row, key in zip(at.tolist(), keys_of(present.select(list(key_columns))), strict=True):
-        keys[row] = key
-    if sequence_by is not None:
-        seqs[at] = sequences_of(present.column(sequence_by))
-    return keys, live, seqs if sequence_by is not None else None
+    def state(path: str, add: Mapping[str, Any]) -> LiveFile:
+        vector = add.get("deletionVector")
+        if not vector:
+            return LiveFile()
+        token = json.dumps(vector, sort_keys=True)
+        return LiveFile(token, lambda: _dv.load(uri, _descriptor(add, path), storage_options))
+
+    return {path: state(path, add) for path, add in live_adds(uri, storage_options, version=version).items()}
 
 
 def commit_row_deletions(
