@@ -1,0 +1,81 @@
+"""The Iceberg tests' catalog (:class:`Lake`, the ``lake`` fixture's, in ``conftest.py``) and
+``parka ingest --catalog`` into it."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from parka.lake import IcebergEngine
+from pyiceberg.catalog import Catalog, load_catalog
+
+from .._ingest_util import run_ingest
+
+
+class Lake:
+    """An Iceberg catalog for one test: the embedded SQL catalog in a temporary warehouse, or the
+    session's REST catalog server (``rest_url``), where the test's tables get a namespace of
+    their own."""
+
+    def __init__(self, warehouse: Path, rest_url: str | None = None) -> None:
+        self.warehouse = warehouse
+        self.rest_url = rest_url
+        if rest_url is None:
+            self.namespace = "db"
+            self.flags: tuple[str, ...] = ("--catalog", "test", "--catalog-option", f"warehouse={warehouse}")
+        else:
+            self.namespace = f"t{uuid.uuid4().hex[:12]}"
+            self.flags = ("--catalog", "rest", "--catalog-option", f"uri={rest_url}")
+
+    def name(self, table: str) -> str:
+        return f"{self.namespace}.{table}"
+
+    def catalog(self) -> Catalog:
+        if self.rest_url is not None:
+            return load_catalog("rest", type="rest", uri=self.rest_url)
+        return load_catalog(
+            "test", type="sql", uri=f"sqlite:///{self.warehouse / 'catalog.db'}", warehouse=f"file://{self.warehouse}"
+        )
+
+    def engine(self) -> IcebergEngine:
+        options = {"warehouse": str(self.warehouse)} if self.rest_url is None else {"uri": self.rest_url}
+        return IcebergEngine("test" if self.rest_url is None else "rest", options)
+
+    def data_root(self, identifier: str) -> str:
+        """The table's data folder: where parka writes (``<location>/data``)."""
+        location: str = self.catalog().load_table(identifier).location()
+        return location.rstrip("/").removeprefix("file://") + "/data"
+
+    def files(self, identifier: str) -> set[str]:
+        """The current snapshot's data files, relative to the data folder."""
+        root = "file://" + self.data_root(identifier) + "/"
+        paths = self.catalog().load_table(identifier).inspect.files()["file_path"].to_pylist()
+        assert all(p.startswith(root) for p in paths), paths
+        return {p.removeprefix(root) for p in paths}
+
+    def logged(self, identifier: str) -> set[str]:
+        """The data files any snapshot still in the metadata names (a compaction's removed ones
+        stay there, and on disk, until snapshot expiry)."""
+        root = "file://" + self.data_root(identifier) + "/"
+        paths = self.catalog().load_table(identifier).inspect.all_files()["file_path"].to_pylist()
+        return {p.removeprefix(root) for p in paths}
+
+    def on_disk(self, identifier: str) -> set[str]:
+        root = Path(self.data_root(identifier))
+        return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+
+    def rows(self, identifier: str) -> pa.Table:
+        return self.catalog().load_table(identifier).scan().to_arrow()
+
+    def txns(self, identifier: str) -> dict[str, int]:
+        snapshot = self.catalog().load_table(identifier).current_snapshot()
+        assert snapshot is not None and snapshot.summary is not None
+        state: dict[str, int] = json.loads(snapshot.summary.additional_properties["parka.txns"])
+        return state
+
+
+def ingest(lake: Lake, topic: str, table: str, bootstrap: str, *extra: str, **kwargs: Any) -> Any:
+    return run_ingest(topic, table, bootstrap, *lake.flags, *extra, **kwargs)
