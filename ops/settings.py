@@ -362,10 +362,11 @@ UPSERT = Setting(
     "upsert",
     ("--upsert",),
     ("UPSERT",),
-    "Delta tables: hold the latest row per record key (__parka_key), in Kafka offset order within "
-    "a partition; a message with a key and no value (a tombstone) deletes its key. Superseded rows "
-    "are deleted by deletion vector in the commit that lands their successors; a table created "
-    "gets delta.enableDeletionVectors=true. An unpartitioned Delta table, committed by delta-rs",
+    "hold the latest row per record key (__parka_key), in Kafka offset order within a partition; a "
+    "message with a key and no value (a tombstone) deletes its key. Superseded rows are deleted in the "
+    "commit that lands their successors: by deletion vector in a Delta table (committed by delta-rs; a "
+    "table created gets delta.enableDeletionVectors=true), by position-delete file in an Iceberg table "
+    "(--catalog; format v2). An unpartitioned table",
     default=False,
     kind="switch",
 )
@@ -467,8 +468,9 @@ def check_upsert(settings: UpsertSettings) -> bool:
         except ValueError:
             fields = "envelope fields: op, ts_ms, source.<field>, transaction.<field>"
             raise CDC_FIELDS.error(",".join(cdc_fields), fields) from None
-    if upsert and catalog is not None:
-        raise UPSERT.error(True, "a Delta table (no --catalog): Iceberg tables take no upserts yet")
+    if upsert and catalog is not None and upsert_mode != "merge-on-read":
+        iceberg = "merge-on-read with --catalog (Iceberg tables delete rows by position deletes)"
+        raise UPSERT_MODE.error(upsert_mode, iceberg)
     if upsert_mode != "merge-on-read" and not upsert:
         raise UPSERT_MODE.error(upsert_mode, "merge-on-read without --upsert (how an upsert table deletes rows)")
     if key_columns and not upsert:

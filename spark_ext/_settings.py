@@ -371,12 +371,12 @@ class SparkIngestSettings(DaemonSettings):
         object.__setattr__(self, "upsert", upsert)
         if upsert and self.mode != "raw":
             raise MODE.error(self.mode, "raw", reason="an upsert table lands segments as they are (raw mode)")
-        if upsert and self.commit_engine != "delta-rs":
+        if upsert and self.catalog is None and self.commit_engine != "delta-rs":
             raise COMMIT_ENGINE.error(
                 self.commit_engine,
                 "delta-rs",
                 reason="an upsert commit deletes rows by deletion vector, which parka writes into delta-rs' log",
-            )
+            )  # an Iceberg table's commits are pyiceberg's whatever the flag says
         # what one setting allows depends on another
         if self.mode == "raw":
             # raw mode lands segments as they are: it cannot drop or add columns

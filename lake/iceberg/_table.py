@@ -43,6 +43,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+import numpy as np
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException, ValidationError
@@ -52,7 +53,7 @@ from pyiceberg.io.pyarrow import (
     parquet_path_to_id_mapping,
 )
 from pyiceberg.manifest import DataFile as IcebergDataFile
-from pyiceberg.manifest import DataFileContent, FileFormat
+from pyiceberg.manifest import DataFileContent, FileFormat, ManifestContent
 from pyiceberg.table import Table, TableProperties
 from pyiceberg.table.snapshots import Snapshot, ancestors_of
 from pyiceberg.table.update.snapshot import ExpireSnapshots
@@ -61,10 +62,15 @@ from pyiceberg.typedef import Record
 from parka.errors import CommitConflict, CommitError, SchemaMismatchError, one_line
 from parka.evolution import TYPE_WIDENING_KEY
 from parka.partitioning import EXPRESSION_KEY, PartitionSpec
+from parka.segment import KEY_COLUMN
 
-from .._log import FILE_TAGS_KEY, DataFile
+from .. import _key_reads as key_reads
+from .. import _storage
+from .._keys import KeyIndex
+from .._log import FILE_TAGS_KEY, DataFile, UpsertCommit
 from .._plan import RESERVED_COLUMNS
 from .._storage import FileGone, delete_files, read_parquet_footer
+from ._deletes import DeleteMemo, DeleteState, RowDelta, write_delete_file
 from ._partitions import derived_fields, parka_specs, partition_record
 from ._schema import iceberg_arrow_schema, plain_field
 from ._snapshots import (
@@ -94,6 +100,7 @@ TXNS_KEY = "parka.txns"
 
 NAME_MAPPING = TableProperties.DEFAULT_NAME_MAPPING
 """The table property of the name mapping readers resolve raw files' columns by (they carry no field ids)."""
+_NONE = np.zeros(0, dtype=np.int64)
 _METADATA_NUMBER = re.compile(r"(?:^|/)(\d+)-[^/]*\.metadata\.json$")
 
 
@@ -114,12 +121,16 @@ class IcebergTableLog:
         self._txns: dict[int, dict[str, int]] = {}  # snapshot id -> the txn state there
         self._specs: tuple[PartitionSpec, ...] = ()
         self._manifests = ManifestMemo(self._relative)
+        self._deletes = DeleteMemo(table.io)
+        self._snapshots: dict[int, int | None] = {}  # version -> its current snapshot id (upserts' catch-up)
         self._check(table)
         self.uri = table.location().rstrip("/") + "/data"
 
     def _check(self, table: Table) -> None:
         """Read the partition spec as parka's (a transform parka has none for is refused)."""
         self._specs = parka_specs(table.spec(), table.schema(), self.identifier)
+        snapshot = table.current_snapshot()
+        self._snapshots[self.version_of(table)] = None if snapshot is None else snapshot.snapshot_id
 
     @property
     def iceberg(self) -> Table:
@@ -129,9 +140,13 @@ class IcebergTableLog:
     # -- reading ---------------------------------------------------------------------------
 
     def version(self) -> int:
-        match = _METADATA_NUMBER.search(self._table.metadata_location or "")
+        return self.version_of(self._table)
+
+    @staticmethod
+    def version_of(table: Table) -> int:
+        match = _METADATA_NUMBER.search(table.metadata_location or "")
         # a catalog naming its metadata files otherwise: the time of the last change (it moves too)
-        return int(match.group(1)) if match is not None else self._table.metadata.last_updated_ms
+        return int(match.group(1)) if match is not None else table.metadata.last_updated_ms
 
     def refresh(self) -> int:
         try:
@@ -259,8 +274,16 @@ class IcebergTableLog:
         return [
             entry.data_file
             for manifest in snapshot.manifests(io)
+            if manifest.content == ManifestContent.DATA
             for entry in manifest.fetch_manifest_entry(io, discard_deleted=True)
         ]
+
+    def has_deletes(self) -> bool:
+        """Whether the current snapshot holds delete files (an upsert table's)."""
+        snapshot = self._table.current_snapshot()
+        return snapshot is not None and any(
+            m.content == ManifestContent.DELETES for m in snapshot.manifests(self._table.io)
+        )
 
     def replace_files(
         self,
@@ -279,6 +302,131 @@ class IcebergTableLog:
             CommitError: any other failure (the commit may have landed).
         """
         return self._commit(added, removed, self.commit_summary({}, commit_info), partitions)
+
+    # -- upserts (:class:`parka.lake.UpsertLog`; the deletes: :mod:`._deletes`) -----------------
+
+    def key_index(self, key_columns: Sequence[str] = (KEY_COLUMN,), sequence_by: str | None = None) -> KeyIndex:
+        self._check_upserts()
+        return key_reads.index_keys(
+            self.uri,
+            self._delete_state(self._table.current_snapshot()).live_files(),
+            key_columns=key_columns,
+            sequence_by=sequence_by,
+            storage_options=self.storage_options,
+        )
+
+    def catch_up_index(
+        self, index: KeyIndex, from_version: int, key_columns: Sequence[str], sequence_by: str | None = None
+    ) -> None:
+        if from_version not in self._snapshots:
+            raise CommitError(f"this handle never read version {from_version} of {self.identifier}")
+        snapshot_id = self._snapshots[from_version]
+        before = None if snapshot_id is None else self._table.metadata.snapshot_by_id(snapshot_id)
+        if snapshot_id is not None and before is None:
+            raise CommitError(f"snapshot {snapshot_id} of {self.identifier} has expired")
+        key_reads.catch_up_keys(
+            index,
+            self.uri,
+            self._delete_state(before).live_files(),
+            self._delete_state(self._table.current_snapshot()).live_files(),
+            key_columns=key_columns,
+            sequence_by=sequence_by,
+            storage_options=self.storage_options,
+        )
+
+    def commit_upsert(
+        self,
+        files: Sequence[DataFile],
+        deletes: Mapping[str, Sequence[int]],
+        new_file_deletes: Mapping[str, Sequence[int]],
+        *,
+        txns: Mapping[str, int],
+        commit_info: Mapping[str, Any] | None = None,
+        copy_on_write: bool = False,
+    ) -> UpsertCommit:
+        """One snapshot that adds ``files`` and deletes the rows ``deletes`` and
+        ``new_file_deletes`` name by position-delete files (:mod:`._deletes`), with the ``txn``
+        state, asserting the snapshot read is still current.
+
+        Raises:
+            CommitConflict: another commit came first.
+            CommitError: copy-on-write asked for, a table parka cannot delete rows of (format
+                v1, partitioned), or any other failure (the commit may have landed).
+        """
+        if copy_on_write:
+            raise CommitError(f"{self.identifier}: an Iceberg upsert table deletes rows by position-delete files only")
+        self._check_upserts()
+        state = self._delete_state(self._table.current_snapshot())
+        info = dict(commit_info or {})
+        tags = {f.path: dict(f.tags) for f in files if f.tags}
+        if tags:
+            info[FILE_TAGS_KEY] = tags
+        added = [self._data_file(f) for f in files]
+        new_files = {f.path: data_file for f, data_file in zip(files, added, strict=True)}
+        wanted: dict[str, np.ndarray] = {}  # data file -> every row deleted after this commit
+        for path, new_rows in [*deletes.items(), *new_file_deletes.items()]:
+            if len(new_rows):
+                before = wanted.get(path, state.positions.get(path, _NONE))
+                wanted[path] = np.union1d(before, np.asarray(new_rows, np.int64))
+        # a delete file this commit replaces may hold other data files' rows (another writer's
+        # delete file for many): those get delete files of their own
+        replaced = {e.data_file.file_path: e.data_file for path in wanted for e in state.delete_files.get(path, [])}
+        for f in replaced.values():
+            for data_path in self._deletes.positions(f):
+                path = self._relative(data_path)
+                if path in state.data and path not in wanted:
+                    wanted[path] = state.positions[path]
+        removed = list(replaced.values())
+        delete_files: list[IcebergDataFile] = []
+        for path, rows in wanted.items():
+            entry = state.data.get(path)
+            target = entry.data_file if entry is not None else new_files.get(path)
+            if target is None:
+                raise CommitError(f"{path} is not a live data file of {self.identifier}: its rows cannot be deleted")
+            if entry is not None and len(rows) >= target.record_count:
+                removed.append(target)  # every row deleted: the file goes
+                continue
+            spec_id = target.spec_id if entry is not None else self._table.metadata.default_spec_id
+            options = self.storage_options
+            delete_files.append(write_delete_file(self.uri, target.file_path, rows, spec_id, target.partition, options))
+        _storage.make_durable(self.uri, self.storage_options)
+        summary = self.commit_summary(txns, info)
+        return UpsertCommit(self._commit_row_delta(state, [*added, *delete_files], removed, summary))
+
+    def _check_upserts(self) -> None:
+        """Raises CommitError when rows of this table cannot be deleted by parka's position deletes."""
+        version = self._table.metadata.format_version
+        if version < 2:
+            raise CommitError(f"{self.identifier} is an Iceberg v1 table: upserts need format v2 (position deletes)")
+        if self._specs:
+            raise CommitError(f"{self.identifier} is partitioned: partitioned upsert tables are not built yet")
+
+    def _delete_state(self, snapshot: Snapshot | None) -> DeleteState:
+        return DeleteState.read(snapshot, self._deletes, self._relative, self.uri)
+
+    def _commit_row_delta(
+        self,
+        state: DeleteState,
+        added: Sequence[IcebergDataFile],
+        removed: Sequence[IcebergDataFile],
+        summary: Mapping[str, str],
+    ) -> int:
+        """:meth:`_commit` for a snapshot of :class:`._deletes.RowDelta`."""
+        table = without_retries(self._table)
+        try:
+            tx = CachingTransaction(table)
+            if NAME_MAPPING not in table.metadata.properties:
+                tx.set_properties({NAME_MAPPING: table.metadata.schema().name_mapping.model_dump_json()})
+            delta = RowDelta(tx, table.io, state=state, added=added, removed=removed, snapshot_properties=dict(summary))
+            delta.commit()
+            tx.commit_transaction()
+        except CommitFailedException as exc:
+            raise CommitConflict(f"commit to {self.identifier} lost a race: {exc}") from exc
+        except Exception as exc:
+            raise CommitError(f"commit to {self.identifier} failed (it may have landed): {exc}") from exc
+        self._table = table
+        self._check(table)
+        return self.version()
 
     def _commit(
         self,

@@ -132,8 +132,9 @@ def test_ingest_settings_refuse_what_they_cannot_do() -> None:
     with pytest.raises(ConfigError, match="'seek_offsets'"):
         IngestSettings(**base, seek_offsets={0: -5})
     assert IngestSettings(**base, schema_evolution="merge").schema_evolution == "merge"
-    with pytest.raises(ConfigError, match=r"'upsert'.*a Delta table \(no --catalog\)"):
-        IngestSettings(**base, upsert=True, catalog="c")
+    assert IngestSettings(**base, upsert=True, catalog="c").upsert  # Iceberg: by position deletes
+    with pytest.raises(ConfigError, match=r"'upsert_mode'.*merge-on-read with --catalog"):
+        IngestSettings(**base, upsert=True, upsert_mode="copy-on-write", catalog="c")
     with pytest.raises(ConfigError, match=r"'upsert'.*an unpartitioned table"):
         IngestSettings(**base, upsert=True, partition_by=("day",))
     assert IngestSettings(**base, upsert=True).upsert

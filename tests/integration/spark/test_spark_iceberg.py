@@ -19,6 +19,7 @@ import pytest
 from parka.lake import Committer, IcebergEngine, LandingSession
 from parka.producer import ParquetProducer
 from parka.spark_ext import SparkIngestSettings, ingest, start_ingest
+from parka.spark_ext._cli import main as spark_main
 from parka.spark_ext._decode_iceberg import IcebergBatches, spark_table_name
 from parka.spark_ext._query import LandingRun
 from pyiceberg.catalog import Catalog, load_catalog
@@ -35,6 +36,8 @@ from .._ingest_util import (
     wait_for,
 )
 from .._objectstores import ObjectStoreServer
+from ..test_upsert import apply
+from ..test_upsert import produce as produce_keyed
 from ._util import SPARK, wait_until_idle
 
 pytestmark = SPARK
@@ -267,3 +270,33 @@ def test_spark_raw_mode_continues_an_iceberg_table_in_s3_that_parka_ingest_start
     files = table.referenced_files()
     assert {f.path for f in list_files(table.uri, options)} == files  # no orphans
     assert_segments_stored_byte_for_byte(bootstrap, topic, segments, table.uri, options, files=files)
+
+
+def test_spark_reads_an_iceberg_upsert_table_as_the_latest_row_per_key(
+    spark: Any, bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """Iceberg's Spark runtime applies the position-delete files ``parka ingest --upsert`` writes,
+    and ``parka spark-ingest --upsert`` continues the table."""
+    topic = new_topic(partitions=2)
+    warehouse = tmp_path / "warehouse"
+    model: dict[int, int] = {}
+    flags = ("--upsert", "--end-at-latest", "--catalog", "local", "--catalog-option", f"warehouse={warehouse}")
+    for events_ in ([(k, 1) for k in range(30)], [(k, 2) for k in range(0, 30, 2)] + [(3, None), (5, None)]):
+        produce_keyed(bootstrap, topic, events_)
+        apply(model, events_)
+        run_ingest(topic, "db.kv", bootstrap, *flags)
+    # then parka spark-ingest --upsert continues the table (raw mode, the same committer)
+    later = [(k, 3) for k in range(0, 30, 5)] + [(7, None), (3, 4)]
+    produce_keyed(bootstrap, topic, later)
+    apply(model, later)
+    checkpoint = str(tmp_path / "checkpoint")
+    assert spark_main(["-k", bootstrap, "-q", "--checkpoint-location", checkpoint, topic, "db.kv", *flags]) == 0
+    catalog = load_catalog(
+        "local", type="sql", uri=f"sqlite:///{warehouse}/catalog.db", warehouse=f"file://{warehouse}"
+    )
+    table = catalog.load_table("db.kv")
+    rows = spark.read.format("iceberg").load(table.metadata_location).select("id", "version").collect()
+    assert sorted((r.id, r.version) for r in rows) == sorted(model.items())
+    assert sorted(table.scan().to_arrow().select(["id", "version"]).to_pylist(), key=lambda r: r["id"]) == [
+        {"id": k, "version": v} for k, v in sorted(model.items())
+    ]

@@ -1,0 +1,167 @@
+"""``parka ingest --upsert --catalog``: a keyed topic lands in an Iceberg table (SQL and REST
+catalogs) as the latest row per key, superseded rows deleted by position-delete files that parka
+writes. Read by pyiceberg's scan (which applies them) and by DuckDB's iceberg extension where it
+is installed; kill -9 at each crash point of an upsert commit, then a restart, ends as the model."""
+
+from __future__ import annotations
+
+import random
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from parka.producer import ParquetProducer
+from pyiceberg.manifest import DataFileContent, ManifestContent
+
+from .._ingest_util import last_json, start_ingest, wait_for
+from ..test_upsert import apply, produce
+from ._lake import Lake, ingest
+
+pytestmark = pytest.mark.integration
+
+
+def table_rows(lake: Lake, identifier: str) -> dict[int, int]:
+    """The table through pyiceberg's scan (position deletes applied); no key twice."""
+    rows = lake.rows(identifier).select(["id", "version"]).to_pylist()
+    ids = [r["id"] for r in rows]
+    assert len(ids) == len(set(ids)), "a key holds more than one row"
+    return {r["id"]: r["version"] for r in rows}
+
+
+def delete_files(lake: Lake, identifier: str) -> dict[str, list[str]]:
+    """The current snapshot's live position-delete files, by the data file each names."""
+    table = lake.catalog().load_table(identifier)
+    snapshot = table.current_snapshot()
+    assert snapshot is not None
+    out: dict[str, list[str]] = {}
+    for manifest in snapshot.manifests(table.io):
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+            f = entry.data_file
+            assert (manifest.content == ManifestContent.DELETES) == (f.content != DataFileContent.DATA)
+            if f.content == DataFileContent.POSITION_DELETES:
+                target = f.lower_bounds[2147483546].decode()
+                assert f.upper_bounds[2147483546].decode() == target  # file-scoped
+                out.setdefault(target, []).append(f.file_path)
+    return out
+
+
+def land(lake: Lake, topic: str, bootstrap: str, model: dict[int, int], events: list[tuple[int, int | None]]) -> None:
+    produce(bootstrap, topic, events)
+    apply(model, events)
+    ingest(lake, topic, lake.name("t"), bootstrap, "--upsert", "--end-at-latest")
+
+
+def test_the_table_holds_the_latest_row_per_key_through_updates_tombstones_and_restarts(
+    bootstrap: str, new_topic: Callable[..., str], lake: Lake
+) -> None:
+    topic = new_topic(partitions=2)
+    identifier = lake.name("t")
+    model: dict[int, int] = {}
+    rounds: list[list[tuple[int, int | None]]] = [
+        [(k, 1) for k in range(60)] + [(k, 2) for k in range(0, 60, 3)] + [(k, None) for k in range(50, 60)],
+        [(k, 3) for k in range(0, 20)] + [(5, None), (5, 4), (7, None), (1000, None)],
+        [(k, None) for k in range(10, 15)],
+        [(k, 5) for k in range(0, 60, 2)],  # deletes more rows of files that have a delete file
+    ]
+    for events in rounds:
+        land(lake, topic, bootstrap, model, events)
+        assert table_rows(lake, identifier) == model
+        deletes = delete_files(lake, identifier)
+        assert all(len(files) == 1 for files in deletes.values()), deletes  # one per data file
+    assert deletes  # rows were deleted by position
+    live = {p for files in deletes.values() for p in files}
+    on_disk = {f"file://{lake.data_root(identifier)}/{p}" for p in lake.on_disk(identifier)}
+    assert live <= on_disk
+    again = ingest(lake, topic, identifier, bootstrap, "--upsert", "--end-at-latest")  # nothing new
+    assert last_json(again)["records"] == 0 and table_rows(lake, identifier) == model
+    # expiry deletes the delete files (and data files) only expired snapshots named
+    handle = lake.engine().open(identifier)
+    assert handle is not None
+    assert handle.expire_snapshots(time.time() * 1000 + 1000) > 0
+    current = lake.files(identifier) | {p.removeprefix(f"file://{lake.data_root(identifier)}/") for p in live}
+    assert lake.on_disk(identifier) == current
+    assert table_rows(lake, identifier) == model
+
+
+@pytest.mark.parametrize("point", ["after-write", "after-delta-commit"])
+def test_kill_9_then_restart_holds_the_latest_row_per_key(
+    bootstrap: str, new_topic: Callable[..., str], lake: Lake, point: str
+) -> None:
+    """A crash with files (data and deletes) written and not committed, and one after a commit
+    whose changes the key index never took: the restart reads the index from the table."""
+    topic = new_topic(partitions=2)
+    identifier = lake.name("t")
+    model: dict[int, int] = {}
+    land(lake, topic, bootstrap, model, [(k, 1) for k in range(40)])
+    later = [(k, 2) for k in range(0, 40, 2)] + [(k, None) for k in range(30, 35)] + [(k, 3) for k in range(0, 40, 4)]
+    produce(bootstrap, topic, later)
+    apply(model, later)
+    flags = ("--upsert", "--end-at-latest", "--max-segments-per-commit", "1")
+    env = {"PARKA_TEST_CRASH_AT": point, "PARKA_TEST_CRASH_AFTER": "2"}
+    crashed = ingest(lake, topic, identifier, bootstrap, *flags, env=env, check=False)
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+    ingest(lake, topic, identifier, bootstrap, *flags)
+    assert table_rows(lake, identifier) == model
+
+
+@pytest.mark.parametrize("lake", ["sql"], indirect=True)  # the index's logic: one catalog is enough
+def test_key_columns_and_sequence_by_hold_each_keys_highest_sequence(
+    bootstrap: str, new_topic: Callable[..., str], lake: Lake
+) -> None:
+    """``--key-columns`` and ``--sequence-by`` on Iceberg: an event whose sequence is below the
+    live row's changes nothing, across runs."""
+    topic = new_topic(partitions=1)
+    identifier = lake.name("t")
+    schema = pa.schema([("id", pa.int64(), False), ("version", pa.int64(), False)])
+
+    def send(rows: list[tuple[int, int]]) -> None:
+        conf = {"bootstrap.servers": bootstrap, "columnar.encoding": "parquet", "columnar.batch.records": 5}
+        with ParquetProducer(conf) as producer:
+            producer.set_schema(topic, schema)
+            for key, version in rows:
+                producer.produce(topic, {"id": key, "version": version}, key=str(key).encode())
+            assert producer.flush(30) == 0
+
+    flags = ("--upsert", "--key-columns", "id", "--sequence-by", "version", "--end-at-latest")
+    send([(k, 10) for k in range(20)])
+    ingest(lake, topic, identifier, bootstrap, *flags)
+    send([(k, 5) for k in range(10)] + [(k, 20) for k in range(10, 20)])  # older for 0-9, newer for 10-19
+    ingest(lake, topic, identifier, bootstrap, *flags)
+    assert table_rows(lake, identifier) == {k: 10 if k < 10 else 20 for k in range(20)}
+
+
+@pytest.mark.parametrize("lake", ["sql"], indirect=True)
+def test_two_workers_on_one_iceberg_upsert_table_hold_the_latest_row_per_key(
+    bootstrap: str, new_topic: Callable[..., str], lake: Lake, tmp_path: Path
+) -> None:
+    """Two daemons of one group split the topic's partitions; each one's key index catches up
+    with the other's snapshots from what they changed (their data and delete files)."""
+    topic = new_topic(partitions=4)
+    identifier = lake.name("t")
+    model: dict[int, int] = {}
+    land(lake, topic, bootstrap, model, [(k, 0) for k in range(80)])
+    flags = ("-g", f"grp-{topic}", "--upsert", "--allowed-latency", "1", "--max-segments-per-commit", "2")
+    logs = [tmp_path / "a.log", tmp_path / "b.log"]
+    workers = [start_ingest(topic, identifier, bootstrap, *lake.flags, *flags, log=log) for log in logs]
+    rng = random.Random(7)
+    try:
+        for step in range(1, 4):
+            events: list[tuple[int, int | None]] = [
+                (rng.randrange(80), None if rng.random() < 0.15 else step) for _ in range(60)
+            ]
+            produce(bootstrap, topic, events)
+            apply(model, events)
+            wait_for(lambda: table_rows(lake, identifier) == model, f"step {step}: the table to be the model", 90)
+    finally:
+        for w in workers:
+            w.send_signal(signal.SIGTERM)
+        codes = [w.wait(timeout=60) for w in workers]
+    assert codes == [0, 0], [log.read_text()[-2000:] for log in logs]
+    assert table_rows(lake, identifier) == model
+    texts = [log.read_text() for log in logs]
+    assert all("assigned" in t for t in texts)  # both held partitions
+    assert sum(t.count("key index caught up from version") for t in texts) > 0, texts[0][-2000:]
+    assert all("could not catch up" not in t for t in texts), texts
