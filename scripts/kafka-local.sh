@@ -141,6 +141,7 @@ auto.create.topics.enable=true
 message.max.bytes=8388608
 replica.fetch.max.bytes=8388608
 log.retention.hours=24
+metadata.max.idle.interval.ms=0
 PROPS
   } > "$CONF"
   cat > "$L4J" <<L4J
