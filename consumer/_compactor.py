@@ -355,11 +355,7 @@ class Maintenance:
         if s.upsert and s.optimize_every and self._compactor is None:
             log.info("--upsert: no --optimize-every (its rewrites may reorder rows the key index points at); "
                      "background compaction keeps the files compact")  # fmt: skip
-        iceberg_upserts = s.upsert and s.catalog is not None
-        if iceberg_upserts and s.compact_min_files and self._compactor is None:
-            log.info("--upsert --catalog: no background compaction (an Iceberg compaction does not apply position "
-                     "deletes yet); the table's files stay as ingestion wrote them")  # fmt: skip
-        if s.compact_min_files and self._compactor is None and not iceberg_upserts:
+        if s.compact_min_files and self._compactor is None:
             policy = CompactionPolicy(s.compact_min_files, s.compact_max_rewrites)
             compact = table_compaction(s, commit_turn, rows_moved)
             self._compactor = Compactor(compact, policy, topic=s.topic, counts=self._counts)

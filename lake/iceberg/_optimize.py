@@ -20,8 +20,15 @@ snapshots with pyiceberg, safely next to running ``parka ingest`` / ``parka spar
   worker resumes from); then the data files no remaining snapshot names are deleted (pyiceberg's
   expiry removes only the metadata).
 
-Not done: tables with delete files (row-level deletes by another engine) are refused; the
-manifests of expired snapshots are left in the metadata folder.
+* **Deletes.** A file with rows deleted by position-delete files (an upsert table's) is read with
+  them applied, so the compacted file holds its live rows only, and the commit removes those
+  delete files with the files they named (the snapshot is parka's own, :class:`._deletes.RowDelta`).
+  A delete file that also names files outside the rewrite (another writer's, for many) stays.
+  Background compaction rewrites a file alone once ``purge_fraction`` of its rows are deleted. A
+  rewrite whose inputs got more deleted rows after it read them is dropped, as one whose inputs
+  another compaction took; holding the ingest's commit turn, that happens only between attempts.
+
+Not done: equality deletes and deletion vectors (another engine's) are refused.
 """
 
 from __future__ import annotations
@@ -34,11 +41,11 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.io.pyarrow import ArrowScan
-from pyiceberg.manifest import ManifestContent
 from pyiceberg.table import FileScanTask
 
 from parka.errors import CommitConflict, CommitError, ConfigError, NoTableError
@@ -54,6 +61,7 @@ from .._compaction import (
 )
 from .._log import DataFile
 from .._storage import delete_files, make_durable, write_data_file
+from ._deletes import DeleteState
 from ._engine import IcebergEngine
 from ._table import IcebergTableLog
 
@@ -79,7 +87,8 @@ def optimize_iceberg(
     Raises:
         ConfigError: a bad ``target_size``, ``row_group_rows``, ``max_attempts`` or retention.
         CommitConflict: the compaction kept conflicting with concurrent commits (nothing lost).
-        CommitError: no such table, a table with delete files, or a failed read, write or commit.
+        CommitError: no such table, a table with deletes parka cannot read, or a failed read,
+            write or commit.
     """
     if target_size < 1024 * 1024:
         raise ConfigError("--target-file-size", target_size, "at least 1 MiB")
@@ -133,12 +142,19 @@ def compact_iceberg(
 
     def plan() -> list[tuple[list[Any], str | None]]:
         files = sorted(_current_files(table), key=lambda f: f.file_path)
+        state = table.delete_state()
+
+        def deleted(f: Any) -> float:
+            rows = state.positions.get(table.relative(f.file_path))
+            return 0.0 if rows is None or not f.record_count else len(rows) / f.record_count
+
         planned = policy.plan(
             files,
             target_size=target_size,
             path=lambda f: str(f.file_path),
             size=lambda f: int(f.file_size_in_bytes),
             partition=lambda f: repr(f.partition),
+            deleted=deleted,
         )
         return [(b.files, b.new_name(lambda f: str(f.file_path))) for b in planned]
 
@@ -188,7 +204,7 @@ def _compact(
     """
     before = table.version()
     removed = added = attempts = 0
-    written: list[tuple[list[Any], DataFile]] = []  # (input files, their rewrite), not committed yet
+    written: list[Rewrite] = []  # not committed yet
     try:
         for attempts in range(1, max_attempts + 1):
             table.refresh()
@@ -197,7 +213,7 @@ def _compact(
                 for group, name in plan():
                     if cancel is not None and cancel.is_set():
                         break
-                    written.append((group, _rewrite(table, group, row_group_rows, options, name)))
+                    written.append(_rewrite(table, group, row_group_rows, options, name))
                 if not written:
                     break
                 make_durable(table.uri, options)
@@ -214,10 +230,11 @@ def _compact(
                 if before_commit is not None:
                     before_commit()
                 table.replace_files(
-                    [f for group, _ in written for f in group],
-                    [new for _, new in written],
-                    partitions=[group[0].partition for group, _ in written],
+                    [f for w in written for f in w.inputs],
+                    [w.new for w in written],
+                    partitions=[w.inputs[0].partition for w in written],
                     commit_info={"parka.optimize": "compaction"},
+                    late_deletes={w.new.path: w.late for w in written if len(w.late)},
                 )
             except CommitConflict as exc:
                 log.info("compaction conflicted with another commit (attempt %d): reading again (%s)", attempts, exc)
@@ -230,34 +247,76 @@ def _compact(
             finally:
                 if commit_turn is not None:
                     commit_turn.release()
-            removed, added = sum(len(g) for g, _ in written), len(written)
+            removed, added = sum(len(w.inputs) for w in written), len(written)
             written = []
             break
     finally:
         if written:  # not committed: cancelled, out of attempts, or failed before its commit
-            _discard(table.uri, [new for _, new in written], options)
+            _discard(table.uri, [w.new for w in written], options)
     return OptimizeResult(table.identifier, before, table.refresh(), removed, added, 0, None, attempts)
 
 
-def _keep_live(
-    table: IcebergTableLog, written: list[tuple[list[Any], DataFile]], options: Mapping[str, str]
-) -> list[tuple[list[Any], DataFile]]:
-    """The rewrites whose inputs are all still live in the table as last read; the others'
-    files deleted (another compaction took their inputs)."""
+_NONE = np.zeros(0, dtype=np.int64)
+
+
+@dataclasses.dataclass(frozen=True)
+class Rewrite:
+    """Input files rewritten as ``new`` (not committed yet): ``read`` holds the rows of each input
+    that were deleted when it was read (left out of ``new``), ``late`` the rows of ``new`` that
+    were deleted in its inputs since (the commit deletes them in ``new`` by a delete file)."""
+
+    inputs: list[Any]
+    new: DataFile
+    read: list[np.ndarray]
+    late: np.ndarray = dataclasses.field(default_factory=lambda: _NONE)
+
+    def caught_up(self, now: list[np.ndarray]) -> Rewrite | None:
+        """This rewrite given its inputs' deleted rows ``now``: ``late`` the rows of ``new`` they
+        add; ``None`` when rows deleted at the read are no longer (a restore: rewrite again)."""
+        late = []
+        base = 0
+        for f, then, rows in zip(self.inputs, self.read, now, strict=True):
+            if not np.isin(then, rows).all():
+                return None
+            added = np.setdiff1d(rows, then, assume_unique=True)
+            # a live row's place in new: its input's base, plus the live rows before it
+            late.append(base + added - np.searchsorted(then, added))
+            base += int(f.record_count) - len(then)
+        return dataclasses.replace(self, late=np.concatenate(late) if late else _NONE)
+
+
+def _keep_live(table: IcebergTableLog, written: list[Rewrite], options: Mapping[str, str]) -> list[Rewrite]:
+    """The rewrites whose inputs are all still live in the table as last read, caught up with the
+    rows deleted in them since they were read (:meth:`Rewrite.caught_up`); the others' files
+    deleted (another commit took their inputs)."""
     if not written:
         return written
     spec = table.iceberg.spec().spec_id
     live = {f.file_path for f in table.data_files()}
-    stale = [new for group, new in written if not _still_live(group, live, spec)]
+    state = table.delete_state()
+    kept: list[Rewrite] = []
+    stale: list[DataFile] = []
+    for w in written:
+        caught = _deleted_rows(table, state, w.inputs) if _still_live(w.inputs, live, spec) else None
+        now = w.caught_up(caught) if caught is not None else None
+        if now is None:
+            stale.append(w.new)
+        else:
+            kept.append(now)
     if stale:
         log.info("%d compacted file(s) lost their inputs to another commit: dropped", len(stale))
         _discard(table.uri, stale, options)
-    return [(group, new) for group, new in written if _still_live(group, live, spec)]
+    return kept
 
 
 def _still_live(group: list[Any], live: set[str], spec: int) -> bool:
     """A rewrite may still be committed: all its inputs are live, in the current partition spec."""
     return all(f.spec_id == spec and f.file_path in live for f in group)
+
+
+def _deleted_rows(table: IcebergTableLog, state: DeleteState, group: list[Any]) -> list[np.ndarray]:
+    """The deleted rows of each file of ``group`` (ascending)."""
+    return [state.positions.get(table.relative(f.file_path), _NONE) for f in group]
 
 
 def _discard(uri: str, files: list[DataFile], options: Mapping[str, str]) -> None:
@@ -272,11 +331,9 @@ def _current_files(table: IcebergTableLog) -> list[Any]:
     holds one partition's rows).
 
     Raises:
-        CommitError: the table has delete files.
+        CommitError: the table holds deletes parka cannot read.
     """
-    snapshot = table.iceberg.current_snapshot()
-    if snapshot is not None and any(m.content == ManifestContent.DELETES for m in snapshot.manifests(table.iceberg.io)):
-        raise CommitError(f"{table.identifier} has delete files: compact it with an engine that applies them")
+    table.delete_state()  # refuses what it cannot read
     spec = table.iceberg.spec().spec_id
     return [f for f in table.data_files() if f.spec_id == spec]
 
@@ -304,17 +361,27 @@ def _plan_bins(current: list[Any], target_size: int) -> list[list[Any]]:
 
 def _rewrite(
     table: IcebergTableLog, group: list[Any], row_group_rows: int, options: Mapping[str, str], name: str | None
-) -> DataFile:
-    """The rows of ``group`` as one new data file under the table's data folder (named ``name``
-    when given)."""
+) -> Rewrite:
+    """The live rows of ``group`` (their position deletes applied), input after input, as one new
+    data file under the table's data folder (named ``name`` when given)."""
     t = table.iceberg
+    state = table.delete_state()
     try:
-        rows = ArrowScan(t.metadata, t.io, t.schema(), AlwaysTrue()).to_table([FileScanTask(f) for f in group])
+        scan = ArrowScan(t.metadata, t.io, t.schema(), AlwaysTrue())
+        parts = []  # one input at a time: the new file's rows in the inputs' order
+        for f in group:
+            deletes = {e.data_file for e in state.delete_files.get(table.relative(f.file_path), [])}
+            parts.append(scan.to_table([FileScanTask(f, deletes)]))
+        rows = pa.concat_tables(parts, promote_options="permissive")
         sink = pa.BufferOutputStream()
         pq.write_table(rows, sink, compression="zstd", row_group_size=row_group_rows)
         data = sink.getvalue().to_pybytes()
     except Exception as exc:
         raise CommitError(f"cannot rewrite {len(group)} file(s) of {table.identifier}: {exc}") from exc
+    read = _deleted_rows(table, state, group)
+    counts = [int(f.record_count) - len(deleted) for f, deleted in zip(group, read, strict=True)]
+    if counts != [p.num_rows for p in parts]:
+        raise CommitError(f"{table.identifier}: a rewrite read {[p.num_rows for p in parts]} rows, not {counts}")
     name = name or f"compacted-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}.parquet"
     size = write_data_file(table.uri, name, data, options)
-    return DataFile(path=name, size=size, stats="{}")
+    return Rewrite(group, DataFile(path=name, size=size, stats="{}"), read)

@@ -55,7 +55,7 @@ from pyiceberg.io.pyarrow import (
 from pyiceberg.manifest import DataFile as IcebergDataFile
 from pyiceberg.manifest import DataFileContent, FileFormat, ManifestContent
 from pyiceberg.table import Table, TableProperties
-from pyiceberg.table.snapshots import Snapshot, ancestors_of
+from pyiceberg.table.snapshots import Operation, Snapshot, ancestors_of
 from pyiceberg.table.update.snapshot import ExpireSnapshots
 from pyiceberg.typedef import Record
 
@@ -196,6 +196,10 @@ class IcebergTableLog:
         # feature: the rule (parka.evolution) may widen; the schema update refuses the rest.
         return {**self._table.metadata.properties, TYPE_WIDENING_KEY: "true"}
 
+    def relative(self, path: str) -> str:
+        """A data file's path as this handle names it (:meth:`_relative`)."""
+        return self._relative(path)
+
     def _relative(self, path: str) -> str:
         """A data file's path relative to :attr:`uri` (files elsewhere keep their full URI)."""
         prefix = self.uri + "/"
@@ -292,6 +296,7 @@ class IcebergTableLog:
         *,
         partitions: Sequence[Record],
         commit_info: Mapping[str, Any],
+        late_deletes: Mapping[str, np.ndarray] | None = None,
     ) -> int:
         """One commit that swaps ``removed`` for ``added`` (a compaction: same rows; ``added[i]``
         in partition ``partitions[i]``), carrying the ``txn`` state forward, asserting the
@@ -301,7 +306,35 @@ class IcebergTableLog:
             CommitConflict: another commit came first (the caller re-plans or gives up).
             CommitError: any other failure (the commit may have landed).
         """
-        return self._commit(added, removed, self.commit_summary({}, commit_info), partitions)
+        summary = self.commit_summary({}, commit_info)
+        state = self.delete_state()
+        gone = {self._relative(f.file_path) for f in removed}
+        late = {path: rows for path, rows in (late_deletes or {}).items() if len(rows)}
+        if not late and not any(path in state.delete_files for path in gone):
+            return self._commit(added, removed, summary, partitions)
+        # the removed files' delete files go with them: those that name no other file
+        deletes = {e.data_file.file_path: e.data_file for path in gone for e in state.delete_files.get(path, [])}
+        dropped = [f for f in deletes.values() if {self._relative(p) for p in self._deletes.positions(f)} <= gone]
+        new_files = [self._data_file(f, partitions[i]) for i, f in enumerate(added)]
+        spec_id = self._table.metadata.default_spec_id
+        for f, data_file in list(zip(added, new_files, strict=True)):
+            if f.path in late:  # rows deleted in the inputs since the rewrite read them
+                rows = np.unique(late[f.path])
+                options = self.storage_options
+                new_files.append(
+                    write_delete_file(self.uri, data_file.file_path, rows, spec_id, data_file.partition, options)
+                )
+        if late:
+            _storage.make_durable(self.uri, self.storage_options)
+        return self._commit_row_delta(state, new_files, [*removed, *dropped], summary)
+
+    def delete_state(self) -> DeleteState:
+        """The current snapshot's data files and their deletes (:class:`._deletes.DeleteState`).
+
+        Raises:
+            CommitError: they cannot be read, or the table holds deletes parka cannot read.
+        """
+        return self._delete_state(self._table.current_snapshot())
 
     # -- upserts (:class:`parka.lake.UpsertLog`; the deletes: :mod:`._deletes`) -----------------
 
@@ -410,6 +443,7 @@ class IcebergTableLog:
         added: Sequence[IcebergDataFile],
         removed: Sequence[IcebergDataFile],
         summary: Mapping[str, str],
+        operation: Operation = Operation.OVERWRITE,
     ) -> int:
         """:meth:`_commit` for a snapshot of :class:`._deletes.RowDelta`."""
         table = without_retries(self._table)
@@ -417,7 +451,10 @@ class IcebergTableLog:
             tx = CachingTransaction(table)
             if NAME_MAPPING not in table.metadata.properties:
                 tx.set_properties({NAME_MAPPING: table.metadata.schema().name_mapping.model_dump_json()})
-            delta = RowDelta(tx, table.io, state=state, added=added, removed=removed, snapshot_properties=dict(summary))
+            delta = RowDelta(
+                tx, table.io, state=state, added=added, removed=removed, snapshot_properties=dict(summary),
+                operation=operation,
+            )  # fmt: skip
             delta.commit()
             tx.commit_transaction()
         except CommitFailedException as exc:

@@ -789,3 +789,22 @@ def test_a_commit_whose_file_the_other_workers_orphan_cleanup_deleted_drops_it_a
     assert raced == [1]
     assert ids(first.engine) == [0, 1]  # type: ignore[arg-type]
     assert (slow.stats.conflicts, slow.stats.covered_files) == (1, 1)
+
+
+def test_a_rewrite_catches_up_with_rows_deleted_in_its_inputs_since_it_read_them() -> None:
+    """A compaction's new file holds its inputs' live rows, input after input; rows deleted in
+    an input after the rewrite read it map to their places in the new file, and a delete that
+    vanished (a restore) makes the rewrite unusable."""
+    from types import SimpleNamespace
+
+    import numpy as np
+    from parka.lake import DataFile
+    from parka.lake.iceberg._optimize import Rewrite
+
+    inputs = [SimpleNamespace(record_count=5), SimpleNamespace(record_count=4)]
+    rewrite = Rewrite(inputs, DataFile(path="c.parquet", size=1, stats="{}"), [np.array([1, 3]), np.array([0])])
+    # input 0's live rows 0, 2, 4 are the new file's 0-2; input 1's live rows 1, 2, 3 its 3-5
+    caught = rewrite.caught_up([np.array([1, 2, 3]), np.array([0, 3])])
+    assert caught is not None and caught.late.tolist() == [1, 5]
+    assert rewrite.caught_up([np.array([1, 3]), np.array([0])]).late.tolist() == []  # type: ignore[union-attr]
+    assert rewrite.caught_up([np.array([3]), np.array([0])]) is None  # row 1 back

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from parka.lake import optimize_iceberg
 from parka.producer import ParquetProducer
+from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.manifest import DataFileContent, ManifestContent
 
 from .._ingest_util import last_json, start_ingest, wait_for
@@ -24,8 +26,12 @@ pytestmark = pytest.mark.integration
 
 
 def table_rows(lake: Lake, identifier: str) -> dict[int, int]:
-    """The table through pyiceberg's scan (position deletes applied); no key twice."""
-    rows = lake.rows(identifier).select(["id", "version"]).to_pylist()
+    """The table through pyiceberg's scan (position deletes applied); no key twice. A table not
+    created yet is empty."""
+    try:
+        rows = lake.rows(identifier).select(["id", "version"]).to_pylist()
+    except NoSuchTableError:
+        return {}
     ids = [r["id"] for r in rows]
     assert len(ids) == len(set(ids)), "a key holds more than one row"
     return {r["id"]: r["version"] for r in rows}
@@ -165,3 +171,47 @@ def test_two_workers_on_one_iceberg_upsert_table_hold_the_latest_row_per_key(
     assert all("assigned" in t for t in texts)  # both held partitions
     assert sum(t.count("key index caught up from version") for t in texts) > 0, texts[0][-2000:]
     assert all("could not catch up" not in t for t in texts), texts
+
+
+@pytest.mark.parametrize("lake", ["sql"], indirect=True)
+def test_background_compaction_applies_the_position_deletes(
+    bootstrap: str, new_topic: Callable[..., str], lake: Lake, tmp_path: Path
+) -> None:
+    """With background compaction at its most eager, one daemon lands rounds of random updates
+    and tombstones into an Iceberg upsert table: each compaction reads its files with their
+    position deletes applied and removes those delete files with them, the key index catches up
+    with it, and the table stays the model through every round. ``parka optimize`` then compacts
+    what is left the same way."""
+    topic = new_topic(partitions=2)
+    identifier = lake.name("t")
+    model: dict[int, int] = {}
+    flags = ("--upsert", "--allowed-latency", "0.2", "--max-segments-per-commit", "2", "--compact-min-files", "2")
+    log = tmp_path / "ingest.log"
+    worker = start_ingest(topic, identifier, bootstrap, *lake.flags, *flags, "-v", log=log)
+    rng = random.Random(11)
+    try:
+        for step in range(1, 6):
+            events: list[tuple[int, int | None]] = [
+                (rng.randrange(120), None if rng.random() < 0.1 else step) for _ in range(150)
+            ]
+            produce(bootstrap, topic, events)
+            apply(model, events)
+            wait_for(lambda: table_rows(lake, identifier) == model, f"step {step}: the table to be the model", 90)
+        wait_for(lambda: "compacted" in log.read_text(), "a background compaction", timeout_s=60)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        code = worker.wait(timeout=60)
+    text = log.read_text()
+    assert code == 0, text[-3000:]
+    assert table_rows(lake, identifier) == model
+    assert any("compacted" in ln and "small file(s)" in ln for ln in text.splitlines()), text[-3000:]
+    logged = lake.logged(identifier)
+    assert any(Path(p).name.startswith("compacted-") for p in logged), logged
+    # a compacted file holds live rows only: no delete file of its own inputs came along
+    deletes = delete_files(lake, identifier)
+    assert all(len(files) == 1 for files in deletes.values()), deletes
+    live = lake.files(identifier)
+    assert set(deletes) <= {f"file://{lake.data_root(identifier)}/{p}" for p in live}
+    result = optimize_iceberg(lake.engine(), identifier)
+    assert result.files_added >= 1 or len(live) < 2, result
+    assert table_rows(lake, identifier) == model
