@@ -49,9 +49,19 @@ from pyiceberg.typedef import Record
 from parka.errors import CommitError
 
 from .. import _storage
+from .._compaction import CompactedName
 from .._key_reads import LiveFile
+from .._plan import FileName
 
-__all__ = ["DELETES_DIR", "DeleteMemo", "DeleteState", "RowDelta", "delete_file_bytes", "write_delete_file"]
+__all__ = [
+    "DELETES_DIR",
+    "DeleteMemo",
+    "DeleteState",
+    "RowDelta",
+    "delete_file_bytes",
+    "delete_file_name",
+    "write_delete_file",
+]
 
 PATH_FIELD_ID = 2147483546  # the spec's reserved field ids of a position-delete file's columns
 POS_FIELD_ID = 2147483545
@@ -62,7 +72,7 @@ _SCHEMA = pa.schema(
     ]
 )
 DELETES_DIR = "deletes"
-"""Where under the table's data folder parka's delete files go (``deletes/<uuid>.parquet``)."""
+"""Where under the table's data folder parka's delete files go (:func:`delete_file_name`)."""
 MAX_DELETE_MANIFESTS = 8
 
 
@@ -195,17 +205,41 @@ class DeleteMemo:
         self._positions = {p: v for p, v in self._positions.items() if p in live}
 
 
+def delete_file_name(anchor: str | None) -> str:
+    """A new delete file's name under the data folder, after the commit's ``anchor`` (the name
+    of a file the same commit adds) so that the orphan cleanup judges it as that file: a new
+    :class:`~parka.lake._plan.FileName` with the anchor's Kafka coordinates (the commit's
+    offsets: once the table's ``txn`` passes them without the commit, it never lands), or a new
+    :class:`~parka.lake._compaction.CompactedName` with the anchor's input key (a compaction's:
+    once that input is gone without it, it never lands). Without an anchor (a commit of
+    tombstones alone, ``parka optimize``'s output) a random name, which the cleanup leaves."""
+    base = None if anchor is None else anchor.rsplit("/", 1)[-1]
+    if base is not None and (name := FileName.parse(base)) is not None:
+        return f"{DELETES_DIR}/{FileName.new(name.topic, name.partition, name.offset, last=name.last)}"
+    if base is not None and (compacted := CompactedName.parse(base)) is not None:
+        return f"{DELETES_DIR}/{CompactedName(compacted.generation, compacted.input, uuid.uuid4().hex)}"
+    return f"{DELETES_DIR}/{uuid.uuid4().hex}.parquet"
+
+
 def write_delete_file(
-    uri: str, data_path: str, positions: np.ndarray, spec_id: int, partition: Record, storage_options: Mapping[str, str]
+    uri: str,
+    data_path: str,
+    positions: np.ndarray,
+    spec_id: int,
+    partition: Record,
+    storage_options: Mapping[str, str],
+    *,
+    anchor: str | None = None,
 ) -> DataFile:
     """Write the delete file of ``positions`` of ``data_path`` (a full path) under ``uri`` (the
-    table's data folder) and return its manifest entry's file (bounds on ``file_path``: that
-    path alone). Not durable until :func:`parka.lake._storage.make_durable`.
+    table's data folder), named after ``anchor`` (:func:`delete_file_name`), and return its
+    manifest entry's file (bounds on ``file_path``: that path alone). Not durable until
+    :func:`parka.lake._storage.make_durable`.
 
     Raises:
         CommitError: the write failed.
     """
-    relative = f"{DELETES_DIR}/{uuid.uuid4().hex}.parquet"
+    relative = delete_file_name(anchor)
     body = delete_file_bytes(data_path, positions)
     size = _storage.write_data_file(uri, relative, body, storage_options)
     path_bound = data_path.encode()

@@ -59,6 +59,7 @@ from pyiceberg.table.snapshots import Operation, Snapshot, ancestors_of
 from pyiceberg.table.update.snapshot import ExpireSnapshots
 from pyiceberg.typedef import Record
 
+from parka.crash import crash_point
 from parka.errors import CommitConflict, CommitError, SchemaMismatchError, one_line
 from parka.evolution import TYPE_WIDENING_KEY
 from parka.partitioning import EXPRESSION_KEY, PartitionSpec
@@ -320,10 +321,12 @@ class IcebergTableLog:
         for f, data_file in list(zip(added, new_files, strict=True)):
             if f.path in late:  # rows deleted in the inputs since the rewrite read them
                 rows = np.unique(late[f.path])
-                options = self.storage_options
                 new_files.append(
-                    write_delete_file(self.uri, data_file.file_path, rows, spec_id, data_file.partition, options)
-                )
+                    write_delete_file(
+                        self.uri, data_file.file_path, rows, spec_id, data_file.partition, self.storage_options,
+                        anchor=f.path,
+                    )
+                )  # fmt: skip
         if late:
             _storage.make_durable(self.uri, self.storage_options)
         return self._commit_row_delta(state, new_files, [*removed, *dropped], summary)
@@ -420,9 +423,14 @@ class IcebergTableLog:
                 removed.append(target)  # every row deleted: the file goes
                 continue
             spec_id = target.spec_id if entry is not None else self._table.metadata.default_spec_id
-            options = self.storage_options
-            delete_files.append(write_delete_file(self.uri, target.file_path, rows, spec_id, target.partition, options))
+            delete_files.append(
+                write_delete_file(
+                    self.uri, target.file_path, rows, spec_id, target.partition, self.storage_options,
+                    anchor=files[0].path if files else None,
+                )
+            )  # fmt: skip
         _storage.make_durable(self.uri, self.storage_options)
+        crash_point("after-deletes")  # the delete files written, the snapshot not yet
         summary = self.commit_summary(txns, info)
         return UpsertCommit(self._commit_row_delta(state, [*added, *delete_files], removed, summary))
 
