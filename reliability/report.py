@@ -17,6 +17,7 @@ CHAOS = {
     "evolution": "schema evolution chaos",
     "upsert": "parka ingest --upsert chaos",
     "upsert-cdc": "parka ingest --cdc debezium chaos",
+    "upsert-iceberg": "parka ingest --upsert chaos (Iceberg)",
     "history": "long history (VACUUM, checkpoints, log cleanup)",
     "spark": "spark-ingest chaos",
     "broker": "broker restarts",
@@ -105,7 +106,11 @@ def summarize(
         for point in results[scenario].get("crash_points", CRASH_POINTS):
             n = ingest_faults.get(f"crash point {point}", 0)
             requirements.append((f"parka ingest killed at crash point {point}{on} ({n})", n > 0))
-    for scenario, flag in (("upsert", "--upsert"), ("upsert-cdc", "--cdc debezium")):
+    for scenario, flag in (
+        ("upsert", "--upsert"),
+        ("upsert-cdc", "--cdc debezium"),
+        ("upsert-iceberg", "--upsert --catalog"),
+    ):
         if scenario not in results:
             continue
         upsert_faults = results[scenario].get("faults", {})

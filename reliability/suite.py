@@ -78,7 +78,8 @@ MODES = {
     ),
 }
 SCENARIOS = (
-    "bad-inputs", "ingest", "ingest-iceberg", "evolution", "upsert", "upsert-cdc", "history", "spark", "broker",
+    "bad-inputs", "ingest", "ingest-iceberg", "evolution", "upsert", "upsert-cdc", "upsert-iceberg", "history",
+    "spark", "broker",
 )  # fmt: skip
 
 
@@ -150,6 +151,13 @@ def main(argv: list[str] | None = None) -> int:
         "upsert-cdc",
         lambda: run_upsert_chaos(args.bootstrap, run_id, out / "upsert-cdc", args.seed, rounds=rounds, cdc=True),
     )
+    if not quick or (args.only and "upsert-iceberg" in args.only):  # make test runs the Delta one
+        scenario(
+            "upsert-iceberg",
+            lambda: run_upsert_chaos(
+                args.bootstrap, run_id, out / "upsert-iceberg", args.seed, rounds=rounds, table_format="iceberg"
+            ),
+        )
     if mode.history_kills:
         kills = mode.history_kills
         scenario("history", lambda: run_history_chaos(args.bootstrap, run_id, out / "history", ids, args.seed, kills))

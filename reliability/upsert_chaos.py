@@ -17,6 +17,9 @@ table, read with delta-rs' query engine (deletion vectors applied), must be the 
 lost (missing, or at an older version), none resurrected (present though deleted), none twice,
 and no file under the table that no version names.
 
+With ``table_format`` ``iceberg`` the table is an Iceberg table (the embedded catalog), its
+superseded rows deleted by position-delete files, read back by pyiceberg's scan.
+
 With ``cdc`` the events are Debezium envelopes (:data:`ENVELOPE`), ordered by ``source.lsn``: a
 new version is a ``c`` or ``u`` event at the next lsn, a delete a ``d`` event followed, one time
 in two, by its tombstone, and one event in twenty replays a live key's older state (an update
@@ -158,17 +161,19 @@ class KeyedFeeder(threading.Thread):
 
 
 def run_upsert_chaos(
-    bootstrap: str, run_id: str, out: Path, seed: int, *, rounds: int, cdc: bool = False
+    bootstrap: str, run_id: str, out: Path, seed: int, *, rounds: int, cdc: bool = False, table_format: str = "delta"
 ) -> dict[str, Any]:
-    """The scenario; returns its result for the summary (lost, duplicated, faults, problems)."""
-    kind = "upsert-cdc" if cdc else "upsert"
+    """The scenario, into a Delta table or (``table_format`` ``iceberg``) an Iceberg table of the
+    embedded catalog, whose superseded rows go by position-delete files; returns its result for
+    the summary (lost, duplicated, faults, problems)."""
+    kind = ("upsert-cdc" if cdc else "upsert") + ("" if table_format == "delta" else f"-{table_format}")
     rng = random.Random(f"{seed}-{kind}")
     topic = f"reliability-{kind}-{run_id}"
     create_topic(bootstrap, topic, 4)
-    target = tables.target("delta", out, "table")
+    target = tables.target(table_format, out, "table")
     group = f"reliability-{kind}-{run_id}"
     mode = ("--cdc", "debezium") if cdc else ("--upsert",)
-    flags = (*mode, "-g", group, "--allowed-latency", "0.5", "--compact-min-files", "2")
+    flags = (*mode, "-g", group, "--allowed-latency", "0.5", "--compact-min-files", "2", *target.flags)
     command = ingest_command(topic, target.name, bootstrap, *flags)
     faults: Counter[str] = Counter()
     problems: list[str] = []
@@ -184,9 +189,10 @@ def run_upsert_chaos(
         procs.append(proc)
         return proc
 
+    points = POINTS if table_format == "delta" else (*POINTS, "after-deletes")  # Iceberg's delete files written
     try:
         for _ in range(rounds):
-            for point in POINTS:
+            for point in points:
                 victim = start(point, 1 if point == "on-revoke" else rng.randint(1, 3))  # one revoke each
                 if point == "on-revoke":
                     wait_for(functools.partial(victim.has, "assigned"), f"{victim.name} to hold partitions", 120)
@@ -226,15 +232,18 @@ def run_upsert_chaos(
     if final.wait_exit(300) != 0:
         problems.append(f"the final pass exited {final.popen.returncode}: {final.tail(2000)}")
     problems += [f"the producer: {e}" for e in feeder.errors]
-    return verdict(target, feeder, faults, problems)
+    return {**verdict(target, feeder, faults, problems), "crash_points": list(points)}
 
 
 def verdict(target: tables.Target, feeder: KeyedFeeder, faults: Counter[str], problems: list[str]) -> dict[str, Any]:
-    """The table against the producer's model."""
-    from deltalake import DeltaTable, QueryBuilder
-
+    """The table against the producer's model, read with deletes applied (delta-rs' query engine,
+    pyiceberg's scan)."""
     rows: list[dict[str, Any]] = []
-    if target.exists():
+    if target.exists() and target.catalog_name is not None:
+        rows = target.read(["id", "version"]).to_pylist()
+    elif target.exists():
+        from deltalake import DeltaTable, QueryBuilder
+
         reader = QueryBuilder().register("t", DeltaTable(str(target.name))).execute("select id, version from t")
         rows = pa.table(reader.read_all()).to_pylist()
     got = Counter(r["id"] for r in rows)
