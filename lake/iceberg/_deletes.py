@@ -274,8 +274,8 @@ class _DeleteManifestWriter(ManifestWriterV2):
 
 
 class RowDelta(_MergeAppendFiles):
-    """A snapshot that adds data and delete files and removes delete files and data files (all of
-    whose rows are deleted, or a compaction's inputs: ``operation`` ``replace``), from the
+    """A snapshot (``overwrite``) that adds data and delete files and removes delete files and
+    data files (all of whose rows are deleted, or a compaction's inputs), from the
     manifests of the snapshot the transaction read; see the module docstring. Its base class is
     pyiceberg's merging append (data manifests merge as an append's), whose manifests it writes
     itself."""
@@ -289,9 +289,8 @@ class RowDelta(_MergeAppendFiles):
         added: Sequence[DataFile],
         removed: Sequence[DataFile],
         snapshot_properties: dict[str, str],
-        operation: Operation = Operation.OVERWRITE,
     ) -> None:
-        super().__init__(operation, transaction, fileio, snapshot_properties=snapshot_properties)
+        super().__init__(Operation.OVERWRITE, transaction, fileio, snapshot_properties=snapshot_properties)
         self._state = state
         self._removed_paths = {f.file_path for f in removed}
         for f in added:

@@ -40,7 +40,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -55,7 +55,7 @@ from pyiceberg.io.pyarrow import (
 from pyiceberg.manifest import DataFile as IcebergDataFile
 from pyiceberg.manifest import DataFileContent, FileFormat, ManifestContent
 from pyiceberg.table import Table, TableProperties
-from pyiceberg.table.snapshots import Operation, Snapshot, ancestors_of
+from pyiceberg.table.snapshots import Snapshot, ancestors_of
 from pyiceberg.table.update.snapshot import ExpireSnapshots
 from pyiceberg.typedef import Record
 
@@ -451,27 +451,15 @@ class IcebergTableLog:
         added: Sequence[IcebergDataFile],
         removed: Sequence[IcebergDataFile],
         summary: Mapping[str, str],
-        operation: Operation = Operation.OVERWRITE,
     ) -> int:
-        """:meth:`_commit` for a snapshot of :class:`._deletes.RowDelta`."""
-        table = without_retries(self._table)
-        try:
-            tx = CachingTransaction(table)
-            if NAME_MAPPING not in table.metadata.properties:
-                tx.set_properties({NAME_MAPPING: table.metadata.schema().name_mapping.model_dump_json()})
-            delta = RowDelta(
-                tx, table.io, state=state, added=added, removed=removed, snapshot_properties=dict(summary),
-                operation=operation,
-            )  # fmt: skip
-            delta.commit()
-            tx.commit_transaction()
-        except CommitFailedException as exc:
-            raise CommitConflict(f"commit to {self.identifier} lost a race: {exc}") from exc
-        except Exception as exc:
-            raise CommitError(f"commit to {self.identifier} failed (it may have landed): {exc}") from exc
-        self._table = table
-        self._check(table)
-        return self.version()
+        """A snapshot of :class:`._deletes.RowDelta` (delete files added or removed)."""
+
+        def snapshot(tx: CachingTransaction, table: Table) -> None:
+            RowDelta(
+                tx, table.io, state=state, added=added, removed=removed, snapshot_properties=dict(summary)
+            ).commit()
+
+        return self._transact(snapshot)
 
     def _commit(
         self,
@@ -480,23 +468,38 @@ class IcebergTableLog:
         summary: Mapping[str, str],
         partitions: Sequence[Record] | None = None,
     ) -> int:
-        """The one commit path: a snapshot adding (and removing) files, with ``summary``
-        (:meth:`commit_summary`); made from the snapshot read, without pyiceberg's retries."""
+        """A snapshot adding (and removing) data files, with ``summary`` (:meth:`commit_summary`),
+        through pyiceberg's own snapshot producers."""
         data_files = [self._data_file(f, None if partitions is None else partitions[i]) for i, f in enumerate(added)]
-        table = without_retries(self._table)
-        try:
-            tx = CachingTransaction(table)
-            if NAME_MAPPING not in table.metadata.properties:
-                tx.set_properties({NAME_MAPPING: table.metadata.schema().name_mapping.model_dump_json()})
-            snapshot = tx.update_snapshot(snapshot_properties=dict(summary))
+
+        def snapshot(tx: CachingTransaction, table: Table) -> None:
+            update = tx.update_snapshot(snapshot_properties=dict(summary))
             merge = merges_manifests(table.metadata.properties)
             with (
-                snapshot.overwrite() if removed else snapshot.merge_append() if merge else snapshot.fast_append()
+                update.overwrite() if removed else update.merge_append() if merge else update.fast_append()
             ) as producer:
                 for data_file in removed:
                     producer.delete_data_file(data_file)
                 for data_file in data_files:
                     producer.append_data_file(data_file)
+
+        return self._transact(snapshot)
+
+    def _transact(self, snapshot: Callable[[CachingTransaction, Table], None]) -> int:
+        """The one commit path: one transaction on the snapshot read, without pyiceberg's
+        retries, in which ``snapshot`` makes the snapshot (and the name mapping is set if the
+        table lacks it).
+
+        Raises:
+            CommitConflict: another commit came first.
+            CommitError: any other failure (the commit may have landed).
+        """
+        table = without_retries(self._table)
+        try:
+            tx = CachingTransaction(table)
+            if NAME_MAPPING not in table.metadata.properties:
+                tx.set_properties({NAME_MAPPING: table.metadata.schema().name_mapping.model_dump_json()})
+            snapshot(tx, table)
             tx.commit_transaction()
         except CommitFailedException as exc:
             raise CommitConflict(f"commit to {self.identifier} lost a race: {exc}") from exc

@@ -5,6 +5,7 @@ latest value per key, in each partition's offset order)."""
 
 from __future__ import annotations
 
+import functools
 import random
 import signal
 from collections.abc import Callable
@@ -53,6 +54,56 @@ def apply(model: dict[int, int], events: list[tuple[int, int | None]]) -> None:
             model[key] = version
 
 
+def random_events(
+    rng: random.Random, step: int, *, keys: int, n: int, tombstones: float
+) -> list[tuple[int, int | None]]:
+    """``n`` events on random keys below ``keys``: version ``step``, or a tombstone (a ``tombstones`` share)."""
+    return [(rng.randrange(keys), None if rng.random() < tombstones else step) for _ in range(n)]
+
+
+def follow_rounds(
+    bootstrap: str,
+    topic: str,
+    model: dict[int, int],
+    rows: Callable[[], dict[int, int]],
+    *,
+    seed: int,
+    steps: int,
+    keys: int,
+    n: int,
+    tombstones: float,
+) -> None:
+    """``steps`` rounds of :func:`random_events` produced to ``topic`` while daemons run: after each,
+    wait until the table (``rows()``) is ``model``."""
+    rng = random.Random(seed)
+    for step in range(1, steps + 1):
+        events = random_events(rng, step, keys=keys, n=n, tombstones=tombstones)
+        produce(bootstrap, topic, events)
+        apply(model, events)
+        wait_for(lambda: rows() == model, f"step {step}: the table to be the model", timeout_s=90)
+
+
+def compacting_rounds(
+    bootstrap: str, topic: str, table: str, model: dict[int, int], rows: Callable[[], dict[int, int]], log: Path,
+    *extra: str, steps: int,
+) -> str:  # fmt: skip
+    """One daemon with background compaction at its most eager (two small files are enough)
+    through ``steps`` rounds of random updates and tombstones (:func:`follow_rounds`), stopped by
+    SIGTERM once it compacted; returns its log (it exited 0 and logged a compaction)."""
+    flags = ("--upsert", "--allowed-latency", "0.2", "--max-segments-per-commit", "2", "--compact-min-files", "2")
+    worker = start_ingest(topic, table, bootstrap, *extra, *flags, "-v", log=log)
+    try:
+        follow_rounds(bootstrap, topic, model, rows, seed=11, steps=steps, keys=120, n=150, tombstones=0.1)
+        wait_for(lambda: "compacted" in log.read_text(), "a background compaction", timeout_s=60)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        code = worker.wait(timeout=60)
+    text = log.read_text()
+    assert code == 0, text[-3000:]
+    assert any("compacted" in ln and "small file(s)" in ln for ln in text.splitlines()), text[-3000:]
+    return text
+
+
 def land(bootstrap: str, topic: str, table: Path, model: dict[int, int], events: list[tuple[int, int | None]]) -> None:
     """Produce ``events``, take them into ``model``, and land the topic with ``--upsert`` to its end."""
     produce(bootstrap, topic, events)
@@ -94,27 +145,10 @@ def test_background_compaction_moves_the_key_index_with_the_rows(
     topic = new_topic(partitions=2)
     table = tmp_path / "t"
     model: dict[int, int] = {}
-    flags = ("--upsert", "--allowed-latency", "0.2", "--max-segments-per-commit", "2", "--compact-min-files", "2")
-    log = tmp_path / "ingest.log"
-    worker = start_ingest(topic, table, bootstrap, *flags, "-v", log=log)
-    rng = random.Random(11)
-    try:
-        for step in range(1, 7):
-            events: list[tuple[int, int | None]] = [
-                (rng.randrange(120), None if rng.random() < 0.1 else step) for _ in range(150)
-            ]
-            produce(bootstrap, topic, events)
-            apply(model, events)
-            wait_for(lambda: table_rows(table) == model, f"step {step}: the table to be the model", timeout_s=90)
-        wait_for(lambda: "compacted" in log.read_text(), "a background compaction", timeout_s=60)
-    finally:
-        worker.send_signal(signal.SIGTERM)
-        code = worker.wait(timeout=60)
-    text = log.read_text()
-    assert code == 0, text[-3000:]
+    text = compacting_rounds(
+        bootstrap, topic, str(table), model, functools.partial(table_rows, table), tmp_path / "log", steps=6
+    )
     assert table_rows(table) == model
-    compacted = [ln for ln in text.splitlines() if "compacted" in ln and "small file(s)" in ln]
-    assert compacted, text[-3000:]
     # read once at the first commit, and again only after a compaction that did not move it (none here)
     assert text.count("key index read from version") == 1, text[-3000:]
     # compacted files were committed (they may have been superseded since: all their rows updated)
@@ -256,15 +290,9 @@ def test_two_workers_on_one_upsert_table_hold_the_latest_row_per_key(
     flags = ("-g", f"grp-{topic}", "--upsert", "--allowed-latency", "1", "--max-segments-per-commit", "2")
     logs = [tmp_path / "a.log", tmp_path / "b.log"]
     workers = [start_ingest(topic, table, bootstrap, *flags, log=log) for log in logs]
-    rng = random.Random(7)
     try:
-        for step in range(1, 5):
-            events: list[tuple[int, int | None]] = [
-                (rng.randrange(80), None if rng.random() < 0.15 else step) for _ in range(60)
-            ]
-            produce(bootstrap, topic, events)
-            apply(model, events)
-            wait_for(lambda: table_rows(table) == model, f"step {step}: the table to be the model", timeout_s=90)
+        rows = functools.partial(table_rows, table)
+        follow_rounds(bootstrap, topic, model, rows, seed=7, steps=4, keys=80, n=60, tombstones=0.15)
     finally:
         for w in workers:
             w.send_signal(signal.SIGTERM)
@@ -299,9 +327,7 @@ def test_copy_on_write_holds_the_latest_row_per_key_for_readers_without_deletion
     flags = ("--upsert", "--upsert-mode", "copy-on-write", "--end-at-latest", "--compact-min-files", "2")
     rng = random.Random(3)
     for step in range(1, 5):
-        events: list[tuple[int, int | None]] = [
-            (rng.randrange(80), None if rng.random() < 0.1 else step) for _ in range(120)
-        ]
+        events = random_events(rng, step, keys=80, n=120, tombstones=0.1)
         produce(bootstrap, topic, events)
         apply(model, events)
         if step == 3:

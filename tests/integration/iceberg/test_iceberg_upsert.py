@@ -5,7 +5,7 @@ is installed; kill -9 at each crash point of an upsert commit, then a restart, e
 
 from __future__ import annotations
 
-import random
+import functools
 import signal
 import time
 from collections.abc import Callable
@@ -18,8 +18,8 @@ from parka.producer import ParquetProducer
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.manifest import DataFileContent, ManifestContent
 
-from .._ingest_util import last_json, start_ingest, wait_for
-from ..test_upsert import apply, produce
+from .._ingest_util import last_json, start_ingest
+from ..test_upsert import apply, compacting_rounds, follow_rounds, produce
 from ._lake import Lake, ingest
 
 pytestmark = pytest.mark.integration
@@ -162,15 +162,9 @@ def test_two_workers_on_one_iceberg_upsert_table_hold_the_latest_row_per_key(
     flags = ("-g", f"grp-{topic}", "--upsert", "--allowed-latency", "1", "--max-segments-per-commit", "2")
     logs = [tmp_path / "a.log", tmp_path / "b.log"]
     workers = [start_ingest(topic, identifier, bootstrap, *lake.flags, *flags, log=log) for log in logs]
-    rng = random.Random(7)
     try:
-        for step in range(1, 4):
-            events: list[tuple[int, int | None]] = [
-                (rng.randrange(80), None if rng.random() < 0.15 else step) for _ in range(60)
-            ]
-            produce(bootstrap, topic, events)
-            apply(model, events)
-            wait_for(lambda: table_rows(lake, identifier) == model, f"step {step}: the table to be the model", 90)
+        rows = functools.partial(table_rows, lake, identifier)
+        follow_rounds(bootstrap, topic, model, rows, seed=7, steps=3, keys=80, n=60, tombstones=0.15)
     finally:
         for w in workers:
             w.send_signal(signal.SIGTERM)
@@ -195,26 +189,9 @@ def test_background_compaction_applies_the_position_deletes(
     topic = new_topic(partitions=2)
     identifier = lake.name("t")
     model: dict[int, int] = {}
-    flags = ("--upsert", "--allowed-latency", "0.2", "--max-segments-per-commit", "2", "--compact-min-files", "2")
-    log = tmp_path / "ingest.log"
-    worker = start_ingest(topic, identifier, bootstrap, *lake.flags, *flags, "-v", log=log)
-    rng = random.Random(11)
-    try:
-        for step in range(1, 6):
-            events: list[tuple[int, int | None]] = [
-                (rng.randrange(120), None if rng.random() < 0.1 else step) for _ in range(150)
-            ]
-            produce(bootstrap, topic, events)
-            apply(model, events)
-            wait_for(lambda: table_rows(lake, identifier) == model, f"step {step}: the table to be the model", 90)
-        wait_for(lambda: "compacted" in log.read_text(), "a background compaction", timeout_s=60)
-    finally:
-        worker.send_signal(signal.SIGTERM)
-        code = worker.wait(timeout=60)
-    text = log.read_text()
-    assert code == 0, text[-3000:]
+    rows = functools.partial(table_rows, lake, identifier)
+    compacting_rounds(bootstrap, topic, identifier, model, rows, tmp_path / "log", *lake.flags, steps=5)
     assert table_rows(lake, identifier) == model
-    assert any("compacted" in ln and "small file(s)" in ln for ln in text.splitlines()), text[-3000:]
     logged = lake.logged(identifier)
     assert any(Path(p).name.startswith("compacted-") for p in logged), logged
     # a compacted file holds live rows only: no delete file of its own inputs came along
