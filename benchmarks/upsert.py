@@ -155,19 +155,24 @@ def run_parka(
     chunk: int,
     tombstone_order: str,
     upsert_mode: str = "merge-on-read",
+    iceberg: bool = False,
 ) -> dict[str, Any]:
+    """``parka ingest --upsert`` of the events into a Delta table, or (``iceberg``) an Iceberg
+    table of the embedded catalog (position deletes)."""
     from confluent_kafka.admin import AdminClient, NewTopic
-    from deltalake import DeltaTable, QueryBuilder
     from parka.producer import ParquetProducer
 
     topic = f"bench-upsert-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(timeout=60)
-    table = os.path.join(workdir, "parka")
+    warehouse = os.path.join(workdir, "warehouse")
+    table = "bench.parka" if iceberg else os.path.join(workdir, "parka")
     conf = {"bootstrap.servers": bootstrap, "columnar.encoding": "parquet", "linger.ms": 50}
     conf["columnar.tombstone.order"] = tombstone_order
     ingest = [sys.executable, "-m", "parka.cli", "ingest", topic, table, "-k", bootstrap, "--upsert"]
     ingest += ["--upsert-mode", upsert_mode, "--end-at-latest", "-v"]
+    if iceberg:
+        ingest += ["--catalog", "bench", "--catalog-option", f"warehouse={warehouse}"]
     try:
         load_initial(conf, topic, keys)
         subprocess.run(ingest, check=True, capture_output=True, text=True)  # the initial load, not measured
@@ -189,13 +194,23 @@ def run_parka(
     finally:
         admin.delete_topics([topic])
     index = re.search(r"key index read from version \d+: (\d+) keys in ([0-9.]+) s", proc.stderr)
-    reader = QueryBuilder().register("t", DeltaTable(table)).execute("select id, version from t")
-    got = check(pa.table(reader.read_all()), model_of(keys, events), "parka")
+    if iceberg:
+        from pyiceberg.catalog.sql import SqlCatalog
+
+        catalog = SqlCatalog("bench", uri=f"sqlite:///{warehouse}/catalog.db", warehouse=f"file://{warehouse}")
+        landed = catalog.load_table(table).scan(selected_fields=("id", "version")).to_arrow()
+        folder = os.path.join(warehouse, "bench.db", "parka", "data")
+    else:
+        from deltalake import DeltaTable, QueryBuilder
+
+        reader = QueryBuilder().register("t", DeltaTable(table)).execute("select id, version from t")
+        landed, folder = pa.table(reader.read_all()), table
+    got = check(landed, model_of(keys, events), "parka (Iceberg)" if iceberg else "parka")
     return {
         "events": int(events.ids.size),
         "tombstone_order": tombstone_order,
         "upsert_mode": upsert_mode,
-        "files_added": len([p for p in os.listdir(table) if p.endswith(".parquet")]),
+        "files_added": sum(1 for _, _, names in os.walk(folder) for n in names if n.endswith(".parquet")),
         "cpu_s": cpu,
         "wall_s": wall,
         "key_index_read_s": float(index.group(2)) if index else None,
@@ -441,12 +456,13 @@ def render(results: dict[str, Any]) -> str:
         f"{results['tombstone_order']}; parka ingest --upsert-mode {results.get('upsert_mode', 'merge-on-read')}); "
         f"one run per arm on {results['machine']}.",
     ]
-    if "parka" in arms:
-        parka = arms["parka"]["cpu_s"] / arms["parka"]["events"]
+    base = "parka" if "parka" in arms else "parka (Iceberg)" if "parka (Iceberg)" in arms else None
+    if base is not None:
+        parka = arms[base]["cpu_s"] / arms[base]["events"]
         lines += [
             "Statistic: the arm's CPU-seconds (user + system, all threads) divided by its events.",
             "",
-            "| arm | events | CPU-s | wall s | µs CPU per event | its / parka's |",
+            f"| arm | events | CPU-s | wall s | µs CPU per event | its / {base}'s |",
             "|---|---|---|---|---|---|",
         ]
         for name, arm in arms.items():
@@ -455,15 +471,24 @@ def render(results: dict[str, Any]) -> str:
                 f"| {name} | {arm['events']:,} | {arm['cpu_s']:.2f} | {arm['wall_s']:.2f} | {per * 1e6:,.1f} | "
                 f"{per / parka:,.1f} |"
             )
-        best = min((a["cpu_s"] / a["events"] for n, a in arms.items() if n != "parka"), default=None)
+        best = min((a["cpu_s"] / a["events"] for n, a in arms.items() if not n.startswith("parka")), default=None)
         if best is not None:
             lines += ["", f"The best anchor's CPU per event is {best / parka:,.1f}x parka's (goal: at least 10x)."]
-        if arms["parka"].get("key_index_read_s") is not None:
+        if "parka (Iceberg)" in arms and "pyiceberg upsert" in arms:
+            ours = arms["parka (Iceberg)"]["cpu_s"] / arms["parka (Iceberg)"]["events"]
+            theirs = arms["pyiceberg upsert"]["cpu_s"] / arms["pyiceberg upsert"]["events"]
             lines += [
                 "",
-                f"parka's start read the key index of {results['keys']:,} keys from the table in "
-                f"{arms['parka']['key_index_read_s']:.2f} s (wall, included above).",
+                f"Into Iceberg: pyiceberg's upsert's CPU per event is {theirs / ours:,.1f}x that of parka ingest "
+                "--upsert into an Iceberg table (position deletes).",
             ]
+        for name in ("parka", "parka (Iceberg)"):
+            if name in arms and arms[name].get("key_index_read_s") is not None:
+                lines += [
+                    "",
+                    f"{name}: its start read the key index of {results['keys']:,} keys from the table in "
+                    f"{arms[name]['key_index_read_s']:.2f} s (wall, included above).",
+                ]
     fresh = results.get("freshness")
     if fresh:
         ratio = fresh["scan_ratio"]
@@ -512,7 +537,7 @@ def main(argv: list[str] | None = None) -> int:
         default="merge-on-read",
         help="parka ingest --upsert-mode of the parka arm",
     )
-    p.add_argument("--arms", default="parka,delta-rs MERGE,pyiceberg upsert")
+    p.add_argument("--arms", default="parka,parka (Iceberg),delta-rs MERGE,pyiceberg upsert")
     p.add_argument("--freshness-rate", type=int, default=0, help="events/s of the daemon run (0: none)")
     p.add_argument("--freshness-duration", type=float, default=60.0)
     p.add_argument("--quick", action="store_true", help="a smoke run: 20,000 keys, 20,000 events, 4,000 for anchors")
@@ -536,6 +561,18 @@ def main(argv: list[str] | None = None) -> int:
                 args.upsert_mode,
             )
             print(f"parka: {arms['parka']}", file=sys.stderr)
+        if "parka (Iceberg)" in wanted:
+            arms["parka (Iceberg)"] = run_parka(
+                args.bootstrap,
+                args.keys,
+                events.head(args.events),
+                args.partitions,
+                workdir,
+                args.batch,
+                args.tombstone_order,
+                iceberg=True,
+            )
+            print(f"parka (Iceberg): {arms['parka (Iceberg)']}", file=sys.stderr)
         if "delta-rs MERGE" in wanted:
             arms["delta-rs MERGE"] = run_delta_merge(args.keys, events.head(args.anchor_events), args.batch, workdir)
             print(f"delta-rs MERGE: {arms['delta-rs MERGE']}", file=sys.stderr)

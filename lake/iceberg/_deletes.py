@@ -197,6 +197,14 @@ class DeleteMemo:
         self._positions[f.file_path] = out
         return out
 
+    def remember(self, manifest_path: str, entries: Sequence[ManifestEntry]) -> None:
+        """The live entries of a manifest this process wrote (not read back)."""
+        self._entries[manifest_path] = [e for e in entries if e.status != ManifestEntryStatus.DELETED]
+
+    def remember_positions(self, delete_path: str, positions: Mapping[str, np.ndarray]) -> None:
+        """What a delete file this process wrote deletes (not read back)."""
+        self._positions[delete_path] = dict(positions)
+
     def keep(self, manifests: Sequence[ManifestFile]) -> None:
         """Forget what ``manifests`` (a snapshot's) do not hold."""
         paths = {m.manifest_path for m in manifests}
@@ -286,12 +294,15 @@ class RowDelta(_MergeAppendFiles):
         fileio: FileIO,
         *,
         state: DeleteState,
+        memo: DeleteMemo,
         added: Sequence[DataFile],
         removed: Sequence[DataFile],
         snapshot_properties: dict[str, str],
     ) -> None:
         super().__init__(Operation.OVERWRITE, transaction, fileio, snapshot_properties=snapshot_properties)
         self._state = state
+        self._memo = memo
+        self._written: list[tuple[str, int, list[ManifestEntry]]] = []  # manifests it wrote: spec, entries
         self._removed_paths = {f.file_path for f in removed}
         for f in added:
             self.append_data_file(f)
@@ -326,7 +337,7 @@ class RowDelta(_MergeAppendFiles):
         rewritten: list[ManifestEntry] = []  # the entries of the delete manifests written again
         kept: list[ManifestFile] = []  # the delete manifests kept as they are
         for manifest in self._state.manifests:
-            entries = manifest.fetch_manifest_entry(self._io, discard_deleted=True)
+            entries = self._memo.entries(manifest)
             if not any(e.data_file.file_path in self._removed_paths for e in entries):
                 if manifest.content == ManifestContent.DELETES:
                     kept += [manifest] if entries else []
@@ -340,7 +351,7 @@ class RowDelta(_MergeAppendFiles):
                 out.append(self._write(ManifestContent.DATA, manifest.partition_spec_id, marked))
         if len(kept) + bool(rewritten) > MAX_DELETE_MANIFESTS:
             for manifest in kept:
-                rewritten += [self._marked(e) for e in manifest.fetch_manifest_entry(self._io, discard_deleted=True)]
+                rewritten += [self._marked(e) for e in self._memo.entries(manifest)]
             kept = []
         out += kept
         if rewritten:
@@ -351,7 +362,29 @@ class RowDelta(_MergeAppendFiles):
         with self._writer(content, spec_id) as writer:
             for entry in entries:
                 writer.add_entry(entry)
-        return writer.to_manifest_file()
+        manifest = writer.to_manifest_file()
+        self._written.append((manifest.manifest_path, spec_id, list(entries)))
+        return manifest
+
+    def remember_written(self, sequence_number: int) -> None:
+        """Once committed as ``sequence_number``: the memo holds the entries of the manifests
+        this snapshot wrote as a reader of them would get them (an added entry's sequence numbers
+        inherited, each file's spec id), so the next commit does not read them back (manifests
+        merged by pyiceberg's base class are read once, as any other)."""
+        for path, spec_id, entries in self._written:
+            read = []
+            for e in entries:
+                e.data_file.spec_id = spec_id
+                if e.sequence_number is None:
+                    e = ManifestEntry.from_args(
+                        status=e.status,
+                        snapshot_id=e.snapshot_id,
+                        sequence_number=sequence_number,
+                        file_sequence_number=sequence_number,
+                        data_file=e.data_file,
+                    )
+                read.append(e)
+            self._memo.remember(path, read)
 
     def _marked(self, entry: ManifestEntry) -> ManifestEntry:
         """``entry`` as a manifest written by this snapshot lists it: deleted when this snapshot

@@ -123,6 +123,7 @@ class IcebergTableLog:
         self._specs: tuple[PartitionSpec, ...] = ()
         self._manifests = ManifestMemo(self._relative)
         self._deletes = DeleteMemo(table.io)
+        self._state_cache: tuple[int, DeleteState] | None = None
         self._snapshots: dict[int, int | None] = {}  # version -> its current snapshot id (upserts' catch-up)
         self._check(table)
         self.uri = table.location().rstrip("/") + "/data"
@@ -321,12 +322,7 @@ class IcebergTableLog:
         for f, data_file in list(zip(added, new_files, strict=True)):
             if f.path in late:  # rows deleted in the inputs since the rewrite read them
                 rows = np.unique(late[f.path])
-                new_files.append(
-                    write_delete_file(
-                        self.uri, data_file.file_path, rows, spec_id, data_file.partition, self.storage_options,
-                        anchor=f.path,
-                    )
-                )  # fmt: skip
+                new_files.append(self._write_deletes(data_file.file_path, rows, spec_id, data_file.partition, f.path))
         if late:
             _storage.make_durable(self.uri, self.storage_options)
         return self._commit_row_delta(state, new_files, [*removed, *dropped], summary)
@@ -423,16 +419,21 @@ class IcebergTableLog:
                 removed.append(target)  # every row deleted: the file goes
                 continue
             spec_id = target.spec_id if entry is not None else self._table.metadata.default_spec_id
-            delete_files.append(
-                write_delete_file(
-                    self.uri, target.file_path, rows, spec_id, target.partition, self.storage_options,
-                    anchor=files[0].path if files else None,
-                )
-            )  # fmt: skip
+            anchor = files[0].path if files else None
+            delete_files.append(self._write_deletes(target.file_path, rows, spec_id, target.partition, anchor))
         _storage.make_durable(self.uri, self.storage_options)
         crash_point("after-deletes")  # the delete files written, the snapshot not yet
         summary = self.commit_summary(txns, info)
         return UpsertCommit(self._commit_row_delta(state, [*added, *delete_files], removed, summary))
+
+    def _write_deletes(
+        self, data_path: str, rows: np.ndarray, spec_id: int, partition: Record, anchor: str | None
+    ) -> IcebergDataFile:
+        """:func:`._deletes.write_delete_file`, its positions remembered (the next commit reads
+        the table's deletes without reading this file back)."""
+        written = write_delete_file(self.uri, data_path, rows, spec_id, partition, self.storage_options, anchor=anchor)
+        self._deletes.remember_positions(written.file_path, {data_path: rows})
+        return written
 
     def _check_upserts(self) -> None:
         """Raises CommitError when rows of this table cannot be deleted by parka's position deletes."""
@@ -443,7 +444,15 @@ class IcebergTableLog:
             raise CommitError(f"{self.identifier} is partitioned: partitioned upsert tables are not built yet")
 
     def _delete_state(self, snapshot: Snapshot | None) -> DeleteState:
-        return DeleteState.read(snapshot, self._deletes, self._relative, self.uri)
+        """The deletes of ``snapshot``, read once per snapshot (snapshots do not change)."""
+        if snapshot is None:
+            return DeleteState()
+        cached = self._state_cache
+        if cached is not None and cached[0] == snapshot.snapshot_id:
+            return cached[1]
+        state = DeleteState.read(snapshot, self._deletes, self._relative, self.uri)
+        self._state_cache = (snapshot.snapshot_id, state)
+        return state
 
     def _commit_row_delta(
         self,
@@ -454,12 +463,21 @@ class IcebergTableLog:
     ) -> int:
         """A snapshot of :class:`._deletes.RowDelta` (delete files added or removed)."""
 
-        def snapshot(tx: CachingTransaction, table: Table) -> None:
-            RowDelta(
-                tx, table.io, state=state, added=added, removed=removed, snapshot_properties=dict(summary)
-            ).commit()
+        made: list[RowDelta] = []
 
-        return self._transact(snapshot)
+        def snapshot(tx: CachingTransaction, table: Table) -> None:
+            delta = RowDelta(
+                tx, table.io, state=state, memo=self._deletes, added=added, removed=removed,
+                snapshot_properties=dict(summary),
+            )  # fmt: skip
+            delta.commit()
+            made.append(delta)
+
+        version = self._transact(snapshot)
+        committed = self._table.metadata.snapshot_by_id(made[0].snapshot_id)
+        if committed is not None and committed.sequence_number is not None:
+            made[0].remember_written(committed.sequence_number)
+        return version
 
     def _commit(
         self,
