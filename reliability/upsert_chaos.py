@@ -229,7 +229,10 @@ def run_upsert_chaos(
         stop_all(procs)
     final = Proc.start("final", [*command, "--end-at-latest"], out / "final.log")
     procs.append(final)
-    if final.wait_exit(300) != 0:
+    # the backlog the kills left: into Iceberg the final pass landed about 1,000 records/s of
+    # these small segments (a delete file per data file a commit touches, a footer read per new
+    # file), 320,000 records in 300 s in the full mode at fa729f4, short of its end
+    if final.wait_exit(300 if table_format == "delta" else 900) != 0:
         problems.append(f"the final pass exited {final.popen.returncode}: {final.tail(2000)}")
     problems += [f"the producer: {e}" for e in feeder.errors]
     return {**verdict(target, feeder, faults, problems), "crash_points": list(points)}
