@@ -549,30 +549,21 @@ def main(argv: list[str] | None = None) -> int:
     wanted = [a.strip() for a in args.arms.split(",") if a.strip()]
     arms: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="parka-bench-upsert-") as workdir:
-        if "parka" in wanted:
-            arms["parka"] = run_parka(
-                args.bootstrap,
-                args.keys,
-                events.head(args.events),
-                args.partitions,
-                workdir,
-                args.batch,
-                args.tombstone_order,
-                args.upsert_mode,
-            )
-            print(f"parka: {arms['parka']}", file=sys.stderr)
-        if "parka (Iceberg)" in wanted:
-            arms["parka (Iceberg)"] = run_parka(
-                args.bootstrap,
-                args.keys,
-                events.head(args.events),
-                args.partitions,
-                workdir,
-                args.batch,
-                args.tombstone_order,
-                iceberg=True,
-            )
-            print(f"parka (Iceberg): {arms['parka (Iceberg)']}", file=sys.stderr)
+        for name, iceberg in (("parka", False), ("parka (Iceberg)", True)):  # Iceberg: merge-on-read only
+            if name in wanted:
+                mode = "merge-on-read" if iceberg else args.upsert_mode
+                arms[name] = run_parka(
+                    args.bootstrap,
+                    args.keys,
+                    events.head(args.events),
+                    args.partitions,
+                    workdir,
+                    args.batch,
+                    args.tombstone_order,
+                    mode,
+                    iceberg=iceberg,
+                )
+                print(f"{name}: {arms[name]}", file=sys.stderr)
         if "delta-rs MERGE" in wanted:
             arms["delta-rs MERGE"] = run_delta_merge(args.keys, events.head(args.anchor_events), args.batch, workdir)
             print(f"delta-rs MERGE: {arms['delta-rs MERGE']}", file=sys.stderr)
