@@ -10,6 +10,7 @@ import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -19,6 +20,8 @@ from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.manifest import DataFileContent, ManifestContent
 
 from .._ingest_util import last_json, start_ingest
+from ..test_cdc import Event, produce_envelopes
+from ..test_cdc import apply as apply_changes
 from ..test_upsert import apply, compacting_rounds, follow_rounds, produce
 from ._lake import Lake, ingest
 
@@ -202,3 +205,28 @@ def test_background_compaction_applies_the_position_deletes(
     result = optimize_iceberg(lake.engine(), identifier)
     assert result.files_added >= 1 or len(live) < 2, result
     assert table_rows(lake, identifier) == model
+
+
+@pytest.mark.parametrize("lake", ["sql"], indirect=True)  # the committer's path: one catalog is enough
+def test_debezium_envelopes_land_in_iceberg_as_the_latest_row_per_key(
+    bootstrap: str, new_topic: Callable[..., str], lake: Lake
+) -> None:
+    """``--cdc debezium --catalog``: creates, updates, a delete with its tombstone, a replay of an
+    older event (it changes nothing) and a key deleted then created again."""
+    topic = new_topic(partitions=2)
+    identifier = lake.name("t")
+    model: dict[int, tuple[int, Any]] = {}
+    first: list[Event] = [("c", k, 100 + k, {"id": k, "name": f"n{k}", "qty": k}) for k in range(20)]
+    first += [("u", k, 200 + k, {"id": k, "name": f"u{k}", "qty": k + 1}) for k in range(0, 20, 2)]
+    first += [("d", 3, 300, {"id": 3, "name": "n3", "qty": 3}), ("", 3, 300, None)]
+    second: list[Event] = [("u", 4, 150, {"id": 4, "name": "stale", "qty": 0})]  # older than its update
+    second += [("d", 5, 400, {"id": 5, "name": "n5", "qty": 5}), ("c", 5, 401, {"id": 5, "name": "back", "qty": 9})]
+    for events in (first, second):
+        produce_envelopes(bootstrap, topic, events)
+        apply_changes(model, events)
+        ingest(lake, topic, identifier, bootstrap, "--cdc", "debezium", "--end-at-latest", *NO_COMPACTION)
+        rows = lake.rows(identifier).to_pylist()
+        assert len({r["id"] for r in rows}) == len(rows), "a key holds more than one row"
+        got = {r["id"]: {c: r[c] for c in ("id", "name", "qty")} for r in rows}
+        assert got == {k: v for k, (_, v) in model.items()}
+        assert {r["id"]: r["__source_lsn"] for r in rows} == {k: s for k, (s, _) in model.items()}
