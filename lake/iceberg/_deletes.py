@@ -55,6 +55,7 @@ from .._plan import FileName
 
 __all__ = [
     "DELETES_DIR",
+    "NO_ROWS",
     "DeleteMemo",
     "DeleteState",
     "RowDelta",
@@ -126,7 +127,7 @@ class DeleteState:
                     for data_path, rows in memo.positions(f).items():
                         rel = relative(data_path)
                         state.delete_files.setdefault(rel, []).append(entry)
-                        state.positions[rel] = np.union1d(state.positions.get(rel, _EMPTY), rows)
+                        state.positions[rel] = np.union1d(state.positions.get(rel, NO_ROWS), rows)
         except CommitError:
             raise
         except Exception as exc:
@@ -148,7 +149,8 @@ class DeleteState:
         return out
 
 
-_EMPTY = np.zeros(0, dtype=np.int64)
+NO_ROWS = np.zeros(0, dtype=np.int64)
+"""No row positions (a file without deleted rows)."""
 
 
 def _same(rows: np.ndarray) -> np.ndarray:

@@ -61,7 +61,7 @@ from .._compaction import (
 )
 from .._log import DataFile
 from .._storage import delete_files, make_durable, write_data_file
-from ._deletes import DeleteState
+from ._deletes import NO_ROWS, DeleteState
 from ._engine import IcebergEngine
 from ._table import IcebergTableLog
 
@@ -256,9 +256,6 @@ def _compact(
     return OptimizeResult(table.identifier, before, table.refresh(), removed, added, 0, None, attempts)
 
 
-_NONE = np.zeros(0, dtype=np.int64)
-
-
 @dataclasses.dataclass(frozen=True)
 class Rewrite:
     """Input files rewritten as ``new`` (not committed yet): ``read`` holds the rows of each input
@@ -268,7 +265,7 @@ class Rewrite:
     inputs: list[Any]
     new: DataFile
     read: list[np.ndarray]
-    late: np.ndarray = dataclasses.field(default_factory=lambda: _NONE)
+    late: np.ndarray = dataclasses.field(default_factory=lambda: NO_ROWS)
 
     def caught_up(self, now: list[np.ndarray]) -> Rewrite | None:
         """This rewrite given its inputs' deleted rows ``now``: ``late`` the rows of ``new`` they
@@ -282,7 +279,7 @@ class Rewrite:
             # a live row's place in new: its input's base, plus the live rows before it
             late.append(base + added - np.searchsorted(then, added))
             base += int(f.record_count) - len(then)
-        return dataclasses.replace(self, late=np.concatenate(late) if late else _NONE)
+        return dataclasses.replace(self, late=np.concatenate(late) if late else NO_ROWS)
 
 
 def _keep_live(table: IcebergTableLog, written: list[Rewrite], options: Mapping[str, str]) -> list[Rewrite]:
@@ -316,7 +313,7 @@ def _still_live(group: list[Any], live: set[str], spec: int) -> bool:
 
 def _deleted_rows(table: IcebergTableLog, state: DeleteState, group: list[Any]) -> list[np.ndarray]:
     """The deleted rows of each file of ``group`` (ascending)."""
-    return [state.positions.get(table.relative(f.file_path), _NONE) for f in group]
+    return [state.positions.get(table.relative(f.file_path), NO_ROWS) for f in group]
 
 
 def _discard(uri: str, files: list[DataFile], options: Mapping[str, str]) -> None:

@@ -53,7 +53,7 @@ from pyiceberg.io.pyarrow import (
     parquet_path_to_id_mapping,
 )
 from pyiceberg.manifest import DataFile as IcebergDataFile
-from pyiceberg.manifest import DataFileContent, FileFormat, ManifestContent
+from pyiceberg.manifest import DataFileContent, FileFormat
 from pyiceberg.table import Table, TableProperties
 from pyiceberg.table.snapshots import Snapshot, ancestors_of
 from pyiceberg.table.update.snapshot import ExpireSnapshots
@@ -71,7 +71,7 @@ from .._keys import KeyIndex
 from .._log import FILE_TAGS_KEY, DataFile, UpsertCommit
 from .._plan import RESERVED_COLUMNS
 from .._storage import FileGone, delete_files, read_parquet_footer
-from ._deletes import DeleteMemo, DeleteState, RowDelta, write_delete_file
+from ._deletes import NO_ROWS, DeleteMemo, DeleteState, RowDelta, write_delete_file
 from ._partitions import derived_fields, parka_specs, partition_record
 from ._schema import iceberg_arrow_schema, plain_field
 from ._snapshots import (
@@ -101,7 +101,6 @@ TXNS_KEY = "parka.txns"
 
 NAME_MAPPING = TableProperties.DEFAULT_NAME_MAPPING
 """The table property of the name mapping readers resolve raw files' columns by (they carry no field ids)."""
-_NONE = np.zeros(0, dtype=np.int64)
 _METADATA_NUMBER = re.compile(r"(?:^|/)(\d+)-[^/]*\.metadata\.json$")
 
 
@@ -272,24 +271,9 @@ class IcebergTableLog:
         return summary
 
     def data_files(self) -> list[IcebergDataFile]:
-        """The current snapshot's data files (their manifest entries)."""
-        snapshot = self._table.current_snapshot()
-        if snapshot is None:
-            return []
-        io = self._table.io
-        return [
-            entry.data_file
-            for manifest in snapshot.manifests(io)
-            if manifest.content == ManifestContent.DATA
-            for entry in manifest.fetch_manifest_entry(io, discard_deleted=True)
-        ]
-
-    def has_deletes(self) -> bool:
-        """Whether the current snapshot holds delete files (an upsert table's)."""
-        snapshot = self._table.current_snapshot()
-        return snapshot is not None and any(
-            m.content == ManifestContent.DELETES for m in snapshot.manifests(self._table.io)
-        )
+        """The current snapshot's data files (their manifest entries, read through the memo that
+        :meth:`delete_state` reads them with)."""
+        return [entry.data_file for entry in self.delete_state().data.values()]
 
     def replace_files(
         self,
@@ -398,7 +382,7 @@ class IcebergTableLog:
         wanted: dict[str, np.ndarray] = {}  # data file -> every row deleted after this commit
         for path, new_rows in [*deletes.items(), *new_file_deletes.items()]:
             if len(new_rows):
-                before = wanted.get(path, state.positions.get(path, _NONE))
+                before = wanted.get(path, state.positions.get(path, NO_ROWS))
                 wanted[path] = np.union1d(before, np.asarray(new_rows, np.int64))
         # a delete file this commit replaces may hold other data files' rows (another writer's
         # delete file for many): those get delete files of their own
