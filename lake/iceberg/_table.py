@@ -101,6 +101,8 @@ TXNS_KEY = "parka.txns"
 
 NAME_MAPPING = TableProperties.DEFAULT_NAME_MAPPING
 """The table property of the name mapping readers resolve raw files' columns by (they carry no field ids)."""
+_VERSIONS_KEPT = 64
+"""Versions whose snapshot a handle remembers (an upsert index catches up from its last commit's)."""
 _METADATA_NUMBER = re.compile(r"(?:^|/)(\d+)-[^/]*\.metadata\.json$")
 
 
@@ -132,6 +134,8 @@ class IcebergTableLog:
         self._specs = parka_specs(table.spec(), table.schema(), self.identifier)
         snapshot = table.current_snapshot()
         self._snapshots[self.version_of(table)] = None if snapshot is None else snapshot.snapshot_id
+        if len(self._snapshots) > _VERSIONS_KEPT:  # a daemon reads a version per commit, for months
+            del self._snapshots[next(iter(self._snapshots))]
 
     @property
     def iceberg(self) -> Table:
