@@ -24,9 +24,13 @@ snapshots with pyiceberg, safely next to running ``parka ingest`` / ``parka spar
   them applied, so the compacted file holds its live rows only, and the commit removes those
   delete files with the files they named (the snapshot is parka's own, :class:`._deletes.RowDelta`).
   A delete file that also names files outside the rewrite (another writer's, for many) stays.
-  Background compaction rewrites a file alone once ``purge_fraction`` of its rows are deleted. A
-  rewrite whose inputs got more deleted rows after it read them is dropped, as one whose inputs
-  another compaction took; holding the ingest's commit turn, that happens only between attempts.
+  Background compaction rewrites a file alone once ``purge_fraction`` of its rows are deleted.
+  Rows deleted in a rewrite's inputs after it read them are deleted in the new file by the same
+  commit (a delete file of its own), and an input that an upsert commit removed (all its rows
+  deleted) counts as all its rows deleted: on a keyed topic whose small files are soon wholly
+  superseded, that is most inputs, and dropping those rewrites starved compaction. An input gone
+  while a compaction (parka's, or any ``replace`` snapshot) committed may live on in another file:
+  that rewrite is dropped and planned again.
 
 Not done: equality deletes and deletion vectors (another engine's) are refused.
 """
@@ -47,6 +51,7 @@ import pyarrow.parquet as pq
 from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.io.pyarrow import ArrowScan
 from pyiceberg.table import FileScanTask
+from pyiceberg.table.snapshots import Operation
 
 from parka.errors import CommitConflict, CommitError, ConfigError, NoTableError
 
@@ -68,6 +73,8 @@ from ._table import IcebergTableLog
 __all__ = ["compact_iceberg", "optimize_iceberg"]
 
 log = logging.getLogger("parka.optimize")
+
+COMPACTION_KEY = "parka.optimize"  # in the summary of every compaction's snapshot
 
 
 def optimize_iceberg(
@@ -230,10 +237,10 @@ def _compact(
                 if before_commit is not None:
                     before_commit()
                 table.replace_files(
-                    [f for w in written for f in w.inputs],
+                    [f for w in written for f in w.live_inputs],
                     [w.new for w in written],
                     partitions=[w.inputs[0].partition for w in written],
-                    commit_info={"parka.optimize": "compaction"},
+                    commit_info={COMPACTION_KEY: "compaction"},
                     late_deletes={w.new.path: w.late for w in written if len(w.late)},
                 )
             except CommitConflict as exc:
@@ -247,7 +254,7 @@ def _compact(
             finally:
                 if commit_turn is not None:
                     commit_turn.release()
-            removed, added = sum(len(w.inputs) for w in written), len(written)
+            removed, added = sum(len(w.live_inputs) for w in written), len(written)
             written = []
             break
     finally:
@@ -265,7 +272,21 @@ class Rewrite:
     inputs: list[Any]
     new: DataFile
     read: list[np.ndarray]
+    snapshot_id: int | None = None  # the snapshot it read
     late: np.ndarray = dataclasses.field(default_factory=lambda: NO_ROWS)
+    gone: frozenset[str] = frozenset()  # inputs an upsert commit removed since (not removed again)
+
+    @property
+    def live_inputs(self) -> list[Any]:
+        """The inputs the commit removes: those still in the table."""
+        return [f for f in self.inputs if f.file_path not in self.gone]
+
+    @property
+    def live_rows(self) -> int:
+        """The rows of ``new`` not deleted by ``late``."""
+        return sum(int(f.record_count) - len(rows) for f, rows in zip(self.inputs, self.read, strict=True)) - len(
+            self.late
+        )
 
     def caught_up(self, now: list[np.ndarray]) -> Rewrite | None:
         """This rewrite given its inputs' deleted rows ``now``: ``late`` the rows of ``new`` they
@@ -283,9 +304,11 @@ class Rewrite:
 
 
 def _keep_live(table: IcebergTableLog, written: list[Rewrite], options: Mapping[str, str]) -> list[Rewrite]:
-    """The rewrites whose inputs are all still live in the table as last read, caught up with the
-    rows deleted in them since they were read (:meth:`Rewrite.caught_up`); the others' files
-    deleted (another commit took their inputs)."""
+    """The rewrites that may still be committed on the table as last read, caught up with the
+    rows deleted in their inputs since they were read (:meth:`Rewrite.caught_up`; an input an
+    upsert commit removed has all its rows deleted); the others' files deleted: an input gone
+    while a compaction committed (its rows may live on in another file), the partition spec
+    changed, rows deleted at the read restored, or no row left."""
     if not written:
         return written
     spec = table.iceberg.spec().spec_id
@@ -294,21 +317,38 @@ def _keep_live(table: IcebergTableLog, written: list[Rewrite], options: Mapping[
     kept: list[Rewrite] = []
     stale: list[DataFile] = []
     for w in written:
-        caught = _deleted_rows(table, state, w.inputs) if _still_live(w.inputs, live, spec) else None
-        now = w.caught_up(caught) if caught is not None else None
-        if now is None:
+        gone = frozenset(str(f.file_path) for f in w.inputs if f.file_path not in live)
+        now = None
+        if all(f.spec_id == spec for f in w.inputs) and not (gone and _rewritten_since(table, w.snapshot_id)):
+            now = w.caught_up(
+                [
+                    np.arange(int(f.record_count)) if f.file_path in gone else rows
+                    for f, rows in zip(w.inputs, _deleted_rows(table, state, w.inputs), strict=True)
+                ]
+            )
+        if now is None or now.live_rows == 0:
             stale.append(w.new)
         else:
-            kept.append(now)
+            kept.append(dataclasses.replace(now, gone=gone))
     if stale:
         log.info("%d compacted file(s) lost their inputs to another commit: dropped", len(stale))
         _discard(table.uri, stale, options)
     return kept
 
 
-def _still_live(group: list[Any], live: set[str], spec: int) -> bool:
-    """A rewrite may still be committed: all its inputs are live, in the current partition spec."""
-    return all(f.spec_id == spec and f.file_path in live for f in group)
+def _rewritten_since(table: IcebergTableLog, snapshot_id: int | None) -> bool:
+    """Whether a snapshot after ``snapshot_id`` (back from the current one) may have moved rows
+    to other files: a compaction (parka's, or any writer's ``replace``); ``True`` when
+    ``snapshot_id`` is not an ancestor of the current snapshot (expired, or rolled back)."""
+    metadata = table.iceberg.metadata
+    snapshot = table.iceberg.current_snapshot()
+    while snapshot is not None and snapshot.snapshot_id != snapshot_id:
+        summary = snapshot.summary
+        if summary is None or summary.operation == Operation.REPLACE or COMPACTION_KEY in summary.additional_properties:
+            return True
+        parent = snapshot.parent_snapshot_id
+        snapshot = None if parent is None else metadata.snapshot_by_id(parent)
+    return snapshot is None
 
 
 def _deleted_rows(table: IcebergTableLog, state: DeleteState, group: list[Any]) -> list[np.ndarray]:
@@ -381,4 +421,7 @@ def _rewrite(
         raise CommitError(f"{table.identifier}: a rewrite read {[p.num_rows for p in parts]} rows, not {counts}")
     name = name or f"compacted-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}.parquet"
     size = write_data_file(table.uri, name, data, options)
-    return Rewrite(group, DataFile(path=name, size=size, stats="{}"), read)
+    snapshot = t.current_snapshot()
+    return Rewrite(
+        group, DataFile(path=name, size=size, stats="{}"), read, None if snapshot is None else snapshot.snapshot_id
+    )

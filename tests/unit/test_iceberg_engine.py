@@ -511,6 +511,38 @@ def test_a_compaction_whose_inputs_another_compaction_took_is_dropped_and_plans_
     assert len([p for p in data.iterdir() if p.name.startswith("compacted-")]) == 1  # the loser's file deleted
 
 
+def test_a_compaction_whose_input_an_upsert_removed_commits_with_that_inputs_rows_deleted(tmp_path: Path) -> None:
+    """An upsert table whose small files are soon wholly superseded: an upsert commit between a
+    compaction's read and its commit deletes every row of one input (the commit removes that
+    file) and one row of another. The compaction commits on the new snapshot anyway, those rows
+    deleted in its new file, rather than dropping a rewrite that lost an input (which starved
+    compaction on such tables); the keys stay one row each, before and after the next upsert."""
+    c = iceberg_committer(tmp_path, upsert=True, key_columns=("id",))
+    for offset, keys in enumerate([[0, 1, 2], [3, 4], [5, 6]]):
+        c.commit([landed(c, 0, offset, keys)])
+    e = c.engine
+    assert isinstance(e, IcebergEngine)
+    raced: list[int] = []
+
+    def upsert_meanwhile() -> None:
+        if not raced:  # the first attempt only: every row of [0, 1, 2] and row 0 of [3, 4]
+            raced.append(c.commit([landed(c, 0, 3, [0, 1, 2, 3])]).version or 0)
+
+    result = optimize_iceberg(e, "db.t", before_commit=upsert_meanwhile)
+    assert raced and result.attempts == 2
+    assert (result.files_removed, result.files_added) == (2, 1)  # the removed input is not removed twice
+    assert ids(e) == list(range(7))
+    table = e.open("db.t")
+    assert table is not None
+    compacted = [f for f in table.data_files() if Path(str(f.file_path)).name.startswith("compacted-")]
+    assert len(compacted) == 1 and compacted[0].record_count == 7  # the inputs' rows, as read
+    positions = table.delete_state().positions[table.relative(compacted[0].file_path)]
+    assert positions.tolist() == [0, 1, 2, 3]  # [0, 1, 2] and 3, deleted since the read
+    assert table.txns() == {"app-0": 3}
+    c.commit([landed(c, 0, 4, [4, 6])])  # the key index found 4 and 6 where the compaction put them
+    assert ids(e) == list(range(7))
+
+
 def test_expiry_keeps_the_offsets_and_deletes_only_files_no_snapshot_names(tmp_path: Path) -> None:
     c = iceberg_committer(tmp_path)
     for offset in range(4):
