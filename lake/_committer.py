@@ -507,7 +507,7 @@ class Committer:
         committed = done.version
         index.apply(plan)
         index.move(done.moved)  # the rows of the files a copy-on-write commit rewrote, as after a compaction
-        self._discard(done.replaced)  # new files it landed rewritten: never committed
+        self._discard(done.replaced)  # new files rewritten, or all of whose rows it deleted: never committed
         self._keys = (committed, index)
         return committed
 

@@ -198,9 +198,10 @@ class UpsertLog(Protocol):
 
 @dataclass(frozen=True)
 class UpsertCommit:
-    """An upsert commit (:meth:`UpsertLog.commit_upsert`): its version and, for a copy-on-write
-    one, where the rewritten files' rows went (the key index follows them) and the new files it
-    replaced by rewrites (never committed: the caller deletes them)."""
+    """An upsert commit (:meth:`UpsertLog.commit_upsert`): its version; for a copy-on-write one,
+    where the rewritten files' rows went (the key index follows them); and the new files it did
+    not commit (replaced by rewrites, or every row deleted by the same commit): the caller deletes
+    them."""
 
     version: int
     moved: list[Rewritten] = field(default_factory=list)

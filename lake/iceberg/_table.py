@@ -397,22 +397,35 @@ class IcebergTableLog:
                 if path in state.data and path not in wanted:
                     wanted[path] = state.positions[path]
         removed = list(replaced.values())
+        dead: list[str] = []  # new files whose every row this commit deletes: never added
         delete_files: list[IcebergDataFile] = []
         for path, rows in wanted.items():
             entry = state.data.get(path)
             target = entry.data_file if entry is not None else new_files.get(path)
             if target is None:
                 raise CommitError(f"{path} is not a live data file of {self.identifier}: its rows cannot be deleted")
-            if entry is not None and len(rows) >= target.record_count:
-                removed.append(target)  # every row deleted: the file goes
+            if len(rows) >= target.record_count:  # every row deleted: the file goes, or never comes
+                if entry is not None:
+                    removed.append(target)
+                else:
+                    dead.append(path)
                 continue
             spec_id = target.spec_id if entry is not None else self._table.metadata.default_spec_id
             anchor = files[0].path if files else None
             delete_files.append(self._write_deletes(target.file_path, rows, spec_id, target.partition, anchor))
         _storage.make_durable(self.uri, self.storage_options)
         crash_point("after-deletes")  # the delete files written, the snapshot not yet
+        if dead:
+            added = [new_files[f.path] for f in files if f.path not in dead]
+            for path in dead:
+                tags.pop(path, None)
+            if tags:
+                info[FILE_TAGS_KEY] = tags
+            else:
+                info.pop(FILE_TAGS_KEY, None)
         summary = self.commit_summary(txns, info)
-        return UpsertCommit(self._commit_row_delta(state, [*added, *delete_files], removed, summary))
+        version = self._commit_row_delta(state, [*added, *delete_files], removed, summary)
+        return UpsertCommit(version, replaced=dead)
 
     def _write_deletes(
         self, data_path: str, rows: np.ndarray, spec_id: int, partition: Record, anchor: str | None

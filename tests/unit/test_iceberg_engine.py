@@ -511,6 +511,29 @@ def test_a_compaction_whose_inputs_another_compaction_took_is_dropped_and_plans_
     assert len([p for p in data.iterdir() if p.name.startswith("compacted-")]) == 1  # the loser's file deleted
 
 
+def test_a_new_file_whose_every_row_its_own_commit_supersedes_is_never_added(tmp_path: Path) -> None:
+    """One commit of two files whose keys are the same (Kafka partitions 0 and 1, ordered by
+    partition): partition 0's file has no live row, so it is neither added nor given a delete
+    file, and it is deleted from storage; on a topic of few keys most small files are such, and
+    each one added made every later commit and scan slower."""
+    c = iceberg_committer(tmp_path, upsert=True, key_columns=("id",))
+    c.commit([landed(c, 0, 0, [0, 1])])
+    first, second = stitched(c, [(0, 1, [2, 3]), (1, 0, [2, 3, 1])])
+    c.commit([first, second])
+    e = c.engine
+    assert isinstance(e, IcebergEngine)
+    assert ids(e) == [0, 1, 2, 3]
+    table = e.open("db.t")
+    assert table is not None
+    dead, kept = first.files[0].path, second.files[0].path
+    live = {table.relative(f.file_path) for f in table.data_files()}
+    assert dead not in live and kept in live and len(live) == 2
+    assert not (Path(table.uri.removeprefix("file://")) / dead).exists()
+    deleted = {path: rows.tolist() for path, rows in table.delete_state().positions.items()}
+    assert deleted == {next(iter(live - {kept})): [1]}  # key 1 of the first commit, and no more
+    assert table.txns() == {"app-0": 1, "app-1": 0}
+
+
 def test_a_compaction_whose_input_an_upsert_removed_commits_with_that_inputs_rows_deleted(tmp_path: Path) -> None:
     """An upsert table whose small files are soon wholly superseded: an upsert commit between a
     compaction's read and its commit deletes every row of one input (the commit removes that
