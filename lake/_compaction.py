@@ -17,6 +17,13 @@ compresses about as well as its inputs; the freshness benchmark measures it). A 
 rows (a deletion vector) past ``purge_fraction`` is rewritten alone, without them, whatever its
 generation: those rewrites follow the deletes, not the ingested bytes.
 
+**The row-group budget.** A file ingestion wrote keeps its producers' row groups (one per
+segment, stitched), which scans pay for per row group: a file of half the target size or more
+(no tier would merge it with a file of its size) whose row groups are small
+(:func:`small_row_groups`) is rewritten alone, once, into row groups of a million rows. So no
+file the daemon leaves for good has small row groups; its bytes are written once more (twice in
+all), within the tiers' bound.
+
 **Who compacts what.** With several workers on one table, each compacts the generation-0 files
 of its own topic's Kafka partitions (those assigned to it), so workers do not race each other
 over the same files; the files of later generations are compacted by the worker holding Kafka
@@ -59,6 +66,8 @@ __all__ = [
     "OptimizeResult",
     "generation_of",
     "input_key",
+    "plan_bins",
+    "small_row_groups",
     "take_turn",
 ]
 
@@ -258,6 +267,7 @@ class CompactionPolicy:
         size: Callable[[F], int],
         partition: Callable[[F], Hashable],
         deleted: Callable[[F], float] = lambda f: 0.0,
+        small_row_groups: Callable[[F], bool] = lambda f: False,
     ) -> list[Bin[F]]:
         """The rewrites due now, in the order of ``files`` (commit order) within each table
         partition and generation: a group that reached ``min_files`` files or ``target_size``
@@ -270,7 +280,8 @@ class CompactionPolicy:
         file this worker looks after whose ``deleted`` fraction of rows (by deletion vector)
         reached ``purge_fraction``, alone, whatever its size and generation: a rewrite leaves
         the deleted rows out, so scans stop reading them (deletes, not the tiers, cause these
-        rewrites)."""
+        rewrites); and each other ingestion file of half ``target_size`` or more whose
+        ``small_row_groups`` says so, alone (the row-group budget: the module docstring)."""
         groups: dict[tuple[Hashable, int], list[F]] = {}
         for f in files:
             generation = self.picks(path(f), size(f), target_size)
@@ -296,8 +307,55 @@ class CompactionPolicy:
             bins += [Bin(b, generation + 1) for b in packed if len(b) >= 2]
         taken = {id(f) for b in bins for f in b.files}
         for f in files:
-            if id(f) not in taken and deleted(f) >= self.purge_fraction:
-                generation = self._in_scope(path(f))
-                if generation is not None:
-                    bins.append(Bin([f], generation + 1))
+            if id(f) in taken:
+                continue
+            generation = self._in_scope(path(f))
+            if generation is None:
+                continue
+            if deleted(f) >= self.purge_fraction or (
+                generation == 0 and 2 * size(f) >= target_size and small_row_groups(f)
+            ):
+                bins.append(Bin([f], generation + 1))
         return bins
+
+
+def small_row_groups(rows: int, row_groups: int, row_group_rows: int) -> bool:
+    """Whether a file of ``rows`` in ``row_groups`` has small row groups, fewer rows than an
+    eighth of ``row_group_rows`` (a compaction's) each on average: a file ingestion stitched from
+    producers' segments, one row group each. A compaction rewrites such a file even alone."""
+    return row_groups > 1 and rows / row_groups < row_group_rows / 8
+
+
+def plan_bins(
+    files: Sequence[F],
+    *,
+    target_size: int,
+    size: Callable[[F], int],
+    partition: Callable[[F], Hashable],
+    alone: Callable[[F], bool] = lambda f: False,
+) -> list[list[F]]:
+    """``parka optimize``'s compaction, of either format: which files each rewrite takes, per
+    table partition, in the order given. Files smaller than ``target_size``, in runs that add up
+    to at most about ``target_size``; a run of one file is left unless ``alone`` says to
+    rewrite it by itself (small row groups, deleted rows), and so is a file of ``target_size``
+    or more."""
+    partitions: dict[Hashable, list[F]] = {}
+    for f in files:
+        partitions.setdefault(partition(f), []).append(f)
+    bins: list[list[F]] = []
+    lone: list[list[F]] = []
+    for group in partitions.values():
+        current: list[F] = []
+        total = 0
+        for f in group:
+            if size(f) >= target_size:
+                if alone(f):
+                    lone.append([f])
+                continue
+            if current and total + size(f) > target_size:
+                bins.append(current)
+                current, total = [], 0
+            current.append(f)
+            total += size(f)
+        bins.append(current)
+    return [b for b in bins if len(b) > 1 or (len(b) == 1 and alone(b[0]))] + lone

@@ -57,8 +57,10 @@ from .._compaction import (
     CompactionPolicy,
     OnRewrite,
     OptimizeResult,
+    small_row_groups,
     take_turn,
 )
+from .._compaction import plan_bins as compaction_bins
 from .._keys import Rewritten
 from .._log import DataFile
 from .._stats import StatsConfig
@@ -121,14 +123,11 @@ def optimize_table(
     table = _open(uri, options)
     _check_z_order(table, z_order)
 
-    def small_row_groups(f: LiveFile) -> bool:  # or deleted rows: a file rewritten alone leaves them out
-        if f.deletion_vector is not None:
-            return True
-        md = read_parquet_footer(uri, f.path, storage_options)
-        return md.num_row_groups > 1 and md.num_rows / md.num_row_groups < row_group_rows / 8
+    def alone(f: LiveFile) -> bool:  # or deleted rows: a file rewritten alone leaves them out
+        return f.deletion_vector is not None or _small_row_groups(uri, f.path, options, row_group_rows)
 
     live = _rs_maintenance.live_files(table, options)
-    planned = plan_bins(live, target_size=target_size, z_order=bool(z_order), small_row_groups=small_row_groups)
+    planned = plan_bins(live, target_size=target_size, z_order=bool(z_order), small_row_groups=alone)
     rewrite = _Rewrite(uri, options, z_order, target_size, row_group_rows, max_attempts, sleep)
     result = rewrite.run(table, [(group, None) for group in planned])
     vacuumed: list[str] = []
@@ -185,6 +184,7 @@ def compact_table(
         size=_size,
         partition=_partition_key,
         deleted=_deleted_fraction,
+        small_row_groups=lambda f: _small_row_groups(uri, f.path, options, row_group_rows),
     )
     rewrite = _Rewrite(uri, options, (), target_size, row_group_rows, max_attempts, sleep, background=True)
     result = rewrite.run(table, [(b.files, b.new_name(_path)) for b in planned], cancel, commit_turn, on_commit)
@@ -404,33 +404,31 @@ def plan_bins(
     z_order: bool = False,
     small_row_groups: Callable[[LiveFile], bool] = lambda f: False,
 ) -> list[list[LiveFile]]:
-    """Which files each rewrite takes, per table partition, in the order given (commit order).
-    Compaction: files smaller than ``target_size``, in runs that add up to at most about
-    ``target_size``; a run of one file is left alone unless ``small_row_groups`` says its row
-    groups are small (a stitched file: one row group per segment), and so is a file of
-    ``target_size`` or more. Z-order: every file of a partition."""
-    partitions: dict[tuple[tuple[str, str | None], ...], list[LiveFile]] = {}
-    for f in files:
-        partitions.setdefault(tuple(sorted(f.partition_values.items())), []).append(f)
+    """Which files each rewrite takes, per table partition, in commit order: compaction's bins
+    (:func:`parka.lake._compaction.plan_bins`, ``small_row_groups`` saying which file is
+    rewritten even alone); with ``z_order``, every file of a partition."""
     if z_order:
+        partitions: dict[tuple[tuple[str, str | None], ...], list[LiveFile]] = {}
+        for f in files:
+            partitions.setdefault(_partition_key(f), []).append(f)
         return list(partitions.values())
-    bins: list[list[LiveFile]] = []
-    alone: list[list[LiveFile]] = []
-    for group in partitions.values():
-        current: list[LiveFile] = []
-        total = 0
-        for f in group:
-            if f.size >= target_size:
-                if small_row_groups(f):
-                    alone.append([f])
-                continue
-            if current and total + f.size > target_size:
-                bins.append(current)
-                current, total = [], 0
-            current.append(f)
-            total += f.size
-        bins.append(current)
-    return [b for b in bins if len(b) > 1 or (len(b) == 1 and small_row_groups(b[0]))] + alone
+    return compaction_bins(files, target_size=target_size, size=_size, partition=_partition_key, alone=small_row_groups)
+
+
+_SHAPES: dict[tuple[str, str], tuple[int, int]] = {}  # (table, file) -> (rows, row groups): files never change
+_SHAPES_KEPT = 16_384
+
+
+def _small_row_groups(uri: str, path: str, options: Mapping[str, str], row_group_rows: int) -> bool:
+    """:func:`parka.lake._compaction.small_row_groups` of a data file, from its footer (read once
+    per process: background compaction asks after every commit)."""
+    shape = _SHAPES.get((uri, path))
+    if shape is None:
+        md = read_parquet_footer(uri, path, options)
+        if len(_SHAPES) >= _SHAPES_KEPT:
+            _SHAPES.clear()
+        shape = _SHAPES[(uri, path)] = (md.num_rows, md.num_row_groups)
+    return small_row_groups(*shape, row_group_rows)
 
 
 class _Cancelled(Exception):

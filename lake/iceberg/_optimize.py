@@ -2,7 +2,8 @@
 snapshots with pyiceberg, safely next to running ``parka ingest`` / ``parka spark-ingest``.
 
 * **Compaction.** The current snapshot's files smaller than the target are packed, per table
-  partition and in order, into bins of about the target size; each bin of two or more files is
+  partition and in order, into bins of about the target size; each bin of two or more files (or
+  of one whose row groups are small or rows deleted: :func:`parka.lake._compaction.plan_bins`) is
   read through pyiceberg's reader (the table's schema: older files get the columns added since
   as nulls) and written as one Parquet file with large row groups under the table's data folder.
   One commit (an ``overwrite`` snapshot) removes the small files and adds the large ones. It
@@ -62,6 +63,8 @@ from .._compaction import (
     CommitTurn,
     CompactionPolicy,
     OptimizeResult,
+    plan_bins,
+    small_row_groups,
     take_turn,
 )
 from .._log import DataFile
@@ -106,7 +109,14 @@ def optimize_iceberg(
     table = _open(engine, identifier, options)
 
     def plan() -> list[tuple[list[Any], str | None]]:
-        return [(group, None) for group in _plan_bins(_current_files(table), target_size)]
+        files = sorted(_current_files(table), key=lambda f: f.file_path)
+        state = table.delete_state()
+
+        def alone(f: Any) -> bool:  # or deleted rows: a file rewritten alone leaves them out
+            return table.relative(f.file_path) in state.positions or _small_row_groups(f, row_group_rows)
+
+        bins = plan_bins(files, target_size=target_size, size=_size, partition=_partition, alone=alone)
+        return [(group, None) for group in bins]
 
     result = _compact(table, plan, row_group_rows, max_attempts, options, before_commit=before_commit)
     if expire_older_than_hours is not None:
@@ -159,9 +169,10 @@ def compact_iceberg(
             files,
             target_size=target_size,
             path=lambda f: str(f.file_path),
-            size=lambda f: int(f.file_size_in_bytes),
-            partition=lambda f: repr(f.partition),
+            size=_size,
+            partition=_partition,
             deleted=deleted,
+            small_row_groups=lambda f: _small_row_groups(f, row_group_rows),
         )
         return [(b.files, b.new_name(lambda f: str(f.file_path))) for b in planned]
 
@@ -375,25 +386,18 @@ def _current_files(table: IcebergTableLog) -> list[Any]:
     return [f for f in table.data_files() if f.spec_id == spec]
 
 
-def _plan_bins(current: list[Any], target_size: int) -> list[list[Any]]:
-    """Bins of small files (two or more each), per table partition and in path order, to
-    rewrite as one file of about ``target_size``."""
-    by_partition: dict[Any, list[Any]] = {}
-    for f in current:
-        if f.file_size_in_bytes < target_size:
-            by_partition.setdefault(repr(f.partition), []).append(f)
-    bins: list[list[Any]] = []
-    for files in by_partition.values():
-        group: list[Any] = []
-        size = 0
-        for f in sorted(files, key=lambda f: f.file_path):
-            if group and size + f.file_size_in_bytes > target_size:
-                bins.append(group)
-                group, size = [], 0
-            group.append(f)
-            size += f.file_size_in_bytes
-        bins.append(group)
-    return [b for b in bins if len(b) >= 2]
+def _size(f: Any) -> int:
+    return int(f.file_size_in_bytes)
+
+
+def _partition(f: Any) -> str:
+    return repr(f.partition)
+
+
+def _small_row_groups(f: Any, row_group_rows: int) -> bool:
+    """:func:`parka.lake._compaction.small_row_groups` of a data file, from its manifest entry
+    (its ``split_offsets``: one per row group; a file without them is not judged)."""
+    return small_row_groups(int(f.record_count), len(f.split_offsets or ()), row_group_rows)
 
 
 def _rewrite(

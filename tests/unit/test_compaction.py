@@ -367,3 +367,78 @@ def test_delta_compaction_purges_a_file_with_many_deleted_rows(tmp_path: Path) -
     assert second in files(path) and first not in files(path)
     reader = QueryBuilder().register("t", DeltaTable(str(path))).execute("select id from t")
     assert sorted(pa.table(reader.read_all()).column("id").to_pylist()) == [*range(3, 10), *range(11, 20)]
+
+
+def test_an_ingestion_file_of_half_the_target_or_more_with_small_row_groups_is_rewritten_alone() -> None:
+    """The row-group budget: such a file would share a bin with no file of its size, so the
+    tiers leave it with its producers' row groups; it is rewritten alone, once (generation 1). A
+    smaller one waits for the tiers, and a compacted or foreign file is never judged."""
+    policy = CompactionPolicy(min_files=16)
+    # a table partition each: no bin of the tiers
+    big, half, small = ingested(0, 0, size=600), ingested(0, 1, size=500, day="d2"), ingested(0, 2, size=499, day="d3")
+    compacted, foreign = F(str(CompactedName.new(1, "x.parquet")), 700), F("part-0.parquet", 700)
+    files = [big, half, small, compacted, foreign]
+    fragmented = {big.path, half.path, small.path, compacted.path, foreign.path}
+    judged: list[str] = []
+
+    def small_row_groups(f: F) -> bool:
+        judged.append(f.path)
+        return f.path in fragmented
+
+    bins = policy.plan(files, target_size=1000, path=lambda f: f.path, size=lambda f: f.size,
+                       partition=lambda f: f.partition, small_row_groups=small_row_groups)  # fmt: skip
+    assert [([f.path for f in b.files], b.generation) for b in bins] == [([big.path], 1), ([half.path], 1)]
+    assert sorted(judged) == sorted([big.path, half.path])  # nothing else read
+    fragmented = set()
+    assert policy.plan(files, target_size=1000, path=lambda f: f.path, size=lambda f: f.size,
+                       partition=lambda f: f.partition, small_row_groups=small_row_groups) == []  # fmt: skip
+    # another worker's partition: not this worker's to judge
+    other = policy.scoped("t", {1})
+    assert other.plan(files, target_size=1000, path=lambda f: f.path, size=lambda f: f.size,
+                      partition=lambda f: f.partition, small_row_groups=lambda f: True) == []  # fmt: skip
+    assert small_row_groups_of(rows=10, groups=2) and not small_row_groups_of(rows=10, groups=1)
+    assert not small_row_groups_of(rows=2 * 131_072, groups=2)  # an eighth of a million rows each
+
+
+def small_row_groups_of(*, rows: int, groups: int) -> bool:
+    from parka.lake._compaction import DEFAULT_ROW_GROUP_ROWS, small_row_groups
+
+    return small_row_groups(rows, groups, DEFAULT_ROW_GROUP_ROWS)
+
+
+@pytest.mark.parametrize("table_format", ["delta", "iceberg"])
+def test_background_compaction_rewrites_a_stitched_file_alone_into_large_row_groups(
+    tmp_path: Path, table_format: str
+) -> None:
+    import pyarrow.parquet as pq
+
+    from ._tables import stitched
+
+    if table_format == "delta":
+        c = committer(tmp_path / "t", checkpoint_interval=0)
+    else:
+        c = Committer(IcebergEngine("test", {"warehouse": str(tmp_path / "w")}), table_uri="db.t", topic="t",
+                      app_id="app")  # fmt: skip
+    segments = stitched(c, [(0, offset, [offset * 10 + i for i in range(10)]) for offset in range(12)])
+    c.commit(segments)
+    assert len({s.files[0].path for s in segments}) == 1
+    f = segments[0].files[0]  # one file of twelve row groups
+    root = Path(c.root.removeprefix("file://"))
+    assert pq.read_metadata(root / f.path).num_row_groups == 12
+    policy = CompactionPolicy(min_files=16).scoped("t", {0})
+
+    def compact(target_size: int) -> int:
+        if table_format == "delta":
+            return compact_table(c.root, policy, target_size=target_size).files_removed
+        assert isinstance(c.engine, IcebergEngine)
+        return compact_iceberg(c.engine, "db.t", policy, target_size=target_size).files_removed
+
+    assert compact(3 * f.size) == 0  # a third of the target: the tiers will take it
+    assert compact(2 * f.size) == 1
+    table = c.engine.open(c.table_uri)
+    assert table is not None
+    [new] = table.referenced_files()
+    assert generation_of(new) == 1 and pq.read_metadata(root / new).num_row_groups == 1
+    assert compact(2 * f.size) == 0  # once
+    ids = pa.table(pq.read_table(root / new)).column("id").to_pylist()
+    assert sorted(ids) == list(range(120))
