@@ -100,7 +100,12 @@ def test_the_table_holds_the_latest_row_per_key_through_updates_tombstones_and_r
     assert table_rows(lake, identifier) == model
 
 
-@pytest.mark.parametrize("point", ["after-write", "after-deletes", "after-delta-commit"])
+# each point on the embedded catalog; on the REST catalog the one whose commit the server took
+@pytest.mark.parametrize(
+    ("lake", "point"),
+    [("sql", "after-write"), ("sql", "after-deletes"), ("sql", "after-delta-commit"), ("rest", "after-delta-commit")],
+    indirect=["lake"],
+)
 def test_kill_9_then_restart_holds_the_latest_row_per_key(
     bootstrap: str, new_topic: Callable[..., str], lake: Lake, point: str
 ) -> None:
