@@ -211,6 +211,8 @@ class IngestionConsumer(KafkaSide):
                 self._finish(run)  # memory bound: the commit in flight must end first
             raw = self._poll(run.consumer)
             if raw is not None:
+                if self._policy.overflows(buffered_bytes=run.batch.bytes, next_bytes=len(raw.value or b"")):
+                    self._commit_due(run)  # before it: the commit's files stay within the target size
                 self._handle(run, raw)
                 self._watch.recovered()
             self._watch.tick(run.consumer, s.topic)
@@ -220,10 +222,7 @@ class IngestionConsumer(KafkaSide):
                 oldest_at=run.batch.oldest_at,
                 now=self._clock(),
             ):
-                self._cut(run)
-                if self._maintenance.optimize_due():
-                    self._finish(run)  # the commit in flight ends first
-                    self._maintenance.optimize()
+                self._commit_due(run)
             if self._progress is not None:
                 self._progress(self)
             self._report_lag()
@@ -231,6 +230,14 @@ class IngestionConsumer(KafkaSide):
                 self._metrics.beat()
             if s.end_at_latest and self._caught_up(run):
                 break
+
+    def _commit_due(self, run: IngestRun) -> None:
+        """A commit is due (:class:`parka.lake.CommitPolicy`): cut the batch, then run
+        ``--optimize-every``'s compaction when it is due too."""
+        self._cut(run)
+        if self._maintenance.optimize_due():
+            self._finish(run)  # the commit in flight ends first
+            self._maintenance.optimize()
 
     def _end(self, run: IngestRun) -> None:
         """A run that ended without an error: everything buffered committed, compaction stopped,

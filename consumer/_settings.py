@@ -23,7 +23,7 @@ MIN_BYTES_PER_COMMIT = Setting(
     "min_bytes_per_commit",
     ("--min-bytes-per-commit",),
     ("MIN_BYTES_PER_COMMIT",),
-    "commit once this many bytes are buffered",
+    "commit once this many bytes are buffered, and before a segment that would go past it",
     default_text="--target-file-size",
     parse=s.TARGET_FILE_SIZE.parse,
     check=s.at_least(1, "an integer >= 1"),

@@ -69,6 +69,15 @@ class CommitPolicy:
             return True
         return oldest_at is not None and now - oldest_at >= self.allowed_latency_s
 
+    def overflows(self, *, buffered_bytes: int, next_bytes: int) -> bool:
+        """Whether the next segment (``next_bytes``) would take a batch holding segments past
+        ``min_bytes``: the batch is committed before it joins. Otherwise the segment that crosses
+        the line, stitched after files filled up to ``min_bytes`` (which defaults to the target
+        file size), got a data file of its own in every commit of a busy partition: a small file
+        for compaction. (The files near the target size this makes keep their producers' row
+        groups until compaction's row-group budget rewrites them: :mod:`._compaction`.)"""
+        return buffered_bytes > 0 and buffered_bytes + next_bytes > self.min_bytes
+
 
 _HADOOP_S3 = {"s3a": "s3", "s3n": "s3"}
 

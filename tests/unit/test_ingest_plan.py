@@ -16,6 +16,13 @@ def test_commit_policy_latency_bytes_count() -> None:
     assert policy.due(segments=3, buffered_bytes=1, oldest_at=10.0, now=10.0)
 
 
+def test_commit_policy_commits_before_a_segment_that_would_overflow_the_batch() -> None:
+    policy = CommitPolicy(allowed_latency_s=5.0, min_bytes=1000, max_segments=3)
+    assert policy.overflows(buffered_bytes=900, next_bytes=101)
+    assert not policy.overflows(buffered_bytes=900, next_bytes=100)  # exactly full: due after it
+    assert not policy.overflows(buffered_bytes=0, next_bytes=5000)  # a lone large segment still goes
+
+
 def test_file_names_carry_kafka_coordinates() -> None:
     name = FileName.new("web.requests-v2", 3, 12345)
     text = str(name)
