@@ -35,7 +35,7 @@ from parka.errors import CommitError
 
 from .._storage import list_log, read_file
 
-__all__ = ["live_adds", "logged_files"]
+__all__ = ["live_adds", "logged_files", "rewritten_between"]
 
 _COMMIT = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10})|\.[0-9a-fA-F-]{36})?\.(parquet|json)$")
@@ -74,6 +74,23 @@ def live_adds(
 
 
 _Read = Callable[[bytes, str], list[str]]  # (a log file's bytes, its name) -> the sidecars it lists
+
+
+def rewritten_between(table_uri: str, after: int, upto: int, storage_options: Mapping[str, str] | None = None) -> bool:
+    """Whether a commit after version ``after`` up to ``upto`` moved rows to other files (a
+    ``remove`` with ``dataChange: false``: a compaction, an OPTIMIZE); ``True`` when a commit
+    file cannot be read (a log cleaned up meanwhile: the caller assumes the worst)."""
+    for version in range(after + 1, upto + 1):
+        try:
+            data = read_file(table_uri, f"_delta_log/{version:020d}.json", storage_options, raise_missing=True)
+            for line in data.decode().splitlines():
+                if line.strip() and '"remove"' in line:
+                    remove = json.loads(line).get("remove")
+                    if remove is not None and remove.get("dataChange") is False:
+                        return True
+        except (FileNotFoundError, CommitError, ValueError, AttributeError):
+            return True
+    return False
 
 
 def _walk(

@@ -69,6 +69,7 @@ from .._zorder import z_order_indices
 from . import _rs, _rs_maintenance
 from ._dv import Descriptor
 from ._dv import load as load_vector
+from ._logscan import rewritten_between
 from ._rewrite import Encrypted as _Encrypted
 from ._rewrite import rewrite_files as _rewrite
 from ._rs_maintenance import LiveFile
@@ -318,9 +319,12 @@ class _Rewrite:
                 log.info("optimize commit conflict (attempt %d): re-reading the table (%s)", attempt, exc)
                 self.sleep(min(0.02 * 2**attempt, 1.0))
                 attempt += 1
+                read_version = int(table.version())
                 _rs.refresh(table)
                 live = {f.path: f for f in _rs_maintenance.live_files(table, options)}
-                kept = [w for w in written if w.catch_up(live, uri, options)]
+                # an input gone since holds no live row, unless a rewrite in between moved its rows
+                gone_deleted = not rewritten_between(uri, read_version, int(table.version()), options)
+                kept = [w for w in written if w.catch_up(live, uri, options, gone_deleted=gone_deleted)]
                 stale = [w for w in written if w not in kept]
                 if stale:
                     log.info("%d rewrite(s) lost their input files to another commit: dropped", len(stale))
@@ -359,20 +363,31 @@ class _Written:
     def __post_init__(self) -> None:
         self.read = list(self.group)
 
-    def catch_up(self, live: Mapping[str, LiveFile], uri: str, options: Mapping[str, str]) -> bool:
+    def catch_up(
+        self, live: Mapping[str, LiveFile], uri: str, options: Mapping[str, str], *, gone_deleted: bool = False
+    ) -> bool:
         """After a conflict: whether the rewrite can still commit over ``live`` (the table's live
         files by path, re-read). An input that is live as it was read can; one whose deletion
         vector grew (rows deleted since: an upsert's commit, a DELETE) can too when the rewrite
         knows where its rows went (a compaction's), its remove then naming the vector as it is and
-        those rows deleted in the new file in the same commit. A file gone, or whose vector lost
-        rows, cannot: the rewrite would bring back rows, or duplicate them. Each call compares
-        with the inputs as read, so rows deleted across several conflicts all count."""
+        those rows deleted in the new file in the same commit. So can, with ``gone_deleted`` (no
+        rewrite committed since the read), a compaction's input that is gone: an upsert commit
+        removed it with every row deleted, and all its rows are deleted in the new file (on a
+        keyed topic most small files soon are; dropping those rewrites starved compaction). A
+        file another rewrite took, or whose vector lost rows, cannot: the rewrite would bring
+        back rows, or duplicate them; nor can one left with no live row. Each call compares with
+        the inputs as read, so rows deleted across several conflicts all count."""
         late: list[np.ndarray] = []
         group: list[LiveFile] = []
         for i, f in enumerate(self.read):
             now = live.get(f.path)
             if now is None:
-                return False
+                if not gone_deleted or self.moved is None:
+                    return False
+                _, deleted, rows = self.moved.inputs[i]
+                then = np.empty(0, np.int64) if deleted is None else deleted
+                late.append(self.moved.new_rows(i, np.setdiff1d(np.arange(rows, dtype=np.int64), then)))
+                continue
             if now.identity != f.identity:
                 if self.moved is None or now.deletion_vector is None:
                     return False
@@ -383,8 +398,13 @@ class _Written:
                     return False
                 late.append(self.moved.new_rows(i, np.setdiff1d(current, then)))
             group.append(now)
+        late_rows = np.concatenate(late) if late else None
+        if self.moved is not None and late_rows is not None:
+            kept = sum(rows - (0 if deleted is None else deleted.size) for _, deleted, rows in self.moved.inputs)
+            if not group or np.unique(late_rows).size >= kept:
+                return False  # no live row left in it
         self.group = group
-        self.late = np.concatenate(late) if late else None
+        self.late = late_rows
         return True
 
 

@@ -448,3 +448,36 @@ def test_a_key_index_caught_up_from_the_commits_in_between_equals_one_read_from_
         for k in range(60):
             assert index.lookup(b"%d" % k) == read.lookup(b"%d" % k), (since, k)
         assert len(index) == len(read)
+
+
+def test_a_compaction_input_an_upsert_removed_has_all_its_rows_deleted_in_the_new_file(tmp_path: Path) -> None:
+    """Every row of an input deleted between the read and the commit (the commit removes the
+    file): with no rewrite in between, the compaction commits on the new version, removing only
+    the other input and deleting the gone one's rows in its new file; after a rewrite in between
+    it is dropped (the rows may live on in that rewrite's file)."""
+    uri = str(tmp_path / "t")
+    _, (three, five) = two_files(uri)
+    read = DeltaTable(uri)
+    inputs = live_files(read)
+    _rs.commit_row_deletions(DeltaTable(uri), {three: [0, 1, 2], five: [4]})  # three removed
+    assert three not in live_adds(uri)
+    rewrite = _Rewrite(uri, {}, (), 128 * 2**20, 1_000_000, 3, lambda s: None)
+    result = rewrite.run(read, [(inputs, "compacted.parquet")])
+    assert (result.files_removed, result.files_added, result.attempts) == (1, 1, 2)
+    assert [r["k"] for r in logical_rows(uri)] == [0, 1, 2, 3]
+    assert live_adds(uri).keys() == {"compacted.parquet"}
+    vector = _dv.Descriptor.from_json(live_adds(uri)["compacted.parquet"]["deletionVector"])
+    assert sorted(_dv.load(uri, vector).tolist()) == [4, 5, 6, 7]  # five's last row, then three's rows
+
+    # the same race with another compaction committed in between: dropped, nothing twice
+    other = str(tmp_path / "u")
+    _, (three, five) = two_files(other)
+    read = DeltaTable(other)
+    inputs = live_files(read)
+    rival = _Rewrite(other, {}, (), 128 * 2**20, 1_000_000, 3, lambda s: None)
+    rival.run(DeltaTable(other), [([f for f in inputs if f.path == three], "rival.parquet")])
+    _rs.commit_row_deletions(DeltaTable(other), {"rival.parquet": [0, 1, 2]})  # the rival's file removed too
+    result = _Rewrite(other, {}, (), 128 * 2**20, 1_000_000, 3, lambda s: None).run(read, [(inputs, "late.parquet")])
+    assert result.files_removed == 0
+    assert [r["k"] for r in logical_rows(other)] == [0, 1, 2, 3, 4]
+    assert "late.parquet" not in live_adds(other) and not (tmp_path / "u" / "late.parquet").exists()
