@@ -9,8 +9,11 @@ Why it is safe while ``parka ingest`` and ``parka spark-ingest`` commit to the s
   the one it read (:func:`parka.lake.delta._rs_maintenance.commit_rewrite`). When anything committed in
   between, the table is re-read: a rewrite whose input files are all still live is committed
   on the new version (a concurrent append cannot touch them); one whose inputs another rewrite
-  or a DELETE removed is dropped, and its new files deleted. :data:`~parka.lake._compaction.MAX_ATTEMPTS` conflicts in
-  a row raise :class:`~parka.errors.CommitConflict`: nothing is lost, the small files stay.
+  removed is dropped, and its new files deleted. Rows deleted in an input meanwhile (an upsert,
+  a DELETE) are deleted in the new file by the same commit, every row of an input that left the
+  table included, while no rewrite committed in between (:meth:`_Written.catch_up`).
+  :data:`~parka.lake._compaction.MAX_ATTEMPTS` conflicts in a row raise
+  :class:`~parka.errors.CommitConflict`: nothing is lost, the small files stay.
 * Not delta-rs' own OPTIMIZE: delta-rs 1.6.6 rebases an OPTIMIZE over another that removed the
   same files (its conflict check lets ``dataChange: false`` removals pass), so two optimizers
   racing (``parka optimize`` in a loop, ``--optimize-every`` in each worker) would leave both
