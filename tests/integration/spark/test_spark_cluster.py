@@ -20,7 +20,7 @@ import pytest
 from parka.spark_ext import packages
 
 from .._ingest_util import assert_no_orphans, assert_segments_stored_byte_for_byte, produce_events, table_ids
-from ._jars import INTERPRETED, SPARK_JVM
+from ._jars import SPARK_JVM
 from ._util import SPARK
 from .conftest import REPO, Cluster
 
@@ -38,7 +38,6 @@ CLUSTER_CONF = {
     "spark.ui.showConsoleProgress": "false",
     "spark.driver.extraJavaOptions": SPARK_JVM,
     "spark.executor.extraJavaOptions": SPARK_JVM,
-    **INTERPRETED,  # as the session's: what runs on the cluster is tested, not Spark's code generation
 }
 
 

@@ -32,16 +32,14 @@ from .._ingest_util import (
     referenced_files,
     table_ids,
 )
-from ._jars import INTERPRETED, SPARK_JVM
+from ._jars import SPARK_JVM
 from ._util import SPARK, committed_batches
 
 pytestmark = [*SPARK, pytest.mark.long(300)]
 
-# A small local driver, its queries interpreted as the session's (what the kills test is not
-# Spark's code generation): the test starts four of them.
+# A small local driver: the kill tests start two JVMs each.
 LOCAL = ("--master", "local[2]", "-c", "spark.ui.enabled=false", "-c", "spark.sql.shuffle.partitions=2")
 LOCAL += ("-c", f"spark.driver.extraJavaOptions={SPARK_JVM}")
-LOCAL += tuple(a for key, value in INTERPRETED.items() for a in ("-c", f"{key}={value}"))
 
 
 def spark_ingest(topic: str, table: Path, bootstrap: str, *extra: str) -> list[str]:
