@@ -113,7 +113,7 @@ def optimize_iceberg(
         state = table.delete_state()
 
         def alone(f: Any) -> bool:  # or deleted rows: a file rewritten alone leaves them out
-            return table.relative(f.file_path) in state.positions or _small_row_groups(f, row_group_rows)
+            return len(_deleted(table, state, f)) > 0 or _small_row_groups(f, row_group_rows)
 
         bins = plan_bins(files, target_size=target_size, size=_size, partition=_partition, alone=alone)
         return [(group, None) for group in bins]
@@ -162,8 +162,7 @@ def compact_iceberg(
         state = table.delete_state()
 
         def deleted(f: Any) -> float:
-            rows = state.positions.get(table.relative(f.file_path))
-            return 0.0 if rows is None or not f.record_count else len(rows) / f.record_count
+            return len(_deleted(table, state, f)) / f.record_count if f.record_count else 0.0
 
         planned = policy.plan(
             files,
@@ -332,10 +331,7 @@ def _keep_live(table: IcebergTableLog, written: list[Rewrite], options: Mapping[
         now = None
         if all(f.spec_id == spec for f in w.inputs) and not (gone and _rewritten_since(table, w.snapshot_id)):
             now = w.caught_up(
-                [
-                    np.arange(int(f.record_count)) if f.file_path in gone else rows
-                    for f, rows in zip(w.inputs, _deleted_rows(table, state, w.inputs), strict=True)
-                ]
+                [np.arange(int(f.record_count)) if f.file_path in gone else _deleted(table, state, f) for f in w.inputs]
             )
         if now is None or now.live_rows == 0:
             stale.append(w.new)
@@ -362,9 +358,9 @@ def _rewritten_since(table: IcebergTableLog, snapshot_id: int | None) -> bool:
     return snapshot is None
 
 
-def _deleted_rows(table: IcebergTableLog, state: DeleteState, group: list[Any]) -> list[np.ndarray]:
-    """The deleted rows of each file of ``group`` (ascending)."""
-    return [state.positions.get(table.relative(f.file_path), NO_ROWS) for f in group]
+def _deleted(table: IcebergTableLog, state: DeleteState, f: Any) -> np.ndarray:
+    """The deleted rows of data file ``f`` (ascending; none: :data:`._deletes.NO_ROWS`)."""
+    return state.positions.get(table.relative(f.file_path), NO_ROWS)
 
 
 def _discard(uri: str, files: list[DataFile], options: Mapping[str, str]) -> None:
@@ -419,7 +415,7 @@ def _rewrite(
         data = sink.getvalue().to_pybytes()
     except Exception as exc:
         raise CommitError(f"cannot rewrite {len(group)} file(s) of {table.identifier}: {exc}") from exc
-    read = _deleted_rows(table, state, group)
+    read = [_deleted(table, state, f) for f in group]
     counts = [int(f.record_count) - len(deleted) for f, deleted in zip(group, read, strict=True)]
     if counts != [p.num_rows for p in parts]:
         raise CommitError(f"{table.identifier}: a rewrite read {[p.num_rows for p in parts]} rows, not {counts}")

@@ -377,12 +377,7 @@ class IcebergTableLog:
             raise CommitError(f"{self.identifier}: an Iceberg upsert table deletes rows by position-delete files only")
         self._check_upserts()
         state = self._delete_state(self._table.current_snapshot())
-        info = dict(commit_info or {})
-        tags = {f.path: dict(f.tags) for f in files if f.tags}
-        if tags:
-            info[FILE_TAGS_KEY] = tags
-        added = [self._data_file(f) for f in files]
-        new_files = {f.path: data_file for f, data_file in zip(files, added, strict=True)}
+        new_files = {f.path: self._data_file(f) for f in files}
         wanted: dict[str, np.ndarray] = {}  # data file -> every row deleted after this commit
         for path, new_rows in [*deletes.items(), *new_file_deletes.items()]:
             if len(new_rows):
@@ -415,15 +410,13 @@ class IcebergTableLog:
             delete_files.append(self._write_deletes(target.file_path, rows, spec_id, target.partition, anchor))
         _storage.make_durable(self.uri, self.storage_options)
         crash_point("after-deletes")  # the delete files written, the snapshot not yet
-        if dead:
-            added = [new_files[f.path] for f in files if f.path not in dead]
-            for path in dead:
-                tags.pop(path, None)
-            if tags:
-                info[FILE_TAGS_KEY] = tags
-            else:
-                info.pop(FILE_TAGS_KEY, None)
+        landed = [f for f in files if f.path not in dead]
+        info = dict(commit_info or {})
+        tags = {f.path: dict(f.tags) for f in landed if f.tags}
+        if tags:
+            info[FILE_TAGS_KEY] = tags
         summary = self.commit_summary(txns, info)
+        added = [new_files[f.path] for f in landed]
         version = self._commit_row_delta(state, [*added, *delete_files], removed, summary)
         return UpsertCommit(version, replaced=dead)
 
