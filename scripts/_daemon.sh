@@ -25,11 +25,20 @@ fetch_once() {
   fi
 }
 
-# The pid of the server this script started, when it is alive (exit 1 otherwise).
+# The pid of the server this script started, when it is alive (exit 1 otherwise). A pid file
+# left by a server that was killed can name a process started since with the same pid: where
+# /proc tells a process's start time, one that started after the pid file was written is not ours.
 running_pid() {
   [[ -f "$PIDFILE" ]] || return 1
   local pid; pid=$(cat "$PIDFILE")
-  kill -0 "$pid" 2>/dev/null && echo "$pid"
+  kill -0 "$pid" 2>/dev/null || return 1
+  if [[ -r "/proc/$pid/stat" && -r /proc/stat ]]; then
+    local ticks btime
+    ticks=$(sed 's/.*) //' "/proc/$pid/stat" | awk '{print $20}')
+    btime=$(awk '/^btime/ {print $2}' /proc/stat)
+    (( btime + ticks / $(getconf CLK_TCK) <= $(stat -c %Y "$PIDFILE") + 1 )) || return 1
+  fi
+  echo "$pid"
 }
 
 # wait_until_up WHAT TIMEOUT_S WHERE: returns once is_up answers; exits 5, with the log's tail,
