@@ -254,27 +254,40 @@ def test_sequence_by_keeps_each_keys_highest_sequence_across_runs(
     assert bad.returncode == 2 and "--sequence-by" in bad.stderr and "has no column 'nope'" in bad.stderr
 
 
-@pytest.mark.parametrize("point", ["after-write", "after-delta-commit"])
-def test_kill_9_then_restart_holds_the_latest_row_per_key(
-    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path, point: str
+# the crash points of an upsert commit (on-revoke: the fault suite's rebalances; after-dead-letters:
+# the commits with dead letters, tests/integration/test_ingest.py)
+UPSERT_POINTS = ("before-write", "mid-write", "after-write", "after-delta-commit")
+
+
+def test_kill_9_at_each_crash_point_then_restart_holds_the_latest_row_per_key(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
 ) -> None:
-    """A crash with files written and not committed, and one after a commit whose changes the
-    key index never took: the restarted daemon reads the index from the table, and the table
-    ends as the model."""
+    """At each crash point in turn, on one table: updates, tombstones and keys created again
+    arrive, and a worker is SIGKILLed at the point (files written and not committed, or a
+    commit whose changes the key index never took); the next worker starts from what the
+    crashed one left and reads the index from the table. After the last, a run to the end: the
+    table is the model, read by delta-rs' query engine and by polars (both apply the deletion
+    vectors)."""
+    import polars as pl
+
     topic = new_topic(partitions=2)
     table = tmp_path / "t"
     model: dict[int, int] = {}
     land(bootstrap, topic, table, model, [(k, 1) for k in range(40)])
-    later = [(k, 2) for k in range(0, 40, 2)] + [(k, None) for k in range(30, 35)] + [(k, 3) for k in range(0, 40, 4)]
-    produce(bootstrap, topic, later)
-    apply(model, later)
-    crashed = run_ingest(
-        topic, table, bootstrap, "--upsert", "--end-at-latest", "--max-segments-per-commit", "1",
-        env={"PARKA_TEST_CRASH_AT": point, "PARKA_TEST_CRASH_AFTER": "2"}, check=False,
-    )  # fmt: skip
-    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
-    run_ingest(topic, table, bootstrap, "--upsert", "--end-at-latest", "--max-segments-per-commit", "1")
+    flags = ("--upsert", "--end-at-latest", "--max-segments-per-commit", "1")
+    for i, point in enumerate(UPSERT_POINTS):
+        version = 2 + 2 * i
+        later = [(k, version) for k in range(i % 2, 40, 2)] + [(k, None) for k in range(30 + i, 35 + i)]
+        later += [(k, version + 1) for k in range(0, 40, 4)]  # a key deleted just before comes back too
+        produce(bootstrap, topic, later)
+        apply(model, later)
+        env = {"PARKA_TEST_CRASH_AT": point, "PARKA_TEST_CRASH_AFTER": "2"}
+        crashed = run_ingest(topic, table, bootstrap, *flags, env=env, check=False)
+        assert crashed.returncode == -signal.SIGKILL, (point, crashed.stderr[-3000:])
+    run_ingest(topic, table, bootstrap, *flags)
     assert table_rows(table) == model
+    rows = pl.read_delta(str(table)).select("id", "version").to_dicts()
+    assert len(rows) == len(model) and {r["id"]: r["version"] for r in rows} == model
 
 
 def test_two_workers_on_one_upsert_table_hold_the_latest_row_per_key(

@@ -100,32 +100,39 @@ def test_the_table_holds_the_latest_row_per_key_through_updates_tombstones_and_r
     assert table_rows(lake, identifier) == model
 
 
-# each point on the embedded catalog; on the REST catalog the one whose commit the server took
-@pytest.mark.parametrize(
-    ("lake", "point"),
-    [("sql", "after-write"), ("sql", "after-deletes"), ("sql", "after-delta-commit"), ("rest", "after-delta-commit")],
-    indirect=["lake"],
-)
-def test_kill_9_then_restart_holds_the_latest_row_per_key(
-    bootstrap: str, new_topic: Callable[..., str], lake: Lake, point: str
+# the crash points of an upsert commit (on-revoke: the fault suite's rebalances); after-deletes
+# first, while the first files are partly superseded: a file whose every row a commit supersedes
+# leaves the table whole and gets no delete file
+UPSERT_POINTS = ("after-deletes", "before-write", "mid-write", "after-write", "after-delta-commit")
+
+
+@pytest.mark.parametrize("lake", ["sql", "rest"], indirect=True)
+def test_kill_9_at_each_crash_point_then_restart_holds_the_latest_row_per_key(
+    bootstrap: str, new_topic: Callable[..., str], lake: Lake
 ) -> None:
-    """A crash with data files written, with delete files written too, and one after a commit
-    whose changes the key index never took: the restart reads the index from the table, and
-    its orphan cleanup deletes the crashed commit's files, delete files included."""
+    """At each crash point in turn, on one table: updates, tombstones and keys created again
+    arrive, and a worker is SIGKILLed at the point (data files written, delete files written
+    too, or a commit whose changes the key index never took); the next worker starts from what
+    the crashed one left, reading the key index from the table and deleting the crashed
+    commit's files, delete files included. After the last, a run to the end: the table is the
+    model, with no file on disk that no snapshot names."""
     topic = new_topic(partitions=2)
     identifier = lake.name("t")
     model: dict[int, int] = {}
     land(lake, topic, bootstrap, model, [(k, 1) for k in range(40)])
-    later = [(k, 2) for k in range(0, 40, 2)] + [(k, None) for k in range(30, 35)] + [(k, 3) for k in range(0, 40, 4)]
-    produce(bootstrap, topic, later)
-    apply(model, later)
     flags = ("--upsert", "--end-at-latest", "--max-segments-per-commit", "1", *NO_COMPACTION)
-    env = {"PARKA_TEST_CRASH_AT": point, "PARKA_TEST_CRASH_AFTER": "2"}
-    crashed = ingest(lake, topic, identifier, bootstrap, *flags, env=env, check=False)
-    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
-    if point == "after-deletes":
-        left = lake.on_disk(identifier) - lake.logged(identifier)
-        assert any(p.startswith("deletes/") for p in left), left
+    for i, point in enumerate(UPSERT_POINTS):
+        version = 2 + 2 * i
+        later = [(k, version) for k in range(i % 2, 40, 2)] + [(k, None) for k in range(30 + i, 35 + i)]
+        later += [(k, version + 1) for k in range(0, 40, 4)]  # a key deleted just before comes back too
+        produce(bootstrap, topic, later)
+        apply(model, later)
+        env = {"PARKA_TEST_CRASH_AT": point, "PARKA_TEST_CRASH_AFTER": "2"}
+        crashed = ingest(lake, topic, identifier, bootstrap, *flags, env=env, check=False)
+        assert crashed.returncode == -signal.SIGKILL, (point, crashed.stderr[-3000:])
+        if point == "after-deletes":
+            left = lake.on_disk(identifier) - lake.logged(identifier)
+            assert any(p.startswith("deletes/") for p in left), left
     ingest(lake, topic, identifier, bootstrap, *flags)
     assert table_rows(lake, identifier) == model
     assert lake.on_disk(identifier) <= lake.logged(identifier)  # no orphans
