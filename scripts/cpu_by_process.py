@@ -19,6 +19,7 @@ import argparse
 import collections
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -61,6 +62,11 @@ def kind_of(cmdline: str) -> str:
     return "other"
 
 
+# a secret on a command line (the test SASL broker's SCRAM user, set by kafka-storage's
+# --add-scram) stays out of the file, which results folders keep
+_SECRET = re.compile(r"((?:password|secret|token)=)[^\s,\]]+", re.IGNORECASE)
+
+
 def _sample(seen: dict[str, list[object]], first: dict[str, float]) -> None:
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -73,7 +79,7 @@ def _sample(seen: dict[str, list[object]], first: dict[str, float]) -> None:
                 cmdline = Path(entry.path, "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
                 if not cmdline.strip():
                     continue  # a kernel thread
-                seen[key] = [cpu, cmdline]
+                seen[key] = [cpu, _SECRET.sub(r"\1<redacted>", cmdline)]
                 first.setdefault(key, cpu)
             else:
                 seen[key][0] = cpu
