@@ -81,7 +81,8 @@ test-integration: setup ## integration tests against a real broker
 	$(BIN)/pytest tests/integration -q
 
 # Worker processes: most integration tests wait on a broker or a subprocess, so three share 2 cores
-# well; the Spark session's tests go to two of them, half each (a JVM each). PYTEST_WORKERS=0 runs in one process.
+# well (four were slower: benchmarks/results/2026-11-29-suite-workers/); the Spark session's tests
+# go to two of them, half each (a JVM each). PYTEST_WORKERS=0 runs in one process.
 PYTEST_WORKERS ?= 3
 
 # The repo's own modules byte-compiled beside lint, on the core mypy leaves free, rather than by
