@@ -259,6 +259,15 @@ def test_sequence_by_keeps_each_keys_highest_sequence_across_runs(
 UPSERT_POINTS = ("before-write", "mid-write", "after-write", "after-delta-commit")
 
 
+def crash_round(i: int) -> list[tuple[int, int | None]]:
+    """Round ``i`` of the kill tests' events over keys 0-39 (all landed first): updates of every
+    other key, five tombstones, then updates of every fourth key, some of them just deleted."""
+    version = 2 + 2 * i
+    events: list[tuple[int, int | None]] = [(k, version) for k in range(i % 2, 40, 2)]
+    events += [(k, None) for k in range(30 + i, 35 + i)]
+    return events + [(k, version + 1) for k in range(0, 40, 4)]
+
+
 def test_kill_9_at_each_crash_point_then_restart_holds_the_latest_row_per_key(
     bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
 ) -> None:
@@ -276,9 +285,7 @@ def test_kill_9_at_each_crash_point_then_restart_holds_the_latest_row_per_key(
     land(bootstrap, topic, table, model, [(k, 1) for k in range(40)])
     flags = ("--upsert", "--end-at-latest", "--max-segments-per-commit", "1")
     for i, point in enumerate(UPSERT_POINTS):
-        version = 2 + 2 * i
-        later = [(k, version) for k in range(i % 2, 40, 2)] + [(k, None) for k in range(30 + i, 35 + i)]
-        later += [(k, version + 1) for k in range(0, 40, 4)]  # a key deleted just before comes back too
+        later = crash_round(i)
         produce(bootstrap, topic, later)
         apply(model, later)
         env = {"PARKA_TEST_CRASH_AT": point, "PARKA_TEST_CRASH_AFTER": "2"}

@@ -22,7 +22,7 @@ from pyiceberg.manifest import DataFileContent, ManifestContent
 from .._ingest_util import last_json, start_ingest
 from ..test_cdc import Event, produce_envelopes
 from ..test_cdc import apply as apply_changes
-from ..test_upsert import apply, compacting_rounds, follow_rounds, produce
+from ..test_upsert import apply, compacting_rounds, crash_round, follow_rounds, produce
 from ._lake import Lake, ingest
 
 pytestmark = pytest.mark.integration
@@ -122,9 +122,7 @@ def test_kill_9_at_each_crash_point_then_restart_holds_the_latest_row_per_key(
     land(lake, topic, bootstrap, model, [(k, 1) for k in range(40)])
     flags = ("--upsert", "--end-at-latest", "--max-segments-per-commit", "1", *NO_COMPACTION)
     for i, point in enumerate(UPSERT_POINTS):
-        version = 2 + 2 * i
-        later = [(k, version) for k in range(i % 2, 40, 2)] + [(k, None) for k in range(30 + i, 35 + i)]
-        later += [(k, version + 1) for k in range(0, 40, 4)]  # a key deleted just before comes back too
+        later = crash_round(i)
         produce(bootstrap, topic, later)
         apply(model, later)
         env = {"PARKA_TEST_CRASH_AT": point, "PARKA_TEST_CRASH_AFTER": "2"}
