@@ -85,22 +85,23 @@ test-integration: setup ## integration tests against a real broker
 # go to two of them, half each (a JVM each). PYTEST_WORKERS=0 runs in one process.
 PYTEST_WORKERS ?= 3
 
-# The repo's own modules byte-compiled beside lint, on the core mypy leaves free, rather than by
-# the three test workers at once as each collects the tests and imports them
+# The repo's own modules byte-compiled beside the Spark jars' fetch, rather than by the three test
+# workers at once as each collects the tests and imports them
 COMPILED := parka producer consumer lake ops spark_ext reliability tests benchmarks demo
 
-# lint (mypy: one core) and the docs site (mkdocs: one core) side by side on the 2 cores, each
-# one's output kept together; then the tests
 # On a fresh machine the downloads come first: the servers the tests start first (fetch-early)
-# beside the virtualenv's, then the Spark session's jars (test-jars) beside lint and the docs site,
+# beside the virtualenv's, then the Spark session's jars (test-jars) beside the byte-compiling,
 # so that no test worker waits for them. The slow first fetches of the servers whose tests come
 # last (FETCHED_LATE) run in the background from the first second instead, each into a log; a
 # server's start in the tests waits for its fetch under the script's lock.
+# lint and the docs site's strict build (29 s on a fresh machine, before the tests) run beside the
+# tests, niced, on the CPU they leave idle (PARKA_CHECKS_BESIDE, tests/_checks.py); the test that
+# reports them (tests/test_checks.py) comes last.
 test: ## the whole suite: lint, the docs site, unit and integration tests (starts its own broker and servers)
 	@$(call fetch_in_background,$(FETCHED_LATE))
 	$(MAKE) --no-print-directory -j2 setup fetch-early
-	$(MAKE) --no-print-directory -j3 --output-sync=target lint docs-build compiled test-jars
-	$(BIN)/pytest -q -ra -n $(PYTEST_WORKERS)
+	$(MAKE) --no-print-directory -j2 --output-sync=target compiled test-jars
+	PARKA_CHECKS_BESIDE=1 $(BIN)/pytest -q -ra -n $(PYTEST_WORKERS)
 
 # The registry's first fetch is a Quarkus build from Maven Central (224 s on a fresh machine, most
 # of it Maven fetching POMs one after another; 37 CPU-s), Azurite's an npm install (~40 s): in

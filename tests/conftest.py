@@ -1,5 +1,6 @@
-"""What every test gets: parka's loggers as they were before it; and the run's servers, stopped
-once at the very end (:mod:`tests.integration._servers`)."""
+"""What every test gets: parka's loggers as they were before it; the static checks started beside
+the tests when ``make test`` asks (:mod:`tests._checks`); and the run's servers, stopped once at
+the very end (:mod:`tests.integration._servers`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests import _checks
 from tests.integration import _servers
 
 _OWNER = pytest.StashKey[bool]()
@@ -113,11 +115,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_configure(config: pytest.Config) -> None:
     # pytest-xdist's workers inherit the folder from the process that spawned them
-    config.stash[_OWNER] = _servers.make_run_dir()
+    owner = config.stash[_OWNER] = _servers.make_run_dir()
+    if owner and _checks.started_beside() and not config.option.collectonly:
+        _checks.start_beside()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     if config.stash.get(_OWNER, False):
+        _checks.stop_beside()
         _servers.stop_all()
 
 

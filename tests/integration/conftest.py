@@ -136,7 +136,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     workers should not wait at the end for one of them), then Spark's session tests (one worker
     runs them all, see ``tests/conftest.py``). Then tests without a server, then those on the
     broker alone, then those that need another server of :mod:`._servers` (stable otherwise), so
-    that the starts overlap the tests before."""
+    that the starts overlap the tests before. The ``tail`` tests after all of them."""
 
     def tier(item: pytest.Item) -> int:
         servers = set(_servers.needed(getattr(item, "fixturenames", ())))
@@ -146,7 +146,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         long = item.get_closest_marker("long")
         return -float(long.args[0]) if long is not None else 0.0
 
-    items.sort(key=lambda item: (length(item), not _spark_group(item), tier(item)))
+    items.sort(
+        key=lambda item: (item.get_closest_marker("tail") is not None, length(item), not _spark_group(item), tier(item))
+    )
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
