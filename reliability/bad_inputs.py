@@ -28,7 +28,7 @@ from parka.producer import ParquetProducer
 
 from parka.errors import RecordTooLargeError
 
-from . import tables
+from . import forkserver, tables
 from .catalogue import DATA_INPUTS, EVENTS, PRODUCER_INPUTS, RAW_INPUTS, BadInput, data_input, events, random_text
 from .feed import BadSent, IdSource, Ledger, create_topic, producer_conf, raw_producer_conf
 from .procs import ingest_command
@@ -131,7 +131,7 @@ def _send_topic(bootstrap: str, topic: str, ids: IdSource, middle: Any) -> tuple
 
 def _ingest(topic: str, table: Path, bootstrap: str, *flags: str) -> subprocess.CompletedProcess[str]:
     command = ingest_command(topic, table, bootstrap, "--end-at-latest", "-q", *flags)
-    return subprocess.run(command, capture_output=True, text=True, timeout=300)
+    return forkserver.run(command, capture_output=True, text=True, timeout=300)
 
 
 def _raw_kind(bad: BadInput, bootstrap: str, topic: str, out: Path, ids: IdSource, seed: int) -> dict[str, Any]:

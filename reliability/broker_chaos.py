@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import tables
+from . import forkserver, tables
 from .feed import Feeder, IdSource, Ledger, create_topic, end_problems, high_watermarks
 from .procs import Proc, ingest_command, stop_all, wait_for
 
@@ -131,7 +131,7 @@ class BrokerChaos:
             command = ingest_command(
                 self.topic, self.table.name, self.bootstrap, "-g", self.group, "--end-at-latest", "-q"
             )
-            final = subprocess.run(command, capture_output=True, text=True, timeout=300)
+            final = forkserver.run(command, capture_output=True, text=True, timeout=300)
             if final.returncode != 0:
                 self.problems.append(f"the final pass exited {final.returncode}: {final.stderr[-1500:]}")
         finally:

@@ -37,7 +37,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from . import tables
+from . import forkserver, tables
 from .bad_inputs import judge_data_inputs, judge_dead_letters
 from .catalogue import FOREIGN_IDS, events
 from .feed import Feeder, IdSource, Ledger, create_topic, end_problems, high_watermarks
@@ -352,7 +352,7 @@ class IngestChaos:
         flags = ("-g", self.group, "--end-at-latest", "--dlq-table", self.dlq.name, "-q", *self.flags)
         flags += ("--compact-min-files", "2")  # compacts what the workers left, before it stops
         command = ingest_command(self.topic, self.table.name, self.bootstrap, *self.table.flags, *flags)
-        final = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        final = forkserver.run(command, capture_output=True, text=True, timeout=300)
         if final.returncode != 0:
             self.problems.append(f"the final --end-at-latest pass exited {final.returncode}: {final.stderr[-1500:]}")
         return final
