@@ -72,11 +72,13 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """A Spark standalone cluster, one master and two workers, started by the repo's
-    ``scripts/spark-standalone.sh`` (the installed pyspark's own daemon script) on ports of its
-    own (``PARKA_TEST_SPARK_PORT``, default: six free ones), its daemons on :data:`SPARK_JVM`,
-    and stopped after the module that uses it (its three JVMs are not left idling beside the
-    other Spark tests). It never skips."""
+    """A Spark standalone cluster, one master and one worker of two cores (room for the test's
+    two one-core executors), started by the repo's ``scripts/spark-standalone.sh`` (the installed
+    pyspark's own daemon script) on ports of its own (``PARKA_TEST_SPARK_PORT``, default: free
+    ones), its daemons on :data:`SPARK_JVM`, and stopped after the module that uses it (its JVMs
+    are not left idling beside the other Spark tests). One worker, not the script's two: a
+    worker is a JVM of its own (some 10 CPU-s on the suite's 2 cores), and the executors are
+    processes apart from the driver and each other either way. It never skips."""
     home = tmp_path_factory.mktemp("spark-standalone")
     env = dict(
         os.environ,
@@ -84,6 +86,8 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]
         PARKA_SPARK_CLUSTER_HOME=str(home),
         PARKA_PYTHON=sys.executable,
         SPARK_DAEMON_JAVA_OPTS=SPARK_JVM,
+        PARKA_SPARK_WORKERS="1",
+        PARKA_SPARK_WORKER_CORES="2",
     )
     script = str(REPO / "scripts" / "spark-standalone.sh")
     subprocess.run([script, "up"], check=True, env=env, timeout=240)
