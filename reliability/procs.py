@@ -47,12 +47,19 @@ class Timeout(AssertionError):
 
 def wait_for(condition: Callable[[], bool], what: str, timeout_s: float, *, poll_s: float = POLL_S) -> None:
     """Return once ``condition()`` holds; raise :class:`Timeout` naming ``what`` after ``timeout_s``.
-    ``poll_s`` is the pause between two reads of the condition (longer for costly ones)."""
+    The pause between two reads of the condition is ``poll_s``, or twice what the last read took
+    if longer: a costly condition (a table read through pyiceberg, a scan with deletes applied)
+    then takes at most a third of a core from the processes it waits for, which share the
+    machine's cores with it."""
     deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
+    while True:
+        began = time.monotonic()
+        if condition():
+            return
+        now = time.monotonic()
+        if now > deadline:
             raise Timeout(f"timed out after {timeout_s:.0f} s waiting for {what}")
-        time.sleep(poll_s)
+        time.sleep(max(poll_s, 2 * (now - began)))
 
 
 # The scenarios wait on log lines: each commit's (debug level, -v) and the progress line (one a

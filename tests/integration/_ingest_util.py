@@ -20,7 +20,7 @@ from parka.lake import FileName, default_app_id, logged_files, read_file, table_
 from parka.lake import row_groups as row_group_bytes
 from parka.producer import ParquetProducer
 
-from reliability import forkserver
+from reliability import forkserver, procs
 from reliability.procs import FAST_GROUP
 
 EVENTS = pa.schema(
@@ -149,12 +149,9 @@ def data_files_on_disk(path: Path) -> set[str]:
 
 
 def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
-    """Return once ``condition()`` holds; fail naming ``what`` after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
-        time.sleep(0.1)  # between reads of the condition
+    """Return once ``condition()`` holds; fail naming ``what`` after ``timeout_s``
+    (:func:`reliability.procs.wait_for`: its pauses grow with a costly condition's reads)."""
+    procs.wait_for(condition, what, timeout_s)
 
 
 def log_has(log: Path, text: str) -> bool:

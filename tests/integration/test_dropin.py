@@ -17,15 +17,13 @@ from confluent_kafka import KafkaError, KafkaException
 from parka.consumer import ParquetConsumer
 from parka.producer import ParquetProducer
 
+from reliability.procs import wait_for
+
 SCHEMA = pa.schema([("id", pa.int64(), False), ("txn", pa.string(), False)])
 
 
 def _wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
+    wait_for(condition, what, timeout_s, poll_s=0.01)
 
 
 def _read_committed(bootstrap: str, topic: str, group: str, expected: int, timeout_s: float = 60) -> list[Any]:

@@ -23,6 +23,7 @@ import pytest
 from parka.spark_ext._ingest import CHECKPOINTS_DIR
 
 from reliability import forkserver
+from reliability.procs import wait_for
 
 from .._ingest_util import (
     assert_no_orphans,
@@ -58,14 +59,6 @@ def group_alive(pgid: int) -> bool:
     return False
 
 
-def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.2)
-
-
 def run_in_own_group(command: list[str], *, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run ``command`` in a process group of its own and return once every process of the group
     (the driver, its JVM, their Python workers) is gone."""
@@ -79,7 +72,7 @@ def run_in_own_group(command: list[str], *, env: dict[str, str] | None = None) -
     )
     try:
         out, err = proc.communicate(timeout=300)
-        wait_until(lambda: not group_alive(proc.pid), 120, f"process group {proc.pid} to exit")
+        wait_for(lambda: not group_alive(proc.pid), f"process group {proc.pid} to exit", 120)
     finally:
         if group_alive(proc.pid):
             os.killpg(proc.pid, signal.SIGKILL)
@@ -112,12 +105,12 @@ def stopped_while_hung(command: list[str], log: Path) -> None:
             start_new_session=True,
         )
     try:
-        wait_until(lambda: "hang point batch-before-write: blocking" in log.read_text(), 240, "the hang")
+        wait_for(lambda: "hang point batch-before-write: blocking" in log.read_text(), "the hang", 240)
         sent = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=120)
         took = time.monotonic() - sent
-        wait_until(lambda: not group_alive(proc.pid), 120, f"process group {proc.pid} to exit")
+        wait_for(lambda: not group_alive(proc.pid), f"process group {proc.pid} to exit", 120)
     finally:
         if group_alive(proc.pid):
             os.killpg(proc.pid, signal.SIGKILL)
