@@ -121,6 +121,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    _servers.reap_starts()
     if config.stash.get(_OWNER, False):
         _checks.stop_beside()
         _servers.stop_all()

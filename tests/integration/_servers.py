@@ -210,6 +210,14 @@ def up(name: str) -> Server:
     return server
 
 
+def reap_starts() -> None:
+    """At a process's end: wait for the server starts it launched in the background that no test
+    of its own waited for (another worker's tests used the server), so each child's exit status
+    is read (Python warns of a child never waited for when its ``Popen`` goes)."""
+    for proc, _ in _starting.values():
+        proc.wait(timeout=START_TIMEOUT_S)
+
+
 def stop_all() -> None:
     """Stop every server the run started, quietly, and remove the run's folder (its owner only)."""
     folder = run_dir()
