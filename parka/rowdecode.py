@@ -1,0 +1,289 @@
+"""Kafka values in a row format decoded into Arrow in bulk: Confluent-framed Avro.
+
+A topic that holds Avro records from a schema registry carries each value as Confluent's
+serializers frame it: the magic byte 0, the writer schema's registry id (4 bytes, big-endian),
+then the record's Avro binary encoding (:func:`confluent_schema_id` reads the frame).
+:class:`AvroRows` turns a batch of such bodies, all of one writer schema, into one Arrow table of
+that schema's Arrow form (:func:`parka.schema.to_arrow_schema`, the mapping ``set_schema`` uses),
+without a Python object per record on the common path:
+
+* **In bulk** (polars, the ``rows`` extra): the bodies are laid end to end as the one block of an
+  Avro object container file, whose header carries the writer schema, and polars' Avro reader
+  (Rust) decodes the block into Arrow columns. Two changes to the schema it is given, neither of
+  which changes the bytes a record is: a map is read as an array of ``{key, value}`` records (the
+  two have the same binary encoding, and polars reads no maps), then rebuilt as an Arrow map, and
+  a named type's references are replaced by its definition (polars resolves none); and
+  a ``long`` field is appended to every record, whose value (:data:`SENTINEL`) is written after
+  each body. Avro has no record boundaries, so a body shorter or longer than its schema says
+  would shift every record after it and still decode; with the sentinel after each body, such a
+  shift reads a sentinel that is not :data:`SENTINEL`, and the batch goes the per-record way.
+* **Per record** (fastavro and parka's record validator, :class:`parka.records.RecordConverter`),
+  when the bulk path fails or polars is missing: each body is decoded on its own, must be read to
+  its last byte, and its values are checked against the Arrow schema; a body that fails names
+  its index in the batch and why (:attr:`Decoded.bad`), and the others are the table.
+
+Measured side by side in one run (``benchmarks/row_decode.py``; the figures are in its results'
+README), the bulk path is the per-record one's fraction given there.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import fastavro
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from parka.errors import RecordError, SchemaError
+from parka.records import RecordConverter
+from parka.schema import to_arrow_schema
+
+__all__ = ["SENTINEL", "AvroRows", "Decoded", "confluent_schema_id"]
+
+CONFLUENT_MAGIC = 0
+_FRAME = struct.Struct(">bI")
+
+# The value of the field appended to every record for the bulk read (see the module docstring):
+# "PARKA" as a number, ten bytes as an Avro long, so that a shifted read matching it is unlikely
+SENTINEL = 0x5041524B41
+_SENTINEL_FIELD = "__parka_record_end"
+
+
+def _long(n: int) -> bytes:
+    """An Avro ``long``: zigzag, then a little-endian base-128 varint."""
+    n = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while n & ~0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _bytes(b: bytes) -> bytes:
+    return _long(len(b)) + b
+
+
+_SENTINEL_BYTES = _long(SENTINEL)
+
+
+def confluent_schema_id(value: bytes | None) -> int | None:
+    """The registry id in Confluent's frame of ``value``, or ``None`` when it is not one (no
+    value, shorter than the frame, or a first byte other than the magic byte 0)."""
+    if value is None or len(value) < _FRAME.size or value[0] != CONFLUENT_MAGIC:
+        return None
+    return int(_FRAME.unpack_from(value)[1])
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """A batch decoded: ``table`` holds the good records in batch order; ``bad`` lists
+    ``(index in the batch, reason)`` for the others; ``kept`` gives the batch index of each row
+    of ``table`` when some were bad (``None`` when every record is in it)."""
+
+    table: pa.Table
+    bad: list[tuple[int, str]]
+    kept: list[int] | None
+
+
+class _BulkFailed(Exception):
+    """The bulk path could not decode this batch; the per-record path decides."""
+
+
+class AvroRows:
+    """Decoder of Avro bodies (without Confluent's frame) of one writer schema.
+
+    Raises:
+        SchemaError: the writer schema has no Arrow form (:func:`parka.schema.to_arrow_schema`).
+    """
+
+    def __init__(self, writer_schema: str | Mapping[str, Any]) -> None:
+        schema = json.loads(writer_schema) if isinstance(writer_schema, str) else dict(writer_schema)
+        self.schema: pa.Schema = to_arrow_schema(schema)
+        self._parsed = fastavro.parse_schema(schema)
+        self._converter = RecordConverter(self.schema)
+        expanded = fastavro.schema.expand_schema(schema)
+        if not isinstance(expanded, Mapping):
+            raise SchemaError(f"a writer schema of records is a record, not {json.dumps(schema)[:200]}")
+        bulk = _BulkSchema().record(expanded)
+        bulk["fields"] = [*bulk["fields"], {"name": _SENTINEL_FIELD, "type": "long"}]
+        meta = _long(2) + _bytes(b"avro.schema") + _bytes(json.dumps(bulk).encode())
+        self._header = b"Obj\x01" + meta + _bytes(b"avro.codec") + _bytes(b"null") + _long(0)
+        # why the bulk path is off for this schema (polars missing, or a type it reads otherwise)
+        self.bulk_off: str | None = None
+
+    def decode(self, bodies: Sequence[bytes]) -> Decoded:
+        """The records of ``bodies`` (each one record's Avro binary encoding); never raises for a
+        bad body (see :attr:`Decoded.bad`)."""
+        if not bodies:
+            return Decoded(self.schema.empty_table(), [], None)
+        if self.bulk_off is None:
+            try:
+                return Decoded(self._bulk(bodies), [], None)
+            except _BulkFailed as exc:
+                decoded = self._per_record(bodies)
+                if not decoded.bad:
+                    # every record is good, so the bulk path failed for the schema, not the data
+                    self.bulk_off = str(exc)
+                return decoded
+        return self._per_record(bodies)
+
+    def _bulk(self, bodies: Sequence[bytes]) -> pa.Table:
+        try:
+            import polars as pl
+        except ImportError:
+            raise _BulkFailed("polars is not installed (the rows extra)") from None
+        block = _SENTINEL_BYTES.join(bodies) + _SENTINEL_BYTES
+        sync = os.urandom(16)
+        data = b"".join((self._header, sync, _long(len(bodies)), _long(len(block)), block, sync))
+        try:
+            table = pl.read_avro(io.BytesIO(data)).to_arrow()
+        except BaseException as exc:  # polars raises a PanicException (a BaseException) on what it cannot read
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            raise _BulkFailed(f"polars: {type(exc).__name__}: {str(exc)[:200]}") from None
+        if table.num_rows != len(bodies):
+            raise _BulkFailed(f"{table.num_rows} records read from {len(bodies)} bodies")
+        ends = table.column(_SENTINEL_FIELD)
+        if ends.null_count or not pc.all(pc.equal(ends, SENTINEL)).as_py():
+            raise _BulkFailed("a body is not one record of the writer schema")
+        try:
+            columns = [_conform(table.column(f.name).combine_chunks(), f.type, f.name) for f in self.schema]
+        except (pa.ArrowException, _BulkFailed) as exc:
+            raise _BulkFailed(f"converting polars' columns: {exc}") from None
+        for column, field in zip(columns, self.schema, strict=True):
+            if _holds_decimal(field.type):
+                # Avro's bytes may hold more digits than the precision; polars does not check
+                try:
+                    column.validate(full=True)
+                except pa.ArrowInvalid as exc:
+                    raise _BulkFailed(f"{field.name}: {exc}") from None
+        return pa.Table.from_arrays(columns, schema=self.schema)
+
+    def _per_record(self, bodies: Sequence[bytes]) -> Decoded:
+        records: list[Mapping[str, Any]] = []
+        where: list[int] = []
+        bad: list[tuple[int, str]] = []
+        read = fastavro.schemaless_reader
+        for index, body in enumerate(bodies):
+            stream = io.BytesIO(body)
+            try:
+                record = read(stream, self._parsed, None)
+            except Exception as exc:  # fastavro raises what its reads raise: EOFError, ValueError...
+                bad.append((index, f"not a record of the writer schema: {type(exc).__name__}: {exc}"))
+                continue
+            if stream.tell() != len(body):
+                extra = len(body) - stream.tell()
+                bad.append((index, f"{extra} byte(s) after the record: not a record of the writer schema"))
+                continue
+            if not isinstance(record, Mapping):
+                bad.append((index, f"decodes to {type(record).__name__}, not a record"))
+                continue
+            records.append(record)
+            where.append(index)
+        conversion = self._converter.convert(records)
+        for i, error in conversion.bad:
+            bad.append((where[i], _reason(error)))
+        bad.sort()
+        if not bad:
+            return Decoded(conversion.table, [], None)
+        kept = [where[i] for i in (conversion.kept if conversion.kept is not None else range(len(where)))]
+        return Decoded(conversion.table, bad, kept)
+
+
+def _reason(error: RecordError) -> str:
+    return str(error)
+
+
+class _BulkSchema:
+    """The writer schema as the bulk read takes it, from its expanded form (every reference to a
+    named type replaced by its definition, which polars' reader needs): every map an array of
+    ``{key, value}`` records, and every named type a name of its own (``parka_<n>``), since an
+    expanded schema defines a type once per use. Names are not part of the binary encoding."""
+
+    def __init__(self) -> None:
+        self._names = 0
+
+    def _name(self) -> str:
+        self._names += 1
+        return f"parka_{self._names}"
+
+    def record(self, record: Mapping[str, Any]) -> dict[str, Any]:
+        fields = [{"name": f["name"], "type": self.type(f["type"])} for f in record["fields"]]
+        return {"type": "record", "name": self._name(), "fields": fields}
+
+    def type(self, avro: Any) -> Any:
+        if isinstance(avro, list):
+            return [self.type(branch) for branch in avro]
+        if not isinstance(avro, Mapping):
+            return avro  # a primitive
+        kind = avro.get("type")
+        if kind == "map":
+            fields = [{"name": "key", "type": "string"}, {"name": "value", "type": self.type(avro["values"])}]
+            return {"type": "array", "items": {"type": "record", "name": self._name(), "fields": fields}}
+        if kind == "record":
+            return self.record(avro)
+        if kind == "array":
+            return {**avro, "items": self.type(avro["items"])}
+        if kind in ("enum", "fixed"):
+            return {**avro, "name": self._name(), "namespace": ""}
+        if isinstance(kind, (Mapping, list)):
+            return {**avro, "type": self.type(kind)}
+        return avro
+
+
+def _conform(array: pa.Array, target: pa.DataType, path: str) -> pa.Array:
+    """``array`` (as polars' reader gives it) as the Arrow type ``target``."""
+    source = array.type
+    if source == target:
+        return array
+    mask = pc.is_null(array) if array.null_count else None
+    if pa.types.is_map(target):
+        if not (pa.types.is_list(source) or pa.types.is_large_list(source)):
+            raise _BulkFailed(f"{path}: a map read as {source}")
+        offsets, entries = _list_parts(array)
+        keys = _conform(entries.field("key"), target.key_type, f"{path}{{}}")
+        items = _conform(entries.field("value"), target.item_type, f"{path}{{}}")
+        return pa.MapArray.from_arrays(offsets, keys, items, type=target, mask=mask)
+    if pa.types.is_struct(target):
+        if not pa.types.is_struct(source):
+            raise _BulkFailed(f"{path}: a record read as {source}")
+        children = [_conform(array.field(f.name), f.type, f"{path}.{f.name}") for f in target]
+        return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
+    if pa.types.is_list(target):
+        if not (pa.types.is_list(source) or pa.types.is_large_list(source)):
+            raise _BulkFailed(f"{path}: an array read as {source}")
+        offsets, values = _list_parts(array)
+        return pa.ListArray.from_arrays(
+            offsets, _conform(values, target.value_type, f"{path}[]"), type=target, mask=mask
+        )
+    if pa.types.is_integer(target) and pa.types.is_time(source):
+        unit = "ms" if target.bit_width == 32 else "us"
+        return array.cast(pa.time32(unit) if unit == "ms" else pa.time64(unit)).view(target)
+    if pa.types.is_timestamp(target) and pa.types.is_timestamp(source):
+        # nanoseconds to Delta's microseconds, as the per-record path scales a nanos int
+        return pc.cast(array, target, safe=False)
+    return pc.cast(array, target)
+
+
+def _holds_decimal(t: pa.DataType) -> bool:
+    if pa.types.is_decimal(t):
+        return True
+    return any(_holds_decimal(t.field(i).type) for i in range(t.num_fields))
+
+
+def _list_parts(array: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """A list array's offsets (int32, from 0) and the values they index, for this array's own
+    slice of its child."""
+    offsets = array.offsets
+    first, last = offsets[0].as_py(), offsets[-1].as_py()
+    values = array.values.slice(first, last - first)
+    if first:
+        offsets = pc.subtract(offsets, first)
+    return offsets.cast(pa.int32()), values

@@ -1,0 +1,184 @@
+"""Confluent-framed Avro decoded in bulk (:mod:`parka.rowdecode`): the bulk path gives the table
+the per-record path gives (fastavro and parka's record validator), for the benchmarks' data sets
+and for every Avro type parka maps; a body that is not one record of its schema is named, never
+read into its neighbours."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import io
+import struct
+from typing import Any
+
+import fastavro
+import pyarrow as pa
+import pytest
+
+from benchmarks import encodings as enc
+from benchmarks.datasets import DATASET_NAMES, load
+from parka.rowdecode import AvroRows, confluent_schema_id
+
+
+def bodies(schema: dict[str, Any], records: list[dict[str, Any]]) -> list[bytes]:
+    parsed = fastavro.parse_schema(schema)
+    out = []
+    for record in records:
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, parsed, record)
+        out.append(buf.getvalue())
+    return out
+
+
+def both_ways(schema: dict[str, Any], values: list[bytes]) -> tuple[pa.Table, pa.Table, AvroRows]:
+    bulk = AvroRows(schema)
+    decoded = bulk.decode(values)
+    assert decoded.bad == [] and bulk.bulk_off is None, (decoded.bad, bulk.bulk_off)
+    per_record = AvroRows(schema)._per_record(values)
+    assert per_record.bad == []
+    return decoded.table, per_record.table, bulk
+
+
+@pytest.mark.parametrize("name", DATASET_NAMES)
+def test_the_bulk_path_gives_the_per_record_table_on_each_data_set(name: str) -> None:
+    dataset = load(name, 300)
+    values = [v[5:] for v in enc.serialize(dataset, "avro", enc.rows_for(dataset, "avro"))]
+    bulk, per_record, _ = both_ways(dataset.avro_schema, values)
+    assert bulk.schema == per_record.schema
+    assert bulk.equals(per_record)
+
+
+EVERY_TYPE: dict[str, Any] = {
+    "type": "record",
+    "name": "Every",
+    "fields": [
+        {"name": "b", "type": "boolean"},
+        {"name": "i", "type": "int"},
+        {"name": "l", "type": ["null", "long"]},
+        {"name": "f", "type": "float"},
+        {"name": "d", "type": "double"},
+        {"name": "s", "type": "string"},
+        {"name": "raw", "type": "bytes"},
+        {"name": "fx", "type": {"type": "fixed", "name": "Four", "size": 4}},
+        {"name": "e", "type": {"type": "enum", "name": "Color", "symbols": ["RED", "GREEN"]}},
+        {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "ts_ms", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "ts_us", "type": ["null", {"type": "long", "logicalType": "timestamp-micros"}]},
+        {"name": "local", "type": {"type": "long", "logicalType": "local-timestamp-micros"}},
+        {"name": "t_ms", "type": {"type": "int", "logicalType": "time-millis"}},
+        {"name": "t_us", "type": {"type": "long", "logicalType": "time-micros"}},
+        {"name": "dec", "type": {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}},
+        {"name": "tags", "type": {"type": "map", "values": "long"}},
+        {"name": "maybe_map", "type": ["null", {"type": "map", "values": ["null", "string"]}]},
+        {
+            "name": "items",
+            "type": {
+                "type": "array",
+                "items": {
+                    "type": "record",
+                    "name": "Item",
+                    "fields": [
+                        {"name": "n", "type": "int"},
+                        {"name": "attrs", "type": {"type": "map", "values": "string"}},
+                    ],
+                },
+            },
+        },
+        {"name": "again", "type": ["null", "Item"]},
+        {"name": "lists", "type": {"type": "array", "items": {"type": "array", "items": "string"}}},
+    ],
+}
+
+
+def every_type_records(n: int) -> list[dict[str, Any]]:
+    base = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.timezone.utc)
+    out = []
+    for k in range(n):
+        out.append(
+            {
+                "b": k % 2 == 0,
+                "i": -k,
+                "l": None if k % 3 == 0 else k * 10**12,
+                "f": k / 4,
+                "d": k / 3,
+                "s": f"é{k}" * (k % 4),
+                "raw": bytes([k % 256]) * (k % 3),
+                "fx": struct.pack(">I", k),
+                "e": "RED" if k % 2 else "GREEN",
+                "day": dt.date(2026, 1, 1) + dt.timedelta(days=k),
+                "ts_ms": base + dt.timedelta(milliseconds=k),
+                "ts_us": None if k % 5 == 0 else base + dt.timedelta(microseconds=k),
+                "local": dt.datetime(2026, 1, 1) + dt.timedelta(seconds=k),
+                "t_ms": dt.time(1, 2, 3, (k % 1000) * 1000),
+                "t_us": dt.time(4, 5, 6, k % 1_000_000),
+                "dec": decimal.Decimal(k) / 100,
+                "tags": {f"t{j}": j for j in range(k % 3)},
+                "maybe_map": None if k % 2 else {"a": None, "b": "x"},
+                "items": [{"n": j, "attrs": {"k": str(j)}} for j in range(k % 3)],
+                "again": None if k % 2 else {"n": k, "attrs": {}},
+                "lists": [[str(j)] * j for j in range(k % 3)],
+            }
+        )
+    return out
+
+
+def test_the_bulk_path_gives_the_per_record_table_for_every_avro_type() -> None:
+    values = bodies(EVERY_TYPE, every_type_records(50))
+    bulk, per_record, decoder = both_ways(EVERY_TYPE, values)
+    assert bulk.equals(per_record), (bulk.schema, per_record.schema)
+    assert pa.types.is_map(decoder.schema.field("tags").type)
+    assert bulk.column("tags")[1].as_py() == [("t0", 0)]
+    # a slice of a batch (as a fetch hands out) decodes the same as that slice alone
+    assert decoder.decode(values[7:19]).table.equals(per_record.slice(7, 12))
+
+
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        (lambda body: body + b"\x02\x04", "2 byte(s) after the record"),
+        (lambda body: body[:-3], "not a record of the writer schema"),
+        (lambda body: b"", "not a record of the writer schema"),
+    ],
+    ids=["trailing-bytes", "truncated", "empty"],
+)
+def test_a_body_that_is_not_one_record_is_named_and_its_neighbours_decode(damage: Any, reason: str) -> None:
+    """Avro has no record boundaries: in one block, a damaged body would shift the records after
+    it. The sentinel after each body catches that; the per-record path names the body."""
+    dataset = load("github_events", 40)
+    records = enc.rows_for(dataset, "avro")
+    values = [v[5:] for v in enc.serialize(dataset, "avro", records)]
+    values[13] = damage(values[13])
+    decoder = AvroRows(dataset.avro_schema)
+    decoded = decoder.decode(values)
+    assert [i for i, _ in decoded.bad] == [13]
+    assert reason in decoded.bad[0][1]
+    assert decoded.kept == [i for i in range(40) if i != 13]
+    good = AvroRows(dataset.avro_schema).decode([v for i, v in enumerate(values) if i != 13])
+    assert decoded.table.equals(good.table)
+    assert decoder.bulk_off is None  # a bad body is the data's fault: the next batch goes in bulk
+
+
+def test_a_record_the_schema_cannot_hold_in_arrow_is_named() -> None:
+    """A value in range for Avro but not for its Arrow column (a date past Arrow's date32 is
+    not possible; a decimal wider than its precision is)."""
+    schema = {
+        "type": "record",
+        "name": "R",
+        "fields": [{"name": "dec", "type": {"type": "bytes", "logicalType": "decimal", "precision": 4, "scale": 2}}],
+    }
+    wide = {
+        "type": "record",
+        "name": "R",
+        "fields": [{"name": "dec", "type": {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}}],
+    }
+    values = bodies(schema, [{"dec": decimal.Decimal("1.25")}]) + bodies(wide, [{"dec": decimal.Decimal("123456.78")}])
+    decoded = AvroRows(schema).decode(values)
+    assert [i for i, _ in decoded.bad] == [1]
+    assert decoded.table.column("dec").to_pylist() == [decimal.Decimal("1.25")]
+
+
+def test_confluent_frame() -> None:
+    assert confluent_schema_id(b"\x00\x00\x00\x01\x02rest") == 258
+    assert confluent_schema_id(b"\x00\x00\x01") is None
+    assert confluent_schema_id(b"PAR1") is None
+    assert confluent_schema_id(None) is None
