@@ -22,8 +22,9 @@ without a Python object per record on the common path:
   its last byte, and its values are checked against the Arrow schema; a body that fails names
   its index in the batch and why (:attr:`Decoded.bad`), and the others are the table.
 
-Measured side by side in one run (``benchmarks/row_decode.py``; the figures are in its results'
-README), the bulk path is the per-record one's fraction given there.
+``benchmarks/row_decode.py`` measures the two side by side
+(``benchmarks/results/2026-11-30-row-decode/``). Not yet wired into ``parka ingest``: row topics
+are still dead-lettered there.
 """
 
 from __future__ import annotations
