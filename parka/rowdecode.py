@@ -1,4 +1,4 @@
-"""Kafka values in a row format decoded into Arrow in bulk: Confluent-framed Avro.
+"""Kafka values in a row format decoded into Arrow in bulk: Confluent-framed Avro, and JSON.
 
 A topic that holds Avro records from a schema registry carries each value as Confluent's
 serializers frame it: the magic byte 0, the writer schema's registry id (4 bytes, big-endian),
@@ -9,43 +9,59 @@ without a Python object per record on the common path:
 
 * **In bulk** (polars, the ``rows`` extra): the bodies are laid end to end as the one block of an
   Avro object container file, whose header carries the writer schema, and polars' Avro reader
-  (Rust) decodes the block into Arrow columns. Two changes to the schema it is given, neither of
-  which changes the bytes a record is: a map is read as an array of ``{key, value}`` records (the
-  two have the same binary encoding, and polars reads no maps), then rebuilt as an Arrow map, and
+  (Rust) decodes the block into Arrow columns. Changes to the schema it is given, none of which
+  changes the bytes a record is: a map is read as an array of ``{key, value}`` records (the
+  two have the same binary encoding, and polars reads no maps), then rebuilt as an Arrow map;
   a named type's references are replaced by its definition (polars resolves none); and
   a ``long`` field is appended to every record, whose value (:data:`SENTINEL`) is written after
   each body. Avro has no record boundaries, so a body shorter or longer than its schema says
   would shift every record after it and still decode; with the sentinel after each body, such a
   shift reads a sentinel that is not :data:`SENTINEL`, and the batch goes the per-record way.
+  Decimals are checked against their precision (Avro's bytes may hold more digits).
 * **Per record** (fastavro and parka's record validator, :class:`parka.records.RecordConverter`),
   when the bulk path fails or polars is missing: each body is decoded on its own, must be read to
   its last byte, and its values are checked against the Arrow schema; a body that fails names
   its index in the batch and why (:attr:`Decoded.bad`), and the others are the table.
 
-``benchmarks/row_decode.py`` measures the two side by side
+:class:`JsonRows` reads JSON values (one object each, UTF-8) against an Arrow schema with
+pyarrow's JSON reader, all of a batch at once; when that fails, each value alone with the same
+reader, so that a value is read the same way whatever its neighbours are. What it takes per
+type is pyarrow's: numbers for numeric columns (an integer must fit its column), strings for
+string and binary columns (a binary value is the string's UTF-8 bytes), ISO-8601 strings for
+timestamps (with a zone offset, converted to UTC), integer days since 1970-01-01 for dates,
+numbers or strings for decimals, objects for records, arrays for lists; ``null`` or a missing
+field for a nullable column. A field the schema does not have, or a missing non-nullable one,
+makes the value bad. pyarrow's reader has no maps: a schema with a map is read value by value
+(``json.loads``, then the record validator, which takes an object for a map).
+
+``benchmarks/row_decode.py`` measures the Avro paths side by side
 (``benchmarks/results/2026-11-30-row-decode/``). Not yet wired into ``parka ingest``: row topics
 are still dead-lettered there.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
+import functools
 import io
 import json
 import os
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import fastavro
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.json as pa_json
 
 from parka.errors import RecordError, SchemaError
-from parka.records import RecordConverter
+from parka.records import RecordConverter, _null_violation
 from parka.schema import to_arrow_schema
 
-__all__ = ["SENTINEL", "AvroRows", "Decoded", "confluent_schema_id"]
+__all__ = ["SENTINEL", "AvroRows", "Decoded", "JsonRows", "confluent_schema_id"]
 
 CONFLUENT_MAGIC = 0
 _FRAME = struct.Struct(">bI")
@@ -159,7 +175,7 @@ class AvroRows:
         except (pa.ArrowException, _BulkFailed) as exc:
             raise _BulkFailed(f"converting polars' columns: {exc}") from None
         for column, field in zip(columns, self.schema, strict=True):
-            if _holds_decimal(field.type):
+            if _holds(field.type, pa.types.is_decimal):
                 # Avro's bytes may hold more digits than the precision; polars does not check
                 try:
                     column.validate(full=True)
@@ -188,14 +204,204 @@ class AvroRows:
                 continue
             records.append(record)
             where.append(index)
-        conversion = self._converter.convert(records)
-        for i, error in conversion.bad:
-            bad.append((where[i], _reason(error)))
-        bad.sort()
-        if not bad:
-            return Decoded(conversion.table, [], None)
-        kept = [where[i] for i in (conversion.kept if conversion.kept is not None else range(len(where)))]
-        return Decoded(conversion.table, bad, kept)
+        return _converted(self._converter, records, where, bad)
+
+
+class JsonRows:
+    """Decoder of JSON values against the Arrow ``schema`` (see the module docstring)."""
+
+    def __init__(self, schema: pa.Schema) -> None:
+        self.schema = schema
+        self._by_value = any(_holds(f.type, pa.types.is_map) for f in schema)
+        self._fix = _json_fix(pa.struct(list(schema)))
+        self._converter = RecordConverter(schema)
+        self._options = pa_json.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error")
+        self._multiline = pa_json.ParseOptions(
+            explicit_schema=schema, unexpected_field_behavior="error", newlines_in_values=True
+        )
+
+    def decode(self, values: Sequence[bytes]) -> Decoded:
+        """The records of ``values``; never raises for a bad value (see :attr:`Decoded.bad`)."""
+        if not values:
+            return Decoded(self.schema.empty_table(), [], None)
+        if self._by_value:
+            return self._loads(values)
+        try:
+            return Decoded(self._read(values), [], None)
+        except _BulkFailed:
+            return self._each(values)
+
+    def _each(self, values: Sequence[bytes]) -> Decoded:
+        """The bad values found by halving: a half that reads in bulk is good, a half that does
+        not is halved again, down to single values, each then read as in bulk (a reader call
+        per value costs some 300 µs, so one bad value in 10,000 costs some 30 bulk reads, not
+        10,000 single ones)."""
+        if self._by_value:
+            return self._loads(values)
+        tables: list[pa.Table] = []
+        kept: list[int] = []
+        bad: list[tuple[int, str]] = []
+        pending = [(0, len(values))]
+        while pending:
+            first, end = pending.pop()
+            try:
+                tables.append(self._read(values[first:end]))
+            except _BulkFailed as exc:
+                if end - first == 1:
+                    bad.append((first, self._name_fields(values[first], str(exc))))
+                    continue
+                middle = (first + end) // 2
+                pending += [(middle, end), (first, middle)]  # the first half next: batch order kept
+                continue
+            kept.extend(range(first, end))
+        table = pa.concat_tables(tables) if tables else self.schema.empty_table()
+        return Decoded(table, bad, kept if bad else None)
+
+    def _read(self, values: Sequence[bytes]) -> pa.Table:
+        data = b"\n".join(values)
+        options = self._options if data.count(b"\n") == len(values) - 1 else self._multiline
+        try:
+            table = pa_json.read_json(io.BytesIO(data), parse_options=options)
+        except (pa.ArrowException, UnicodeDecodeError) as exc:
+            raise _BulkFailed(str(exc)) from None
+        if table.num_rows != len(values):
+            raise _BulkFailed(f"{table.num_rows} objects in {len(values)} value(s): each value must be one JSON object")
+        table = table.combine_chunks()
+        for column, field in zip(table.columns, self.schema, strict=True):
+            # the reader takes null for a non-nullable field, and gives every field as nullable
+            if _null_violation(column.chunk(0) if column.num_chunks else pa.array([], field.type), field, None):
+                raise _BulkFailed(f"{field.name}: null where the schema allows none")
+            if _holds(field.type, _is_text):
+                # the reader copies a string's bytes without checking that they are UTF-8
+                try:
+                    column.validate(full=True)
+                except pa.ArrowInvalid as exc:
+                    raise _BulkFailed(f"{field.name}: {exc}") from None
+        return pa.Table.from_arrays(table.columns, schema=self.schema)
+
+    def _name_fields(self, value: bytes, reason: str) -> str:
+        """pyarrow's reason, with the top-level fields to blame when it names none."""
+        try:
+            record = json.loads(value)
+        except ValueError as exc:  # UnicodeDecodeError included
+            return f"{reason} (not one JSON object: {exc})"
+        if not isinstance(record, dict):
+            return f"{reason} (a JSON {type(record).__name__}, not an object)"
+        unknown = sorted(set(record) - set(self.schema.names))
+        missing = [f.name for f in self.schema if not f.nullable and record.get(f.name) is None]
+        if unknown:
+            reason += f" (field(s) the schema does not have: {', '.join(unknown)})"
+        if missing:
+            reason += f" (non-nullable field(s) missing or null: {', '.join(missing)})"
+        return reason
+
+    def _loads(self, values: Sequence[bytes]) -> Decoded:
+        records: list[Mapping[str, Any]] = []
+        where: list[int] = []
+        bad: list[tuple[int, str]] = []
+        for index, value in enumerate(values):
+            try:
+                record = json.loads(value)
+            except ValueError as exc:
+                bad.append((index, f"not one JSON object: {exc}"))
+                continue
+            if not isinstance(record, dict):
+                bad.append((index, f"a JSON {type(record).__name__}, not an object"))
+                continue
+            try:
+                records.append(record if self._fix is None else self._fix(record))
+            except ValueError as exc:
+                bad.append((index, str(exc)))
+                continue
+            where.append(index)
+        return _converted(self._converter, records, where, bad)
+
+
+_EPOCH = dt.date(1970, 1, 1)
+
+
+_Fix = Callable[[Any], Any]
+
+
+def _json_fix(t: pa.DataType, path: str = "") -> _Fix | None:
+    """What turns a value ``json.loads`` gave into what the record validator takes for the Arrow
+    type ``t``, where JSON has no such type: the forms pyarrow's JSON reader reads (ISO-8601 text
+    for a timestamp, days since 1970-01-01 for a date, text for binary and decimals). ``None``
+    when nothing inside ``t`` needs it; made once per schema. A value of the wrong kind is left
+    as it is, for the validator to name."""
+    if pa.types.is_struct(t):
+        fixes = {f.name: fix for f in t if (fix := _json_fix(f.type, f"{path}.{f.name}" if path else f.name))}
+        if not fixes:
+            return None
+
+        def struct(value: Any) -> Any:
+            if not isinstance(value, dict):
+                return value
+            out = dict(value)
+            for name, fix in fixes.items():
+                item = out.get(name)
+                if item is not None:
+                    out[name] = fix(item)
+            return out
+
+        return struct
+    if pa.types.is_map(t) or pa.types.is_list(t) or pa.types.is_large_list(t):
+        is_map = pa.types.is_map(t)
+        inner = _json_fix(t.item_type if is_map else t.value_type, f"{path}{{}}" if is_map else f"{path}[]")
+        if inner is None:
+            return None
+        if is_map:
+            return lambda v: (
+                {k: inner(x) if x is not None else None for k, x in v.items()} if isinstance(v, dict) else v
+            )
+        return lambda v: [inner(x) if x is not None else None for x in v] if isinstance(v, list) else v
+    if pa.types.is_timestamp(t):
+        return functools.partial(_timestamp, aware=t.tz is not None, path=path)
+    if pa.types.is_date(t):
+        return lambda v: _EPOCH + dt.timedelta(days=v) if isinstance(v, int) and not isinstance(v, bool) else v
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return lambda v: v.encode() if isinstance(v, str) else v
+    if pa.types.is_decimal(t):
+        return functools.partial(_decimal, path=path)
+    return None
+
+
+def _timestamp(value: Any, *, aware: bool, path: str) -> Any:
+    if not isinstance(value, str):
+        return value
+    try:
+        stamp = dt.datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"field {path!r}: {value!r} is not an ISO-8601 timestamp") from None
+    if aware and stamp.tzinfo is None:
+        return stamp.replace(tzinfo=dt.timezone.utc)
+    if not aware and stamp.tzinfo is not None:
+        return stamp.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    return stamp
+
+
+def _decimal(value: Any, *, path: str) -> Any:
+    if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+        return value
+    try:
+        return decimal.Decimal(str(value))
+    except decimal.InvalidOperation:
+        raise ValueError(f"field {path!r}: {value!r} is not a decimal") from None
+
+
+def _converted(
+    converter: RecordConverter, records: list[Mapping[str, Any]], where: list[int], bad: list[tuple[int, str]]
+) -> Decoded:
+    """``records`` (batch indexes ``where``) through the record validator, the values already
+    found bad (``bad``) merged with the ones it refuses."""
+    conversion = converter.convert(records)
+    for i, error in conversion.bad:
+        bad.append((where[i], _reason(error)))
+    bad.sort()
+    if not bad:
+        return Decoded(conversion.table, [], None)
+    kept = [where[i] for i in (conversion.kept if conversion.kept is not None else range(len(where)))]
+    return Decoded(conversion.table, bad, kept)
 
 
 def _reason(error: RecordError) -> str:
@@ -273,10 +479,13 @@ def _conform(array: pa.Array, target: pa.DataType, path: str) -> pa.Array:
     return pc.cast(array, target)
 
 
-def _holds_decimal(t: pa.DataType) -> bool:
-    if pa.types.is_decimal(t):
-        return True
-    return any(_holds_decimal(t.field(i).type) for i in range(t.num_fields))
+def _holds(t: pa.DataType, kind: Callable[[pa.DataType], bool]) -> bool:
+    """Whether ``t`` or a type inside it is of ``kind``."""
+    return kind(t) or any(_holds(t.field(i).type, kind) for i in range(t.num_fields))
+
+
+def _is_text(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
 
 
 def _list_parts(array: pa.Array) -> tuple[pa.Array, pa.Array]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import io
+import json
 import struct
 from typing import Any
 
@@ -17,7 +18,8 @@ import pytest
 
 from benchmarks import encodings as enc
 from benchmarks.datasets import DATASET_NAMES, load
-from parka.rowdecode import AvroRows, confluent_schema_id
+from benchmarks.row_decode import json_values
+from parka.rowdecode import AvroRows, JsonRows, confluent_schema_id
 
 
 def bodies(schema: dict[str, Any], records: list[dict[str, Any]]) -> list[bytes]:
@@ -182,3 +184,64 @@ def test_confluent_frame() -> None:
     assert confluent_schema_id(b"\x00\x00\x01") is None
     assert confluent_schema_id(b"PAR1") is None
     assert confluent_schema_id(None) is None
+
+
+# -- JSON ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", DATASET_NAMES)
+def test_json_values_read_back_as_the_table_they_came_from(name: str) -> None:
+    """In bulk; github_events' schema has a map, read value by value (``json.loads``, the
+    validator) with its timestamps given as pyarrow's reader takes them."""
+    table = load(name, 300).table
+    decoded = JsonRows(table.schema).decode(json_values(table))
+    assert decoded.bad == []
+    assert decoded.table.equals(table)
+
+
+def test_a_bad_json_value_is_named_and_read_alone_its_neighbours_are_the_same() -> None:
+    schema = pa.schema(
+        [
+            pa.field("id", pa.int64(), nullable=False),
+            pa.field("at", pa.timestamp("us", tz="UTC")),
+            pa.field("tags", pa.list_(pa.string())),
+            pa.field("user", pa.struct([pa.field("name", pa.string()), pa.field("age", pa.int32())])),
+        ]
+    )
+    good = [
+        json.dumps(
+            {"id": i, "at": f"2026-11-30T12:00:0{i % 10}+01:00", "tags": ["a"] * i, "user": {"name": "x", "age": i}}
+        ).encode()
+        for i in range(12)
+    ]
+    good[4] = b'{\n  "id": 4,\n  "at": null\n}'  # pretty-printed: several lines
+    broken = {
+        2: (b'{"id": 2, "colour": "red"}', "colour"),
+        5: (b'{"at": "2026-11-30T12:00:00Z"}', "id"),
+        7: (b'{"id": "seven"}', "id"),
+        8: (b'{"id": 8}{"id": 9}', "one JSON object"),
+        9: (b"[1, 2]", "not an object"),
+        10: (b'{"id": 10', "not one JSON object"),
+        11: (b'{"id": 11, "user": {"name": "\xff"}}', "utf"),
+    }
+    values = list(good)
+    for index, (value, _) in broken.items():
+        values[index] = value
+    decoded = JsonRows(schema).decode(values)
+    assert [i for i, _ in decoded.bad] == sorted(broken)
+    for (index, reason), (_, expected) in zip(decoded.bad, sorted(broken.items()), strict=True):
+        assert expected[1].lower() in reason.lower(), (index, reason)
+    assert decoded.kept == [i for i in range(12) if i not in broken]
+    alone = JsonRows(schema).decode([good[i] for i in decoded.kept])
+    assert alone.bad == [] and decoded.table.equals(alone.table)
+    assert decoded.table.column("at")[1].as_py() == dt.datetime(2026, 11, 30, 11, 0, 1, tzinfo=dt.timezone.utc)
+
+
+def test_a_schema_with_a_map_reads_value_by_value_with_the_record_validator() -> None:
+    schema = pa.schema(
+        [pa.field("id", pa.int64(), nullable=False), pa.field("labels", pa.map_(pa.string(), pa.int64()))]
+    )
+    values = [b'{"id": 1, "labels": {"a": 1, "b": 2}}', b'{"id": 2, "labels": {"a": "x"}}', b'{"id": 3}']
+    decoded = JsonRows(schema).decode(values)
+    assert [i for i, _ in decoded.bad] == [1] and "labels" in decoded.bad[0][1]
+    assert decoded.table.to_pylist() == [{"id": 1, "labels": [("a", 1), ("b", 2)]}, {"id": 3, "labels": None}]
