@@ -34,7 +34,7 @@ field for a nullable column. A field the schema does not have, or a missing non-
 makes the value bad. pyarrow's reader has no maps: a schema with a map is read value by value
 (``json.loads``, then the record validator, which takes an object for a map).
 
-``benchmarks/row_decode.py`` measures the Avro paths side by side
+``benchmarks/row_decode.py`` measures both formats' paths side by side
 (``benchmarks/results/2026-11-30-row-decode/``). Not yet wired into ``parka ingest``: row topics
 are still dead-lettered there.
 """
