@@ -21,7 +21,7 @@ without a Python object per record on the common path:
 * **Per record** (fastavro and parka's record validator, :class:`parka.records.RecordConverter`),
   when the bulk path fails or polars is missing: each body is decoded on its own, must be read to
   its last byte, and its values are checked against the Arrow schema; a body that fails names
-  its index in the batch and why (:attr:`Decoded.bad`), and the others are the table.
+  its index in the batch and why (:attr:`parka.records.Conversion.bad`), and the others are the table.
 
 :class:`JsonRows` reads JSON values (one object each, UTF-8) against an Arrow schema with
 pyarrow's JSON reader, all of a batch at once; when that fails, each value alone with the same
@@ -49,7 +49,6 @@ import json
 import os
 import struct
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import fastavro
@@ -58,10 +57,10 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from parka.errors import RecordError, SchemaError
-from parka.records import RecordConverter, _null_violation
+from parka.records import Conversion, RecordConverter, _null_violation
 from parka.schema import to_arrow_schema
 
-__all__ = ["SENTINEL", "AvroRows", "Decoded", "JsonRows", "confluent_schema_id"]
+__all__ = ["SENTINEL", "AvroRows", "JsonRows", "confluent_schema_id"]
 
 CONFLUENT_MAGIC = 0
 _FRAME = struct.Struct(">bI")
@@ -98,17 +97,6 @@ def confluent_schema_id(value: bytes | None) -> int | None:
     return int(_FRAME.unpack_from(value)[1])
 
 
-@dataclass(frozen=True)
-class Decoded:
-    """A batch decoded: ``table`` holds the good records in batch order; ``bad`` lists
-    ``(index in the batch, reason)`` for the others; ``kept`` gives the batch index of each row
-    of ``table`` when some were bad (``None`` when every record is in it)."""
-
-    table: pa.Table
-    bad: list[tuple[int, str]]
-    kept: list[int] | None
-
-
 class _BulkFailed(Exception):
     """The bulk path could not decode this batch; the per-record path decides."""
 
@@ -135,14 +123,14 @@ class AvroRows:
         # why the bulk path is off for this schema (polars missing, or a type it reads otherwise)
         self.bulk_off: str | None = None
 
-    def decode(self, bodies: Sequence[bytes]) -> Decoded:
+    def decode(self, bodies: Sequence[bytes]) -> Conversion:
         """The records of ``bodies`` (each one record's Avro binary encoding); never raises for a
-        bad body (see :attr:`Decoded.bad`)."""
+        bad body (see :attr:`parka.records.Conversion.bad`)."""
         if not bodies:
-            return Decoded(self.schema.empty_table(), [], None)
+            return Conversion(self.schema.empty_table(), [], None)
         if self.bulk_off is None:
             try:
-                return Decoded(self._bulk(bodies), [], None)
+                return Conversion(self._bulk(bodies), [], None)
             except _BulkFailed as exc:
                 decoded = self._per_record(bodies)
                 if not decoded.bad:
@@ -183,24 +171,24 @@ class AvroRows:
                     raise _BulkFailed(f"{field.name}: {exc}") from None
         return pa.Table.from_arrays(columns, schema=self.schema)
 
-    def _per_record(self, bodies: Sequence[bytes]) -> Decoded:
+    def _per_record(self, bodies: Sequence[bytes]) -> Conversion:
         records: list[Mapping[str, Any]] = []
         where: list[int] = []
-        bad: list[tuple[int, str]] = []
+        bad: list[tuple[int, RecordError]] = []
         read = fastavro.schemaless_reader
         for index, body in enumerate(bodies):
             stream = io.BytesIO(body)
             try:
                 record = read(stream, self._parsed, None)
             except Exception as exc:  # fastavro raises what its reads raise: EOFError, ValueError...
-                bad.append((index, f"not a record of the writer schema: {type(exc).__name__}: {exc}"))
+                bad.append((index, RecordError(f"not a record of the writer schema: {type(exc).__name__}: {exc}")))
                 continue
             if stream.tell() != len(body):
                 extra = len(body) - stream.tell()
-                bad.append((index, f"{extra} byte(s) after the record: not a record of the writer schema"))
+                bad.append((index, RecordError(f"{extra} byte(s) after the record: not a record of the writer schema")))
                 continue
             if not isinstance(record, Mapping):
-                bad.append((index, f"decodes to {type(record).__name__}, not a record"))
+                bad.append((index, RecordError(f"decodes to {type(record).__name__}, not a record")))
                 continue
             records.append(record)
             where.append(index)
@@ -220,18 +208,18 @@ class JsonRows:
             explicit_schema=schema, unexpected_field_behavior="error", newlines_in_values=True
         )
 
-    def decode(self, values: Sequence[bytes]) -> Decoded:
-        """The records of ``values``; never raises for a bad value (see :attr:`Decoded.bad`)."""
+    def decode(self, values: Sequence[bytes]) -> Conversion:
+        """The records of ``values``; never raises for a bad value (see :attr:`parka.records.Conversion.bad`)."""
         if not values:
-            return Decoded(self.schema.empty_table(), [], None)
+            return Conversion(self.schema.empty_table(), [], None)
         if self._by_value:
             return self._loads(values)
         try:
-            return Decoded(self._read(values), [], None)
+            return Conversion(self._read(values), [], None)
         except _BulkFailed:
             return self._each(values)
 
-    def _each(self, values: Sequence[bytes]) -> Decoded:
+    def _each(self, values: Sequence[bytes]) -> Conversion:
         """The bad values found by halving: a half that reads in bulk is good, a half that does
         not is halved again, down to single values, each then read as in bulk (a reader call
         per value costs some 300 µs, so one bad value in 10,000 costs some 30 bulk reads, not
@@ -240,7 +228,7 @@ class JsonRows:
             return self._loads(values)
         tables: list[pa.Table] = []
         kept: list[int] = []
-        bad: list[tuple[int, str]] = []
+        bad: list[tuple[int, RecordError]] = []
         pending = [(0, len(values))]
         while pending:
             first, end = pending.pop()
@@ -248,14 +236,14 @@ class JsonRows:
                 tables.append(self._read(values[first:end]))
             except _BulkFailed as exc:
                 if end - first == 1:
-                    bad.append((first, self._name_fields(values[first], str(exc))))
+                    bad.append((first, RecordError(self._name_fields(values[first], str(exc)))))
                     continue
                 middle = (first + end) // 2
                 pending += [(middle, end), (first, middle)]  # the first half next: batch order kept
                 continue
             kept.extend(range(first, end))
         table = pa.concat_tables(tables) if tables else self.schema.empty_table()
-        return Decoded(table, bad, kept if bad else None)
+        return Conversion(table, bad, kept if bad else None)
 
     def _read(self, values: Sequence[bytes]) -> pa.Table:
         data = b"\n".join(values)
@@ -295,23 +283,23 @@ class JsonRows:
             reason += f" (non-nullable field(s) missing or null: {', '.join(missing)})"
         return reason
 
-    def _loads(self, values: Sequence[bytes]) -> Decoded:
+    def _loads(self, values: Sequence[bytes]) -> Conversion:
         records: list[Mapping[str, Any]] = []
         where: list[int] = []
-        bad: list[tuple[int, str]] = []
+        bad: list[tuple[int, RecordError]] = []
         for index, value in enumerate(values):
             try:
                 record = json.loads(value)
             except ValueError as exc:
-                bad.append((index, f"not one JSON object: {exc}"))
+                bad.append((index, RecordError(f"not one JSON object: {exc}")))
                 continue
             if not isinstance(record, dict):
-                bad.append((index, f"a JSON {type(record).__name__}, not an object"))
+                bad.append((index, RecordError(f"a JSON {type(record).__name__}, not an object")))
                 continue
             try:
                 records.append(record if self._fix is None else self._fix(record))
             except ValueError as exc:
-                bad.append((index, str(exc)))
+                bad.append((index, RecordError(str(exc))))
                 continue
             where.append(index)
         return _converted(self._converter, records, where, bad)
@@ -390,22 +378,17 @@ def _decimal(value: Any, *, path: str) -> Any:
 
 
 def _converted(
-    converter: RecordConverter, records: list[Mapping[str, Any]], where: list[int], bad: list[tuple[int, str]]
-) -> Decoded:
+    converter: RecordConverter, records: list[Mapping[str, Any]], where: list[int], bad: list[tuple[int, RecordError]]
+) -> Conversion:
     """``records`` (batch indexes ``where``) through the record validator, the values already
     found bad (``bad``) merged with the ones it refuses."""
     conversion = converter.convert(records)
-    for i, error in conversion.bad:
-        bad.append((where[i], _reason(error)))
-    bad.sort()
+    bad.extend((where[i], error) for i, error in conversion.bad)
+    bad.sort(key=lambda item: item[0])
     if not bad:
-        return Decoded(conversion.table, [], None)
+        return Conversion(conversion.table, [], None)
     kept = [where[i] for i in (conversion.kept if conversion.kept is not None else range(len(where)))]
-    return Decoded(conversion.table, bad, kept)
-
-
-def _reason(error: RecordError) -> str:
-    return str(error)
+    return Conversion(conversion.table, bad, kept)
 
 
 class _BulkSchema:

@@ -153,7 +153,7 @@ def test_a_body_that_is_not_one_record_is_named_and_its_neighbours_decode(damage
     decoder = AvroRows(dataset.avro_schema)
     decoded = decoder.decode(values)
     assert [i for i, _ in decoded.bad] == [13]
-    assert reason in decoded.bad[0][1]
+    assert reason in str(decoded.bad[0][1])
     assert decoded.kept == [i for i in range(40) if i != 13]
     good = AvroRows(dataset.avro_schema).decode([v for i, v in enumerate(values) if i != 13])
     assert decoded.table.equals(good.table)
@@ -230,7 +230,7 @@ def test_a_bad_json_value_is_named_and_read_alone_its_neighbours_are_the_same() 
     decoded = JsonRows(schema).decode(values)
     assert [i for i, _ in decoded.bad] == sorted(broken)
     for (index, reason), (_, expected) in zip(decoded.bad, sorted(broken.items()), strict=True):
-        assert expected[1].lower() in reason.lower(), (index, reason)
+        assert expected[1].lower() in str(reason).lower(), (index, reason)
     assert decoded.kept == [i for i in range(12) if i not in broken]
     alone = JsonRows(schema).decode([good[i] for i in decoded.kept])
     assert alone.bad == [] and decoded.table.equals(alone.table)
@@ -243,5 +243,5 @@ def test_a_schema_with_a_map_reads_value_by_value_with_the_record_validator() ->
     )
     values = [b'{"id": 1, "labels": {"a": 1, "b": 2}}', b'{"id": 2, "labels": {"a": "x"}}', b'{"id": 3}']
     decoded = JsonRows(schema).decode(values)
-    assert [i for i, _ in decoded.bad] == [1] and "labels" in decoded.bad[0][1]
+    assert [i for i, _ in decoded.bad] == [1] and "labels" in str(decoded.bad[0][1])
     assert decoded.table.to_pylist() == [{"id": 1, "labels": [("a", 1), ("b", 2)]}, {"id": 3, "labels": None}]
