@@ -109,9 +109,11 @@ test: ## the whole suite: lint, the docs site, unit and integration tests (start
 FETCHED_EARLY := kafka-local s3proxy iceberg-rest
 FETCHED_LATE := schema-registry azurite
 FETCH_LOGS = $${XDG_CACHE_HOME:-$$HOME/.cache}/parka
-# $(call fetch_in_background,SCRIPTS): each script's fetch, detached, its output in FETCH_LOGS
+# $(call fetch_in_background,SCRIPTS): each script's fetch, detached and niced (mostly downloads,
+# one after another, its CPU taken from what the virtualenv's install and the tests leave), its
+# output in FETCH_LOGS
 fetch_in_background = mkdir -p "$(FETCH_LOGS)" && for s in $(1); do \
-	  nohup scripts/$$s.sh fetch >"$(FETCH_LOGS)/fetch-$$s.log" 2>&1 </dev/null & done
+	  nohup nice -n 10 scripts/$$s.sh fetch >"$(FETCH_LOGS)/fetch-$$s.log" 2>&1 </dev/null & done
 # $(call fetch_all,SCRIPTS): each script's fetch at once; fails when any does
 fetch_all = pids=(); for s in $(1); do scripts/$$s.sh fetch & pids+=($$!); done; \
 	  rc=0; for p in "$${pids[@]}"; do wait "$$p" || rc=1; done; exit $$rc
