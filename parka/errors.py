@@ -203,11 +203,15 @@ class SegmentDecodeError(SegmentError):
 
 class RegistryError(ParkaError):
     """The schema registry refused a request (unknown subject or id, incompatible schema) or could
-    not be reached. ``subject`` and ``schema_id`` name what was asked for, when known."""
+    not be reached. ``subject`` and ``schema_id`` name what was asked for, when known;
+    ``http_status`` is the registry's answer to a refusal (``None``: it could not be reached)."""
 
-    def __init__(self, message: str, *, subject: str | None = None, schema_id: int | None = None) -> None:
+    def __init__(
+        self, message: str, *, subject: str | None = None, schema_id: int | None = None, http_status: int | None = None
+    ) -> None:
         self.subject = subject
         self.schema_id = schema_id
+        self.http_status = http_status
         super().__init__(message)
 
 

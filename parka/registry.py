@@ -130,6 +130,12 @@ class Registry:
             hit = self._arrow[schema_id] = (arrow, schema_fingerprint(arrow))
         return hit
 
+    def writer_avro(self, schema_id: int) -> str:
+        """The Avro schema text with id ``schema_id`` (the client caches answers by id)."""
+        schema = self._call(lambda: self._client.get_schema(schema_id), schema_id=schema_id)
+        self._avro(schema_id, schema)
+        return str(schema.schema_str)
+
     def _avro(self, schema_id: int, schema: Any, *, subject: str | None = None) -> int:
         if schema.schema_type not in (None, "AVRO"):
             raise RegistryError(
@@ -150,6 +156,7 @@ class Registry:
                 f"schema registry at {self.url} refused {what}: {exc.error_message} (HTTP {exc.http_status_code})",
                 subject=subject,
                 schema_id=schema_id,
+                http_status=exc.http_status_code,
             ) from None
         except Exception as exc:  # the HTTP client's connection and timeout errors
             raise RegistryError(

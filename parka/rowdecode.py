@@ -23,6 +23,12 @@ without a Python object per record on the common path:
   its last byte, and its values are checked against the Arrow schema; a body that fails names
   its index in the batch and why (:attr:`parka.records.Conversion.bad`), and the others are the table.
 
+:class:`ConfluentAvroRows` takes framed values of any writer schemas: it splits a batch into
+runs of one schema id and decodes each with the :class:`AvroRows` of that id's writer schema,
+fetched once per id (from the registry: :meth:`parka.registry.Registry.writer_avro`); a value
+without the frame, or with an id the registry does not hold, is a bad value, and a registry that
+cannot be reached is raised.
+
 :class:`JsonRows` reads JSON values (one object each, UTF-8) against an Arrow schema with
 pyarrow's JSON reader, all of a batch at once; when that fails, each value alone with the same
 reader, so that a value is read the same way whatever its neighbours are. What it takes per
@@ -49,6 +55,7 @@ import json
 import os
 import struct
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import fastavro
@@ -56,11 +63,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
-from parka.errors import RecordError, SchemaError
+from parka.errors import RecordError, RegistryError, SchemaError
 from parka.records import Conversion, RecordConverter, _null_violation
 from parka.schema import to_arrow_schema
 
-__all__ = ["SENTINEL", "AvroRows", "JsonRows", "confluent_schema_id"]
+__all__ = ["SENTINEL", "AvroRows", "ConfluentAvroRows", "JsonRows", "Run", "Runs", "confluent_schema_id"]
 
 CONFLUENT_MAGIC = 0
 _FRAME = struct.Struct(">bI")
@@ -95,6 +102,89 @@ def confluent_schema_id(value: bytes | None) -> int | None:
     if value is None or len(value) < _FRAME.size or value[0] != CONFLUENT_MAGIC:
         return None
     return int(_FRAME.unpack_from(value)[1])
+
+
+@dataclass(frozen=True)
+class Run:
+    """Consecutive values of a batch with one writer schema id, decoded: ``schema`` is the Arrow
+    form of that writer schema, ``table`` its good records, ``indexes`` the batch index of each of
+    the table's rows."""
+
+    schema_id: int
+    schema: pa.Schema
+    table: pa.Table
+    indexes: list[int]
+
+
+@dataclass(frozen=True)
+class Runs:
+    """A batch of Confluent-framed Avro values decoded: its runs of one schema id, in batch order,
+    and ``bad``, ``(index in the batch, error)`` of every value that is not in one."""
+
+    runs: list[Run]
+    bad: list[tuple[int, RecordError]]
+
+
+class ConfluentAvroRows:
+    """Decoder of Confluent-framed Avro values of any writer schemas: a batch is split into runs
+    of one schema id, each decoded by the :class:`AvroRows` of that id's writer schema, made once
+    per id from ``writer_schema`` (id -> Avro schema text: :meth:`parka.registry.Registry.writer_avro`).
+
+    A value without the frame, or whose id the registry does not hold (HTTP 404), is a bad value
+    (the input's fault); any other registry failure is raised (:class:`~parka.errors.RegistryError`:
+    an outage is not the data's fault, and nothing may be dead-lettered for it).
+    """
+
+    def __init__(self, writer_schema: Callable[[int], str]) -> None:
+        self._writer_schema = writer_schema
+        self._decoders: dict[int, AvroRows | RecordError] = {}
+
+    def decode(self, values: Sequence[bytes | None]) -> Runs:
+        runs: list[Run] = []
+        bad: list[tuple[int, RecordError]] = []
+        start = 0
+        while start < len(values):
+            schema_id = confluent_schema_id(values[start])
+            end = start + 1
+            while end < len(values) and confluent_schema_id(values[end]) == schema_id:
+                end += 1
+            if schema_id is None:
+                bad.extend((i, _unframed(values[i])) for i in range(start, end))
+            else:
+                decoder = self._decoder(schema_id)
+                if isinstance(decoder, RecordError):
+                    bad.extend((i, decoder) for i in range(start, end))
+                else:
+                    bodies = [v[_FRAME.size :] for v in values[start:end] if v is not None]
+                    conversion = decoder.decode(bodies)
+                    kept = conversion.kept if conversion.kept is not None else range(end - start)
+                    bad.extend((start + i, error) for i, error in conversion.bad)
+                    if conversion.table.num_rows:
+                        indexes = [start + i for i in kept]
+                        runs.append(Run(schema_id, decoder.schema, conversion.table, indexes))
+            start = end
+        bad.sort(key=lambda item: item[0])
+        return Runs(runs, bad)
+
+    def _decoder(self, schema_id: int) -> AvroRows | RecordError:
+        known = self._decoders.get(schema_id)
+        if known is None:
+            try:
+                known = AvroRows(self._writer_schema(schema_id))
+            except RegistryError as exc:
+                if exc.http_status != 404:
+                    raise
+                known = RecordError(f"schema id {schema_id} is not in the registry: {exc}")
+            except SchemaError as exc:
+                known = RecordError(f"schema id {schema_id}'s writer schema has no Arrow form: {exc}")
+            self._decoders[schema_id] = known
+        return known
+
+
+def _unframed(value: bytes | None) -> RecordError:
+    if value is None:
+        return RecordError("no value: not a Confluent-framed Avro record")
+    return RecordError(f"not Confluent-framed Avro (magic byte 0, then a 4-byte schema id): starts {value[:5]!r}")
 
 
 class _BulkFailed(Exception):

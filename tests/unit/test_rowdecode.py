@@ -19,7 +19,8 @@ import pytest
 from benchmarks import encodings as enc
 from benchmarks.datasets import DATASET_NAMES, load
 from benchmarks.row_decode import json_values
-from parka.rowdecode import AvroRows, JsonRows, confluent_schema_id
+from parka.errors import RegistryError
+from parka.rowdecode import AvroRows, ConfluentAvroRows, JsonRows, confluent_schema_id
 
 
 def bodies(schema: dict[str, Any], records: list[dict[str, Any]]) -> list[bytes]:
@@ -245,3 +246,54 @@ def test_a_schema_with_a_map_reads_value_by_value_with_the_record_validator() ->
     decoded = JsonRows(schema).decode(values)
     assert [i for i, _ in decoded.bad] == [1] and "labels" in str(decoded.bad[0][1])
     assert decoded.table.to_pylist() == [{"id": 1, "labels": [("a", 1), ("b", 2)]}, {"id": 3, "labels": None}]
+
+
+# -- Confluent-framed values of several writer schemas --------------------------------------
+
+V1 = {"type": "record", "name": "Reading", "fields": [{"name": "id", "type": "long"}]}
+V2 = {
+    "type": "record",
+    "name": "Reading",
+    "fields": [{"name": "id", "type": "long"}, {"name": "unit", "type": ["null", "string"], "default": None}],
+}
+
+
+def framed(schema_id: int, schema: dict[str, Any], records: list[dict[str, Any]]) -> list[bytes]:
+    return [struct.pack(">bI", 0, schema_id) + body for body in bodies(schema, records)]
+
+
+def test_a_batch_splits_into_runs_of_one_schema_id_and_unframed_or_unknown_ids_are_bad() -> None:
+    schemas = {7: json.dumps(V1), 8: json.dumps(V2)}
+    asked: list[int] = []
+
+    def writer_schema(schema_id: int) -> str:
+        asked.append(schema_id)
+        if schema_id not in schemas:
+            raise RegistryError(f"no schema {schema_id} (HTTP 404)", schema_id=schema_id, http_status=404)
+        return schemas[schema_id]
+
+    values: list[bytes | None] = [
+        *framed(7, V1, [{"id": 0}, {"id": 1}]),
+        b'{"id": 2}',  # JSON on an Avro topic
+        *framed(8, V2, [{"id": 3, "unit": "m"}]),
+        *framed(99, V1, [{"id": 4}]),  # an id the registry does not hold
+        *framed(7, V1, [{"id": 5}]),
+        None,
+    ]
+    decoded = ConfluentAvroRows(writer_schema).decode(values)
+    assert [(r.schema_id, r.indexes, r.table.to_pylist()) for r in decoded.runs] == [
+        (7, [0, 1], [{"id": 0}, {"id": 1}]),
+        (8, [3], [{"id": 3, "unit": "m"}]),
+        (7, [5], [{"id": 5}]),
+    ]
+    assert [i for i, _ in decoded.bad] == [2, 4, 6]
+    assert "not Confluent-framed" in str(decoded.bad[0][1]) and "schema id 99" in str(decoded.bad[1][1])
+    assert sorted(set(asked)) == [7, 8, 99] and len(asked) == 3  # once per id
+
+
+def test_a_registry_that_cannot_be_reached_is_raised_not_a_bad_value() -> None:
+    def writer_schema(schema_id: int) -> str:
+        raise RegistryError("schema registry at http://127.0.0.1:9 could not be reached", schema_id=schema_id)
+
+    with pytest.raises(RegistryError, match="could not be reached"):
+        ConfluentAvroRows(writer_schema).decode(framed(7, V1, [{"id": 0}]))

@@ -1,0 +1,57 @@
+"""Avro row records as confluent-kafka's own ``AvroSerializer`` writes them, through the real
+registry: :class:`parka.rowdecode.ConfluentAvroRows` finds each value's writer schema by the id in
+its frame (:meth:`parka.registry.Registry.writer_avro`) and decodes the values in bulk, a schema
+version per run, equal to the records serialized."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+from parka.registry import Registry
+from parka.rowdecode import ConfluentAvroRows
+
+pytestmark = pytest.mark.timeout(900)  # a first run builds the registry (see test_registry.py)
+
+V1 = {
+    "type": "record",
+    "name": "Reading",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "sensor", "type": "string"},
+        {"name": "tags", "type": {"type": "map", "values": "string"}},
+    ],
+}
+# a later version: a field added with a default (backward compatible)
+V2 = {**V1, "fields": [*V1["fields"], {"name": "unit", "type": ["null", "string"], "default": None}]}
+
+
+def test_values_of_two_schema_versions_decode_to_the_records_serialized(registry_url: str) -> None:
+    topic = f"rows-{uuid.uuid4().hex[:8]}"
+    context = SerializationContext(topic, MessageField.VALUE)
+    first = [{"id": i, "sensor": f"s{i % 3}", "tags": {"k": str(i)}} for i in range(30)]
+    second = [{**r, "id": 30 + i, "unit": None if i % 2 else "m"} for i, r in enumerate(first[:20])]
+    client = SchemaRegistryClient({"url": registry_url})
+    registry = Registry({"url": registry_url})
+    try:
+        values = [AvroSerializer(client, json.dumps(V1))(r, context) for r in first]
+        values += [AvroSerializer(client, json.dumps(V2))(r, context) for r in second]
+        decoded = ConfluentAvroRows(registry.writer_avro).decode(values)
+    finally:
+        client.close()
+        registry.close()
+    assert decoded.bad == []
+    assert [len(r.indexes) for r in decoded.runs] == [30, 20]
+    assert decoded.runs[0].schema_id != decoded.runs[1].schema_id
+    as_given = [
+        {k: dict(v) if k == "tags" else v for k, v in row.items()}
+        for run in decoded.runs
+        for row in run.table.to_pylist(maps_as_pydicts="strict")
+    ]
+    assert as_given == [*first, *second]
+    assert "unit" not in decoded.runs[0].schema.names and decoded.runs[1].schema.field("unit").nullable
