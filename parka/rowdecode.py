@@ -51,6 +51,7 @@ import datetime as dt
 import decimal
 import functools
 import io
+import itertools
 import json
 import os
 import struct
@@ -142,27 +143,22 @@ class ConfluentAvroRows:
     def decode(self, values: Sequence[bytes | None]) -> Runs:
         runs: list[Run] = []
         bad: list[tuple[int, RecordError]] = []
-        start = 0
-        while start < len(values):
-            schema_id = confluent_schema_id(values[start])
-            end = start + 1
-            while end < len(values) and confluent_schema_id(values[end]) == schema_id:
-                end += 1
+        at = 0
+        for schema_id, group in itertools.groupby(values, key=confluent_schema_id):
+            run = list(group)
+            start, at = at, at + len(run)
             if schema_id is None:
-                bad.extend((i, _unframed(values[i])) for i in range(start, end))
-            else:
-                decoder = self._decoder(schema_id)
-                if isinstance(decoder, RecordError):
-                    bad.extend((i, decoder) for i in range(start, end))
-                else:
-                    bodies = [v[_FRAME.size :] for v in values[start:end] if v is not None]
-                    conversion = decoder.decode(bodies)
-                    kept = conversion.kept if conversion.kept is not None else range(end - start)
-                    bad.extend((start + i, error) for i, error in conversion.bad)
-                    if conversion.table.num_rows:
-                        indexes = [start + i for i in kept]
-                        runs.append(Run(schema_id, decoder.schema, conversion.table, indexes))
-            start = end
+                bad.extend((start + i, _unframed(v)) for i, v in enumerate(run))
+                continue
+            decoder = self._decoder(schema_id)
+            if isinstance(decoder, RecordError):
+                bad.extend((i, decoder) for i in range(start, at))
+                continue
+            conversion = decoder.decode([v[_FRAME.size :] for v in run if v is not None])  # framed: never None
+            bad.extend((start + i, error) for i, error in conversion.bad)
+            if conversion.table.num_rows:
+                kept = conversion.kept if conversion.kept is not None else range(len(run))
+                runs.append(Run(schema_id, decoder.schema, conversion.table, [start + i for i in kept]))
         bad.sort(key=lambda item: item[0])
         return Runs(runs, bad)
 
@@ -314,8 +310,6 @@ class JsonRows:
         not is halved again, down to single values, each then read as in bulk (a reader call
         per value costs some 300 µs, so one bad value in 10,000 costs some 30 bulk reads, not
         10,000 single ones)."""
-        if self._by_value:
-            return self._loads(values)
         tables: list[pa.Table] = []
         kept: list[int] = []
         bad: list[tuple[int, RecordError]] = []
@@ -347,7 +341,7 @@ class JsonRows:
         table = table.combine_chunks()
         for column, field in zip(table.columns, self.schema, strict=True):
             # the reader takes null for a non-nullable field, and gives every field as nullable
-            if _null_violation(column.chunk(0) if column.num_chunks else pa.array([], field.type), field, None):
+            if _null_violation(column.chunk(0), field, None):  # one chunk: num_rows >= 1, combined
                 raise _BulkFailed(f"{field.name}: null where the schema allows none")
             if _holds(field.type, _is_text):
                 # the reader copies a string's bytes without checking that they are UTF-8

@@ -14,10 +14,10 @@ import contextlib
 import os
 import signal
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from reliability.procs import Timeout, wait_for
 from tests.integration import _servers
 
 BESIDE_VAR = "PARKA_CHECKS_BESIDE"
@@ -53,35 +53,33 @@ def _paths() -> tuple[Path, Path]:
     return run / "checks.log", run / "checks.rc"
 
 
-_beside: list[subprocess.Popen[bytes]] = []
+_beside: subprocess.Popen[bytes] | None = None
 
 
 def start_beside() -> None:
     """Start the checks in the background, niced; their exit code goes to ``checks.rc`` when
     they end (the shell writes it, so it exists only once they are done)."""
+    global _beside
     log, rc = _paths()
     script = f'{" ".join(_command())} >"{log}" 2>&1; echo $? >"{rc}.part" && mv "{rc}.part" "{rc}"'
-    _beside.append(
-        subprocess.Popen(
-            ["nice", "-n", str(NICENESS), "sh", "-c", script],
-            cwd=_servers.REPO,
-            env=_env(),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+    _beside = subprocess.Popen(
+        ["nice", "-n", str(NICENESS), "sh", "-c", script],
+        cwd=_servers.REPO,
+        env=_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
 
 
 def stop_beside() -> None:
     """At the run's end: checks still running (a run interrupted, or their test deselected) are
     stopped with their processes."""
-    for proc in _beside:
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    if _beside is not None and _beside.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(_beside.pid, signal.SIGKILL)
+        _beside.wait()
 
 
 def started_beside() -> bool:
@@ -97,11 +95,8 @@ def result(timeout_s: float) -> Result:
             _command(), cwd=_servers.REPO, env=_env(), capture_output=True, text=True, timeout=timeout_s
         )
         return Result(done.returncode, done.stdout + done.stderr)
-    deadline = time.monotonic() + timeout_s
-    while not rc.exists():
-        if time.monotonic() > deadline:
-            raise AssertionError(
-                f"{' '.join(TARGETS)} still running after {timeout_s} s; its log so far:\n{log.read_text()}"
-            )
-        time.sleep(0.5)
+    try:
+        wait_for(rc.exists, f"make {' '.join(TARGETS)} to end", timeout_s, poll_s=0.5)
+    except Timeout as exc:
+        raise AssertionError(f"{exc}; its log so far:\n{log.read_text()}") from None
     return Result(int(rc.read_text()), log.read_text())
