@@ -4,10 +4,8 @@
 # server's pid file, its start-up wait and its stop. The sourcing script defines log() and is_up()
 # (does the server answer?) and sets PIDFILE, LOG and PORT.
 
-# Maven, which fetches the servers' jars, runs for seconds: the client compiler and the serial
-# collector spend less CPU on that than the JVM's defaults (a cold `make fetch`, two runs each
-# way: 95 and 99 CPU-s against 109 and 128). A MAVEN_OPTS of the caller's wins.
-export MAVEN_OPTS="${MAVEN_OPTS:--XX:TieredStopAtLevel=1 -XX:+UseSerialGC}"
+# shellcheck source=scripts/_maven.sh
+source "$(dirname "${BASH_SOURCE[0]}")/_maven.sh"
 
 # fetch_once DONE FUNCTION: run FUNCTION, which downloads or builds the server into HOME_DIR and
 # makes the file DONE last, unless DONE exists. Two fetches at once on a fresh machine (make test's

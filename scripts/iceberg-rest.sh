@@ -122,7 +122,7 @@ resolve_jars() {
   log "fetching Iceberg $VERSION's REST catalog server and its runtime classpath (${#JARS[@]} jars, ~40 MB) from Maven Central into $LIBS"
   write_pom > "$HOME_DIR/pom.xml"
   rm -rf "$LIBS.part" "$LIBS"
-  (cd "$HOME_DIR" && mvn -q -B -Dstyle.color=never --strict-checksums dependency:copy-dependencies \
+  (cd "$HOME_DIR" && maven --strict-checksums dependency:copy-dependencies \
     -DoutputDirectory="$LIBS.part" -DincludeScope=runtime) >&2 || { log "mvn could not fetch the jars"; exit 3; }
   local line coords sha group artifact version classifier jar actual
   for line in "${JARS[@]}"; do

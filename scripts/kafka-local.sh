@@ -81,7 +81,7 @@ resolve_jars() {
 </project>
 POM
   rm -rf "$LIBS"
-  (cd "$HOME_DIR" && mvn -q -B -Dstyle.color=never dependency:copy-dependencies -DoutputDirectory="$LIBS" -DincludeScope=runtime)
+  (cd "$HOME_DIR" && maven dependency:copy-dependencies -DoutputDirectory="$LIBS" -DincludeScope=runtime)
   touch "$LIBS/.complete"
 }
 

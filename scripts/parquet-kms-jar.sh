@@ -10,6 +10,8 @@ set -euo pipefail
 
 PY="${1:-python3}"
 log() { echo "parquet-kms-jar: $*" >&2; }
+# shellcheck source=scripts/_maven.sh
+source "$(dirname "${BASH_SOURCE[0]}")/_maven.sh"
 JARS=$("$PY" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
 HADOOP_JAR=$(ls "$JARS"/parquet-hadoop-*.jar 2>/dev/null | head -1)
 [[ -n "$HADOOP_JAR" ]] || { log "no parquet-hadoop jar in $JARS"; exit 3; }
@@ -20,7 +22,7 @@ if [[ ! -f "$JAR" ]]; then
   command -v mvn >/dev/null || { log "mvn not found: install Maven (apt-get install maven)"; exit 3; }
   mkdir -p "$DIR"
   log "fetching org.apache.parquet:parquet-hadoop:$VERSION:tests from Maven Central"
-  mvn -q -B -Dstyle.color=never dependency:copy \
+  maven dependency:copy \
     "-Dartifact=org.apache.parquet:parquet-hadoop:$VERSION:jar:tests" "-DoutputDirectory=$DIR" >&2
 fi
 LISTING=$("$PY" -m zipfile -l "$JAR")  # not piped into grep -q: pipefail would see the writer's SIGPIPE

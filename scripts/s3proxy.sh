@@ -41,7 +41,7 @@ fetch_jar() {
 # into a temporary folder first: the jar's name appears only once it is whole
 download_jar() {
   log "fetching org.gaul:s3proxy:$VERSION:jar-with-dependencies from Maven Central"
-  mvn -q -B -Dstyle.color=never dependency:copy -Dartifact="org.gaul:s3proxy:$VERSION:jar:jar-with-dependencies" \
+  maven dependency:copy -Dartifact="org.gaul:s3proxy:$VERSION:jar:jar-with-dependencies" \
     -DoutputDirectory="$HOME_DIR/.part" >&2
   mv "$HOME_DIR/.part/$(basename "$JAR")" "$JAR" || { log "the jar did not arrive at $JAR"; exit 3; }
   rm -rf "$HOME_DIR/.part"

@@ -185,7 +185,7 @@ build() {
 build_app() {
   log "building Apicurio Registry $VERSION from Maven Central into $APP (once; a few minutes)"
   write_build
-  local mvn=(mvn -q -B -Dstyle.color=never -s "$BUILD/settings.xml")
+  local mvn=(maven -s "$BUILD/settings.xml")
   # The app jar's own application.properties becomes the application's, plus an index of the jar's beans.
   (cd "$BUILD" && "${mvn[@]}" dependency:copy -Dartifact="io.apicurio:apicurio-registry-app:$VERSION" -DoutputDirectory="$BUILD/jar") >>"$HOME_DIR/build.log" 2>&1 \
     || { log "resolving apicurio-registry-app failed; see $HOME_DIR/build.log"; tail -20 "$HOME_DIR/build.log" >&2; exit 5; }
