@@ -13,9 +13,9 @@ export MAVEN_OPTS="${MAVEN_OPTS:--XX:TieredStopAtLevel=1 -XX:+UseSerialGC}"
 # failed: commons-logging#commons-logging;1.2!commons-logging.jar", as when the tests' Spark jars
 # were resolved on a fresh machine while the registry's build (make test's background fetch)
 # wrote into ~/.m2. Settings such as a mirror still come from ~/.m2/settings.xml.
-PARKA_MAVEN_REPO="${PARKA_MAVEN_REPO:-${XDG_CACHE_HOME:-$HOME/.cache}/parka/maven}"
+MAVEN_REPO="${XDG_CACHE_HOME:-$HOME/.cache}/parka/maven"
 
 # maven ARGS...: mvn, quiet and in batch mode, into that repository
 maven() {
-  mvn -q -B -Dstyle.color=never "-Dmaven.repo.local=$PARKA_MAVEN_REPO" "$@"
+  mvn -q -B -Dstyle.color=never "-Dmaven.repo.local=$MAVEN_REPO" "$@"
 }
