@@ -90,17 +90,20 @@ PYTEST_WORKERS ?= 3
 COMPILED := parka producer consumer lake ops spark_ext reliability tests benchmarks demo
 
 # On a fresh machine the downloads come first: the servers the tests start first (fetch-early)
-# beside the virtualenv's, then the Spark session's jars (test-jars) beside the byte-compiling,
-# so that no test worker waits for them. The slow first fetches of the servers whose tests come
-# last (FETCHED_LATE) run in the background from the first second instead, each into a log; a
-# server's start in the tests waits for its fetch under the script's lock.
+# beside the virtualenv's. The slow first fetches of the servers whose tests come last
+# (FETCHED_LATE) run in the background from the first second instead, each into a log; a
+# server's start in the tests waits for its fetch under the script's lock. The Spark session's
+# jars (test-jars: Ivy's download, ~25 s on a fresh machine) are fetched in the background from
+# the tests' start, while each worker runs its share of the unit tests (tests/conftest.py); every
+# Spark test waits for that fetch under its lock (tests/integration/spark/_jars.py).
 # lint and the docs site's strict build (29 s on a fresh machine, before the tests) run beside the
 # tests, niced, on the CPU they leave idle (PARKA_CHECKS_BESIDE, tests/_checks.py); the test that
 # reports them (tests/test_checks.py) comes last.
 test: ## the whole suite: lint, the docs site, unit and integration tests (starts its own broker and servers)
 	@$(call fetch_in_background,$(FETCHED_LATE))
 	$(MAKE) --no-print-directory -j2 setup fetch-early
-	$(MAKE) --no-print-directory -j2 --output-sync=target compiled test-jars
+	@nohup $(BIN)/python -m tests.integration.spark._jars >"$(FETCH_LOGS)/fetch-spark-jars.log" 2>&1 </dev/null &
+	$(MAKE) --no-print-directory compiled
 	PARKA_CHECKS_BESIDE=1 $(BIN)/pytest -q -ra -n $(PYTEST_WORKERS)
 
 # The registry's first fetch is a Quarkus build from Maven Central (224 s on a fresh machine, most

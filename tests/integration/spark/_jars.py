@@ -3,15 +3,16 @@ that the tests' Spark JVMs start from when it is there.
 
 ``python -m tests.integration.spark._jars`` resolves the jars (Ivy, from Maven Central, into Ivy's
 cache as the session does) through ``spark-submit --packages`` with a Python program that does
-nothing, so no SparkContext starts; and fetches parquet-mr's KMS jar. ``make test`` runs it beside
-lint, while on a fresh machine the two sessions' workers would otherwise each wait for the same
-downloads before their first test.
+nothing, so no SparkContext starts; and fetches parquet-mr's KMS jar. ``make test`` runs it in
+the background from the tests' start, and every Spark test waits for it (:func:`fetch`): on a
+fresh machine the download takes some 25 s, in which the workers run the unit tests
+(``tests/conftest.py``) rather than wait.
 
 ``python -m tests.integration.spark._jars --write-archive`` (``make spark-class-archive``) starts
 the tests' session once (:func:`session_for_tests`), runs a few Delta writes, reads and a stream
 through it, and has its JVM write the classes it loaded to a class-data-sharing archive at exit
 (``-XX:ArchiveClassesAtExit``, JDK 13 and up). :data:`SPARK_JVM` is
-:data:`~tests.integration._servers.SHORT_JVM` plus ``-XX:SharedArchiveFile`` of that archive when
+:data:`~tests.integration._servers.SHORT_JVM` and :data:`VFORK`, plus ``-XX:SharedArchiveFile`` of that archive when
 it is there: a JVM then maps Spark's, Scala's and Delta's classes, already parsed and verified,
 instead of loading them from the jars. The JVM checks the archive against its own build and class
 path, and starts without it, silently, when they differ (another JDK, a Spark daemon's class
@@ -20,6 +21,7 @@ test`` does not write it (CI starts from an empty cache every time); see docs/de
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -73,7 +75,13 @@ def _archive() -> Path:
 
 
 ARCHIVE = _archive()
-SPARK_JVM = f"{SHORT_JVM} -XX:SharedArchiveFile={ARCHIVE}" if ARCHIVE.exists() else SHORT_JVM
+# Without Hadoop's native library its local file system runs a process for each chmod and each
+# readlink: one Spark session running the Spark tests started 10,691 (JFR's jdk.ProcessStart), a
+# few per file a micro-batch or a Delta commit writes or renames. With vfork a JVM starts one for
+# about half the CPU of its default, posix_spawn through a helper program
+# (benchmarks/results/2026-11-30-suite-cold/).
+VFORK = "-Djdk.lang.Process.launchMechanism=VFORK"
+SPARK_JVM = f"{SHORT_JVM} {VFORK}" + (f" -XX:SharedArchiveFile={ARCHIVE}" if ARCHIVE.exists() else "")
 
 
 def session_for_tests(java_options: str = SPARK_JVM) -> Any:
@@ -111,10 +119,22 @@ def kms_jar() -> str:
 def fetch() -> None:
     """Resolve :data:`SESSION_PACKAGES` into Ivy's cache, and the KMS jar into parka's; once per
     package list (a stamp in parka's cache folder: Spark's JVM costs some 12 CPU-s even when Ivy
-    has everything)."""
+    has everything). Callers take turns on a lock in that folder: ``make test`` runs this in the
+    background from the tests' start, and every Spark test waits here for it
+    (``tests/integration/spark/conftest.py``), since two resolutions at once into one Ivy cache
+    can leave a jar half written for both."""
     stamp = _CACHE / f"spark-jars-{_digest(*SESSION_PACKAGES, *S3A_CONF.values())}"
     if stamp.exists():
         return
+    _CACHE.mkdir(parents=True, exist_ok=True)
+    with open(_CACHE / "spark-jars.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not stamp.exists():
+            _resolve()
+            stamp.touch()
+
+
+def _resolve() -> None:
     submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
     with tempfile.TemporaryDirectory() as folder:
         noop = Path(folder, "noop.py")
@@ -123,10 +143,8 @@ def fetch() -> None:
         command += [arg for key, value in S3A_CONF.items() for arg in ("--conf", f"{key}={value}")]
         run = subprocess.run([*command, str(noop)], capture_output=True, text=True, timeout=900, cwd=folder)
     if run.returncode != 0:
-        raise SystemExit(f"resolving the Spark session's jars failed ({run.returncode}):\n{run.stderr[-4000:]}")
+        raise RuntimeError(f"resolving the Spark session's jars failed ({run.returncode}):\n{run.stderr[-4000:]}")
     kms_jar()
-    _CACHE.mkdir(parents=True, exist_ok=True)
-    stamp.touch()
 
 
 def write_archive() -> None:
@@ -186,4 +204,7 @@ if __name__ == "__main__":
     elif sys.argv[1:2] == ["--write-archive"]:
         write_archive()
     else:
-        fetch()
+        try:
+            fetch()
+        except RuntimeError as exc:
+            raise SystemExit(str(exc)) from None

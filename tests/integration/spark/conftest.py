@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from . import _jars
 from ._jars import SPARK_JVM, session_for_tests
 
 REPO = Path(__file__).resolve().parents[3]
@@ -52,6 +53,14 @@ def _free_port_run(count: int = 6) -> str:
 
 
 CLUSTER_PORT = os.environ.get("PARKA_TEST_SPARK_PORT") or _free_port_run()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _spark_jars() -> None:
+    """Every Spark test, its own drivers' included, after the jars' fetch (:func:`._jars.fetch`,
+    which ``make test`` starts in the background): two resolutions at once into Ivy's cache
+    would race."""
+    _jars.fetch()
 
 
 @pytest.fixture(scope="session")
