@@ -8,7 +8,6 @@ import importlib.util
 import logging
 import os
 import time
-import zlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,7 +18,6 @@ from tests.integration import _servers
 
 _OWNER = pytest.StashKey[bool]()
 SPARK_PREFIX = "tests/integration/spark/"
-UNIT_PREFIX = "tests/unit/"
 # Spark tests that start drivers of their own (``parka spark-ingest`` subprocesses, a standalone
 # cluster) and never the session's JVM: they go to any worker, beside the session's tests
 OWN_DRIVERS = ("tests/integration/spark/test_spark_faults.py", "tests/integration/spark/test_spark_cluster.py")
@@ -44,14 +42,11 @@ SECOND_SESSION = tuple(
 )
 
 
-def scope_of(nodeid: str, workers: int = 1) -> str:
+def scope_of(nodeid: str) -> str:
     """The unit of work a test belongs to: the tests of one Spark session (one JVM per worker
-    that runs them: :data:`SECOND_SESSION` or the others); a unit test, one of ``workers`` shares
-    of the unit tests (by a hash of its id: files differ by seconds); or the test alone."""
+    that runs them: :data:`SECOND_SESSION` or the others), or the test alone."""
     if nodeid.startswith(SPARK_PREFIX) and not nodeid.startswith(OWN_DRIVERS):
         return "spark-2" if nodeid.startswith(SECOND_SESSION) else "spark"
-    if nodeid.startswith(UNIT_PREFIX):
-        return f"unit-{zlib.crc32(nodeid.encode()) % workers}"
     return nodeid
 
 
@@ -62,18 +57,16 @@ if importlib.util.find_spec("xdist") is not None:
         one worker together (its JVM starts once there); every other test, the Spark tests with
         drivers of their own included, to whichever worker is free. (xdist's own
         ``--dist loadgroup`` marks no longer reach its scheduler under pytest 9.2.) Scopes are
-        handed out largest first, then in collection order, which puts the ``long`` tests first
-        (``tests/integration/conftest.py``). The largest are the unit tests, in a share per
-        worker: each worker runs its share first, while the Spark jars' fetch (a download of some
-        25 s on a fresh machine, which ``make test`` starts in the background) goes on beside
-        them; then the Spark sessions' units."""
+        handed out largest first (the Spark session's), then in collection order, which puts the
+        ``long`` tests first (``tests/integration/conftest.py``). The Spark tests wait at their
+        start for the Spark jars' fetch, which ``make test`` starts in the background (a
+        download of some 25 s on a fresh machine: ``tests/integration/spark/_jars.py``), while
+        the workers start and the other workers' tests run."""
         from xdist.scheduler import LoadScopeScheduling
-
-        workers = int(config.getoption("numprocesses") or 1)
 
         class SparkTogether(LoadScopeScheduling):  # type: ignore[misc]
             def _split_scope(self, nodeid: str) -> str:
-                return scope_of(nodeid, workers)
+                return scope_of(nodeid)
 
             def _reschedule(self, node: Any) -> None:
                 """xdist's, but a worker gets the next unit when only its running test is left

@@ -5,8 +5,7 @@ that the tests' Spark JVMs start from when it is there.
 cache as the session does) through ``spark-submit --packages`` with a Python program that does
 nothing, so no SparkContext starts; and fetches parquet-mr's KMS jar. ``make test`` runs it in
 the background from the tests' start, and every Spark test waits for it (:func:`fetch`): on a
-fresh machine the download takes some 25 s, in which the workers run the unit tests
-(``tests/conftest.py``) rather than wait.
+fresh machine the download takes some 25 s, beside the workers' start and the first tests.
 
 ``python -m tests.integration.spark._jars --write-archive`` (``make spark-class-archive``) starts
 the tests' session once (:func:`session_for_tests`), runs a few Delta writes, reads and a stream
