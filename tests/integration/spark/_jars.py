@@ -77,8 +77,8 @@ ARCHIVE = _archive()
 # Without Hadoop's native library its local file system runs a process for each chmod and each
 # readlink: one Spark session running the Spark tests started 10,691 (JFR's jdk.ProcessStart), a
 # few per file a micro-batch or a Delta commit writes or renames. With vfork a JVM starts one for
-# about half the CPU of its default, posix_spawn through a helper program
-# (benchmarks/results/2026-11-30-suite-cold/).
+# 0.6 of the CPU of its default, posix_spawn through a helper program (1.33 against 2.12 ms:
+# benchmarks/results/2026-11-30-suite-cold/).
 VFORK = "-Djdk.lang.Process.launchMechanism=VFORK"
 SPARK_JVM = f"{SHORT_JVM} {VFORK}" + (f" -XX:SharedArchiveFile={ARCHIVE}" if ARCHIVE.exists() else "")
 
