@@ -1,7 +1,7 @@
 """``parka ingest --upsert --catalog``: a keyed topic lands in an Iceberg table (SQL and REST
 catalogs) as the latest row per key, superseded rows deleted by position-delete files that parka
-writes. Read by pyiceberg's scan (which applies them) and by DuckDB's iceberg extension where it
-is installed; kill -9 at each crash point of an upsert commit, then a restart, ends as the model."""
+writes. Read by pyiceberg's scan and by DuckDB's iceberg extension (both apply them); kill -9
+at each crash point of an upsert commit, then a restart, ends as the model."""
 
 from __future__ import annotations
 
@@ -12,6 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import duckdb
+import duckdb_extension_avro
+import duckdb_extension_iceberg
 import pyarrow as pa
 import pytest
 from parka.lake import optimize_iceberg
@@ -40,6 +43,21 @@ def table_rows(lake: Lake, identifier: str) -> dict[int, int]:
     ids = [r["id"] for r in rows]
     assert len(ids) == len(set(ids)), "a key holds more than one row"
     return {r["id"]: r["version"] for r in rows}
+
+
+def duckdb_rows(lake: Lake, identifier: str) -> dict[int, int]:
+    """The table through DuckDB's iceberg extension (``iceberg_scan`` of the current metadata
+    file, which applies position deletes); no key twice."""
+    table = lake.catalog().load_table(identifier)
+    with duckdb.connect(config={"autoinstall_known_extensions": False}) as con:
+        for package in (duckdb_extension_avro, duckdb_extension_iceberg):  # iceberg reads manifests with avro
+            name = package.__name__.removeprefix("duckdb_extension_")
+            folder = Path(package.__file__).parent / "extensions" / f"v{duckdb.__version__}"
+            con.execute(f"LOAD '{folder / f'{name}.duckdb_extension'}'")
+        rows = con.execute("SELECT id, version FROM iceberg_scan(?)", [table.metadata_location]).fetchall()
+    ids = [i for i, _ in rows]
+    assert len(ids) == len(set(ids)), "a key holds more than one row"
+    return dict(rows)
 
 
 def delete_files(lake: Lake, identifier: str) -> dict[str, list[str]]:
@@ -83,6 +101,7 @@ def test_the_table_holds_the_latest_row_per_key_through_updates_tombstones_and_r
     for events in rounds:
         land(lake, topic, bootstrap, model, events)
         assert table_rows(lake, identifier) == model
+        assert duckdb_rows(lake, identifier) == model
         deletes = delete_files(lake, identifier)
         assert all(len(files) == 1 for files in deletes.values()), deletes  # one per data file
     assert deletes  # rows were deleted by position
@@ -133,6 +152,7 @@ def test_kill_9_at_each_crash_point_then_restart_holds_the_latest_row_per_key(
             assert any(p.startswith("deletes/") for p in left), left
     ingest(lake, topic, identifier, bootstrap, *flags)
     assert table_rows(lake, identifier) == model
+    assert duckdb_rows(lake, identifier) == model
     assert lake.on_disk(identifier) <= lake.logged(identifier)  # no orphans
 
 
