@@ -366,7 +366,7 @@ UPSERT = Setting(
     "message with a key and no value (a tombstone) deletes its key. Superseded rows are deleted in the "
     "commit that lands their successors: by deletion vector in a Delta table (committed by delta-rs; a "
     "table created gets delta.enableDeletionVectors=true), by position-delete file in an Iceberg table "
-    "(--catalog; format v2). An unpartitioned table",
+    "(--catalog; format v2); partitioned tables too",
     default=False,
     kind="switch",
 )
@@ -445,8 +445,6 @@ class UpsertSettings(Protocol):
     def cdc_fields(self) -> tuple[str, ...]: ...
     @property
     def catalog(self) -> str | None: ...
-    @property
-    def partition_by(self) -> tuple[str, ...]: ...
 
 
 def check_upsert(settings: UpsertSettings) -> bool:
@@ -458,7 +456,7 @@ def check_upsert(settings: UpsertSettings) -> bool:
     """
     upsert, upsert_mode, key_columns = settings.upsert, settings.upsert_mode, settings.key_columns
     sequence_by, cdc, cdc_fields = settings.sequence_by, settings.cdc, settings.cdc_fields
-    catalog, partition_by = settings.catalog, settings.partition_by
+    catalog = settings.catalog
     if cdc_fields and not cdc:
         raise CDC_FIELDS.error(",".join(cdc_fields), "nothing without --cdc (the envelope's fields)")
     if cdc:
@@ -479,8 +477,6 @@ def check_upsert(settings: UpsertSettings) -> bool:
         raise SEQUENCE_BY.error(sequence_by, "nothing without --upsert (the order of an upsert table's rows)")
     if len(set(key_columns)) != len(key_columns):
         raise KEY_COLUMNS.error(",".join(key_columns), "distinct column names")
-    if upsert and partition_by:
-        raise UPSERT.error(True, "an unpartitioned table (no --partition-by): partitioned upserts are not built yet")
     return upsert
 
 

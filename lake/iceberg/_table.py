@@ -371,7 +371,7 @@ class IcebergTableLog:
         Raises:
             CommitConflict: another commit came first.
             CommitError: copy-on-write asked for, a table parka cannot delete rows of (format
-                v1, partitioned), or any other failure (the commit may have landed).
+                v1), or any other failure (the commit may have landed).
         """
         if copy_on_write:
             raise CommitError(f"{self.identifier}: an Iceberg upsert table deletes rows by position-delete files only")
@@ -434,8 +434,6 @@ class IcebergTableLog:
         version = self._table.metadata.format_version
         if version < 2:
             raise CommitError(f"{self.identifier} is an Iceberg v1 table: upserts need format v2 (position deletes)")
-        if self._specs:
-            raise CommitError(f"{self.identifier} is partitioned: partitioned upsert tables are not built yet")
 
     def _delete_state(self, snapshot: Snapshot | None) -> DeleteState:
         """The deletes of ``snapshot``, read once per snapshot (snapshots do not change)."""

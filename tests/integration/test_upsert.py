@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
+import pyarrow.dataset as ds
 import pytest
 from deltalake import DeltaTable, QueryBuilder
 from parka.lake.delta._logscan import live_adds
@@ -104,15 +104,24 @@ def compacting_rounds(
     return text
 
 
-def land(bootstrap: str, topic: str, table: Path, model: dict[int, int], events: list[tuple[int, int | None]]) -> None:
-    """Produce ``events``, take them into ``model``, and land the topic with ``--upsert`` to its end."""
+def land(
+    bootstrap: str, topic: str, table: Path, model: dict[int, int], events: list[tuple[int, int | None]], *extra: str
+) -> None:
+    """Produce ``events``, take them into ``model``, and land the topic with ``--upsert`` (and
+    ``extra``) to its end."""
     produce(bootstrap, topic, events)
     apply(model, events)
-    run_ingest(topic, table, bootstrap, "--upsert", "--end-at-latest")
+    run_ingest(topic, table, bootstrap, "--upsert", "--end-at-latest", *extra)
 
 
+# A partitioned upsert table: a key's row moves to another partition when its version changes,
+# so an update deletes a row in one partition's file and adds one to another's
+BY_VERSION = ("--partition-by", "version")
+
+
+@pytest.mark.parametrize("extra", [(), BY_VERSION], ids=["unpartitioned", "partitioned"])
 def test_the_table_holds_the_latest_row_per_key_through_updates_tombstones_and_restarts(
-    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path, extra: tuple[str, ...]
 ) -> None:
     topic = new_topic(partitions=2)
     table = tmp_path / "t"
@@ -126,11 +135,12 @@ def test_the_table_holds_the_latest_row_per_key_through_updates_tombstones_and_r
         [(k, None) for k in range(10, 15)],
     ]
     for events in rounds:
-        land(bootstrap, topic, table, model, events)
+        land(bootstrap, topic, table, model, events, *extra)
         assert table_rows(table) == model
     assert DeltaTable(str(table)).metadata().configuration["delta.enableDeletionVectors"] == "true"
+    assert DeltaTable(str(table)).metadata().partition_columns == list(extra[1:])
     assert any("deletionVector" in add for add in live_adds(str(table)).values())
-    again = run_ingest(topic, table, bootstrap, "--upsert", "--end-at-latest")  # nothing new
+    again = run_ingest(topic, table, bootstrap, "--upsert", "--end-at-latest", *extra)  # nothing new
     assert last_json(again)["records"] == 0 and table_rows(table) == model
 
 
@@ -276,14 +286,15 @@ def test_kill_9_at_each_crash_point_then_restart_holds_the_latest_row_per_key(
     commit whose changes the key index never took); the next worker starts from what the
     crashed one left and reads the index from the table. After the last, a run to the end: the
     table is the model, read by delta-rs' query engine and by polars (both apply the deletion
-    vectors)."""
+    vectors). The table is partitioned, so a commit writes a file per partition of its segments
+    (the fault suite's upsert scenario kills workers around commits of an unpartitioned one)."""
     import polars as pl
 
     topic = new_topic(partitions=2)
     table = tmp_path / "t"
     model: dict[int, int] = {}
-    land(bootstrap, topic, table, model, [(k, 1) for k in range(40)])
-    flags = ("--upsert", "--end-at-latest", "--max-segments-per-commit", "1")
+    land(bootstrap, topic, table, model, [(k, 1) for k in range(40)], *BY_VERSION)
+    flags = ("--upsert", "--end-at-latest", "--max-segments-per-commit", "1", *BY_VERSION)
     for i, point in enumerate(UPSERT_POINTS):
         later = crash_round(i)
         produce(bootstrap, topic, later)
@@ -328,23 +339,28 @@ def test_two_workers_on_one_upsert_table_hold_the_latest_row_per_key(
 def rows_without_vectors(table: Path) -> list[dict[str, int]]:
     """The table as a reader that knows nothing of deletion vectors reads it: every row of every
     live file."""
-    files = [table / path for path in live_adds(str(table))]
-    return pa.concat_tables([pq.read_table(f, columns=["id", "version"]) for f in files]).to_pylist() if files else []
+    files = [str(table / path) for path in live_adds(str(table))]
+    if not files:
+        return []
+    # a partitioned table's rewritten files hold no partition column: its value is in the path
+    data = ds.dataset(files, format="parquet", partitioning="hive", partition_base_dir=str(table))
+    return data.to_table(columns=["id", "version"]).to_pylist()
 
 
-@pytest.mark.parametrize("crash_at", ["after-rewrites", "mid-write"])
+@pytest.mark.parametrize(("crash_at", "extra"), [("after-rewrites", ()), ("mid-write", BY_VERSION)])
 def test_copy_on_write_holds_the_latest_row_per_key_for_readers_without_deletion_vectors(
-    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path, crash_at: str
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path, crash_at: str, extra: tuple[str, ...]
 ) -> None:
     """``--upsert-mode copy-on-write``: the files holding superseded rows are rewritten without
     them in the commit that lands their successors, so a reader that reads every row of every
     live file (no deletion vectors: the log has none, the table does not enable them) reads
     the latest row per key; with eager compaction between the upserts, and after a kill -9
-    with the rewritten files written and not committed, or in the middle of a write."""
+    with the rewritten files written and not committed, or in the middle of a write (into a
+    partitioned table, whose rewritten files hold no partition column)."""
     topic = new_topic(partitions=2)
     table = tmp_path / "t"
     model: dict[int, int] = {}
-    flags = ("--upsert", "--upsert-mode", "copy-on-write", "--end-at-latest", "--compact-min-files", "2")
+    flags = ("--upsert", "--upsert-mode", "copy-on-write", "--end-at-latest", "--compact-min-files", "2", *extra)
     rng = random.Random(3)
     for step in range(1, 5):
         events = random_events(rng, step, keys=80, n=120, tombstones=0.1)
@@ -363,5 +379,5 @@ def test_copy_on_write_holds_the_latest_row_per_key_for_readers_without_deletion
     log = "".join(f.read_text() for f in (table / "_delta_log").glob("*.json"))
     assert "deletionVector" not in log and "delta.enableDeletionVectors" not in log
     assert '"operation":"MERGE"' in log  # the rewrites' commits
-    on_disk = {p.name for p in table.glob("*.parquet")}
+    on_disk = {p.name for p in table.rglob("*.parquet")}
     assert {Path(p).name for p in live_adds(str(table))} <= on_disk

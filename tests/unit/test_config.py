@@ -135,8 +135,7 @@ def test_ingest_settings_refuse_what_they_cannot_do() -> None:
     assert IngestSettings(**base, upsert=True, catalog="c").upsert  # Iceberg: by position deletes
     with pytest.raises(ConfigError, match=r"'upsert_mode'.*merge-on-read with --catalog"):
         IngestSettings(**base, upsert=True, upsert_mode="copy-on-write", catalog="c")
-    with pytest.raises(ConfigError, match=r"'upsert'.*an unpartitioned table"):
-        IngestSettings(**base, upsert=True, partition_by=("day",))
+    assert IngestSettings(**base, upsert=True, partition_by=("day",)).partition_by == ("day",)
     assert IngestSettings(**base, upsert=True).upsert
     with pytest.raises(ConfigError, match=r"'key_columns'.*nothing without --upsert"):
         IngestSettings(**base, key_columns=("id",))

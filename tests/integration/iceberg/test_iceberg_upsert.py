@@ -25,7 +25,7 @@ from pyiceberg.manifest import DataFileContent, ManifestContent
 from .._ingest_util import last_json, start_ingest
 from ..test_cdc import Event, produce_envelopes
 from ..test_cdc import apply as apply_changes
-from ..test_upsert import apply, compacting_rounds, crash_round, follow_rounds, produce
+from ..test_upsert import BY_VERSION, apply, compacting_rounds, crash_round, follow_rounds, produce
 from ._lake import Lake, ingest
 
 pytestmark = pytest.mark.integration
@@ -80,14 +80,20 @@ def delete_files(lake: Lake, identifier: str) -> dict[str, list[str]]:
 NO_COMPACTION = ("--compact-min-files", "0")  # the deletes as the commits left them (compaction: its own test)
 
 
-def land(lake: Lake, topic: str, bootstrap: str, model: dict[int, int], events: list[tuple[int, int | None]]) -> None:
+def land(
+    lake: Lake, topic: str, bootstrap: str, model: dict[int, int], events: list[tuple[int, int | None]], *extra: str
+) -> None:
     produce(bootstrap, topic, events)
     apply(model, events)
-    ingest(lake, topic, lake.name("t"), bootstrap, "--upsert", "--end-at-latest", *NO_COMPACTION)
+    ingest(lake, topic, lake.name("t"), bootstrap, "--upsert", "--end-at-latest", *NO_COMPACTION, *extra)
 
 
+@pytest.mark.parametrize(
+    ("lake", "extra"), [("sql", ()), ("rest", ()), ("sql", BY_VERSION)], indirect=["lake"],
+    ids=["sql", "rest", "sql-partitioned"],
+)  # fmt: skip
 def test_the_table_holds_the_latest_row_per_key_through_updates_tombstones_and_restarts(
-    bootstrap: str, new_topic: Callable[..., str], lake: Lake
+    bootstrap: str, new_topic: Callable[..., str], lake: Lake, extra: tuple[str, ...]
 ) -> None:
     topic = new_topic(partitions=2)
     identifier = lake.name("t")
@@ -99,16 +105,18 @@ def test_the_table_holds_the_latest_row_per_key_through_updates_tombstones_and_r
         [(k, 5) for k in range(0, 60, 2)],  # deletes more rows of files that have a delete file
     ]
     for events in rounds:
-        land(lake, topic, bootstrap, model, events)
+        land(lake, topic, bootstrap, model, events, *extra)
         assert table_rows(lake, identifier) == model
         assert duckdb_rows(lake, identifier) == model
         deletes = delete_files(lake, identifier)
         assert all(len(files) == 1 for files in deletes.values()), deletes  # one per data file
     assert deletes  # rows were deleted by position
+    assert lake.engine().open(identifier).partition_columns() == list(extra[1:])
     live = {p for files in deletes.values() for p in files}
     on_disk = {f"file://{lake.data_root(identifier)}/{p}" for p in lake.on_disk(identifier)}
     assert live <= on_disk
-    again = ingest(lake, topic, identifier, bootstrap, "--upsert", "--end-at-latest", *NO_COMPACTION)  # nothing new
+    # nothing new
+    again = ingest(lake, topic, identifier, bootstrap, "--upsert", "--end-at-latest", *NO_COMPACTION, *extra)
     assert last_json(again)["records"] == 0 and table_rows(lake, identifier) == model
     # expiry deletes the delete files (and data files) only expired snapshots named
     handle = lake.engine().open(identifier)
@@ -218,12 +226,13 @@ def test_background_compaction_applies_the_position_deletes(
     and tombstones into an Iceberg upsert table: each compaction reads its files with their
     position deletes applied and removes those delete files with them, the key index catches up
     with it, and the table stays the model through every round. ``parka optimize`` then compacts
-    what is left the same way."""
+    what is left the same way. The table is partitioned: an update moves its key's row to
+    another partition."""
     topic = new_topic(partitions=2)
     identifier = lake.name("t")
     model: dict[int, int] = {}
     rows = functools.partial(table_rows, lake, identifier)
-    compacting_rounds(bootstrap, topic, identifier, model, rows, tmp_path / "log", *lake.flags, steps=5)
+    compacting_rounds(bootstrap, topic, identifier, model, rows, tmp_path / "log", *lake.flags, *BY_VERSION, steps=5)
     assert table_rows(lake, identifier) == model
     logged = lake.logged(identifier)
     assert any(Path(p).name.startswith("compacted-") for p in logged), logged

@@ -1,7 +1,8 @@
 """``parka spark-ingest --upsert`` (raw mode, committed by delta-rs): the executors write the
 segments' files and pass the tombstones to the driver, whose one committer makes the table the
 latest row per key, exactly as ``parka ingest --upsert`` does; ``--cdc debezium`` unwraps
-Debezium envelopes on the executors. delta-spark and delta-rs' query engine read the same rows."""
+Debezium envelopes on the executors. delta-spark and delta-rs' query engine read the same rows
+(the first test's table partitioned by a column its updates change)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from deltalake import DeltaTable
 from parka.spark_ext._cli import main
 
 from ..test_cdc import Event, produce_envelopes
 from ..test_cdc import apply as apply_changes
 from ..test_cdc import table_rows as cdc_rows
-from ..test_upsert import apply, produce, table_rows
+from ..test_upsert import BY_VERSION, apply, produce, table_rows
 from ._util import SPARK
 
 pytestmark = SPARK
@@ -31,7 +33,8 @@ def test_spark_ingest_upsert_holds_the_latest_row_per_key_across_runs(
 ) -> None:
     topic = new_topic(partitions=2)
     table = tmp_path / "t"
-    flags = [topic, str(table), "-k", bootstrap, "--end-at-latest", "-q", "--commit-engine", "delta-rs", "--upsert"]
+    flags = [topic, str(table), "-k", bootstrap, "--end-at-latest", "-q", *BY_VERSION]
+    flags += ["--commit-engine", "delta-rs", "--upsert"]
     model: dict[int, int] = {}
     rounds: list[list[tuple[int, int | None]]] = [
         [(k, 1) for k in range(50)] + [(k, 2) for k in range(0, 50, 3)] + [(k, None) for k in range(40, 50)],
@@ -43,6 +46,7 @@ def test_spark_ingest_upsert_holds_the_latest_row_per_key_across_runs(
         assert main(flags) == 0
         assert table_rows(table) == model
         assert {r["id"]: r["version"] for r in spark_rows(spark, table, "id,version")} == model
+    assert DeltaTable(str(table)).metadata().partition_columns == ["version"]  # an update moves a row
     capsys.readouterr()
     assert main([*flags[:-3], "--upsert"]) == 2  # delta-spark commits no deletion vectors of parka's
     assert "'commit_engine'" in capsys.readouterr().err
