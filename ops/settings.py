@@ -445,6 +445,8 @@ class UpsertSettings(Protocol):
     def cdc_fields(self) -> tuple[str, ...]: ...
     @property
     def catalog(self) -> str | None: ...
+    @property
+    def partition_by(self) -> tuple[str, ...]: ...
 
 
 def check_upsert(settings: UpsertSettings) -> bool:
@@ -456,7 +458,7 @@ def check_upsert(settings: UpsertSettings) -> bool:
     """
     upsert, upsert_mode, key_columns = settings.upsert, settings.upsert_mode, settings.key_columns
     sequence_by, cdc, cdc_fields = settings.sequence_by, settings.cdc, settings.cdc_fields
-    catalog = settings.catalog
+    catalog, partition_by = settings.catalog, settings.partition_by
     if cdc_fields and not cdc:
         raise CDC_FIELDS.error(",".join(cdc_fields), "nothing without --cdc (the envelope's fields)")
     if cdc:
@@ -477,6 +479,15 @@ def check_upsert(settings: UpsertSettings) -> bool:
         raise SEQUENCE_BY.error(sequence_by, "nothing without --upsert (the order of an upsert table's rows)")
     if len(set(key_columns)) != len(key_columns):
         raise KEY_COLUMNS.error(",".join(key_columns), "distinct column names")
+    if upsert and partition_by and catalog is None:
+        # a Delta file that compaction or copy-on-write rewrote holds no partition column (its
+        # value is in the log), so the key index could not read a key or sequence from it
+        partitions = {spec.name.lower() for spec in parse_partition_by(partition_by, key="partition_by")}
+        why = "columns the Delta table is not partitioned by (rewritten files hold no partition column)"
+        if any(column.lower() in partitions for column in key_columns):
+            raise KEY_COLUMNS.error(",".join(key_columns), why)
+        if sequence_by is not None and sequence_by.lower() in partitions:
+            raise SEQUENCE_BY.error(sequence_by, why.replace("columns", "a column"))
     return upsert
 
 

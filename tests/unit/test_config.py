@@ -136,6 +136,11 @@ def test_ingest_settings_refuse_what_they_cannot_do() -> None:
     with pytest.raises(ConfigError, match=r"'upsert_mode'.*merge-on-read with --catalog"):
         IngestSettings(**base, upsert=True, upsert_mode="copy-on-write", catalog="c")
     assert IngestSettings(**base, upsert=True, partition_by=("day",)).partition_by == ("day",)
+    with pytest.raises(ConfigError, match=r"'key_columns'.*not partitioned by"):
+        IngestSettings(**base, upsert=True, partition_by=("Region",), key_columns=("region", "id"))
+    with pytest.raises(ConfigError, match=r"'sequence_by'.*not partitioned by"):
+        IngestSettings(**base, upsert=True, partition_by=("day=date(ts)",), sequence_by="day")
+    assert IngestSettings(**base, upsert=True, partition_by=("region",), key_columns=("region", "id"), catalog="c")
     assert IngestSettings(**base, upsert=True).upsert
     with pytest.raises(ConfigError, match=r"'key_columns'.*nothing without --upsert"):
         IngestSettings(**base, key_columns=("id",))
