@@ -18,8 +18,7 @@ from typing import Any
 
 import pytest
 
-from . import _jars
-from ._jars import SPARK_JVM, session_for_tests
+from ._jars import SPARK_JVM, fetch, session_for_tests
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -60,7 +59,7 @@ def _spark_jars() -> None:
     """Every Spark test, its own drivers' included, after the jars' fetch (:func:`._jars.fetch`,
     which ``make test`` starts in the background): two resolutions at once into Ivy's cache
     would race."""
-    _jars.fetch()
+    fetch()
 
 
 @pytest.fixture(scope="session")
