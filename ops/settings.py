@@ -366,7 +366,7 @@ UPSERT = Setting(
     "message with a key and no value (a tombstone) deletes its key. Superseded rows are deleted in the "
     "commit that lands their successors: by deletion vector in a Delta table (committed by delta-rs; a "
     "table created gets delta.enableDeletionVectors=true), by position-delete file in an Iceberg table "
-    "(--catalog; format v2); partitioned tables too",
+    "(--catalog; format v2); partitioned or not",
     default=False,
     kind="switch",
 )
@@ -483,11 +483,11 @@ def check_upsert(settings: UpsertSettings) -> bool:
         # a Delta file that compaction or copy-on-write rewrote holds no partition column (its
         # value is in the log), so the key index could not read a key or sequence from it
         partitions = {spec.name.lower() for spec in parse_partition_by(partition_by, key="partition_by")}
-        why = "columns the Delta table is not partitioned by (rewritten files hold no partition column)"
+        rewritten = "(rewritten files hold no partition column)"
         if any(column.lower() in partitions for column in key_columns):
-            raise KEY_COLUMNS.error(",".join(key_columns), why)
+            raise KEY_COLUMNS.error(",".join(key_columns), f"columns the Delta table is not partitioned by {rewritten}")
         if sequence_by is not None and sequence_by.lower() in partitions:
-            raise SEQUENCE_BY.error(sequence_by, why.replace("columns", "a column"))
+            raise SEQUENCE_BY.error(sequence_by, f"a column the Delta table is not partitioned by {rewritten}")
     return upsert
 
 
