@@ -61,6 +61,7 @@ import pyarrow.compute as pc
 
 from benchmarks.datasets import GPS_AVRO
 from benchmarks.measure import STATISTIC, local_listener, process_cpu_s  # the suite's statistic for every target
+from parka.rowdecode import avro_long
 
 COLUMNS = [f["name"] for f in GPS_AVRO["fields"]]
 SCHEMA_ID = 42  # what the registry would have assigned; only its 4 bytes matter here
@@ -111,23 +112,13 @@ def gps_tracks(n_records: int, seed: int = SEED) -> pa.Table:
     return table.take(order).slice(0, n_records)
 
 
-def _zigzag_varint(n: int) -> bytes:
-    z = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while z > 0x7F:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
-
-
 def confluent_avro_values(table: pa.Table) -> list[bytes]:
     """Each row as Confluent's wire format: 0x00, the schema id (4 bytes, big-endian), Avro binary."""
     prefix = b"\x00" + struct.pack(">I", SCHEMA_ID)
     doubles = struct.Struct("<dddd")
     cols = [table.column(c).to_numpy() for c in COLUMNS]
     return [
-        prefix + _zigzag_varint(int(ts)) + _zigzag_varint(int(dev)) + doubles.pack(la, lo, al, sp)
+        prefix + avro_long(int(ts)) + avro_long(int(dev)) + doubles.pack(la, lo, al, sp)
         for ts, dev, la, lo, al, sp in zip(*cols, strict=True)
     ]
 

@@ -68,7 +68,7 @@ from parka.errors import RecordError, RegistryError, SchemaError
 from parka.records import Conversion, RecordConverter, _null_violation
 from parka.schema import to_arrow_schema
 
-__all__ = ["SENTINEL", "AvroRows", "ConfluentAvroRows", "JsonRows", "Run", "Runs", "confluent_schema_id"]
+__all__ = ["SENTINEL", "AvroRows", "ConfluentAvroRows", "JsonRows", "Run", "Runs", "avro_long", "confluent_schema_id"]
 
 CONFLUENT_MAGIC = 0
 _FRAME = struct.Struct(">bI")
@@ -79,7 +79,7 @@ SENTINEL = 0x5041524B41
 _SENTINEL_FIELD = "__parka_record_end"
 
 
-def _long(n: int) -> bytes:
+def avro_long(n: int) -> bytes:
     """An Avro ``long``: zigzag, then a little-endian base-128 varint."""
     n = (n << 1) ^ (n >> 63)
     out = bytearray()
@@ -91,10 +91,10 @@ def _long(n: int) -> bytes:
 
 
 def _bytes(b: bytes) -> bytes:
-    return _long(len(b)) + b
+    return avro_long(len(b)) + b
 
 
-_SENTINEL_BYTES = _long(SENTINEL)
+_SENTINEL_BYTES = avro_long(SENTINEL)
 
 
 def confluent_schema_id(value: bytes | None) -> int | None:
@@ -204,8 +204,8 @@ class AvroRows:
             raise SchemaError(f"a writer schema of records is a record, not {json.dumps(schema)[:200]}")
         bulk = _BulkSchema().record(expanded)
         bulk["fields"] = [*bulk["fields"], {"name": _SENTINEL_FIELD, "type": "long"}]
-        meta = _long(2) + _bytes(b"avro.schema") + _bytes(json.dumps(bulk).encode())
-        self._header = b"Obj\x01" + meta + _bytes(b"avro.codec") + _bytes(b"null") + _long(0)
+        meta = avro_long(2) + _bytes(b"avro.schema") + _bytes(json.dumps(bulk).encode())
+        self._header = b"Obj\x01" + meta + _bytes(b"avro.codec") + _bytes(b"null") + avro_long(0)
         # why the bulk path is off for this schema (polars missing, or a type it reads otherwise)
         self.bulk_off: str | None = None
 
@@ -232,7 +232,7 @@ class AvroRows:
             raise _BulkFailed("polars is not installed (the rows extra)") from None
         block = _SENTINEL_BYTES.join(bodies) + _SENTINEL_BYTES
         sync = os.urandom(16)
-        data = b"".join((self._header, sync, _long(len(bodies)), _long(len(block)), block, sync))
+        data = b"".join((self._header, sync, avro_long(len(bodies)), avro_long(len(block)), block, sync))
         try:
             table = pl.read_avro(io.BytesIO(data)).to_arrow()
         except BaseException as exc:  # polars raises a PanicException (a BaseException) on what it cannot read
