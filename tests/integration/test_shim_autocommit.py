@@ -215,7 +215,12 @@ def test_kill_9_redelivers_only_the_last_auto_commit_interval(
             assert time.monotonic() < deadline, f"restarted consumer stalled after {len(rest)} records"
             rest += [m.value()["id"] for m in again.consume(5_000, timeout=1.0)]
 
-    assert set(handed_at) | set(rest) == set(range(total))  # nothing skipped
+    # Nothing skipped, but for the record poll() returned just before the kill, which the child
+    # had no time to log (the one after its last logged one): poll() counts a record as stored
+    # when it returns it, as librdkafka does, and an auto-commit between that return and the
+    # log's write commits past it. The revocation test above checks the positions record by record.
+    skipped = set(range(total)) - set(handed_at) - set(rest)
+    assert skipped <= {len(handed_at)}, f"skipped: {sorted(skipped)[:20]}"
     assert rest == list(range(rest[0], total))  # resumed at one point, then in order
     assert rest[0] % per_segment != 0  # inside a segment: the committed position was record-precise
     redelivered = sorted(set(handed_at) & set(rest))
