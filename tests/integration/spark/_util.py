@@ -52,14 +52,14 @@ def wait_until_idle(query: Any, timeout_s: float = 60.0) -> None:
 
 def committed_batches(table: Path) -> dict[int, int]:
     """Spark micro-batch id -> data files its Delta commit added, from the log (parka records the
-    batch id in each commit's ``userMetadata``)."""
+    batch id in each commit's ``userMetadata`` when delta-spark commits, in its ``commitInfo``
+    when delta-rs does)."""
     out: dict[int, int] = {}
     for commit in sorted((table / "_delta_log").glob("[0-9]*.json")):
         actions = [json.loads(line) for line in commit.read_text().splitlines()]
         info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
-        meta = json.loads(info.get("userMetadata") or "{}")
-        if meta.get("parka.spark_batch") is not None:
-            batch = meta["parka.spark_batch"]
+        batch = json.loads(info.get("userMetadata") or "{}").get("parka.spark_batch", info.get("parka.spark_batch"))
+        if batch is not None:
             assert batch not in out, f"batch {batch} committed twice"
             out[batch] = sum("add" in a for a in actions)
     return out
