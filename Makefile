@@ -187,7 +187,7 @@ bench-soak: setup kafka-up $(BIN)/.bench-installed ## weeks of parka ingest's hi
 bench-soak-quick: setup kafka-up $(BIN)/.bench-installed ## the soak benchmark for 60 s, no Spark (~2 min) into BENCH_OUT
 	$(BIN)/python -m benchmarks.soak --quick --bootstrap localhost:$(PARKA_KAFKA_PORT) --out $(BENCH_OUT) $(BENCH_ARGS)
 
-bench-upsert: setup kafka-up $(BIN)/.bench-installed ## parka ingest --upsert against delta-rs MERGE and pyiceberg upsert: CPU per event into 1M keys, 5% deletes as tombstones (~10 min) into BENCH_OUT
+bench-upsert: setup kafka-up $(BIN)/.bench-installed ## parka ingest --upsert against delta-rs MERGE, pyiceberg upsert and Spark MERGE: CPU per event into 1M keys, 5% deletes as tombstones (~10 min) into BENCH_OUT
 	$(BIN)/python -m benchmarks.upsert --bootstrap localhost:$(PARKA_KAFKA_PORT) --out $(BENCH_OUT) $(BENCH_ARGS)
 
 bench-upsert-quick: setup kafka-up $(BIN)/.bench-installed ## the upsert benchmark at 20,000 keys (~1 min) into BENCH_OUT

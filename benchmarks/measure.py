@@ -102,6 +102,22 @@ def process_cpu_s(proc: Any) -> float:
     return float(t.user + t.system)
 
 
+def tree_cpu_s() -> float:
+    """User + system CPU seconds of this process and of its descendants so far (a Spark driver's
+    JVM and Python workers included), and of the children each has waited for."""
+    import psutil
+
+    root = psutil.Process()
+    total = 0.0
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            t = proc.cpu_times()
+        except psutil.Error:  # exited between listing and reading: its parent counts it once waited
+            continue
+        total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
 def local_listener(address: str) -> Any:
     """The process of this machine listening on ``address`` (``host:port``, the first of a
     comma-separated list; a URL's ``http://host:port`` too), as a ``psutil.Process``; None for

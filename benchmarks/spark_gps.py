@@ -60,7 +60,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from benchmarks.datasets import GPS_AVRO
-from benchmarks.measure import STATISTIC, local_listener, process_cpu_s  # the suite's statistic for every target
+from benchmarks.measure import STATISTIC, local_listener, process_cpu_s, tree_cpu_s  # the suite's statistic
 from parka.rowdecode import avro_long
 
 COLUMNS = [f["name"] for f in GPS_AVRO["fields"]]
@@ -208,30 +208,16 @@ def produce_parka(bootstrap: str, topic: str, table: pa.Table) -> dict[str, floa
     return {"messages": len(sizes), "value_bytes": float(sum(sizes))}
 
 
-def _tree_cpu_s() -> float:
-    import psutil
-
-    root = psutil.Process()
-    total = 0.0
-    for proc in [root, *root.children(recursive=True)]:
-        try:
-            t = proc.cpu_times()
-        except psutil.Error:  # exited between listing and reading: its parent counts it once waited
-            continue
-        total += t.user + t.system + t.children_user + t.children_system
-    return total
-
-
 def _measure(spark: Any, step: Callable[[], None], broker: Any = None) -> tuple[float, float, float]:
     """(wall s, Spark tree CPU s, broker CPU s) of ``step``."""
     # the previous run's garbage is collected first, so that its GC is not billed to this run
     spark.sparkContext._jvm.java.lang.System.gc()
     gc.collect()
     time.sleep(1.0)
-    cpu0, broker0, wall0 = _tree_cpu_s(), process_cpu_s(broker), time.perf_counter()
+    cpu0, broker0, wall0 = tree_cpu_s(), process_cpu_s(broker), time.perf_counter()
     step()
     wall = time.perf_counter() - wall0
-    return wall, _tree_cpu_s() - cpu0, process_cpu_s(broker) - broker0
+    return wall, tree_cpu_s() - cpu0, process_cpu_s(broker) - broker0
 
 
 def _from_avro_query(spark: Any, bootstrap: str, topic: str, table_dir: str) -> None:

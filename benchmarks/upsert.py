@@ -22,9 +22,19 @@ table back (row count, no id twice, the sum of versions and of ids against a mod
   catalog over SQLite): ``Table.upsert(batch, join_cols=["id"])`` for the updates, then
   ``Table.delete(id IN deletes)``. Billed: this process's CPU around the calls.
 
+* **Spark MERGE** (delta-spark, deletion vectors on): the body of a Structured Streaming
+  ``foreachBatch`` that upserts, run on the same batches: each batch made a DataFrame
+  (``createDataFrame`` of the Arrow batch, as a micro-batch arrives) and merged by
+  ``DeltaTable.merge`` with the delta-rs arm's three clauses into a table of the same initial rows
+  (written by delta-rs, then ``delta.enableDeletionVectors`` set by Spark: its MERGE then marks
+  the matched rows deleted by deletion vector rather than rewriting their files). A local
+  session (``local[*]``, the session parka's Spark side makes). Billed: the CPU of this process
+  and of its children (the driver's JVM, Python workers) around the merges; the session's start
+  is not billed.
+
 The anchors take ``--anchor-events`` of the events (they are slow: a copy-on-write of the
 table per batch); parka takes ``--events``. The statistic: CPU-seconds per event, one run per
-arm, and the ratio of each anchor's to parka's. Spark's foreachBatch MERGE is not an arm yet.
+arm, and the ratio of each anchor's to parka's.
 """
 
 from __future__ import annotations
@@ -393,16 +403,15 @@ def run_freshness(
     }
 
 
-def run_delta_merge(keys: int, events: Events, batch: int, workdir: str) -> dict[str, Any]:
-    from deltalake import DeltaTable, write_deltalake
+SET_ALL = {c: f"s.{c}" for c in rows(np.zeros(1, np.int64), np.zeros(1, np.int64)).column_names}
+"""A MERGE's assignments: every column of the target from the source's."""
 
-    uri = os.path.join(workdir, "delta-merge")
-    write_deltalake(uri, rows(np.arange(keys, dtype=np.int64), np.zeros(keys, np.int64)))
-    work = batches(events, batch)
-    columns = rows(np.zeros(1, np.int64), np.zeros(1, np.int64)).column_names
-    cpu0, wall0 = time.process_time(), time.perf_counter()
-    for upserts, deletes in work:
-        source = pa.concat_tables(
+
+def merge_sources(events: Events, size: int) -> list[pa.Table]:
+    """The MERGE arms' sources: each batch of :func:`batches` as one table of its upserted rows
+    and its deleted ids, told apart by a ``gone`` column."""
+    return [
+        pa.concat_tables(
             [
                 upserts.append_column("gone", pa.array(np.zeros(upserts.num_rows, bool))),
                 rows(deletes, np.zeros(deletes.size, np.int64)).append_column(
@@ -410,12 +419,24 @@ def run_delta_merge(keys: int, events: Events, batch: int, workdir: str) -> dict
                 ),
             ]
         )
+        for upserts, deletes in batches(events, size)
+    ]
+
+
+def run_delta_merge(keys: int, events: Events, batch: int, workdir: str) -> dict[str, Any]:
+    from deltalake import DeltaTable, write_deltalake
+
+    uri = os.path.join(workdir, "delta-merge")
+    write_deltalake(uri, rows(np.arange(keys, dtype=np.int64), np.zeros(keys, np.int64)))
+    work = merge_sources(events, batch)
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    for source in work:
         (
             DeltaTable(uri)
             .merge(source, "t.id = s.id", source_alias="s", target_alias="t", streamed_exec=False)
             .when_matched_delete("s.gone")
-            .when_matched_update({c: f"s.{c}" for c in columns}, "NOT s.gone")
-            .when_not_matched_insert({c: f"s.{c}" for c in columns}, "NOT s.gone")
+            .when_matched_update(SET_ALL, "NOT s.gone")
+            .when_not_matched_insert(SET_ALL, "NOT s.gone")
             .execute()
         )
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
@@ -442,6 +463,54 @@ def run_pyiceberg_upsert(keys: int, events: Events, batch: int, workdir: str) ->
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     got = check(table.scan(selected_fields=("id", "version")).to_arrow(), model_of(keys, events), "pyiceberg upsert")
     return {"events": int(events.ids.size), "batches": len(work), "cpu_s": cpu, "wall_s": wall, "table": got}
+
+
+def run_spark_merge(keys: int, events: Events, batch: int, workdir: str) -> dict[str, Any]:
+    from delta.tables import DeltaTable as SparkDeltaTable
+    from deltalake import write_deltalake
+    from parka.spark_ext import session
+
+    from .measure import tree_cpu_s
+
+    uri = os.path.join(workdir, "spark-merge")
+    write_deltalake(uri, rows(np.arange(keys, dtype=np.int64), np.zeros(keys, np.int64)))
+    spark = session(
+        app_name="parka upsert benchmark: Spark MERGE",
+        extra_conf={"spark.ui.enabled": "false", "spark.driver.memory": "4g"},
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.sql(f"ALTER TABLE delta.`{uri}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    target = SparkDeltaTable.forPath(spark, uri)
+    work = merge_sources(events, batch)
+    cpu0, wall0 = tree_cpu_s(), time.perf_counter()
+    for source in work:  # a foreachBatch's body, each batch as it arrives
+        (
+            target.alias("t")
+            .merge(spark.createDataFrame(source).alias("s"), "t.id = s.id")
+            .whenMatchedDelete("s.gone")
+            .whenMatchedUpdate("NOT s.gone", SET_ALL)
+            .whenNotMatchedInsert("NOT s.gone", SET_ALL)
+            .execute()
+        )
+    cpu, wall = tree_cpu_s() - cpu0, time.perf_counter() - wall0
+    table = pa.table(spark.read.format("delta").load(uri).select("id", "version").toArrow())
+    got = check(table, model_of(keys, events), "Spark MERGE")
+    vectors = spark.sql(f"DESCRIBE HISTORY delta.`{uri}`").where("operation = 'MERGE'").select("operationMetrics")
+    metrics = [r[0] for r in vectors.collect()]
+    spark.stop()
+    return {
+        "events": int(events.ids.size),
+        "batches": len(work),
+        "cpu_s": cpu,
+        "wall_s": wall,
+        "table": got,
+        # the MERGEs' deletion vectors, added and updated (none would mean files were rewritten)
+        "deletion_vectors": {
+            k: sum(int(m.get(k, 0)) for m in metrics)
+            for k in ("numTargetDeletionVectorsAdded", "numTargetDeletionVectorsUpdated", "numTargetFilesRemoved")
+        },
+        "last_merge_metrics": metrics[-1] if metrics else None,
+    }
 
 
 def render(results: dict[str, Any]) -> str:
@@ -537,7 +606,7 @@ def main(argv: list[str] | None = None) -> int:
         default="merge-on-read",
         help="parka ingest --upsert-mode of the parka arm",
     )
-    p.add_argument("--arms", default="parka,parka (Iceberg),delta-rs MERGE,pyiceberg upsert")
+    p.add_argument("--arms", default="parka,parka (Iceberg),delta-rs MERGE,pyiceberg upsert,Spark MERGE")
     p.add_argument("--freshness-rate", type=int, default=0, help="events/s of the daemon run (0: none)")
     p.add_argument("--freshness-duration", type=float, default=60.0)
     p.add_argument("--quick", action="store_true", help="a smoke run: 20,000 keys, 20,000 events, 4,000 for anchors")
@@ -572,6 +641,9 @@ def main(argv: list[str] | None = None) -> int:
                 args.keys, events.head(args.anchor_events), args.batch, workdir
             )
             print(f"pyiceberg upsert: {arms['pyiceberg upsert']}", file=sys.stderr)
+        if "Spark MERGE" in wanted:
+            arms["Spark MERGE"] = run_spark_merge(args.keys, events.head(args.anchor_events), args.batch, workdir)
+            print(f"Spark MERGE: {arms['Spark MERGE']}", file=sys.stderr)
         if args.freshness_rate:
             results_fresh = run_freshness(
                 args.bootstrap,
