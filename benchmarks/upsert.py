@@ -3,9 +3,12 @@
 
 The data set: ``--keys`` ids, each a row of six columns (id, version, user, amount, status, ts),
 loaded first (not measured); then a stream of events on uniformly random ids, 95% updates (a
-new row for the id) and 5% deletes. Every arm takes the same events in the same order and must
-end with the same table: one row per live id, at its latest version, checked by reading the
-table back (row count, no id twice, the sum of versions and of ids against a model).
+new row for the id) and 5% deletes. With ``--zipf S`` the ids are Zipf-skewed instead: the id of
+rank r (1 the most frequent) is drawn with probability proportional to r^-S, and the ranks are
+spread over the ids by a seeded permutation, so the hot ids are not neighbours. Every arm takes
+the same events in the same order and must end with the same table: one row per live id, at its
+latest version, checked by reading the table back (row count, no id twice, the sum of versions
+and of ids against a model).
 
 * **parka**: the events produced as segments keyed by id into a topic of ``--partitions``
   partitions (``produce()`` per event, a delete as a tombstone: ``produce(topic, None,
@@ -74,9 +77,17 @@ class Events:
         return Events(self.ids[:n], self.deleted[:n])
 
 
-def make_events(keys: int, n: int, delete_share: float, seed: int) -> Events:
+def make_events(keys: int, n: int, delete_share: float, seed: int, zipf: float = 0.0) -> Events:
+    """``n`` events on ids below ``keys``: uniformly random, or Zipf-skewed with exponent ``zipf``."""
     rng = np.random.default_rng(seed)
-    return Events(rng.integers(0, keys, n, dtype=np.int64), rng.random(n) < delete_share)
+    if not zipf:
+        return Events(rng.integers(0, keys, n, dtype=np.int64), rng.random(n) < delete_share)
+    ranks = np.arange(1, keys + 1, dtype=np.float64)
+    weights = ranks**-zipf
+    cumulative = np.cumsum(weights / weights.sum())
+    rank = np.minimum(np.searchsorted(cumulative, rng.random(n)), keys - 1)
+    ids = rng.permutation(keys).astype(np.int64)[rank]
+    return Events(ids, rng.random(n) < delete_share)
 
 
 def rows(ids: np.ndarray, versions: np.ndarray) -> pa.Table:
@@ -515,12 +526,14 @@ def run_spark_merge(keys: int, events: Events, batch: int, workdir: str) -> dict
 
 def render(results: dict[str, Any]) -> str:
     arms = results["arms"]
+    zipf = results.get("zipf")
+    skew = f"Zipf-skewed keys (exponent {zipf})" if zipf else "uniformly random keys"
     lines = [
         "# Upserts: CPU-seconds per event, parka ingest --upsert against the anchors",
         "",
         f"`{results['command']}`",
         "",
-        f"{results['keys']:,} keys loaded first; events on uniformly random keys, "
+        f"{results['keys']:,} keys loaded first; events on {skew}, "
         f"{results['delete_share']:.0%} deletes (parka's producer: columnar.tombstone.order="
         f"{results['tombstone_order']}; parka ingest --upsert-mode {results.get('upsert_mode', 'merge-on-read')}); "
         f"one run per arm on {results['machine']}.",
@@ -593,6 +606,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch", type=int, default=10_000, help="events per anchor batch")
     p.add_argument("--partitions", type=int, default=4)
     p.add_argument("--delete-share", type=float, default=0.05)
+    p.add_argument("--zipf", type=float, default=0.0, help="Zipf exponent of the ids' skew (0: uniform)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument(
         "--tombstone-order",
@@ -614,7 +628,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.keys, args.events, args.anchor_events, args.batch = 20_000, 20_000, 4_000, 2_000
     os.makedirs(args.out, exist_ok=True)
-    events = make_events(args.keys, max(args.events, args.anchor_events), args.delete_share, args.seed)
+    events = make_events(args.keys, max(args.events, args.anchor_events), args.delete_share, args.seed, args.zipf)
     wanted = [a.strip() for a in args.arms.split(",") if a.strip()]
     arms: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="parka-bench-upsert-") as workdir:
@@ -663,6 +677,7 @@ def main(argv: list[str] | None = None) -> int:
         "tombstone_order": args.tombstone_order,
         "upsert_mode": args.upsert_mode,
         "delete_share": args.delete_share,
+        "zipf": args.zipf,
         "machine": f"{os.cpu_count()} cores, {platform.platform()}",
         "arms": arms,
     }
