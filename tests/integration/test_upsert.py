@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import random
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -267,6 +267,9 @@ def test_sequence_by_keeps_each_keys_highest_sequence_across_runs(
 # the crash points of an upsert commit (on-revoke: the fault suite's rebalances; after-dead-letters:
 # the commits with dead letters, tests/integration/test_ingest.py)
 UPSERT_POINTS = ("before-write", "mid-write", "after-write", "after-delta-commit")
+# an Iceberg upsert commit's: after-deletes first, while the first files are partly superseded (a
+# file whose every row a commit supersedes leaves the table whole and gets no delete file)
+ICEBERG_UPSERT_POINTS = ("after-deletes", "before-write", "mid-write", "after-write", "after-delta-commit")
 
 
 def crash_round(i: int) -> list[tuple[int, int | None]]:
@@ -278,34 +281,31 @@ def crash_round(i: int) -> list[tuple[int, int | None]]:
     return events + [(k, version + 1) for k in range(0, 40, 4)]
 
 
-def test_kill_9_at_each_crash_point_then_restart_holds_the_latest_row_per_key(
-    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+def crash_at_each_point(
+    bootstrap: str,
+    topic: str,
+    table: Path | str,
+    model: dict[int, int],
+    points: Sequence[str],
+    *flags: str,
+    left: Callable[[str], None] = lambda point: None,
 ) -> None:
-    """At each crash point in turn, on one table: updates, tombstones and keys created again
-    arrive, and a worker is SIGKILLed at the point (files written and not committed, or a
-    commit whose changes the key index never took); the next worker starts from what the
-    crashed one left and reads the index from the table. After the last, a run to the end: the
-    table is the model, read by delta-rs' query engine and by polars (both apply the deletion
-    vectors). The table is partitioned, so a commit writes a file per partition of its segments
-    (the fault suite's upsert scenario kills workers around commits of an unpartitioned one)."""
-    import polars as pl
-
-    topic = new_topic(partitions=2)
-    table = tmp_path / "t"
-    model: dict[int, int] = {}
-    land(bootstrap, topic, table, model, [(k, 1) for k in range(40)], *BY_VERSION)
-    flags = ("--upsert", "--end-at-latest", "--max-segments-per-commit", "1", *BY_VERSION)
-    for i, point in enumerate(UPSERT_POINTS):
+    """At each crash point in turn, on one table: a round of updates, tombstones and keys created
+    again (:func:`crash_round`) into ``model``, then ``parka ingest`` with ``flags`` SIGKILLed
+    the second time it reaches the point (files written and not committed, or a commit whose
+    changes the key index never took); ``left(point)`` checks what the kill left. The next run
+    starts from what the crashed one left and reads the key index from the table. The kill tests
+    of every table format and reader call it: Delta (``tests/integration/spark/test_spark_upsert.py``,
+    read by delta-spark too), Iceberg (``tests/integration/iceberg/test_iceberg_upsert.py``, and
+    ``tests/integration/spark/test_spark_iceberg.py`` for Spark's Iceberg runtime)."""
+    for i, point in enumerate(points):
         later = crash_round(i)
         produce(bootstrap, topic, later)
         apply(model, later)
         env = {"PARKA_TEST_CRASH_AT": point, "PARKA_TEST_CRASH_AFTER": "2"}
         crashed = run_ingest(topic, table, bootstrap, *flags, env=env, check=False)
         assert crashed.returncode == -signal.SIGKILL, (point, crashed.stderr[-3000:])
-    run_ingest(topic, table, bootstrap, *flags)
-    assert table_rows(table) == model
-    rows = pl.read_delta(str(table)).select("id", "version").to_dicts()
-    assert len(rows) == len(model) and {r["id"]: r["version"] for r in rows} == model
+        left(point)
 
 
 def test_two_workers_on_one_upsert_table_hold_the_latest_row_per_key(

@@ -25,7 +25,15 @@ from pyiceberg.manifest import DataFileContent, ManifestContent
 from .._ingest_util import last_json, start_ingest
 from ..test_cdc import Event, produce_envelopes
 from ..test_cdc import apply as apply_changes
-from ..test_upsert import BY_VERSION, apply, compacting_rounds, crash_round, follow_rounds, produce
+from ..test_upsert import (
+    BY_VERSION,
+    ICEBERG_UPSERT_POINTS,
+    apply,
+    compacting_rounds,
+    crash_at_each_point,
+    follow_rounds,
+    produce,
+)
 from ._lake import Lake, ingest
 
 pytestmark = pytest.mark.integration
@@ -127,12 +135,6 @@ def test_the_table_holds_the_latest_row_per_key_through_updates_tombstones_and_r
     assert table_rows(lake, identifier) == model
 
 
-# the crash points of an upsert commit (on-revoke: the fault suite's rebalances); after-deletes
-# first, while the first files are partly superseded: a file whose every row a commit supersedes
-# leaves the table whole and gets no delete file
-UPSERT_POINTS = ("after-deletes", "before-write", "mid-write", "after-write", "after-delta-commit")
-
-
 @pytest.mark.parametrize("lake", ["sql", "rest"], indirect=True)
 def test_kill_9_at_each_crash_point_then_restart_holds_the_latest_row_per_key(
     bootstrap: str, new_topic: Callable[..., str], lake: Lake
@@ -148,16 +150,13 @@ def test_kill_9_at_each_crash_point_then_restart_holds_the_latest_row_per_key(
     model: dict[int, int] = {}
     land(lake, topic, bootstrap, model, [(k, 1) for k in range(40)])
     flags = ("--upsert", "--end-at-latest", "--max-segments-per-commit", "1", *NO_COMPACTION)
-    for i, point in enumerate(UPSERT_POINTS):
-        later = crash_round(i)
-        produce(bootstrap, topic, later)
-        apply(model, later)
-        env = {"PARKA_TEST_CRASH_AT": point, "PARKA_TEST_CRASH_AFTER": "2"}
-        crashed = ingest(lake, topic, identifier, bootstrap, *flags, env=env, check=False)
-        assert crashed.returncode == -signal.SIGKILL, (point, crashed.stderr[-3000:])
+
+    def left(point: str) -> None:
         if point == "after-deletes":
-            left = lake.on_disk(identifier) - lake.logged(identifier)
-            assert any(p.startswith("deletes/") for p in left), left
+            unnamed = lake.on_disk(identifier) - lake.logged(identifier)
+            assert any(p.startswith("deletes/") for p in unnamed), unnamed
+
+    crash_at_each_point(bootstrap, topic, identifier, model, ICEBERG_UPSERT_POINTS, *lake.flags, *flags, left=left)
     ingest(lake, topic, identifier, bootstrap, *flags)
     assert table_rows(lake, identifier) == model
     assert duckdb_rows(lake, identifier) == model

@@ -36,7 +36,7 @@ from .._ingest_util import (
     wait_for,
 )
 from .._objectstores import ObjectStoreServer
-from ..test_upsert import apply
+from ..test_upsert import ICEBERG_UPSERT_POINTS, apply, crash_at_each_point
 from ..test_upsert import produce as produce_keyed
 from ._util import SPARK, wait_until_idle
 
@@ -276,7 +276,8 @@ def test_spark_reads_an_iceberg_upsert_table_as_the_latest_row_per_key(
     spark: Any, bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
 ) -> None:
     """Iceberg's Spark runtime applies the position-delete files ``parka ingest --upsert`` writes,
-    and ``parka spark-ingest --upsert`` continues the table."""
+    also on the table its workers leave when SIGKILLed at each crash point of a commit, and
+    ``parka spark-ingest --upsert`` continues that table (cleaning what the last kill left)."""
     topic = new_topic(partitions=2)
     warehouse = tmp_path / "warehouse"
     model: dict[int, int] = {}
@@ -285,6 +286,8 @@ def test_spark_reads_an_iceberg_upsert_table_as_the_latest_row_per_key(
         produce_keyed(bootstrap, topic, events_)
         apply(model, events_)
         run_ingest(topic, "db.kv", bootstrap, *flags)
+    one_at_a_time = ("--max-segments-per-commit", "1", "--compact-min-files", "0")
+    crash_at_each_point(bootstrap, topic, "db.kv", model, ICEBERG_UPSERT_POINTS, *flags, *one_at_a_time)
     # then parka spark-ingest --upsert continues the table (raw mode, the same committer)
     later = [(k, 3) for k in range(0, 30, 5)] + [(7, None), (3, 4)]
     produce_keyed(bootstrap, topic, later)

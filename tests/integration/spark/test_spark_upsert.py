@@ -2,7 +2,10 @@
 segments' files and pass the tombstones to the driver, whose one committer makes the table the
 latest row per key, exactly as ``parka ingest --upsert`` does; ``--cdc debezium`` unwraps
 Debezium envelopes on the executors. delta-spark and delta-rs' query engine read the same rows
-(the first test's table partitioned by a column its updates change)."""
+(the first test's table partitioned by a column its updates change). And ``parka ingest
+--upsert`` killed at each crash point of its commit: the table it leaves, read by every Delta
+reader that applies deletion vectors, delta-spark among them (so the test is in the Spark
+session's group)."""
 
 from __future__ import annotations
 
@@ -14,10 +17,11 @@ import pytest
 from deltalake import DeltaTable
 from parka.spark_ext._cli import main
 
+from .._ingest_util import run_ingest
 from ..test_cdc import Event, produce_envelopes
 from ..test_cdc import apply as apply_changes
 from ..test_cdc import table_rows as cdc_rows
-from ..test_upsert import BY_VERSION, apply, produce, table_rows
+from ..test_upsert import BY_VERSION, UPSERT_POINTS, apply, crash_at_each_point, land, produce, table_rows
 from ._util import SPARK
 
 pytestmark = SPARK
@@ -69,3 +73,27 @@ def test_spark_ingest_cdc_unwraps_debezium_envelopes_on_the_executors(
     expected = {k: v for k, (_, v) in model.items()}
     assert {k: {c: r[c] for c in ("id", "name", "qty")} for k, r in cdc_rows(table).items()} == expected
     assert {r["id"]: r for r in spark_rows(spark, table, "id,name,qty")} == expected
+
+
+def test_kill_9_at_each_crash_point_then_restart_holds_the_latest_row_per_key(
+    spark: Any, bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """``parka ingest --upsert`` SIGKILLed at each crash point in turn on one table, then a run to
+    the end: the table is the model, read by delta-rs' query engine, polars and delta-spark (each
+    applies the deletion vectors). The table is partitioned, so a commit writes a file per
+    partition of its segments (the fault suite's upsert scenario kills workers around commits
+    of an unpartitioned one)."""
+    import polars as pl
+
+    topic = new_topic(partitions=2)
+    table = tmp_path / "t"
+    model: dict[int, int] = {}
+    land(bootstrap, topic, table, model, [(k, 1) for k in range(40)], *BY_VERSION)
+    flags = ("--upsert", "--end-at-latest", "--max-segments-per-commit", "1", *BY_VERSION)
+    crash_at_each_point(bootstrap, topic, table, model, UPSERT_POINTS, *flags)
+    run_ingest(topic, table, bootstrap, *flags)
+    assert table_rows(table) == model
+    rows = pl.read_delta(str(table)).select("id", "version").to_dicts()
+    assert len(rows) == len(model) and {r["id"]: r["version"] for r in rows} == model
+    by_spark = spark_rows(spark, table, "id,version")
+    assert len(by_spark) == len(model) and {r["id"]: r["version"] for r in by_spark} == model
