@@ -1,5 +1,6 @@
-"""The Iceberg tests' catalog (:class:`Lake`, the ``lake`` fixture's, in ``conftest.py``) and
-``parka ingest --catalog`` into it."""
+"""The Iceberg tests' catalog (:class:`Lake`, the ``lake`` fixture's, in ``conftest.py``),
+``parka ingest --catalog`` into it, and an upsert table read as ``{id: version}`` by pyiceberg
+and by DuckDB."""
 
 from __future__ import annotations
 
@@ -8,9 +9,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import duckdb
+import duckdb_extension_avro
+import duckdb_extension_iceberg
 import pyarrow as pa
 from parka.lake import IcebergEngine
 from pyiceberg.catalog import Catalog, load_catalog
+from pyiceberg.exceptions import NoSuchTableError
 
 from .._ingest_util import run_ingest
 
@@ -79,3 +84,32 @@ class Lake:
 
 def ingest(lake: Lake, topic: str, table: str, bootstrap: str, *extra: str, **kwargs: Any) -> Any:
     return run_ingest(topic, table, bootstrap, *lake.flags, *extra, **kwargs)
+
+
+def table_rows(lake: Lake, identifier: str) -> dict[int, int]:
+    """The table through pyiceberg's scan (position deletes applied); no key twice. A table not
+    created yet is empty (the embedded catalog's database too)."""
+    if lake.rest_url is None and not (lake.warehouse / "catalog.db").exists():
+        return {}
+    try:
+        rows = lake.rows(identifier).select(["id", "version"]).to_pylist()
+    except NoSuchTableError:
+        return {}
+    ids = [r["id"] for r in rows]
+    assert len(ids) == len(set(ids)), "a key holds more than one row"
+    return {r["id"]: r["version"] for r in rows}
+
+
+def duckdb_rows(lake: Lake, identifier: str) -> dict[int, int]:
+    """The table through DuckDB's iceberg extension (``iceberg_scan`` of the current metadata
+    file, which applies position deletes); no key twice."""
+    table = lake.catalog().load_table(identifier)
+    with duckdb.connect(config={"autoinstall_known_extensions": False}) as con:
+        for package in (duckdb_extension_avro, duckdb_extension_iceberg):  # iceberg reads manifests with avro
+            name = package.__name__.removeprefix("duckdb_extension_")
+            folder = Path(package.__file__).parent / "extensions" / f"v{duckdb.__version__}"
+            con.execute(f"LOAD '{folder / f'{name}.duckdb_extension'}'")
+        rows = con.execute("SELECT id, version FROM iceberg_scan(?)", [table.metadata_location]).fetchall()
+    ids = [i for i, _ in rows]
+    assert len(ids) == len(set(ids)), "a key holds more than one row"
+    return dict(rows)

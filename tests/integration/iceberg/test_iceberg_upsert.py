@@ -12,14 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import duckdb
-import duckdb_extension_avro
-import duckdb_extension_iceberg
 import pyarrow as pa
 import pytest
 from parka.lake import optimize_iceberg
 from parka.producer import ParquetProducer
-from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.manifest import DataFileContent, ManifestContent
 
 from .._ingest_util import last_json, start_ingest
@@ -34,38 +30,9 @@ from ..test_upsert import (
     follow_rounds,
     produce,
 )
-from ._lake import Lake, ingest
+from ._lake import Lake, duckdb_rows, ingest, table_rows
 
 pytestmark = pytest.mark.integration
-
-
-def table_rows(lake: Lake, identifier: str) -> dict[int, int]:
-    """The table through pyiceberg's scan (position deletes applied); no key twice. A table not
-    created yet is empty (the embedded catalog's database too)."""
-    if lake.rest_url is None and not (lake.warehouse / "catalog.db").exists():
-        return {}
-    try:
-        rows = lake.rows(identifier).select(["id", "version"]).to_pylist()
-    except NoSuchTableError:
-        return {}
-    ids = [r["id"] for r in rows]
-    assert len(ids) == len(set(ids)), "a key holds more than one row"
-    return {r["id"]: r["version"] for r in rows}
-
-
-def duckdb_rows(lake: Lake, identifier: str) -> dict[int, int]:
-    """The table through DuckDB's iceberg extension (``iceberg_scan`` of the current metadata
-    file, which applies position deletes); no key twice."""
-    table = lake.catalog().load_table(identifier)
-    with duckdb.connect(config={"autoinstall_known_extensions": False}) as con:
-        for package in (duckdb_extension_avro, duckdb_extension_iceberg):  # iceberg reads manifests with avro
-            name = package.__name__.removeprefix("duckdb_extension_")
-            folder = Path(package.__file__).parent / "extensions" / f"v{duckdb.__version__}"
-            con.execute(f"LOAD '{folder / f'{name}.duckdb_extension'}'")
-        rows = con.execute("SELECT id, version FROM iceberg_scan(?)", [table.metadata_location]).fetchall()
-    ids = [i for i, _ in rows]
-    assert len(ids) == len(set(ids)), "a key holds more than one row"
-    return dict(rows)
 
 
 def delete_files(lake: Lake, identifier: str) -> dict[str, list[str]]:
@@ -135,7 +102,9 @@ def test_the_table_holds_the_latest_row_per_key_through_updates_tombstones_and_r
     assert table_rows(lake, identifier) == model
 
 
-@pytest.mark.parametrize("lake", ["sql", "rest"], indirect=True)
+# the SQL catalog's: tests/integration/spark/test_spark_iceberg.py, where Spark's Iceberg runtime
+# reads the table too
+@pytest.mark.parametrize("lake", ["rest"], indirect=True)
 def test_kill_9_at_each_crash_point_then_restart_holds_the_latest_row_per_key(
     bootstrap: str, new_topic: Callable[..., str], lake: Lake
 ) -> None:

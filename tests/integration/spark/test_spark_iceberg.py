@@ -36,6 +36,7 @@ from .._ingest_util import (
     wait_for,
 )
 from .._objectstores import ObjectStoreServer
+from ..iceberg._lake import Lake, duckdb_rows, table_rows
 from ..test_upsert import ICEBERG_UPSERT_POINTS, apply, crash_at_each_point
 from ..test_upsert import produce as produce_keyed
 from ._util import SPARK, wait_until_idle
@@ -275,31 +276,38 @@ def test_spark_raw_mode_continues_an_iceberg_table_in_s3_that_parka_ingest_start
 def test_spark_reads_an_iceberg_upsert_table_as_the_latest_row_per_key(
     spark: Any, bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
 ) -> None:
-    """Iceberg's Spark runtime applies the position-delete files ``parka ingest --upsert`` writes,
-    also on the table its workers leave when SIGKILLed at each crash point of a commit, and
-    ``parka spark-ingest --upsert`` continues that table (cleaning what the last kill left)."""
+    """``parka ingest --upsert`` into the embedded SQL catalog, SIGKILLed at each crash point of
+    a commit in turn (data files written, delete files written, a commit whose changes the key
+    index never took); then ``parka spark-ingest --upsert`` continues the table, cleaning what
+    the last kill left (raw mode, the same committer). The table is the model, read by Iceberg's
+    Spark runtime, pyiceberg and DuckDB (each applies the position-delete files), and no file on
+    disk is one no snapshot names. (The REST catalog's kills:
+    tests/integration/iceberg/test_iceberg_upsert.py.)"""
     topic = new_topic(partitions=2)
-    warehouse = tmp_path / "warehouse"
+    lake = Lake(tmp_path / "warehouse")
+    identifier = lake.name("kv")
     model: dict[int, int] = {}
-    flags = ("--upsert", "--end-at-latest", "--catalog", "local", "--catalog-option", f"warehouse={warehouse}")
-    for events_ in ([(k, 1) for k in range(30)], [(k, 2) for k in range(0, 30, 2)] + [(3, None), (5, None)]):
-        produce_keyed(bootstrap, topic, events_)
-        apply(model, events_)
-        run_ingest(topic, "db.kv", bootstrap, *flags)
+    flags = ("--upsert", "--end-at-latest", *lake.flags)
+    first = [(k, 1) for k in range(40)]
+    produce_keyed(bootstrap, topic, first)
+    apply(model, first)
+    run_ingest(topic, identifier, bootstrap, *flags)
     one_at_a_time = ("--max-segments-per-commit", "1", "--compact-min-files", "0")
-    crash_at_each_point(bootstrap, topic, "db.kv", model, ICEBERG_UPSERT_POINTS, *flags, *one_at_a_time)
-    # then parka spark-ingest --upsert continues the table (raw mode, the same committer)
-    later = [(k, 3) for k in range(0, 30, 5)] + [(7, None), (3, 4)]
+
+    def left(point: str) -> None:
+        if point == "after-deletes":
+            unnamed = lake.on_disk(identifier) - lake.logged(identifier)
+            assert any(p.startswith("deletes/") for p in unnamed), unnamed
+
+    crash_at_each_point(bootstrap, topic, identifier, model, ICEBERG_UPSERT_POINTS, *flags, *one_at_a_time, left=left)
+    later = [(k, 3) for k in range(0, 40, 5)] + [(7, None), (3, 4)]
     produce_keyed(bootstrap, topic, later)
     apply(model, later)
     checkpoint = str(tmp_path / "checkpoint")
-    assert spark_main(["-k", bootstrap, "-q", "--checkpoint-location", checkpoint, topic, "db.kv", *flags]) == 0
-    catalog = load_catalog(
-        "local", type="sql", uri=f"sqlite:///{warehouse}/catalog.db", warehouse=f"file://{warehouse}"
-    )
-    table = catalog.load_table("db.kv")
+    assert spark_main(["-k", bootstrap, "-q", "--checkpoint-location", checkpoint, topic, identifier, *flags]) == 0
+    table = lake.catalog().load_table(identifier)
     rows = spark.read.format("iceberg").load(table.metadata_location).select("id", "version").collect()
     assert sorted((r.id, r.version) for r in rows) == sorted(model.items())
-    assert sorted(table.scan().to_arrow().select(["id", "version"]).to_pylist(), key=lambda r: r["id"]) == [
-        {"id": k, "version": v} for k, v in sorted(model.items())
-    ]
+    assert table_rows(lake, identifier) == model
+    assert duckdb_rows(lake, identifier) == model
+    assert lake.on_disk(identifier) <= lake.logged(identifier)  # no orphans
