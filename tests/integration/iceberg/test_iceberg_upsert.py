@@ -1,7 +1,9 @@
 """``parka ingest --upsert --catalog``: a keyed topic lands in an Iceberg table (SQL and REST
 catalogs) as the latest row per key, superseded rows deleted by position-delete files that parka
 writes. Read by pyiceberg's scan and by DuckDB's iceberg extension (both apply them); kill -9
-at each crash point of an upsert commit, then a restart, ends as the model."""
+at each crash point of an upsert commit, then a restart, ends as the model (on the REST catalog
+here; the SQL catalog's kills are in tests/integration/spark/test_spark_iceberg.py, where Spark
+reads the table too)."""
 
 from __future__ import annotations
 

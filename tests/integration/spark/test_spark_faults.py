@@ -172,8 +172,8 @@ def test_kill_9_of_an_upsert_driver_after_its_commit_then_restart_holds_the_late
     bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
 ) -> None:
     """``--upsert`` (delta-rs commits, deletion vectors, partitioned by a column updates change):
-    the driver is killed after committing micro-batch 2, before Spark marks it done; the restart
-    replays batch 2, whose commit it finds, and runs to the end. Updates, tombstones and keys
+    the driver is killed after committing its second micro-batch (id 1), before Spark marks it
+    done; the restart replays batch 1, whose commit it finds, and runs to the end. Updates, tombstones and keys
     created again span the batches, so a replay that deleted again or landed again would show.
     (The kill between writing a batch's files and committing them is the same code in either
     mode: the test above.)"""
