@@ -2,17 +2,17 @@
 per-record way, CPU per row, measured side by side in one run. The measurement row topics'
 Protobuf decoding is chosen by (parka does not decode Protobuf yet).
 
-Two message types, compiled from :data:`PROTO` by ``grpc_tools.protoc`` into a temporary folder
-before any clock starts: ``Request`` (flat: ten scalar fields, web_requests' shape) and ``Event``
-(nested: a message field, a repeated message, a ``map<string, string>``, a
-``google.protobuf.Timestamp``, an ``Int64Value`` wrapper, a ``oneof``, an enum and an unsigned
-64-bit field). ``--rows`` seeded messages of each are serialized and framed as Confluent's
-serializer frames them (magic byte 0, the schema id in 4 bytes, then the message indexes: a
-single 0 byte for a file's first message), then cut into batches of ``--batch`` values. Each
-repeat decodes every batch with each way in turn, its CPU taken with ``time.process_time``
+Two message types, those of :data:`PROTO` (the file shown for reading; its descriptor is built
+field by field by :func:`message_classes`, so no ``protoc`` is needed): ``Request`` (flat: ten
+scalar fields, web_requests' shape) and ``Event`` (nested: a message field, a repeated message, a
+``map<string, string>``, a ``google.protobuf.Timestamp``, an ``Int64Value`` wrapper, a ``oneof``,
+an enum and an unsigned 64-bit field). ``--rows`` seeded messages of each are serialized and framed
+as Confluent's serializer frames them (magic byte 0, the schema id in 4 bytes, then the message
+indexes: a single 0 byte for a file's first message), then cut into batches of ``--batch`` values.
+Each repeat decodes every batch with each way in turn, its CPU taken with ``time.process_time``
 (every thread of the process):
 
-* **ptars** (Rust, ``HandlerPool(...).get_for_message(...)``, ``messages_to_record_batch``
+* **ptars** (Rust, ``HandlerPool(...).get_for_message(...)``, ``list_to_record_batch``
   with ``confluent_wire_policy="protobuf"``: it reads the frame itself);
 * **protobuf + protarrow**: each value's frame cut off and the rest parsed by ``protobuf``
   (its upb backend), then ``protarrow.messages_to_record_batch`` over the parsed messages;
@@ -30,12 +30,10 @@ ratios are medians of the per-repeat ratios (paired: the same repeat, the same b
 from __future__ import annotations
 
 import argparse
-import importlib
 import random
 import statistics
 import struct
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -104,17 +102,71 @@ METHODS = ["GET", "POST", "PUT", "DELETE"]
 REGIONS = ["eu-west-1", "us-east-1", "ap-south-1"]
 
 
-def compile_proto(folder: Path) -> Any:
-    """:data:`PROTO` compiled by grpc_tools' protoc into ``folder``; its ``_pb2`` module."""
-    from grpc_tools import protoc
+def message_classes() -> Any:
+    """:data:`PROTO`'s messages as classes of protobuf's default pool, from a
+    ``FileDescriptorProto`` built here field by field (the same file ``protoc`` would describe);
+    a namespace with ``Request`` and ``Event``."""
+    from types import SimpleNamespace
 
-    (folder / "bench_events.proto").write_text(PROTO)
-    include = Path(protoc.__file__).parent / "_proto"  # the well-known types' .proto files
-    code = protoc.main(["protoc", f"-I{folder}", f"-I{include}", f"--python_out={folder}", "bench_events.proto"])
-    if code != 0:
-        raise RuntimeError(f"protoc exited {code}")
-    sys.path.insert(0, str(folder))
-    return importlib.import_module("bench_events_pb2")
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, timestamp_pb2, wrappers_pb2
+
+    fdp = descriptor_pb2.FieldDescriptorProto
+    optional, repeated = fdp.LABEL_OPTIONAL, fdp.LABEL_REPEATED
+    f = descriptor_pb2.FileDescriptorProto(name="bench_events.proto", package="parka.bench", syntax="proto3")
+    f.dependency.extend([timestamp_pb2.DESCRIPTOR.name, wrappers_pb2.DESCRIPTOR.name])
+
+    def message(name: str, *fields: tuple[str, int, int, str, int]) -> Any:
+        m = f.message_type.add(name=name)
+        for field_name, number, kind, type_name, label in fields:
+            field = m.field.add(name=field_name, number=number, type=kind, label=label)
+            if type_name:  # a scalar's must stay unset, not empty
+                field.type_name = type_name
+        return m
+
+    message(
+        "Request",
+        ("ts_ms", 1, fdp.TYPE_INT64, "", optional), ("method", 2, fdp.TYPE_STRING, "", optional),
+        ("path", 3, fdp.TYPE_STRING, "", optional), ("status", 4, fdp.TYPE_INT32, "", optional),
+        ("bytes", 5, fdp.TYPE_INT64, "", optional), ("latency_ms", 6, fdp.TYPE_DOUBLE, "", optional),
+        ("user_agent", 7, fdp.TYPE_STRING, "", optional), ("client_ip", 8, fdp.TYPE_STRING, "", optional),
+        ("cached", 9, fdp.TYPE_BOOL, "", optional), ("region", 10, fdp.TYPE_STRING, "", optional),
+    )  # fmt: skip
+    message("Actor", ("id", 1, fdp.TYPE_INT64, "", optional), ("login", 2, fdp.TYPE_STRING, "", optional))
+    message(
+        "Commit",
+        ("sha", 1, fdp.TYPE_STRING, "", optional), ("message", 2, fdp.TYPE_STRING, "", optional),
+        ("distinct", 3, fdp.TYPE_BOOL, "", optional),
+    )  # fmt: skip
+    kind = f.enum_type.add(name="Kind")
+    for i, value in enumerate(("KIND_UNSPECIFIED", "PUSH", "ISSUE")):
+        kind.value.add(name=value, number=i)
+    event = message(
+        "Event",
+        ("id", 1, fdp.TYPE_STRING, "", optional), ("kind", 2, fdp.TYPE_ENUM, ".parka.bench.Kind", optional),
+        ("actor", 3, fdp.TYPE_MESSAGE, ".parka.bench.Actor", optional),
+        ("commits", 4, fdp.TYPE_MESSAGE, ".parka.bench.Commit", repeated),
+        ("labels", 5, fdp.TYPE_MESSAGE, ".parka.bench.Event.LabelsEntry", repeated),
+        ("created_at", 6, fdp.TYPE_MESSAGE, ".google.protobuf.Timestamp", optional),
+        ("size", 7, fdp.TYPE_MESSAGE, ".google.protobuf.Int64Value", optional),
+        ("repo", 8, fdp.TYPE_STRING, "", optional), ("org_id", 9, fdp.TYPE_INT64, "", optional),
+        ("checksum", 10, fdp.TYPE_UINT64, "", optional),
+    )  # fmt: skip
+    entry = event.nested_type.add(name="LabelsEntry")
+    entry.options.map_entry = True
+    entry.field.add(name="key", number=1, type=fdp.TYPE_STRING, label=optional)
+    entry.field.add(name="value", number=2, type=fdp.TYPE_STRING, label=optional)
+    event.oneof_decl.add(name="target")
+    for field in event.field:
+        if field.name in ("repo", "org_id"):
+            field.oneof_index = 0
+    pool = descriptor_pool.Default()
+    pool.Add(f)
+    return SimpleNamespace(
+        **{
+            name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"parka.bench.{name}"))
+            for name in ("Request", "Event")
+        }
+    )
 
 
 def requests(pb: Any, n: int, rng: random.Random) -> list[bytes]:
@@ -262,20 +314,19 @@ def main(argv: list[str] | None = None) -> int:
         "pyarrow": pa.__version__,
     }
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="parka-bench-proto-") as folder:
-        pb = compile_proto(Path(folder))
-        for kind, cls, make in (("flat (Request)", pb.Request, requests), ("nested (Event)", pb.Event, events)):
-            values = make(pb, args.rows, random.Random(args.seed))
-            batches = [values[i : i + args.batch] for i in range(0, len(values), args.batch)]
-            fns = ways(cls)
-            first_ptars = pa.Table.from_batches([fns["ptars"](batches[0])])
-            first_protarrow = pa.Table.from_batches([fns["protobuf + protarrow"](batches[0])])
-            why = same_values(first_ptars, first_protarrow)
-            if why is not None:
-                print(f"{kind}: ptars and protarrow differ: {why}", file=sys.stderr)
-                return 1
-            results["types"][kind] = {**measure(batches, fns, args.repeats), "schema": str(first_ptars.schema)}
-            print(f"{kind}: {results['types'][kind]['us_per_row']}", file=sys.stderr)
+    pb = message_classes()
+    for kind, cls, make in (("flat (Request)", pb.Request, requests), ("nested (Event)", pb.Event, events)):
+        values = make(pb, args.rows, random.Random(args.seed))
+        batches = [values[i : i + args.batch] for i in range(0, len(values), args.batch)]
+        fns = ways(cls)
+        first_ptars = pa.Table.from_batches([fns["ptars"](batches[0])])
+        first_protarrow = pa.Table.from_batches([fns["protobuf + protarrow"](batches[0])])
+        why = same_values(first_ptars, first_protarrow)
+        if why is not None:
+            print(f"{kind}: ptars and protarrow differ: {why}", file=sys.stderr)
+            return 1
+        results["types"][kind] = {**measure(batches, fns, args.repeats), "schema": str(first_ptars.schema)}
+        print(f"{kind}: {results['types'][kind]['us_per_row']}", file=sys.stderr)
     save_run(args.out, results, render(results))
     return 0
 
