@@ -706,6 +706,37 @@ def _freshness_section(results: dict[str, Any]) -> list[str]:
     return [*render_freshness(results, title="##").splitlines(), "", "![freshness](freshness.png)", ""]
 
 
+def _upsert_section(results: dict[str, Any]) -> list[str]:
+    """The upsert section's tables (``results["upsert"]``: :func:`benchmarks.suite.run_upsert_section`'s)."""
+    section = results.get("upsert")
+    if not section:
+        return []
+    lines = [
+        f"## Upserts into {section['keys']:,} keys (`benchmarks/upsert.py`)",
+        "",
+        "CPU-seconds per event, one run per arm; the anchors in batches, each deduplicated by key.",
+        "",
+        "| arm | events | µs CPU per event |",
+        "|---|---|---|",
+    ]
+    for name, arm in section["arms"].items():
+        lines.append(f"| {name} | {arm['events']:,} | {arm['cpu_s'] / arm['events'] * 1e6:,.1f} |")
+    lines += [
+        "",
+        f"The daemon (`parka ingest --upsert -l 1`) at {section['rate']:,} events/s; the scan is the median of its "
+        "paired rounds against the same rows written compact:",
+        "",
+        "| keys | p99 produce-to-visible | CPU per commit | live files | scan / compact |",
+        "|---|---|---|---|---|",
+    ]
+    for keys, run in sorted(section["daemon"].items(), key=lambda kv: int(kv[0])):
+        lines.append(
+            f"| {int(keys):,} | {run['p99_s']:.2f} s | {run['cpu_per_commit_ms']:.0f} ms | {run['live_files']} | "
+            f"{run['scan_ratio']['median']:.2f} |"
+        )
+    return [*lines, ""]
+
+
 def render(results: dict[str, Any], out_dir: str) -> str:
     """The report as Markdown."""
     quick = results["suite"]["mode"] == "quick"
@@ -731,6 +762,7 @@ def render(results: dict[str, Any], out_dir: str) -> str:
         *_lake_section(results),
         *_encryption_section(results),
         *_freshness_section(results),
+        *_upsert_section(results),
         *_method_section(results),
     ]
     return "\n".join(lines).rstrip() + "\n"

@@ -43,12 +43,13 @@ from .readers import run_readers
 from .report import write_report
 from .spark import run_spark
 from .targets import evaluate
+from .upsert import UpsertRun, run_upsert
 
 __all__ = ["PLANS", "SECTIONS", "Plan", "main"]
 
 log = logging.getLogger("parka.bench")
 
-SECTIONS = ("matrix", "e2e", "ingest", "spark", "lake", "encryption", "freshness")
+SECTIONS = ("matrix", "e2e", "ingest", "spark", "lake", "encryption", "freshness", "upsert")
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,18 @@ class Plan:
     freshness_duration_s: float = 60.0
     freshness_scan_repeats: int = 5
     freshness_spark: bool = True
-    sections: tuple[str, ...] = ("matrix", "e2e", "ingest", "spark", "lake", "encryption", "freshness")
+    # the upsert section (benchmarks/upsert.py): every arm on upsert_keys keys (parka takes
+    # upsert_events events, each anchor upsert_anchor_events in batches of upsert_batch), then
+    # the daemon at upsert_rate events/s for upsert_duration_s on each of upsert_daemon_keys
+    # (the cost per commit of the largest against the smallest's)
+    upsert_keys: int = 10_000_000
+    upsert_events: int = 1_000_000
+    upsert_anchor_events: int = 30_000
+    upsert_batch: int = 10_000
+    upsert_daemon_keys: tuple[int, ...] = (1_000_000, 10_000_000)
+    upsert_rate: int = 50_000
+    upsert_duration_s: float = 45.0
+    sections: tuple[str, ...] = ("matrix", "e2e", "ingest", "spark", "lake", "encryption", "freshness", "upsert")
 
 
 PLANS = {
@@ -116,6 +128,13 @@ PLANS = {
         freshness_duration_s=10.0,
         freshness_scan_repeats=3,
         freshness_spark=False,
+        upsert_keys=20_000,
+        upsert_events=20_000,
+        upsert_anchor_events=4_000,
+        upsert_batch=2_000,
+        upsert_daemon_keys=(10_000, 20_000),
+        upsert_rate=5_000,
+        upsert_duration_s=10.0,
     ),
     # The encoding matrix alone at 10,000 rows per batch and zstd, on the full mode's data: bytes
     # per row of JSON, Avro and Parquet segments (tuned, pyarrow's defaults, sorted); a few minutes.
@@ -165,6 +184,26 @@ PLANS = {
         sections=("encryption",),
     ),
 }
+
+
+def run_upsert_section(bootstrap: str, plan: Plan, seed: int) -> dict[str, Any]:
+    """``parka ingest --upsert`` against the anchors on the plan's keys, then the daemon on each
+    of its key counts (:func:`benchmarks.upsert.run_upsert`)."""
+    cpu = run_upsert(
+        bootstrap,
+        UpsertRun(plan.upsert_keys, plan.upsert_events, plan.upsert_anchor_events, plan.upsert_batch, seed=seed),
+    )
+    daemon = {
+        str(keys): run_upsert(
+            bootstrap,
+            UpsertRun(
+                keys, 0, 0, plan.upsert_batch, seed=seed, arms=(), freshness_rate=plan.upsert_rate,
+                freshness_duration_s=plan.upsert_duration_s,
+            ),
+        )["freshness"]
+        for keys in plan.upsert_daemon_keys
+    }  # fmt: skip
+    return {"keys": plan.upsert_keys, "arms": cpu["arms"], "daemon": daemon, "rate": plan.upsert_rate}
 
 
 def _cleanup(broker: Broker, run_id: str) -> None:
@@ -300,6 +339,11 @@ def run_suite(args: argparse.Namespace) -> dict[str, Any]:
             for run in results["freshness"]["runs"]:  # run_rate raised CheckFailed on any mismatch
                 checks.passed_elsewhere(f"freshness {run['rate']} rows/s: table and scans", **run["checks"])
             timings["freshness_s"] = time.perf_counter() - t0
+        if "upsert" not in skip:
+            t0 = time.perf_counter()
+            log.info("upsert: %d keys; the daemon at %d events/s", plan.upsert_keys, plan.upsert_rate)
+            results["upsert"] = run_upsert_section(broker.bootstrap, plan, args.seed)
+            timings["upsert_s"] = time.perf_counter() - t0
     finally:
         _cleanup(broker, run_id)
     results["targets"] = evaluate(results)

@@ -336,6 +336,69 @@ def _lake_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _upsert_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The upsert goals: CPU per event against the best anchor, the daemon's cost per commit on
+    its largest key count against its smallest, and for each key count its p99
+    produce-to-visible and its table's scan against the same rows written compact. One value
+    per run each (the scan: the median of its paired rounds)."""
+    section = results.get("upsert")
+    if not section:
+        return []
+    out = []
+    arms = section["arms"]
+
+    def one(value: float) -> dict[str, Any]:
+        return {"median": value, "min": value, "max": value, "n": 1}
+
+    def per_event(arm: dict[str, Any]) -> float:
+        return float(arm["cpu_s"]) / float(arm["events"])
+
+    anchors = {name: per_event(arm) for name, arm in arms.items() if not name.startswith("parka")}
+    if "parka" in arms and anchors:
+        best = min(anchors, key=anchors.__getitem__)
+        out.append(
+            _target(
+                "upsert_cpu_per_event_best_anchor_over_parka",
+                f"upserts into {section['keys']:,} keys: CPU per event of the best anchor ({best}) / parka ingest "
+                "--upsert's (at least)",
+                one(anchors[best] / per_event(arms["parka"])),
+                10.0,
+                at_most=False,
+            )
+        )
+    daemon = section.get("daemon") or {}
+    if len(daemon) >= 2:
+        small, large = sorted(daemon, key=int)[0], sorted(daemon, key=int)[-1]
+        out.append(
+            _target(
+                "upsert_cost_per_commit_large_over_small",
+                f"the upsert daemon at {section['rate']:,} events/s: CPU per commit with {int(large):,} keys / with "
+                f"{int(small):,}",
+                one(daemon[large]["cpu_per_commit_ms"] / daemon[small]["cpu_per_commit_ms"]),
+                1.3,
+                at_most=True,
+            )
+        )
+    for keys, run in sorted(daemon.items(), key=lambda kv: int(kv[0])):
+        where = f"the upsert daemon on {int(keys):,} keys at {section['rate']:,} events/s"
+        out.append(
+            _target(
+                f"upsert_p99_s[{keys}]", f"{where}: p99 produce-to-visible, seconds", one(run["p99_s"]), 5.0,
+                at_most=True,
+            )
+        )  # fmt: skip
+        out.append(
+            _target(
+                f"upsert_scan[{keys}]",
+                f"{where}: scan of its table / the same rows written compact (delta-rs' query engine)",
+                run["scan_ratio"],
+                1.5,
+                at_most=True,
+            )
+        )
+    return out
+
+
 def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
     """All targets, in the order the report lists them."""
     return [
@@ -348,4 +411,5 @@ def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
         _spark_target(results),
         *_lake_targets(results),
         *_freshness_targets(results),
+        *_upsert_targets(results),
     ]

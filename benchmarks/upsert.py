@@ -596,6 +596,67 @@ def render(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+ARMS = ("parka", "parka (Iceberg)", "delta-rs MERGE", "pyiceberg upsert", "Spark MERGE")
+
+
+@dataclass(frozen=True)
+class UpsertRun:
+    """What one run of the benchmark takes (the command's flags; the suite's upsert section)."""
+
+    keys: int
+    events: int
+    anchor_events: int
+    batch: int
+    partitions: int = 4
+    delete_share: float = 0.05
+    seed: int = 1
+    zipf: float = 0.0
+    tombstone_order: str = "key"
+    upsert_mode: str = "merge-on-read"
+    arms: tuple[str, ...] = ARMS
+    freshness_rate: int = 0
+    freshness_duration_s: float = 60.0
+
+
+def run_upsert(bootstrap: str, run: UpsertRun) -> dict[str, Any]:
+    """Each arm of ``run.arms`` on the same events, then the daemon's run when
+    ``run.freshness_rate`` is set: ``{"arms": {...}, "freshness": {...}}``."""
+    events = make_events(run.keys, max(run.events, run.anchor_events), run.delete_share, run.seed, run.zipf)
+    arms: dict[str, Any] = {}
+    out: dict[str, Any] = {"arms": arms}
+    with tempfile.TemporaryDirectory(prefix="parka-bench-upsert-") as workdir:
+        for name, iceberg in (("parka", False), ("parka (Iceberg)", True)):  # Iceberg: merge-on-read only
+            if name in run.arms:
+                mode = "merge-on-read" if iceberg else run.upsert_mode
+                arms[name] = run_parka(
+                    bootstrap,
+                    run.keys,
+                    events.head(run.events),
+                    run.partitions,
+                    workdir,
+                    run.batch,
+                    run.tombstone_order,
+                    mode,
+                    iceberg=iceberg,
+                )
+                print(f"{name}: {arms[name]}", file=sys.stderr)
+        anchors = events.head(run.anchor_events)
+        for name, fn in (
+            ("delta-rs MERGE", run_delta_merge),
+            ("pyiceberg upsert", run_pyiceberg_upsert),
+            ("Spark MERGE", run_spark_merge),
+        ):
+            if name in run.arms:
+                arms[name] = fn(run.keys, anchors, run.batch, workdir)
+                print(f"{name}: {arms[name]}", file=sys.stderr)
+        if run.freshness_rate:
+            out["freshness"] = run_freshness(
+                bootstrap, run.keys, run.freshness_rate, run.freshness_duration_s, run.partitions, workdir, run.seed
+            )
+            print(f"parka daemon: {out['freshness']}", file=sys.stderr)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--bootstrap", required=True)
@@ -620,7 +681,7 @@ def main(argv: list[str] | None = None) -> int:
         default="merge-on-read",
         help="parka ingest --upsert-mode of the parka arm",
     )
-    p.add_argument("--arms", default="parka,parka (Iceberg),delta-rs MERGE,pyiceberg upsert,Spark MERGE")
+    p.add_argument("--arms", default=",".join(ARMS), help="comma-separated, of: " + ", ".join(ARMS))
     p.add_argument("--freshness-rate", type=int, default=0, help="events/s of the daemon run (0: none)")
     p.add_argument("--freshness-duration", type=float, default=60.0)
     p.add_argument("--quick", action="store_true", help="a smoke run: 20,000 keys, 20,000 events, 4,000 for anchors")
@@ -628,47 +689,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.keys, args.events, args.anchor_events, args.batch = 20_000, 20_000, 4_000, 2_000
     os.makedirs(args.out, exist_ok=True)
-    events = make_events(args.keys, max(args.events, args.anchor_events), args.delete_share, args.seed, args.zipf)
-    wanted = [a.strip() for a in args.arms.split(",") if a.strip()]
-    arms: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory(prefix="parka-bench-upsert-") as workdir:
-        for name, iceberg in (("parka", False), ("parka (Iceberg)", True)):  # Iceberg: merge-on-read only
-            if name in wanted:
-                mode = "merge-on-read" if iceberg else args.upsert_mode
-                arms[name] = run_parka(
-                    args.bootstrap,
-                    args.keys,
-                    events.head(args.events),
-                    args.partitions,
-                    workdir,
-                    args.batch,
-                    args.tombstone_order,
-                    mode,
-                    iceberg=iceberg,
-                )
-                print(f"{name}: {arms[name]}", file=sys.stderr)
-        if "delta-rs MERGE" in wanted:
-            arms["delta-rs MERGE"] = run_delta_merge(args.keys, events.head(args.anchor_events), args.batch, workdir)
-            print(f"delta-rs MERGE: {arms['delta-rs MERGE']}", file=sys.stderr)
-        if "pyiceberg upsert" in wanted:
-            arms["pyiceberg upsert"] = run_pyiceberg_upsert(
-                args.keys, events.head(args.anchor_events), args.batch, workdir
-            )
-            print(f"pyiceberg upsert: {arms['pyiceberg upsert']}", file=sys.stderr)
-        if "Spark MERGE" in wanted:
-            arms["Spark MERGE"] = run_spark_merge(args.keys, events.head(args.anchor_events), args.batch, workdir)
-            print(f"Spark MERGE: {arms['Spark MERGE']}", file=sys.stderr)
-        if args.freshness_rate:
-            results_fresh = run_freshness(
-                args.bootstrap,
-                args.keys,
-                args.freshness_rate,
-                args.freshness_duration,
-                args.partitions,
-                workdir,
-                args.seed,
-            )
-            print(f"parka daemon: {results_fresh}", file=sys.stderr)
+    run = UpsertRun(
+        keys=args.keys,
+        events=args.events,
+        anchor_events=args.anchor_events,
+        batch=args.batch,
+        partitions=args.partitions,
+        delete_share=args.delete_share,
+        seed=args.seed,
+        zipf=args.zipf,
+        tombstone_order=args.tombstone_order,
+        upsert_mode=args.upsert_mode,
+        arms=tuple(a.strip() for a in args.arms.split(",") if a.strip()),
+        freshness_rate=args.freshness_rate,
+        freshness_duration_s=args.freshness_duration,
+    )
+    measured = run_upsert(args.bootstrap, run)
     import platform
 
     results = {
@@ -679,10 +715,8 @@ def main(argv: list[str] | None = None) -> int:
         "delete_share": args.delete_share,
         "zipf": args.zipf,
         "machine": f"{os.cpu_count()} cores, {platform.platform()}",
-        "arms": arms,
+        **measured,
     }
-    if args.freshness_rate:
-        results["freshness"] = results_fresh
     save_run(args.out, results, render(results))
     return 0
 

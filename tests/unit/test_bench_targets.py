@@ -63,3 +63,24 @@ def test_a_spark_scan_that_did_not_run_is_a_target_not_run_with_its_reason() -> 
     targets = _by_name({"freshness": {"settings": quiet["settings"], "runs": [run]}})
     spark = targets["freshness_spark_scan[100000, end]"]
     assert (spark["status"], spark["note"]) == ("not run", "no Java")
+
+
+def test_the_upsert_targets_read_the_arms_and_the_daemon_runs() -> None:
+    """The upsert section as the suite writes it, built from the checked-in runs of 2026-11-30
+    (the arms at 10 million keys; the daemon at 1 million keys, with its purge threshold at parka's
+    default and at a twentieth, standing in for two key counts)."""
+    arms = _load("2026-11-30-upsert-spark-merge/uniform")["arms"]
+    low = _load("2026-11-30-upsert-purge-fraction/purge-0.2")["freshness"]
+    high = _load("2026-11-30-upsert-purge-fraction/purge-0.05")["freshness"]
+    section = {"keys": 10_000_000, "arms": arms, "rate": 20_000, "daemon": {"1000000": low, "10000000": high}}
+    targets = _by_name({"upsert": section})
+    best = targets["upsert_cpu_per_event_best_anchor_over_parka"]
+    assert best["ratio"]["median"] == (arms["delta-rs MERGE"]["cpu_s"] / 30_000) / (arms["parka"]["cpu_s"] / 1_000_000)
+    assert (best["status"], best["comparison"]) == ("met", ">=") and "(delta-rs MERGE)" in best["description"]
+    cost = targets["upsert_cost_per_commit_large_over_small"]
+    assert cost["ratio"]["median"] == high["cpu_per_commit_ms"] / low["cpu_per_commit_ms"]
+    assert cost["status"] == "not met"  # 482.5 / 267.9 ms
+    assert targets["upsert_p99_s[1000000]"]["status"] == "met"  # 1.16 s
+    scan = targets["upsert_scan[1000000]"]
+    assert scan["ratio"] == low["scan_ratio"] and scan["status"] == "not met"  # 4.06
+    assert not _by_name({}).get("upsert_scan[1000000]")
