@@ -151,7 +151,7 @@ $(BIN)/.bench-installed: $(BIN)/.installed pyproject.toml
 	$(UV_INSTALL) -e '.[dev,spark,bench]'
 	touch $@
 
-bench: setup kafka-up $(BIN)/.bench-installed ## the full benchmark suite (~25 min on 2 cores, plus ~20 for the 10M-row lake section and ~4 for freshness) into bench-out/full (or BENCH_OUT)
+bench: setup kafka-up $(BIN)/.bench-installed ## the full benchmark suite (~25 min on 2 cores, plus ~20 for the 10M-row lake section, ~4 for freshness and ~10 for upserts) into bench-out/full (or BENCH_OUT)
 	$(BENCH_S3_UP)
 	$(BENCH_S3_ENV) $(BIN)/python -m benchmarks.suite --mode full --out $(BENCH_FULL_OUT) $(BENCH_ARGS) $(BENCH_S3_ARGS)
 
