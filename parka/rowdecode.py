@@ -38,7 +38,8 @@ timestamps (with a zone offset, converted to UTC), integer days since 1970-01-01
 numbers or strings for decimals, objects for records, arrays for lists; ``null`` or a missing
 field for a nullable column. A field the schema does not have, or a missing non-nullable one,
 makes the value bad. pyarrow's reader has no maps: a schema with a map is read value by value
-(``json.loads``, then the record validator, which takes an object for a map).
+(``json.loads``, then the record validator, which takes an object for a map). The Arrow schema
+may come from a JSON Schema document (:func:`parka.schema.json_schema_to_arrow`).
 
 ``benchmarks/row_decode.py`` measures both formats' paths side by side
 (``benchmarks/results/2026-11-30-row-decode/``). Not yet wired into ``parka ingest``: row topics

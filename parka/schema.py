@@ -52,6 +52,7 @@ __all__ = [
     "ParkaSchemaWarning",
     "child_fields",
     "schema_fingerprint",
+    "json_schema_to_arrow",
     "time_of_day_fields",
     "to_arrow_schema",
 ]
@@ -131,6 +132,131 @@ def to_arrow_schema(schema: str | Mapping[str, Any] | pa.Schema) -> pa.Schema:
     fields = converter.record_fields(parsed, path="", defining=(parsed["name"],))
     _check_fields(fields)
     return pa.schema(fields)
+
+
+def json_schema_to_arrow(schema: str | Mapping[str, Any]) -> pa.Schema:
+    """Return the Arrow schema a JSON Schema document describes (JSON text or dict): what a topic
+    of JSON values is read against (:class:`parka.rowdecode.JsonRows`).
+
+    The top level is an ``object`` with ``properties``, one column each, in their order. Types:
+    ``string`` to string (``format: date-time`` to a UTC microsecond timestamp; a ``date`` stays
+    a string), ``integer`` to int64, ``number`` to float64, ``boolean`` to bool, ``object`` with
+    ``properties`` to a struct, ``object`` with only ``additionalProperties`` (a schema) to a map
+    of strings to it, ``array`` with ``items`` (one schema) to a list, a string ``enum`` to
+    string. A property is non-nullable when ``required`` names it and it admits no ``null``;
+    ``null`` is admitted by ``"type": [T, "null"]`` or ``anyOf``/``oneOf`` of one schema and
+    ``{"type": "null"}``. ``$ref`` to ``#/definitions/...`` or ``#/$defs/...`` is followed.
+
+    Raises:
+        SchemaError: not valid JSON, a top level that is not an object with properties, or a
+            type with no single Arrow equivalent: several non-null types, a union of schemas,
+            a tuple of ``items``, an ``object`` with neither properties nor
+            ``additionalProperties``, an external or recursive ``$ref`` (``field`` is the dotted
+            path of the culprit).
+    """
+    if isinstance(schema, str):
+        try:
+            schema = json.loads(schema)
+        except ValueError as exc:
+            raise SchemaError(f"schema is not valid JSON: {exc}") from exc
+    if not isinstance(schema, Mapping):
+        raise SchemaError(f"a JSON Schema must be an object, got {type(schema).__name__}")
+    converter = _JsonSchemaConverter(schema)
+    node, _ = converter.resolve(schema, "", ())
+    if _json_types(node, "") != ["object"] or not isinstance(node.get("properties"), Mapping):
+        raise SchemaError("the top level of a JSON Schema must be an object with properties")
+    fields = converter.fields(node, "", ())
+    _check_fields(fields)
+    return pa.schema(fields)
+
+
+def _json_types(node: Mapping[str, Any], path: str) -> list[str]:
+    kind = node.get("type")
+    if kind is None and "enum" in node:
+        kind = "string" if all(isinstance(v, str) for v in node["enum"]) else None
+    if kind is None and "properties" in node:
+        kind = "object"
+    if kind is None:
+        raise SchemaError("no type (give 'type')", field=path or None)
+    return [kind] if isinstance(kind, str) else list(kind)
+
+
+class _JsonSchemaConverter:
+    """Converts JSON Schema nodes, following local ``$ref``s (see :func:`json_schema_to_arrow`)."""
+
+    def __init__(self, root: Mapping[str, Any]) -> None:
+        self._root = root
+
+    def resolve(
+        self, node: Mapping[str, Any], path: str, refs: tuple[str, ...]
+    ) -> tuple[Mapping[str, Any], tuple[str, ...]]:
+        """``node`` with its ``$ref`` followed (and the refs followed so far, for recursion)."""
+        while "$ref" in node:
+            ref = node["$ref"]
+            prefix = next((p for p in ("#/definitions/", "#/$defs/") if ref.startswith(p)), None)
+            if prefix is None:
+                raise SchemaError(
+                    f"$ref {ref!r}: only '#/definitions/...' and '#/$defs/...' are read", field=path or None
+                )
+            if ref in refs:
+                raise SchemaError(f"$ref {ref!r} is recursive: an Arrow type cannot nest itself", field=path or None)
+            target = self._root.get(prefix[2:-1], {}).get(ref[len(prefix) :])
+            if not isinstance(target, Mapping):
+                raise SchemaError(f"$ref {ref!r} names no definition", field=path or None)
+            node, refs = target, (*refs, ref)
+        return node, refs
+
+    def fields(self, node: Mapping[str, Any], path: str, refs: tuple[str, ...]) -> list[pa.Field]:
+        required = set(node.get("required", ()))
+        out = []
+        for name, child in node["properties"].items():
+            child_path = f"{path}.{name}" if path else name
+            arrow, nullable = self.type(child, child_path, refs)
+            out.append(pa.field(name, arrow, nullable=nullable or name not in required))
+        return out
+
+    def type(self, node: Any, path: str, refs: tuple[str, ...]) -> tuple[pa.DataType, bool]:
+        """The Arrow type of ``node`` and whether it admits ``null``."""
+        if not isinstance(node, Mapping):
+            raise SchemaError("a schema must be an object", field=path)
+        node, refs = self.resolve(node, path, refs)
+        for union in ("anyOf", "oneOf"):
+            if union in node:
+                options = [self.resolve(o, path, refs)[0] for o in node[union]]
+                choices = [o for o in options if o.get("type") != "null"]
+                if len(choices) != 1:
+                    many = f"{union} of {len(choices)} non-null schemas"
+                    raise SchemaError(f"{many} has no single Arrow type", field=path)
+                arrow, _ = self.type(choices[0], path, refs)
+                return arrow, len(choices) < len(options)
+        kinds = _json_types(node, path)
+        nullable = "null" in kinds
+        real = [k for k in kinds if k != "null"]
+        if len(real) != 1:
+            raise SchemaError(f"types {real} have no single Arrow type", field=path)
+        kind = real[0]
+        if kind == "string":
+            fmt = node.get("format")
+            # a "date" stays text: the JSON reader takes dates as day numbers, not as JSON's text
+            return (pa.timestamp("us", tz="UTC") if fmt == "date-time" else pa.string()), nullable
+        scalar = {"integer": pa.int64(), "number": pa.float64(), "boolean": pa.bool_()}
+        if kind in scalar:
+            return scalar[kind], nullable
+        if kind == "array":
+            items = node.get("items")
+            if not isinstance(items, Mapping):
+                raise SchemaError("an array needs one 'items' schema (tuples have no Arrow type)", field=path)
+            element, element_nullable = self.type(items, f"{path}[]", refs)
+            return pa.list_(pa.field("element", element, nullable=element_nullable)), nullable
+        if kind == "object":
+            if isinstance(node.get("properties"), Mapping) and node["properties"]:
+                return pa.struct(self.fields(node, path, refs)), nullable
+            values = node.get("additionalProperties")
+            if isinstance(values, Mapping):
+                value, value_nullable = self.type(values, f"{path}{{}}", refs)
+                return pa.map_(pa.string(), pa.field("value", value, nullable=value_nullable)), nullable
+            raise SchemaError("an object needs 'properties' or an 'additionalProperties' schema", field=path)
+        raise SchemaError(f"type {kind!r} has no Arrow equivalent", field=path)
 
 
 def _check_fields(fields: list[pa.Field]) -> None:

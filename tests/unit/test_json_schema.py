@@ -1,0 +1,120 @@
+"""JSON Schema documents to Arrow schemas (``parka.schema.json_schema_to_arrow``), and JSON
+values that a document admits read by ``parka.rowdecode.JsonRows`` against the result."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from parka.errors import SchemaError
+from parka.rowdecode import JsonRows
+from parka.schema import json_schema_to_arrow
+
+EVENT: dict[str, Any] = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "title": "Event",
+    "type": "object",
+    "properties": {
+        "id": {"type": "integer"},
+        "name": {"type": ["string", "null"]},
+        "at": {"type": "string", "format": "date-time"},
+        "day": {"type": "string", "format": "date"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "labels": {"type": "object", "additionalProperties": {"type": "integer"}},
+        "actor": {"$ref": "#/definitions/actor"},
+        "size": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+        "kind": {"enum": ["push", "issue"]},
+        "score": {"type": "number"},
+        "ok": {"type": "boolean"},
+    },
+    "required": ["id", "at", "actor", "size", "tags"],
+    "definitions": {
+        "actor": {
+            "type": "object",
+            "properties": {"id": {"type": "integer"}, "login": {"type": "string"}},
+            "required": ["id"],
+        }
+    },
+}
+
+
+def test_each_json_type_maps_to_its_arrow_type_and_nullability_follows_required_and_null() -> None:
+    schema = json_schema_to_arrow(json.dumps(EVENT))
+    want = pa.schema(
+        [
+            pa.field("id", pa.int64(), nullable=False),
+            pa.field("name", pa.string()),
+            pa.field("at", pa.timestamp("us", tz="UTC"), nullable=False),
+            pa.field("day", pa.string()),  # JSON's dates are text, and stay text
+            pa.field("tags", pa.list_(pa.field("element", pa.string(), nullable=False)), nullable=False),
+            pa.field("labels", pa.map_(pa.string(), pa.field("value", pa.int64(), nullable=False))),
+            pa.field(
+                "actor",
+                pa.struct([pa.field("id", pa.int64(), nullable=False), pa.field("login", pa.string())]),
+                nullable=False,
+            ),
+            pa.field("size", pa.int64()),  # required, but it admits null
+            pa.field("kind", pa.string()),
+            pa.field("score", pa.float64()),
+            pa.field("ok", pa.bool_()),
+        ]
+    )
+    assert schema.equals(want), schema
+
+
+def test_values_the_document_admits_are_read_by_the_json_decoder_against_its_arrow_schema() -> None:
+    flat = {k: v for k, v in EVENT["properties"].items() if k != "labels"}  # a map is read value by value
+    document = {**EVENT, "properties": flat}
+    rows = JsonRows(json_schema_to_arrow(document))
+    values = [
+        {"id": 1, "at": "2026-11-30T06:40:00Z", "tags": ["a"], "actor": {"id": 7, "login": "x"}, "size": 3},
+        {"id": 2, "name": "n", "at": "2026-11-30T08:40:00+02:00", "day": "2026-11-30", "tags": [],
+         "actor": {"id": 8}, "size": None, "kind": "push", "score": 1.5, "ok": True},
+    ]  # fmt: skip
+    decoded = rows.decode([json.dumps(v).encode() for v in values])
+    assert decoded.bad == []
+    got = decoded.table.to_pylist()
+    utc = dt.timezone.utc
+    assert [r["at"].astimezone(utc) for r in got] == [dt.datetime(2026, 11, 30, 6, 40, tzinfo=utc)] * 2
+    assert [r["actor"] for r in got] == [{"id": 7, "login": "x"}, {"id": 8, "login": None}]
+    assert [(r["day"], r["size"], r["kind"]) for r in got] == [(None, 3, None), ("2026-11-30", None, "push")]
+    # a value the document refuses (no id) is a bad value, named
+    refused = rows.decode([b'{"at": "2026-11-30T06:40:00Z", "tags": [], "actor": {"id": 1}}'])
+    assert [i for i, _ in refused.bad] == [0] and "id" in str(refused.bad[0][1])
+
+
+@pytest.mark.parametrize(
+    ("document", "field", "words"),
+    [
+        ({"type": "object", "properties": {"a": {"type": ["string", "integer"]}}}, "a", "no single Arrow type"),
+        ({"type": "object", "properties": {"a": {"oneOf": [{"type": "string"}, {"type": "integer"}]}}}, "a",
+         "oneOf of 2 non-null schemas"),
+        ({"type": "object", "properties": {"a": {"type": "array", "items": [{"type": "string"}]}}}, "a",
+         "one 'items' schema"),
+        ({"type": "object", "properties": {"a": {"type": "object"}}}, "a", "'additionalProperties' schema"),
+        ({"type": "object", "properties": {"a": {"$ref": "other.json#/x"}}}, "a", "only '#/definitions/"),
+        ({"type": "object", "properties": {"a": {"$ref": "#/$defs/n"}},
+          "$defs": {"n": {"type": "object", "properties": {"next": {"$ref": "#/$defs/n"}}}}}, "a.next", "recursive"),
+        ({"type": "object", "properties": {"a": {"$ref": "#/definitions/missing"}}}, "a", "names no definition"),
+        ({"type": "object", "properties": {"a": {"type": "object", "properties": {"b": {}}}}}, "a.b", "no type"),
+    ],
+)  # fmt: skip
+def test_a_type_without_one_arrow_equivalent_is_refused_naming_its_field(
+    document: dict[str, Any], field: str, words: str
+) -> None:
+    with pytest.raises(SchemaError, match=words) as caught:
+        json_schema_to_arrow(document)
+    assert caught.value.field == field
+
+
+@pytest.mark.parametrize(
+    "document",
+    ["{not json", '["a"]', '{"type": "string"}', '{"type": "object"}', '{"type": "object", "properties": {}}'],
+)
+def test_a_document_that_is_not_an_object_with_properties_is_refused(document: str) -> None:
+    with pytest.raises(SchemaError):
+        json_schema_to_arrow(document)
