@@ -39,7 +39,8 @@ numbers or strings for decimals, objects for records, arrays for lists; ``null``
 field for a nullable column. A field the schema does not have, or a missing non-nullable one,
 makes the value bad. pyarrow's reader has no maps: a schema with a map is read value by value
 (``json.loads``, then the record validator, which takes an object for a map). The Arrow schema
-may come from a JSON Schema document (:func:`parka.schema.json_schema_to_arrow`).
+may come from a JSON Schema document (:func:`parka.schema.json_schema_to_arrow`), or be inferred
+from a first batch and then fixed (:meth:`JsonRows.inferred`).
 
 ``benchmarks/row_decode.py`` measures both formats' paths side by side
 (``benchmarks/results/2026-11-30-row-decode/``). Not yet wired into ``parka ingest``: row topics
@@ -295,6 +296,34 @@ class JsonRows:
             explicit_schema=schema, unexpected_field_behavior="error", newlines_in_values=True
         )
 
+    @classmethod
+    def inferred(cls, values: Sequence[bytes]) -> JsonRows:
+        """A decoder whose schema is the one pyarrow's JSON reader infers from ``values`` (a first
+        batch), every field nullable and every timestamp in UTC microseconds (the reader infers
+        seconds, which would refuse a later value's fractions; a time without an offset is read as
+        UTC), then fixed: a later value with a field the first batch did not have, or of another
+        type, is a bad value, named.
+
+        Raises:
+            SchemaError: the values are not read as JSON objects, or a field is null in all of
+                them (no type to infer: declare the schema), or an inferred type is not one
+                parka stores.
+        """
+        if not values:
+            raise SchemaError("no values to infer a schema from")
+        try:
+            table = pa_json.read_json(
+                io.BytesIO(b"\n".join(values)), parse_options=pa_json.ParseOptions(newlines_in_values=True)
+            )
+        except (pa.ArrowException, UnicodeDecodeError) as exc:
+            raise SchemaError(f"the first {len(values)} value(s) are not read as JSON objects: {exc}") from None
+        fields = []
+        for field in table.schema:
+            if _holds(field.type, pa.types.is_null):
+                raise SchemaError("null in every value of the first batch: no type to infer", field=field.name)
+            fields.append(pa.field(field.name, _in_utc_microseconds(field.type)))
+        return cls(to_arrow_schema(pa.schema(fields)))
+
     def decode(self, values: Sequence[bytes]) -> Conversion:
         """The records of ``values``; never raises for a bad value (see :attr:`parka.records.Conversion.bad`)."""
         if not values:
@@ -394,6 +423,18 @@ _EPOCH = dt.date(1970, 1, 1)
 
 
 _Fix = Callable[[Any], Any]
+
+
+def _in_utc_microseconds(t: pa.DataType) -> pa.DataType:
+    """``t`` with each timestamp in it, at any depth, made ``timestamp[us, UTC]`` (an inferred
+    schema's: :meth:`JsonRows.inferred`)."""
+    if pa.types.is_timestamp(t):
+        return pa.timestamp("us", tz="UTC")
+    if pa.types.is_list(t):
+        return pa.list_(pa.field(t.value_field.name, _in_utc_microseconds(t.value_type)))
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _in_utc_microseconds(f.type)) for f in t])
+    return t
 
 
 def _json_fix(t: pa.DataType, path: str = "") -> _Fix | None:

@@ -118,3 +118,32 @@ def test_a_type_without_one_arrow_equivalent_is_refused_naming_its_field(
 def test_a_document_that_is_not_an_object_with_properties_is_refused(document: str) -> None:
     with pytest.raises(SchemaError):
         json_schema_to_arrow(document)
+
+
+def test_an_inferred_schema_is_the_first_batchs_then_fixed() -> None:
+    """``JsonRows.inferred``: the reader's types, nullable, timestamps in UTC microseconds; a later
+    value with another field or type is a bad value, named; a field null throughout the first
+    batch has no type, and is refused naming it."""
+    first = [
+        json.dumps({"id": 1, "name": "a", "at": "2026-11-30T06:40:00Z", "tags": ["x"], "actor": {"id": 3}}).encode(),
+        json.dumps({"id": 2, "name": None, "at": "2026-11-30T06:41:00", "tags": [], "actor": {"id": 4}}).encode(),
+    ]
+    rows = JsonRows.inferred(first)
+    assert rows.schema.equals(
+        pa.schema(
+            [
+                ("id", pa.int64()),
+                ("name", pa.string()),
+                ("at", pa.timestamp("us", tz="UTC")),
+                ("tags", pa.list_(pa.string())),
+                ("actor", pa.struct([("id", pa.int64())])),
+            ]
+        )
+    ), rows.schema
+    later = [b'{"id": 3, "at": "2026-11-30T06:42:00.250Z"}', b'{"id": 4, "extra": 1}', b'{"id": "x"}']
+    decoded = rows.decode(later)
+    assert decoded.table.to_pylist()[0]["at"] == dt.datetime(2026, 11, 30, 6, 42, 0, 250000, tzinfo=dt.timezone.utc)
+    assert [i for i, _ in decoded.bad] == [1, 2] and "extra" in str(decoded.bad[0][1])
+    with pytest.raises(SchemaError, match="no type to infer") as caught:
+        JsonRows.inferred([b'{"a": 1, "b": null}'])
+    assert caught.value.field == "b"
