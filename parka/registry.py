@@ -136,6 +136,23 @@ class Registry:
         self._avro(schema_id, schema)
         return str(schema.schema_str)
 
+    def writer_json_schema(self, schema_id: int) -> str:
+        """The JSON Schema text with id ``schema_id`` (the client caches answers by id).
+
+        Raises:
+            RegistryError: the schema is not a JSON Schema (``http_status`` 404 as for an
+                unknown id: the value's frame names a schema this format cannot read), or the
+                registry refused or could not be reached.
+        """
+        schema = self._call(lambda: self._client.get_schema(schema_id), schema_id=schema_id)
+        if schema.schema_type != "JSON":
+            raise RegistryError(
+                f"schema {schema_id} is {schema.schema_type or 'AVRO'}, not a JSON Schema",
+                schema_id=schema_id,
+                http_status=404,
+            )
+        return str(schema.schema_str)
+
     def _avro(self, schema_id: int, schema: Any, *, subject: str | None = None) -> int:
         if schema.schema_type not in (None, "AVRO"):
             raise RegistryError(

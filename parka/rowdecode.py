@@ -27,7 +27,9 @@ without a Python object per record on the common path:
 runs of one schema id and decodes each with the :class:`AvroRows` of that id's writer schema,
 fetched once per id (from the registry: :meth:`parka.registry.Registry.writer_avro`); a value
 without the frame, or with an id the registry does not hold, is a bad value, and a registry that
-cannot be reached is raised.
+cannot be reached is raised. :class:`ConfluentJsonRows` does the same for JSON values framed by
+confluent-kafka's ``JSONSerializer``, each run read by the :class:`JsonRows` of its JSON Schema
+(:meth:`parka.registry.Registry.writer_json_schema`).
 
 :class:`JsonRows` reads JSON values (one object each, UTF-8) against an Arrow schema with
 pyarrow's JSON reader, all of a batch at once; when that fails, each value alone with the same
@@ -68,9 +70,19 @@ import pyarrow.json as pa_json
 
 from parka.errors import RecordError, RegistryError, SchemaError
 from parka.records import Conversion, RecordConverter, _null_violation
-from parka.schema import to_arrow_schema
+from parka.schema import json_schema_to_arrow, to_arrow_schema
 
-__all__ = ["SENTINEL", "AvroRows", "ConfluentAvroRows", "JsonRows", "Run", "Runs", "avro_long", "confluent_schema_id"]
+__all__ = [
+    "SENTINEL",
+    "AvroRows",
+    "ConfluentAvroRows",
+    "ConfluentJsonRows",
+    "JsonRows",
+    "Run",
+    "Runs",
+    "avro_long",
+    "confluent_schema_id",
+]
 
 CONFLUENT_MAGIC = 0
 _FRAME = struct.Struct(">bI")
@@ -121,26 +133,31 @@ class Run:
 
 @dataclass(frozen=True)
 class Runs:
-    """A batch of Confluent-framed Avro values decoded: its runs of one schema id, in batch order,
+    """A batch of Confluent-framed values decoded: its runs of one schema id, in batch order,
     and ``bad``, ``(index in the batch, error)`` of every value that is not in one."""
 
     runs: list[Run]
     bad: list[tuple[int, RecordError]]
 
 
-class ConfluentAvroRows:
-    """Decoder of Confluent-framed Avro values of any writer schemas: a batch is split into runs
-    of one schema id, each decoded by the :class:`AvroRows` of that id's writer schema, made once
-    per id from ``writer_schema`` (id -> Avro schema text: :meth:`parka.registry.Registry.writer_avro`).
+class _FramedRows:
+    """Decoder of Confluent-framed values of any writer schemas, one format: a batch is split
+    into runs of one schema id, each decoded by the decoder ``make`` builds from that id's writer
+    schema (``writer_schema``: id -> schema text), made once per id.
 
     A value without the frame, or whose id the registry does not hold (HTTP 404), is a bad value
     (the input's fault); any other registry failure is raised (:class:`~parka.errors.RegistryError`:
     an outage is not the data's fault, and nothing may be dead-lettered for it).
     """
 
+    format_name = ""
+
     def __init__(self, writer_schema: Callable[[int], str]) -> None:
         self._writer_schema = writer_schema
-        self._decoders: dict[int, AvroRows | RecordError] = {}
+        self._decoders: dict[int, AvroRows | JsonRows | RecordError] = {}
+
+    def _make(self, schema_text: str) -> AvroRows | JsonRows:
+        raise NotImplementedError
 
     def decode(self, values: Sequence[bytes | None]) -> Runs:
         runs: list[Run] = []
@@ -150,7 +167,7 @@ class ConfluentAvroRows:
             run = list(group)
             start, at = at, at + len(run)
             if schema_id is None:
-                bad.extend((start + i, _unframed(v)) for i, v in enumerate(run))
+                bad.extend((start + i, self._unframed(v)) for i, v in enumerate(run))
                 continue
             decoder = self._decoder(schema_id)
             if isinstance(decoder, RecordError):
@@ -164,11 +181,11 @@ class ConfluentAvroRows:
         bad.sort(key=lambda item: item[0])
         return Runs(runs, bad)
 
-    def _decoder(self, schema_id: int) -> AvroRows | RecordError:
+    def _decoder(self, schema_id: int) -> AvroRows | JsonRows | RecordError:
         known = self._decoders.get(schema_id)
         if known is None:
             try:
-                known = AvroRows(self._writer_schema(schema_id))
+                known = self._make(self._writer_schema(schema_id))
             except RegistryError as exc:
                 if exc.http_status != 404:
                     raise
@@ -178,11 +195,34 @@ class ConfluentAvroRows:
             self._decoders[schema_id] = known
         return known
 
+    def _unframed(self, value: bytes | None) -> RecordError:
+        what = f"Confluent-framed {self.format_name}"
+        if value is None:
+            return RecordError(f"no value: not a {what} record")
+        return RecordError(f"not {what} (magic byte 0, then a 4-byte schema id): starts {value[:5]!r}")
 
-def _unframed(value: bytes | None) -> RecordError:
-    if value is None:
-        return RecordError("no value: not a Confluent-framed Avro record")
-    return RecordError(f"not Confluent-framed Avro (magic byte 0, then a 4-byte schema id): starts {value[:5]!r}")
+
+class ConfluentAvroRows(_FramedRows):
+    """Confluent-framed Avro values of any writer schemas (see :class:`_FramedRows`), each run
+    decoded by the :class:`AvroRows` of its writer schema
+    (:meth:`parka.registry.Registry.writer_avro` gives the schemas)."""
+
+    format_name = "Avro"
+
+    def _make(self, schema_text: str) -> AvroRows:
+        return AvroRows(schema_text)
+
+
+class ConfluentJsonRows(_FramedRows):
+    """Confluent-framed JSON values (confluent-kafka's ``JSONSerializer``: the frame, then the JSON
+    text) of any writer schemas (see :class:`_FramedRows`), each run read by the :class:`JsonRows`
+    of its JSON Schema's Arrow form (:func:`parka.schema.json_schema_to_arrow`;
+    :meth:`parka.registry.Registry.writer_json_schema` gives the schemas)."""
+
+    format_name = "JSON"
+
+    def _make(self, schema_text: str) -> JsonRows:
+        return JsonRows(json_schema_to_arrow(schema_text))
 
 
 class _BulkFailed(Exception):

@@ -1,17 +1,19 @@
-"""JSON Schema documents to Arrow schemas (``parka.schema.json_schema_to_arrow``), and JSON
-values that a document admits read by ``parka.rowdecode.JsonRows`` against the result."""
+"""JSON Schema documents to Arrow schemas (``parka.schema.json_schema_to_arrow``), JSON values
+that a document admits read by ``parka.rowdecode.JsonRows`` against the result, a schema
+inferred from a first batch, and Confluent-framed JSON values of several schema versions."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import struct
 from typing import Any
 
 import pyarrow as pa
 import pytest
 
-from parka.errors import SchemaError
-from parka.rowdecode import JsonRows
+from parka.errors import RegistryError, SchemaError
+from parka.rowdecode import ConfluentJsonRows, JsonRows
 from parka.schema import json_schema_to_arrow
 
 EVENT: dict[str, Any] = {
@@ -147,3 +149,45 @@ def test_an_inferred_schema_is_the_first_batchs_then_fixed() -> None:
     with pytest.raises(SchemaError, match="no type to infer") as caught:
         JsonRows.inferred([b'{"a": 1, "b": null}'])
     assert caught.value.field == "b"
+
+
+def json_framed(schema_id: int, records: list[dict[str, Any]]) -> list[bytes]:
+    """Values as confluent-kafka's JSONSerializer frames them: magic byte 0, the id, the JSON text."""
+    return [struct.pack(">bI", 0, schema_id) + json.dumps(r).encode() for r in records]
+
+
+V1_JSON = {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}
+V2_JSON = {"type": "object", "properties": {"id": {"type": "integer"}, "unit": {"type": ["string", "null"]}},
+           "required": ["id"]}  # fmt: skip
+
+
+def test_framed_json_values_split_into_runs_of_one_schema_id_and_bad_ones_are_named() -> None:
+    """``ConfluentJsonRows``: the same split as Avro's (one implementation), each run read by the
+    JsonRows of its JSON Schema; unframed values, unknown ids, values their schema refuses are
+    bad; a registry that cannot be reached is raised."""
+    schemas = {7: json.dumps(V1_JSON), 8: json.dumps(V2_JSON)}
+
+    def writer_schema(schema_id: int) -> str:
+        if schema_id not in schemas:
+            raise RegistryError(f"no schema {schema_id} (HTTP 404)", schema_id=schema_id, http_status=404)
+        return schemas[schema_id]
+
+    values: list[bytes | None] = [
+        *json_framed(7, [{"id": 0}, {"id": 1}]),
+        b'{"id": 2}',  # not framed
+        *json_framed(8, [{"id": 3, "unit": "m"}, {"id": "x"}]),  # the second: the wrong type
+        *json_framed(99, [{"id": 4}]),
+    ]
+    decoded = ConfluentJsonRows(writer_schema).decode(values)
+    assert [(r.schema_id, r.indexes, r.table.to_pylist()) for r in decoded.runs] == [
+        (7, [0, 1], [{"id": 0}, {"id": 1}]),
+        (8, [3], [{"id": 3, "unit": "m"}]),
+    ]
+    assert [i for i, _ in decoded.bad] == [2, 4, 5]
+    assert "not Confluent-framed JSON" in str(decoded.bad[0][1]) and "schema id 99" in str(decoded.bad[2][1])
+
+    def unreachable(schema_id: int) -> str:
+        raise RegistryError("schema registry at http://127.0.0.1:9 could not be reached", schema_id=schema_id)
+
+    with pytest.raises(RegistryError, match="could not be reached"):
+        ConfluentJsonRows(unreachable).decode(json_framed(7, [{"id": 0}]))
