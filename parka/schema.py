@@ -115,13 +115,7 @@ def to_arrow_schema(schema: str | Mapping[str, Any] | pa.Schema) -> pa.Schema:
         for field in schema:
             _check_arrow_type(field.type, field.name)
         return schema
-    if isinstance(schema, str):
-        try:
-            schema = json.loads(schema)
-        except ValueError as exc:
-            raise SchemaError(f"schema is not valid JSON: {exc}") from exc
-    if not isinstance(schema, Mapping):
-        raise SchemaError(f"schema must be an Avro record schema, got {type(schema).__name__}")
+    schema = _document(schema, "an Avro record schema")
     try:
         parsed = fastavro.parse_schema(dict(schema))
     except (SchemaParseException, UnknownType, ValueError, TypeError, KeyError) as exc:
@@ -132,6 +126,23 @@ def to_arrow_schema(schema: str | Mapping[str, Any] | pa.Schema) -> pa.Schema:
     fields = converter.record_fields(parsed, path="", defining=(parsed["name"],))
     _check_fields(fields)
     return pa.schema(fields)
+
+
+def _document(schema: str | Mapping[str, Any], what: str) -> Mapping[str, Any]:
+    """A schema document given as JSON text or as its parsed mapping, as a mapping.
+
+    Raises:
+        SchemaError: the text is not JSON, or the document is not an object (``what`` says
+            which it must be).
+    """
+    if isinstance(schema, str):
+        try:
+            schema = json.loads(schema)
+        except ValueError as exc:
+            raise SchemaError(f"schema is not valid JSON: {exc}") from exc
+    if not isinstance(schema, Mapping):
+        raise SchemaError(f"schema must be {what}, got {type(schema).__name__}")
+    return schema
 
 
 def json_schema_to_arrow(schema: str | Mapping[str, Any]) -> pa.Schema:
@@ -154,13 +165,7 @@ def json_schema_to_arrow(schema: str | Mapping[str, Any]) -> pa.Schema:
             ``additionalProperties``, an external or recursive ``$ref`` (``field`` is the dotted
             path of the culprit).
     """
-    if isinstance(schema, str):
-        try:
-            schema = json.loads(schema)
-        except ValueError as exc:
-            raise SchemaError(f"schema is not valid JSON: {exc}") from exc
-    if not isinstance(schema, Mapping):
-        raise SchemaError(f"a JSON Schema must be an object, got {type(schema).__name__}")
+    schema = _document(schema, "a JSON Schema object")
     converter = _JsonSchemaConverter(schema)
     node, _ = converter.resolve(schema, "", ())
     if _json_types(node, "") != ["object"] or not isinstance(node.get("properties"), Mapping):
