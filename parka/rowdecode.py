@@ -142,8 +142,8 @@ class Runs:
 
 class _FramedRows:
     """Decoder of Confluent-framed values of any writer schemas, one format: a batch is split
-    into runs of one schema id, each decoded by the decoder ``make`` builds from that id's writer
-    schema (``writer_schema``: id -> schema text), made once per id.
+    into runs of one schema id, each decoded by the decoder a subclass's ``_make`` builds from that
+    id's writer schema (``writer_schema``: id -> schema text), made once per id.
 
     A value without the frame, or whose id the registry does not hold (HTTP 404), is a bad value
     (the input's fault); any other registry failure is raised (:class:`~parka.errors.RegistryError`:

@@ -51,8 +51,8 @@ __all__ = [
     "TIME_UNIT_KEY",
     "ParkaSchemaWarning",
     "child_fields",
-    "schema_fingerprint",
     "json_schema_to_arrow",
+    "schema_fingerprint",
     "time_of_day_fields",
     "to_arrow_schema",
 ]
