@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,17 @@ class Lake:
     def on_disk(self, identifier: str) -> set[str]:
         root = Path(self.data_root(identifier))
         return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+
+    def delete_files_left(self, identifier: str) -> Callable[[str], None]:
+        """A check for ``crash_at_each_point``'s ``left``: a kill at ``after-deletes`` (the
+        delete files written, the snapshot not) left delete files no snapshot names."""
+
+        def left(point: str) -> None:
+            if point == "after-deletes":
+                unnamed = self.on_disk(identifier) - self.logged(identifier)
+                assert any(p.startswith("deletes/") for p in unnamed), unnamed
+
+        return left
 
     def rows(self, identifier: str) -> pa.Table:
         return self.catalog().load_table(identifier).scan().to_arrow()
