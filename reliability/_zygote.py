@@ -19,6 +19,7 @@ says it: negative for a signal). The server exits when the client closes its end
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import json
 import os
@@ -65,10 +66,8 @@ def _preload() -> None:
     for command in COMMANDS.values():
         importlib.import_module(command.module)
     for name in _LAZY:
-        try:
+        with contextlib.suppress(ImportError):  # an extra not installed: the child's own import says so
             importlib.import_module(name)
-        except ImportError:  # an extra not installed: the child's own import says so
-            pass
     pa.table({"x": [0]})
 
 
