@@ -78,9 +78,9 @@ from ._snapshots import (
     CachingTransaction,
     ManifestMemo,
     expiry_candidates,
+    for_commits,
     merges_manifests,
     retention,
-    without_retries,
 )
 
 __all__ = ["NAME_MAPPING", "TXNS_KEY", "CatalogOwner", "IcebergTableLog"]
@@ -497,14 +497,14 @@ class IcebergTableLog:
 
     def _transact(self, snapshot: Callable[[CachingTransaction, Table], None]) -> int:
         """The one commit path: one transaction on the snapshot read, without pyiceberg's
-        retries, in which ``snapshot`` makes the snapshot (and the name mapping is set if the
-        table lacks it).
+        retries and merging manifests unless the table says not to (:func:`for_commits`), in
+        which ``snapshot`` makes the snapshot (and the name mapping is set if the table lacks it).
 
         Raises:
             CommitConflict: another commit came first.
             CommitError: any other failure (the commit may have landed).
         """
-        table = without_retries(self._table)
+        table = for_commits(self._table)
         try:
             tx = CachingTransaction(table)
             if NAME_MAPPING not in table.metadata.properties:
@@ -516,7 +516,7 @@ class IcebergTableLog:
         except Exception as exc:
             raise CommitError(f"commit to {self.identifier} failed (it may have landed): {exc}") from exc
         # the table now holds the metadata the catalog answered the commit with (its own, without
-        # this handle's in-memory retry setting): no second read of the metadata file
+        # this handle's in-memory settings): no second read of the metadata file
         self._table = table
         self._check(table)
         return self.version()

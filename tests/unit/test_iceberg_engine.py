@@ -713,17 +713,26 @@ def test_tables_parka_creates_keep_the_last_100_metadata_files(tmp_path: Path) -
     assert ids(e) == [0, 1, 2, 3, 4, 5]
 
 
-@pytest.mark.parametrize(("merge", "manifests"), [("true", 2), ("false", 6)])
-def test_appends_merge_small_manifests_unless_the_table_says_not_to(tmp_path: Path, merge: str, manifests: int) -> None:
-    """Iceberg Java's default (``commit.manifest-merge.enabled``: true), not pyiceberg's: one
-    manifest per commit would stay listed by every later snapshot. With a minimum of 3 to merge,
-    six commits leave the current snapshot 2 manifests, against 6 without merging."""
+@pytest.mark.parametrize(("merge", "manifests"), [("true", 2), (None, 2), ("false", 6)])
+def test_appends_merge_small_manifests_unless_the_table_says_not_to(
+    tmp_path: Path, merge: str | None, manifests: int
+) -> None:
+    """Iceberg Java's default (``commit.manifest-merge.enabled``: true), not pyiceberg's, also
+    when the table does not set it (pyiceberg's merging append then appends as a fast append
+    does): one manifest per commit would stay listed by every later snapshot. With a minimum of
+    3 to merge, six commits leave the current snapshot 2 manifests, against 6 without merging.
+    The tables parka creates merge from 8 manifests on."""
     c = iceberg_committer(tmp_path)
     c.commit([landed(c, 0, 0, [0])])
     e = c.engine
     assert isinstance(e, IcebergEngine)
+    created = e.catalog.load_table("db.t").metadata.properties
+    assert created["commit.manifest.min-count-to-merge"] == "8"
+    assert "commit.manifest-merge.enabled" not in created
     with e.catalog.load_table("db.t").transaction() as tx:
-        tx.set_properties({"commit.manifest-merge.enabled": merge, "commit.manifest.min-count-to-merge": "3"})
+        tx.set_properties({"commit.manifest.min-count-to-merge": "3"})
+        if merge is not None:
+            tx.set_properties({"commit.manifest-merge.enabled": merge})
     for offset in range(1, 6):
         c.commit([landed(c, 0, offset, [offset])])
     table = e.catalog.load_table("db.t")
@@ -731,6 +740,11 @@ def test_appends_merge_small_manifests_unless_the_table_says_not_to(tmp_path: Pa
     assert current is not None
     assert len(current.manifests(table.io)) == manifests
     assert ids(e) == [0, 1, 2, 3, 4, 5]
+    # the handle's commit settings stay in memory: the catalog's table has none of them
+    assert {k: v for k, v in table.metadata.properties.items() if k.startswith("commit.")} == {
+        "commit.manifest.min-count-to-merge": "3",
+        **({} if merge is None else {"commit.manifest-merge.enabled": merge}),
+    }
 
 
 def test_two_workers_expiring_the_same_snapshots_at_once_both_go_on(
