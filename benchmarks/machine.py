@@ -31,8 +31,9 @@ def _version(dist: str) -> str:
         return "not installed"
 
 
-def machine_info(broker: Broker) -> dict[str, Any]:
-    """Cores, memory, OS, Python and library versions, the broker's version and message limit."""
+def machine_info(broker: Broker | None) -> dict[str, Any]:
+    """Cores, memory, OS, Python and library versions, the broker's version and message limit
+    (none for a benchmark without a broker)."""
     import confluent_kafka
     import psutil  # the bench extra
 
@@ -55,7 +56,9 @@ def machine_info(broker: Broker) -> dict[str, Any]:
             "delta-spark": _version("delta-spark"),
             "duckdb": _version("duckdb"),
         },
-        "kafka": {
+        "kafka": None
+        if broker is None
+        else {
             "bootstrap": broker.bootstrap,
             "version": broker.kafka_version(),
             "max_message_bytes": broker.max_message_bytes_cached(),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import io
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -18,6 +18,7 @@ from parka.errors import CommitError
 
 from .._log import DataFile
 from .._plan import partition_path
+from .._rowgroups import write_row_groups
 from .._stats import StatsConfig, data_file_stats
 from .._stitch import encrypted_columns
 from .._storage import read_file, write_data_file
@@ -77,7 +78,8 @@ def rewrite_files(
 
     def read(f: RewriteInput) -> pa.Table:
         raw = read_file(uri, f.path, storage_options)
-        # Every file is read before any is written, so a bin with an encrypted file leaves nothing.
+        # The new file is built in memory and written once whole, so a bin with an encrypted file
+        # leaves nothing.
         if raw[-4:] == b"PARE" or encrypted_columns(raw):
             raise Encrypted(f.path)
         try:
@@ -104,11 +106,9 @@ def rewrite_files(
         keep[deleted] = False  # the rows its deletion vector deletes
         return rows.filter(pa.array(keep))
 
-    def put(chunks: Sequence[pa.Table]) -> DataFile:
+    def put(tables: Iterable[pa.Table]) -> DataFile:
         sink = io.BytesIO()
-        with pq.ParquetWriter(sink, data_schema, compression="zstd", compression_level=3) as writer:
-            for chunk in chunks:
-                writer.write_table(chunk, row_group_size=row_group_rows)
+        write_row_groups(tables, data_schema, row_group_rows, sink, compression="zstd", compression_level=3)
         data = sink.getvalue()
         path = directory + (name or f"part-00000-{uuid.uuid4()}-c000.zstd.parquet")
         size = write_data_file(uri, path, data, storage_options)
@@ -120,21 +120,8 @@ def rewrite_files(
         rows = rows.take(z_order_indices(rows, z_order))
         per_file = max(1, rows.num_rows * target_size // max(1, sum(f.size for f in files)))
         return [put([rows.slice(i, per_file)]) for i in range(0, rows.num_rows, per_file)]
-    # Compaction: stream the files into row groups of exactly row_group_rows (the last one less).
-    groups: list[pa.Table] = []
-    pending: list[pa.Table] = []
-    count = 0
-    for f in files:
-        t = read(f)
-        pending.append(t)
-        count += t.num_rows
-        if count >= row_group_rows:
-            whole = pa.concat_tables(pending)
-            cut = count - count % row_group_rows
-            groups.append(whole.slice(0, cut))
-            pending, count = [whole.slice(cut)], count - cut
-    groups.extend(pending)
-    return [put([pa.concat_tables(groups)])]
+    # Compaction: the files streamed into row groups of exactly row_group_rows (the last one less).
+    return [put(map(read, files))]
 
 
 class Encrypted(Exception):

@@ -39,6 +39,7 @@ Not done: equality deletes and deletion vectors (another engine's) are refused.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 import threading
 import time
@@ -48,7 +49,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.io.pyarrow import ArrowScan
 from pyiceberg.table import FileScanTask
@@ -68,6 +68,7 @@ from .._compaction import (
     take_turn,
 )
 from .._log import DataFile
+from .._rowgroups import write_row_groups
 from .._storage import delete_files, make_durable, write_data_file
 from ._deletes import NO_ROWS, DeleteState
 from ._engine import IcebergEngine
@@ -405,20 +406,22 @@ def _rewrite(
     state = table.delete_state()
     try:
         scan = ArrowScan(t.metadata, t.io, t.schema(), AlwaysTrue())
-        parts = []  # one input at a time: the new file's rows in the inputs' order
-        for f in group:
+
+        def live(f: Any) -> pa.Table:
             deletes = {e.data_file for e in state.delete_files.get(table.relative(f.file_path), [])}
-            parts.append(scan.to_table([FileScanTask(f, deletes)]))
-        rows = pa.concat_tables(parts, promote_options="permissive")
-        sink = pa.BufferOutputStream()
-        pq.write_table(rows, sink, compression="zstd", row_group_size=row_group_rows)
+            return scan.to_table([FileScanTask(f, deletes)])
+
+        parts = map(live, group)  # one input at a time: the new file's rows in the inputs' order
+        first = next(parts)
+        sink, schema = pa.BufferOutputStream(), first.schema
+        written = write_row_groups(itertools.chain([first], parts), schema, row_group_rows, sink, compression="zstd")
         data = sink.getvalue().to_pybytes()
     except Exception as exc:
         raise CommitError(f"cannot rewrite {len(group)} file(s) of {table.identifier}: {exc}") from exc
     read = [_deleted(table, state, f) for f in group]
     counts = [int(f.record_count) - len(deleted) for f, deleted in zip(group, read, strict=True)]
-    if counts != [p.num_rows for p in parts]:
-        raise CommitError(f"{table.identifier}: a rewrite read {[p.num_rows for p in parts]} rows, not {counts}")
+    if counts != written:
+        raise CommitError(f"{table.identifier}: a rewrite read {written} rows, not {counts}")
     name = name or f"compacted-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}.parquet"
     size = write_data_file(table.uri, name, data, options)
     snapshot = t.current_snapshot()

@@ -10,11 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, QueryBuilder
 from parka.lake import CompactedName, CompactionPolicy, FileName, IcebergEngine, compact_iceberg, compact_table
 from parka.lake._committer import Committer
-from parka.lake._compaction import generation_of, input_key
+from parka.lake._compaction import generation_of, input_key, small_row_groups
+from parka.lake._rowgroups import write_row_groups
 from parka.lake.delta import RsEngine
 from parka.lake.delta._rs import commit_row_deletions
 
@@ -442,3 +444,24 @@ def test_background_compaction_rewrites_a_stitched_file_alone_into_large_row_gro
     assert compact(2 * f.size) == 0  # once
     ids = pa.table(pq.read_table(root / new)).column("id").to_pylist()
     assert sorted(ids) == list(range(120))
+
+
+def test_a_compactions_output_has_row_groups_of_exactly_the_size_across_inputs() -> None:
+    """:func:`write_row_groups`: inputs of any sizes, a row group spanning several of them, one
+    cast to the output's schema; the rows in the inputs' order, each input's count returned, and
+    every row group but the last of exactly the size, so the file is never judged to have small
+    row groups."""
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("s", pa.string())])
+    sizes = [3, 10, 0, 7, 25, 1]
+    tables, first = [], 0
+    for n in sizes:
+        tables.append(pa.table({"id": pa.array(range(first, first + n), pa.int64()), "s": [str(i) for i in range(n)]}))
+        first += n
+    tables[1] = tables[1].cast(pa.schema([pa.field("id", pa.int32()), pa.field("s", pa.large_string())]))
+    sink = pa.BufferOutputStream()
+    assert write_row_groups(iter(tables), schema, 8, sink, compression="zstd") == sizes
+    f = pq.ParquetFile(pa.BufferReader(sink.getvalue()))
+    assert f.schema_arrow == schema
+    assert [f.metadata.row_group(i).num_rows for i in range(f.num_row_groups)] == [8, 8, 8, 8, 8, 6]
+    assert f.read().column("id").to_pylist() == list(range(sum(sizes)))
+    assert not small_row_groups(f.metadata.num_rows, f.num_row_groups, 8)
