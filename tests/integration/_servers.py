@@ -38,8 +38,11 @@ RUN_DIR_VAR = "PARKA_TEST_RUN_DIR"
 # for one run on 2 shared cores spends more on C2's compiler threads and G1's than it gets back.
 # The client JIT alone and the serial collector took a Spark kill test's CPU from 132 s to 81 s,
 # and a broker's from 7.6 + 17.7 CPU-s (start + test_ingest.py, test_shim_batches.py and
-# test_placement.py) to 3.5 + 11.1.
-SHORT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# test_placement.py) to 3.5 + 11.1. And the classes of the application's jars (Spark's, Delta's,
+# Kafka's, from Maven Central) are loaded unverified, as the JDK's own are: the bytecode verifier
+# took some 2 of a Spark driver's 12 CPU-s and 0.35 of a broker start's 2.1 (three and two runs
+# of each, side by side).
+SHORT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:+UnlockDiagnosticVMOptions -XX:-BytecodeVerificationRemote"
 # every broker of the run (scripts/kafka-local.sh: the session's, the secured one, those the outage
 # tests start and kill) inherits it from the environment
 os.environ.setdefault("PARKA_KAFKA_JVM_OPTS", SHORT_JVM)
