@@ -20,7 +20,8 @@ commits; the first window starts when the first commit has ended), from the inge
 progress callback; and a reader's table open, pyiceberg's ``load_table`` and its scan's
 planning (``plan_files``, which reads every manifest listed), timed after every
 ``--open-every``-th commit from the same callback (its CPU is taken out of the commits'), as the
-median and the largest per window, with the manifests listed. The arms run in a shuffled order,
+median and the largest per window, with the manifests listed; at the end, the manifest files in
+the metadata folder and how many of them a snapshot lists. The arms run in a shuffled order,
 once per repeat. Writes ``results.json`` and ``report.md``::
 
     python -m benchmarks.iceberg_commits --bootstrap 127.0.0.1:9092 \\
@@ -121,10 +122,15 @@ def run_arm(broker: Broker, arm: str, segments: int, window: int, open_every: in
     ends = [min(marks), *range(window, segments + 1, window)]
     per_window = [(marks[b] - marks[a]) * 1000 / (b - a) for a, b in itertools.pairwise(ends)]
     in_window = [[v for c, v in opens.items() if a < c <= b] for a, b in itertools.pairwise(ends)]
+    folder = Path(loaded.location().removeprefix("file://")) / "metadata"
+    on_disk = {p.name for p in folder.glob("*.avro") if not p.name.startswith("snap-")}
+    listed = {Path(m.manifest_path).name for s in loaded.metadata.snapshots for m in s.manifests(loaded.io)}
     return {
         "arm": arm,
         "commits": commits,
         "snapshots_at_end": len(loaded.metadata.snapshots),
+        "manifests_on_disk_at_end": len(on_disk),
+        "manifests_listed_at_end": len(listed & on_disk),
         "cpu_s": ended - started - opening_cpu,
         "cpu_ms_per_commit_by_window": per_window,
         "open_ms_median_by_window": [statistics.median(t * 1000 for t, _ in w) for w in in_window],
@@ -143,14 +149,15 @@ def report(results: dict[str, Any]) -> str:
         f"{results['segments']} commits of one 10-row segment each per arm; statistic: the mean CPU-ms",
         f"per commit over each window of {window} commits (the ingest process's CPU time), per repeat.",
         "",
-        "| repeat | arm | snapshots at the end | "
+        "| repeat | arm | snapshots at the end | manifests on disk at the end (listed by a snapshot) | "
         + " | ".join(f"commits {i * window + 1}-{(i + 1) * window}" for i in range(results["segments"] // window))
         + " |",
-        "|---|---|---|" + "---|" * (results["segments"] // window),
+        "|---|---|---|---|" + "---|" * (results["segments"] // window),
     ]
     for r in results["runs"]:
         cells = " | ".join(f"{v:.0f}" for v in r["cpu_ms_per_commit_by_window"])
-        lines.append(f"| {r['repeat']} | {r['arm']} | {r['snapshots_at_end']} | {cells} |")
+        manifests = f"{r['manifests_on_disk_at_end']} ({r['manifests_listed_at_end']})"
+        lines.append(f"| {r['repeat']} | {r['arm']} | {r['snapshots_at_end']} | {manifests} | {cells} |")
     lines += [
         "",
         f"A reader's table open (pyiceberg's `load_table` and `plan_files`) after every {results['open_every']}th",

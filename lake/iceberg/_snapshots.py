@@ -74,6 +74,13 @@ class CachingTransaction(Transaction):
             cached = self._cached = (base, updates, super().table_metadata)
         return cached[2]
 
+    def written_manifests(self) -> list[str]:
+        """The manifests the snapshot producers of this transaction wrote (full paths), before
+        its commit: a merging append writes its new files' manifest, then merges it with the
+        table's small ones into another, and pyiceberg deletes the first only when a commit
+        fails, so each merge left a manifest no snapshot ever listed."""
+        return [path for producer in self._snapshot_producers for path in producer._written_manifests]
+
 
 def for_commits(t: Table) -> Table:
     """``t`` as parka commits through it: pyiceberg's commit retries off (a retry would rebase an

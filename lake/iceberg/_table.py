@@ -510,6 +510,7 @@ class IcebergTableLog:
             if NAME_MAPPING not in table.metadata.properties:
                 tx.set_properties({NAME_MAPPING: table.metadata.schema().name_mapping.model_dump_json()})
             snapshot(tx, table)
+            written = tx.written_manifests()
             tx.commit_transaction()
         except CommitFailedException as exc:
             raise CommitConflict(f"commit to {self.identifier} lost a race: {exc}") from exc
@@ -518,8 +519,26 @@ class IcebergTableLog:
         # the table now holds the metadata the catalog answered the commit with (its own, without
         # this handle's in-memory settings): no second read of the metadata file
         self._table = table
+        self._delete_unlisted(written)
         self._check(table)
         return self.version()
+
+    def _delete_unlisted(self, written: Sequence[str]) -> None:
+        """Delete the manifests a landed commit wrote that its snapshot does not list (merged
+        into another: :meth:`CachingTransaction.written_manifests`), as Iceberg Java's commit
+        does. A failed delete leaves them, as before, and is logged."""
+        current = self._table.current_snapshot()
+        if not written or current is None:
+            return
+        root = self._table.location().rstrip("/")
+        metadata = root + "/metadata/"
+        try:
+            listed = self._metadata_files([current])
+            unlisted = sorted(p.removeprefix(root + "/") for p in written if p not in listed and p.startswith(metadata))
+            if unlisted:
+                delete_files(root, unlisted, self.storage_options)
+        except CommitError as exc:
+            log.warning("%s: the manifests a merge replaced are left: %s", self.identifier, exc)
 
     def _data_file(self, f: DataFile, partition: Record | None = None) -> IcebergDataFile:
         """``f``'s manifest entry: statistics from its footer, by the table's field ids; its

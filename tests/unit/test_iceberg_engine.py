@@ -747,6 +747,26 @@ def test_appends_merge_small_manifests_unless_the_table_says_not_to(
     }
 
 
+def test_a_merging_append_leaves_no_manifest_that_no_snapshot_lists(tmp_path: Path) -> None:
+    """A merging append writes its new files' manifest, then merges it with the small ones into
+    another: the first is deleted once the commit has landed, so every manifest in the metadata
+    folder is listed by a snapshot (all are kept here: the table's hour of history)."""
+    c = iceberg_committer(tmp_path)
+    for offset in range(20):  # merges from 8 manifests: at least two merges
+        c.commit([landed(c, 0, offset, [offset])])
+    e = c.engine
+    assert isinstance(e, IcebergEngine)
+    table = e.catalog.load_table("db.t")
+    folder = Path(table.location().removeprefix("file://")) / "metadata"
+    on_disk = {p.name for p in folder.glob("*.avro") if not p.name.startswith("snap-")}
+    listed = {Path(m.manifest_path).name for s in table.metadata.snapshots for m in s.manifests(table.io)}
+    current = table.current_snapshot()
+    assert current is not None and len(current.manifests(table.io)) < 8
+    assert len(table.metadata.snapshots) == 20
+    assert on_disk == listed
+    assert ids(e) == list(range(20))
+
+
 def test_two_workers_expiring_the_same_snapshots_at_once_both_go_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
