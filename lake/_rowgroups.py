@@ -3,8 +3,8 @@
 ``row_group_rows`` rows, holding one input's rows and the rest of a row group at a time.
 
 A compaction into a target-sized file (128 MiB by default) had held every input's decoded rows
-together before writing any (several times the file's compressed size), and the written file
-twice more: the daemon's memory peaked at each merge into a large file."""
+together before writing any, several times the new file's compressed size: the daemon's memory
+peaked at each merge into a large file."""
 
 from __future__ import annotations
 

@@ -33,11 +33,11 @@ from typing import Any
 _MAX_MESSAGE = 1 << 20
 
 
-# What the commands import only when a run needs it, each an extra that may not be installed: the
-# Iceberg engine with pyiceberg's SQL and REST catalogs, the SQLite dialect and the file IO that
-# load_catalog imports by name, Kafka's admin client, the metrics server, the registry's client, decryption's AES-GCM.
-# A `parka ingest --catalog` child imported some 350 modules of these (pyiceberg, SQLAlchemy,
-# pydantic) before it did anything: 0.8 of its 0.95 CPU-s.
+# What the commands import only when a run needs it, each an extra that may not be installed:
+# the Iceberg engine with pyiceberg's SQL and REST catalogs, the SQLite dialect and the file IO
+# that load_catalog imports by name, Kafka's admin client, the metrics server, the registry's
+# client, decryption's AES-GCM. A `parka ingest --catalog` child imported some 350 modules of
+# these (pyiceberg, SQLAlchemy, pydantic) before it did anything: 0.8 of its 0.95 CPU-s.
 _LAZY = (
     "parka.lake.iceberg",
     "pyiceberg.catalog.sql",
