@@ -37,7 +37,8 @@ _MAX_MESSAGE = 1 << 20
 # the Iceberg engine with pyiceberg's SQL and REST catalogs, the SQLite dialect and the file IO
 # that load_catalog imports by name, Kafka's admin client, the metrics server, the registry's
 # client, decryption's AES-GCM. A `parka ingest --catalog` child imported some 350 modules of
-# these (pyiceberg, SQLAlchemy, pydantic) before it did anything: 0.8 of its 0.95 CPU-s.
+# these (pyiceberg, SQLAlchemy, pydantic) before it did anything: 0.8 of its 0.95 CPU-s
+# (benchmarks/results/2026-11-30-fork-server-preload/).
 _LAZY = (
     "parka.lake.iceberg",
     "pyiceberg.catalog.sql",
