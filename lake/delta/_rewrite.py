@@ -5,7 +5,6 @@ module writes files and reads none of the log, so it imports none of the engine'
 
 from __future__ import annotations
 
-import io
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
@@ -18,7 +17,7 @@ from parka.errors import CommitError
 
 from .._log import DataFile
 from .._plan import partition_path
-from .._rowgroups import write_row_groups
+from .._rowgroups import Chunks, write_row_groups
 from .._stats import StatsConfig, data_file_stats
 from .._stitch import encrypted_columns
 from .._storage import read_file, write_data_file
@@ -107,12 +106,11 @@ def rewrite_files(
         return rows.filter(pa.array(keep))
 
     def put(tables: Iterable[pa.Table]) -> DataFile:
-        sink = io.BytesIO()
-        write_row_groups(tables, data_schema, row_group_rows, sink, compression="zstd", compression_level=3)
-        data = sink.getvalue()
+        sink = Chunks()
+        written = write_row_groups(tables, data_schema, row_group_rows, sink, compression="zstd", compression_level=3)
         path = directory + (name or f"part-00000-{uuid.uuid4()}-c000.zstd.parquet")
-        size = write_data_file(uri, path, data, storage_options)
-        stats = data_file_stats(data, table_schema, partition_by=partitions, stats_config=stats_config)
+        size = write_data_file(uri, path, sink.parts, storage_options)
+        stats = data_file_stats(written.metadata, table_schema, partition_by=partitions, stats_config=stats_config)
         return DataFile(path=path, size=size, stats=stats, partition_values=values)
 
     if z_order:

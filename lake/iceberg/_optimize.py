@@ -68,7 +68,7 @@ from .._compaction import (
     take_turn,
 )
 from .._log import DataFile
-from .._rowgroups import write_row_groups
+from .._rowgroups import Chunks, write_row_groups
 from .._storage import delete_files, make_durable, write_data_file
 from ._deletes import NO_ROWS, DeleteState
 from ._engine import IcebergEngine
@@ -413,17 +413,16 @@ def _rewrite(
 
         parts = map(live, group)  # one input at a time: the new file's rows in the inputs' order
         first = next(parts)
-        sink, schema = pa.BufferOutputStream(), first.schema
+        sink, schema = Chunks(), first.schema
         written = write_row_groups(itertools.chain([first], parts), schema, row_group_rows, sink, compression="zstd")
-        data = sink.getvalue().to_pybytes()
     except Exception as exc:
         raise CommitError(f"cannot rewrite {len(group)} file(s) of {table.identifier}: {exc}") from exc
     read = [_deleted(table, state, f) for f in group]
     counts = [int(f.record_count) - len(deleted) for f, deleted in zip(group, read, strict=True)]
-    if counts != written:
-        raise CommitError(f"{table.identifier}: a rewrite read {written} rows, not {counts}")
+    if counts != written.counts:
+        raise CommitError(f"{table.identifier}: a rewrite read {written.counts} rows, not {counts}")
     name = name or f"compacted-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}.parquet"
-    size = write_data_file(table.uri, name, data, options)
+    size = write_data_file(table.uri, name, sink.parts, options)
     snapshot = t.current_snapshot()
     return Rewrite(
         group, DataFile(path=name, size=size, stats="{}"), read, None if snapshot is None else snapshot.snapshot_id

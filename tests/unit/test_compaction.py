@@ -16,7 +16,7 @@ from deltalake import DeltaTable, QueryBuilder
 from parka.lake import CompactedName, CompactionPolicy, FileName, IcebergEngine, compact_iceberg, compact_table
 from parka.lake._committer import Committer
 from parka.lake._compaction import generation_of, input_key, small_row_groups
-from parka.lake._rowgroups import write_row_groups
+from parka.lake._rowgroups import Chunks, write_row_groups
 from parka.lake.delta import RsEngine
 from parka.lake.delta._rs import commit_row_deletions
 
@@ -458,9 +458,13 @@ def test_a_compactions_output_has_row_groups_of_exactly_the_size_across_inputs()
         tables.append(pa.table({"id": pa.array(range(first, first + n), pa.int64()), "s": [str(i) for i in range(n)]}))
         first += n
     tables[1] = tables[1].cast(pa.schema([pa.field("id", pa.int32()), pa.field("s", pa.large_string())]))
-    sink = pa.BufferOutputStream()
-    assert write_row_groups(iter(tables), schema, 8, sink, compression="zstd") == sizes
-    f = pq.ParquetFile(pa.BufferReader(sink.getvalue()))
+    sink = Chunks()
+    written = write_row_groups(iter(tables), schema, 8, sink, compression="zstd")
+    assert written.counts == sizes
+    data = b"".join(sink.parts)
+    assert len(data) == sink.tell() and written.metadata.num_rows == sum(sizes)
+    f = pq.ParquetFile(pa.BufferReader(data))
+    assert f.metadata.num_row_groups == written.metadata.num_row_groups
     assert f.schema_arrow == schema
     assert [f.metadata.row_group(i).num_rows for i in range(f.num_row_groups)] == [8, 8, 8, 8, 8, 6]
     assert f.read().column("id").to_pylist() == list(range(sum(sizes)))
