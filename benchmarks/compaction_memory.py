@@ -52,13 +52,15 @@ def write_delta(path: Path, parts: list[pa.Table], files: int) -> int:
     return sum(p.stat().st_size for p in path.glob("*.parquet"))
 
 
-def write_iceberg(warehouse: Path, parts: list[pa.Table], files: int) -> int:
+def _catalog(warehouse: Path) -> Any:
     from pyiceberg.catalog import load_catalog
 
+    return load_catalog("bench", type="sql", uri=f"sqlite:///{warehouse}/catalog.db", warehouse=f"file://{warehouse}")
+
+
+def write_iceberg(warehouse: Path, parts: list[pa.Table], files: int) -> int:
     warehouse.mkdir()
-    catalog = load_catalog(
-        "bench", type="sql", uri=f"sqlite:///{warehouse}/catalog.db", warehouse=f"file://{warehouse}"
-    )
+    catalog = _catalog(warehouse)
     catalog.create_namespace("bench")
     table = catalog.create_table("bench.t", parts[0].schema)
     for i in range(files):
@@ -66,20 +68,36 @@ def write_iceberg(warehouse: Path, parts: list[pa.Table], files: int) -> int:
     return sum(p.stat().st_size for p in (warehouse / "bench" / "t" / "data").rglob("*.parquet"))
 
 
-def check_compacted(kind: str, files: list[str], rows: int, expected: int) -> None:
+def delta_live(path: Path) -> tuple[int, int]:
+    """The table's live files and rows (from the files' footers)."""
+    from deltalake import DeltaTable
+
+    dt = DeltaTable(str(path))
+    return len(dt.file_uris()), dt.to_pyarrow_dataset().count_rows()
+
+
+def iceberg_live(warehouse: Path) -> tuple[int, int]:
+    """The table's live files and rows (from the manifests)."""
+    tasks = list(_catalog(warehouse).load_table("bench.t").scan().plan_files())
+    return len(tasks), sum(t.file.record_count for t in tasks)
+
+
+def check_compacted(kind: str, live: tuple[int, int], expected: int) -> None:
     """The premise: one live file holding every row."""
-    if len(files) != 1 or rows != expected:
-        raise RuntimeError(f"{kind}: {len(files)} live files and {rows} rows after optimize, not 1 and {expected}")
+    if live != (1, expected):
+        raise RuntimeError(f"{kind}: {live[0]} live files and {live[1]} rows after optimize, not 1 and {expected}")
 
 
-def child(args: list[str]) -> dict[str, Any]:
+def peak_rss_mb(args: list[str]) -> float:
+    """The peak RSS of a child process running ``parka`` with ``args`` (or only importing, with
+    ``--baseline``), in MB."""
     run = subprocess.run([sys.executable, "-c", _CHILD, *args], capture_output=True, text=True, timeout=1800)
     if run.returncode != 0:
         raise RuntimeError(f"{args}: exit {run.returncode}: {run.stderr[-3000:]}")
     result = json.loads(run.stdout.strip().splitlines()[-1])
     if result["code"] != 0:
         raise RuntimeError(f"{args}: parka exited {result['code']}: {run.stderr[-3000:]}")
-    return {"peak_rss_mb": result["maxrss_kib"] / 1024}
+    return float(result["maxrss_kib"]) / 1024
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,31 +116,18 @@ def main(argv: list[str] | None = None) -> int:
     sizes: dict[str, int] = {}
     try:
         for repeat in range(args.repeats):
-            runs["baseline"].append(child(["--baseline"])["peak_rss_mb"])
+            runs["baseline"].append(peak_rss_mb(["--baseline"]))
             delta, iceberg = work / f"delta-{repeat}", work / f"iceberg-{repeat}"
+            expected = args.files * args.rows_per_file
             sizes["delta"] = write_delta(delta, parts, args.files)
             target = str(2 * sizes["delta"])
-            runs["delta"].append(child(["optimize", str(delta), "--target-file-size", target])["peak_rss_mb"])
-            from deltalake import DeltaTable
-
-            dt = DeltaTable(str(delta))
-            expected = args.files * args.rows_per_file
-            check_compacted(
-                "Delta", dt.file_uris(), sum(a.num_rows for a in dt.to_pyarrow_dataset().to_batches()), expected
-            )
+            runs["delta"].append(peak_rss_mb(["optimize", str(delta), "--target-file-size", target]))
+            check_compacted("Delta", delta_live(delta), expected)
             sizes["iceberg"] = write_iceberg(iceberg, parts, args.files)
             target = str(2 * sizes["iceberg"])
             command = ["optimize", "bench.t", "--catalog", "bench", "--catalog-option", f"warehouse={iceberg}"]
-            runs["iceberg"].append(child([*command, "--target-file-size", target])["peak_rss_mb"])
-            from pyiceberg.catalog import load_catalog
-
-            loaded = load_catalog(
-                "bench", type="sql", uri=f"sqlite:///{iceberg}/catalog.db", warehouse=f"file://{iceberg}"
-            ).load_table("bench.t")
-            tasks = list(loaded.scan().plan_files())
-            check_compacted(
-                "Iceberg", [t.file.file_path for t in tasks], sum(t.file.record_count for t in tasks), expected
-            )
+            runs["iceberg"].append(peak_rss_mb([*command, "--target-file-size", target]))
+            check_compacted("Iceberg", iceberg_live(iceberg), expected)
             shutil.rmtree(delta)
             shutil.rmtree(iceberg)
         results["input_bytes"] = sizes

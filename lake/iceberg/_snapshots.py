@@ -78,8 +78,11 @@ class CachingTransaction(Transaction):
         """The manifests the snapshot producers of this transaction wrote (full paths), before
         its commit: a merging append writes its new files' manifest, then merges it with the
         table's small ones into another, and pyiceberg deletes the first only when a commit
-        fails, so each merge left a manifest no snapshot ever listed."""
-        return [path for producer in self._snapshot_producers for path in producer._written_manifests]
+        fails, so each merge left a manifest no snapshot ever listed. Both are pyiceberg's private
+        state (0.12): a pyiceberg without them gives none, and the merged-away manifests stay as
+        before, rather than every commit failing."""
+        producers = getattr(self, "_snapshot_producers", ())
+        return [path for producer in producers for path in getattr(producer, "_written_manifests", ())]
 
 
 def for_commits(t: Table) -> Table:
