@@ -64,6 +64,11 @@ class _Server:
                 message = json.loads(data)
                 if "pid" in message:
                     self.pids[message["id"]] = message["pid"]
+                    # a reused pid (pid_max is 32,768 here, and a run starts thousands of
+                    # processes): the exit status kept for the earlier process of that pid is
+                    # not this one's; kept, it made a wait return it at once (an exit 0 for a
+                    # command that had failed). The server answers a fork before it reaps it.
+                    self.returncodes.pop(message["pid"], None)
                 else:
                     self.returncodes[message["exited"]] = message["returncode"]
                 self.changed.notify_all()
