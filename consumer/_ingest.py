@@ -19,6 +19,7 @@ batch being filled) is one :class:`._run.IngestRun`, handed to each step of the 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import threading
 import time
@@ -26,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -39,11 +41,13 @@ from parka.lake import (
     CommitStats,
     LogEngine,
     Refused,
+    SegmentRead,
     Tombstone,
     check_keyed,
     check_segment,
     is_tombstone,
     read_segment,
+    segment_of_rows,
     table_identity,
     tombstone_refusal,
     unwrap_segment,
@@ -53,12 +57,13 @@ from parka.ops.preflight import BrokerWatch, wait_until_ready
 from parka.ops.stopping import StopGuard
 
 from parka.crash import crash_point
-from parka.errors import ConfigError, KafkaClientError, SchemaMismatchError, SegmentError
+from parka.errors import ConfigError, KafkaClientError, RecordError, SchemaMismatchError, SegmentError
 from parka.partitioning import PartitionSpec
 
 from ._compactor import Maintenance
 from ._ingest_client import KafkaSide, table_metadata
 from ._pipeline import Batch
+from ._row_values import RowValues
 from ._run import IngestRun, client_conf, landing_session, table_engine
 from ._settings import IngestSettings
 from ._shim import ParquetConsumer, RawSegment
@@ -122,6 +127,7 @@ class IngestionConsumer(KafkaSide):
             metrics.watch_blockers(self._health.active)
         self._maintenance = Maintenance(settings, self.stats)  # compaction, background and --optimize-every
         self._run: IngestRun | None = None  # the run in progress (lag() reads its client)
+        self._row_values = RowValues.of(settings)  # --value-format's decoders, None for segments only
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -167,6 +173,8 @@ class IngestionConsumer(KafkaSide):
             try:
                 self._maintenance.close()
                 consumer.close()  # its on_revoke commits what is buffered, as a rebalance does
+                if self._row_values is not None:
+                    self._row_values.close()
             finally:
                 self._run = None
                 if run is not None:
@@ -328,8 +336,17 @@ class IngestionConsumer(KafkaSide):
 
     def _handle(self, run: IngestRun, raw: RawSegment) -> None:
         if self.settings.upsert and is_tombstone(raw.key, raw.value, raw.headers):
+            self._decode_rows(run, raw.partition)  # the records before it first, in offset order
             self._tombstone(run, raw)
             return
+        if raw.info is None and self._row_values is not None:  # a row record (--value-format)
+            run.batch.rows.setdefault(raw.partition, []).append(raw)
+            run.batch.bytes += len(raw.value or b"")
+            self._positions.consumed[raw.partition] = raw.offset
+            if run.batch.oldest_at is None:
+                run.batch.oldest_at = self._clock()
+            return
+        self._decode_rows(run, raw.partition)
         try:
             seg = read_segment(
                 topic=raw.topic,
@@ -339,6 +356,20 @@ class IngestionConsumer(KafkaSide):
                 headers=raw.headers,
                 info=raw.info,  # poll_buffer read the headers and checked the CRC: once per segment
             )
+        except SegmentError as exc:  # bad input, not a failure of ours
+            self._refuse(run, raw, exc)
+            return
+        if self._take(run, seg, [raw]):
+            run.batch.bytes += len(seg.value)
+            self._positions.consumed[raw.partition] = raw.offset
+            if run.batch.oldest_at is None:
+                run.batch.oldest_at = self._clock()
+
+    def _take(self, run: IngestRun, seg: SegmentRead, raws: list[RawSegment]) -> bool:
+        """Check ``seg`` (a segment, or a run of row records made one: ``raws``, its messages)
+        against the table and add it to the batch; ``False`` when the table cannot take it, each
+        of its messages refused."""
+        try:
             cdc = self.settings.change_events
             if cdc is not None:
                 seg = unwrap_segment(seg, cdc)
@@ -356,15 +387,61 @@ class IngestionConsumer(KafkaSide):
                 check_columns=run.session.committer.engine.check_columns,
             )
         except (SegmentError, SchemaMismatchError) as exc:  # bad input, not a failure of ours
-            if exc.value is not raw.value:  # a segment unwrapped (--cdc): the dead letter is the message as it came
-                exc.value, exc.headers = raw.value, raw.headers
-            self._refuse(run, raw, exc)
-            return
+            for raw in raws:  # the dead letter is each message as it came
+                self._refuse(run, raw, _for_message(exc, raw))
+            return False
         run.batch.checked.append(checked)
-        run.batch.bytes += len(seg.value)
-        self._positions.consumed[raw.partition] = raw.offset
-        if run.batch.oldest_at is None:
-            run.batch.oldest_at = self._clock()
+        return True
+
+    def _decode_rows(self, run: IngestRun, partition: int | None = None) -> None:
+        """Decode the row records buffered of ``partition`` (``None``: of every partition), in
+        bulk: each run of good records of one schema becomes one segment
+        (:func:`parka.lake.segment_of_rows`), taken as a segment is (:meth:`_take`), and each
+        bad record is refused, in offset order, so no run spans a refused record.
+
+        Raises:
+            RegistryError: the schema registry could not be reached (nothing refused for it).
+        """
+        rows = run.batch.rows
+        for p in sorted(rows) if partition is None else [partition]:
+            raws = rows.pop(p, None)
+            if not raws:
+                continue
+            assert self._row_values is not None
+            consumed = self._positions.consumed.get(p)
+            view = run.table_view
+            decoded = self._row_values.decode([r.value for r in raws], None if view is None else view[0])
+            events: list[tuple[int, Any]] = [(i, error) for i, error in decoded.bad]
+            for r in decoded.runs:
+                # a gap in a run's indexes is a bad record: no segment spans one
+                starts = [0, *(np.flatnonzero(np.diff(r.indexes) > 1) + 1).tolist(), len(r.indexes)]
+                for a, b in itertools.pairwise(starts):
+                    events.append((r.indexes[a], (r.table.slice(a, b - a), r.indexes[a:b])))
+            for i, event in sorted(events, key=lambda e: e[0]):
+                if isinstance(event, Exception):
+                    raw = raws[i]
+                    error = SegmentError(f"--value-format {self._row_values.format}: {event}")
+                    self._refuse(run, raw, _for_message(error, raw))
+                    continue
+                table, indexes = event
+                part = [raws[i] for i in indexes]
+                try:
+                    seg = segment_of_rows(
+                        topic=self.settings.topic,
+                        partition=p,
+                        offsets=[r.offset for r in part],
+                        table=table,
+                        keys=[r.key for r in part],
+                        timestamps=[r.timestamp[1] if r.timestamp and r.timestamp[0] else None for r in part],
+                        headers=[r.headers for r in part],
+                    )
+                except (SegmentError, RecordError) as exc:
+                    for raw in part:
+                        self._refuse(run, raw, _for_message(SegmentError(str(exc)), raw))
+                    continue
+                self._take(run, seg, part)
+            if consumed is not None:  # refusals above set it to their own offsets
+                self._positions.consumed[p] = consumed
 
     def _tombstone(self, run: IngestRun, raw: RawSegment) -> None:
         """``--upsert``: a message with a key and no value deletes its key (in the next commit);
@@ -400,6 +477,8 @@ class IngestionConsumer(KafkaSide):
         return run.committer.table_schema(), run.committer.partitioning
 
     def _refuse(self, run: IngestRun, raw: RawSegment, exc: SegmentError | SchemaMismatchError) -> None:
+        if self.settings.dlq_table_uri is None:
+            self._decode_rows(run)  # the run stops at it: what came before is committed first
         log.error("%s: %s", type(exc).__name__, exc)
         stamp = raw.timestamp[1] if raw.timestamp and raw.timestamp[0] else None
         run.batch.refused.append(Refused(raw.partition, raw.offset, exc, stamp))
@@ -420,6 +499,7 @@ class IngestionConsumer(KafkaSide):
     def _cut(self, run: IngestRun) -> None:
         """Hand the buffered batch to the commit thread (after the commit in flight, if any,
         ended: one at a time, in order) and start the next one."""
+        self._decode_rows(run)
         if not len(run.batch):
             return
         self._finish(run)
@@ -519,3 +599,16 @@ class IngestionConsumer(KafkaSide):
             self._lag_at = now
             self._metrics.set_lag(self.lag(committed=True))
             self._metrics.hold(self._positions.assigned)
+
+
+def _for_message(exc: SegmentError | SchemaMismatchError, raw: RawSegment) -> SegmentError | SchemaMismatchError:
+    """``exc`` told of the one message ``raw`` as it came, its value, headers and coordinates: the
+    error of a run of row records (one per record), or of a segment ``--cdc`` unwrapped."""
+    if exc.value is raw.value and exc.offset == raw.offset:
+        return exc
+    text = str(exc).removesuffix(f" at {exc.topic}[{exc.partition}]@{exc.offset}" if exc.topic is not None else "")
+    where: dict[str, Any] = {"topic": raw.topic, "partition": raw.partition, "offset": raw.offset}
+    if isinstance(exc, SchemaMismatchError):
+        text = text.removeprefix(f"field '{exc.field}': ") if exc.field else text
+        return SchemaMismatchError(text, field=exc.field, value=raw.value, headers=raw.headers, **where)
+    return type(exc)(text, value=raw.value, headers=raw.headers, **where)

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from parka.lake import CheckedSegment, CommitResult, Refused, Tombstone
 
@@ -32,11 +33,14 @@ class Batch:
     checked: list[CheckedSegment] = field(default_factory=list)
     refused: list[Refused] = field(default_factory=list)
     tombstones: list[Tombstone] = field(default_factory=list)  # --upsert's
+    # --value-format: row records not decoded yet, per Kafka partition (the loop decodes a
+    # partition's run when something else of it arrives, and all of them before the cut)
+    rows: dict[int, list[Any]] = field(default_factory=dict)
     bytes: int = 0
     oldest_at: float | None = None
 
     def __len__(self) -> int:
-        return len(self.checked) + len(self.refused) + len(self.tombstones)
+        return len(self.checked) + len(self.refused) + len(self.tombstones) + len(self.rows)
 
 
 Land = Callable[[Batch, Executor], CommitResult]

@@ -16,9 +16,10 @@ import io
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -27,7 +28,14 @@ from parka.errors import CommitConflict, SchemaMismatchError, SegmentDecodeError
 from parka.evolution import merge_schemas, widening_enabled
 from parka.partitioning import PartitionSpec, parse_partition_by
 from parka.schema import RESERVED_PREFIX, schema_fingerprint
-from parka.segment import KEY_COLUMN, SegmentInfo, encode_segment, is_segment, read_segment_info
+from parka.segment import (
+    KEY_COLUMN,
+    SegmentInfo,
+    build_segment_table,
+    encode_segment,
+    is_segment,
+    read_segment_info,
+)
 
 from ._cdc import Debezium
 from ._log import DataFile
@@ -46,11 +54,13 @@ __all__ = [
     "check_segment",
     "read_footer",
     "read_segment",
+    "segment_of_rows",
     "trim_stitched",
     "write_segments",
 ]
 
 DEFAULT_TARGET_FILE_SIZE = 128 * 2**20
+_OFFSET_COLUMN = "__parka_split_offset"  # a run's offsets through a split, never written
 """The size a data file aims at when no target is given: up to 128 MiB (``--target-file-size``' default)."""
 
 log = logging.getLogger("parka.ingest")
@@ -85,6 +95,13 @@ class SegmentRead:
     schema: pa.Schema
     # footer indexes of encrypted columns (a plaintext footer): their statistics are not read
     encrypted: frozenset[int] = frozenset()
+    # a run of row records made a segment (:func:`segment_of_rows`): each row's Kafka offset, in
+    # row order (increasing); ``offset`` is the last. None for a segment a producer wrote.
+    offsets: Any = field(default=None, compare=False)
+
+    @property
+    def first_offset(self) -> int:
+        return self.offset if self.offsets is None else int(self.offsets[0])
 
 
 def read_segment(
@@ -151,9 +168,41 @@ def unwrap_segment(seg: SegmentRead, cdc: Debezium) -> SegmentRead:
     user = pa.schema([f for f in rows.schema if not f.name.startswith(RESERVED_PREFIX)])
     encoded = encode_segment(rows, codec=seg.info.codec, fingerprint=schema_fingerprint(user))
     headers: list[tuple[str, bytes | None]] = list(encoded.headers)
-    return read_segment(
+    unwrapped = read_segment(
         topic=seg.topic, partition=seg.partition, offset=seg.offset, value=encoded.value, headers=headers
     )
+    return unwrapped if seg.offsets is None else replace(unwrapped, offsets=seg.offsets)
+
+
+def segment_of_rows(
+    *,
+    topic: str,
+    partition: int,
+    offsets: Sequence[int],
+    table: pa.Table,
+    keys: Sequence[bytes | None],
+    timestamps: Sequence[int | None],
+    headers: Sequence[Sequence[tuple[str, bytes | None]] | None],
+    codec: str = "zstd",
+) -> SegmentRead:
+    """A run of row records of one Kafka partition made one segment, so that the rest of the
+    protocol takes it as it takes a producer's: ``table`` holds their values decoded (one row
+    per record, in offset order), and each record's key, timestamp and headers become the
+    reserved columns (:func:`parka.segment.build_segment_table`); encoded with parka's
+    encodings and ``codec``. Its ``offset`` is the last record's, its ``offsets`` each row's.
+
+    Raises:
+        SegmentError: Arrow could not write the rows.
+        RecordError: a key, timestamp or header Arrow cannot hold.
+    """
+    if not len(offsets) == table.num_rows > 0:
+        raise ValueError(f"{len(offsets)} offsets for {table.num_rows} rows")
+    rows = build_segment_table(table, keys, timestamps, headers)
+    encoded = encode_segment(rows, codec=codec, fingerprint=schema_fingerprint(table.schema))
+    seg = read_segment(
+        topic=topic, partition=partition, offset=int(offsets[-1]), value=encoded.value, headers=list(encoded.headers)
+    )
+    return replace(seg, offsets=np.asarray(offsets, dtype=np.int64))
 
 
 def check_keyed(seg: SegmentRead, key_columns: Sequence[str]) -> None:
@@ -387,8 +436,9 @@ class _Writer:
 
     def alone(self, c: CheckedSegment, *, fallback: bool = False) -> LandedSegment:
         seg, values = c.seg, c.partition_values or {}
-        name = _in_partition(values, FileName.new(seg.topic, seg.partition, seg.offset))
-        f = self.put(name, seg.value, seg.meta, values, _tags(seg.topic, seg.partition, seg.offset), seg.encrypted)
+        first, last = seg.first_offset, seg.offset if seg.offsets is not None else None
+        name = _in_partition(values, FileName.new(seg.topic, seg.partition, first, last=last))
+        f = self.put(name, seg.value, seg.meta, values, _tags(seg.topic, seg.partition, first, last), seg.encrypted)
         return _landed(c, (f,), stitch_fallback=fallback)
 
     def run(self, run: Sequence[CheckedSegment]) -> list[LandedSegment]:
@@ -410,8 +460,8 @@ class _Writer:
             return [self.alone(c, fallback=True) for c in run]
         first, last = run[0].seg, run[-1].seg
         values = run[0].partition_values or {}
-        name = _in_partition(values, FileName.new(first.topic, first.partition, first.offset, last=last.offset))
-        tags = _tags(first.topic, first.partition, first.offset, last.offset)
+        name = _in_partition(values, FileName.new(first.topic, first.partition, first.first_offset, last=last.offset))
+        tags = _tags(first.topic, first.partition, first.first_offset, last.offset)
         f = self.put(name, data, None, values, tags)
         out, at = [], 0
         for c, footer in zip(run, footers, strict=True):
@@ -420,17 +470,29 @@ class _Writer:
         return out
 
     def split(self, c: CheckedSegment) -> list[LandedSegment]:
-        """A segment spanning several table partitions: decoded, one file per partition."""
+        """A segment spanning several table partitions: decoded, one file per partition. A run
+        of row records is one :class:`LandedSegment` per file, each with its rows' offsets, so
+        that a part the table's ``txn`` covers can be told from the rest in each file."""
         seg = c.seg
         data = pq.read_table(io.BytesIO(seg.value))
         codec = seg.meta.row_group(0).column(0).compression.lower() if seg.meta.num_row_groups else "none"
-        files = []
+        if seg.offsets is not None:
+            data = data.append_column(_OFFSET_COLUMN, pa.array(seg.offsets, pa.int64()))
+        files, parts = [], []
         for i, (values, part) in enumerate(split_by_partition(data, self.partition_by)):
+            offsets = None
+            if seg.offsets is not None:
+                offsets = part.column(_OFFSET_COLUMN).to_numpy()
+                part = part.drop_columns([_OFFSET_COLUMN])
+            first, last = (seg.offset, None) if offsets is None else (int(offsets[0]), int(offsets[-1]))
             buf = io.BytesIO()
             pq.write_table(part, buf, compression=codec if codec != "uncompressed" else "none", store_schema=True)
-            name = _in_partition(values, FileName.new(seg.topic, seg.partition, seg.offset, split=i))
-            files.append(self.put(name, buf.getvalue(), None, values, _tags(seg.topic, seg.partition, seg.offset)))
-        return [_landed(c, tuple(files), split=True)]
+            name = _in_partition(values, FileName.new(seg.topic, seg.partition, first, split=i, last=last))
+            f = self.put(name, buf.getvalue(), None, values, _tags(seg.topic, seg.partition, first, last))
+            files.append(f)
+            if offsets is not None:
+                parts.append(_landed(c, (f,), split=True, offsets=offsets, records=part.num_rows))
+        return parts or [_landed(c, tuple(files), split=True)]
 
     def trim(self, file: DataFile, keep: Sequence[LandedSegment]) -> DataFile:
         """A new file holding only ``keep``'s row groups of stitched ``file``.
@@ -446,17 +508,22 @@ class _Writer:
         except FileNotFoundError as exc:
             raise CommitConflict(f"stitched file {file.path} was deleted meanwhile: {exc}") from exc
         footer = read_stitch_footer(data)
-        rows: list[int] = []
-        for s in sorted(keep, key=lambda s: s.offset):
-            assert s.row_groups is not None
-            rows += range(s.row_groups[0], s.row_groups[0] + s.row_groups[1])
-        data = stitch([Source(footer, rows)])
-        first, last = min(s.offset for s in keep), max(s.offset for s in keep)
+        keep = sorted(keep, key=lambda s: s.offset)
+        out: bytes | list[bytes]
+        if any(s.rows is not None for s in keep):
+            out = _some_rows(data, keep)
+        else:
+            rows: list[int] = []
+            for s in keep:
+                assert s.row_groups is not None
+                rows += range(s.row_groups[0], s.row_groups[0] + s.row_groups[1])
+            out = stitch([Source(footer, rows)])
+        first, last = min(s.first_offset for s in keep), max(s.offset for s in keep)
         s0 = keep[0]
         name = FileName.new(s0.topic, s0.partition, first, last=last if last != first else None)
         return self.put(
             _in_partition(file.partition_values, name),
-            data,
+            out,
             None,
             file.partition_values,
             _tags(s0.topic, s0.partition, first, last if last != first else None),
@@ -484,6 +551,26 @@ def trim_stitched(
     return writer.trim(file, keep)
 
 
+def _some_rows(data: bytes, keep: Sequence[LandedSegment]) -> bytes:
+    """A data file of ``keep``'s rows of the file ``data``: each segment's row groups (all of
+    the file when it holds that segment alone), and of a part of a run of row records its
+    ``rows`` only; decoded and encoded again (with parka's encodings, the file's codec)."""
+    file = pq.ParquetFile(io.BytesIO(data))
+    meta = file.metadata
+    codec = meta.row_group(0).column(0).compression.lower() if meta.num_row_groups else "none"
+    tables = []
+    for s in keep:
+        groups = range(meta.num_row_groups) if s.row_groups is None else range(s.row_groups[0], sum(s.row_groups))
+        table = file.read_row_groups(list(groups))
+        if s.rows is not None:
+            table = table.slice(s.rows[0], s.rows[1])
+        tables.append(table)
+    rows = pa.concat_tables(tables)
+    user = pa.schema([f for f in rows.schema if not f.name.startswith(RESERVED_PREFIX)])
+    codec = {"uncompressed": "none", "lz4_raw": "lz4"}.get(codec, codec)
+    return encode_segment(rows, codec=codec, fingerprint=schema_fingerprint(user)).value
+
+
 def _in_partition(values: Mapping[str, str | None], name: FileName) -> str:
     return f"{partition_path(dict(values))}/{name}" if values else str(name)
 
@@ -502,19 +589,24 @@ def _landed(
     split: bool = False,
     row_groups: tuple[int, int] | None = None,
     stitch_fallback: bool = False,
+    offsets: Any = None,
+    records: int | None = None,
 ) -> LandedSegment:
     seg = c.seg
+    if offsets is None:
+        offsets = seg.offsets
     return LandedSegment(
         seg.topic,
         seg.partition,
-        seg.offset,
-        seg.info.num_records,
+        seg.offset if offsets is None else int(offsets[-1]),
+        seg.info.num_records if records is None else records,
         files,
         split,
         c.new_fields,
         len(seg.value),
         row_groups=row_groups,
         stitch_fallback=stitch_fallback,
+        offsets=offsets,
     )
 
 

@@ -10,7 +10,7 @@ import os
 import re
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlparse
 
@@ -468,6 +468,13 @@ class LandedSegment:
     ``(first, count)`` of its row groups in its one file when it shares that file with other
     segments (stitched); ``None`` when the file(s) hold this segment alone. ``stitch_fallback``:
     it could have been stitched with others but was written alone (stitching was not safe).
+
+    A run of row records (Avro or JSON values, one record each, made a segment when read:
+    :func:`parka.lake._files.segment_of_rows`) spans several offsets: ``offsets`` holds each of
+    its rows' Kafka offset in the order of its rows in the file (increasing), ``offset`` is the
+    last of them, and ``rows``, when set, says which of its rows this is, ``(first, count)``:
+    a part of the run kept or dropped on its own when the table's ``txn`` covers only the
+    run's first rows (:func:`parka.lake._settle.split_covered`).
     """
 
     topic: str
@@ -480,6 +487,13 @@ class LandedSegment:
     value_bytes: int = 0
     row_groups: tuple[int, int] | None = None
     stitch_fallback: bool = False
+    offsets: Any = field(default=None, compare=False)  # a numpy int64 array, or None
+    rows: tuple[int, int] | None = None
+
+    @property
+    def first_offset(self) -> int:
+        """The Kafka offset of its first row: ``offset`` but for a run of row records."""
+        return self.offset if self.offsets is None else int(self.offsets[0])
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,10 @@ is the caller's ``trim``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from parka.errors import SchemaMismatchError
@@ -22,7 +23,7 @@ from parka.evolution import TYPE_WIDENING_KEY, merge_schemas
 from ._log import DataFile
 from ._plan import LandedSegment, Refused
 
-__all__ = ["Split", "evolved_columns", "settle_files", "split_covered", "stop_at_refused", "with_widening"]
+__all__ = ["Split", "cut_run", "evolved_columns", "settle_files", "split_covered", "stop_at_refused", "with_widening"]
 
 
 def stop_at_refused(
@@ -61,12 +62,36 @@ def split_covered(
         v = table_txn[partition]
         return v is not None and offset <= v
 
-    fresh = [s for s in landed if not covered(s.partition, s.offset)]
+    fresh: list[LandedSegment] = []
+    stale: list[LandedSegment] = []
+    for s in landed:
+        if covered(s.partition, s.offset):
+            stale.append(s)
+        elif s.offsets is None or not covered(s.partition, s.first_offset):
+            fresh.append(s)
+        else:  # a run of row records whose first rows are in: the rest is new
+            kept, dropped = cut_run(s, table_txn[s.partition])
+            fresh.append(kept)
+            stale.append(dropped)
     dead = [r for r in refused if not covered(r.partition, r.offset)]
     last: dict[int, int] = {}
     for p, off in [(s.partition, s.offset) for s in fresh] + [(r.partition, r.offset) for r in dead]:
         last[p] = max(off, last.get(p, -1))
-    return Split(fresh, [s for s in landed if covered(s.partition, s.offset)], dead, last)
+    return Split(fresh, stale, dead, last)
+
+
+def cut_run(s: LandedSegment, txn: int | None) -> tuple[LandedSegment, LandedSegment]:
+    """A run of row records ``s`` (``offsets`` set) cut after ``txn``: its part above (new)
+    and its part at or below (covered), two segments of its file(s) with their
+    ``rows``, so that :func:`settle_files` writes the file again with the new part only."""
+    assert s.offsets is not None and txn is not None
+    at = int(np.searchsorted(s.offsets, txn, side="right"))
+    if not 0 < at < len(s.offsets):
+        raise ValueError(f"txn {txn} does not cut the run {s.first_offset}..{s.offset}")
+    start = 0 if s.rows is None else s.rows[0]
+    kept = replace(s, offsets=s.offsets[at:], rows=(start + at, len(s.offsets) - at), records=len(s.offsets) - at)
+    dropped = replace(s, offset=int(s.offsets[at - 1]), offsets=s.offsets[:at], rows=(start, at), records=at)
+    return kept, dropped
 
 
 def settle_files(

@@ -47,7 +47,7 @@ from parka._validate import compile_validator
 from parka.errors import RecordError
 from parka.schema import INT_UNIT_KEY, TIME_UNIT_KEY, child_fields
 
-__all__ = ["Conversion", "RecordConverter", "compile_validator", "records_to_table"]
+__all__ = ["Conversion", "RecordConverter", "compile_validator", "records_to_table", "struct_with_placeholders"]
 
 
 def records_to_table(records: Sequence[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
@@ -233,6 +233,17 @@ def _null_structs(n: int, t: pa.DataType) -> pa.Array:
     return pa.StructArray.from_arrays([_filler(n, f) for f in t], fields=list(t), mask=pa.array([True] * n, pa.bool_()))
 
 
+def struct_with_placeholders(children: list[pa.Array], t: pa.DataType, mask: pa.Array | None) -> pa.Array:
+    """A struct array of type ``t`` from ``children``, null where ``mask`` is true, each
+    never-null child holding placeholders under the null structs (see :func:`_null_structs`)."""
+    if mask is not None:
+        children = [
+            c if f.nullable or not c.null_count else pc.if_else(mask, _filler(len(c), f), c)
+            for c, f in zip(children, t, strict=True)
+        ]
+    return pa.StructArray.from_arrays(children, fields=list(t), mask=mask)
+
+
 def _filler(n: int, field: pa.Field) -> pa.Array:
     """``n`` values of ``field`` never read (under a null struct): nulls where it allows them."""
     t = field.type
@@ -310,12 +321,7 @@ def _conform(array: pa.Array, field: pa.Field) -> pa.Array:
             for f in target
         ]
         mask = array.is_null() if array.null_count else None
-        if mask is not None:  # under a null struct, a never-null child holds placeholders (see _null_structs)
-            children = [
-                c if f.nullable or not c.null_count else pc.if_else(mask, _filler(len(array), f), c)
-                for c, f in zip(children, target, strict=True)
-            ]
-        return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
+        return struct_with_placeholders(children, target, mask)
     if pa.types.is_list(target) or pa.types.is_large_list(target):
         if not (pa.types.is_list(src) or pa.types.is_large_list(src)):
             raise _Slow("not a list")

@@ -69,7 +69,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from parka.errors import RecordError, RegistryError, SchemaError
-from parka.records import Conversion, RecordConverter, _null_violation
+from parka.records import Conversion, RecordConverter, _null_violation, struct_with_placeholders
 from parka.schema import json_schema_to_arrow, to_arrow_schema
 
 __all__ = [
@@ -611,7 +611,7 @@ def _conform(array: pa.Array, target: pa.DataType, path: str) -> pa.Array:
         if not pa.types.is_struct(source):
             raise _BulkFailed(f"{path}: a record read as {source}")
         children = [_conform(array.field(f.name), f.type, f"{path}.{f.name}") for f in target]
-        return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
+        return struct_with_placeholders(children, target, mask)
     if pa.types.is_list(target):
         if not (pa.types.is_list(source) or pa.types.is_large_list(source)):
             raise _BulkFailed(f"{path}: an array read as {source}")

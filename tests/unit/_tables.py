@@ -18,6 +18,7 @@ from parka.lake import (
     TableLog,
     check_segment,
     read_segment,
+    segment_of_rows,
     write_segments,
 )
 
@@ -45,6 +46,41 @@ def stitched(c: Committer, segments: list[tuple[int, int, list[int]]], day: str 
         table = pa.table({"id": ids, "day": [day] * len(ids)}, schema=SCHEMA)
         seg = encode_segment(table, codec="zstd", fingerprint=schema_fingerprint(SCHEMA))
         read = read_segment(topic="t", partition=partition, offset=offset, value=seg.value, headers=seg.headers)
+        c.ensure_table(read.schema)
+        checked.append(
+            check_segment(
+                read,
+                table_schema=c.table_schema(),
+                partition_by=c.partitioning,
+                merge=False,
+                check_columns=c.engine.check_columns,
+            )
+        )
+    return write_segments(
+        checked,
+        table_uri=c.root,
+        storage_options=c.storage_options,
+        table_schema=c.table_schema(),
+        partition_by=c.partitioning,
+        stats_config=c.stats_config(),
+    )
+
+
+def rows_run(
+    c: Committer, runs: list[tuple[int, list[int], list[int]]], days: list[str] | None = None
+) -> list[LandedSegment]:
+    """``(partition, offsets, ids)`` runs of row records (one id per record, at its offset) made
+    segments (:func:`segment_of_rows`) and written as a commit's are; ``days``: each row's day
+    (a run of one Kafka partition may span several table partitions), else ``d1``."""
+    checked = []
+    for partition, offsets, ids in runs:
+        day = days or ["d1"] * len(ids)
+        table = pa.table({"id": ids, "day": day}, schema=SCHEMA)
+        n = len(ids)
+        read = segment_of_rows(
+            topic="t", partition=partition, offsets=offsets, table=table, keys=[None] * n, timestamps=[None] * n,
+            headers=[None] * n,
+        )  # fmt: skip
         c.ensure_table(read.schema)
         checked.append(
             check_segment(

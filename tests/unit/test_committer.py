@@ -4,6 +4,8 @@ table, orphans of interrupted writes, and the table's own partitioning."""
 
 from __future__ import annotations
 
+import dataclasses
+import io
 import json
 import threading
 from pathlib import Path
@@ -12,7 +14,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
-from parka.lake import FileName, Refused, check_segment, read_segment, write_segments
+from parka.lake import (
+    FileName,
+    LandedSegment,
+    Refused,
+    SegmentRead,
+    check_segment,
+    read_file,
+    read_segment,
+    write_segments,
+)
 from parka.lake import _committer as lake_committer
 from parka.lake import _orphans as lake_orphans
 from parka.lake.delta._rs import RsTableLog
@@ -21,7 +32,7 @@ from parka.errors import CommitError, ConfigError, SegmentDecodeError, SegmentEr
 from parka.schema import schema_fingerprint
 from parka.segment import decode_segment, encode_segment
 
-from ._tables import SCHEMA, SteppingClock, committer, conflicting, landed, stitched
+from ._tables import SCHEMA, SteppingClock, committer, conflicting, landed, rows_run, stitched
 
 
 def refused(partition: int, offset: int) -> Refused:
@@ -62,6 +73,65 @@ def test_a_stitched_file_the_table_partly_covers_is_trimmed_to_the_rest(tmp_path
     assert not (tmp_path / "t" / run[0].files[0].path).exists()
     [trimmed] = [FileName.parse(p) for p in DeltaTable(str(tmp_path / "t")).file_uris() if "-to" in p]
     assert trimmed is not None and (trimmed.partition, trimmed.offset, trimmed.last) == (0, 2, 3)
+
+
+def test_a_run_of_row_records_the_table_partly_covers_is_cut_at_the_txn(tmp_path: Path) -> None:
+    """Row records 0-9 (ids 100-109) are in; another writer with this app id read offsets 5-14
+    (and 20, after a gap) as one run: only the rows at 10-14 and 20 may land, in a new file."""
+    c = committer(tmp_path / "t")
+    c.commit(rows_run(c, [(0, list(range(10)), list(range(100, 110)))]))
+    [run] = rows_run(c, [(0, [*range(5, 15), 20], [*range(105, 115), 120])])
+    assert (run.first_offset, run.offset, run.records) == (5, 20, 11)
+    result = c.commit([run])
+    assert (dict(result.last), dict(result.table_txn)) == ({0: 20}, {0: 9})
+    assert ids(tmp_path / "t") == [*range(100, 115), 120]
+    assert (c.stats.trimmed_files, c.stats.covered_files) == (1, 1)
+    assert not (tmp_path / "t" / run.files[0].path).exists()
+    names = [FileName.parse(p) for p in DeltaTable(str(tmp_path / "t")).file_uris()]
+    assert sorted((n.offset, n.last) for n in names if n is not None) == [(0, 9), (10, 20)]
+
+
+def test_a_run_stitched_after_a_segment_is_cut_inside_its_own_rows(tmp_path: Path) -> None:
+    """A segment (offset 3) and a run of row records (4-8) stitched into one file; the table
+    holds up to offset 5: the segment's row group goes, and of the run only 6-8 stay."""
+    c = committer(tmp_path / "t")
+    c.commit(rows_run(c, [(0, [0, 1, 2, 3, 4, 5], [0, 1, 2, 3, 4, 5])]))
+    seg = stitched(c, [(0, 3, [30, 31])])
+    run = rows_run(c, [(0, [4, 5, 6, 7, 8], [4, 5, 6, 7, 8])])
+    both = write_segments(
+        [
+            check_segment(s, table_schema=c.table_schema(), partition_by=(), merge=False,
+                          check_columns=c.engine.check_columns)
+            for s in (_read(c, seg[0]), _read(c, run[0]))
+        ],
+        table_uri=c.root,
+        table_schema=c.table_schema(),
+    )  # fmt: skip
+    assert len({f.path for s in both for f in s.files}) == 1  # stitched
+    c.commit(both)
+    assert ids(tmp_path / "t") == [0, 1, 2, 3, 4, 5, 6, 7, 8]
+
+
+def test_a_run_split_by_table_partition_is_cut_in_each_of_its_files(tmp_path: Path) -> None:
+    c = committer(tmp_path / "t", partition_by=("day",))
+    c.commit(rows_run(c, [(0, [0, 1, 2], [0, 1, 2])], days=["a", "b", "a"]))
+    parts = rows_run(c, [(0, [1, 2, 3, 4, 5], [1, 2, 3, 4, 5])], days=["b", "a", "a", "b", "a"])
+    assert sorted((p.first_offset, p.offset, p.records) for p in parts) == [(1, 4, 2), (2, 5, 3)]
+    c.commit(parts)
+    assert ids(tmp_path / "t") == [0, 1, 2, 3, 4, 5]
+    days = DeltaTable(str(tmp_path / "t")).to_pyarrow_table().sort_by("id")["day"].to_pylist()
+    assert days == ["a", "b", "a", "a", "b", "a"]
+
+
+def _read(c: object, s: LandedSegment) -> SegmentRead:
+    """A landed segment's one file read back as a segment (its offsets kept)."""
+    [f] = s.files
+    data = read_file(c.root, f.path, c.storage_options)  # type: ignore[attr-defined]
+    table = pq.read_table(io.BytesIO(data))
+    user = pa.schema([x for x in table.schema if not x.name.startswith("__parka_")])
+    encoded = encode_segment(table, codec="zstd", fingerprint=schema_fingerprint(user))
+    read = read_segment(topic="t", partition=s.partition, offset=s.offset, value=encoded.value, headers=encoded.headers)
+    return read if s.offsets is None else dataclasses.replace(read, offsets=s.offsets)
 
 
 def test_a_refused_message_in_a_stitched_run_keeps_what_came_before_it(tmp_path: Path) -> None:

@@ -1,0 +1,193 @@
+"""``parka ingest --value-format json``: a topic of JSON records (not segments) lands in bulk, each
+run of records one data file, with the records' keys, timestamps and headers as the reserved
+columns; bad records are dead letters; a topic that moves from records to segments lands both in
+offset order, exactly once, also across a SIGKILL at each step of the protocol. The Avro
+(schema registry) form of the same is in ``registry/test_ingest_rows.py``."""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from confluent_kafka import Producer
+from deltalake import DeltaTable
+from parka.lake import FileName
+
+from ._ingest_util import (
+    assert_no_orphans,
+    data_files_on_disk,
+    events,
+    last_json,
+    log_has,
+    produce_events,
+    referenced_files,
+    run_ingest,
+    start_ingest,
+    table_ids,
+    wait_for,
+    wait_for_rows,
+)
+
+SCHEMA = {
+    "type": "record",
+    "name": "Event",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "device", "type": "string"},
+        {"name": "day", "type": "string"},
+        {"name": "value", "type": ["null", "double"]},
+        {"name": "at", "type": ["null", {"type": "long", "logicalType": "timestamp-micros"}]},
+    ],
+}
+
+
+def _json(row: dict[str, Any]) -> bytes:
+    return json.dumps({**row, "at": row["at"].isoformat()}).encode()
+
+
+def produce_json(bootstrap: str, topic: str, start: int, n: int, *, partition: int | None = None) -> None:
+    """Records ``start`` to ``start + n - 1`` of :func:`events` as JSON values, keyed by device,
+    each with a header."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    where = {} if partition is None else {"partition": partition}
+    for row in events(start, n).to_pylist():
+        producer.produce(topic, value=_json(row), key=row["device"], headers=[("source", b"json")], **where)
+    assert producer.flush(30) == 0
+
+
+@pytest.fixture
+def schema_file(tmp_path: Path) -> Path:
+    path = tmp_path / "event.avsc"
+    path.write_text(json.dumps(SCHEMA))
+    return path
+
+
+def test_json_records_land_with_their_keys_timestamps_and_headers_and_bad_ones_are_dead_letters(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path, schema_file: Path
+) -> None:
+    topic = new_topic()
+    produce_json(bootstrap, topic, 0, 40)
+    plain = Producer({"bootstrap.servers": bootstrap})
+    plain.produce(topic, value=b'{"id": "forty", "device": "d1", "day": "x", "at": "2024-01-01T00:00:00Z"}')
+    plain.produce(topic, value=b"not json")
+    assert plain.flush(30) == 0
+    produce_json(bootstrap, topic, 40, 60)
+    table, dlq = tmp_path / "t", tmp_path / "dlq"
+    flags = ("--end-at-latest", "--value-format", "json", "--value-schema", str(schema_file), "--dlq-table", str(dlq))
+    result = last_json(run_ingest(topic, table, bootstrap, *flags))
+    assert result["dead_letters"] == 2
+    rows = DeltaTable(str(table)).to_pyarrow_table().sort_by("id")
+    assert rows["id"].to_pylist() == list(range(100))
+    want = events(0, 100)
+    for name in want.column_names:
+        assert rows[name].to_pylist() == want[name].to_pylist(), name
+    assert rows["__parka_key"].to_pylist() == [f"d{i % 7}".encode() for i in range(100)]
+    assert rows["__parka_headers"].to_pylist() == [[{"key": "source", "value": b"json"}]] * 100
+    assert pa.compute.min(rows["__parka_timestamp"]).as_py() > 1_700_000_000_000  # the Kafka timestamps
+    dead = DeltaTable(str(dlq)).to_pyarrow_table().sort_by("offset").to_pylist()
+    assert [d["offset"] for d in dead] == [40, 41]
+    assert "--value-format json" in dead[0]["error"] and dead[1]["value"] == b"not json"
+    # the two runs of good records around the bad ones, stitched: one file, named by its offsets
+    names = [FileName.parse(p) for p in referenced_files(table)]
+    assert [(n.offset, n.last) for n in names if n is not None] == [(0, 101)]
+    assert last_json(run_ingest(topic, table, bootstrap, *flags))["records"] == 0
+
+
+def test_json_schema_is_inferred_from_the_first_batch_then_the_tables(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic()
+    plain = Producer({"bootstrap.servers": bootstrap})
+    for i in range(5):
+        plain.produce(topic, value=json.dumps({"n": i, "name": f"x{i}"}).encode())
+    assert plain.flush(30) == 0
+    table = tmp_path / "t"
+    run_ingest(topic, table, bootstrap, "--end-at-latest", "--value-format", "json")
+    plain.produce(topic, value=json.dumps({"n": 5, "name": "x5"}).encode())
+    plain.produce(topic, value=json.dumps({"n": 6, "other": 1}).encode())  # not the table's: refused
+    assert plain.flush(30) == 0
+    proc = run_ingest(topic, table, bootstrap, "--end-at-latest", "--value-format", "json", check=False)
+    assert proc.returncode == 1 and f"at {topic}[0]@6" in proc.stderr and "other" in proc.stderr
+    got = DeltaTable(str(table)).to_pyarrow_table().sort_by("n")
+    assert got.select(["n", "name"]).to_pylist() == [{"n": i, "name": f"x{i}"} for i in range(6)]
+
+
+def test_a_topic_moving_from_json_records_to_segments_lands_both_in_order_exactly_once(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path, schema_file: Path
+) -> None:
+    topic = new_topic(partitions=2)
+    for p in (0, 1):
+        produce_json(bootstrap, topic, p * 10_000, 300, partition=p)
+    produce_events(bootstrap, topic, 20_000, 400, batch=50)  # segments, both partitions
+    for p in (0, 1):
+        produce_json(bootstrap, topic, 30_000 + p * 1000, 200, partition=p)  # a producer not moved yet
+    table = tmp_path / "t"
+    flags = ("--end-at-latest", "--value-format", "json", "--value-schema", str(schema_file))
+    run_ingest(topic, table, bootstrap, *flags, "--max-segments-per-commit", "3")
+    want = [*range(300), *range(10_000, 10_300), *range(20_000, 20_400), *range(30_000, 30_200)]
+    want += range(31_000, 31_200)
+    assert sorted(table_ids(table)) == sorted(want)
+    assert data_files_on_disk(table) == referenced_files(table)
+
+
+@pytest.mark.parametrize("point", ["mid-write", "after-write", "after-delta-commit"])
+def test_kill_9_amid_json_records_then_restart_is_exactly_once(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path, schema_file: Path, point: str
+) -> None:
+    topic = new_topic(partitions=2)
+    produce_json(bootstrap, topic, 0, 600)
+    produce_events(bootstrap, topic, 600, 200, batch=50)
+    produce_json(bootstrap, topic, 800, 200)
+    table = tmp_path / "t"
+    flags = ("--end-at-latest", "--value-format", "json", "--value-schema", str(schema_file))
+    flags += ("--min-bytes-per-commit", "20000")  # several commits, the crash in the second
+    crashed = run_ingest(
+        topic, table, bootstrap, *flags, env={"PARKA_TEST_CRASH_AT": point, "PARKA_TEST_CRASH_AFTER": "2"}, check=False
+    )
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+    run_ingest(topic, table, bootstrap, *flags)
+    ids = table_ids(table)
+    assert len(ids) == 1000 and sorted(ids) == list(range(1000))
+    assert data_files_on_disk(table) == referenced_files(table)
+
+
+def test_two_workers_racing_on_json_records_commit_each_record_once(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path, schema_file: Path
+) -> None:
+    """Different consumer groups, one app id: both workers read every record and race to
+    commit them. A run of records one of them committed part of (the other's txn falls inside
+    it) is cut at that txn, its file written again with the rest only."""
+    topic = new_topic(partitions=2)
+    table = tmp_path / "t"
+    fmt = ("--value-format", "json", "--value-schema", str(schema_file))
+    produce_json(bootstrap, topic, 0, 100)
+    run_ingest(topic, table, bootstrap, "--end-at-latest", "-a", "racers", *fmt)  # the table exists
+    flags = ("-a", "racers", "--min-bytes-per-commit", "3000", "--allowed-latency", "0.2", *fmt)
+    logs = [tmp_path / "r1.log", tmp_path / "r2.log"]
+    racers = [start_ingest(topic, table, bootstrap, *flags, "-g", f"g{i}-{topic}", log=logs[i]) for i in range(2)]
+    try:
+        for log in logs:
+            wait_for(lambda log=log: log_has(log, "partition 1 assigned"), f"{log.name} to be assigned")
+        for start in range(100, 3100, 500):
+            produce_json(bootstrap, topic, start, 500)
+        assert wait_for_rows(table, 3100, timeout_s=120) >= 3100
+        for proc in racers:
+            proc.send_signal(signal.SIGTERM)
+        for proc, log in zip(racers, logs, strict=True):
+            assert proc.wait(timeout=60) == 0, log.read_text()[-3000:]
+    finally:
+        for proc in racers:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=60)
+    ids = table_ids(table)
+    assert len(ids) == 3100, f"{len(ids) - len(set(ids))} duplicates, {3100 - len(set(ids))} missing"
+    assert sorted(ids) == list(range(3100))
+    assert_no_orphans(table)
+    texts = "".join(log.read_text() for log in logs)
+    assert any(sign in texts for sign in ("commit conflict", "the table already had", "the table already holds it"))
