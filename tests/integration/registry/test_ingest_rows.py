@@ -7,6 +7,7 @@ Debezium's Avro converter frames them) feed ``--cdc debezium``."""
 from __future__ import annotations
 
 import json
+import signal
 import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,7 +21,7 @@ from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from deltalake import DeltaTable, QueryBuilder
 
-from .._ingest_util import last_json, run_ingest
+from .._ingest_util import data_files_on_disk, events, last_json, produce_events, referenced_files, run_ingest
 
 pytestmark = pytest.mark.timeout(900)  # a first run builds the registry (see test_registry.py)
 
@@ -64,6 +65,17 @@ ENVELOPE = {
         },
         {"name": "op", "type": "string"},
         {"name": "ts_ms", "type": ["null", "long"], "default": None},
+    ],
+}
+EVENT = {  # tests/integration/_ingest_util.py's EVENTS
+    "type": "record",
+    "name": "Event",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "device", "type": "string"},
+        {"name": "day", "type": "string"},
+        {"name": "value", "type": ["null", "double"]},
+        {"name": "at", "type": ["null", {"type": "long", "logicalType": "timestamp-micros"}]},
     ],
 }
 KEY = {"type": "record", "name": "Key", "namespace": "shop.public.items", "fields": [{"name": "id", "type": "long"}]}
@@ -140,3 +152,42 @@ def test_debezium_avro_envelopes_land_as_the_latest_row_per_key(
     want = {k: f"item-{k}" for k in range(20) if k != 5} | {3: "three again", 42: "new"}
     assert {k: r["name"] for k, r in rows.items()} == want
     assert rows[3]["__source_lsn"] == 103 and rows[42]["__op"] == "c"
+
+
+@pytest.mark.parametrize(
+    "point", ["before-write", "mid-write", "after-write", "after-dead-letters", "after-delta-commit"]
+)
+def test_a_topic_migrating_from_avro_records_to_segments_killed_at_each_point_lands_each_record_once(
+    bootstrap: str, registry_url: str, client: SchemaRegistryClient, new_topic: Callable[..., str], tmp_path: Path,
+    point: str,
+) -> None:  # fmt: skip
+    """Each partition: Avro records, a bad one (a dead letter), segments from a producer moved to
+    ParquetProducer, then Avro again from one not moved yet; SIGKILL at the point, in the second
+    commit, then a run to the end: every record once, equal to what was produced."""
+    topic = new_topic(partitions=2)
+    serialize = AvroSerializer(client, json.dumps(EVENT))
+    context = SerializationContext(topic, MessageField.VALUE)
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for p in (0, 1):
+        for row in events(p * 1000, 300).to_pylist():
+            producer.produce(topic, value=serialize(row, context), key=row["device"], partition=p)
+        producer.produce(topic, value=b"\x00\x00\x00\x00\x01 torn", partition=p)  # a frame, a body of nothing
+    assert producer.flush(30) == 0
+    produce_events(bootstrap, topic, 5000, 400, batch=50)
+    for p in (0, 1):
+        for row in events(8000 + p * 1000, 200).to_pylist():
+            producer.produce(topic, value=serialize(row, context), key=row["device"], partition=p)
+    assert producer.flush(30) == 0
+    table, dlq = tmp_path / "t", tmp_path / "dlq"
+    flags = ("--end-at-latest", "--value-format", "avro", "--schema-registry-url", registry_url)
+    flags += ("--dlq-table", str(dlq), "--min-bytes-per-commit", "20000")
+    env = {"PARKA_TEST_CRASH_AT": point, "PARKA_TEST_CRASH_AFTER": "2" if point != "after-dead-letters" else "1"}
+    crashed = run_ingest(topic, table, bootstrap, *flags, env=env, check=False)
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+    run_ingest(topic, table, bootstrap, *flags)
+    want = pa.concat_tables([events(s, n) for s, n in [(0, 300), (1000, 300), (5000, 400), (8000, 200), (9000, 200)]])
+    got = DeltaTable(str(table)).to_pyarrow_table().select(want.column_names).sort_by("id")
+    assert got.to_pylist() == want.sort_by("id").to_pylist()
+    dead = DeltaTable(str(dlq)).to_pyarrow_table()
+    assert sorted(dead["value"].to_pylist()) == [b"\x00\x00\x00\x00\x01 torn"] * 2
+    assert data_files_on_disk(table) == referenced_files(table)
