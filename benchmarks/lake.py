@@ -86,6 +86,7 @@ def ingest(
     min_bytes_per_commit: int | None = None,
     compaction: bool = True,
     on_progress: Callable[[IngestionConsumer], None] | None = None,
+    **settings: Any,
 ) -> LakeRun:
     """Run ``parka ingest`` in-process until the topic is drained. ``profiler`` (a
     context-manager factory) wraps the run when given. With ``warehouse``, ``table_uri`` is an
@@ -94,8 +95,8 @@ def ingest(
     store. ``max_segments_per_commit``, ``min_bytes_per_commit``: those settings (default: the
     daemon's); ``compaction``
     False: no background compaction (``--compact-min-files 0``);
-    ``on_progress``: called as the daemon's progress callback is. Raises ``CheckFailed`` when
-    it fails."""
+    ``on_progress``: called as the daemon's progress callback is; ``settings``: more of
+    :class:`IngestSettings`' (``value_format``...). Raises ``CheckFailed`` when it fails."""
     first: dict[str, float] = {}
 
     def progress(consumer: IngestionConsumer) -> None:
@@ -122,6 +123,7 @@ def ingest(
         **({} if max_segments_per_commit is None else {"max_segments_per_commit": max_segments_per_commit}),
         **({} if min_bytes_per_commit is None else {"min_bytes_per_commit": min_bytes_per_commit}),
         **({} if compaction else {"compact_min_files": 0}),
+        **settings,
     )
     with measured() as span:
         worker = IngestionConsumer(settings, progress=progress)

@@ -12,6 +12,7 @@ hands out records stays in ``_shim.py``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any
 
@@ -57,6 +58,7 @@ class Fetcher:
         self._cursors = cursors
         self._resume_checked = resume_checked
         self._readers = readers
+        self._held: list[Any] = []  # messages fetched and not handed out yet (fetch_raw_many)
 
     def fetch(self, timeout: float, *, batch: bool) -> Any:
         """Poll the client once (``consume(1)`` when ``batch``): a plain or error message,
@@ -90,9 +92,48 @@ class Fetcher:
         self._cursors[key] = cursor
         return NOTHING if cursor.next >= cursor.stop else cursor
 
+    def fetch_raw_many(self, timeout: float | None, max_messages: int) -> list[RawSegment]:
+        """Up to ``max_messages`` messages undecoded (``poll_buffers``): the first waited for up
+        to ``timeout``, the rest those the client has fetched already. Garbled segment headers do
+        not raise here: the message comes back with ``info`` ``None`` (reading it as a segment
+        raises the error, with the message). A client error after some messages is raised at
+        the next call, and the messages after it come back then: none is dropped. Empty on
+        timeout or partition ends only."""
+        if not self._held:
+            first = self._client.poll(-1 if timeout is None else timeout)
+            if first is None:
+                return []
+            self._held = [first, *(self._client.consume(max_messages - 1, 0) if max_messages > 1 else ())]
+        msgs, self._held = self._held, []
+        out: list[RawSegment] = []
+        last: dict[tuple[str, int], Any] = {}
+        for i, msg in enumerate(msgs):
+            err = msg.error()
+            if err is not None:
+                if err.code() == confluent_kafka.KafkaError._PARTITION_EOF:
+                    continue
+                self._held = msgs[i + 1 :] if not out else msgs[i:]
+                if not out:
+                    raise KafkaClientException(f"consume failed: {err}", kafka_error=err)
+                break
+            topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+            value, headers = msg.value(), msg.headers()
+            info = None
+            if headers and is_segment(headers):
+                with contextlib.suppress(SegmentError):  # garbled: read_segment raises it, keeping the message
+                    info = read_segment_info(headers, value=value, topic=topic, partition=partition, offset=offset)
+            out.append(RawSegment(value, headers, topic, partition, offset, msg.timestamp(), info, msg.key()))
+            last[(topic, partition)] = msg
+        for (topic, partition), msg in last.items():
+            self._cursors[(topic, partition)] = Cursor(topic, partition, msg.offset(), epoch=msg.leader_epoch())
+        return out
+
     def fetch_raw(self, timeout: float | None) -> RawSegment | None:
         """The next message undecoded (``poll_buffer``); ``None`` on timeout or a partition end.
         Raises as ``poll_buffer``."""
+        if self._held:  # fetched by fetch_raw_many: handed out first, in order
+            held = self.fetch_raw_many(timeout, 1)
+            return held[0] if held else None
         msg: Any = self._client.poll(-1 if timeout is None else timeout)
         if msg is None:
             return None

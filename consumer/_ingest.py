@@ -59,6 +59,7 @@ from parka.ops.stopping import StopGuard
 from parka.crash import crash_point
 from parka.errors import ConfigError, KafkaClientError, RecordError, SchemaMismatchError, SegmentError
 from parka.partitioning import PartitionSpec
+from parka.segment import is_segment
 
 from ._compactor import Maintenance
 from ._ingest_client import KafkaSide, table_metadata
@@ -210,34 +211,47 @@ class IngestionConsumer(KafkaSide):
         return run
 
     def _loop(self, run: IngestRun) -> None:
-        """Poll, check and buffer; hand each batch that is due to the commit thread."""
+        """Poll, check and buffer; hand each batch that is due to the commit thread. A poll takes
+        the messages the client holds (a topic of row records has a message per row); each is
+        handled as if polled alone: the memory bound, the commit's size and its due time are
+        judged before and after every one."""
         s = self.settings
         while not self._stop.is_set():
-            if run.pipeline.done():
-                self._finish(run)
-            if run.pipeline.in_flight_bytes + run.batch.bytes >= s.buffer_limit:
-                self._finish(run)  # memory bound: the commit in flight must end first
-            raw = self._poll(run.consumer)
-            if raw is not None:
+            raws = self._poll(run.consumer)
+            at_end = not raws
+            for raw in raws:
+                self._make_room(run)
                 if self._policy.overflows(buffered_bytes=run.batch.bytes, next_bytes=len(raw.value or b"")):
                     self._commit_due(run)  # before it: the commit's files stay within the target size
                 self._handle(run, raw)
+                self._cut_if_due(run)
+                # the client's positions are asked only when they may show the end
+                at_end = at_end or self._positions.at_end(raw.partition, raw.offset)
+            if raws:
                 self._watch.recovered()
+            else:
+                self._make_room(run)
+                self._cut_if_due(run)
             self._watch.tick(run.consumer, s.topic)
-            if self._policy.due(
-                segments=len(run.batch),
-                buffered_bytes=run.batch.bytes,
-                oldest_at=run.batch.oldest_at,
-                now=self._clock(),
-            ):
-                self._commit_due(run)
             if self._progress is not None:
                 self._progress(self)
             self._report_lag()
             if self._metrics is not None:
                 self._metrics.beat()
-            if s.end_at_latest and self._caught_up(run):
+            if s.end_at_latest and at_end and self._caught_up(run):
                 break
+
+    def _make_room(self, run: IngestRun) -> None:
+        """Take a commit that ended; past the memory bound, wait for the one in flight."""
+        if run.pipeline.done() or run.pipeline.in_flight_bytes + run.batch.bytes >= self.settings.buffer_limit:
+            self._finish(run)
+
+    def _cut_if_due(self, run: IngestRun) -> None:
+        batch = run.batch
+        if self._policy.due(
+            segments=len(batch), buffered_bytes=batch.bytes, oldest_at=batch.oldest_at, now=self._clock()
+        ):
+            self._commit_due(run)
 
     def _commit_due(self, run: IngestRun) -> None:
         """A commit is due (:class:`parka.lake.CommitPolicy`): cut the batch, then run
@@ -339,7 +353,7 @@ class IngestionConsumer(KafkaSide):
             self._decode_rows(run, raw.partition)  # the records before it first, in offset order
             self._tombstone(run, raw)
             return
-        if raw.info is None and self._row_values is not None:  # a row record (--value-format)
+        if raw.info is None and self._row_values is not None and not is_segment(raw.headers):  # --value-format
             run.batch.rows.setdefault(raw.partition, []).append(raw)
             run.batch.bytes += len(raw.value or b"")
             self._positions.consumed[raw.partition] = raw.offset

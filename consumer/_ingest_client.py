@@ -11,10 +11,10 @@ import logging
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from parka.ops.preflight import BrokerWatch
 
-from parka.errors import Blocker, ConfigError, KafkaClientError, SegmentError
+from parka.errors import Blocker, ConfigError, KafkaClientError
 
 from ._positions import Positions
 from ._settings import IngestSettings
@@ -26,6 +26,8 @@ log = logging.getLogger("parka.ingest")
 
 # Errors librdkafka retries forever (reported through error_cb or as consume errors) that no
 # retry can fix: a wrong password, mechanism, CA or ACL. The daemon stops on them, naming them.
+POLL_MESSAGES = 500  # messages one poll of the daemon's loop takes at most
+
 _CREDENTIAL_ERRORS = {
     KafkaError._AUTHENTICATION: "Kafka authentication failed",
     KafkaError.SASL_AUTHENTICATION_FAILED: "Kafka authentication failed",
@@ -119,37 +121,26 @@ class KafkaSide:
             f"{_CREDENTIAL_ERRORS[err.code()]}, stopping ({_CREDENTIAL_HINT}): {err.str()}", kafka_error=err
         )
 
-    def _poll(self, consumer: ParquetConsumer) -> RawSegment | None:
-        """The next raw message; transient client errors (a broker away) are logged and retried.
+    def _poll(self, consumer: ParquetConsumer) -> list[RawSegment]:
+        """The next raw messages, those the client holds already, up to :data:`POLL_MESSAGES`
+        (a topic of row records has a message per row: one call per message cost more than
+        decoding them); transient client errors (a broker away) are logged and retried.
 
         librdkafka reconnects by itself, and everything buffered stays buffered until a commit
-        succeeds, so waiting loses nothing. A fatal error stops ingestion.
+        succeeds, so waiting loses nothing. A fatal error stops ingestion. A message with
+        garbled parka headers comes as it is: ``_handle`` refuses it (dead letter, or a stop
+        after what came before is committed) like any other bad message.
         """
         try:
-            raw = consumer.poll_buffer(timeout=0.5)
-        except SegmentError as exc:
-            # Garbled parka headers: the shim raises before it builds the RawSegment, keeping the
-            # raw message in the error. Hand it on as a message; _handle refuses it (dead letter,
-            # or a stop after what came before is committed) like any other bad message.
-            if exc.topic is None or exc.partition is None or exc.offset is None:
-                raise
-            return RawSegment(
-                value=exc.value,
-                headers=exc.headers,
-                topic=exc.topic,
-                partition=exc.partition,
-                offset=exc.offset,
-                timestamp=(TIMESTAMP_NOT_AVAILABLE, 0),
-                info=None,
-            )
+            raws = consumer.poll_buffers(timeout=0.5, max_messages=POLL_MESSAGES)
         except KafkaClientError as exc:
             err = exc.kafka_error
             if err is not None and err.code() in _CREDENTIAL_ERRORS:
                 self._raise_credential_error(err)
             if err is not None and not err.fatal():
                 self._watch.trouble(Blocker("kafka", f"Kafka client: {err.str()} (buffered segments are kept)", False))
-                return None
+                return []
             raise
         if self._credential_error is not None:  # noted by error_cb during this poll
             self._raise_credential_error(self._credential_error)
-        return raw
+        return raws

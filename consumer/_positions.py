@@ -67,6 +67,11 @@ class Positions:
             done += max(0, min(high, self.consumed.get(p, start - 1) + 1) - start)
         return done, total
 
+    def at_end(self, partition: int, offset: int) -> bool:
+        """Whether the message at ``offset`` is its partition's last at start (or past it): only
+        then, or when a poll returns nothing, can :meth:`caught_up` have become true."""
+        return offset + 1 >= self.high.get(partition, 0)
+
     def caught_up(self, position: Callable[[int], int]) -> bool:
         """Every assigned partition has reached its high watermark at start (``position``: the
         client's position, negative when it has none)."""

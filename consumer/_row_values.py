@@ -28,7 +28,6 @@ from ._settings import VALUE_SCHEMA, IngestSettings
 __all__ = ["RowValues"]
 
 
-
 class RowValues:
     """The decoder of one run's row values (see the module docstring); ``None`` from
     :meth:`of` when the settings read no rows (``--value-format segment``)."""

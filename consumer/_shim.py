@@ -383,6 +383,19 @@ class ParquetConsumer(OffsetsAPI):
             raise SegmentError("records of a decoded segment are still pending: call poll() until it returns them")
         return self._fetcher.fetch_raw(timeout)
 
+    def poll_buffers(self, timeout: float | None = None, max_messages: int = 500) -> list[RawSegment]:
+        """The batch form of :meth:`poll_buffer` (as ``consume`` is ``poll``'s): up to
+        ``max_messages`` raw messages, the first waited for up to ``timeout``, the rest only those
+        already fetched, so a batch never waits to fill. Empty when nothing arrived in time.
+        Garbled segment headers are not raised: such a message comes back with ``info`` ``None``
+        (:func:`parka.lake.read_segment` raises its error). Raises
+        :class:`KafkaClientException` for client errors, after the messages before one.
+        """
+        current = self._current
+        if current is not None and current.next < current.stop:
+            raise SegmentError("records of a decoded segment are still pending: call poll() until it returns them")
+        return self._fetcher.fetch_raw_many(timeout, max_messages)
+
     def close(self) -> None:
         """Stop auto-committing, commit the final positions (with auto-commit) and close the client.
 
