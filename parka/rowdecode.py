@@ -45,8 +45,8 @@ may come from a JSON Schema document (:func:`parka.schema.json_schema_to_arrow`)
 from a first batch and then fixed (:meth:`JsonRows.inferred`).
 
 ``benchmarks/row_decode.py`` measures both formats' paths side by side
-(``benchmarks/results/2026-11-30-row-decode/``). Not yet wired into ``parka ingest``: row topics
-are still dead-lettered there.
+(``benchmarks/results/2026-11-30-row-decode/``). ``parka ingest --value-format`` decodes a topic's
+row records with these (``consumer/_row_values.py``).
 """
 
 from __future__ import annotations
