@@ -1,25 +1,49 @@
-"""cProfile of parka ingest --value-format json on 100,000 web_requests rows, in process (a broker on
-127.0.0.1:19300): python benchmarks/results/2026-11-30-row-ingest/profile_json.py "$(PARKA_KAFKA_PORT=19300 scripts/kafka-local.sh data-dir)"
+"""cProfile of ``parka ingest --value-format json`` on 100,000 web_requests rows, in process, with a
+broker on 127.0.0.1:19300; from the repository's root::
+
+    python benchmarks/results/2026-11-30-row-ingest/profile_json.py \
+        "$(PARKA_KAFKA_PORT=19300 scripts/kafka-local.sh data-dir)"
+
+Its output of 2026-11-30 is ``profile_json.txt`` beside it.
 """
-import cProfile, pstats, sys, json, uuid
-sys.path.insert(0, '.')
-from benchmarks.datasets import load
-from benchmarks.broker import Broker
-from benchmarks import encodings as enc
-from benchmarks.clients import produce_values
-from benchmarks.row_decode import json_values
-from benchmarks.lake import ingest
+
+from __future__ import annotations
+
+import cProfile
+import json
+import pstats
+import sys
 import tempfile
-ds = load("web_requests", 100000)
-b = Broker("127.0.0.1:19300", sys.argv[1])
-t = f"prof-{uuid.uuid4().hex[:6]}"
-b.create_topic(t)
-produce_values(enc.row_producer_conf(b.bootstrap, "zstd", 10000, b.max_message_bytes_cached()), t, json_values(ds.table))
-sf = tempfile.mktemp(suffix=".avsc"); open(sf, "w").write(json.dumps(ds.avro_schema))
-d = tempfile.mkdtemp()
-pr = cProfile.Profile()
-pr.enable()
-run = ingest(b.bootstrap, t, d, value_format="json", value_schema_path=sf)
-pr.disable()
-print("cpu", run.span.cpu_s, "rows", run.rows)
-pstats.Stats(pr).sort_stats("tottime").print_stats(25)
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, ".")
+
+from benchmarks import encodings as enc
+from benchmarks.broker import Broker
+from benchmarks.clients import produce_values
+from benchmarks.datasets import load
+from benchmarks.lake import ingest
+from benchmarks.row_decode import json_values
+
+
+def main(data_dir: str) -> None:
+    ds = load("web_requests", 100_000)
+    broker = Broker("127.0.0.1:19300", data_dir)
+    topic = f"prof-{uuid.uuid4().hex[:6]}"
+    broker.create_topic(topic)
+    conf = enc.row_producer_conf(broker.bootstrap, "zstd", 10_000, broker.max_message_bytes_cached())
+    produce_values(conf, topic, json_values(ds.table))
+    folder = Path(tempfile.mkdtemp())
+    schema = folder / "schema.avsc"
+    schema.write_text(json.dumps(ds.avro_schema))
+    profile = cProfile.Profile()
+    profile.enable()
+    run = ingest(broker.bootstrap, topic, str(folder / "t"), value_format="json", value_schema_path=str(schema))
+    profile.disable()
+    print("cpu", run.span.cpu_s, "rows", run.rows)
+    pstats.Stats(profile).sort_stats("tottime").print_stats(25)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
