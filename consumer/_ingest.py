@@ -76,6 +76,11 @@ __all__ = ["DLQ_SCHEMA", "IngestSettings", "IngestStats", "IngestionConsumer"]
 
 log = logging.getLogger("parka.ingest")
 
+# What a row record held until its run is decoded costs in memory beyond its value's bytes (its
+# message's object, key and headers: some 400 bytes measured with tracemalloc), counted in the
+# bytes buffered so that --max-buffered-bytes bounds a row topic's memory as a segment topic's
+ROW_RECORD_OVERHEAD = 400
+
 
 @dataclass
 class IngestStats(CommitStats):
@@ -213,25 +218,31 @@ class IngestionConsumer(KafkaSide):
     def _loop(self, run: IngestRun) -> None:
         """Poll, check and buffer; hand each batch that is due to the commit thread. A poll takes
         the messages the client holds (a topic of row records has a message per row); each is
-        handled as if polled alone: the memory bound, the commit's size and its due time are
-        judged before and after every one."""
+        handled as if polled alone: the memory bound and the commit's size are judged before
+        every one, and whether a commit is due after every segment and whenever the bytes
+        buffered reach a commit's (a row record adds no segment, and time is judged after the
+        poll's messages)."""
         s = self.settings
+        limit, per_commit = s.buffer_limit, s.bytes_per_commit
         while not self._stop.is_set():
             raws = self._poll(run.consumer)
             at_end = not raws
             for raw in raws:
-                self._make_room(run)
-                if self._policy.overflows(buffered_bytes=run.batch.bytes, next_bytes=len(raw.value or b"")):
+                size = len(raw.value or b"")
+                if run.pipeline.in_flight_bytes + run.batch.bytes >= limit:
+                    self._finish(run)  # memory bound: the commit in flight must end first
+                if self._policy.overflows(buffered_bytes=run.batch.bytes, next_bytes=size):
                     self._commit_due(run)  # before it: the commit's files stay within the target size
                 self._handle(run, raw)
-                self._cut_if_due(run)
+                if raw.info is not None or run.batch.bytes >= per_commit:
+                    self._cut_if_due(run)
                 # the client's positions are asked only when they may show the end
                 at_end = at_end or self._positions.at_end(raw.partition, raw.offset)
             if raws:
                 self._watch.recovered()
-            else:
-                self._make_room(run)
-                self._cut_if_due(run)
+            if run.pipeline.done() or run.pipeline.in_flight_bytes + run.batch.bytes >= limit:
+                self._finish(run)
+            self._cut_if_due(run)
             self._watch.tick(run.consumer, s.topic)
             if self._progress is not None:
                 self._progress(self)
@@ -240,11 +251,6 @@ class IngestionConsumer(KafkaSide):
                 self._metrics.beat()
             if s.end_at_latest and at_end and self._caught_up(run):
                 break
-
-    def _make_room(self, run: IngestRun) -> None:
-        """Take a commit that ended; past the memory bound, wait for the one in flight."""
-        if run.pipeline.done() or run.pipeline.in_flight_bytes + run.batch.bytes >= self.settings.buffer_limit:
-            self._finish(run)
 
     def _cut_if_due(self, run: IngestRun) -> None:
         batch = run.batch
@@ -355,7 +361,7 @@ class IngestionConsumer(KafkaSide):
             return
         if raw.info is None and self._row_values is not None and not is_segment(raw.headers):  # --value-format
             run.batch.rows.setdefault(raw.partition, []).append(raw)
-            run.batch.bytes += len(raw.value or b"")
+            run.batch.bytes += len(raw.value or b"") + ROW_RECORD_OVERHEAD
             self._positions.consumed[raw.partition] = raw.offset
             if run.batch.oldest_at is None:
                 run.batch.oldest_at = self._clock()

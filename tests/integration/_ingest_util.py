@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from deltalake import DeltaTable
 from parka.lake import FileName, default_app_id, logged_files, read_file, table_identity
@@ -46,6 +46,33 @@ def events(start: int, n: int, days: int = 3) -> pa.Table:
         },
         schema=EVENTS,
     )
+
+
+EVENTS_AVRO = {  # EVENTS as an Avro schema: JSON and Avro records of the same rows
+    "type": "record",
+    "name": "Event",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "device", "type": "string"},
+        {"name": "day", "type": "string"},
+        {"name": "value", "type": ["null", "double"]},
+        {"name": "at", "type": ["null", {"type": "long", "logicalType": "timestamp-micros"}]},
+    ],
+}
+
+
+def _json(row: dict[str, Any]) -> bytes:
+    return json.dumps({**row, "at": row["at"].isoformat()}).encode()
+
+
+def produce_json(bootstrap: str, topic: str, start: int, n: int, *, partition: int | None = None) -> None:
+    """Records ``start`` to ``start + n - 1`` of :func:`events` as JSON values, keyed by device,
+    each with a header."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    where = {} if partition is None else {"partition": partition}
+    for row in events(start, n).to_pylist():
+        producer.produce(topic, value=_json(row), key=row["device"], headers=[("source", b"json")], **where)
+    assert producer.flush(30) == 0
 
 
 def create_topic(admin: AdminClient, name: str, partitions: int = 1, **config: str) -> str:

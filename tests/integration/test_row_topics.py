@@ -10,7 +10,6 @@ import json
 import signal
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -19,12 +18,14 @@ from deltalake import DeltaTable
 from parka.lake import FileName
 
 from ._ingest_util import (
+    EVENTS_AVRO,
     assert_no_orphans,
     data_files_on_disk,
     events,
     last_json,
     log_has,
     produce_events,
+    produce_json,
     referenced_files,
     run_ingest,
     start_ingest,
@@ -33,37 +34,11 @@ from ._ingest_util import (
     wait_for_rows,
 )
 
-SCHEMA = {
-    "type": "record",
-    "name": "Event",
-    "fields": [
-        {"name": "id", "type": "long"},
-        {"name": "device", "type": "string"},
-        {"name": "day", "type": "string"},
-        {"name": "value", "type": ["null", "double"]},
-        {"name": "at", "type": ["null", {"type": "long", "logicalType": "timestamp-micros"}]},
-    ],
-}
-
-
-def _json(row: dict[str, Any]) -> bytes:
-    return json.dumps({**row, "at": row["at"].isoformat()}).encode()
-
-
-def produce_json(bootstrap: str, topic: str, start: int, n: int, *, partition: int | None = None) -> None:
-    """Records ``start`` to ``start + n - 1`` of :func:`events` as JSON values, keyed by device,
-    each with a header."""
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
-    where = {} if partition is None else {"partition": partition}
-    for row in events(start, n).to_pylist():
-        producer.produce(topic, value=_json(row), key=row["device"], headers=[("source", b"json")], **where)
-    assert producer.flush(30) == 0
-
 
 @pytest.fixture
 def schema_file(tmp_path: Path) -> Path:
     path = tmp_path / "event.avsc"
-    path.write_text(json.dumps(SCHEMA))
+    path.write_text(json.dumps(EVENTS_AVRO))
     return path
 
 

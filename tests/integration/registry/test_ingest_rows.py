@@ -21,7 +21,15 @@ from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from deltalake import DeltaTable, QueryBuilder
 
-from .._ingest_util import data_files_on_disk, events, last_json, produce_events, referenced_files, run_ingest
+from .._ingest_util import (
+    EVENTS_AVRO,
+    data_files_on_disk,
+    events,
+    last_json,
+    produce_events,
+    referenced_files,
+    run_ingest,
+)
 
 pytestmark = pytest.mark.timeout(900)  # a first run builds the registry (see test_registry.py)
 
@@ -65,17 +73,6 @@ ENVELOPE = {
         },
         {"name": "op", "type": "string"},
         {"name": "ts_ms", "type": ["null", "long"], "default": None},
-    ],
-}
-EVENT = {  # tests/integration/_ingest_util.py's EVENTS
-    "type": "record",
-    "name": "Event",
-    "fields": [
-        {"name": "id", "type": "long"},
-        {"name": "device", "type": "string"},
-        {"name": "day", "type": "string"},
-        {"name": "value", "type": ["null", "double"]},
-        {"name": "at", "type": ["null", {"type": "long", "logicalType": "timestamp-micros"}]},
     ],
 }
 KEY = {"type": "record", "name": "Key", "namespace": "shop.public.items", "fields": [{"name": "id", "type": "long"}]}
@@ -165,7 +162,7 @@ def test_a_topic_migrating_from_avro_records_to_segments_killed_at_each_point_la
     ParquetProducer, then Avro again from one not moved yet; SIGKILL at the point, in the second
     commit, then a run to the end: every record once, equal to what was produced."""
     topic = new_topic(partitions=2)
-    serialize = AvroSerializer(client, json.dumps(EVENT))
+    serialize = AvroSerializer(client, json.dumps(EVENTS_AVRO))
     context = SerializationContext(topic, MessageField.VALUE)
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
     for p in (0, 1):
