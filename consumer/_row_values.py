@@ -5,7 +5,8 @@ read as rows in bulk (:mod:`parka.rowdecode`), a partition's run of them at a ti
 the registry. ``json``: a Confluent-framed value (magic byte 0) against its JSON Schema in the
 registry; a plain one (a JSON object) against ``--value-schema`` (an Avro schema or a JSON
 Schema document), else the table's schema (its user columns), else the schema inferred from the
-first values read while no table exists, then kept for the run.
+first values read while no table exists, then kept for the run. ``connect-json``: Kafka Connect's
+``JsonConverter`` with ``schemas.enable=true``, each value's schema in it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import pyarrow as pa
 
 from parka.errors import RecordError, SchemaError
 from parka.registry import Registry
-from parka.rowdecode import ConfluentAvroRows, ConfluentJsonRows, JsonRows, Run, Runs
+from parka.rowdecode import ConfluentAvroRows, ConfluentJsonRows, ConnectJsonRows, JsonRows, Run, Runs
 from parka.schema import RESERVED_PREFIX, json_schema_to_arrow, to_arrow_schema
 
 from ._settings import VALUE_SCHEMA, IngestSettings
@@ -43,6 +44,7 @@ class RowValues:
             self._framed = ConfluentAvroRows(self._registry.writer_avro)
         elif self._registry is not None:
             self._framed = ConfluentJsonRows(self._registry.writer_json_schema)
+        self._connect = ConnectJsonRows()
         self._plain: JsonRows | None = None
         if settings.value_schema_path is not None:
             self._plain = JsonRows(_declared_schema(settings.value_schema_path))
@@ -66,6 +68,8 @@ class RowValues:
         if self.format == "avro":
             assert self._framed is not None
             return self._framed.decode(values)
+        if self.format == "connect-json":
+            return self._connect.decode(values)
         runs: list[Run] = []
         bad: list[tuple[int, RecordError]] = []
         at = 0

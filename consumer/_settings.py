@@ -124,10 +124,12 @@ VALUE_FORMAT = Setting(
     "stops at it); avro: Confluent-framed Avro, each value's writer schema from --schema-registry-url by "
     "the id in its frame; json: one JSON object per value, read against --value-schema, or else the table's "
     "schema, or else the one inferred from the first batch (a Confluent-framed value: against its JSON "
-    "Schema in the registry). A run of such records is landed as one data file; segments are taken in "
-    "every format, in offset order with the records, so a topic moves to segments without a gap",
+    "Schema in the registry); connect-json: Kafka Connect's JsonConverter with schemas.enable=true "
+    "(Debezium's JSON), each value's schema in it. A run of such records is landed as one data file; "
+    "segments are taken in every format, in offset order with the records, so a topic moves to segments "
+    "without a gap",
     default="segment",
-    choices=("segment", "avro", "json"),
+    choices=("segment", "avro", "json", "connect-json"),
 )
 VALUE_SCHEMA = Setting(
     "value_schema_path",

@@ -51,6 +51,7 @@ row records with these (``consumer/_row_values.py``).
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import decimal
 import functools
@@ -77,11 +78,13 @@ __all__ = [
     "AvroRows",
     "ConfluentAvroRows",
     "ConfluentJsonRows",
+    "ConnectJsonRows",
     "JsonRows",
     "Run",
     "Runs",
     "avro_long",
     "confluent_schema_id",
+    "connect_schema_to_arrow",
 ]
 
 CONFLUENT_MAGIC = 0
@@ -225,6 +228,259 @@ class ConfluentJsonRows(_FramedRows):
         return JsonRows(json_schema_to_arrow(schema_text))
 
 
+class ConnectJsonRows:
+    """JSON values as Kafka Connect's ``JsonConverter`` writes them with ``schemas.enable=true``
+    (Debezium's JSON, for one): each value is ``{"schema": <a Connect schema>, "payload": <the
+    record>}``. A batch is split into runs of one schema (its text), and each run's payloads are
+    read by the :class:`JsonRows` of the schema's Arrow form (:func:`connect_schema_to_arrow`), in
+    bulk; then the Connect logical types are made their Arrow types (``Timestamp`` and Debezium's
+    ``Timestamp``/``MicroTimestamp``/``NanoTimestamp`` to UTC timestamps, ``Date`` to dates,
+    ``Decimal`` from its base64 bytes to decimals, ``bytes`` from base64 to binary).
+
+    The converter writes ``{"schema":...,"payload":...}`` without spaces, schema first: the
+    payload is cut from the value's text at the first ``,"payload":``; a value of another form is
+    parsed whole (``json.loads``) and its payload written again. A value that is not an object
+    with a schema and a payload, or whose schema has no Arrow form, is a bad value, named.
+    """
+
+    _HEAD = b'{"schema":'
+    _CUT = b',"payload":'
+
+    def __init__(self) -> None:
+        self._decoders: dict[bytes, tuple[JsonRows, pa.Schema, Callable[[pa.Table], pa.Table]] | RecordError] = {}
+
+    def decode(self, values: Sequence[bytes | None]) -> Runs:
+        split = [self._split(v) for v in values]
+        runs: list[Run] = []
+        bad: list[tuple[int, RecordError]] = []
+        at = 0
+        for schema_text, group in itertools.groupby(split, key=lambda x: x[0]):
+            parts = list(group)
+            start, at = at, at + len(parts)
+            if schema_text is None:  # not a Connect value: each says why
+                bad.extend((start + i, RecordError(str(why))) for i, (_, why) in enumerate(parts))
+                continue
+            decoder = self._decoder(schema_text)
+            if isinstance(decoder, RecordError):
+                bad.extend((i, decoder) for i in range(start, at))
+                continue
+            rows, schema, logical = decoder
+            payloads: list[bytes] = [payload for _, payload in parts]
+            conversion = rows.decode(payloads)
+            bad.extend((start + i, error) for i, error in conversion.bad)
+            if not conversion.table.num_rows:
+                continue
+            kept = list(conversion.kept if conversion.kept is not None else range(len(parts)))
+            try:
+                table = logical(conversion.table)
+            except (ValueError, pa.ArrowException):  # one value at a time, to name the bad ones
+                tables = []
+                for i, row in zip(list(kept), conversion.table.to_batches(max_chunksize=1), strict=True):
+                    try:
+                        tables.append(logical(pa.Table.from_batches([row])))
+                    except (ValueError, pa.ArrowException) as exc:
+                        bad.append((start + i, RecordError(f"a value its Connect schema does not allow: {exc}")))
+                        kept.remove(i)
+                if not tables:
+                    continue
+                table = pa.concat_tables(tables)
+            runs.append(Run(0, schema, table, [start + i for i in kept]))
+        bad.sort(key=lambda item: item[0])
+        return Runs(runs, bad)
+
+    def _split(self, value: bytes | None) -> tuple[bytes | None, Any]:
+        """``(schema text, payload text)``, or ``(None, why)`` for a value of another form."""
+        if value is None:
+            return None, "no value: not a Kafka Connect JSON record"
+        if value.startswith(self._HEAD) and value.endswith(b"}"):
+            cut = value.find(self._CUT)
+            if cut > 0:
+                return value[len(self._HEAD) : cut], value[cut + len(self._CUT) : -1]
+        try:
+            whole = json.loads(value)
+        except ValueError as exc:
+            return None, f"not one JSON object: {exc}"
+        if not isinstance(whole, dict) or set(whole) != {"schema", "payload"}:
+            return None, 'not a Kafka Connect JSON record ({"schema": ..., "payload": ...}; schemas.enable=true)'
+        schema = json.dumps(whole["schema"], separators=(",", ":")).encode()
+        return schema, json.dumps(whole["payload"], separators=(",", ":")).encode()
+
+    def _decoder(self, schema_text: bytes) -> tuple[JsonRows, pa.Schema, Callable[[pa.Table], pa.Table]] | RecordError:
+        known = self._decoders.get(schema_text)
+        if known is None:
+            try:
+                connect = json.loads(schema_text)
+                schema = connect_schema_to_arrow(connect)
+                read = pa.schema([pa.field(f.name, _connect_read_type(f.type), f.nullable) for f in schema])
+                known = (JsonRows(read), schema, functools.partial(_connect_logical, schema=schema))
+            except (ValueError, SchemaError) as exc:
+                known = RecordError(f"its Connect schema has no Arrow form: {exc}")
+            self._decoders[schema_text] = known
+        return known
+
+
+_CONNECT_TIMESTAMPS = {
+    "org.apache.kafka.connect.data.Timestamp": "ms",
+    "io.debezium.time.Timestamp": "ms",
+    "io.debezium.time.MicroTimestamp": "us",
+    "io.debezium.time.NanoTimestamp": "ns",
+}
+_CONNECT_PRIMITIVES = {
+    "int8": pa.int8(),
+    "int16": pa.int16(),
+    "int32": pa.int32(),
+    "int64": pa.int64(),
+    "float32": pa.float32(),
+    "float64": pa.float64(),
+    "boolean": pa.bool_(),
+    "string": pa.string(),
+    "bytes": pa.binary(),
+}
+
+
+def connect_schema_to_arrow(schema: Mapping[str, Any]) -> pa.Schema:
+    """A Kafka Connect schema (``JsonConverter``'s JSON form) of a struct as an Arrow schema: its
+    types as Arrow's (``optional`` fields nullable), its logical types as named in
+    :class:`ConnectJsonRows`; a map must have string keys (a JSON object).
+
+    Raises:
+        SchemaError: not a struct, or a type it does not know.
+    """
+    if schema.get("type") != "struct":
+        raise SchemaError(f"a record's Connect schema is a struct, not {schema.get('type')!r}")
+    return pa.schema(_connect_field(f) for f in schema.get("fields", []))
+
+
+def _connect_field(field: Mapping[str, Any]) -> pa.Field:
+    name = field.get("field")
+    if not isinstance(name, str):
+        raise SchemaError(f"a Connect struct field without a name: {json.dumps(field)[:200]}")
+    return pa.field(name, _connect_type(field, name), nullable=bool(field.get("optional", False)))
+
+
+def _connect_type(schema: Mapping[str, Any], path: str) -> pa.DataType:
+    kind, logical = schema.get("type"), schema.get("name")
+    if logical in _CONNECT_TIMESTAMPS and kind == "int64":
+        return pa.timestamp(_CONNECT_TIMESTAMPS[logical], tz="UTC")
+    if logical in ("org.apache.kafka.connect.data.Date", "io.debezium.time.Date") and kind == "int32":
+        return pa.date32()
+    if logical == "org.apache.kafka.connect.data.Decimal" and kind == "bytes":
+        parameters = schema.get("parameters") or {}
+        scale = int(parameters.get("scale", 0))
+        precision = int(parameters.get("connect.decimal.precision", 38))
+        return pa.decimal128(precision, scale) if precision <= 38 else pa.decimal256(precision, scale)
+    if kind == "struct":
+        return pa.struct([_connect_field(f) for f in schema.get("fields", [])])
+    if kind == "array":
+        return pa.list_(_connect_type(schema["items"], f"{path}[]"))
+    if kind == "map":
+        if (schema.get("keys") or {}).get("type") != "string":
+            raise SchemaError("a map's keys must be strings (JsonConverter writes others as arrays)", field=path)
+        return pa.map_(pa.string(), _connect_type(schema["values"], f"{path}{{}}"))
+    if kind in _CONNECT_PRIMITIVES:
+        return _CONNECT_PRIMITIVES[kind]
+    raise SchemaError(f"a Connect type parka does not know: {kind!r} ({logical!r})", field=path)
+
+
+def _connect_read_type(t: pa.DataType) -> pa.DataType:
+    """The type the JSON text of a value of Arrow type ``t`` is read as: a timestamp or date as
+    its integer, a decimal and binary as their base64 text; containers alike, every field inside
+    a struct nullable (pyarrow's reader refuses a null struct with a never-null field; the
+    placeholders go in after: :func:`_connect_array`)."""
+    if pa.types.is_timestamp(t):
+        return pa.int64()
+    if pa.types.is_date(t):
+        return pa.int32()
+    if pa.types.is_decimal(t) or pa.types.is_binary(t):
+        return pa.string()
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _connect_read_type(f.type)) for f in t])
+    if pa.types.is_list(t):
+        return pa.list_(_connect_read_type(t.value_type))
+    if pa.types.is_map(t):
+        return pa.map_(t.key_type, _connect_read_type(t.item_type))
+    return t
+
+
+def _connect_logical(table: pa.Table, *, schema: pa.Schema) -> pa.Table:
+    """``table`` (read with :func:`_connect_read_type`'s types) with ``schema``'s types."""
+    columns = [_connect_array(c.combine_chunks(), f.type) for c, f in zip(table.columns, schema, strict=True)]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _relaxed(t: pa.DataType) -> pa.DataType:
+    """``t`` with every field inside a struct nullable, at any depth."""
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _relaxed(f.type)) for f in t])
+    if pa.types.is_list(t):
+        return pa.list_(pa.field(t.value_field.name, _relaxed(t.value_type), t.value_field.nullable))
+    if pa.types.is_map(t):
+        return pa.map_(t.key_type, _relaxed(t.item_type))
+    return t
+
+
+def _nested_nulls(array: pa.Array, t: pa.DataType, path: str) -> pa.Array:
+    """``array``, read with :func:`_relaxed`'s types, as type ``t``: placeholders under null structs
+    for the fields that may not be null (:func:`parka.records.struct_with_placeholders`).
+
+    Raises:
+        ValueError: such a field is null where its struct is there, naming it.
+    """
+    if array.type == t:
+        return array
+    mask = pc.is_null(array) if array.null_count else None
+    if pa.types.is_struct(t):
+        children = [_nested_nulls(array.field(f.name), f.type, f"{path}.{f.name}") for f in t]
+        return _checked_struct(children, t, mask, path)
+    if pa.types.is_list(t):
+        offsets, values = _list_parts(array)
+        return pa.ListArray.from_arrays(offsets, _nested_nulls(values, t.value_type, f"{path}[]"), type=t, mask=mask)
+    if pa.types.is_map(t):
+        offsets, entries = _list_parts(array)
+        items = _nested_nulls(entries.field("value"), t.item_type, f"{path}{{}}")
+        return pa.MapArray.from_arrays(offsets, entries.field("key"), items, type=t, mask=mask)
+    return array
+
+
+def _checked_struct(children: list[pa.Array], t: pa.DataType, mask: pa.Array | None, path: str) -> pa.Array:
+    """A struct array of ``children``, null where ``mask`` says, with placeholders under the null
+    structs; a field that may not be null and is, where its struct is there, raises ValueError."""
+    for child, f in zip(children, t, strict=True):
+        if f.nullable or not child.null_count:
+            continue
+        if mask is None or pc.any(pc.and_not(child.is_null(), mask)).as_py():  # under a struct that is there
+            where = f"{path}.{f.name}" if path else f.name
+            raise ValueError(f"field {where!r}: null where the schema allows none")
+    return struct_with_placeholders(children, t, mask)
+
+
+def _connect_decimal(text: str, scale: int) -> decimal.Decimal:
+    """A Connect ``Decimal``: the unscaled value's big-endian two's complement bytes, in base64."""
+    return decimal.Decimal(int.from_bytes(base64.b64decode(text), "big", signed=True)).scaleb(-scale)
+
+
+def _connect_array(array: pa.Array, t: pa.DataType) -> pa.Array:
+    if array.type == t:
+        return array
+    mask = pc.is_null(array) if array.null_count else None
+    if pa.types.is_timestamp(t) or pa.types.is_date(t):
+        return array.view(t) if not pa.types.is_date(t) else array.cast(pa.int32()).view(t)
+    if pa.types.is_binary(t):
+        return pa.array([None if v is None else base64.b64decode(v) for v in array.to_pylist()], t)
+    if pa.types.is_decimal(t):
+        return pa.array([None if v is None else _connect_decimal(v, t.scale) for v in array.to_pylist()], t)
+    if pa.types.is_struct(t):
+        return _checked_struct([_connect_array(array.field(f.name), f.type) for f in t], t, mask, "")
+    if pa.types.is_list(t):
+        offsets, values = _list_parts(array)
+        return pa.ListArray.from_arrays(offsets, _connect_array(values, t.value_type), type=t, mask=mask)
+    if pa.types.is_map(t):
+        offsets, entries = _list_parts(array)
+        items = _connect_array(entries.field("value"), t.item_type)
+        return pa.MapArray.from_arrays(offsets, entries.field("key"), items, type=t, mask=mask)
+    return array.cast(t)
+
+
 class _BulkFailed(Exception):
     """The bulk path could not decode this batch; the per-record path decides."""
 
@@ -331,9 +587,13 @@ class JsonRows:
         self._by_value = any(_holds(f.type, pa.types.is_map) for f in schema)
         self._fix = _json_fix(pa.struct(list(schema)))
         self._converter = RecordConverter(schema)
-        self._options = pa_json.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error")
+        # pyarrow's reader refuses a null struct whose fields may not be null: it reads every
+        # field inside a struct as nullable, and the placeholders go in after (_nested_nulls)
+        read = pa.schema([pa.field(f.name, _relaxed(f.type), f.nullable) for f in schema])
+        self._relaxed = None if read == schema else read
+        self._options = pa_json.ParseOptions(explicit_schema=read, unexpected_field_behavior="error")
         self._multiline = pa_json.ParseOptions(
-            explicit_schema=schema, unexpected_field_behavior="error", newlines_in_values=True
+            explicit_schema=read, unexpected_field_behavior="error", newlines_in_values=True
         )
 
     @classmethod
@@ -419,7 +679,13 @@ class JsonRows:
                     column.validate(full=True)
                 except pa.ArrowInvalid as exc:
                     raise _BulkFailed(f"{field.name}: {exc}") from None
-        return pa.Table.from_arrays(table.columns, schema=self.schema)
+        columns = table.columns
+        if self._relaxed is not None:
+            try:
+                columns = [_nested_nulls(c.chunk(0), f.type, f.name) for c, f in zip(columns, self.schema, strict=True)]
+            except ValueError as exc:
+                raise _BulkFailed(str(exc)) from None
+        return pa.Table.from_arrays(columns, schema=self.schema)
 
     def _name_fields(self, value: bytes, reason: str) -> str:
         """pyarrow's reason, with the top-level fields to blame when it names none."""

@@ -6,15 +6,19 @@ offset order, exactly once, also across a SIGKILL at each step of the protocol. 
 
 from __future__ import annotations
 
+import base64
+import datetime as dt
+import decimal
 import json
 import signal
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
-from deltalake import DeltaTable
+from deltalake import DeltaTable, QueryBuilder
 from parka.lake import FileName
 
 from ._ingest_util import (
@@ -166,3 +170,138 @@ def test_two_workers_racing_on_json_records_commit_each_record_once(
     assert_no_orphans(table)
     texts = "".join(log.read_text() for log in logs)
     assert any(sign in texts for sign in ("commit conflict", "the table already had", "the table already holds it"))
+
+
+VALUE = {  # the row's Connect schema, as Debezium's JsonConverter writes it (schemas.enable=true)
+    "type": "struct",
+    "optional": True,
+    "name": "shop.public.items.Value",
+    "fields": [
+        {"type": "int64", "optional": False, "field": "id"},
+        {"type": "string", "optional": True, "field": "name"},
+        {
+            "type": "bytes",
+            "optional": True,
+            "name": "org.apache.kafka.connect.data.Decimal",
+            "version": 1,
+            "parameters": {"scale": "2", "connect.decimal.precision": "10"},
+            "field": "price",
+        },
+        {"type": "int64", "optional": True, "name": "io.debezium.time.MicroTimestamp", "version": 1, "field": "at"},
+    ],
+}
+ENVELOPE = {
+    "type": "struct",
+    "optional": False,
+    "name": "shop.public.items.Envelope",
+    "fields": [
+        {**VALUE, "field": "before"},
+        {**VALUE, "field": "after"},
+        {
+            "type": "struct",
+            "optional": False,
+            "name": "io.debezium.connector.postgresql.Source",
+            "field": "source",
+            "fields": [
+                {"type": "string", "optional": False, "field": "connector"},
+                {"type": "string", "optional": False, "field": "db"},
+                {"type": "int64", "optional": True, "field": "lsn"},
+            ],
+        },
+        {"type": "string", "optional": False, "field": "op"},
+        {"type": "int64", "optional": True, "field": "ts_ms"},
+    ],
+}
+KEY = {"type": "struct", "optional": False, "name": "shop.public.items.Key", "fields": [VALUE["fields"][0]]}
+# the same envelope as an Avro schema, for --value-format json without schemas (schemas.enable=false)
+ROW_AVRO = {
+    "type": "record",
+    "name": "Value",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "name", "type": ["null", "string"]},
+        {"name": "price", "type": ["null", {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}]},
+        {"name": "at", "type": ["null", {"type": "long", "logicalType": "timestamp-micros"}]},
+    ],
+}
+ENVELOPE_AVRO = {
+    "type": "record",
+    "name": "Envelope",
+    "fields": [
+        {"name": "before", "type": ["null", ROW_AVRO]},
+        {"name": "after", "type": ["null", "Value"]},
+        {
+            "name": "source",
+            "type": {
+                "type": "record",
+                "name": "Source",
+                "fields": [
+                    {"name": "connector", "type": "string"},
+                    {"name": "db", "type": "string"},
+                    {"name": "lsn", "type": ["null", "long"]},
+                ],
+            },
+        },
+        {"name": "op", "type": "string"},
+        {"name": "ts_ms", "type": ["null", "long"]},
+    ],
+}
+
+
+def _debezium_events() -> list[tuple[str, int, int, str | None]]:
+    """(op, id, lsn, name): a snapshot, updates, a delete with its tombstone (op ""), a create."""
+    events = [("r", k, 10 + k, f"item-{k}") for k in range(20)]
+    events += [("u", 3, 100, "three"), ("d", 5, 101, "item-5"), ("", 5, 101, None)]
+    return [*events, ("c", 42, 102, "new"), ("u", 3, 103, "three again")]
+
+
+@pytest.mark.parametrize("schemas", [True, False], ids=["schemas-enable", "no-schemas"])
+def test_debezium_json_envelopes_land_as_the_latest_row_per_key(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path, schemas: bool
+) -> None:
+    """Debezium's JSON as Kafka Connect's JsonConverter writes it: with schemas.enable=true each
+    value carries its Connect schema (--value-format connect-json), decimals as base64 bytes and
+    MicroTimestamps as integers; without, plain envelopes read against a declared schema (an
+    Avro schema with --value-format json, decimals then as their text)."""
+    topic = new_topic()
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for op, key, lsn, name in _debezium_events():
+        key_json: Any = {"id": key}
+        if schemas:
+            key_json = {"schema": KEY, "payload": key_json}
+        if not op:
+            producer.produce(topic, value=None, key=json.dumps(key_json, separators=(",", ":")).encode())
+            continue
+        cents = 100 * key + lsn
+        price = base64.b64encode(cents.to_bytes(4, "big", signed=True)).decode() if schemas else f"{cents / 100:.2f}"
+        at = 1_700_000_000_000_000 + lsn
+        row = {"id": key, "name": name, "price": price, "at": at if schemas else f"2023-11-14T22:13:20.{lsn:06d}Z"}
+        envelope = {
+            "before": row if op == "d" else None,
+            "after": None if op == "d" else row,
+            "source": {"connector": "postgresql", "db": "shop", "lsn": lsn},
+            "op": op,
+            "ts_ms": 1_700_000_000_000 + lsn,
+        }
+        value = {"schema": ENVELOPE, "payload": envelope} if schemas else envelope
+        producer.produce(
+            topic,
+            value=json.dumps(value, separators=(",", ":")).encode(),
+            key=json.dumps(key_json, separators=(",", ":")).encode(),
+        )
+    assert producer.flush(30) == 0
+    table = tmp_path / "t"
+    if schemas:
+        fmt: tuple[str, ...] = ("--value-format", "connect-json")
+    else:
+        schema = tmp_path / "envelope.avsc"
+        schema.write_text(json.dumps(ENVELOPE_AVRO))
+        fmt = ("--value-format", "json", "--value-schema", str(schema))
+    run_ingest(topic, table, bootstrap, "--end-at-latest", *fmt, "--cdc", "debezium")
+    reader = QueryBuilder().register("t", DeltaTable(str(table))).execute("select * from t")  # deletion vectors
+    rows = {r["id"]: r for r in pa.table(reader.read_all()).to_pylist()}
+    want = {k: f"item-{k}" for k in range(20) if k != 5} | {3: "three again", 42: "new"}
+    assert {k: r["name"] for k, r in rows.items()} == want
+    assert rows[3]["__source_lsn"] == 103 and rows[42]["__op"] == "c"
+    assert rows[3]["price"] == decimal.Decimal("4.03") and rows[42]["price"] == decimal.Decimal("43.02")
+    assert rows[42]["at"] == dt.datetime(2023, 11, 14, 22, 13, 20, 102, tzinfo=dt.timezone.utc)

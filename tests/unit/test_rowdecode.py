@@ -5,6 +5,7 @@ read into its neighbours."""
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import decimal
 import io
@@ -14,13 +15,14 @@ from typing import Any
 
 import fastavro
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from benchmarks import encodings as enc
 from benchmarks.datasets import DATASET_NAMES, load
 from benchmarks.row_decode import json_values
 from parka.errors import RegistryError
-from parka.rowdecode import AvroRows, ConfluentAvroRows, JsonRows, confluent_schema_id
+from parka.rowdecode import AvroRows, ConfluentAvroRows, ConnectJsonRows, JsonRows, confluent_schema_id
 
 
 def bodies(schema: dict[str, Any], records: list[dict[str, Any]]) -> list[bytes]:
@@ -297,3 +299,74 @@ def test_a_registry_that_cannot_be_reached_is_raised_not_a_bad_value() -> None:
 
     with pytest.raises(RegistryError, match="could not be reached"):
         ConfluentAvroRows(writer_schema).decode(framed(7, V1, [{"id": 0}]))
+
+
+def test_json_a_null_struct_whose_fields_may_not_be_null_reads_and_a_missing_field_is_named() -> None:
+    inner = pa.struct([pa.field("id", pa.int64(), nullable=False), ("name", pa.string())])
+    rows = JsonRows(pa.schema([pa.field("before", inner), pa.field("op", pa.string(), nullable=False)]))
+    values = [
+        b'{"before": null, "op": "c"}',
+        b'{"before": {"id": 1, "name": "a"}, "op": "u"}',
+        b'{"before": {"name": "b"}, "op": "u"}',
+    ]
+    got = rows.decode(values)
+    assert got.table.to_pylist() == [{"before": None, "op": "c"}, {"before": {"id": 1, "name": "a"}, "op": "u"}]
+    assert [i for i, _ in got.bad] == [2] and "before: null where the schema allows none" in str(got.bad[0][1])
+    assert got.table.schema == rows.schema  # the placeholders under the null struct: a Parquet writer takes it
+    pq.write_table(got.table, io.BytesIO())
+
+
+CONNECT = {
+    "type": "struct",
+    "fields": [
+        {"type": "int64", "optional": False, "field": "id"},
+        {"type": "bytes", "optional": True, "name": "org.apache.kafka.connect.data.Decimal",
+         "parameters": {"scale": "2", "connect.decimal.precision": "10"}, "field": "price"},
+        {"type": "int64", "optional": True, "name": "org.apache.kafka.connect.data.Timestamp", "field": "at"},
+        {"type": "int32", "optional": True, "name": "org.apache.kafka.connect.data.Date", "field": "day"},
+        {"type": "bytes", "optional": True, "field": "raw"},
+        {"type": "array", "optional": True, "items": {"type": "string"}, "field": "tags"},
+    ],
+}  # fmt: skip
+
+
+def _connect_value(payload: dict[str, Any], *, spaced: bool = False) -> bytes:
+    separators = (", ", ": ") if spaced else (",", ":")
+    return json.dumps({"schema": CONNECT, "payload": payload}, separators=separators).encode()
+
+
+def test_connect_json_values_read_with_their_logical_types_and_bad_ones_named() -> None:
+    price = base64.b64encode((-1234).to_bytes(2, "big", signed=True)).decode()
+    good = {
+        "id": 1,
+        "price": price,
+        "at": 1_700_000_000_123,
+        "day": 19_000,
+        "raw": base64.b64encode(b"\x00\xff").decode(),
+    }
+    values = [
+        _connect_value({**good, "tags": ["a"]}),
+        _connect_value({**good, "id": 2, "tags": None}, spaced=True),  # not the converter's form: parsed whole
+        _connect_value({**good, "id": None}),  # a null where the schema allows none
+        b'{"id": 4}',  # not a Connect value
+        None,
+    ]
+    got = ConnectJsonRows().decode(values)
+    assert [i for i, _ in got.bad] == [2, 3, 4]
+    assert "missing or null: id" in str(got.bad[0][1]) and "schemas.enable" in str(got.bad[1][1])
+    [run] = got.runs
+    assert run.indexes == [0, 1]
+    row = run.table.to_pylist()[0]
+    assert row["price"] == decimal.Decimal("-12.34") and row["raw"] == b"\x00\xff" and row["tags"] == ["a"]
+    assert row["at"] == dt.datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=dt.timezone.utc)
+    assert row["day"] == dt.date(2022, 1, 8)
+    assert run.table.schema.field("price").type == pa.decimal128(10, 2)
+
+
+def test_a_connect_schema_parka_cannot_read_is_a_bad_value_not_a_crash() -> None:
+    odd = {
+        "type": "struct",
+        "fields": [{"type": "map", "keys": {"type": "int32"}, "values": {"type": "string"}, "field": "m"}],
+    }
+    got = ConnectJsonRows().decode([json.dumps({"schema": odd, "payload": {"m": [[1, "a"]]}}).encode()])
+    assert got.runs == [] and "keys must be strings" in str(got.bad[0][1])
