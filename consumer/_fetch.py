@@ -29,7 +29,7 @@ from parka.segment import SCHEMA_ID_HEADER, decode_segment, is_segment, read_seg
 from ._compat import KafkaClientException
 from ._resolve import resolve_table
 from ._rows import segment_records
-from ._segments import Cursor, Key, RawSegment, decode_position
+from ._segments import Cursor, Key, RawSegment, decode_position, raw_segment
 
 __all__ = ["NOTHING", "Fetcher"]
 
@@ -122,7 +122,7 @@ class Fetcher:
             if headers and is_segment(headers):
                 with contextlib.suppress(SegmentError):  # garbled: read_segment raises it, keeping the message
                     info = read_segment_info(headers, value=value, topic=topic, partition=partition, offset=offset)
-            out.append(RawSegment(value, headers, topic, partition, offset, msg.timestamp(), info, msg.key()))
+            out.append(raw_segment(value, headers, topic, partition, offset, msg.timestamp(), info, msg.key()))
             last[(topic, partition)] = msg
         for (topic, partition), msg in last.items():
             self._cursors[(topic, partition)] = Cursor(topic, partition, msg.offset(), epoch=msg.leader_epoch())

@@ -27,7 +27,7 @@ Key = tuple[str, int]
 Position = tuple[int, str, int | None]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RawSegment:
     """One Kafka message as the ingestion API returns it: the bytes, untouched.
 
@@ -48,6 +48,34 @@ class RawSegment:
     @property
     def num_records(self) -> int | None:
         return None if self.info is None else self.info.num_records
+
+
+_new = object.__new__
+_set = object.__setattr__
+
+
+def raw_segment(
+    value: bytes | None,
+    headers: Any,
+    topic: str,
+    partition: int,
+    offset: int,
+    timestamp: tuple[int, int],
+    info: SegmentInfo | None,
+    key: bytes | None,
+) -> RawSegment:
+    """A :class:`RawSegment`, made for a poll of many messages (a topic of row records has one per
+    row): its fields set directly, as its frozen ``__init__`` does with a slower call per field."""
+    raw: RawSegment = _new(RawSegment)
+    _set(raw, "value", value)
+    _set(raw, "headers", headers)
+    _set(raw, "topic", topic)
+    _set(raw, "partition", partition)
+    _set(raw, "offset", offset)
+    _set(raw, "timestamp", timestamp)
+    _set(raw, "info", info)
+    _set(raw, "key", key)
+    return raw
 
 
 class SegmentTable:
