@@ -93,17 +93,21 @@ class Fetcher:
         return NOTHING if cursor.next >= cursor.stop else cursor
 
     def fetch_raw_many(self, timeout: float | None, max_messages: int) -> list[RawSegment]:
-        """Up to ``max_messages`` messages undecoded (``poll_buffers``): the first waited for up
-        to ``timeout``, the rest those the client has fetched already. Garbled segment headers do
-        not raise here: the message comes back with ``info`` ``None`` (reading it as a segment
-        raises the error, with the message). A client error after some messages is raised at
-        the next call, and the messages after it come back then: none is dropped. Empty on
-        timeout or partition ends only."""
+        """Up to ``max_messages`` messages undecoded (``poll_buffers``): those the client has
+        fetched already, or when it has none, the first to arrive within ``timeout``. One call
+        of the client each time: a rebalance it serves (a seek to the table's offsets) never
+        leaves a message of an earlier call in hand. Garbled segment headers do not raise here:
+        the message comes back with ``info`` ``None`` (reading it as a segment raises the error,
+        with the message). A client error after some messages is raised at the next call, and
+        the messages after it come back then: none is dropped. Empty on timeout or partition
+        ends only."""
         if not self._held:
-            first = self._client.poll(-1 if timeout is None else timeout)
-            if first is None:
-                return []
-            self._held = [first, *(self._client.consume(max_messages - 1, 0) if max_messages > 1 else ())]
+            self._held = self._client.consume(max_messages, 0)
+            if not self._held:
+                first = self._client.poll(-1 if timeout is None else timeout)
+                if first is None:
+                    return []
+                self._held = [first]
         msgs, self._held = self._held, []
         out: list[RawSegment] = []
         last: dict[tuple[str, int], Any] = {}

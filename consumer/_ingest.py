@@ -134,6 +134,8 @@ class IngestionConsumer(KafkaSide):
         self._maintenance = Maintenance(settings, self.stats)  # compaction, background and --optimize-every
         self._run: IngestRun | None = None  # the run in progress (lag() reads its client)
         self._row_values = RowValues.of(settings)  # --value-format's decoders, None for segments only
+        # partitions this worker sought since its last poll: what that poll gave of them is stale
+        self._sought: set[int] = set()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -225,9 +227,12 @@ class IngestionConsumer(KafkaSide):
         s = self.settings
         limit, per_commit = s.buffer_limit, s.bytes_per_commit
         while not self._stop.is_set():
+            self._sought.clear()
             raws = self._poll(run.consumer)
             at_end = not raws
             for raw in raws:
+                if raw.partition in self._sought:  # its seek delivers again what was in hand
+                    continue
                 size = len(raw.value or b"")
                 if run.pipeline.in_flight_bytes + run.batch.bytes >= limit:
                     self._finish(run)  # memory bound: the commit in flight must end first
@@ -564,6 +569,7 @@ class IngestionConsumer(KafkaSide):
         this worker had of it was dropped as covered; continue after it."""
         log.warning("partition %d: the table already holds it up to offset %d; continuing there", partition, offset - 1)
         self._positions.skip_to(partition, offset)
+        self._sought.add(partition)
         if partition in self._positions.assigned:
             try:
                 run.consumer.seek(TopicPartition(self.settings.topic, partition, offset))

@@ -385,8 +385,9 @@ class ParquetConsumer(OffsetsAPI):
 
     def poll_buffers(self, timeout: float | None = None, max_messages: int = 500) -> list[RawSegment]:
         """The batch form of :meth:`poll_buffer` (as ``consume`` is ``poll``'s): up to
-        ``max_messages`` raw messages, the first waited for up to ``timeout``, the rest only those
-        already fetched, so a batch never waits to fill. Empty when nothing arrived in time.
+        ``max_messages`` raw messages the client has fetched already, or when it has none, the
+        first to arrive within ``timeout``: a batch never waits to fill. Empty when nothing
+        arrived in time.
         Garbled segment headers are not raised: such a message comes back with ``info`` ``None``
         (:func:`parka.lake.read_segment` raises its error). Raises
         :class:`KafkaClientException` for client errors, after the messages before one.

@@ -197,12 +197,15 @@ def segment_of_rows(
     """
     if not len(offsets) == table.num_rows > 0:
         raise ValueError(f"{len(offsets)} offsets for {table.num_rows} rows")
+    at = np.asarray(offsets, dtype=np.int64)
+    if len(at) > 1 and not bool((at[1:] > at[:-1]).all()):  # a cut at a txn needs them in order
+        raise ValueError(f"{topic}[{partition}]: the run's offsets do not increase: {at[:10].tolist()}...")
     rows = build_segment_table(table, keys, timestamps, headers)
     encoded = encode_segment(rows, codec=codec, fingerprint=schema_fingerprint(table.schema))
     seg = read_segment(
         topic=topic, partition=partition, offset=int(offsets[-1]), value=encoded.value, headers=list(encoded.headers)
     )
-    return replace(seg, offsets=np.asarray(offsets, dtype=np.int64))
+    return replace(seg, offsets=at)
 
 
 def check_keyed(seg: SegmentRead, key_columns: Sequence[str]) -> None:

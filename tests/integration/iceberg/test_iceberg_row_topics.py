@@ -26,7 +26,7 @@ def test_json_records_and_segments_raced_by_two_runs_land_each_record_once(
     schema = tmp_path / "event.avsc"
     schema.write_text(json.dumps(EVENTS_AVRO))
     flags = ("--end-at-latest", "--value-format", "json", "--value-schema", str(schema))
-    flags += ("--min-bytes-per-commit", "20000", "-a", "racing")
+    flags += ("--min-bytes-per-commit", "100000", "-a", "racing")
     results: dict[str, Any] = {}
     start = threading.Barrier(2)
 

@@ -23,11 +23,10 @@ from deltalake import DeltaTable, QueryBuilder
 
 from .._ingest_util import (
     EVENTS_AVRO,
-    data_files_on_disk,
+    assert_no_orphans,
     events,
     last_json,
     produce_events,
-    referenced_files,
     run_ingest,
 )
 
@@ -177,7 +176,7 @@ def test_a_topic_migrating_from_avro_records_to_segments_killed_at_each_point_la
     assert producer.flush(30) == 0
     table, dlq = tmp_path / "t", tmp_path / "dlq"
     flags = ("--end-at-latest", "--value-format", "avro", "--schema-registry-url", registry_url)
-    flags += ("--dlq-table", str(dlq), "--min-bytes-per-commit", "20000")
+    flags += ("--dlq-table", str(dlq), "--min-bytes-per-commit", "100000")
     env = {"PARKA_TEST_CRASH_AT": point, "PARKA_TEST_CRASH_AFTER": "2" if point != "after-dead-letters" else "1"}
     crashed = run_ingest(topic, table, bootstrap, *flags, env=env, check=False)
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
@@ -187,4 +186,4 @@ def test_a_topic_migrating_from_avro_records_to_segments_killed_at_each_point_la
     assert got.to_pylist() == want.sort_by("id").to_pylist()
     dead = DeltaTable(str(dlq)).to_pyarrow_table()
     assert sorted(dead["value"].to_pylist()) == [b"\x00\x00\x00\x00\x01 torn"] * 2
-    assert data_files_on_disk(table) == referenced_files(table)
+    assert_no_orphans(table)
