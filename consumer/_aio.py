@@ -82,3 +82,8 @@ class AIOParquetConsumer(AIOConsumer):
         """:meth:`ParquetConsumer.poll_buffer`: the next message's raw bytes, undecoded."""
         result: RawSegment | None = await self._call(self._parquet.poll_buffer, *args, **kwargs)
         return result
+
+    async def poll_buffers(self, *args: Any, **kwargs: Any) -> list[RawSegment]:
+        """:meth:`ParquetConsumer.poll_buffers`: the messages the client holds, raw, undecoded."""
+        result: list[RawSegment] = await self._call(self._parquet.poll_buffers, *args, **kwargs)
+        return result

@@ -61,7 +61,7 @@ EVENTS_AVRO = {  # EVENTS as an Avro schema: JSON and Avro records of the same r
 }
 
 
-def _json(row: dict[str, Any]) -> bytes:
+def json_value(row: dict[str, Any]) -> bytes:
     return json.dumps({**row, "at": row["at"].isoformat()}).encode()
 
 
@@ -71,7 +71,7 @@ def produce_json(bootstrap: str, topic: str, start: int, n: int, *, partition: i
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
     where = {} if partition is None else {"partition": partition}
     for row in events(start, n).to_pylist():
-        producer.produce(topic, value=_json(row), key=row["device"], headers=[("source", b"json")], **where)
+        producer.produce(topic, value=json_value(row), key=row["device"], headers=[("source", b"json")], **where)
     assert producer.flush(30) == 0
 
 

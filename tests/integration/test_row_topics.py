@@ -6,6 +6,7 @@ offset order, exactly once, also across a SIGKILL at each step of the protocol. 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import datetime as dt
 import decimal
@@ -19,12 +20,14 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
 from deltalake import DeltaTable, QueryBuilder
+from parka.consumer import AIOParquetConsumer, ParquetConsumer
 from parka.lake import FileName
 
 from ._ingest_util import (
     EVENTS_AVRO,
     assert_no_orphans,
     events,
+    json_value,
     last_json,
     log_has,
     produce_events,
@@ -304,3 +307,45 @@ def test_debezium_json_envelopes_land_as_the_latest_row_per_key(
     assert rows[3]["__source_lsn"] == 103 and rows[42]["__op"] == "c"
     assert rows[3]["price"] == decimal.Decimal("4.03") and rows[42]["price"] == decimal.Decimal("43.02")
     assert rows[42]["at"] == dt.datetime(2023, 11, 14, 22, 13, 20, 102, tzinfo=dt.timezone.utc)
+
+
+def test_poll_buffers_hands_out_records_and_segments_raw_in_offset_order(
+    bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    """The batch form of poll_buffer, sync and asyncio: every message once, in offset order, a
+    segment with its headers read (info), a record and a segment with garbled headers without."""
+    topic = new_topic()
+    produce_json(bootstrap, topic, 0, 5)
+    produce_events(bootstrap, topic, 5, 20, batch=10)  # two segments, offsets 5 and 6
+    garbled = Producer({"bootstrap.servers": bootstrap})
+    garbled.produce(topic, value=b"PAR1", headers=[("parka.format", b"parquet"), ("parka.records", b"x")])
+    assert garbled.flush(30) == 0
+    conf = {"bootstrap.servers": bootstrap, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"}
+
+    def kinds(raws: list[Any]) -> list[tuple[int, bool]]:
+        return [(r.offset, r.info is not None) for r in raws]
+
+    want = [*((o, False) for o in range(5)), (5, True), (6, True), (7, False)]
+    consumer = ParquetConsumer(conf)
+    consumer.subscribe([topic])
+    got: list[Any] = []
+    while len(got) < 8:
+        got += consumer.poll_buffers(timeout=1.0, max_messages=3)
+    consumer.close()
+    assert kinds(got) == want
+    assert (
+        got[5].info is not None
+        and got[5].info.num_records == 10
+        and got[0].value == json_value(events(0, 1).to_pylist()[0])
+    )
+
+    async def take() -> list[Any]:
+        aio = AIOParquetConsumer({**conf, "group.id": f"g2-{topic}"})
+        await aio.subscribe([topic])
+        out: list[Any] = []
+        while len(out) < 8:
+            out += await aio.poll_buffers(timeout=1.0)
+        await aio.close()
+        return out
+
+    assert kinds(asyncio.run(take())) == want
