@@ -1,6 +1,8 @@
 """``parka ingest`` on row topics: CPU per million rows, Kafka fetch included, for JSON values
-(``--value-format json`` against a declared schema) and Confluent-framed Avro values
-(``--value-format avro``, writer schema from a real schema registry), beside the same rows as
+(``--value-format json`` against a declared schema), Confluent-framed Avro values
+(``--value-format avro``, writer schema from a real schema registry) and Confluent-framed
+Protobuf values (``--value-format protobuf``, web_requests only: :data:`WEB_REQUESTS_PROTO`,
+registered as .proto source), beside the same rows as
 parka's segments and the suite's row baseline (fastavro per record, then ``write_deltalake``:
 :func:`benchmarks.lake.row_baseline`), measured side by side in one run.
 
@@ -42,7 +44,29 @@ from .datasets import Dataset, load
 from .lake import LakeRun, ingest, row_baseline
 from .row_decode import json_values
 
-ARMS = ("segments", "json", "avro", "row baseline (Avro)")
+ARMS = ("segments", "json", "avro", "protobuf", "row baseline (Avro)")
+# web_requests as a Protobuf message (the one data set the protobuf arm has a .proto for)
+WEB_REQUESTS_PROTO = """
+syntax = "proto3";
+package kafka_delta_ingest.example;
+
+message WebRequest {
+  int32 status = 1;
+  string session_id = 2;
+  string method = 3;
+  Meta meta = 4;
+  string uuid = 5;
+  string url = 6;
+
+  message Meta {
+    Producer producer = 1;
+
+    message Producer {
+      string timestamp = 1;
+    }
+  }
+}
+"""
 SEGMENT_ROWS = 10_000
 
 log = logging.getLogger("parka.bench")
@@ -58,10 +82,32 @@ def _register(registry_url: str, subject: str, schema: dict[str, Any]) -> int:
         client.close()
 
 
-def _topics(broker: Broker, ds: Dataset, arms: list[str]) -> dict[str, str]:
+def _protobuf_values(ds: Dataset, registry_url: str, subject: str) -> list[bytes]:
+    """The data set's rows as Confluent-framed Protobuf values of :data:`WEB_REQUESTS_PROTO`,
+    registered as .proto source under ``subject``."""
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+    from google.protobuf import descriptor_pool, message_factory
+    from google.protobuf.json_format import ParseDict
+
+    from parka.protodecode import file_descriptor
+
+    client = SchemaRegistryClient({"url": registry_url})
+    try:
+        schema_id = int(client.register_schema(subject, Schema(WEB_REQUESTS_PROTO, "PROTOBUF")))
+    finally:
+        client.close()
+    pool = descriptor_pool.DescriptorPool()
+    file = pool.Add(file_descriptor(WEB_REQUESTS_PROTO, "web_requests.proto"))
+    cls = message_factory.GetMessageClass(file.message_types_by_name["WebRequest"])
+    frame = struct.pack(">bI", 0, schema_id) + b"\x00"
+    return [frame + ParseDict(row, cls()).SerializeToString() for row in ds.table.to_pylist()]
+
+
+def _topics(broker: Broker, ds: Dataset, arms: list[str], registry_url: str) -> dict[str, str]:
     max_bytes = broker.max_message_bytes_cached()
     run = uuid.uuid4().hex[:6]
-    topics = {arm: f"bench-rows-{ds.name}-{arm.split()[0]}-{run}" for arm in ("segments", "json", "avro")}
+    kinds = ("segments", "json", "avro", "protobuf")
+    topics = {arm: f"bench-rows-{ds.name}-{arm}-{run}" for arm in kinds}
     for topic in topics.values():
         broker.create_topic(topic)
     produce_parquet(
@@ -74,6 +120,8 @@ def _topics(broker: Broker, ds: Dataset, arms: list[str]) -> dict[str, str]:
     produce_values(conf, topics["json"], json_values(ds.table))
     if "avro" in arms or any(a.startswith("row baseline") for a in arms):
         produce_values(conf, topics["avro"], enc.serialize(ds, "avro", enc.rows_for(ds, "avro")))
+    if "protobuf" in arms:
+        produce_values(conf, topics["protobuf"], _protobuf_values(ds, registry_url, f"{topics['protobuf']}-value"))
     return topics
 
 
@@ -84,8 +132,8 @@ def _run(arm: str, broker: Broker, ds: Dataset, topics: dict[str, str], schema_f
             run = ingest(broker.bootstrap, topics["segments"], folder)
         elif arm == "json":
             run = ingest(broker.bootstrap, topics["json"], folder, value_format="json", value_schema_path=schema_file)
-        elif arm == "avro":
-            run = ingest(broker.bootstrap, topics["avro"], folder, value_format="avro", schema_registry_url=registry)
+        elif arm in ("avro", "protobuf"):
+            run = ingest(broker.bootstrap, topics[arm], folder, value_format=arm, schema_registry_url=registry)
         else:
             run = row_baseline(broker.bootstrap, topics["avro"], folder, ds, ds.rows)
         data = DeltaTable(folder).to_pyarrow_table(columns=ds.table.schema.names)
@@ -108,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    arms = [a for a in ARMS if args.registry_url or "avro" not in a.lower()]
+    arms = [a for a in ARMS if args.registry_url or ("avro" not in a.lower() and a != "protobuf")]
     broker = Broker(args.bootstrap, args.kafka_data_dir)
     args.out.mkdir(parents=True, exist_ok=True)
     rng = random.Random(args.seed)
@@ -121,10 +169,11 @@ def main(argv: list[str] | None = None) -> int:
             assert enc.serialize(ds, "avro", enc.rows_for(ds, "avro")[:1])[0][:5] == struct.pack(">bI", 0, schema_id)
         schema_file = str(args.out / f"{name}.avsc")
         Path(schema_file).write_text(json.dumps(ds.avro_schema))
-        topics = _topics(broker, ds, arms)
-        per_arm: dict[str, list[float]] = {arm: [] for arm in arms}
+        arms_here = [a for a in arms if a != "protobuf" or name == "web_requests"]
+        topics = _topics(broker, ds, arms_here, args.registry_url or "")
+        per_arm: dict[str, list[float]] = {arm: [] for arm in arms_here}
         for repeat in range(args.repeats):
-            order = list(arms)
+            order = list(arms_here)
             rng.shuffle(order)
             for arm in order:
                 run = _run(arm, broker, ds, topics, schema_file, args.registry_url or "")
@@ -132,9 +181,9 @@ def main(argv: list[str] | None = None) -> int:
                 log.warning("%s repeat %d %s: %.2f CPU-s per million rows", name, repeat, arm, per_arm[arm][-1])
         ratios = {
             f"{arm} / {base}": statistics.median(a / b for a, b in zip(per_arm[arm], per_arm[base], strict=True))
-            for arm in arms
-            for base in arms
-            if arm != base and (base == "segments" or (arm, base) == ("avro", "json"))
+            for arm in arms_here
+            for base in arms_here
+            if arm != base and (base == "segments" or (arm, base) in (("avro", "json"), ("protobuf", "avro")))
         }
         results[name] = {
             "rows": ds.rows,

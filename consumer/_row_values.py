@@ -6,7 +6,8 @@ the registry. ``json``: a Confluent-framed value (magic byte 0) against its JSON
 registry; a plain one (a JSON object) against ``--value-schema`` (an Avro schema or a JSON
 Schema document), else the table's schema (its user columns), else the schema inferred from the
 first values read while no table exists, then kept for the run. ``connect-json``: Kafka Connect's
-``JsonConverter`` with ``schemas.enable=true``, each value's schema in it.
+``JsonConverter`` with ``schemas.enable=true``, each value's schema in it. ``protobuf``:
+Confluent-framed Protobuf (:mod:`parka.protodecode`), each schema from the registry.
 """
 
 from __future__ import annotations
@@ -39,9 +40,15 @@ class RowValues:
         if settings.schema_registry_url:
             self._registry = Registry({**settings.schema_registry_options, "url": settings.schema_registry_url})
         self._framed: ConfluentAvroRows | ConfluentJsonRows | None = None
+        self._protobuf: Any = None
         if self.format == "avro":
             assert self._registry is not None  # the settings require it
             self._framed = ConfluentAvroRows(self._registry.writer_avro)
+        elif self.format == "protobuf":
+            from parka.protodecode import ProtobufRows  # the protobuf extra: only when asked for
+
+            assert self._registry is not None
+            self._protobuf = ProtobufRows(self._registry.writer_protobuf)
         elif self._registry is not None:
             self._framed = ConfluentJsonRows(self._registry.writer_json_schema)
         self._connect = ConnectJsonRows()
@@ -70,6 +77,9 @@ class RowValues:
             return self._framed.decode(values)
         if self.format == "connect-json":
             return self._connect.decode(values)
+        if self.format == "protobuf":
+            decoded: Runs = self._protobuf.decode(values)
+            return decoded
         runs: list[Run] = []
         bad: list[tuple[int, RecordError]] = []
         at = 0

@@ -125,11 +125,12 @@ VALUE_FORMAT = Setting(
     "the id in its frame; json: one JSON object per value, read against --value-schema, or else the table's "
     "schema, or else the one inferred from the first batch (a Confluent-framed value: against its JSON "
     "Schema in the registry); connect-json: Kafka Connect's JsonConverter with schemas.enable=true "
-    "(Debezium's JSON), each value's schema in it. A run of such records is landed as one data file; "
+    "(Debezium's JSON), each value's schema in it; protobuf: Confluent-framed Protobuf, the schema from "
+    "--schema-registry-url (the protobuf extra). A run of such records is landed as one data file; "
     "segments are taken in every format, in offset order with the records, so a topic moves to segments "
     "without a gap",
     default="segment",
-    choices=("segment", "avro", "json", "connect-json"),
+    choices=("segment", "avro", "json", "connect-json", "protobuf"),
 )
 VALUE_SCHEMA = Setting(
     "value_schema_path",
@@ -251,8 +252,10 @@ class IngestSettings(DaemonSettings):
         object.__setattr__(self, "storage_options", options)
         upsert = s.check_upsert(self)
         object.__setattr__(self, "upsert", upsert)
-        if self.value_format == "avro" and not self.schema_registry_url:
-            raise SCHEMA_REGISTRY_URL.error(None, "a registry URL: --value-format avro reads each writer schema there")
+        if self.value_format in ("avro", "protobuf") and not self.schema_registry_url:
+            raise SCHEMA_REGISTRY_URL.error(
+                None, f"a registry URL: --value-format {self.value_format} reads each writer schema there"
+            )
         if self.value_schema_path is not None and self.value_format != "json":
             raise VALUE_SCHEMA.error(self.value_schema_path, "only with --value-format json")
         if self.max_buffered_bytes is not None and self.max_buffered_bytes < self.bytes_per_commit:

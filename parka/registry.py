@@ -131,9 +131,18 @@ class Registry:
         return hit
 
     def writer_avro(self, schema_id: int) -> str:
-        """The Avro schema text with id ``schema_id`` (the client caches answers by id)."""
+        """The Avro schema text with id ``schema_id`` (the client caches answers by id).
+
+        Raises:
+            RegistryError: the schema is not an Avro schema (``http_status`` 404, as for an
+                unknown id: the value's frame names a schema this format cannot read), or the
+                registry refused or could not be reached.
+        """
         schema = self._call(lambda: self._client.get_schema(schema_id), schema_id=schema_id)
-        self._avro(schema_id, schema)
+        if schema.schema_type not in (None, "AVRO"):
+            raise RegistryError(
+                f"schema {schema_id} is {schema.schema_type}, not an Avro schema", schema_id=schema_id, http_status=404
+            )
         return str(schema.schema_str)
 
     def writer_json_schema(self, schema_id: int) -> str:
@@ -152,6 +161,24 @@ class Registry:
                 http_status=404,
             )
         return str(schema.schema_str)
+
+    def writer_protobuf(self, schema_id: int) -> tuple[str, list[str]]:
+        """The Protobuf schema with id ``schema_id``: its text (``.proto`` source, or the base64 of
+        a ``FileDescriptorProto`` as confluent-kafka's serializer registers it) and the subjects
+        of the schemas it references (imports of other registered files).
+
+        Raises:
+            RegistryError: the schema is not a Protobuf schema (``http_status`` 404, as for
+                :meth:`writer_json_schema`), or the registry refused or could not be reached.
+        """
+        schema = self._call(lambda: self._client.get_schema(schema_id), schema_id=schema_id)
+        if schema.schema_type != "PROTOBUF":
+            raise RegistryError(
+                f"schema {schema_id} is {schema.schema_type or 'AVRO'}, not a Protobuf schema",
+                schema_id=schema_id,
+                http_status=404,
+            )
+        return str(schema.schema_str), [str(r.subject) for r in schema.references or []]
 
     def _avro(self, schema_id: int, schema: Any, *, subject: str | None = None) -> int:
         if schema.schema_type not in (None, "AVRO"):

@@ -6,6 +6,8 @@ Debezium's Avro converter frames them) feed ``--cdc debezium``."""
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 import json
 import signal
 import struct
@@ -16,10 +18,14 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from deltalake import DeltaTable, QueryBuilder
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, timestamp_pb2, wrappers_pb2
+
+from parka.protodecode import file_descriptor
 
 from .._ingest_util import (
     EVENTS_AVRO,
@@ -74,6 +80,12 @@ ENVELOPE = {
         {"name": "ts_ms", "type": ["null", "long"], "default": None},
     ],
 }
+JSON_SCHEMA = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "title": "Reading",
+    "type": "object",
+    "properties": {"id": {"type": "integer"}},
+}
 KEY = {"type": "record", "name": "Key", "namespace": "shop.public.items", "fields": [{"name": "id", "type": "long"}]}
 
 
@@ -101,20 +113,23 @@ def test_avro_records_of_two_schema_versions_land_and_an_unknown_id_is_a_dead_le
     v1, v2 = AvroSerializer(client, json.dumps(V1)), AvroSerializer(client, json.dumps(V2))
     values: list[bytes | None] = [v1(r, context) for r in first]
     unknown = struct.pack(">bI", 0, 987_654_321) + b"\x02"  # a frame naming no schema the registry holds
-    values += [unknown, *(v2(r, context) for r in second)]
+    json_id = client.register_schema(f"{topic}-json-value", Schema(json.dumps(JSON_SCHEMA), "JSON"))
+    not_avro = struct.pack(">bI", 0, json_id) + b"{}"  # a frame naming a JSON Schema: not this format's
+    values += [unknown, *(v2(r, context) for r in second), not_avro]
     _produce(bootstrap, topic, [(None, v) for v in values])
     table, dlq = tmp_path / "t", tmp_path / "dlq"
     flags = ("--end-at-latest", "--value-format", "avro", "--schema-registry-url", registry_url)
     flags += ("--schema-evolution", "merge", "--dlq-table", str(dlq))
     result = last_json(run_ingest(topic, table, bootstrap, *flags))
-    assert (result["records"], result["dead_letters"]) == (500, 1)
+    assert (result["records"], result["dead_letters"]) == (500, 2)
     rows = DeltaTable(str(table)).to_pyarrow_table().sort_by("id").to_pylist()
     assert [r["id"] for r in rows] == list(range(500))
     got = [{"id": r["id"], "sensor": r["sensor"], "tags": dict(r["tags"]), "unit": r["unit"]} for r in rows]
     assert got == [{**r, "unit": None} for r in first] + second
-    [dead] = DeltaTable(str(dlq)).to_pyarrow_table().to_pylist()
+    dead, other = DeltaTable(str(dlq)).to_pyarrow_table().sort_by("offset").to_pylist()
     assert (dead["offset"], dead["value"]) == (300, unknown)
     assert "schema id 987654321 is not in the registry" in dead["error"]
+    assert (other["offset"], other["value"]) == (501, not_avro) and "not an Avro schema" in other["error"]
 
 
 def test_debezium_avro_envelopes_land_as_the_latest_row_per_key(
@@ -167,7 +182,8 @@ def test_a_topic_migrating_from_avro_records_to_segments_killed_at_each_point_la
     for p in (0, 1):
         for row in events(p * 1000, 300).to_pylist():
             producer.produce(topic, value=serialize(row, context), key=row["device"], partition=p)
-        producer.produce(topic, value=b"\x00\x00\x00\x00\x01 torn", partition=p)  # a frame, a body of nothing
+        torn = serialize(events(0, 1).to_pylist()[0], context)[:5] + b" torn"  # its frame, a body of nothing
+        producer.produce(topic, value=torn, partition=p)
     assert producer.flush(30) == 0
     produce_events(bootstrap, topic, 5000, 400, batch=50)
     for p in (0, 1):
@@ -185,5 +201,111 @@ def test_a_topic_migrating_from_avro_records_to_segments_killed_at_each_point_la
     got = DeltaTable(str(table)).to_pyarrow_table().select(want.column_names).sort_by("id")
     assert got.to_pylist() == want.sort_by("id").to_pylist()
     dead = DeltaTable(str(dlq)).to_pyarrow_table()
-    assert sorted(dead["value"].to_pylist()) == [b"\x00\x00\x00\x00\x01 torn"] * 2
+    assert sorted(dead["value"].to_pylist()) == [torn] * 2
     assert_no_orphans(table)
+
+
+ORDER_PROTO = """
+syntax = "proto3";
+package shop;
+
+import "google/protobuf/timestamp.proto";
+import "google/protobuf/wrappers.proto";
+
+message Order {
+  int64 id = 1;
+  string customer = 2;
+  repeated Item items = 3;
+  map<string, string> tags = 4;
+  google.protobuf.Timestamp at = 5;
+  google.protobuf.Int64Value discount = 6;
+  oneof payment {
+    string card = 7;
+    string iban = 8;
+  }
+  Status status = 9;
+  uint64 checksum = 10;
+  optional int32 priority = 11;
+
+  message Item {
+    string sku = 1;
+    int32 qty = 2;
+  }
+}
+
+enum Status {
+  STATUS_UNKNOWN = 0;
+  PAID = 1;
+}
+"""
+
+
+def _order_class() -> Any:
+    """``shop.Order`` as a class, from :data:`ORDER_PROTO` (parka's .proto reader, no protoc)."""
+    pool = descriptor_pool.DescriptorPool()
+    for module in (timestamp_pb2, wrappers_pb2):
+        proto = descriptor_pb2.FileDescriptorProto()
+        module.DESCRIPTOR.CopyToProto(proto)
+        pool.Add(proto)
+    file = pool.Add(file_descriptor(ORDER_PROTO, "shop/order.proto"))
+    return message_factory.GetMessageClass(file.message_types_by_name["Order"])
+
+
+def _order(cls: Any, i: int) -> Any:
+    order = cls(id=i, customer=f"c{i % 5}", status=1, checksum=2**64 - 1 - i)
+    order.items.add(sku=f"s{i}", qty=i % 3)
+    order.tags["shop"] = f"t{i % 2}"
+    order.at.FromMilliseconds(1_700_000_000_000 + i)
+    if i % 2:
+        order.discount.value = i
+        order.card = f"card-{i}"
+    else:
+        order.iban = f"NL{i}"
+        order.priority = i
+    return order
+
+
+@pytest.mark.parametrize("registered", ["by-serializer", "as-proto-source"])
+def test_protobuf_records_land_with_their_types_and_a_bad_one_is_a_dead_letter(
+    bootstrap: str,
+    registry_url: str,
+    client: SchemaRegistryClient,
+    new_topic: Callable[..., str],
+    tmp_path: Path,
+    registered: str,
+) -> None:
+    """Protobuf values as confluent-kafka's ProtobufSerializer writes them (its schema the base64
+    of a FileDescriptorProto), or framed by hand against .proto source registered as text: the
+    nested message, map, oneof, enum, well-known types and uint64 land as their documented
+    types; a body that is not an Order is a dead letter; then segments continue the topic."""
+    topic = new_topic()
+    cls = _order_class()
+    context = SerializationContext(topic, MessageField.VALUE)
+    if registered == "by-serializer":
+        serialize = ProtobufSerializer(cls, client, {"use.deprecated.format": False})
+        values = [serialize(_order(cls, i), context) for i in range(200)]
+    else:
+        schema_id = client.register_schema(f"{topic}-value", Schema(ORDER_PROTO, "PROTOBUF"))
+        frame = struct.pack(">bI", 0, schema_id) + b"\x00"  # the file's first message
+        values = [frame + _order(cls, i).SerializeToString() for i in range(200)]
+    torn = values[0][:6] + b"\xff\xff\xff"
+    _produce(bootstrap, topic, [(None, v) for v in [*values[:100], torn, *values[100:]]])
+    table, dlq = tmp_path / "t", tmp_path / "dlq"
+    flags = ("--end-at-latest", "--value-format", "protobuf", "--schema-registry-url", registry_url)
+    result = last_json(run_ingest(topic, table, bootstrap, *flags, "--dlq-table", str(dlq)))
+    assert (result["records"], result["dead_letters"]) == (200, 1)
+    got = DeltaTable(str(table)).to_pyarrow_table().sort_by("id")
+    assert got["id"].to_pylist() == list(range(200))
+    schema = got.schema
+    assert schema.field("at").type == pa.timestamp("us", tz="UTC") and schema.field("checksum").type == pa.decimal128(
+        20, 0
+    )
+    assert schema.field("discount").type == pa.int64() and schema.field("status").type == pa.int32()
+    rows = got.to_pylist()
+    assert [dict(r["tags"]) for r in rows[:2]] == [{"shop": "t0"}, {"shop": "t1"}]
+    assert rows[1]["items"] == [{"sku": "s1", "qty": 1}] and rows[1]["checksum"] == decimal.Decimal(2**64 - 2)
+    assert (rows[0]["card"], rows[0]["iban"], rows[1]["card"], rows[1]["iban"]) == (None, "NL0", "card-1", None)
+    assert (rows[0]["discount"], rows[1]["discount"], rows[0]["priority"], rows[1]["priority"]) == (None, 1, 0, None)
+    assert rows[3]["at"] == dt.datetime(2023, 11, 14, 22, 13, 20, 3000, tzinfo=dt.timezone.utc)
+    [dead] = DeltaTable(str(dlq)).to_pyarrow_table().to_pylist()
+    assert (dead["offset"], dead["value"]) == (100, torn) and "not a shop.Order message" in dead["error"]
