@@ -5,10 +5,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -264,3 +265,31 @@ def produce_ids(bootstrap: str, topic: str, n: int, per_segment: int) -> None:
         for i in range(n):
             producer.produce(topic, value={"id": i}, partition=0)
         assert producer.flush(30) == 0
+
+
+def race_two_workers(
+    topic: str, table: Path, bootstrap: str, flags: Sequence[str], logs: Sequence[Path], produce: Callable[[], int]
+) -> None:
+    """Two ``parka ingest`` daemons with ``flags`` (one app id), each in a consumer group of its
+    own so both own every partition (of two) and race on the same offsets: both wait at the same
+    offsets before ``produce`` writes (it returns the rows the table must reach), then both stop
+    on SIGTERM and must exit 0. Only the ``txn`` check stands between them and duplicates; the
+    caller checks the table. Their logs must show that they raced."""
+    racers = [start_ingest(topic, table, bootstrap, *flags, "-g", f"g{i}-{topic}", log=logs[i]) for i in range(2)]
+    try:
+        for log in logs:
+            wait_for(lambda log=log: log_has(log, "partition 1 assigned"), f"{log.name} to be assigned")
+        rows = produce()
+        assert wait_for_rows(table, rows, timeout_s=120) >= rows
+        for proc in racers:
+            proc.send_signal(signal.SIGTERM)
+        for proc, log in zip(racers, logs, strict=True):
+            assert proc.wait(timeout=60) == 0, log.read_text()[-3000:]
+    finally:
+        for proc in racers:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=60)
+    texts = "".join(log.read_text() for log in logs)
+    raced = ("commit conflict", "the table already had", "the table already holds it")
+    assert any(sign in texts for sign in raced)  # they really raced

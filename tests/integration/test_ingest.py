@@ -27,6 +27,7 @@ from ._ingest_util import (
     log_has,
     message_values,
     produce_events,
+    race_two_workers,
     referenced_files,
     row_group_bytes,
     run_ingest,
@@ -537,31 +538,19 @@ def test_two_workers_racing_on_the_same_partitions_commit_each_record_once(
     produce_events(bootstrap, topic, 0, 100, batch=50)
     run_ingest(topic, table, bootstrap, "--end-at-latest", "-a", "racers")  # the table exists
     flags = ("-a", "racers", "--max-segments-per-commit", "3", "--allowed-latency", "0.2")
+    # Both wait at the same offsets before any new record exists, so both ingest all of them:
+    # every offset is committed by one and found already in the table by the other.
     logs = [tmp_path / "r1.log", tmp_path / "r2.log"]
-    racers = [start_ingest(topic, table, bootstrap, *flags, "-g", f"g{i}-{topic}", log=logs[i]) for i in range(2)]
-    try:
-        # Both wait at the same offsets before any new record exists, so both ingest all of
-        # them: every offset is committed by one and found already in the table by the other.
-        for log in logs:
-            wait_for(lambda log=log: log_has(log, "partition 1 assigned"), f"{log.name} to be assigned")
+
+    def produce() -> int:
         produce_events(bootstrap, topic, 100, 4000, batch=40)
-        assert wait_for_rows(table, 4100, timeout_s=120) >= 4100
-        for proc in racers:
-            proc.send_signal(signal.SIGTERM)
-        for proc, log in zip(racers, logs, strict=True):
-            assert proc.wait(timeout=60) == 0, log.read_text()[-3000:]
-    finally:
-        for proc in racers:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(timeout=60)
+        return 4100
+
+    race_two_workers(topic, table, bootstrap, flags, logs, produce)
     ids = table_ids(table)
     assert len(ids) == 4100, f"{len(ids) - len(set(ids))} duplicates, {4100 - len(set(ids))} missing"
     assert sorted(ids) == list(range(4100))
     assert_no_orphans(table)  # both workers compact too, racing: what they removed, the log names
-    texts = "".join(log.read_text() for log in logs)
-    raced = ("commit conflict", "the table already had", "the table already holds it")
-    assert any(sign in texts for sign in raced)  # they really raced
 
 
 def test_seek_offsets_start_a_new_table_mid_topic_and_json_logs(

@@ -15,6 +15,7 @@ from parka.lake import (
     DataFile,
     LandedSegment,
     RsEngine,
+    SegmentRead,
     TableLog,
     check_segment,
     read_segment,
@@ -41,29 +42,12 @@ def landed(c: Committer, partition: int, offset: int, ids: list[int], day: str =
 def stitched(c: Committer, segments: list[tuple[int, int, list[int]]], day: str = "d1") -> list[LandedSegment]:
     """``(partition, offset, ids)`` segments written as :func:`write_segments` writes a commit's:
     one Kafka partition's segments stitched into one file."""
-    checked = []
+    reads = []
     for partition, offset, ids in segments:
         table = pa.table({"id": ids, "day": [day] * len(ids)}, schema=SCHEMA)
         seg = encode_segment(table, codec="zstd", fingerprint=schema_fingerprint(SCHEMA))
-        read = read_segment(topic="t", partition=partition, offset=offset, value=seg.value, headers=seg.headers)
-        c.ensure_table(read.schema)
-        checked.append(
-            check_segment(
-                read,
-                table_schema=c.table_schema(),
-                partition_by=c.partitioning,
-                merge=False,
-                check_columns=c.engine.check_columns,
-            )
-        )
-    return write_segments(
-        checked,
-        table_uri=c.root,
-        storage_options=c.storage_options,
-        table_schema=c.table_schema(),
-        partition_by=c.partitioning,
-        stats_config=c.stats_config(),
-    )
+        reads.append(read_segment(topic="t", partition=partition, offset=offset, value=seg.value, headers=seg.headers))
+    return _written(c, reads)
 
 
 def rows_run(
@@ -72,15 +56,23 @@ def rows_run(
     """``(partition, offsets, ids)`` runs of row records (one id per record, at its offset) made
     segments (:func:`segment_of_rows`) and written as a commit's are; ``days``: each row's day
     (a run of one Kafka partition may span several table partitions), else ``d1``."""
-    checked = []
+    reads = []
     for partition, offsets, ids in runs:
-        day = days or ["d1"] * len(ids)
-        table = pa.table({"id": ids, "day": day}, schema=SCHEMA)
+        table = pa.table({"id": ids, "day": days or ["d1"] * len(ids)}, schema=SCHEMA)
         n = len(ids)
-        read = segment_of_rows(
-            topic="t", partition=partition, offsets=offsets, table=table, keys=[None] * n, timestamps=[None] * n,
-            headers=[None] * n,
+        reads.append(
+            segment_of_rows(
+                topic="t", partition=partition, offsets=offsets, table=table, keys=[None] * n,
+                timestamps=[None] * n, headers=[None] * n,
+            )
         )  # fmt: skip
+    return _written(c, reads)
+
+
+def _written(c: Committer, reads: list[SegmentRead]) -> list[LandedSegment]:
+    """``reads`` checked against ``c``'s table (made from the first) and written as a commit's are."""
+    checked = []
+    for read in reads:
         c.ensure_table(read.schema)
         checked.append(
             check_segment(

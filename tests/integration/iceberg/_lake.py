@@ -5,6 +5,7 @@ and by DuckDB."""
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -96,6 +97,26 @@ class Lake:
 
 def ingest(lake: Lake, topic: str, table: str, bootstrap: str, *extra: str, **kwargs: Any) -> Any:
     return run_ingest(topic, table, bootstrap, *lake.flags, *extra, **kwargs)
+
+
+def race(lake: Lake, topic: str, table: str, bootstrap: str, *flags: str) -> list[Any]:
+    """Two run-once ``parka ingest`` runs with ``flags`` (one app id, given there) started
+    together in consumer groups of their own, so both read every partition and race to commit;
+    both must exit 0. Their completed processes."""
+    results: dict[str, Any] = {}
+    start = threading.Barrier(2)
+
+    def run(group: str) -> None:
+        start.wait()
+        results[group] = ingest(lake, topic, table, bootstrap, *flags, "-g", group, check=False)
+
+    threads = [threading.Thread(target=run, args=(g,)) for g in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert all(r.returncode == 0 for r in results.values()), [r.stderr[-2000:] for r in results.values()]
+    return list(results.values())
 
 
 def table_rows(lake: Lake, identifier: str) -> dict[int, int]:

@@ -39,7 +39,7 @@ from .._ingest_util import (
     run_ingest,
     table_ids,
 )
-from ._lake import Lake, ingest
+from ._lake import Lake, ingest, race
 
 
 def watermarks(bootstrap: str, topic: str, partitions: int) -> list[tuple[int, int]]:
@@ -164,26 +164,14 @@ def test_two_workers_racing_with_one_app_id_land_each_record_once(
     topic = new_topic(partitions=2)
     produce_events(bootstrap, topic, 0, 4000, batch=100)
     flags = ("--end-at-latest", "--max-segments-per-commit", "2", "-a", "racing")
-    results: dict[str, Any] = {}
-    start = threading.Barrier(2)
-
-    def run(group: str) -> None:
-        start.wait()
-        results[group] = ingest(lake, topic, lake.name("race"), bootstrap, *flags, "-g", group, check=False)
-
-    threads = [threading.Thread(target=run, args=(g,)) for g in ("a", "b")]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(300)
-    assert all(r.returncode == 0 for r in results.values()), [r.stderr[-2000:] for r in results.values()]
+    results = race(lake, topic, lake.name("race"), bootstrap, *flags)
     ids = lake.rows(lake.name("race"))["id"].to_pylist()
     assert sorted(ids) == list(range(4000))  # each once
     # the losers' files deleted; what is left unreferenced, background compaction's inputs, a
     # snapshot still names (both runs compact, racing too)
-    on_disk, race = lake.on_disk(lake.name("race")), lake.name("race")
-    assert on_disk - lake.files(race) <= lake.logged(race), sorted(on_disk - lake.logged(race))[:5]
-    stats = [last_json(r) for r in results.values()]
+    on_disk, name = lake.on_disk(lake.name("race")), lake.name("race")
+    assert on_disk - lake.files(name) <= lake.logged(name), sorted(on_disk - lake.logged(name))[:5]
+    stats = [last_json(r) for r in results]
     assert sum(st["records"] for st in stats) == 4000  # what each run committed adds up, no overlap
 
 

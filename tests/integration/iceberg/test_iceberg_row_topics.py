@@ -6,13 +6,11 @@ of them committed part of."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from .._ingest_util import EVENTS, EVENTS_AVRO, events, last_json, produce_events, produce_json
-from ._lake import Lake, ingest
+from ._lake import Lake, race
 
 
 def test_json_records_and_segments_raced_by_two_runs_land_each_record_once(
@@ -27,19 +25,7 @@ def test_json_records_and_segments_raced_by_two_runs_land_each_record_once(
     schema.write_text(json.dumps(EVENTS_AVRO))
     flags = ("--end-at-latest", "--value-format", "json", "--value-schema", str(schema))
     flags += ("--min-bytes-per-commit", "100000", "-a", "racing")
-    results: dict[str, Any] = {}
-    start = threading.Barrier(2)
-
-    def run(group: str) -> None:
-        start.wait()
-        results[group] = ingest(lake, topic, lake.name("rows"), bootstrap, *flags, "-g", group, check=False)
-
-    threads = [threading.Thread(target=run, args=(g,)) for g in ("a", "b")]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(300)
-    assert all(r.returncode == 0 for r in results.values()), [r.stderr[-2000:] for r in results.values()]
+    results = race(lake, topic, lake.name("rows"), bootstrap, *flags)
     got = lake.rows(lake.name("rows")).select(EVENTS.names).sort_by("id")
     assert got.cast(EVENTS).equals(events(0, 4000))  # each record once, as produced
-    assert sum(last_json(r)["records"] for r in results.values()) == 4000  # no overlap
+    assert sum(last_json(r)["records"] for r in results) == 4000  # no overlap

@@ -17,22 +17,10 @@ from parka.errors import SchemaError, SegmentDecodeError, SegmentError
 from parka.schema import schema_fingerprint
 from parka.segment import encode_segment
 
-from .._ingest_util import EVENTS, events, produce_events
+from .._ingest_util import EVENTS, EVENTS_AVRO, events, produce_events
 from ._util import SPARK
 
 pytestmark = SPARK
-
-EVENTS_AVRO = {
-    "type": "record",
-    "name": "Event",
-    "fields": [
-        {"name": "id", "type": "long"},
-        {"name": "device", "type": "string"},
-        {"name": "day", "type": "string"},
-        {"name": "value", "type": ["null", "double"]},
-        {"name": "at", "type": ["null", {"type": "long", "logicalType": "timestamp-micros"}]},
-    ],
-}
 
 
 def user_rows(table: pa.Table) -> list[dict[str, Any]]:
