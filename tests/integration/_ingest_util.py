@@ -76,6 +76,18 @@ def produce_json(bootstrap: str, topic: str, start: int, n: int, *, partition: i
     assert producer.flush(30) == 0
 
 
+def debezium_envelope(op: str, row: dict[str, Any] | None, lsn: int) -> dict[str, Any]:
+    """A Debezium change event's envelope as its PostgreSQL connector writes one (``op``: ``r``,
+    ``c``, ``u`` or ``d``; ``row`` is ``after``, or ``before`` for a delete), ordered by ``lsn``."""
+    return {
+        "before": row if op == "d" else None,
+        "after": None if op == "d" else row,
+        "source": {"connector": "postgresql", "db": "shop", "lsn": lsn},
+        "op": op,
+        "ts_ms": 1_700_000_000_000 + lsn,
+    }
+
+
 def create_topic(admin: AdminClient, name: str, partitions: int = 1, **config: str) -> str:
     """Create topic ``name`` and return it once the metadata shows every partition with a
     leader (on a loaded machine that takes up to 60 s)."""

@@ -22,7 +22,7 @@ from parka.producer import ParquetProducer
 
 from reliability.upsert_chaos import cdc_apply
 
-from ._ingest_util import last_json, run_ingest
+from ._ingest_util import debezium_envelope, last_json, run_ingest
 
 pytestmark = pytest.mark.integration
 
@@ -50,13 +50,7 @@ def produce_envelopes(bootstrap: str, topic: str, events: list[Event], *, batch:
             if not op:
                 producer.produce(topic, None, key=str(key))
                 continue
-            envelope = {
-                "before": row if op == "d" else None,
-                "after": None if op == "d" else row,
-                "source": {"connector": "postgresql", "db": "shop", "lsn": lsn},
-                "op": op,
-                "ts_ms": 1_700_000_000_000 + lsn,
-            }
+            envelope = debezium_envelope(op, row, lsn)
             producer.produce(topic, envelope, key=str(key))
         assert producer.flush(30) == 0
 

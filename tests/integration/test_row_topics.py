@@ -26,6 +26,7 @@ from parka.lake import FileName
 from ._ingest_util import (
     EVENTS_AVRO,
     assert_no_orphans,
+    debezium_envelope,
     events,
     json_value,
     last_json,
@@ -264,13 +265,7 @@ def test_debezium_json_envelopes_land_as_the_latest_row_per_key(
         price = base64.b64encode(cents.to_bytes(4, "big", signed=True)).decode() if schemas else f"{cents / 100:.2f}"
         at = 1_700_000_000_000_000 + lsn
         row = {"id": key, "name": name, "price": price, "at": at if schemas else f"2023-11-14T22:13:20.{lsn:06d}Z"}
-        envelope = {
-            "before": row if op == "d" else None,
-            "after": None if op == "d" else row,
-            "source": {"connector": "postgresql", "db": "shop", "lsn": lsn},
-            "op": op,
-            "ts_ms": 1_700_000_000_000 + lsn,
-        }
+        envelope = debezium_envelope(op, row, lsn)
         value = {"schema": ENVELOPE, "payload": envelope} if schemas else envelope
         producer.produce(
             topic,

@@ -30,6 +30,7 @@ from parka.protodecode import file_descriptor
 from .._ingest_util import (
     EVENTS_AVRO,
     assert_no_orphans,
+    debezium_envelope,
     events,
     last_json,
     produce_events,
@@ -142,13 +143,7 @@ def test_debezium_avro_envelopes_land_as_the_latest_row_per_key(
 
     def event(op: str, key: int, lsn: int, name: str | None) -> tuple[bytes | None, bytes | None]:
         row: dict[str, Any] = {"id": key, "name": name}
-        envelope = {
-            "before": row if op == "d" else None,
-            "after": None if op == "d" else row,
-            "source": {"connector": "postgresql", "db": "shop", "lsn": lsn},
-            "op": op,
-            "ts_ms": 1_700_000_000_000 + lsn,
-        }
+        envelope = debezium_envelope(op, row, lsn)
         return key_ser({"id": key}, kctx), value_ser(envelope, vctx)
 
     items = [event("r", k, 10 + k, f"item-{k}") for k in range(20)]
