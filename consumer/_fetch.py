@@ -93,14 +93,19 @@ class Fetcher:
         return NOTHING if cursor.next >= cursor.stop else cursor
 
     def fetch_raw_many(self, timeout: float | None, max_messages: int) -> list[RawSegment]:
-        """Up to ``max_messages`` messages undecoded (``poll_buffers``): those the client has
+        """Up to ``max_messages`` messages undecoded (``poll_buffers``; :meth:`fetch_messages`
+        says which), each a :class:`RawSegment` (:func:`raw_of`)."""
+        return [raw_of(msg) for msg in self.fetch_messages(timeout, max_messages)]
+
+    def fetch_messages(self, timeout: float | None, max_messages: int) -> list[Any]:
+        """Up to ``max_messages`` of the client's messages, as it gives them: those it has
         fetched already, or when it has none, the first to arrive within ``timeout``. One call
         of the client each time: a rebalance it serves (a seek to the table's offsets) never
-        leaves a message of an earlier call in hand. Garbled segment headers do not raise here:
-        the message comes back with ``info`` ``None`` (reading it as a segment raises the error,
-        with the message). A client error after some messages is raised at the next call, and
-        the messages after it come back then: none is dropped. Empty on timeout or partition
-        ends only."""
+        leaves a message of an earlier call in hand. A client error after some messages is
+        raised at the next call, and the messages after it come back then: none is dropped.
+        Empty on timeout or partition ends only. ``parka ingest`` takes these as they are (a
+        topic of row records has a message per row; a :class:`RawSegment` each cost more than
+        decoding them), the others through :meth:`fetch_raw_many`."""
         if not self._held:
             self._held = self._client.consume(max_messages, 0)
             if not self._held:
@@ -109,7 +114,7 @@ class Fetcher:
                     return []
                 self._held = [first]
         msgs, self._held = self._held, []
-        out: list[RawSegment] = []
+        out: list[Any] = []
         last: dict[tuple[str, int], Any] = {}
         for i, msg in enumerate(msgs):
             err = msg.error()
@@ -120,14 +125,8 @@ class Fetcher:
                 if not out:
                     raise KafkaClientException(f"consume failed: {err}", kafka_error=err)
                 break
-            topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
-            value, headers = msg.value(), msg.headers()
-            info = None
-            if headers and is_segment(headers):
-                with contextlib.suppress(SegmentError):  # garbled: read_segment raises it, keeping the message
-                    info = read_segment_info(headers, value=value, topic=topic, partition=partition, offset=offset)
-            out.append(raw_segment(value, headers, topic, partition, offset, msg.timestamp(), info, msg.key()))
-            last[(topic, partition)] = msg
+            out.append(msg)
+            last[(msg.topic(), msg.partition())] = msg
         for (topic, partition), msg in last.items():
             self._cursors[(topic, partition)] = Cursor(topic, partition, msg.offset(), epoch=msg.leader_epoch())
         return out
@@ -268,3 +267,16 @@ def build_records(cursor: Cursor) -> SegmentRecords:
         ) from exc
     cursor.records = records
     return records
+
+
+def raw_of(msg: Any) -> RawSegment:
+    """A client's message as a :class:`RawSegment`: a segment's headers read (``info``);
+    garbled segment headers do not raise here: ``info`` is ``None``, and reading the message as
+    a segment raises the error, with the message."""
+    topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+    value, headers = msg.value(), msg.headers()
+    info = None
+    if headers and is_segment(headers):
+        with contextlib.suppress(SegmentError):
+            info = read_segment_info(headers, value=value, topic=topic, partition=partition, offset=offset)
+    return raw_segment(value, headers, topic, partition, offset, msg.timestamp(), info, msg.key())

@@ -62,6 +62,7 @@ from parka.partitioning import PartitionSpec
 from parka.segment import is_segment
 
 from ._compactor import Maintenance
+from ._fetch import raw_of
 from ._ingest_client import KafkaSide, table_metadata
 from ._pipeline import Batch
 from ._row_values import RowValues
@@ -228,22 +229,28 @@ class IngestionConsumer(KafkaSide):
         limit, per_commit = s.buffer_limit, s.bytes_per_commit
         while not self._stop.is_set():
             self._sought.clear()
-            raws = self._poll(run.consumer)
-            at_end = not raws
-            for raw in raws:
-                if raw.partition in self._sought:  # its seek delivers again what was in hand
+            msgs = self._poll(run.consumer)
+            at_end = not msgs
+            for msg in msgs:
+                partition = msg.partition()
+                if partition in self._sought:  # its seek delivers again what was in hand
                     continue
-                size = len(raw.value or b"")
+                value = msg.value()
+                size = len(value) if value else 0
                 if run.pipeline.in_flight_bytes + run.batch.bytes >= limit:
                     self._finish(run)  # memory bound: the commit in flight must end first
                 if self._policy.overflows(buffered_bytes=run.batch.bytes, next_bytes=size):
                     self._commit_due(run)  # before it: the commit's files stay within the target size
-                self._handle(run, raw)
-                if raw.info is not None or run.batch.bytes >= per_commit:
+                if self._is_row(msg, value):
+                    self._hold_row(run, msg, partition, size)
+                    if run.batch.bytes >= per_commit:
+                        self._cut_if_due(run)
+                else:
+                    self._handle(run, raw_of(msg))
                     self._cut_if_due(run)
                 # the client's positions are asked only when they may show the end
-                at_end = at_end or self._positions.at_end(raw.partition, raw.offset)
-            if raws:
+                at_end = at_end or self._positions.at_end(partition, msg.offset())
+            if msgs:
                 self._watch.recovered()
             if run.pipeline.done() or run.pipeline.in_flight_bytes + run.batch.bytes >= limit:
                 self._finish(run)
@@ -359,19 +366,36 @@ class IngestionConsumer(KafkaSide):
 
     # -- one message ---------------------------------------------------------------------------
 
+    def _is_row(self, msg: Any, value: bytes | None) -> bool:
+        """Whether a client's message is a row record to hold (``--value-format``): not a
+        segment, and not an upsert table's tombstone."""
+        if self._row_values is None:
+            return False
+        headers = msg.headers()
+        if headers and is_segment(headers):
+            return False
+        return not (self.settings.upsert and value is None and msg.key() is not None)
+
+    def _hold_row(self, run: IngestRun, msg: Any, partition: int, size: int) -> None:
+        """Keep a row record (the client's message as it came) until its partition's run is
+        decoded (:meth:`_decode_rows`)."""
+        batch = run.batch
+        held = batch.rows.get(partition)
+        if held is None:
+            held = batch.rows[partition] = []
+        held.append(msg)
+        batch.bytes += size + ROW_RECORD_OVERHEAD
+        self._positions.consumed[partition] = msg.offset()
+        if batch.oldest_at is None:
+            batch.oldest_at = self._clock()
+
     def _handle(self, run: IngestRun, raw: RawSegment) -> None:
+        """A message that is not a row record held (:meth:`_hold_row`): a segment, a tombstone,
+        or a message to refuse. The row records before it on its partition are decoded first."""
+        self._decode_rows(run, raw.partition)  # the records before it first, in offset order
         if self.settings.upsert and is_tombstone(raw.key, raw.value, raw.headers):
-            self._decode_rows(run, raw.partition)  # the records before it first, in offset order
             self._tombstone(run, raw)
             return
-        if raw.info is None and self._row_values is not None and not is_segment(raw.headers):  # --value-format
-            run.batch.rows.setdefault(raw.partition, []).append(raw)
-            run.batch.bytes += len(raw.value or b"") + ROW_RECORD_OVERHEAD
-            self._positions.consumed[raw.partition] = raw.offset
-            if run.batch.oldest_at is None:
-                run.batch.oldest_at = self._clock()
-            return
-        self._decode_rows(run, raw.partition)
         try:
             seg = read_segment(
                 topic=raw.topic,
@@ -390,10 +414,10 @@ class IngestionConsumer(KafkaSide):
             if run.batch.oldest_at is None:
                 run.batch.oldest_at = self._clock()
 
-    def _take(self, run: IngestRun, seg: SegmentRead, raws: list[RawSegment]) -> bool:
-        """Check ``seg`` (a segment, or a run of row records made one: ``raws``, its messages)
-        against the table and add it to the batch; ``False`` when the table cannot take it, each
-        of its messages refused."""
+    def _take(self, run: IngestRun, seg: SegmentRead, raws: list[Any]) -> bool:
+        """Check ``seg`` (a segment, or a run of row records made one: ``raws``, its messages,
+        a RawSegment each or the client's) against the table and add it to the batch;
+        ``False`` when the table cannot take it, each of its messages refused."""
         try:
             cdc = self.settings.change_events
             if cdc is not None:
@@ -413,6 +437,7 @@ class IngestionConsumer(KafkaSide):
             )
         except (SegmentError, SchemaMismatchError) as exc:  # bad input, not a failure of ours
             for raw in raws:  # the dead letter is each message as it came
+                raw = raw if isinstance(raw, RawSegment) else raw_of(raw)
                 self._refuse(run, raw, _for_message(exc, raw))
             return False
         run.batch.checked.append(checked)
@@ -429,13 +454,13 @@ class IngestionConsumer(KafkaSide):
         """
         rows = run.batch.rows
         for p in sorted(rows) if partition is None else [partition]:
-            raws = rows.pop(p, None)
-            if not raws:
+            msgs = rows.pop(p, None)
+            if not msgs:
                 continue
             assert self._row_values is not None
             consumed = self._positions.consumed.get(p)
             view = run.table_view
-            decoded = self._row_values.decode([r.value for r in raws], None if view is None else view[0])
+            decoded = self._row_values.decode([m.value() for m in msgs], None if view is None else view[0])
             events: list[tuple[int, Any]] = [(i, error) for i, error in decoded.bad]
             for r in decoded.runs:
                 # a gap in a run's indexes is a bad record: no segment spans one
@@ -444,24 +469,24 @@ class IngestionConsumer(KafkaSide):
                     events.append((r.indexes[a], (r.table.slice(a, b - a), r.indexes[a:b])))
             for i, event in sorted(events, key=lambda e: e[0]):
                 if isinstance(event, Exception):
-                    raw = raws[i]
+                    raw = raw_of(msgs[i])
                     error = SegmentError(f"--value-format {self._row_values.format}: {event}")
                     self._refuse(run, raw, _for_message(error, raw))
                     continue
                 table, indexes = event
-                part = [raws[i] for i in indexes]
+                part = [msgs[i] for i in indexes]
                 try:
                     seg = segment_of_rows(
                         topic=self.settings.topic,
                         partition=p,
-                        offsets=[r.offset for r in part],
+                        offsets=[m.offset() for m in part],
                         table=table,
-                        keys=[r.key for r in part],
-                        timestamps=[r.timestamp[1] if r.timestamp and r.timestamp[0] else None for r in part],
-                        headers=[r.headers for r in part],
+                        keys=[m.key() for m in part],
+                        timestamps=[_timestamp_ms(m.timestamp()) for m in part],
+                        headers=[m.headers() for m in part],
                     )
                 except (SegmentError, RecordError) as exc:
-                    for raw in part:
+                    for raw in map(raw_of, part):
                         self._refuse(run, raw, _for_message(SegmentError(str(exc)), raw))
                     continue
                 self._take(run, seg, part)
@@ -638,3 +663,8 @@ def _for_message(exc: SegmentError | SchemaMismatchError, raw: RawSegment) -> Se
         text = text.removeprefix(f"field '{exc.field}': ") if exc.field else text
         return SchemaMismatchError(text, field=exc.field, value=raw.value, headers=raw.headers, **where)
     return type(exc)(text, value=raw.value, headers=raw.headers, **where)
+
+
+def _timestamp_ms(timestamp: tuple[int, int]) -> int | None:
+    """A client message's ``(type, ms)`` timestamp as milliseconds, ``None`` when it has none."""
+    return timestamp[1] if timestamp[0] else None

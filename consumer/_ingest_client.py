@@ -18,7 +18,7 @@ from parka.errors import Blocker, ConfigError, KafkaClientError
 
 from ._positions import Positions
 from ._settings import IngestSettings
-from ._shim import ParquetConsumer, RawSegment
+from ._shim import ParquetConsumer
 
 __all__ = ["KafkaSide", "table_metadata"]
 
@@ -121,10 +121,11 @@ class KafkaSide:
             f"{_CREDENTIAL_ERRORS[err.code()]}, stopping ({_CREDENTIAL_HINT}): {err.str()}", kafka_error=err
         )
 
-    def _poll(self, consumer: ParquetConsumer) -> list[RawSegment]:
-        """The next raw messages, those the client holds already, up to :data:`POLL_MESSAGES`
-        (a topic of row records has a message per row: one call per message cost more than
-        decoding them); transient client errors (a broker away) are logged and retried.
+    def _poll(self, consumer: ParquetConsumer) -> list[Any]:
+        """The client's next messages, those it holds already, up to :data:`POLL_MESSAGES`, as
+        it gives them (a topic of row records has a message per row: a call, or an object made,
+        per message cost more than decoding them); transient client errors (a broker away) are
+        logged and retried.
 
         librdkafka reconnects by itself, and everything buffered stays buffered until a commit
         succeeds, so waiting loses nothing. A fatal error stops ingestion. A message with
@@ -132,7 +133,7 @@ class KafkaSide:
         after what came before is committed) like any other bad message.
         """
         try:
-            raws = consumer.poll_buffers(timeout=0.5, max_messages=POLL_MESSAGES)
+            raws = consumer._poll_messages(timeout=0.5, max_messages=POLL_MESSAGES)
         except KafkaClientError as exc:
             err = exc.kafka_error
             if err is not None and err.code() in _CREDENTIAL_ERRORS:

@@ -397,6 +397,10 @@ class ParquetConsumer(OffsetsAPI):
             raise SegmentError("records of a decoded segment are still pending: call poll() until it returns them")
         return self._fetcher.fetch_raw_many(timeout, max_messages)
 
+    def _poll_messages(self, timeout: float | None, max_messages: int) -> list[Any]:
+        """:meth:`poll_buffers` for ``parka ingest``: the client's messages as it gives them."""
+        return self._fetcher.fetch_messages(timeout, max_messages)
+
     def close(self) -> None:
         """Stop auto-committing, commit the final positions (with auto-commit) and close the client.
 
