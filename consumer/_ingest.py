@@ -79,8 +79,8 @@ log = logging.getLogger("parka.ingest")
 
 # What a row record held until its run is decoded costs in memory beyond its value's bytes (the
 # client's message object, its key and headers: 496 bytes per message with an 11-byte value, a key
-# and one header, measured with tracemalloc over 100,000 held), counted in the bytes buffered so
-# that --max-buffered-bytes bounds a row topic's memory as a segment topic's
+# and one header, benchmarks/results/2026-11-30-row-ingest/held_message_bytes.py), counted in the
+# bytes buffered so that --max-buffered-bytes bounds a row topic's memory as a segment topic's
 ROW_RECORD_OVERHEAD = 500
 
 
