@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from parka.segment import encode_segment
 
 from ._ingest_util import (
     EVENTS,
+    EVENTS_AVRO,
     app_id_of,
     assert_no_orphans,
     assert_segments_stored_byte_for_byte,
@@ -27,6 +29,7 @@ from ._ingest_util import (
     log_has,
     message_values,
     produce_events,
+    produce_json,
     race_two_workers,
     referenced_files,
     row_group_bytes,
@@ -626,18 +629,28 @@ def test_a_worker_taking_over_a_crashed_partition_removes_its_orphans_while_runn
     assert sorted(table_ids(table)) == list(range(1100))
 
 
+@pytest.mark.parametrize("buffered", ["segments", "json-records"])
 def test_kill_9_during_a_rebalance_is_exactly_once(
-    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path, buffered: str
 ) -> None:
+    """Worker a buffers segments (or JSON row records, held undecoded: --value-format json) and
+    is killed when its partitions are revoked; worker b lands everything once."""
     topic = new_topic(partitions=2)
     table = tmp_path / "t"
     produce_events(bootstrap, topic, 0, 100, batch=50)
     run_ingest(topic, table, bootstrap, "--end-at-latest")
-    flags = ("-g", f"grp-{topic}", "--allowed-latency", "30", "--max-segments-per-commit", "1000")
+    flags: tuple[str, ...] = ("-g", f"grp-{topic}", "--allowed-latency", "30", "--max-segments-per-commit", "1000")
+    if buffered == "json-records":
+        schema = tmp_path / "event.avsc"
+        schema.write_text(json.dumps(EVENTS_AVRO))
+        flags += ("--value-format", "json", "--value-schema", str(schema))
     logs = [tmp_path / "a.log", tmp_path / "b.log"]
     a = start_ingest(topic, table, bootstrap, *flags, log=logs[0], env={"PARKA_TEST_CRASH_AT": "on-revoke"})
     wait_for(lambda: log_has(logs[0], "partition 1 assigned"), "worker a to own both partitions")
-    produce_events(bootstrap, topic, 100, 500, batch=50)
+    if buffered == "json-records":
+        produce_json(bootstrap, topic, 100, 500)
+    else:
+        produce_events(bootstrap, topic, 100, 500, batch=50)
     wait_for(lambda: log_has(logs[0], "lag p0:0 p1:0"), "worker a to buffer every segment")
     b = start_ingest(topic, table, bootstrap, *flags, "--allowed-latency", "0.5", log=logs[1])
     try:
