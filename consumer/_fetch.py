@@ -29,7 +29,7 @@ from parka.segment import SCHEMA_ID_HEADER, decode_segment, is_segment, read_seg
 from ._compat import KafkaClientException
 from ._resolve import resolve_table
 from ._rows import segment_records
-from ._segments import Cursor, Key, RawSegment, decode_position, raw_segment
+from ._segments import Cursor, Key, RawSegment, decode_position
 
 __all__ = ["NOTHING", "Fetcher"]
 
@@ -279,4 +279,4 @@ def raw_of(msg: Any) -> RawSegment:
     if headers and is_segment(headers):
         with contextlib.suppress(SegmentError):
             info = read_segment_info(headers, value=value, topic=topic, partition=partition, offset=offset)
-    return raw_segment(value, headers, topic, partition, offset, msg.timestamp(), info, msg.key())
+    return RawSegment(value, headers, topic, partition, offset, msg.timestamp(), info, msg.key())

@@ -375,7 +375,7 @@ class IngestionConsumer(KafkaSide):
         headers = msg.headers()
         if headers and is_segment(headers):
             return False
-        return not (self.settings.upsert and value is None and msg.key() is not None)
+        return not (self.settings.upsert and is_tombstone(msg.key(), value, headers))
 
     def _hold_row(self, run: IngestRun, msg: Any, partition: int, size: int) -> None:
         """Keep a row record (the client's message as it came) until its partition's run is
@@ -409,16 +409,19 @@ class IngestionConsumer(KafkaSide):
         except SegmentError as exc:  # bad input, not a failure of ours
             self._refuse(run, raw, exc)
             return
-        if self._take(run, seg, [raw]):
+        refusal = self._take(run, seg)
+        if refusal is not None:
+            self._refuse(run, raw, _for_message(refusal, raw))
+        else:
             run.batch.bytes += len(seg.value)
             self._positions.consumed[raw.partition] = raw.offset
             if run.batch.oldest_at is None:
                 run.batch.oldest_at = self._clock()
 
-    def _take(self, run: IngestRun, seg: SegmentRead, raws: list[Any]) -> bool:
-        """Check ``seg`` (a segment, or a run of row records made one: ``raws``, its messages,
-        a RawSegment each or the client's) against the table and add it to the batch;
-        ``False`` when the table cannot take it, each of its messages refused."""
+    def _take(self, run: IngestRun, seg: SegmentRead) -> SegmentError | SchemaMismatchError | None:
+        """Check ``seg`` (a segment, or a run of row records made one) against the table and add
+        it to the batch; the error when the table cannot take it, for the caller to refuse each
+        of its messages with."""
         try:
             cdc = self.settings.change_events
             if cdc is not None:
@@ -437,12 +440,9 @@ class IngestionConsumer(KafkaSide):
                 check_columns=run.session.committer.engine.check_columns,
             )
         except (SegmentError, SchemaMismatchError) as exc:  # bad input, not a failure of ours
-            for raw in raws:  # the dead letter is each message as it came
-                raw = raw if isinstance(raw, RawSegment) else raw_of(raw)
-                self._refuse(run, raw, _for_message(exc, raw))
-            return False
+            return exc
         run.batch.checked.append(checked)
-        return True
+        return None
 
     def _decode_rows(self, run: IngestRun, partition: int | None = None) -> None:
         """Decode the row records buffered of ``partition`` (``None``: of every partition), in
@@ -487,10 +487,12 @@ class IngestionConsumer(KafkaSide):
                         headers=[m.headers() for m in part],
                     )
                 except (SegmentError, RecordError) as exc:
-                    for raw in map(raw_of, part):
-                        self._refuse(run, raw, _for_message(SegmentError(str(exc)), raw))
-                    continue
-                self._take(run, seg, part)
+                    refusal: SegmentError | SchemaMismatchError | None = SegmentError(str(exc))
+                else:
+                    refusal = self._take(run, seg)
+                if refusal is not None:
+                    for raw in map(raw_of, part):  # the dead letter is each message as it came
+                        self._refuse(run, raw, _for_message(refusal, raw))
             if consumed is not None:  # refusals above set it to their own offsets
                 self._positions.consumed[p] = consumed
 

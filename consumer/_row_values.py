@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,19 +39,21 @@ class RowValues:
         self._registry: Registry | None = None
         if settings.schema_registry_url:
             self._registry = Registry({**settings.schema_registry_options, "url": settings.schema_registry_url})
-        self._framed: ConfluentAvroRows | ConfluentJsonRows | None = None
-        self._protobuf: Any = None
+        # the decoder of every value for the formats whose values all carry their schema
+        self._whole: Callable[[Sequence[bytes | None]], Runs] | None = None
+        self._framed: ConfluentJsonRows | None = None  # json: a framed value's
         if self.format == "avro":
             assert self._registry is not None  # the settings require it
-            self._framed = ConfluentAvroRows(self._registry.writer_avro)
+            self._whole = ConfluentAvroRows(self._registry.writer_avro).decode
         elif self.format == "protobuf":
             from parka.protodecode import ProtobufRows  # the protobuf extra: only when asked for
 
             assert self._registry is not None
-            self._protobuf = ProtobufRows(self._registry.writer_protobuf)
+            self._whole = ProtobufRows(self._registry.writer_protobuf).decode
+        elif self.format == "connect-json":
+            self._whole = ConnectJsonRows().decode
         elif self._registry is not None:
             self._framed = ConfluentJsonRows(self._registry.writer_json_schema)
-        self._connect = ConnectJsonRows()
         self._plain: JsonRows | None = None
         if settings.value_schema_path is not None:
             self._plain = JsonRows(_declared_schema(settings.value_schema_path))
@@ -72,14 +74,8 @@ class RowValues:
             RegistryError: the registry could not be reached (not the data's fault: nothing is
                 refused for it).
         """
-        if self.format == "avro":
-            assert self._framed is not None
-            return self._framed.decode(values)
-        if self.format == "connect-json":
-            return self._connect.decode(values)
-        if self.format == "protobuf":
-            decoded: Runs = self._protobuf.decode(values)
-            return decoded
+        if self._whole is not None:
+            return self._whole(values)
         runs: list[Run] = []
         bad: list[tuple[int, RecordError]] = []
         at = 0

@@ -50,34 +50,6 @@ class RawSegment:
         return None if self.info is None else self.info.num_records
 
 
-_new = object.__new__
-_set = object.__setattr__
-
-
-def raw_segment(
-    value: bytes | None,
-    headers: Any,
-    topic: str,
-    partition: int,
-    offset: int,
-    timestamp: tuple[int, int],
-    info: SegmentInfo | None,
-    key: bytes | None,
-) -> RawSegment:
-    """A :class:`RawSegment`, made for a poll of many messages (a topic of row records has one per
-    row): its fields set directly, as its frozen ``__init__`` does with a slower call per field."""
-    raw: RawSegment = _new(RawSegment)
-    _set(raw, "value", value)
-    _set(raw, "headers", headers)
-    _set(raw, "topic", topic)
-    _set(raw, "partition", partition)
-    _set(raw, "offset", offset)
-    _set(raw, "timestamp", timestamp)
-    _set(raw, "info", info)
-    _set(raw, "key", key)
-    return raw
-
-
 class SegmentTable:
     """Records of one segment as one ``pyarrow.Table``, from :meth:`ParquetConsumer.poll_table`.
 

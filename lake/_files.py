@@ -30,6 +30,7 @@ from parka.partitioning import PartitionSpec, parse_partition_by
 from parka.schema import RESERVED_PREFIX, schema_fingerprint
 from parka.segment import (
     KEY_COLUMN,
+    Segment,
     SegmentInfo,
     build_segment_table,
     encode_segment,
@@ -60,8 +61,8 @@ __all__ = [
 ]
 
 DEFAULT_TARGET_FILE_SIZE = 128 * 2**20
-_OFFSET_COLUMN = "__parka_split_offset"  # a run's offsets through a split, never written
 """The size a data file aims at when no target is given: up to 128 MiB (``--target-file-size``' default)."""
+_OFFSET_COLUMN = "__parka_split_offset"  # a run's offsets through a split, never written
 
 log = logging.getLogger("parka.ingest")
 
@@ -165,8 +166,7 @@ def unwrap_segment(seg: SegmentRead, cdc: Debezium) -> SegmentRead:
         raise SegmentError(str(exc), **where) from None
     if rows is None:
         return seg
-    user = pa.schema([f for f in rows.schema if not f.name.startswith(RESERVED_PREFIX)])
-    encoded = encode_segment(rows, codec=seg.info.codec, fingerprint=schema_fingerprint(user))
+    encoded = _encoded(rows, seg.info.codec)
     headers: list[tuple[str, bytes | None]] = list(encoded.headers)
     unwrapped = read_segment(
         topic=seg.topic, partition=seg.partition, offset=seg.offset, value=encoded.value, headers=headers
@@ -200,8 +200,7 @@ def segment_of_rows(
     at = np.asarray(offsets, dtype=np.int64)
     if len(at) > 1 and not bool((at[1:] > at[:-1]).all()):  # a cut at a txn needs them in order
         raise ValueError(f"{topic}[{partition}]: the run's offsets do not increase: {at[:10].tolist()}...")
-    rows = build_segment_table(table, keys, timestamps, headers)
-    encoded = encode_segment(rows, codec=codec, fingerprint=schema_fingerprint(table.schema))
+    encoded = _encoded(build_segment_table(table, keys, timestamps, headers), codec)
     seg = read_segment(
         topic=topic, partition=partition, offset=int(offsets[-1]), value=encoded.value, headers=list(encoded.headers)
     )
@@ -478,7 +477,7 @@ class _Writer:
         that a part the table's ``txn`` covers can be told from the rest in each file."""
         seg = c.seg
         data = pq.read_table(io.BytesIO(seg.value))
-        codec = seg.meta.row_group(0).column(0).compression.lower() if seg.meta.num_row_groups else "none"
+        codec = _codec(seg.meta)
         if seg.offsets is not None:
             data = data.append_column(_OFFSET_COLUMN, pa.array(seg.offsets, pa.int64()))
         files, parts = [], []
@@ -489,7 +488,7 @@ class _Writer:
                 part = part.drop_columns([_OFFSET_COLUMN])
             first, last = (seg.offset, None) if offsets is None else (int(offsets[0]), int(offsets[-1]))
             buf = io.BytesIO()
-            pq.write_table(part, buf, compression=codec if codec != "uncompressed" else "none", store_schema=True)
+            pq.write_table(part, buf, compression=codec, store_schema=True)
             name = _in_partition(values, FileName.new(seg.topic, seg.partition, first, split=i, last=last))
             f = self.put(name, buf.getvalue(), None, values, _tags(seg.topic, seg.partition, first, last))
             files.append(f)
@@ -560,7 +559,6 @@ def _some_rows(data: bytes, keep: Sequence[LandedSegment]) -> bytes:
     ``rows`` only; decoded and encoded again (with parka's encodings, the file's codec)."""
     file = pq.ParquetFile(io.BytesIO(data))
     meta = file.metadata
-    codec = meta.row_group(0).column(0).compression.lower() if meta.num_row_groups else "none"
     tables = []
     for s in keep:
         groups = range(meta.num_row_groups) if s.row_groups is None else range(s.row_groups[0], sum(s.row_groups))
@@ -568,10 +566,19 @@ def _some_rows(data: bytes, keep: Sequence[LandedSegment]) -> bytes:
         if s.rows is not None:
             table = table.slice(s.rows[0], s.rows[1])
         tables.append(table)
-    rows = pa.concat_tables(tables)
+    return _encoded(pa.concat_tables(tables), _codec(meta)).value
+
+
+def _encoded(rows: pa.Table, codec: str) -> Segment:
+    """``rows`` (user columns, then any reserved ones) encoded as a segment with parka's encodings."""
     user = pa.schema([f for f in rows.schema if not f.name.startswith(RESERVED_PREFIX)])
-    codec = {"uncompressed": "none", "lz4_raw": "lz4"}.get(codec, codec)
-    return encode_segment(rows, codec=codec, fingerprint=schema_fingerprint(user)).value
+    return encode_segment(rows, codec=codec, fingerprint=schema_fingerprint(user))
+
+
+def _codec(meta: pq.FileMetaData) -> str:
+    """The codec of a Parquet file's first column chunk, as parka names codecs (``none`` for none)."""
+    codec = meta.row_group(0).column(0).compression.lower() if meta.num_row_groups else "none"
+    return {"uncompressed": "none", "lz4_raw": "lz4"}.get(codec, codec)
 
 
 def _in_partition(values: Mapping[str, str | None], name: FileName) -> str:

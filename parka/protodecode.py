@@ -315,8 +315,7 @@ def _enum(e: Any) -> Any:
 
 
 class _Message:
-    """What decodes one message type: ptars' handler, protobuf's class (to find a bad value),
-    and the Arrow schema of its table."""
+    """What decodes one message type: ptars' handler and protobuf's class (to find a bad value)."""
 
     def __init__(self, descriptor: Any) -> None:
         from google.protobuf import message_factory
@@ -327,13 +326,10 @@ class _Message:
         self.handler = HandlerPool([descriptor.file], config).get_for_message(descriptor)
         self.cls = message_factory.GetMessageClass(descriptor)
         self.name = descriptor.full_name
-        self.schema: pa.Schema | None = None
 
     def table(self, bodies: Sequence[bytes]) -> pa.Table:
         batch = self.handler.list_to_record_batch(list(bodies))
-        table = _signed(pa.Table.from_batches([batch]))
-        self.schema = table.schema
-        return table
+        return _signed(pa.Table.from_batches([batch]))
 
 
 def _refuse_recursion(descriptor: Any, path: tuple[str, ...]) -> None:

@@ -384,9 +384,7 @@ def _connect_type(schema: Mapping[str, Any], path: str) -> pa.DataType:
 
 def _connect_read_type(t: pa.DataType) -> pa.DataType:
     """The type the JSON text of a value of Arrow type ``t`` is read as: a timestamp or date as
-    its integer, a decimal and binary as their base64 text; containers alike, every field inside
-    a struct nullable (pyarrow's reader refuses a null struct with a never-null field; the
-    placeholders go in after: :func:`_connect_array`)."""
+    its integer, a decimal and binary as their base64 text; containers alike."""
     if pa.types.is_timestamp(t):
         return pa.int64()
     if pa.types.is_date(t):
@@ -394,7 +392,7 @@ def _connect_read_type(t: pa.DataType) -> pa.DataType:
     if pa.types.is_decimal(t) or pa.types.is_binary(t):
         return pa.string()
     if pa.types.is_struct(t):
-        return pa.struct([pa.field(f.name, _connect_read_type(f.type)) for f in t])
+        return pa.struct([pa.field(f.name, _connect_read_type(f.type), f.nullable) for f in t])
     if pa.types.is_list(t):
         return pa.list_(_connect_read_type(t.value_type))
     if pa.types.is_map(t):
