@@ -53,24 +53,25 @@ class Mode:
     forked: bool
 
 
+# The quick mode's crash points: the ones where the chaos around a kill matters (a rebalance under
+# way, dead letters just committed while bad input keeps coming); the evolution scenario's quick
+# plan kills mid-write, after-write and after the Delta commit amid its own. Every point is killed at alone,
+# a restart after each, by the tests (tests/integration/test_ingest.py for Delta,
+# tests/integration/iceberg/test_iceberg_ingest.py for each Iceberg catalog), and all six amid
+# the chaos, five times each, by the full mode.
+_QUICK_POINTS = ("after-dead-letters", "on-revoke")
 # 20 SIGTERMs at moments the plan does not choose (a worker may be compacting, checkpointing,
 # cleaning orphans or committing): each must exit 0 within the stop bound (report.STOP_BOUND_S)
 _FULL_INGEST = IngestPlan(crashes_per_point=5, kills=6, leaves=20)
-_QUICK_INGEST = IngestPlan(crashes_per_point=1, kills=1, leaves=1)
-# the points tests/integration/iceberg/test_iceberg_ingest.py does not kill at, for each catalog
-_ICEBERG_QUICK_POINTS = ("after-dead-letters", "on-revoke")
+_QUICK_INGEST = IngestPlan(crashes_per_point=1, kills=1, leaves=1, points=_QUICK_POINTS)
 MODES = {
     # 6 points x 5 crashes + 6 kills: 36 SIGKILLs of parka ingest workers, 20 SIGTERMs; 5 Spark driver kills
     "full": Mode(_FULL_INGEST, _FULL_INGEST, SparkPlan(crashes=4, group_kills=1), True, history_kills=6, forked=False),
-    # 6 points x 1 + 1 kill: 7 SIGKILLs; no JVM start-up (Spark) and no broker of its own. On
-    # Iceberg 2 points + 1 kill: the other four are left to the tests' kill -9 at each point, for
-    # each catalog (tests/integration/iceberg/test_iceberg_ingest.py), and to the full mode, since
-    # an Iceberg worker here costs about four times a Delta one's CPU (100 against 29 CPU-s for
-    # the scenario, measured with /usr/bin/time) and make test runs on 2 cores; its workers fork
-    # from the fork server, as the tests' do
+    # 2 points x 1 + 1 kill on either format (_QUICK_POINTS): 3 SIGKILLs each; no JVM start-up
+    # (Spark) and no broker of its own; its workers fork from the fork server, as the tests' do
     "quick": Mode(
         _QUICK_INGEST,
-        IngestPlan(crashes_per_point=1, kills=1, leaves=1, points=_ICEBERG_QUICK_POINTS),
+        _QUICK_INGEST,
         None,
         False,
         history_kills=0,

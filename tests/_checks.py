@@ -71,6 +71,11 @@ def start_beside() -> None:
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
+    # A session of its own is a scheduling group of its own where the kernel groups sessions
+    # (autogroup, on by default on Linux desktops and on this project's machines): a process's
+    # nice then weighs only against its own group's, so the group itself is niced.
+    with contextlib.suppress(OSError):
+        Path(f"/proc/{_beside.pid}/autogroup").write_text(str(NICENESS))
 
 
 def stop_beside() -> None:
