@@ -46,7 +46,7 @@ from a first batch and then fixed (:meth:`JsonRows.inferred`).
 
 ``benchmarks/row_decode.py`` measures both formats' paths side by side
 (``benchmarks/results/2026-11-30-row-decode/``). ``parka ingest --value-format`` decodes a topic's
-row records with these (``consumer/_row_values.py``).
+row records with these (``ops/row_values.py``, for both daemons).
 """
 
 from __future__ import annotations
@@ -577,6 +577,13 @@ class AvroRows:
         return _converted(self._converter, records, where, bad)
 
 
+def _is_json_object(value: bytes) -> bool:
+    try:
+        return isinstance(json.loads(value), dict)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return False
+
+
 class JsonRows:
     """Decoder of JSON values against the Arrow ``schema`` (see the module docstring)."""
 
@@ -609,12 +616,19 @@ class JsonRows:
         """
         if not values:
             raise SchemaError("no values to infer a schema from")
+        options = pa_json.ParseOptions(newlines_in_values=True)
         try:
-            table = pa_json.read_json(
-                io.BytesIO(b"\n".join(values)), parse_options=pa_json.ParseOptions(newlines_in_values=True)
-            )
+            table = pa_json.read_json(io.BytesIO(b"\n".join(values)), parse_options=options)
         except (pa.ArrowException, UnicodeDecodeError) as exc:
-            raise SchemaError(f"the first {len(values)} value(s) are not read as JSON objects: {exc}") from None
+            # a bad value among them: inferred from the JSON objects alone (the others are
+            # refused by decode, each named), not every value refused for one
+            objects = [v for v in values if _is_json_object(v)]
+            if not objects:
+                raise SchemaError(f"none of the first {len(values)} value(s) is a JSON object: {exc}") from None
+            try:
+                table = pa_json.read_json(io.BytesIO(b"\n".join(objects)), parse_options=options)
+            except (pa.ArrowException, UnicodeDecodeError) as again:
+                raise SchemaError(f"the first {len(values)} value(s) are not read as JSON objects: {again}") from None
         fields = []
         for field in table.schema:
             if _holds(field.type, pa.types.is_null):

@@ -149,6 +149,14 @@ def test_an_inferred_schema_is_the_first_batchs_then_fixed() -> None:
     with pytest.raises(SchemaError, match="no type to infer") as caught:
         JsonRows.inferred([b'{"a": 1, "b": null}'])
     assert caught.value.field == "b"
+    # a bad value among the first: the schema is the JSON objects', and decode names the others
+    mixed = [b'{"id": 1}', b"not json", b"[1, 2]", b'{"id": 2, "name": "b"}']
+    rows = JsonRows.inferred(mixed)
+    assert rows.schema.names == ["id", "name"]
+    decoded = rows.decode(mixed)
+    assert decoded.table.column("id").to_pylist() == [1, 2] and [i for i, _ in decoded.bad] == [1, 2]
+    with pytest.raises(SchemaError, match="none of the first 2 value"):
+        JsonRows.inferred([b"not json", b"[1]"])
 
 
 def json_framed(schema_id: int, records: list[dict[str, Any]]) -> list[bytes]:
