@@ -19,7 +19,6 @@ batch being filled) is one :class:`._run.IngestRun`, handed to each step of the 
 from __future__ import annotations
 
 import contextlib
-import itertools
 import logging
 import threading
 import time
@@ -27,7 +26,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pyarrow as pa
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -47,17 +45,17 @@ from parka.lake import (
     check_segment,
     is_tombstone,
     read_segment,
-    segment_of_rows,
     table_identity,
     tombstone_refusal,
     unwrap_segment,
 )
 from parka.ops.health import HealthLog
 from parka.ops.preflight import BrokerWatch, wait_until_ready
+from parka.ops.row_values import ROW_RECORD_OVERHEAD, RowFormat, RowValues
 from parka.ops.stopping import StopGuard
 
 from parka.crash import crash_point
-from parka.errors import ConfigError, KafkaClientError, RecordError, SchemaMismatchError, SegmentError
+from parka.errors import ConfigError, KafkaClientError, SchemaMismatchError, SegmentError
 from parka.partitioning import PartitionSpec
 from parka.segment import is_segment
 
@@ -65,7 +63,6 @@ from ._compactor import Maintenance
 from ._fetch import raw_of
 from ._ingest_client import KafkaSide, table_metadata
 from ._pipeline import Batch
-from ._row_values import RowValues
 from ._run import IngestRun, client_conf, landing_session, table_engine
 from ._settings import IngestSettings
 from ._shim import ParquetConsumer, RawSegment
@@ -76,12 +73,6 @@ if TYPE_CHECKING:
 __all__ = ["DLQ_SCHEMA", "IngestSettings", "IngestStats", "IngestionConsumer"]
 
 log = logging.getLogger("parka.ingest")
-
-# What a row record held until its run is decoded costs in memory beyond its value's bytes (the
-# client's message object, its key and headers: 496 bytes per message with an 11-byte value, a key
-# and one header, benchmarks/results/2026-11-30-row-ingest/held_message_bytes.py), counted in the
-# bytes buffered so that --max-buffered-bytes bounds a row topic's memory as a segment topic's
-ROW_RECORD_OVERHEAD = 500
 
 
 @dataclass
@@ -135,7 +126,8 @@ class IngestionConsumer(KafkaSide):
             metrics.watch_blockers(self._health.active)
         self._maintenance = Maintenance(settings, self.stats)  # compaction, background and --optimize-every
         self._run: IngestRun | None = None  # the run in progress (lag() reads its client)
-        self._row_values = RowValues.of(settings)  # --value-format's decoders, None for segments only
+        row_format = RowFormat.of(settings, settings.schema_registry_options)
+        self._row_values = None if row_format is None else RowValues(row_format)  # None: segments only
         # partitions this worker sought since its last poll: what that poll gave of them is stale
         self._sought: set[int] = set()
 
@@ -228,6 +220,7 @@ class IngestionConsumer(KafkaSide):
         poll's messages)."""
         s = self.settings
         limit, per_commit = s.buffer_limit, s.bytes_per_commit
+        holds_rows, upsert, positions = self._row_values is not None, s.upsert, self._positions
         while not self._stop.is_set():
             self._sought.clear()
             msgs = self._poll(run.consumer)
@@ -242,15 +235,33 @@ class IngestionConsumer(KafkaSide):
                     self._finish(run)  # memory bound: the commit in flight must end first
                 if self._policy.overflows(buffered_bytes=run.batch.bytes, next_bytes=size):
                     self._commit_due(run)  # before it: the commit's files stay within the target size
-                if self._is_row(msg, value):
-                    self._hold_row(run, msg, partition, size)
-                    if run.batch.bytes >= per_commit:
+                if partition in self._sought:  # the commit above found the table further: it comes again
+                    continue
+                headers = msg.headers() if holds_rows else None
+                if (
+                    holds_rows
+                    and not (headers and is_segment(headers))
+                    and not (upsert and is_tombstone(msg.key(), value, headers))
+                ):
+                    # a row record, held as the client's message until its run is decoded
+                    # (_decode_rows); inline: the loop's one step per row of a row topic
+                    batch = run.batch
+                    held = batch.rows.get(partition)
+                    if held is None:
+                        held = batch.rows[partition] = []
+                    held.append(msg)
+                    batch.bytes += size + ROW_RECORD_OVERHEAD
+                    offset = positions.consumed[partition] = msg.offset()
+                    if batch.oldest_at is None:
+                        batch.oldest_at = self._clock()
+                    if batch.bytes >= per_commit:
                         self._cut_if_due(run)
-                else:
-                    self._handle(run, raw_of(msg))
-                    self._cut_if_due(run)
-                # the client's positions are asked only when they may show the end
-                at_end = at_end or self._positions.at_end(partition, msg.offset())
+                    # the client's positions are asked only when they may show the end
+                    at_end = at_end or positions.at_end(partition, offset)
+                    continue
+                self._handle(run, raw_of(msg))
+                self._cut_if_due(run)
+                at_end = at_end or positions.at_end(partition, msg.offset())
             if msgs:
                 self._watch.recovered()
             if run.pipeline.done() or run.pipeline.in_flight_bytes + run.batch.bytes >= limit:
@@ -367,31 +378,8 @@ class IngestionConsumer(KafkaSide):
 
     # -- one message ---------------------------------------------------------------------------
 
-    def _is_row(self, msg: Any, value: bytes | None) -> bool:
-        """Whether a client's message is a row record to hold (``--value-format``): not a
-        segment, and not an upsert table's tombstone."""
-        if self._row_values is None:
-            return False
-        headers = msg.headers()
-        if headers and is_segment(headers):
-            return False
-        return not (self.settings.upsert and is_tombstone(msg.key(), value, headers))
-
-    def _hold_row(self, run: IngestRun, msg: Any, partition: int, size: int) -> None:
-        """Keep a row record (the client's message as it came) until its partition's run is
-        decoded (:meth:`_decode_rows`)."""
-        batch = run.batch
-        held = batch.rows.get(partition)
-        if held is None:
-            held = batch.rows[partition] = []
-        held.append(msg)
-        batch.bytes += size + ROW_RECORD_OVERHEAD
-        self._positions.consumed[partition] = msg.offset()
-        if batch.oldest_at is None:
-            batch.oldest_at = self._clock()
-
     def _handle(self, run: IngestRun, raw: RawSegment) -> None:
-        """A message that is not a row record held (:meth:`_hold_row`): a segment, a tombstone,
+        """A message that is not a row record held (by the loop): a segment, a tombstone,
         or a message to refuse. The row records before it on its partition are decoded first."""
         self._decode_rows(run, raw.partition)  # the records before it first, in offset order
         if self.settings.upsert and is_tombstone(raw.key, raw.value, raw.headers):
@@ -410,6 +398,8 @@ class IngestionConsumer(KafkaSide):
             self._refuse(run, raw, exc)
             return
         refusal = self._take(run, seg)
+        if raw.partition in self._sought:  # dropped by _take: the table went further, it comes again
+            return
         if refusal is not None:
             self._refuse(run, raw, _for_message(refusal, raw))
         else:
@@ -429,6 +419,8 @@ class IngestionConsumer(KafkaSide):
             view = run.table_view
             if view is None:  # no table yet: made from this segment's schema
                 view = self._make_table(run, seg.schema)
+                if seg.partition in self._sought:  # the commit it waited for found the table further
+                    return None  # than all this worker holds of the partition: dropped, it comes again
             table_schema, partitioning = view
             if self.settings.upsert:
                 check_keyed(seg, self.settings.key_columns)
@@ -447,7 +439,7 @@ class IngestionConsumer(KafkaSide):
     def _decode_rows(self, run: IngestRun, partition: int | None = None) -> None:
         """Decode the row records buffered of ``partition`` (``None``: of every partition), in
         bulk: each run of good records of one schema becomes one segment
-        (:func:`parka.lake.segment_of_rows`), taken as a segment is (:meth:`_take`), and each
+        (:meth:`parka.ops.row_values.RowValues.segments`), taken as a segment is (:meth:`_take`), and each
         bad record is refused, in offset order, so no run spans a refused record.
 
         Raises:
@@ -461,37 +453,20 @@ class IngestionConsumer(KafkaSide):
             assert self._row_values is not None
             consumed = self._positions.consumed.get(p)
             view = run.table_view
-            decoded = self._row_values.decode([m.value() for m in msgs], None if view is None else view[0])
-            events: list[tuple[int, Any]] = [(i, error) for i, error in decoded.bad]
-            for r in decoded.runs:
-                # a gap in a run's indexes is a bad record: no segment spans one
-                starts = [0, *(np.flatnonzero(np.diff(r.indexes) > 1) + 1).tolist(), len(r.indexes)]
-                for a, b in itertools.pairwise(starts):
-                    events.append((r.indexes[a], (r.table.slice(a, b - a), r.indexes[a:b])))
-            for i, event in sorted(events, key=lambda e: e[0]):
-                if isinstance(event, Exception):
-                    raw = raw_of(msgs[i])
-                    error = SegmentError(f"--value-format {self._row_values.format}: {event}")
-                    self._refuse(run, raw, _for_message(error, raw))
-                    continue
-                table, indexes = event
-                part = [msgs[i] for i in indexes]
-                try:
-                    seg = segment_of_rows(
-                        topic=self.settings.topic,
-                        partition=p,
-                        offsets=[m.offset() for m in part],
-                        table=table,
-                        keys=[m.key() for m in part],
-                        timestamps=[_timestamp_ms(m.timestamp()) for m in part],
-                        headers=[m.headers() for m in part],
-                    )
-                except (SegmentError, RecordError) as exc:
-                    refusal: SegmentError | SchemaMismatchError | None = SegmentError(str(exc))
-                else:
-                    refusal = self._take(run, seg)
+            got = self._row_values.segments(
+                topic=self.settings.topic,
+                partition=p,
+                table_schema=None if view is None else view[0],
+                values=[m.value() for m in msgs],
+                offsets=[m.offset() for m in msgs],
+                keys=[m.key() for m in msgs],
+                timestamps=[_timestamp_ms(m.timestamp()) for m in msgs],
+                headers=[m.headers() for m in msgs],
+            )
+            for indexes, seg in got:
+                refusal = seg if isinstance(seg, SegmentError) else self._take(run, seg)
                 if refusal is not None:
-                    for raw in map(raw_of, part):  # the dead letter is each message as it came
+                    for raw in (raw_of(msgs[i]) for i in indexes):  # the dead letter is each message as it came
                         self._refuse(run, raw, _for_message(refusal, raw))
             if consumed is not None:  # refusals above set it to their own offsets
                 self._positions.consumed[p] = consumed

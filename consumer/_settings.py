@@ -116,45 +116,6 @@ SET_TABLE_RETENTION = Setting(
     kind="switch",
 )
 
-VALUE_FORMAT = Setting(
-    "value_format",
-    ("--value-format",),
-    ("VALUE_FORMAT",),
-    "how a message that is not a parka segment is read. segment: it is refused (dead-lettered, or the run "
-    "stops at it); avro: Confluent-framed Avro, each value's writer schema from --schema-registry-url by "
-    "the id in its frame; json: one JSON object per value, read against --value-schema, or else the table's "
-    "schema, or else the one inferred from the first batch (a Confluent-framed value: against its JSON "
-    "Schema in the registry); connect-json: Kafka Connect's JsonConverter with schemas.enable=true "
-    "(Debezium's JSON), each value's schema in it; protobuf: Confluent-framed Protobuf, the schema from "
-    "--schema-registry-url (the protobuf extra). A run of such records is landed as one data file; "
-    "segments are taken in every format, in offset order with the records, so a topic moves to segments "
-    "without a gap",
-    default="segment",
-    choices=("segment", "avro", "json", "connect-json", "protobuf"),
-)
-VALUE_SCHEMA = Setting(
-    "value_schema_path",
-    ("--value-schema",),
-    ("VALUE_SCHEMA",),
-    "--value-format json: a file holding the values' schema, an Avro schema or a JSON Schema document",
-    metavar="PATH",
-)
-SCHEMA_REGISTRY_URL = Setting(
-    "schema_registry_url",
-    ("--schema-registry-url",),
-    ("SCHEMA_REGISTRY_URL",),
-    "the schema registry (Confluent's API) that Confluent-framed values' schema ids name",
-)
-SCHEMA_REGISTRY_OPTIONS = Setting(
-    "schema_registry_options",
-    ("--schema-registry-option",),
-    ("SCHEMA_REGISTRY_OPTIONS",),
-    "schema registry client setting KEY=VALUE, as confluent-kafka's SchemaRegistryClient takes it "
-    "(basic.auth.user.info, ssl.ca.location...), repeatable",
-    default={},
-    kind="pairs",
-)
-
 EXIT_CODE_WHEN_EMPTY = Setting(
     "exit_code_when_empty",
     ("--exit-code-when-empty",),
@@ -179,10 +140,6 @@ FLAGS: tuple[Setting, ...] = (
     VACUUM_EVERY,
     TABLE_RETENTION,
     SET_TABLE_RETENTION,
-    VALUE_FORMAT,
-    VALUE_SCHEMA,
-    SCHEMA_REGISTRY_URL,
-    SCHEMA_REGISTRY_OPTIONS,
     EXIT_CODE_WHEN_EMPTY,
 )
 """``parka ingest``'s command line, in ``--help`` order."""
@@ -237,10 +194,10 @@ class IngestSettings(DaemonSettings):
     sequence_by: str | None = declared(s.SEQUENCE_BY)
     cdc: str | None = declared(s.CDC)
     cdc_fields: tuple[str, ...] = declared(s.CDC_FIELDS)
-    value_format: str = declared(VALUE_FORMAT)
-    value_schema_path: str | None = declared(VALUE_SCHEMA)
-    schema_registry_url: str | None = declared(SCHEMA_REGISTRY_URL)
-    schema_registry_options: dict[str, str] = declared(SCHEMA_REGISTRY_OPTIONS)
+    value_format: str = declared(s.VALUE_FORMAT)
+    value_schema_path: str | None = declared(s.VALUE_SCHEMA)
+    schema_registry_url: str | None = declared(s.SCHEMA_REGISTRY_URL)
+    schema_registry_options: dict[str, str] = declared(s.SCHEMA_REGISTRY_OPTIONS)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -252,12 +209,7 @@ class IngestSettings(DaemonSettings):
         object.__setattr__(self, "storage_options", options)
         upsert = s.check_upsert(self)
         object.__setattr__(self, "upsert", upsert)
-        if self.value_format in ("avro", "protobuf") and not self.schema_registry_url:
-            raise SCHEMA_REGISTRY_URL.error(
-                None, f"a registry URL: --value-format {self.value_format} reads each writer schema there"
-            )
-        if self.value_schema_path is not None and self.value_format != "json":
-            raise VALUE_SCHEMA.error(self.value_schema_path, "only with --value-format json")
+        s.check_value_format(self)
         if self.max_buffered_bytes is not None and self.max_buffered_bytes < self.bytes_per_commit:
             raise MAX_BUFFERED_BYTES.error(
                 self.max_buffered_bytes,

@@ -12,6 +12,8 @@ its public name, none of them by this package.
 * :mod:`parka.ops.preflight`: the probe before consuming (the table location, and a Kafka
   metadata request for the topic).
 * :mod:`parka.ops.optimize_cli`: ``parka optimize``.
+* :mod:`parka.ops.row_values`: ``--value-format``'s decoders of row records, a partition's run
+  made segments, for both daemons.
 
 The lake and the core never import this package; ``parka.consumer`` and ``parka.spark_ext`` do.
 """

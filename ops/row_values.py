@@ -1,5 +1,7 @@
-"""``parka ingest --value-format``: the values of a topic's messages that are not parka segments,
-read as rows in bulk (:mod:`parka.rowdecode`), a partition's run of them at a time.
+"""``--value-format`` (both daemons): the values of a topic's messages that are not parka
+segments, read as rows in bulk (:mod:`parka.rowdecode`), a partition's run of them at a time, and
+each run of good records made a segment (:func:`segments`) for the lake to take as it takes a
+producer's.
 
 ``avro``: Confluent-framed Avro, each run of one writer schema id decoded with that schema from
 the registry. ``json``: a Confluent-framed value (magic byte 0) against its JSON Schema in the
@@ -8,37 +10,77 @@ Schema document), else the table's schema (its user columns), else the schema in
 first values read while no table exists, then kept for the run. ``connect-json``: Kafka Connect's
 ``JsonConverter`` with ``schemas.enable=true``, each value's schema in it. ``protobuf``:
 Confluent-framed Protobuf (:mod:`parka.protodecode`), each schema from the registry.
+
+:class:`RowFormat` is what a daemon was told, read once where it starts (the ``--value-schema``
+file included), small enough to travel to Spark's executors; :func:`row_values` gives a
+process its one decoder of a format, whose registry client and schemas it keeps.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+from parka.lake import SegmentRead, segment_of_rows
 
-from parka.errors import RecordError, SchemaError
+from parka.errors import RecordError, SchemaError, SegmentError
 from parka.registry import Registry
 from parka.rowdecode import ConfluentAvroRows, ConfluentJsonRows, ConnectJsonRows, JsonRows, Run, Runs
 from parka.schema import RESERVED_PREFIX, json_schema_to_arrow, to_arrow_schema
 
-from ._settings import VALUE_SCHEMA, IngestSettings
+from .settings import VALUE_SCHEMA, ValueFormatSettings
 
-__all__ = ["RowValues"]
+__all__ = ["ROW_RECORD_OVERHEAD", "RowFormat", "RowValues", "row_values"]
+
+Headers = Sequence[tuple[str, bytes | None]] | None
+
+# What a row record held until its run is decoded costs in memory beyond its value's bytes (the
+# client's message object, its key and headers: 496 bytes per message with an 11-byte value, a key
+# and one header, benchmarks/results/2026-11-30-row-ingest/held_message_bytes.py; a Spark
+# executor's row, a dict of the same, about as much), counted in the bytes buffered so that the
+# memory bound holds for a row topic as for a segment topic
+ROW_RECORD_OVERHEAD = 500
+
+
+@dataclass(frozen=True)
+class RowFormat:
+    """``--value-format`` and what it reads with: the declared schema (``--value-schema``'s, read),
+    the registry's URL and client settings."""
+
+    format: str
+    declared: pa.Schema | None = None
+    registry_url: str | None = None
+    registry_options: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # credentials, maybe
+
+    @classmethod
+    def of(cls, settings: ValueFormatSettings, registry_options: Mapping[str, str]) -> RowFormat | None:
+        """The settings' format, ``None`` when they read no rows (``--value-format segment``).
+
+        Raises:
+            ConfigError: ``--value-schema`` is not a readable Avro schema or JSON Schema.
+        """
+        if settings.value_format == "segment":
+            return None
+        declared = None if settings.value_schema_path is None else _declared_schema(settings.value_schema_path)
+        options = tuple(sorted(registry_options.items()))
+        return cls(settings.value_format, declared, settings.schema_registry_url, options)
 
 
 class RowValues:
-    """The decoder of one run's row values (see the module docstring); ``None`` from
-    :meth:`of` when the settings read no rows (``--value-format segment``)."""
+    """The decoder of one format's row values (see the module docstring)."""
 
-    def __init__(self, settings: IngestSettings) -> None:
-        self.format = settings.value_format
+    def __init__(self, fmt: RowFormat) -> None:
+        self.format = fmt.format
         self._registry: Registry | None = None
-        if settings.schema_registry_url:
-            self._registry = Registry({**settings.schema_registry_options, "url": settings.schema_registry_url})
+        if fmt.registry_url:
+            self._registry = Registry({**dict(fmt.registry_options), "url": fmt.registry_url})
         # the decoder of every value for the formats whose values all carry their schema
         self._whole: Callable[[Sequence[bytes | None]], Runs] | None = None
         self._framed: ConfluentJsonRows | None = None  # json: a framed value's
@@ -54,17 +96,63 @@ class RowValues:
             self._whole = ConnectJsonRows().decode
         elif self._registry is not None:
             self._framed = ConfluentJsonRows(self._registry.writer_json_schema)
-        self._plain: JsonRows | None = None
-        if settings.value_schema_path is not None:
-            self._plain = JsonRows(_declared_schema(settings.value_schema_path))
-
-    @classmethod
-    def of(cls, settings: IngestSettings) -> RowValues | None:
-        return None if settings.value_format == "segment" else cls(settings)
+        self._declared: JsonRows | None = None if fmt.declared is None else JsonRows(fmt.declared)
+        self._of_table: JsonRows | None = None  # json: the table's user columns' decoder, the last one
+        self._inferred: JsonRows | None = None  # json: the schema inferred while no table exists
 
     def close(self) -> None:
         if self._registry is not None:
             self._registry.close()
+
+    def segments(
+        self,
+        *,
+        topic: str,
+        partition: int,
+        table_schema: pa.Schema | None,
+        values: Sequence[bytes | None],
+        offsets: Sequence[int],
+        keys: Sequence[bytes | None],
+        timestamps: Sequence[int | None],
+        headers: Sequence[Headers],
+    ) -> list[tuple[list[int], SegmentRead | SegmentError]]:
+        """One Kafka partition's run of row records (in offset order, each given by its value,
+        offset, key, timestamp in ms and headers) in bulk, in offset order: each run of good
+        records of one schema as one segment (:func:`parka.lake.segment_of_rows`), each bad
+        record as the error to refuse it with, by the indexes of the records. No segment spans
+        a bad record. ``table_schema``: the table's, ``None`` while there is none.
+
+        Raises:
+            RegistryError: the registry could not be reached (not the data's fault: nothing is
+                refused for it).
+        """
+        decoded = self.decode(values, table_schema)
+        events: list[tuple[int, Any]] = [(i, error) for i, error in decoded.bad]
+        for r in decoded.runs:
+            # a gap in a run's indexes is a bad record: no segment spans one
+            starts = [0, *(np.flatnonzero(np.diff(r.indexes) > 1) + 1).tolist(), len(r.indexes)]
+            for a, b in itertools.pairwise(starts):
+                events.append((r.indexes[a], (r.table.slice(a, b - a), r.indexes[a:b])))
+        out: list[tuple[list[int], SegmentRead | SegmentError]] = []
+        for i, event in sorted(events, key=lambda e: e[0]):
+            if isinstance(event, Exception):
+                out.append(([i], SegmentError(f"--value-format {self.format}: {event}")))
+                continue
+            table, indexes = event
+            try:
+                seg: SegmentRead | SegmentError = segment_of_rows(
+                    topic=topic,
+                    partition=partition,
+                    offsets=[offsets[j] for j in indexes],
+                    table=table,
+                    keys=[keys[j] for j in indexes],
+                    timestamps=[timestamps[j] for j in indexes],
+                    headers=[headers[j] for j in indexes],
+                )
+            except (SegmentError, RecordError) as exc:
+                seg = SegmentError(str(exc))
+            out.append((list(indexes), seg))
+        return out
 
     def decode(self, values: Sequence[bytes | None], table_schema: pa.Schema | None) -> Runs:
         """``values`` (one Kafka partition's, in offset order) decoded: runs of one schema, and the
@@ -97,13 +185,17 @@ class RowValues:
         bad = [(i, RecordError("no value: not a JSON record")) for i, v in enumerate(values) if v is None]
         if not present:
             return Runs([], bad)
-        decoder = self._plain
+        decoder = self._declared
         if decoder is None and table_schema is not None:
-            user = [f for f in table_schema if not f.name.startswith(RESERVED_PREFIX)]
-            decoder = self._plain = JsonRows(pa.schema(user))
+            user = pa.schema([f for f in table_schema if not f.name.startswith(RESERVED_PREFIX)])
+            if self._of_table is None or not self._of_table.schema.equals(user):
+                self._of_table = JsonRows(user)
+            decoder = self._of_table
+        if decoder is None:
+            decoder = self._inferred
         if decoder is None:
             try:
-                decoder = self._plain = JsonRows.inferred([v for _, v in present])
+                decoder = self._inferred = JsonRows.inferred([v for _, v in present])
             except SchemaError as exc:
                 error = RecordError(f"no schema could be inferred from the first values: {exc}")
                 return Runs([], sorted(bad + [(i, error) for i, _ in present], key=lambda b: b[0]))
@@ -112,6 +204,22 @@ class RowValues:
         bad += [(present[i][0], e) for i, e in conversion.bad]
         runs = [Run(0, decoder.schema, conversion.table, [present[i][0] for i in kept])] if len(kept) else []
         return Runs(runs, sorted(bad, key=lambda b: b[0]))
+
+
+_decoders: dict[RowFormat, RowValues] = {}
+_decoders_lock = threading.Lock()
+
+
+def row_values(fmt: RowFormat) -> RowValues:
+    """This process's decoder of ``fmt``, made at its first use and kept: a Spark executor's
+    Python worker runs many tasks, and each writer schema is fetched from the registry once.
+    (Plain JSON is read against the table's schema each call gives, so a decoder kept across
+    tables reads each against its own.)"""
+    with _decoders_lock:
+        found = _decoders.get(fmt)
+        if found is None:
+            found = _decoders[fmt] = RowValues(fmt)
+        return found
 
 
 def _declared_schema(path: str) -> pa.Schema:

@@ -423,6 +423,71 @@ CDC_FIELDS = Setting(
 )
 
 
+VALUE_FORMAT = Setting(
+    "value_format",
+    ("--value-format",),
+    ("VALUE_FORMAT",),
+    "how a message that is not a parka segment is read. segment: it is refused (dead-lettered, or the run "
+    "stops at it); avro: Confluent-framed Avro, each value's writer schema from --schema-registry-url by "
+    "the id in its frame; json: one JSON object per value, read against --value-schema, or else the table's "
+    "schema, or else the one inferred from the first batch (a Confluent-framed value: against its JSON "
+    "Schema in the registry); connect-json: Kafka Connect's JsonConverter with schemas.enable=true "
+    "(Debezium's JSON), each value's schema in it; protobuf: Confluent-framed Protobuf, the schema from "
+    "--schema-registry-url (the protobuf extra). A run of such records is landed as one data file; "
+    "segments are taken in every format, in offset order with the records, so a topic moves to segments "
+    "without a gap",
+    default="segment",
+    choices=("segment", "avro", "json", "connect-json", "protobuf"),
+)
+VALUE_SCHEMA = Setting(
+    "value_schema_path",
+    ("--value-schema",),
+    ("VALUE_SCHEMA",),
+    "--value-format json: a file holding the values' schema, an Avro schema or a JSON Schema document",
+    metavar="PATH",
+)
+SCHEMA_REGISTRY_URL = Setting(
+    "schema_registry_url",
+    ("--schema-registry-url",),
+    ("SCHEMA_REGISTRY_URL",),
+    "the schema registry (Confluent's API) that Confluent-framed values' schema ids name",
+)
+SCHEMA_REGISTRY_OPTIONS = Setting(
+    "schema_registry_options",
+    ("--schema-registry-option",),
+    ("SCHEMA_REGISTRY_OPTIONS",),
+    "schema registry client setting KEY=VALUE, as confluent-kafka's SchemaRegistryClient takes it "
+    "(basic.auth.user.info, ssl.ca.location...), repeatable",
+    default={},
+    kind="pairs",
+)
+
+
+class ValueFormatSettings(Protocol):
+    """The row-record settings of a daemon's settings (both daemons')."""
+
+    @property
+    def value_format(self) -> str: ...
+    @property
+    def value_schema_path(self) -> str | None: ...
+    @property
+    def schema_registry_url(self) -> str | None: ...
+
+
+def check_value_format(settings: ValueFormatSettings) -> None:
+    """``--value-format`` and the settings it needs (both daemons).
+
+    Raises:
+        ConfigError: naming the setting, its flag and variable.
+    """
+    if settings.value_format in ("avro", "protobuf") and not settings.schema_registry_url:
+        raise SCHEMA_REGISTRY_URL.error(
+            None, f"a registry URL: --value-format {settings.value_format} reads each writer schema there"
+        )
+    if settings.value_schema_path is not None and settings.value_format != "json":
+        raise VALUE_SCHEMA.error(settings.value_schema_path, "only with --value-format json")
+
+
 def change_events(cdc: str | None, cdc_fields: Sequence[str]) -> Debezium | None:
     """What ``--cdc`` reads a topic's rows as (both daemons), ``None`` without it."""
     return Debezium(tuple(cdc_fields)) if cdc else None
@@ -515,6 +580,10 @@ SHARED: tuple[Setting, ...] = (
     SEQUENCE_BY,
     CDC,
     CDC_FIELDS,
+    VALUE_FORMAT,
+    VALUE_SCHEMA,
+    SCHEMA_REGISTRY_URL,
+    SCHEMA_REGISTRY_OPTIONS,
     METRICS_PORT,
     METRICS_BIND_ADDRESS,
     BROKER_TIMEOUT,

@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 from itertools import groupby
 from typing import Any, NamedTuple
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from parka.lake import (
     DEFAULT_STATS,
     DEFAULT_TARGET_FILE_SIZE,
@@ -33,6 +35,7 @@ from parka.lake import (
     Debezium,
     LandedSegment,
     Refused,
+    SegmentRead,
     StatsConfig,
     Tombstone,
     check_keyed,
@@ -44,11 +47,13 @@ from parka.lake import (
     unwrap_segment,
     write_segments,
 )
+from parka.ops.row_values import ROW_RECORD_OVERHEAD, RowFormat, RowValues, row_values
 
 from parka.errors import ParkaError, SchemaMismatchError, SegmentDecodeError, SegmentError
 from parka.partitioning import PartitionSpec
+from parka.segment import is_segment
 
-__all__ = ["FILE_ROWS", "CommitterInput", "SegmentFileWriter", "committer_input", "segment_schema"]
+__all__ = ["FILE_ROWS", "CommitterInput", "SegmentFileWriter", "committer_input", "row_schema", "segment_schema"]
 
 log = logging.getLogger("parka.spark_ingest")
 
@@ -78,6 +83,7 @@ FILE_ROWS = pa.schema(
         ("headers", _HEADERS),
         ("timestamp_ms", pa.int64()),
         ("tombstone_key", pa.binary()),  # an upsert table's tombstone: the key it deletes
+        ("offsets", pa.list_(pa.int64())),  # a run of row records' file: each row's offset; else null
     ]
 )
 """What the executors return to the driver: one row per segment and data file written (a stitched
@@ -115,29 +121,54 @@ class SegmentFileWriter:
     upsert: bool = field(default=False, kw_only=True)
     key_columns: tuple[str, ...] = field(default=(), kw_only=True)
     cdc: Debezium | None = field(default=None, kw_only=True)
+    # --value-format's: a message that is no segment is a row record, decoded here
+    row_format: RowFormat | None = field(default=None, kw_only=True)
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         pending: list[CheckedSegment] = []
         pending_bytes = 0
         wrote = False
         breaks: dict[int, list[int]] = {}  # an upsert table's tombstones: no stitched file spans one
+        held: dict[int, list[dict[str, Any]]] = {}  # --value-format: a partition's row records, undecoded
+        held_bytes = 0
+        other: list[dict[str, Any]] = []
+
+        def take(item: CheckedSegment | dict[str, Any]) -> None:
+            nonlocal pending_bytes
+            if isinstance(item, dict):
+                other.append(item)
+            else:
+                pending.append(item)
+                pending_bytes += len(item.seg.value)
+
         for batch in batches:
-            other = []
-            for i in range(batch.num_rows):
-                tombstone = self._tombstone(batch, i) if self.upsert else None
+            for row in _rows(batch):
+                if self._is_row(row):
+                    held.setdefault(row["partition"], []).append(row)
+                    held_bytes += len(row["value"] or b"") + ROW_RECORD_OVERHEAD
+                    continue
+                for item in self._decode(held.pop(row["partition"], [])):  # the records before it first
+                    take(item)
+                tombstone = self._tombstone(row) if self.upsert else None
                 if tombstone is not None and tombstone.get("tombstone_key") is not None:
                     breaks.setdefault(tombstone["partition"], []).append(tombstone["offset"])
-                checked = self._check(batch, i) if tombstone is None else tombstone
-                if isinstance(checked, dict):
-                    other.append(checked)
-                else:
-                    pending.append(checked)
-                    pending_bytes += len(checked.seg.value)
+                take(self._check(row) if tombstone is None else tombstone)
+            if held_bytes >= self.target_file_size:  # bounds a task's memory: the runs end here
+                for p in sorted(held):
+                    for item in self._decode(held.pop(p)):
+                        take(item)
+                held_bytes = 0
             if other:
                 yield pa.RecordBatch.from_pylist(other, schema=FILE_ROWS)
+                other.clear()
             if pending_bytes >= self.target_file_size:  # bounds a task's memory
                 yield self._write(pending, breaks)
                 wrote, pending, pending_bytes = True, [], 0
+        for p in sorted(held):
+            for item in self._decode(held.pop(p)):
+                take(item)
+        if other:
+            yield pa.RecordBatch.from_pylist(other, schema=FILE_ROWS)
         if pending:
             yield self._write(pending, breaks)
             wrote = True
@@ -146,34 +177,67 @@ class SegmentFileWriter:
             # so the collect the driver commits after) completes.
             make_durable(self.table_uri, self.storage_options)
 
-    def _tombstone(self, batch: pa.RecordBatch, i: int) -> dict[str, Any] | None:
-        """Row ``i`` of an upsert table's topic as its :data:`FILE_ROWS` tombstone row (or the
-        error row of one the table refuses: :func:`parka.lake.tombstone_refusal`), ``None`` when
-        it is no tombstone (:func:`parka.lake.is_tombstone`)."""
-        names = batch.schema.names
-        if batch.column(names.index("value"))[i].is_valid or "key" not in names:
+    def _is_row(self, row: Mapping[str, Any]) -> bool:
+        """Whether a Kafka row is a row record to hold (``--value-format``): not a segment, and
+        not an upsert table's tombstone."""
+        if self.row_format is None or is_segment(row["headers"]):
+            return False
+        return not (self.upsert and is_tombstone(row.get("key"), row["value"], row["headers"]))
+
+    def _decode(self, rows: list[dict[str, Any]]) -> list[CheckedSegment | dict[str, Any]]:
+        """A partition's run of row records decoded in bulk, as ``parka ingest`` decodes it
+        (:meth:`parka.ops.row_values.RowValues.segments`): each run of good records of one schema
+        checked as a segment, each record the table cannot take as its error row."""
+        if not rows:
+            return []
+        assert self.row_format is not None
+        got = row_values(self.row_format).segments(
+            topic=rows[0]["topic"],
+            partition=rows[0]["partition"],
+            table_schema=self.table_schema if len(self.table_schema) else None,
+            values=[r["value"] for r in rows],
+            offsets=[r["offset"] for r in rows],
+            keys=[r.get("key") for r in rows],
+            timestamps=[r["timestamp_ms"] for r in rows],
+            headers=[r["headers"] for r in rows],
+        )
+        out: list[CheckedSegment | dict[str, Any]] = []
+        for indexes, seg in got:
+            checked = self._checked(seg) if isinstance(seg, SegmentRead) else seg
+            if isinstance(checked, CheckedSegment):
+                out.append(checked)
+            else:
+                out += [self._error(rows[i], checked) for i in indexes]  # each message as it came
+        return out
+
+    def _tombstone(self, row: Mapping[str, Any]) -> dict[str, Any] | None:
+        """An upsert table's Kafka row as its :data:`FILE_ROWS` tombstone row (or the error row of
+        one the table refuses: :func:`parka.lake.tombstone_refusal`), ``None`` when it is no
+        tombstone (:func:`parka.lake.is_tombstone`)."""
+        if row["value"] is not None or "key" not in row:
             return None
-        key: bytes | None = batch.column(names.index("key"))[i].as_py()
-        headers = [(h["key"], h["value"]) for h in batch.column(names.index("headers"))[i].as_py() or ()]
-        if not is_tombstone(key, None, headers):
+        key: bytes | None = row["key"]
+        if not is_tombstone(key, None, row["headers"]):
             return None
         refusal = tombstone_refusal(self.key_columns, self.cdc)
         if refusal is not None:
-            return self._error(batch, i, SegmentError(refusal))
-        where = {n: batch.column(names.index(n))[i].as_py() for n in ("topic", "partition", "offset")}
-        return {**where, "records": 0, "tombstone_key": key}
+            return self._error(row, SegmentError(refusal))
+        return {"topic": row["topic"], "partition": row["partition"], "offset": row["offset"], "records": 0,
+                "tombstone_key": key}  # fmt: skip
 
-    def _check(self, batch: pa.RecordBatch, i: int) -> CheckedSegment | dict[str, Any]:
-        """Row ``i`` as a segment the table can take, or its :data:`FILE_ROWS` error row."""
-        col = batch.column
-        names = batch.schema.names
-        topic = col(names.index("topic"))[i].as_py()
-        partition = col(names.index("partition"))[i].as_py()
-        offset = col(names.index("offset"))[i].as_py()
-        value: bytes | None = col(names.index("value"))[i].as_py()
-        headers = [(h["key"], h["value"]) for h in col(names.index("headers"))[i].as_py() or ()]
+    def _check(self, row: Mapping[str, Any]) -> CheckedSegment | dict[str, Any]:
+        """A Kafka row as a segment the table can take, or its :data:`FILE_ROWS` error row."""
+        where = {"topic": row["topic"], "partition": row["partition"], "offset": row["offset"]}
         try:
-            seg = read_segment(topic=topic, partition=partition, offset=offset, value=value, headers=headers)
+            seg = read_segment(**where, value=row["value"], headers=row["headers"])
+        except SegmentError as exc:
+            return self._error(row, exc)
+        checked = self._checked(seg)
+        return self._error(row, checked) if isinstance(checked, ParkaError) else checked
+
+    def _checked(self, seg: SegmentRead) -> CheckedSegment | SegmentError | SchemaMismatchError:
+        """``seg`` (a segment, or a run of row records made one) checked against the table."""
+        try:
             if self.cdc is not None:
                 seg = unwrap_segment(seg, self.cdc)
             if self.upsert:
@@ -186,25 +250,22 @@ class SegmentFileWriter:
                 check_columns=self.check_columns,
             )
         except (SegmentError, SchemaMismatchError) as exc:
-            return self._error(batch, i, exc)
+            return exc
 
-    def _error(self, batch: pa.RecordBatch, i: int, exc: SegmentError | SchemaMismatchError) -> dict[str, Any]:
-        """Row ``i``'s :data:`FILE_ROWS` error row: the message as it came (an unwrapped
+    def _error(self, row: Mapping[str, Any], exc: SegmentError | SchemaMismatchError) -> dict[str, Any]:
+        """A Kafka row's :data:`FILE_ROWS` error row: the message as it came (an unwrapped
         segment's original bytes), and why the table refused it."""
-        names = batch.schema.names
-        value: bytes | None = batch.column(names.index("value"))[i].as_py()
-        headers = [(h["key"], h["value"]) for h in batch.column(names.index("headers"))[i].as_py() or ()]
-        stamp = batch.column(names.index("timestamp"))[i]
-        stamp_ms = stamp.cast(pa.int64()).as_py() // 1000 if stamp.is_valid else None
         return {
-            **{n: batch.column(names.index(n))[i].as_py() for n in ("topic", "partition", "offset")},
+            "topic": row["topic"],
+            "partition": row["partition"],
+            "offset": row["offset"],
             "records": 0,
             "error_class": type(exc).__name__,
             "error": _reason(exc),
             "error_field": getattr(exc, "field", None),
-            "value": value if self.keep_bad_values else None,
-            "headers": [{"key": k, "value": v} for k, v in headers],
-            "timestamp_ms": stamp_ms,
+            "value": row["value"] if self.keep_bad_values else None,
+            "headers": [{"key": k, "value": v} for k, v in row["headers"]],
+            "timestamp_ms": row["timestamp_ms"],
         }
 
     def _write(self, pending: list[CheckedSegment], breaks: Mapping[int, list[int]]) -> pa.RecordBatch:
@@ -239,6 +300,7 @@ class SegmentFileWriter:
                         "new_fields": encoded,
                         "split": s.split,
                         "value_bytes": s.value_bytes if n == 0 else 0,
+                        "offsets": None if s.offsets is None else s.offsets.tolist(),
                     }
                 )
         return pa.RecordBatch.from_pylist(rows, schema=FILE_ROWS)
@@ -293,9 +355,24 @@ def committer_input(rows: pa.Table) -> CommitterInput:
                     else None
                 ),
                 stitch_fallback=bool(parts[0]["stitch_fallback"]),
+                offsets=None if parts[0]["offsets"] is None else np.asarray(parts[0]["offsets"], dtype=np.int64),
             )
         )
     return CommitterInput(landed, refused, tombstones)
+
+
+def _rows(batch: pa.RecordBatch) -> Iterator[dict[str, Any]]:
+    """A micro-batch's Kafka rows as dicts (their columns read once): ``headers`` as (key,
+    value) pairs, the timestamp as ``timestamp_ms``."""
+    names = [n for n in batch.schema.names if n not in ("headers", "timestamp")]
+    columns = [batch.column(n).to_pylist() for n in names]
+    headers = [[(h["key"], h["value"]) for h in hs or ()] for hs in batch.column("headers").to_pylist()]
+    micros = pc.cast(batch.column("timestamp"), pa.int64()).to_pylist()
+    stamps = [None if us is None else us // 1000 for us in micros]
+    for i in range(batch.num_rows):
+        row = {n: c[i] for n, c in zip(names, columns, strict=True)}
+        row["headers"], row["timestamp_ms"] = headers[i], stamps[i]
+        yield row
 
 
 def _reason(exc: ParkaError) -> str:
@@ -331,3 +408,48 @@ def segment_schema(
     """
     seg = read_segment(topic=topic, partition=partition, offset=offset, value=value, headers=headers)
     return (seg if cdc is None else unwrap_segment(seg, cdc)).schema
+
+
+def row_schema(rows: pa.Table, fmt: RowFormat, *, cdc: Debezium | None = None) -> pa.Schema:
+    """The schema a table is made from when a micro-batch holds row records and no segment: the
+    first run of ``rows`` (Kafka rows, taken in offset order per partition) that decodes, made a
+    segment as the executors make it; with ``cdc``, its rows' as the table takes them. Plain
+    JSON without ``--value-schema`` is inferred from these values.
+
+    Raises:
+        SegmentError: none of them decodes, naming the first one's error.
+    """
+    decoder = RowValues(fmt)  # its own: an inferred schema belongs to this table alone
+    first_error: SegmentError | None = None
+    try:
+        ordered = sorted(_rows_of(rows), key=lambda r: (r["partition"], r["offset"]))
+        for partition, group in groupby(ordered, key=lambda r: r["partition"]):
+            run = list(group)
+            got = decoder.segments(
+                topic=run[0]["topic"],
+                partition=partition,
+                table_schema=None,
+                values=[r["value"] for r in run],
+                offsets=[r["offset"] for r in run],
+                keys=[r.get("key") for r in run],
+                timestamps=[r["timestamp_ms"] for r in run],
+                headers=[r["headers"] for r in run],
+            )
+            for indexes, seg in got:
+                if isinstance(seg, SegmentRead):
+                    return (seg if cdc is None else unwrap_segment(seg, cdc)).schema
+                if first_error is None:
+                    r = run[indexes[0]]
+                    first_error = SegmentError(str(seg), topic=r["topic"], partition=r["partition"], offset=r["offset"])
+    finally:
+        decoder.close()
+    assert first_error is not None  # rows holds records, each decoded or refused
+    raise SegmentError(
+        f"no table yet, and none of the first {rows.num_rows} row records of the micro-batch decodes to make "
+        f"it from; the first: {first_error}"
+    )
+
+
+def _rows_of(table: pa.Table) -> Iterator[dict[str, Any]]:
+    for batch in table.to_batches():
+        yield from _rows(batch)

@@ -30,6 +30,10 @@ __all__ = ["start_raw"]
 
 log = logging.getLogger("parka.spark_ingest")
 
+# --value-format, no table yet and no segment in the micro-batch: the table is made from the first
+# of this many row records that decode (plain JSON's schema inferred from them)
+ROW_SAMPLE = 1000
+
 
 def _local_path(uri: str) -> str:
     """A local table path made absolute: executors need not share the driver's working directory."""
@@ -55,7 +59,9 @@ def _engine(spark: Any, s: SparkIngestSettings) -> Any:
 def start_raw(
     spark: Any, s: SparkIngestSettings, on_commit: Callable[[float], None] | None = None
 ) -> tuple[Any, str, LandingRun]:
-    from ._raw import FILE_ROWS, SegmentFileWriter, committer_input, segment_schema
+    from parka.ops.row_values import RowFormat
+
+    from ._raw import FILE_ROWS, SegmentFileWriter, committer_input, row_schema, segment_schema
 
     options = source_options(spark, s)
     uri = s.table_uri if s.catalog is not None else _local_path(s.table_uri)  # Iceberg: namespace.name
@@ -82,6 +88,7 @@ def start_raw(
         )
     )
     committer = session.committer
+    row_format = RowFormat.of(s, s.schema_registry_options)  # None: segments only
     run = LandingRun(session)
     source = session.start(None if s.schema is None else to_arrow_schema(s.schema))
     if source == "table":
@@ -95,7 +102,8 @@ def start_raw(
     def run_batch(df: Any, batch_id: int) -> None:
         # On the driver (Spark calls it back through py4j), once per micro-batch.
         try:
-            kafka = df.select(*KAFKA_COLUMNS, *(["key"] if s.upsert else []))  # a tombstone's key
+            # a tombstone's key; a row record's, which lands as a column
+            kafka = df.select(*KAFKA_COLUMNS, *(["key"] if s.upsert or row_format is not None else []))
             if committer.table is None:
                 first = kafka.where(is_seg).select("value", "headers", "topic", "partition", "offset").limit(1)
                 found = first.toArrow().to_pylist()
@@ -103,8 +111,12 @@ def start_raw(
                     row = found[0]
                     headers = [(h["key"], h["value"]) for h in row["headers"] or ()]
                     where = {"topic": row["topic"], "partition": row["partition"], "offset": row["offset"]}
-                    schema = segment_schema(row["value"], headers, **where, cdc=s.change_events)
-                    committer.ensure_table(schema)
+                    committer.ensure_table(segment_schema(row["value"], headers, **where, cdc=s.change_events))
+                elif row_format is not None:
+                    records = ~F.coalesce(is_seg, F.lit(False)) & F.col("value").isNotNull()
+                    sample = kafka.where(records).limit(ROW_SAMPLE).toArrow()
+                    if sample.num_rows:
+                        committer.ensure_table(row_schema(sample, row_format, cdc=s.change_events))
             committer.refresh()
             writer = SegmentFileWriter(
                 committer.root,  # the table's data folder (Iceberg: under its location)
@@ -119,6 +131,7 @@ def start_raw(
                 upsert=s.upsert,
                 key_columns=s.key_columns,
                 cdc=s.change_events,
+                row_format=row_format,
             )
             crash_point("batch-before-write")
             rows = kafka.mapInArrow(writer, rows_schema).toArrow()

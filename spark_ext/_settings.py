@@ -150,6 +150,11 @@ UPSERT = s.UPSERT.but(
     "their successors; a table created gets delta.enableDeletionVectors=true. An unpartitioned Delta table"
 )
 
+VALUE_FORMAT = s.VALUE_FORMAT.but(
+    help=f"raw mode: {s.VALUE_FORMAT.help}. The executors decode the records; a table that does not exist "
+    "yet is made from the first records of a micro-batch that decode, read on the driver"
+)
+
 SHARED_FLAGS: tuple[Setting, ...] = (
     s.BOOTSTRAP_SERVERS,
     CONSUMER_GROUP,
@@ -174,6 +179,10 @@ SHARED_FLAGS: tuple[Setting, ...] = (
     s.SEQUENCE_BY,
     s.CDC,
     s.CDC_FIELDS,
+    VALUE_FORMAT,
+    s.VALUE_SCHEMA,
+    s.SCHEMA_REGISTRY_URL,
+    s.SCHEMA_REGISTRY_OPTIONS,
     s.METRICS_PORT,
     s.METRICS_BIND_ADDRESS,
     BROKER_TIMEOUT,
@@ -364,11 +373,18 @@ class SparkIngestSettings(DaemonSettings):
     sequence_by: str | None = declared(s.SEQUENCE_BY)
     cdc: str | None = declared(s.CDC)
     cdc_fields: tuple[str, ...] = declared(s.CDC_FIELDS)
+    value_format: str = declared(VALUE_FORMAT)
+    value_schema_path: str | None = declared(s.VALUE_SCHEMA)
+    schema_registry_url: str | None = declared(s.SCHEMA_REGISTRY_URL)
+    schema_registry_options: Mapping[str, str] = declared(s.SCHEMA_REGISTRY_OPTIONS)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         upsert = s.check_upsert(self)
         object.__setattr__(self, "upsert", upsert)
+        s.check_value_format(self)
+        if self.value_format != "segment" and self.mode != "raw":
+            raise MODE.error(self.mode, "raw", reason="--value-format lands row records as files (raw mode)")
         if upsert and self.mode != "raw":
             raise MODE.error(self.mode, "raw", reason="an upsert table lands segments as they are (raw mode)")
         if upsert and self.catalog is None and self.commit_engine != "delta-rs":

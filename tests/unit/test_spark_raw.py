@@ -3,21 +3,23 @@ rows to the one committer."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, QueryBuilder
 from parka.lake import ENABLE_DELETION_VECTORS, Committer, RsEngine
+from parka.ops.row_values import RowFormat
 from parka.spark_ext import SparkIngestSettings
-from parka.spark_ext._raw import FILE_ROWS, SegmentFileWriter, committer_input, segment_schema
+from parka.spark_ext._raw import FILE_ROWS, SegmentFileWriter, committer_input, row_schema, segment_schema
 
 from parka.errors import ConfigError, SegmentError
 
 from .test_spark_decoder import SCHEMA, kafka_rows, rows, segment
 
 
-def written(committer: Committer, batch: pa.RecordBatch) -> pa.Table:
+def written(committer: Committer, batch: pa.RecordBatch, row_format: RowFormat | None = None) -> pa.Table:
     """What the executors return for ``batch``, written against the table as it is now."""
     committer.refresh()
     writer = SegmentFileWriter(
@@ -26,6 +28,7 @@ def written(committer: Committer, batch: pa.RecordBatch) -> pa.Table:
         committer.partition_by,
         merge=committer.merge,
         check_columns=committer.engine.check_columns,
+        row_format=row_format,
     )
     return pa.Table.from_batches(list(writer([batch])), schema=FILE_ROWS)
 
@@ -83,6 +86,45 @@ def test_segments_are_written_unchanged_and_bad_ones_reported(tmp_path: Path) ->
     table = DeltaTable(str(tmp_path / "t"))
     assert sorted(table.to_pyarrow_table()["id"].to_pylist()) == [0, 1, 2]
     assert table.transaction_version("app-3") == 10
+
+
+def test_row_records_are_decoded_in_runs_between_segments_and_land_with_each_rows_offset(tmp_path: Path) -> None:
+    committer = new_table(tmp_path)
+
+    def record(i: int) -> tuple[bytes, list[tuple[str, bytes]]]:
+        return json.dumps({"id": i, "name": f"n{i}"}).encode(), [("source", b"json")]
+
+    batch = kafka_rows(record(0), record(1), segment(rows(2, 2)), (b"not json", []), record(4), record(5))
+    out = written(committer, batch, RowFormat("json"))
+    got = sorted(out.to_pylist(), key=lambda r: r["offset"])
+    assert [(r["offset"], r["records"], r["offsets"], r["error_class"]) for r in got] == [
+        (11, 2, [10, 11], None),  # the run before the segment: decoded when the segment came
+        (12, 2, None, None),
+        (13, 0, None, "SegmentError"),  # a bad record splits the runs
+        (15, 2, [14, 15], None),
+    ]
+    assert "--value-format json" in got[2]["error"]
+    given = committer_input(out)
+    assert [(s.first_offset, s.offset) for s in sorted(given.landed, key=lambda s: s.offset)] == [
+        (10, 11),
+        (12, 12),
+        (14, 15),
+    ]
+    with pytest.raises(SegmentError, match="--value-format json"):  # no dead-letter table: it stops there
+        commit(committer, out)
+    table = DeltaTable(str(tmp_path / "t")).to_pyarrow_table().sort_by("id")
+    assert table.column("id").to_pylist() == [0, 1, 2, 3]  # what came before the bad record
+    assert table.column("__parka_headers").to_pylist()[:2] == [[{"key": "source", "value": b"json"}]] * 2
+
+
+def test_a_table_is_made_from_the_first_row_records_that_decode(tmp_path: Path) -> None:
+    good = [json.dumps({"id": i, "tags": ["a"]}).encode() for i in range(3)]
+    sample = pa.Table.from_batches([kafka_rows((b"{", []), *((v, []) for v in good))])
+    schema = row_schema(sample, RowFormat("json"))
+    assert schema.field("id").type == pa.int64() and schema.field("tags").type == pa.list_(pa.string())
+    assert "__parka_timestamp" in schema.names  # the columns a segment of them has (no key: none had one)
+    with pytest.raises(SegmentError, match=r"none of the first 1 row records .* gps\[3\]@10"):
+        row_schema(pa.Table.from_batches([kafka_rows((b"{", []))]), RowFormat("json"))
 
 
 def test_a_replayed_batch_commits_nothing_and_leaves_no_file(tmp_path: Path) -> None:
