@@ -139,15 +139,16 @@ class RowValues:
                 out.append(([i], SegmentError(f"--value-format {self.format}: {event}")))
                 continue
             table, indexes = event
+            a, b = indexes[0], indexes[-1] + 1  # consecutive: a gap split the run above
             try:
                 seg: SegmentRead | SegmentError = segment_of_rows(
                     topic=topic,
                     partition=partition,
-                    offsets=[offsets[j] for j in indexes],
+                    offsets=offsets[a:b],
                     table=table,
-                    keys=[keys[j] for j in indexes],
-                    timestamps=[timestamps[j] for j in indexes],
-                    headers=[headers[j] for j in indexes],
+                    keys=keys[a:b],
+                    timestamps=timestamps[a:b],
+                    headers=headers[a:b],
                 )
             except (SegmentError, RecordError) as exc:
                 seg = SegmentError(str(exc))
