@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import confluent_kafka
@@ -39,8 +40,9 @@ NOTHING = object()  # fetch(): a segment with no records left (all skipped on re
 
 
 class Fetcher:
-    """Fetches and decodes for one shim. ``cursors``, ``resume_checked`` and ``readers`` (the
-    reader schemas of ``set_reader_schema``) are the shim's own, updated in place."""
+    """Fetches and decodes for one shim. ``cursors``, ``resume_checked``, ``readers`` (the
+    reader schemas of ``set_reader_schema``) and ``messages`` (its message classes' way from a
+    table to messages) are the shim's own, updated in place."""
 
     def __init__(
         self,
@@ -51,6 +53,7 @@ class Fetcher:
         cursors: dict[Key, Cursor],
         resume_checked: set[Key],
         readers: dict[str, pa.Schema],
+        messages: dict[str, Callable[[pa.Table], list[Any]]] | None = None,
     ) -> None:
         self._client = client
         self._kms = kms
@@ -58,6 +61,7 @@ class Fetcher:
         self._cursors = cursors
         self._resume_checked = resume_checked
         self._readers = readers
+        self._messages = {} if messages is None else messages  # set_reader_schema's message classes
         self._held: list[Any] = []  # messages fetched and not handed out yet (fetch_raw_many)
 
     def fetch(self, timeout: float, *, batch: bool) -> Any:
@@ -88,7 +92,10 @@ class Fetcher:
         except Exception:
             self._cursors[key] = Cursor(topic, partition, offset, epoch=epoch)  # consuming goes on after it
             raise
-        cursor = Cursor(topic, partition, offset, message=msg, table=table, start=start, epoch=epoch)
+        cursor = Cursor(
+            topic, partition, offset, message=msg, table=table, start=start, epoch=epoch,
+            values_of=self._messages.get(topic),
+        )  # fmt: skip
         self._cursors[key] = cursor
         return NOTHING if cursor.next >= cursor.stop else cursor
 
@@ -254,6 +261,7 @@ def build_records(cursor: Cursor) -> SegmentRecords:
             offset=cursor.offset,
             segment_timestamp=msg.timestamp(),
             leader_epoch=cursor.epoch,
+            values_of=cursor.values_of,
         )
     except Exception as exc:
         cursor.next = cursor.stop

@@ -49,8 +49,11 @@ def segment_records(
     offset: int,
     segment_timestamp: tuple[int, int | None],
     leader_epoch: int | None = None,
+    values_of: Callable[[pa.Table], list[Any]] | None = None,
 ) -> SegmentRecords:
-    """The records of ``table`` (a decoded segment, reserved columns included) from row ``start``.
+    """The records of ``table`` (a decoded segment, reserved columns included) from row ``start``;
+    their values are dicts (:func:`rows`), or what ``values_of`` makes of the user columns (a
+    Protobuf message class's messages).
 
     Indexes stay the segment's: rows before ``start`` are not converted and read as ``None``.
 
@@ -62,7 +65,7 @@ def segment_records(
     """
     part = table.slice(start) if start else table
     data, meta = split_reserved(part)
-    values = rows(data)
+    values = rows(data) if values_of is None else values_of(data)
     keys, timestamps, headers = meta.keys, meta.timestamps, meta.headers
     if start:
         pad: list[Any] = [None] * start

@@ -11,6 +11,7 @@ offset after a leader change (KIP-320). ``None`` when the client had no epoch.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -145,7 +146,7 @@ class Cursor:
     from it without a lock.
     """
 
-    __slots__ = ("epoch", "message", "next", "offset", "partition", "records", "stop", "table", "topic")
+    __slots__ = ("epoch", "message", "next", "offset", "partition", "records", "stop", "table", "topic", "values_of")
 
     def __init__(
         self,
@@ -157,8 +158,10 @@ class Cursor:
         table: pa.Table | None = None,
         start: int = 0,
         epoch: int | None = None,
+        values_of: Callable[[pa.Table], list[Any]] | None = None,
     ) -> None:
         self.topic = topic
+        self.values_of = values_of  # the records' values from the table: set_reader_schema's messages
         self.epoch = epoch
         self.partition = partition
         self.offset = offset

@@ -46,7 +46,7 @@ from parka.encryption import ENCRYPTION_PREFIX, parse_kms_config
 from parka.errors import KafkaClientError, SegmentDecodeError, SegmentError
 from parka.message import RecordMessage, SegmentRecords
 from parka.registry import Registry, split_registry_config
-from parka.schema import to_arrow_schema
+from parka.schema import is_message_class, to_arrow_schema
 from parka.swap import client_class
 
 from ._autocommit import flag, interval_s, weak_on_commit
@@ -147,6 +147,7 @@ class ParquetConsumer(OffsetsAPI):
         self._closed = False
         self._shut = False
         self._readers: dict[str, pa.Schema] = {}  # set_reader_schema
+        self._messages: dict[str, Any] = {}  # set_reader_schema with a Protobuf message class
         self._fetcher = Fetcher(
             self._consumer,
             kms=self._kms,
@@ -154,21 +155,32 @@ class ParquetConsumer(OffsetsAPI):
             cursors=self._cursors,
             resume_checked=self._resume_checked,
             readers=self._readers,
+            messages=self._messages,
         )
 
-    def set_reader_schema(self, topic: str, schema: str | Mapping[str, Any] | pa.Schema | None) -> None:
+    def set_reader_schema(self, topic: str, schema: str | Mapping[str, Any] | pa.Schema | type | None) -> None:
         """Read ``topic``'s records in ``schema`` (an Avro record schema or a ``pyarrow.Schema``)
         whatever schema each segment was written with, Avro-style (:mod:`._resolve`): fields by
         name at any depth, ``None`` for what a writer lacked, what the reader lacks dropped.
-        ``None`` goes back to the default: each record has its writer's fields, as a plain
-        consumer of the topic would see them. Applies to segments decoded from now on.
+        A generated Protobuf message class (the ``protobuf`` extra) reads them in its fields, and
+        each record's value is a message of the class, as confluent-kafka's
+        ``ProtobufDeserializer`` gives it. ``None`` goes back to the default: each record has its
+        writer's fields, as a plain consumer of the topic would see them. Applies to segments
+        decoded from now on.
 
         Raises:
             SchemaError: a schema parka cannot use (names the field).
         """
         self._check_open()
+        self._messages.pop(topic, None)
         if schema is None:
             self._readers.pop(topic, None)
+        elif is_message_class(schema):
+            from parka.protodecode import ProtobufRecords  # the protobuf extra: only when a class is given
+
+            records = ProtobufRecords(schema)
+            self._readers[topic] = records.schema
+            self._messages[topic] = records.messages
         else:
             self._readers[topic] = to_arrow_schema(schema)
 

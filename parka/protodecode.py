@@ -26,6 +26,10 @@ values are refused, naming the type.
 A batch ptars refuses (it does not say which value) is decoded one value at a time with
 protobuf's parser, and the values it cannot parse are bad values, named; the rest go through
 ptars again.
+
+:class:`ProtobufRecords` is one message class both ways, for the client: a producer's messages
+(or dicts of their fields) to Arrow in bulk, with these types, and a segment's rows back to
+messages of the class, as confluent-kafka's ``ProtobufDeserializer`` gives them.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ import binascii
 import itertools
 import logging
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -43,13 +47,22 @@ import pyarrow.compute as pc
 
 from parka.errors import RecordError, RegistryError, SchemaError
 from parka.extras import require
+from parka.records import Conversion
 from parka.rowdecode import Run, Runs
+from parka.schema import is_message_class
 
 require(
     ("google.protobuf", "ptars", "proto_schema_parser"), "protobuf", "Protobuf row records (--value-format protobuf)"
 )
 
-__all__ = ["ProtobufRows", "file_descriptor", "message_indexes"]
+__all__ = [
+    "ProtobufRecords",
+    "ProtobufRows",
+    "file_descriptor",
+    "message_indexes",
+    "registered_class",
+    "registered_file",
+]
 
 log = logging.getLogger("parka.protodecode")
 
@@ -332,6 +345,79 @@ class _Message:
         return _signed(pa.Table.from_batches([batch]))
 
 
+class ProtobufRecords:
+    """A message class's records to Arrow in bulk and back (see the module docstring):
+    :meth:`convert` is :class:`parka.records.RecordConverter`'s twin for messages of the class
+    and dicts of its fields (``MessageClass(**record)``), :meth:`messages` a table of
+    :attr:`schema` as messages.
+
+    Raises (on construction):
+        SchemaError: the class is not a message class, or its type contains itself.
+    """
+
+    def __init__(self, message_class: Any) -> None:
+        if not is_message_class(message_class):
+            raise SchemaError(f"{message_class!r} is not a Protobuf message class")
+        self.cls = message_class
+        self._message = _Message(message_class.DESCRIPTOR)
+        self.name = self._message.name
+        self.schema: pa.Schema = self._message.table([]).schema
+        self._wire = self._message.handler.schema()  # ptars' own types, for the way back
+
+    def convert(self, records: Sequence[Any]) -> Conversion:
+        """``records`` (messages of the class, or dicts of its fields) as one table of
+        :attr:`schema`; a record that is neither, or a dict the class refuses, is set aside
+        with its :class:`~parka.errors.RecordError` (the field named when one is to blame)."""
+        bodies: list[bytes] = []
+        kept: list[int] = []
+        bad: list[tuple[int, RecordError]] = []
+        for i, record in enumerate(records):
+            try:
+                if self.takes(record):
+                    bodies.append(record.SerializeToString())
+                elif isinstance(record, Mapping):
+                    bodies.append(self.cls(**record).SerializeToString())
+                else:
+                    raise RecordError(f"a {type(record).__name__}, not a {self.name} message or a dict of its fields")
+            except RecordError as exc:
+                bad.append((i, exc))
+                continue
+            except (TypeError, ValueError, AttributeError) as exc:
+                bad.append((i, RecordError(f"not a {self.name}: {exc}", field=self._culprit(record))))
+                continue
+            kept.append(i)
+        table = self._message.table(bodies)
+        return Conversion(table, bad, None if not bad else kept)
+
+    def takes(self, record: Any) -> bool:
+        """Whether ``record`` is a message of this type: of the class, or of another class of the
+        same message (a registry subject's class, the application's generated one)."""
+        descriptor = getattr(record, "DESCRIPTOR", None)
+        return getattr(descriptor, "full_name", None) == self.name and hasattr(record, "SerializeToString")
+
+    def _culprit(self, record: Any) -> str | None:
+        """The field of a refused dict the class refuses alone, ``None`` when none is."""
+        if not isinstance(record, Mapping):
+            return None
+        for name, value in record.items():
+            try:
+                self.cls(**{name: value})
+            except (TypeError, ValueError, AttributeError):
+                return str(name)
+        return None
+
+    def messages(self, table: pa.Table) -> list[Any]:
+        """The rows of ``table`` (of :attr:`schema`: a segment of this class's records, read in
+        it) as messages of the class."""
+        if not table.num_rows:
+            return []
+        columns = [table.column(f.name).cast(f.type) for f in self._wire]
+        batch = pa.Table.from_arrays(columns, schema=self._wire).combine_chunks().to_batches()[0]
+        bodies = self._message.handler.record_batch_to_array(batch)
+        parse = self.cls.FromString
+        return [parse(body) for body in bodies.to_pylist()]
+
+
 def _refuse_recursion(descriptor: Any, path: tuple[str, ...]) -> None:
     if descriptor.full_name in path:
         raise SchemaError(f"message {descriptor.full_name} contains itself: a recursive type has no Arrow schema")
@@ -427,22 +513,48 @@ class ProtobufRows:
         return known
 
     def _file(self, schema_id: int) -> Any:
-        from google.protobuf import descriptor_pool
-
         file = self._files.get(schema_id)
         if file is None:
             text, references = self._writer_schema(schema_id)
-            if references:
-                raise SchemaError(f"it references other schemas ({', '.join(references)}), which are not read")
-            proto = file_descriptor(text, f"parka_registry_{schema_id}.proto")
-            pool = descriptor_pool.DescriptorPool()
-            for dependency in proto.dependency:  # the well-known types, from protobuf's own pool
-                _add_with_dependencies(pool, _well_known(dependency))
-            try:
-                file = self._files[schema_id] = pool.Add(proto)
-            except (TypeError, ValueError) as exc:
-                raise SchemaError(f"its descriptor does not build: {exc}") from None
+            file = self._files[schema_id] = registered_file(text, references, schema_id)
         return file
+
+
+def registered_file(text: str, references: Sequence[str], schema_id: int) -> Any:
+    """The ``FileDescriptor`` of a registry's Protobuf schema (its text: ``.proto`` source or a
+    base64 ``FileDescriptorProto``), in a pool of its own with the well-known types it imports.
+
+    Raises:
+        SchemaError: it references other registered schemas, or does not build.
+    """
+    from google.protobuf import descriptor_pool
+
+    if references:
+        raise SchemaError(f"it references other schemas ({', '.join(references)}), which are not read")
+    proto = file_descriptor(text, f"parka_registry_{schema_id}.proto")
+    pool = descriptor_pool.DescriptorPool()
+    for dependency in proto.dependency:  # the well-known types, from protobuf's own pool
+        _add_with_dependencies(pool, _well_known(dependency))
+    try:
+        return pool.Add(proto)
+    except (TypeError, ValueError) as exc:
+        raise SchemaError(f"its descriptor does not build: {exc}") from None
+
+
+def registered_class(text: str, references: Sequence[str], schema_id: int) -> Any:
+    """The message class of a registry's Protobuf schema's first message (what a frame's
+    indexes ``[0]`` name), for ``set_schema(topic, subject=...)``.
+
+    Raises:
+        SchemaError: as :func:`registered_file`, or the file holds no message.
+    """
+    from google.protobuf import message_factory
+
+    file = registered_file(text, references, schema_id)
+    try:
+        return message_factory.GetMessageClass(_find(file, (0,)))
+    except LookupError as exc:
+        raise SchemaError(f"schema {schema_id} holds no message: {exc}") from None
 
 
 def _add_with_dependencies(pool: Any, file: Any) -> None:

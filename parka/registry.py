@@ -1,4 +1,5 @@
-"""Avro schemas from a Confluent-compatible schema registry, by subject or by id.
+"""Schemas from a Confluent-compatible schema registry, by subject or by id: Avro, JSON Schema
+and Protobuf (:meth:`Registry.readable`).
 
 Configuration: the ``schema.registry.*`` keys of a producer's or consumer's config (the names
 confluent-kafka's own serializers use): ``schema.registry.url`` turns it on, and every other
@@ -8,7 +9,7 @@ taken out before the rest of the config reaches librdkafka, and never logged.
 
 A segment produced under a registered schema carries its id in the ``parka.schema.id`` header
 (decimal ASCII; see :mod:`parka.segment`). The fingerprint header stays the schema's identity
-inside parka; the id lets a reader fetch the writer's Avro schema and check it.
+inside parka; the id lets a reader fetch the writer's schema and check it.
 
 This module is the one place that talks to ``confluent_kafka.schema_registry`` (an HTTP client:
 no broker involved). It is imported lazily, so the core keeps no import of confluent_kafka at
@@ -24,9 +25,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from parka.errors import ConfigError, RegistryError
+from parka.errors import ConfigError, RegistryError, SchemaError
 from parka.extras import install_command
-from parka.schema import schema_fingerprint, to_arrow_schema
+from parka.schema import is_message_class, json_schema_to_arrow, schema_fingerprint, to_arrow_schema
 from parka.segment import SCHEMA_ID_HEADER
 
 log = logging.getLogger(__name__)
@@ -86,10 +87,37 @@ class Registry:
         """Close the client's HTTP connections."""
         self._client.close()
 
-    def latest(self, subject: str) -> tuple[int, str]:
-        """The latest version of ``subject``: ``(schema id, Avro schema text)``."""
+    def latest(self, subject: str) -> tuple[int, str | pa.Schema | type]:
+        """The latest version of ``subject``: ``(schema id, schema)``, the schema as
+        :meth:`readable` gives it."""
         registered = self._call(lambda: self._client.get_latest_version(subject), subject=subject)
-        return self._avro(registered.schema_id, registered.schema, subject=subject), registered.schema.schema_str
+        schema_id = int(registered.schema_id)
+        return schema_id, self.readable(schema_id, registered.schema, subject=subject)
+
+    def readable(self, schema_id: int, schema: Any, *, subject: str | None = None) -> str | pa.Schema | type:
+        """A registered schema as parka takes it: an Avro schema's text, a JSON Schema's Arrow
+        schema, a Protobuf schema's message class (its file's first message; the ``protobuf``
+        extra).
+
+        Raises:
+            RegistryError: a schema type parka does not read, or a Protobuf schema that
+                references other registered schemas or does not build.
+        """
+        kind = schema.schema_type or "AVRO"
+        try:
+            if kind == "AVRO":
+                return str(schema.schema_str)
+            if kind == "JSON":
+                return json_schema_to_arrow(schema.schema_str)
+            if kind == "PROTOBUF":
+                from parka.protodecode import registered_class  # the protobuf extra: only for such a schema
+
+                references = [str(r.subject) for r in schema.references or []]
+                return registered_class(str(schema.schema_str), references, schema_id)
+        except SchemaError as exc:
+            raise RegistryError(f"schema {schema_id} ({kind}): {exc}", subject=subject, schema_id=schema_id) from None
+        raise RegistryError(f"schema {schema_id} is {kind}, which parka does not read", subject=subject,
+                            schema_id=schema_id)  # fmt: skip
 
     def register(self, subject: str, schema: str) -> int:
         """Register the Avro ``schema`` under ``subject`` (its existing id when already there); a
@@ -121,12 +149,18 @@ class Registry:
         return "unknown"
 
     def writer_schema(self, schema_id: int) -> tuple[pa.Schema, str]:
-        """The Arrow schema and its fingerprint of the Avro schema with id ``schema_id``."""
+        """The Arrow schema and its fingerprint of the schema with id ``schema_id`` (Avro, JSON
+        Schema or Protobuf: :meth:`readable`)."""
         hit = self._arrow.get(schema_id)
         if hit is None:
             schema = self._call(lambda: self._client.get_schema(schema_id), schema_id=schema_id)
-            self._avro(schema_id, schema)
-            arrow = to_arrow_schema(schema.schema_str)
+            readable = self.readable(schema_id, schema)
+            if is_message_class(readable):
+                from parka.protodecode import ProtobufRecords
+
+                arrow = ProtobufRecords(readable).schema
+            else:
+                arrow = to_arrow_schema(readable)
             hit = self._arrow[schema_id] = (arrow, schema_fingerprint(arrow))
         return hit
 
@@ -179,15 +213,6 @@ class Registry:
                 http_status=404,
             )
         return str(schema.schema_str), [str(r.subject) for r in schema.references or []]
-
-    def _avro(self, schema_id: int, schema: Any, *, subject: str | None = None) -> int:
-        if schema.schema_type not in (None, "AVRO"):
-            raise RegistryError(
-                f"schema {schema_id} is {schema.schema_type}, parka reads Avro schemas only",
-                subject=subject,
-                schema_id=schema_id,
-            )
-        return int(schema_id)
 
     def _call(self, fn: Any, *, subject: str | None = None, schema_id: int | None = None) -> Any:
         from confluent_kafka.schema_registry.error import SchemaRegistryError

@@ -51,6 +51,7 @@ __all__ = [
     "TIME_UNIT_KEY",
     "ParkaSchemaWarning",
     "child_fields",
+    "is_message_class",
     "json_schema_to_arrow",
     "schema_fingerprint",
     "time_of_day_fields",
@@ -98,6 +99,12 @@ _LOGICAL: dict[str, tuple[str, pa.DataType]] = {
 }
 
 _MAX_DECIMAL256_PRECISION = 76
+
+
+def is_message_class(schema: Any) -> bool:
+    """Whether ``schema`` is a generated Protobuf message class (:mod:`parka.protodecode` reads
+    it; checked here without importing protobuf, whose extra may be missing)."""
+    return isinstance(schema, type) and hasattr(schema, "DESCRIPTOR") and hasattr(schema, "FromString")
 
 
 def to_arrow_schema(schema: str | Mapping[str, Any] | pa.Schema) -> pa.Schema:

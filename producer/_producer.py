@@ -149,12 +149,15 @@ class ParquetProducer(Transactions):
     def set_schema(
         self,
         topic: str,
-        schema: str | dict[str, Any] | pa.Schema | None = None,
+        schema: str | dict[str, Any] | pa.Schema | type | None = None,
         *,
         subject: str | None = None,
         register: bool = False,
     ) -> None:
-        """Declare the schema of ``topic``'s records: an Avro record schema or a ``pyarrow.Schema``.
+        """Declare the schema of ``topic``'s records: an Avro record schema, a ``pyarrow.Schema``,
+        or a generated Protobuf message class (the ``protobuf`` extra): ``produce()`` then takes
+        its messages, or dicts of its fields, and the segments hold its fields as columns, typed
+        as ``parka ingest --value-format protobuf`` types them (docs/row-topics.md).
 
         With ``schema.registry.url`` configured, ``subject`` names a registry subject:
         ``set_schema(topic, subject=s)`` uses its latest version, and
@@ -191,11 +194,12 @@ class ParquetProducer(Transactions):
     ) -> None:
         """Add one record to its topic's buffer (or produce it as is with encoding ``none``).
 
-        ``value`` is a dict matching the topic's schema; it is read later, when its buffer is
-        converted, so do not change it after this call. ``key`` decides the partition as
-        librdkafka's ``partitioner`` would. ``on_delivery(err, msg)`` fires once for this record,
-        inside ``poll()``/``flush()``: with ``err=None`` when its segment is acknowledged (``msg``
-        is a :class:`~parka.message.RecordMessage`), else with the segment's ``KafkaError``, or a
+        ``value`` is a dict matching the topic's schema (or a message of its Protobuf class); it
+        is read later, when its buffer is converted, so do not change it after this call.
+        ``key`` decides the partition as librdkafka's ``partitioner`` would.
+        ``on_delivery(err, msg)`` fires once for this record, inside ``poll()``/``flush()``: with
+        ``err=None`` when its segment is acknowledged (``msg`` is a
+        :class:`~parka.message.RecordMessage`), else with the segment's ``KafkaError``, or a
         :class:`~parka.errors.RecordError` naming the field when the record does not match the
         schema (the records around it are delivered).
 
@@ -251,7 +255,14 @@ class ParquetProducer(Transactions):
         if state is None:
             raise RecordError("no schema set for this topic: call set_schema(topic, schema) first", topic=topic)
         if value is not None and not isinstance(value, Mapping):
-            raise RecordTypeError(f"value must be a dict of fields, not {type(value).__name__}", topic=topic)
+            records = state.protobuf
+            if records is None:
+                raise RecordTypeError(f"value must be a dict of fields, not {type(value).__name__}", topic=topic)
+            if not records.takes(value):
+                raise RecordTypeError(
+                    f"value must be a {records.name} message or a dict of its fields, not {type(value).__name__}",
+                    topic=topic,
+                )
         if self._outside_txn:
             raise _kafka_exception(KafkaError._STATE, "Unable to produce message: Local: Erroneous state")
         if self._out.full:

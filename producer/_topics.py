@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 
@@ -20,20 +21,33 @@ from parka.config import ProducerSettings
 from parka.encoding import LayoutCache
 from parka.errors import ConfigError, RecordError, SchemaError
 from parka.partitioning import PartitionSpec
-from parka.records import RecordConverter
+from parka.records import Conversion, RecordConverter
 from parka.registry import Registry
-from parka.schema import ParkaSchemaWarning, schema_fingerprint, time_of_day_fields, to_arrow_schema
+from parka.schema import (
+    ParkaSchemaWarning,
+    is_message_class,
+    schema_fingerprint,
+    time_of_day_fields,
+    to_arrow_schema,
+)
 
 from ._buffer import RowBatch, SizeModel, Staging, drain_size
 
 __all__ = ["Converted", "TopicState", "convert", "resolve_schema", "topic_state"]
 
 
+class Converter(Protocol):
+    """A topic's records to Arrow in bulk: :class:`parka.records.RecordConverter` (dicts), or
+    :class:`parka.protodecode.ProtobufRecords` (a message class's messages, or dicts)."""
+
+    def convert(self, records: Sequence[Any]) -> Conversion: ...
+
+
 @dataclass
 class TopicState:
     schema: pa.Schema
     fingerprint: str
-    converter: RecordConverter
+    converter: Converter
     partition_by: tuple[PartitionSpec, ...]
     drain_at: int
     items: list[Any] = field(default_factory=list)  # staged: values, or Side tuples (see _buffer)
@@ -42,21 +56,31 @@ class TopicState:
     row_bytes: float | None = None
     layouts: LayoutCache = field(default_factory=LayoutCache)  # columnar.encoding.tuning=auto
     schema_id: int | None = None  # the registry's id of the schema: sent as parka.schema.id
+    # set_schema with a Protobuf message class (or a subject's Protobuf schema): its
+    # parka.protodecode.ProtobufRecords, the converter; produce() takes its messages too
+    protobuf: Any = None
 
 
 def resolve_schema(
     registry: Registry | None,
-    schema: str | dict[str, Any] | pa.Schema | None,
+    schema: str | dict[str, Any] | pa.Schema | type | None,
     subject: str | None,
     register: bool,
-) -> tuple[str | dict[str, Any] | pa.Schema, int | None]:
-    """``set_schema``'s schema and its registry id (``None`` without a subject).
+) -> tuple[str | dict[str, Any] | pa.Schema | type, int | None]:
+    """``set_schema``'s schema and its registry id (``None`` without a subject). A subject's
+    latest version may be an Avro schema, a JSON Schema or a Protobuf schema (its first message:
+    produce() then takes dicts of its fields, or messages of that type); only Avro registers.
 
     Raises :class:`~parka.errors.ConfigError` for a subject without a registry URL,
     :class:`~parka.errors.RegistryError` when the registry refuses or cannot be reached,
     :class:`~parka.errors.SchemaError` for a schema parka cannot use, ``ValueError`` for a
     contradictory call."""
     schema_id: int | None = None
+    if is_message_class(schema) and (subject is not None or register):
+        raise ValueError(
+            "set_schema with a Protobuf message class takes no subject: give subject= alone to use the "
+            "subject's Protobuf schema"
+        )
     if subject is not None:
         if registry is None:
             raise ConfigError("schema.registry.url", None, "a registry URL, to set a schema by subject")
@@ -77,13 +101,20 @@ def resolve_schema(
     return schema, schema_id
 
 
-def topic_state(
-    topic: str, schema: str | dict[str, Any] | pa.Schema, schema_id: int | None, settings: ProducerSettings
-) -> TopicState:
-    """A fresh state for ``topic`` with ``schema``; warns (``ParkaSchemaWarning``, at the caller
-    of ``set_schema``) about a time-of-day column. Raises :class:`~parka.errors.SchemaError`
+def topic_state(topic: str, schema: Any, schema_id: int | None, settings: ProducerSettings) -> TopicState:
+    """A fresh state for ``topic`` with ``schema`` (an Avro record schema, a ``pyarrow.Schema``
+    or a Protobuf message class); warns (``ParkaSchemaWarning``, at the caller of
+    ``set_schema``) about a time-of-day column. Raises :class:`~parka.errors.SchemaError`
     naming the field when the schema cannot be used with the settings."""
-    arrow = to_arrow_schema(schema)
+    converter: Converter
+    if is_message_class(schema):
+        from parka.protodecode import ProtobufRecords  # the protobuf extra: only when a class is given
+
+        converter = ProtobufRecords(schema)
+        arrow = to_arrow_schema(converter.schema)
+    else:
+        arrow = to_arrow_schema(schema)
+        converter = RecordConverter(arrow)
     times = time_of_day_fields(arrow)
     if times:
         warnings.warn(
@@ -114,8 +145,9 @@ def topic_state(
     return TopicState(
         schema=arrow,
         fingerprint=schema_fingerprint(arrow),
-        converter=RecordConverter(arrow),
+        converter=converter,
         schema_id=schema_id,
+        protobuf=converter if is_message_class(schema) else None,
         partition_by=settings.partition_by,
         drain_at=drain_size(settings.batch_records, settings.batch_bytes, None),
     )
