@@ -74,6 +74,11 @@ class AIOParquetConsumer(AIOConsumer):
                 self.executor.shutdown(wait=False)
             raise
 
+    def set_reader_schema(self, topic: str, schema: Any) -> None:
+        """:meth:`ParquetConsumer.set_reader_schema`; synchronous, as the producer's
+        ``set_schema`` (it makes no request and applies to segments decoded from then on)."""
+        self._parquet.set_reader_schema(topic, schema)
+
     async def poll_table(self, *args: Any, **kwargs: Any) -> Any:
         """:meth:`ParquetConsumer.poll_table`: the next segment's records as one ``pyarrow.Table``."""
         return await self._call(self._parquet.poll_table, *args, **kwargs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from confluent_kafka.aio import AIOConsumer
 from parka.consumer import AIOParquetConsumer, ParquetConsumer
@@ -26,6 +27,8 @@ async def test_it_is_an_aio_consumer_over_a_parquet_consumer() -> None:
     assert await c.poll_table(0.01) is None
     assert await c.consume(5, 0.01) == []
     assert await c.assignment() == []
+    c.set_reader_schema("t", pa.schema([("id", pa.int64())]))  # the sync client's, as set_schema is
+    assert c._parquet._readers["t"] == pa.schema([("id", pa.int64())])
     await c.close()
     with pytest.raises(RuntimeError, match="Consumer closed"):
         await c.poll(0.01)
