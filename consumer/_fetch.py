@@ -121,19 +121,21 @@ class Fetcher:
                     return []
                 self._held = [first]
         msgs, self._held = self._held, []
-        out: list[Any] = []
-        last: dict[tuple[str, int], Any] = {}
-        for i, msg in enumerate(msgs):
-            err = msg.error()
-            if err is not None:
-                if err.code() == confluent_kafka.KafkaError._PARTITION_EOF:
-                    continue
-                self._held = msgs[i + 1 :] if not out else msgs[i:]
-                if not out:
-                    raise KafkaClientException(f"consume failed: {err}", kafka_error=err)
-                break
-            out.append(msg)
-            last[(msg.topic(), msg.partition())] = msg
+        out: list[Any] = msgs
+        failed = [i for i, msg in enumerate(msgs) if msg.error() is not None]  # none, as a rule
+        if failed:
+            out = []
+            for i, msg in enumerate(msgs):
+                err = msg.error()
+                if err is not None:
+                    if err.code() == confluent_kafka.KafkaError._PARTITION_EOF:
+                        continue
+                    self._held = msgs[i + 1 :] if not out else msgs[i:]
+                    if not out:
+                        raise KafkaClientException(f"consume failed: {err}", kafka_error=err)
+                    break
+                out.append(msg)
+        last = {(msg.topic(), msg.partition()): msg for msg in out}
         for (topic, partition), msg in last.items():
             self._cursors[(topic, partition)] = Cursor(topic, partition, msg.offset(), epoch=msg.leader_epoch())
         return out

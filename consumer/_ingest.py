@@ -221,22 +221,28 @@ class IngestionConsumer(KafkaSide):
         s = self.settings
         limit, per_commit = s.buffer_limit, s.bytes_per_commit
         holds_rows, upsert, positions = self._row_values is not None, s.upsert, self._positions
+        sought, pipeline, overflows = self._sought, run.pipeline, self._policy.overflows
         while not self._stop.is_set():
-            self._sought.clear()
+            sought.clear()
             msgs = self._poll(run.consumer)
             at_end = not msgs
+            in_flight = pipeline.in_flight_bytes  # changes only in the calls below that commit
             for msg in msgs:
                 partition = msg.partition()
-                if partition in self._sought:  # its seek delivers again what was in hand
+                if partition in sought:  # its seek delivers again what was in hand
                     continue
                 value = msg.value()
                 size = len(value) if value else 0
-                if run.pipeline.in_flight_bytes + run.batch.bytes >= limit:
-                    self._finish(run)  # memory bound: the commit in flight must end first
-                if self._policy.overflows(buffered_bytes=run.batch.bytes, next_bytes=size):
-                    self._commit_due(run)  # before it: the commit's files stay within the target size
-                if partition in self._sought:  # the commit above found the table further: it comes again
-                    continue
+                batch = run.batch
+                full = in_flight + batch.bytes >= limit
+                if full or overflows(buffered_bytes=batch.bytes, next_bytes=size):
+                    if full:
+                        self._finish(run)  # memory bound: the commit in flight must end first
+                    if overflows(buffered_bytes=run.batch.bytes, next_bytes=size):
+                        self._commit_due(run)  # before it: the commit's files stay within the target size
+                    in_flight, batch = pipeline.in_flight_bytes, run.batch
+                    if partition in sought:  # the commit above found the table further: it comes again
+                        continue
                 headers = msg.headers() if holds_rows else None
                 if (
                     holds_rows
@@ -245,7 +251,6 @@ class IngestionConsumer(KafkaSide):
                 ):
                     # a row record, held as the client's message until its run is decoded
                     # (_decode_rows); inline: the loop's one step per row of a row topic
-                    batch = run.batch
                     held = batch.rows.get(partition)
                     if held is None:
                         held = batch.rows[partition] = []
@@ -256,11 +261,13 @@ class IngestionConsumer(KafkaSide):
                         batch.oldest_at = self._clock()
                     if batch.bytes >= per_commit:
                         self._cut_if_due(run)
+                        in_flight = pipeline.in_flight_bytes
                     # the client's positions are asked only when they may show the end
                     at_end = at_end or positions.at_end(partition, offset)
                     continue
                 self._handle(run, raw_of(msg))
                 self._cut_if_due(run)
+                in_flight = pipeline.in_flight_bytes
                 at_end = at_end or positions.at_end(partition, msg.offset())
             if msgs:
                 self._watch.recovered()
@@ -460,7 +467,7 @@ class IngestionConsumer(KafkaSide):
                 values=[m.value() for m in msgs],
                 offsets=[m.offset() for m in msgs],
                 keys=[m.key() for m in msgs],
-                timestamps=[_timestamp_ms(m.timestamp()) for m in msgs],
+                timestamps=[t[1] if t[0] else None for t in [m.timestamp() for m in msgs]],  # (type, ms)
                 headers=[m.headers() for m in msgs],
             )
             for indexes, seg in got:
@@ -641,8 +648,3 @@ def _for_message(exc: SegmentError | SchemaMismatchError, raw: RawSegment) -> Se
         text = text.removeprefix(f"field '{exc.field}': ") if exc.field else text
         return SchemaMismatchError(text, field=exc.field, value=raw.value, headers=raw.headers, **where)
     return type(exc)(text, value=raw.value, headers=raw.headers, **where)
-
-
-def _timestamp_ms(timestamp: tuple[int, int]) -> int | None:
-    """A client message's ``(type, ms)`` timestamp as milliseconds, ``None`` when it has none."""
-    return timestamp[1] if timestamp[0] else None

@@ -182,10 +182,16 @@ class RowValues:
                 error = RecordError("a Confluent-framed value (magic byte 0): give --schema-registry-url to read it")
                 return Runs([], [(i, error) for i in range(len(values))])
             return self._framed.decode(values)
-        present = [(i, v) for i, v in enumerate(values) if v is not None]
-        bad = [(i, RecordError("no value: not a JSON record")) for i, v in enumerate(values) if v is None]
-        if not present:
-            return Runs([], bad)
+        # the values there are (their indexes: None when every value is, as a rule)
+        where: list[int] | None = None
+        texts: list[bytes] = values  # type: ignore[assignment]
+        bad: list[tuple[int, RecordError]] = []
+        if None in values:
+            where = [i for i, v in enumerate(values) if v is not None]
+            texts = [v for v in values if v is not None]
+            bad = [(i, RecordError("no value: not a JSON record")) for i, v in enumerate(values) if v is None]
+            if not texts:
+                return Runs([], bad)
         decoder = self._declared
         if decoder is None and table_schema is not None:
             user = pa.schema([f for f in table_schema if not f.name.startswith(RESERVED_PREFIX)])
@@ -196,14 +202,19 @@ class RowValues:
             decoder = self._inferred
         if decoder is None:
             try:
-                decoder = self._inferred = JsonRows.inferred([v for _, v in present])
+                decoder = self._inferred = JsonRows.inferred(texts)
             except SchemaError as exc:
                 error = RecordError(f"no schema could be inferred from the first values: {exc}")
-                return Runs([], sorted(bad + [(i, error) for i, _ in present], key=lambda b: b[0]))
-        conversion = decoder.decode([v for _, v in present])
-        kept = conversion.kept if conversion.kept is not None else range(len(present))
-        bad += [(present[i][0], e) for i, e in conversion.bad]
-        runs = [Run(0, decoder.schema, conversion.table, [present[i][0] for i in kept])] if len(kept) else []
+                every = range(len(texts)) if where is None else where
+                return Runs([], sorted(bad + [(i, error) for i in every], key=lambda b: b[0]))
+        conversion = decoder.decode(texts)
+        kept = list(conversion.kept) if conversion.kept is not None else list(range(len(texts)))
+        if where is not None:
+            kept = [where[i] for i in kept]
+            bad += [(where[i], e) for i, e in conversion.bad]
+        else:
+            bad += conversion.bad
+        runs = [Run(0, decoder.schema, conversion.table, kept)] if kept else []
         return Runs(runs, sorted(bad, key=lambda b: b[0]))
 
 
