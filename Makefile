@@ -151,13 +151,15 @@ $(BIN)/.bench-installed: $(BIN)/.installed pyproject.toml
 	$(UV_INSTALL) -e '.[dev,spark,bench]'
 	touch $@
 
-bench: setup kafka-up $(BIN)/.bench-installed ## the full benchmark suite (~25 min on 2 cores, plus ~20 for the 10M-row lake section, ~4 for freshness and ~10 for upserts) into bench-out/full (or BENCH_OUT)
+bench: setup kafka-up $(BIN)/.bench-installed ## the full benchmark suite (~25 min on 2 cores, plus ~20 for the 10M-row lake section, ~4 for freshness, ~10 for upserts and ~2 for row topics) into bench-out/full (or BENCH_OUT)
 	$(BENCH_S3_UP)
-	$(BENCH_S3_ENV) $(BIN)/python -m benchmarks.suite --mode full --out $(BENCH_FULL_OUT) $(BENCH_ARGS) $(BENCH_S3_ARGS)
+	scripts/schema-registry.sh up
+	$(BENCH_S3_ENV) $(BIN)/python -m benchmarks.suite --mode full --out $(BENCH_FULL_OUT) --registry-url "$$(scripts/schema-registry.sh url)" $(BENCH_ARGS) $(BENCH_S3_ARGS)
 
 bench-quick: setup kafka-up $(BIN)/.bench-installed ## a reduced benchmark suite (a few minutes) into BENCH_OUT (default bench-out/quick)
 	$(BENCH_S3_UP)
-	$(BENCH_S3_ENV) $(BIN)/python -m benchmarks.suite --mode quick --out $(BENCH_OUT) $(BENCH_ARGS) $(BENCH_S3_ARGS)
+	scripts/schema-registry.sh up
+	$(BENCH_S3_ENV) $(BIN)/python -m benchmarks.suite --mode quick --out $(BENCH_OUT) --registry-url "$$(scripts/schema-registry.sh url)" $(BENCH_ARGS) $(BENCH_S3_ARGS)
 
 bench-encodings: setup kafka-up $(BIN)/.bench-installed ## bytes per row at 10,000 rows/batch, zstd: JSON, Avro, Parquet tuned and pyarrow defaults (a few min) into BENCH_OUT
 	$(BIN)/python -m benchmarks.suite --mode encodings --out $(BENCH_OUT) $(BENCH_ARGS)

@@ -144,39 +144,38 @@ def _run(arm: str, broker: Broker, ds: Dataset, topics: dict[str, str], schema_f
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.row_ingest", description=__doc__.split("\n\n")[0])
-    p.add_argument("--bootstrap", required=True)
-    p.add_argument("--kafka-data-dir", required=True, help="the broker's log dir (scripts/kafka-local.sh data-dir)")
-    p.add_argument("--registry-url", help="a schema registry (Confluent's API); without it, no Avro arms")
-    p.add_argument("--datasets", default="web_requests")
-    p.add_argument("--rows", type=int, default=500_000)
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--out", type=Path, required=True)
-    args = p.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING)
-    arms = [a for a in ARMS if args.registry_url or ("avro" not in a.lower() and a != "protobuf")]
-    broker = Broker(args.bootstrap, args.kafka_data_dir)
-    args.out.mkdir(parents=True, exist_ok=True)
-    rng = random.Random(args.seed)
-    results: dict[str, Any] = {"command": " ".join(["python -m benchmarks.row_ingest", *(argv or sys.argv[1:])])}
-    for name in args.datasets.split(","):
-        ds = load(name, args.rows)
-        if args.registry_url:  # the values carry the id the registry gives the schema
-            schema_id = _register(args.registry_url, f"bench-rows-{name}-{uuid.uuid4().hex[:6]}", ds.avro_schema)
+def run_rows(
+    broker: Broker,
+    registry_url: str | None,
+    datasets: list[str],
+    rows: int,
+    repeats: int,
+    seed: int,
+    out: Path,
+) -> dict[str, Any]:
+    """Every arm on each data set, ``repeats`` times in a shuffled order (see the module
+    docstring); per data set its medians, samples and paired ratios. The suite's ``rows``
+    section calls it too."""
+    arms = [a for a in ARMS if registry_url or ("avro" not in a.lower() and a != "protobuf")]
+    out.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    results: dict[str, Any] = {}
+    for name in datasets:
+        ds = load(name, rows)
+        if registry_url:  # the values carry the id the registry gives the schema
+            schema_id = _register(registry_url, f"bench-rows-{name}-{uuid.uuid4().hex[:6]}", ds.avro_schema)
             ds = dataclasses.replace(ds, schema_id=schema_id)
             assert enc.serialize(ds, "avro", enc.rows_for(ds, "avro")[:1])[0][:5] == struct.pack(">bI", 0, schema_id)
-        schema_file = str(args.out / f"{name}.avsc")
+        schema_file = str(out / f"{name}.avsc")
         Path(schema_file).write_text(json.dumps(ds.avro_schema))
         arms_here = [a for a in arms if a != "protobuf" or name == "web_requests"]
-        topics = _topics(broker, ds, arms_here, args.registry_url or "")
+        topics = _topics(broker, ds, arms_here, registry_url or "")
         per_arm: dict[str, list[float]] = {arm: [] for arm in arms_here}
-        for repeat in range(args.repeats):
+        for repeat in range(repeats):
             order = list(arms_here)
             rng.shuffle(order)
             for arm in order:
-                run = _run(arm, broker, ds, topics, schema_file, args.registry_url or "")
+                run = _run(arm, broker, ds, topics, schema_file, registry_url or "")
                 per_arm[arm].append(run.span.cpu_s / ds.rows * 1e6)
                 log.warning("%s repeat %d %s: %.2f CPU-s per million rows", name, repeat, arm, per_arm[arm][-1])
         ratios = {
@@ -191,6 +190,26 @@ def main(argv: list[str] | None = None) -> int:
             "samples": per_arm,
             "ratios (median of paired)": ratios,
         }
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.row_ingest", description=__doc__.split("\n\n")[0])
+    p.add_argument("--bootstrap", required=True)
+    p.add_argument("--kafka-data-dir", required=True, help="the broker's log dir (scripts/kafka-local.sh data-dir)")
+    p.add_argument("--registry-url", help="a schema registry (Confluent's API); without it, no Avro arms")
+    p.add_argument("--datasets", default="web_requests")
+    p.add_argument("--rows", type=int, default=500_000)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--out", type=Path, required=True)
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    broker = Broker(args.bootstrap, args.kafka_data_dir)
+    results: dict[str, Any] = {"command": " ".join(["python -m benchmarks.row_ingest", *(argv or sys.argv[1:])])}
+    results |= run_rows(
+        broker, args.registry_url, args.datasets.split(","), args.rows, args.repeats, args.seed, args.out
+    )
     (args.out / "row_ingest.json").write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps(results, indent=2))
     return 0

@@ -25,6 +25,7 @@ import sys
 import time
 import uuid
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from . import datasets as data
@@ -41,6 +42,7 @@ from .measure import settle
 from .objectstore import add_s3_arguments, masked_command, s3_root
 from .readers import run_readers
 from .report import write_report
+from .row_ingest import run_rows
 from .spark import run_spark
 from .targets import evaluate
 from .upsert import UpsertRun, run_upsert
@@ -49,7 +51,7 @@ __all__ = ["PLANS", "SECTIONS", "Plan", "main"]
 
 log = logging.getLogger("parka.bench")
 
-SECTIONS = ("matrix", "e2e", "ingest", "spark", "lake", "encryption", "freshness", "upsert")
+SECTIONS = ("matrix", "e2e", "ingest", "spark", "lake", "encryption", "freshness", "upsert", "rows")
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,12 @@ class Plan:
     upsert_daemon_keys: tuple[int, ...] = (1_000_000, 10_000_000)
     upsert_rate: int = 50_000
     upsert_duration_s: float = 45.0
-    sections: tuple[str, ...] = ("matrix", "e2e", "ingest", "spark", "lake", "encryption", "freshness", "upsert")
+    # the rows section (benchmarks/row_ingest.py): parka ingest on web_requests as JSON, Avro and
+    # Protobuf records beside the rows as segments and the row baseline; needs a schema registry
+    row_topic_rows: int = 500_000
+    sections: tuple[str, ...] = (
+        "matrix", "e2e", "ingest", "spark", "lake", "encryption", "freshness", "upsert", "rows",
+    )  # fmt: skip
 
 
 PLANS = {
@@ -135,6 +142,7 @@ PLANS = {
         upsert_daemon_keys=(10_000, 20_000),
         upsert_rate=5_000,
         upsert_duration_s=10.0,
+        row_topic_rows=50_000,
     ),
     # The encoding matrix alone at 10,000 rows per batch and zstd, on the full mode's data: bytes
     # per row of JSON, Avro and Parquet segments (tuned, pyarrow's defaults, sorted); a few minutes.
@@ -344,6 +352,15 @@ def run_suite(args: argparse.Namespace) -> dict[str, Any]:
             log.info("upsert: %d keys; the daemon at %d events/s", plan.upsert_keys, plan.upsert_rate)
             results["upsert"] = run_upsert_section(broker.bootstrap, plan, args.seed)
             timings["upsert_s"] = time.perf_counter() - t0
+        if "rows" not in skip:
+            t0 = time.perf_counter()
+            log.info("rows: web_requests as row records, %d rows", plan.row_topic_rows)
+            out = Path(args.out) / "rows"
+            rows = run_rows(
+                broker, args.registry_url, ["web_requests"], plan.row_topic_rows, plan.repeats, args.seed, out
+            )
+            results["rows"] = {**rows, "registry": bool(args.registry_url)}
+            timings["rows_s"] = time.perf_counter() - t0
     finally:
         _cleanup(broker, run_id)
     results["targets"] = evaluate(results)
@@ -373,6 +390,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1, help="seed of the run order shuffles")
     parser.add_argument("--skip", action="append", default=[], choices=list(SECTIONS), help="skip a section")
     add_s3_arguments(parser)  # the ingest section's object-store arms
+    parser.add_argument(
+        "--registry-url",
+        default=os.environ.get("PARKA_SCHEMA_REGISTRY_URL"),
+        help="a schema registry (Confluent's API) for the rows section's Avro and Protobuf arms; without it, JSON only",
+    )
     args = parser.parse_args(argv)
     args.s3 = s3_root(parser, args)
     if not args.kafka_data_dir:

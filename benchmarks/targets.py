@@ -6,6 +6,7 @@ then takes the median and the min-max over repeats.
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 from parka.lake import DEFAULT_COMPACT_MAX_REWRITES
@@ -399,6 +400,51 @@ def _upsert_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _row_topic_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The row topics' goals on web_requests: ``parka ingest`` at most 6 CPU-seconds per million
+    JSON rows (the median over repeats), Avro no dearer than JSON and Protobuf no dearer than Avro
+    (medians of the paired ratios)."""
+    section = (results.get("rows") or {}).get("web_requests")
+    if not section:
+        return []
+    samples = section["samples"]
+
+    def stat(values: list[float]) -> dict[str, Any] | None:
+        if not values:
+            return None
+        return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
+
+    def paired(arm: str, base: str) -> dict[str, Any] | None:
+        if arm not in samples or base not in samples:
+            return None
+        return stat([a / b for a, b in zip(samples[arm], samples[base], strict=True)])
+
+    return [
+        _target(
+            "row_topics_json_cpu_s_per_million_rows",
+            "parka ingest --value-format json on web_requests: CPU-seconds per million rows, Kafka fetch included "
+            "(at most; a value, not a ratio)",
+            stat(samples.get("json", [])),
+            6.0,
+            at_most=True,
+        ),
+        _target(
+            "row_topics_avro_over_json",
+            "parka ingest on web_requests: CPU of Avro records / of JSON records (at most)",
+            paired("avro", "json"),
+            1.0,
+            at_most=True,
+        ),
+        _target(
+            "row_topics_protobuf_over_avro",
+            "parka ingest on web_requests: CPU of Protobuf records / of Avro records (at most)",
+            paired("protobuf", "avro"),
+            1.0,
+            at_most=True,
+        ),
+    ]
+
+
 def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
     """All targets, in the order the report lists them."""
     return [
@@ -412,4 +458,5 @@ def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
         *_lake_targets(results),
         *_freshness_targets(results),
         *_upsert_targets(results),
+        *_row_topic_targets(results),
     ]

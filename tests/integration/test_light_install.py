@@ -26,6 +26,8 @@ from deltalake import DeltaTable
 
 from parka.extras import install_command
 
+from ._wheel import built_wheel
+
 REPO = Path(__file__).resolve().parents[2]
 LAKE_AND_SPARK = ("deltalake", "obstore", "fastparquet", "pyspark", "delta")
 
@@ -123,10 +125,9 @@ def test_the_built_wheel_in_a_fresh_virtualenv_light_then_with_the_lake_extra(
     # neither this environment's PYTHONPATH (if any) nor the clone (the working directory, first on
     # sys.path of `python -c`) may reach the virtualenv's interpreter
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
-    dist = tmp_path / "dist"
-    # the wheel alone: build's default makes an sdist first and builds the wheel from it, twice the work
-    _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(REPO)], env=env, cwd=tmp_path)
-    (wheel,) = dist.glob("parka-*-py3-none-any.whl")
+    # the wheel alone (build's default makes an sdist first and builds the wheel from it, twice
+    # the work), built once per run: the Spark cluster's test ships the same one
+    wheel = built_wheel()
     venv = tmp_path / "venv"
     python = str(venv / "bin" / "python")
     try:

@@ -84,3 +84,17 @@ def test_the_upsert_targets_read_the_arms_and_the_daemon_runs() -> None:
     scan = targets["upsert_scan[1000000]"]
     assert scan["ratio"] == low["scan_ratio"] and scan["status"] == "not met"  # 4.06
     assert not _by_name({}).get("upsert_scan[1000000]")
+
+
+def test_the_row_topic_targets_read_the_rows_sections_samples() -> None:
+    """The checked-in suite run of the rows section (2026-11-30): JSON's CPU per million rows, the
+    median of its samples, and the paired ratios' medians from the same samples."""
+    results = _load("2026-11-30-suite-rows")
+    targets = _by_name(results)
+    samples = results["rows"]["web_requests"]["samples"]
+    json_cpu = targets["row_topics_json_cpu_s_per_million_rows"]
+    assert json_cpu["ratio"]["median"] == sorted(samples["json"])[1] and json_cpu["threshold"] == 6.0
+    paired = sorted(a / b for a, b in zip(samples["avro"], samples["json"], strict=True))
+    assert targets["row_topics_avro_over_json"]["ratio"]["median"] == paired[1]
+    assert {t["status"] for n, t in targets.items() if n.startswith("row_topics_")} == {"met"}
+    assert "row_topics_json_cpu_s_per_million_rows" not in _by_name({"rows": {}})  # no section, no target

@@ -20,9 +20,10 @@ import pytest
 from parka.spark_ext import packages
 
 from .._ingest_util import assert_no_orphans, assert_segments_stored_byte_for_byte, produce_events, table_ids
+from .._wheel import built_wheel
 from ._jars import SPARK_JVM
 from ._util import SPARK
-from .conftest import REPO, Cluster
+from .conftest import Cluster
 
 pytestmark = [*SPARK, pytest.mark.long(180)]
 
@@ -42,15 +43,10 @@ CLUSTER_CONF = {
 
 
 def parka_zip(into: Path) -> Path:
-    """parka as users ship it to executors: its wheel (pure Python) renamed to .zip for --py-files."""
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(into), str(REPO)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    [wheel] = into.glob("parka-*.whl")
-    return Path(shutil.copyfile(wheel, into / "parka.zip"))
+    """parka as users ship it to executors: its wheel (pure Python; the run's, built once) renamed
+    to .zip for --py-files."""
+    into.mkdir(parents=True, exist_ok=True)
+    return Path(shutil.copyfile(built_wheel(), into / "parka.zip"))
 
 
 def python_without_parka(into: Path) -> Path:
