@@ -12,6 +12,7 @@ from __future__ import annotations
 import cProfile
 import json
 import pstats
+import shutil
 import sys
 import tempfile
 import uuid
@@ -34,13 +35,16 @@ def main(data_dir: str) -> None:
     broker.create_topic(topic)
     conf = enc.row_producer_conf(broker.bootstrap, "zstd", 10_000, broker.max_message_bytes_cached())
     produce_values(conf, topic, json_values(ds.table))
-    folder = Path(tempfile.mkdtemp())
-    schema = folder / "schema.avsc"
-    schema.write_text(json.dumps(ds.avro_schema))
-    profile = cProfile.Profile()
-    profile.enable()
-    run = ingest(broker.bootstrap, topic, str(folder / "t"), value_format="json", value_schema_path=str(schema))
-    profile.disable()
+    folder = Path(tempfile.mkdtemp(prefix="parka-profile-json-"))
+    try:
+        schema = folder / "schema.avsc"
+        schema.write_text(json.dumps(ds.avro_schema))
+        profile = cProfile.Profile()
+        profile.enable()
+        run = ingest(broker.bootstrap, topic, str(folder / "t"), value_format="json", value_schema_path=str(schema))
+        profile.disable()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
     print("cpu", run.span.cpu_s, "rows", run.rows)
     pstats.Stats(profile).sort_stats("tottime").print_stats(25)
 
