@@ -130,7 +130,7 @@ class SegmentFileWriter:
         wrote = False
         breaks: dict[int, list[int]] = {}  # an upsert table's tombstones: no stitched file spans one
         held: dict[int, list[dict[str, Any]]] = {}  # --value-format: a partition's row records, undecoded
-        held_bytes = 0
+        held_bytes: dict[int, int] = {}  # and what they cost in memory (ROW_RECORD_OVERHEAD)
         other: list[dict[str, Any]] = []
 
         def take(item: CheckedSegment | dict[str, Any]) -> None:
@@ -143,21 +143,23 @@ class SegmentFileWriter:
 
         for batch in batches:
             for row in _rows(batch):
+                p = row["partition"]
                 if self._is_row(row):
-                    held.setdefault(row["partition"], []).append(row)
-                    held_bytes += len(row["value"] or b"") + ROW_RECORD_OVERHEAD
+                    held.setdefault(p, []).append(row)
+                    held_bytes[p] = held_bytes.get(p, 0) + len(row["value"] or b"") + ROW_RECORD_OVERHEAD
                     continue
-                for item in self._decode(held.pop(row["partition"], [])):  # the records before it first
+                held_bytes.pop(p, None)
+                for item in self._decode(held.pop(p, [])):  # the records before it first
                     take(item)
                 tombstone = self._tombstone(row) if self.upsert else None
                 if tombstone is not None and tombstone.get("tombstone_key") is not None:
                     breaks.setdefault(tombstone["partition"], []).append(tombstone["offset"])
                 take(self._check(row) if tombstone is None else tombstone)
-            if held_bytes >= self.target_file_size:  # bounds a task's memory: the runs end here
+            if sum(held_bytes.values()) >= self.target_file_size:  # bounds a task's memory: the runs end here
                 for p in sorted(held):
                     for item in self._decode(held.pop(p)):
                         take(item)
-                held_bytes = 0
+                held_bytes.clear()
             if other:
                 yield pa.RecordBatch.from_pylist(other, schema=FILE_ROWS)
                 other.clear()
