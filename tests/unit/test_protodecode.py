@@ -135,3 +135,32 @@ def test_proto_source_that_names_an_unknown_type_or_imports_a_file_is_a_schema_e
         file_descriptor('syntax = "proto3"; import "other.proto"; message A { int32 x = 1; }', "a.proto")
     with pytest.raises(SchemaError, match="does not parse"):
         file_descriptor("message { nonsense", "a.proto")
+
+
+def test_a_message_class_converts_messages_and_dicts_in_bulk_and_back() -> None:
+    """``ProtobufRecords``: messages and dicts of a class to one table of its documented types
+    (the producer's side), a dict the class refuses set aside naming its field, and the table's
+    rows back to equal messages (the shim's side), uint32 and uint64 included."""
+    from parka.protodecode import ProtobufRecords
+
+    order = message_factory.GetMessageClass(
+        classes(file_descriptor(PROTO, "shop/order.proto")).message_types_by_name["Order"]
+    )
+    records = ProtobufRecords(order)
+    assert records.schema.field("checksum").type == pa.decimal128(20, 0)
+    assert records.schema.field("count").type == pa.int64()
+    first = order(id=1, checksum=2**64 - 1, count=2**32 - 1, card="c", status=1)
+    first.items.add(sku="a", qty=2)
+    first.by_sku["a"].qty = 3
+    first.at.FromMilliseconds(1_700_000_000_123)
+    second = {"id": 2, "iban": "NL1", "priority": 0}
+    conversion = records.convert([first, second, {"id": "two"}, b"\x08\x01"])
+    assert [i for i, _ in conversion.bad] == [2, 3] and conversion.kept == [0, 1]
+    assert conversion.bad[0][1].field == "id" and "not a shop.Order message" in str(conversion.bad[1][1])
+    table = conversion.table
+    assert table.column("checksum").to_pylist() == [decimal.Decimal(2**64 - 1), decimal.Decimal(0)]
+    assert table.column("at").to_pylist()[0] == dt.datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=dt.timezone.utc)
+    assert records.messages(table) == [first, order(**second)]
+    assert records.messages(table.slice(0, 0)) == []
+    with pytest.raises(SchemaError, match="not a Protobuf message class"):
+        ProtobufRecords(dict)
