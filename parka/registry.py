@@ -131,6 +131,15 @@ class Registry:
         except RegistryError as exc:
             if not str(exc).endswith("(HTTP 409)"):
                 raise
+            # A registration that took effect before an error answered it (the client retried, and
+            # a registry such as Apicurio then says the subject exists): the schema is there
+            try:
+                found = self._call(lambda: self._client.lookup_schema(subject, Schema(schema, "AVRO")), subject=subject)
+            except RegistryError:
+                found = None
+            if found is not None:
+                log.info("schema registry: %s held the schema already (id %s)", subject, found.schema_id)
+                return int(found.schema_id)
             raise RegistryError(
                 f"{exc}: the new version is incompatible with the subject's compatibility rule "
                 f"({self._compatibility(subject)})",

@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import Schema
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
@@ -36,6 +36,7 @@ from .._ingest_util import (
     produce_events,
     run_ingest,
 )
+from ._client import TestRegistryClient
 
 pytestmark = pytest.mark.timeout(900)  # a first run builds the registry (see test_registry.py)
 
@@ -91,8 +92,8 @@ KEY = {"type": "record", "name": "Key", "namespace": "shop.public.items", "field
 
 
 @pytest.fixture
-def client(registry_url: str) -> Iterator[SchemaRegistryClient]:
-    c = SchemaRegistryClient({"url": registry_url})
+def client(registry_url: str) -> Iterator[TestRegistryClient]:
+    c = TestRegistryClient({"url": registry_url})
     yield c
     c.close()
 
@@ -105,7 +106,7 @@ def _produce(bootstrap: str, topic: str, items: list[tuple[bytes | None, bytes |
 
 
 def test_avro_records_of_two_schema_versions_land_and_an_unknown_id_is_a_dead_letter(
-    bootstrap: str, registry_url: str, client: SchemaRegistryClient, new_topic: Callable[..., str], tmp_path: Path
+    bootstrap: str, registry_url: str, client: TestRegistryClient, new_topic: Callable[..., str], tmp_path: Path
 ) -> None:
     topic = new_topic()
     context = SerializationContext(topic, MessageField.VALUE)
@@ -134,7 +135,7 @@ def test_avro_records_of_two_schema_versions_land_and_an_unknown_id_is_a_dead_le
 
 
 def test_debezium_avro_envelopes_land_as_the_latest_row_per_key(
-    bootstrap: str, registry_url: str, client: SchemaRegistryClient, new_topic: Callable[..., str], tmp_path: Path
+    bootstrap: str, registry_url: str, client: TestRegistryClient, new_topic: Callable[..., str], tmp_path: Path
 ) -> None:
     topic = new_topic()
     value_ser = AvroSerializer(client, json.dumps(ENVELOPE))
@@ -164,7 +165,7 @@ def test_debezium_avro_envelopes_land_as_the_latest_row_per_key(
     "point", ["before-write", "mid-write", "after-write", "after-dead-letters", "after-delta-commit"]
 )
 def test_a_topic_migrating_from_avro_records_to_segments_killed_at_each_point_lands_each_record_once(
-    bootstrap: str, registry_url: str, client: SchemaRegistryClient, new_topic: Callable[..., str], tmp_path: Path,
+    bootstrap: str, registry_url: str, client: TestRegistryClient, new_topic: Callable[..., str], tmp_path: Path,
     point: str,
 ) -> None:  # fmt: skip
     """Each partition: Avro records, a bad one (a dead letter), segments from a producer moved to
@@ -264,7 +265,7 @@ def _order(cls: Any, i: int) -> Any:
 def test_protobuf_records_land_with_their_types_and_a_bad_one_is_a_dead_letter(
     bootstrap: str,
     registry_url: str,
-    client: SchemaRegistryClient,
+    client: TestRegistryClient,
     new_topic: Callable[..., str],
     tmp_path: Path,
     registered: str,

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import Schema
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from deltalake import DeltaTable
@@ -25,6 +25,7 @@ from parka.errors import RecordError
 from parka.segment import SCHEMA_ID_HEADER
 
 from .._ingest_util import last_json, run_ingest
+from ._client import TestRegistryClient
 from .test_ingest_rows import ORDER_PROTO, _order, _order_class
 
 pytestmark = pytest.mark.timeout(900)  # a first run builds the registry (see test_registry.py)
@@ -80,7 +81,7 @@ def test_protobuf_messages_round_trip_as_confluents_serializer_and_deserializer_
     # confluent-kafka: the same messages by its serializer, read by a plain consumer with its deserializer
     records_topic = new_topic()
     context = SerializationContext(records_topic, MessageField.VALUE)
-    client = SchemaRegistryClient({"url": registry_url})
+    client = TestRegistryClient({"url": registry_url})
     try:
         serialize = ProtobufSerializer(cls, client, {"use.deprecated.format": False})
         plain = Producer({"bootstrap.servers": bootstrap})
@@ -128,7 +129,7 @@ def test_set_schema_by_a_json_schema_or_protobuf_subject_and_the_shim_checks_the
     registry checks each segment's columns against it, as for an Avro subject."""
     topic = new_topic()
     subject = f"{topic}-value"
-    client = SchemaRegistryClient({"url": registry_url})
+    client = TestRegistryClient({"url": registry_url})
     try:
         text = json.dumps(JSON_SCHEMA) if kind == "JSON" else ORDER_PROTO
         schema_id = client.register_schema(subject, Schema(text, kind))

@@ -10,12 +10,13 @@ import json
 import uuid
 
 import pytest
-from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from parka.registry import Registry
 from parka.rowdecode import ConfluentAvroRows
+
+from ._client import TestRegistryClient
 
 pytestmark = pytest.mark.timeout(900)  # a first run builds the registry (see test_registry.py)
 
@@ -37,7 +38,7 @@ def test_values_of_two_schema_versions_decode_to_the_records_serialized(registry
     context = SerializationContext(topic, MessageField.VALUE)
     first = [{"id": i, "sensor": f"s{i % 3}", "tags": {"k": str(i)}} for i in range(30)]
     second = [{**r, "id": 30 + i, "unit": None if i % 2 else "m"} for i, r in enumerate(first[:20])]
-    client = SchemaRegistryClient({"url": registry_url})
+    client = TestRegistryClient({"url": registry_url})
     registry = Registry({"url": registry_url})
     try:
         values = [AvroSerializer(client, json.dumps(V1))(r, context) for r in first]
@@ -87,7 +88,7 @@ def test_json_values_of_two_schema_versions_decode_to_the_records_serialized(reg
     context = SerializationContext(topic, MessageField.VALUE)
     first = [{"id": i, "sensor": f"s{i % 3}", "at": f"2026-11-30T06:{i:02d}:00Z"} for i in range(30)]
     second = [{"id": 30 + i, "sensor": "t", "unit": None if i % 2 else "m"} for i in range(20)]
-    client = SchemaRegistryClient({"url": registry_url})
+    client = TestRegistryClient({"url": registry_url})
     registry = Registry({"url": registry_url})
     try:
         values = [JSONSerializer(json.dumps(J1), client)(r, context) for r in first]

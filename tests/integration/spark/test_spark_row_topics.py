@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from deltalake import DeltaTable
@@ -32,6 +31,7 @@ from .._ingest_util import (
     run_ingest,
     table_ids,
 )
+from ..registry._client import TestRegistryClient
 from ._util import SPARK
 
 pytestmark = [*SPARK, pytest.mark.timeout(900)]  # a first run builds the registry (see test_registry.py)
@@ -94,7 +94,7 @@ def test_avro_records_from_the_registry_land_and_an_unknown_schema_id_is_a_dead_
     spark: Any, bootstrap: str, registry_url: str, new_topic: Callable[..., str], tmp_path: Path
 ) -> None:
     topic = new_topic()
-    client = SchemaRegistryClient({"url": registry_url})
+    client = TestRegistryClient({"url": registry_url})
     try:
         serializer = AvroSerializer(client, json.dumps(EVENTS_AVRO))
         context = SerializationContext(topic, MessageField.VALUE)
