@@ -86,19 +86,16 @@ def _protobuf_values(ds: Dataset, registry_url: str, subject: str) -> list[bytes
     """The data set's rows as Confluent-framed Protobuf values of :data:`WEB_REQUESTS_PROTO`,
     registered as .proto source under ``subject``."""
     from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
-    from google.protobuf import descriptor_pool, message_factory
     from google.protobuf.json_format import ParseDict
 
-    from parka.protodecode import file_descriptor
+    from parka.protodecode import registered_class
 
     client = SchemaRegistryClient({"url": registry_url})
     try:
         schema_id = int(client.register_schema(subject, Schema(WEB_REQUESTS_PROTO, "PROTOBUF")))
     finally:
         client.close()
-    pool = descriptor_pool.DescriptorPool()
-    file = pool.Add(file_descriptor(WEB_REQUESTS_PROTO, "web_requests.proto"))
-    cls = message_factory.GetMessageClass(file.message_types_by_name["WebRequest"])
+    cls = registered_class(WEB_REQUESTS_PROTO, [], schema_id)  # its first message, WebRequest
     frame = struct.pack(">bI", 0, schema_id) + b"\x00"
     return [frame + ParseDict(row, cls()).SerializeToString() for row in ds.table.to_pylist()]
 

@@ -371,9 +371,10 @@ class ProtobufRecords:
         bodies: list[bytes] = []
         kept: list[int] = []
         bad: list[tuple[int, RecordError]] = []
+        cls = self.cls
         for i, record in enumerate(records):
             try:
-                if self.takes(record):
+                if type(record) is cls or self.takes(record):
                     bodies.append(record.SerializeToString())
                 elif isinstance(record, Mapping):
                     bodies.append(self.cls(**record).SerializeToString())

@@ -23,9 +23,8 @@ from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from deltalake import DeltaTable, QueryBuilder
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, timestamp_pb2, wrappers_pb2
 
-from parka.protodecode import file_descriptor
+from parka.protodecode import registered_class
 
 from .._ingest_util import (
     EVENTS_AVRO,
@@ -238,13 +237,7 @@ enum Status {
 
 def _order_class() -> Any:
     """``shop.Order`` as a class, from :data:`ORDER_PROTO` (parka's .proto reader, no protoc)."""
-    pool = descriptor_pool.DescriptorPool()
-    for module in (timestamp_pb2, wrappers_pb2):
-        proto = descriptor_pb2.FileDescriptorProto()
-        module.DESCRIPTOR.CopyToProto(proto)
-        pool.Add(proto)
-    file = pool.Add(file_descriptor(ORDER_PROTO, "shop/order.proto"))
-    return message_factory.GetMessageClass(file.message_types_by_name["Order"])
+    return registered_class(ORDER_PROTO, [], 0)  # the file's first message
 
 
 def _order(cls: Any, i: int) -> Any:
