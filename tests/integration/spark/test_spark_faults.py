@@ -1,11 +1,10 @@
 """Faults on Spark raw mode (delta-spark commits): kill -9 of the driver running ``parka spark-ingest``
 between writing a micro-batch's files and committing them, and after committing
 (before Spark marks the batch done in its checkpoint), then a restart. Every record lands once,
-and no orphan file is left. The same after committing on an upsert table (``--upsert``, committed
-by delta-rs with deletion vectors): the restart's replay of the committed batch neither lands
-its rows again nor deletes again, and the table is the latest row per key. (``parka ingest`` and
-Spark raw mode at the same time on one table is in test_spark_raw.py: it needs no driver of its
-own.)
+and no orphan file is left. (The replay of a committed batch on an upsert table is in
+test_spark_upsert.py, from the state such a kill leaves, and ``parka ingest`` and Spark raw mode
+at the same time on one table in test_spark_raw.py: they need no driver of their own, each a JVM
+start.)
 
 The kills come from the test hook ``PARKA_TEST_CRASH_AT`` (``parka/crash.py``): the driver sends
 itself SIGKILL at the named point, after logging a line the test checks. Its JVM and Python
@@ -36,7 +35,6 @@ from .._ingest_util import (
     referenced_files,
     table_ids,
 )
-from ..test_upsert import BY_VERSION, apply, crash_round, produce, table_rows
 from ._jars import SPARK_JVM
 from ._util import SPARK, committed_batches
 
@@ -165,36 +163,4 @@ def test_kill_9_of_the_spark_driver_at_each_crash_point_then_restart_is_exactly_
     assert result["orphans_removed"] == len(stray)
     assert sorted(table_ids(table)) == list(range(1200))  # every record once
     assert sorted(committed_batches(table)) == list(range(max(committed_batches(table)) + 1))  # each batch once
-    assert_no_orphans(table)
-
-
-def test_kill_9_of_an_upsert_driver_after_its_commit_then_restart_holds_the_latest_row_per_key(
-    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
-) -> None:
-    """``--upsert`` (delta-rs commits, deletion vectors, partitioned by a column updates change):
-    the driver is killed after committing its second micro-batch (id 1), before Spark marks it
-    done; the restart replays batch 1, whose commit it finds, and runs to the end. Updates, tombstones and keys
-    created again span the batches, so a replay that deleted again or landed again would show.
-    (The kill between writing a batch's files and committing them is the same code in either
-    mode: the test above.)"""
-    import polars as pl
-
-    topic = new_topic(partitions=2)
-    events = [(k, 1) for k in range(40)] + crash_round(0) + crash_round(1) + crash_round(2)
-    produce(bootstrap, topic, events)  # 7 records a segment: some 24 segments
-    model: dict[int, int] = {}
-    apply(model, events)
-    table = tmp_path / "t"
-    flags = ("--commit-engine", "delta-rs", "--upsert", *BY_VERSION)
-    command = spark_ingest(topic, table, bootstrap, "--end-at-latest", "--max-offsets-per-trigger", "4", "-q", *flags)
-    checkpoint = table / CHECKPOINTS_DIR / f"parka-{topic}"
-
-    crash_run(command, "after-delta-commit", table, checkpoint, 1)
-    assert list(committed_batches(table)) == [0, 1]
-    restarted = run_in_own_group(command)
-    assert restarted.returncode == 0, restarted.stderr[-4000:]
-    assert list(committed_batches(table)) == list(range(max(committed_batches(table)) + 1))  # each batch once
-    assert table_rows(table) == model  # delta-rs' query engine, deletion vectors applied
-    rows = pl.read_delta(str(table)).select("id", "version").to_dicts()
-    assert len(rows) == len(model) and {r["id"]: r["version"] for r in rows} == model
     assert_no_orphans(table)

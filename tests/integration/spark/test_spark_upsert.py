@@ -9,6 +9,7 @@ session's group)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,13 +17,14 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 from parka.spark_ext._cli import main
+from parka.spark_ext._ingest import CHECKPOINTS_DIR
 
-from .._ingest_util import run_ingest
+from .._ingest_util import assert_no_orphans, run_ingest
 from ..test_cdc import Event, produce_envelopes
 from ..test_cdc import apply as apply_changes
 from ..test_cdc import table_rows as cdc_rows
-from ..test_upsert import BY_VERSION, UPSERT_POINTS, apply, crash_at_each_point, land, produce, table_rows
-from ._util import SPARK
+from ..test_upsert import BY_VERSION, UPSERT_POINTS, apply, crash_at_each_point, crash_round, land, produce, table_rows
+from ._util import SPARK, committed_batches
 
 pytestmark = SPARK
 
@@ -73,6 +75,53 @@ def test_spark_ingest_cdc_unwraps_debezium_envelopes_on_the_executors(
     expected = {k: v for k, (_, v) in model.items()}
     assert {k: {c: r[c] for c in ("id", "name", "qty")} for k, r in cdc_rows(table).items()} == expected
     assert {r["id"]: r for r in spark_rows(spark, table, "id,name,qty")} == expected
+
+
+def new_files_of_batch(table: Path, batch: int) -> int:
+    """The data files micro-batch ``batch``'s commit added (not those it gave a deletion vector)."""
+    for commit in (table / "_delta_log").glob("[0-9]*.json"):
+        actions = [json.loads(line) for line in commit.read_text().splitlines()]
+        if next(a["commitInfo"] for a in actions if "commitInfo" in a).get("parka.spark_batch") == batch:
+            return sum("add" in a and a["add"].get("deletionVector") is None for a in actions)
+    raise AssertionError(f"no commit of batch {batch}")
+
+
+def test_a_replayed_upsert_batch_whose_commit_landed_neither_lands_nor_deletes_again(
+    spark: Any, bootstrap: str, new_topic: Callable[..., str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--upsert`` (delta-rs commits, deletion vectors, partitioned by a column updates change):
+    the state a driver killed after its Delta commit and before Spark marked the micro-batch done
+    leaves, made by removing the last batch's mark from the checkpoint (a real kill at that point,
+    in append mode, is test_spark_faults.py's). The next run replays that batch, finds its commit,
+    deletes the replay's copies, and lands the rest. Updates, tombstones and keys created again
+    span the batches, so a replay that deleted again or landed again would show."""
+    import polars as pl
+
+    topic = new_topic(partitions=2)
+    table = tmp_path / "t"
+    flags = [topic, str(table), "-k", bootstrap, "--end-at-latest", "--max-offsets-per-trigger", "4", "-q"]
+    flags += ["--commit-engine", "delta-rs", "--upsert", *BY_VERSION]
+    checkpoint = table / CHECKPOINTS_DIR / f"parka-{topic}"
+    model: dict[int, int] = {}
+    for events in ([(k, 1) for k in range(40)] + crash_round(0), crash_round(1) + crash_round(2)):
+        produce(bootstrap, topic, events)  # 7 records a segment
+        apply(model, events)
+        if (checkpoint / "commits").exists():
+            last = max(int(p.name) for p in (checkpoint / "commits").glob("[0-9]*"))
+            assert last in committed_batches(table)
+            for mark in (str(last), f".{last}.crc"):  # committed to the table, not marked done
+                (checkpoint / "commits" / mark).unlink()
+        capsys.readouterr()
+        assert main(flags) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    batches = committed_batches(table)  # raises if a batch committed twice
+    assert result["covered_files"] == new_files_of_batch(table, last)  # the replay's, deleted uncommitted
+    assert last + 1 in batches and list(batches) == list(range(max(batches) + 1))
+    assert table_rows(table) == model  # delta-rs' query engine, deletion vectors applied
+    rows = pl.read_delta(str(table)).select("id", "version").to_dicts()
+    assert len(rows) == len(model) and {r["id"]: r["version"] for r in rows} == model
+    assert {r["id"]: r["version"] for r in spark_rows(spark, table, "id,version")} == model
+    assert_no_orphans(table)
 
 
 def test_kill_9_at_each_crash_point_then_restart_holds_the_latest_row_per_key(
