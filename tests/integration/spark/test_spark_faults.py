@@ -1,10 +1,10 @@
-"""Faults on Spark raw mode (delta-spark commits): kill -9 of the driver running ``parka spark-ingest``
-between writing a micro-batch's files and committing them, and after committing
-(before Spark marks the batch done in its checkpoint), then a restart. Every record lands once,
-and no orphan file is left. (The replay of a committed batch on an upsert table is in
-test_spark_upsert.py, from the state such a kill leaves, and ``parka ingest`` and Spark raw mode
-at the same time on one table in test_spark_raw.py: they need no driver of their own, each a JVM
-start.)
+"""Faults on Spark raw mode (delta-spark commits): the driver running ``parka spark-ingest`` stopped
+at once (SIGTERM, then its stop bound) while hung between writing a micro-batch's files and
+committing them, killed (-9) after committing (before Spark marks the batch done in its
+checkpoint), then a restart. Every record lands once, and no orphan file is left. (The replay
+of a committed batch on an upsert table is in test_spark_upsert.py, from the state such a kill
+leaves, and ``parka ingest`` and Spark raw mode at the same time on one table in
+test_spark_raw.py: they need no driver of their own, each a JVM start.)
 
 The kills come from the test hook ``PARKA_TEST_CRASH_AT`` (``parka/crash.py``): the driver sends
 itself SIGKILL at the named point, after logging a line the test checks. Its JVM and Python
@@ -96,18 +96,19 @@ STOP_TIMEOUT_S = 3
 
 def stopped_while_hung(command: list[str], log: Path) -> None:
     """SIGTERM to a driver whose first micro-batch blocks for good (``PARKA_TEST_HANG_AT``, as a
-    native call that never returns): the graceful stop cannot end, so the driver exits at once
-    with 143 after ``--stop-timeout``, saying where it was."""
+    native call that never returns) once its files are written, before its commit: the graceful
+    stop cannot end, so the driver exits at once with 143 after ``--stop-timeout``, saying where
+    it was, and leaves what a kill there leaves (files written, not committed)."""
     with log.open("w") as err:
         proc = forkserver.popen(
             [*command, "--stop-timeout", str(STOP_TIMEOUT_S)],
             stdout=subprocess.DEVNULL,
             stderr=err,
-            env={**os.environ, "PARKA_TEST_HANG_AT": "batch-before-write"},
+            env={**os.environ, "PARKA_TEST_HANG_AT": "batch-after-write"},
             start_new_session=True,
         )
     try:
-        wait_for(lambda: "hang point batch-before-write: blocking" in log.read_text(), "the hang", 240)
+        wait_for(lambda: "hang point batch-after-write: blocking" in log.read_text(), "the hang", 240)
         sent = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=120)
@@ -125,12 +126,12 @@ def stopped_while_hung(command: list[str], log: Path) -> None:
 def test_kill_9_of_the_spark_driver_at_each_crash_point_then_restart_is_exactly_once_without_orphans(
     bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
 ) -> None:
-    """One table, four runs of the driver: stopped by SIGTERM while its first micro-batch hangs
-    (forced at --stop-timeout), killed after writing micro-batch 1's files (not committed), after
-    committing batch 2 (not marked done by Spark), then a run to the end. Each
-    restart replays the batch its predecessor died in. (One run through the points, not a test
-    per point: every driver start is a JVM, some 25 CPU-s on the CI's 2 cores. A kill before a
-    batch's files are written, which leaves nothing to clean, is the fault suite's full mode's.)"""
+    """One table, three runs of the driver: stopped by SIGTERM while its first micro-batch hangs
+    after writing its files (forced at --stop-timeout: they stay, not committed, as after a kill
+    there), killed after committing batch 1 (not marked done by Spark), then a run to the end.
+    Each restart replays the batch its predecessor died in. (One run through the points, not a
+    test per point: every driver start is a JVM, some 25 CPU-s on the CI's 2 cores. A kill before
+    a batch's files are written, which leaves nothing to clean, is the fault suite's full mode's.)"""
     topic = new_topic(partitions=2)
     segments = produce_events(bootstrap, topic, 0, 1200, batch=60)  # keyed: split over the 2 partitions
     assert segments >= 18  # at least 4 micro-batches of up to 4
@@ -139,17 +140,15 @@ def test_kill_9_of_the_spark_driver_at_each_crash_point_then_restart_is_exactly_
     checkpoint = table / CHECKPOINTS_DIR / f"parka-{topic}"
 
     stopped_while_hung(command, tmp_path / "hung.log")
-    assert not committed_batches(table)
+    assert not any((table / "_delta_log").glob("*.json"))  # delta-spark makes the table at the first commit
+    assert (checkpoint / "offsets" / "0").exists() and not (checkpoint / "commits" / "0").exists()
+    stray = data_files_on_disk(table)
+    assert stray, "batch 0's files, written and not committed, should be on disk"
 
-    crash_run(command, "batch-after-write", table, checkpoint, 1)
-    assert list(committed_batches(table)) == [0]
-    stray = data_files_on_disk(table) - referenced_files(table)
-    assert stray, "batch 1's files, written and not committed, should be on disk"
-
-    crash_run(command, "after-delta-commit", table, checkpoint, 2)
+    crash_run(command, "after-delta-commit", table, checkpoint, 1)
     batches = committed_batches(table)
-    assert list(batches) == [0, 1, 2]  # the replay of batch 1, and batch 2, which Spark will replay
-    # batch 1's first files became orphans when its replay committed (the txn covers them now):
+    assert list(batches) == [0, 1]  # the replay of batch 0, and batch 1, which Spark will replay
+    # batch 0's first files became orphans when its replay committed (the txn covers them now):
     # removed by the next start or stop, and this run was killed before its stop
     assert stray <= data_files_on_disk(table) - referenced_files(table)
     in_table = len(table_ids(table))
@@ -157,9 +156,9 @@ def test_kill_9_of_the_spark_driver_at_each_crash_point_then_restart_is_exactly_
     restarted = run_in_own_group(command)
     assert restarted.returncode == 0, restarted.stderr[-4000:]
     result = last_json(restarted)
-    # the replay of batch 2 finds its commit: a no-op whose new copies it deletes
+    # the replay of batch 1 finds its commit: a no-op whose new copies it deletes
     assert result["records"] == 1200 - in_table
-    assert result["covered_files"] == batches[2]
+    assert result["covered_files"] == batches[1]
     assert result["orphans_removed"] == len(stray)
     assert sorted(table_ids(table)) == list(range(1200))  # every record once
     assert sorted(committed_batches(table)) == list(range(max(committed_batches(table)) + 1))  # each batch once
