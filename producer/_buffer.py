@@ -24,19 +24,21 @@ __all__ = ["CutPolicy", "DeliveryCallback", "PartitionBuffer", "RowBatch", "Side
 DeliveryCallback = Callable[[Any, Any], None]
 Headers = list[tuple[str, bytes | None]]
 
-# Records converted per drain, at most: large enough that Arrow's per-call costs vanish per row,
-# small enough that a partition's buffer fills in steps well below a segment.
-_MAX_DRAIN = 4096
+# Records converted per drain, at most: large enough that Arrow's per-call costs vanish per row
+# (each column's conversion has a fixed cost per call), small enough that the produce() call that
+# drains pauses for milliseconds, not tens of them.
+_MAX_DRAIN = 8192
 _MIN_DRAIN = 16
 
 
 def drain_size(batch_records: int, batch_bytes: int, arrow_bytes_per_row: float | None) -> int:
-    """How many staged records to convert at once: at most an eighth of a segment's bytes (so a
-    staging of huge records stays small), at most a segment's records, 16 to 4,096."""
+    """How many staged records to convert at once: at most half a segment's bytes (so a staging
+    of huge records stays small, and a partition's buffer fills in steps below a segment), at
+    most a segment's records, 16 to 8,192."""
     by_records = max(1, batch_records)
     if arrow_bytes_per_row is None:
         return max(1, min(_MIN_DRAIN, by_records))
-    by_bytes = int(batch_bytes / 8 / max(arrow_bytes_per_row, 1.0))
+    by_bytes = int(batch_bytes / 2 / max(arrow_bytes_per_row, 1.0))
     return max(1, min(_MAX_DRAIN, by_records, max(_MIN_DRAIN, by_bytes)))
 
 

@@ -26,8 +26,8 @@ def test_size_model_learns_the_ratio() -> None:
 def test_drain_size_starts_small_then_follows_the_row_size() -> None:
     assert drain_size(10_000, 1_000_000, None) == 16  # nothing known yet: a small first drain
     assert drain_size(5, 1_000_000, None) == 5  # never more than a segment's records
-    assert drain_size(10_000, 1_000_000, 50.0) == 2500  # an eighth of a segment's bytes
-    assert drain_size(10_000, 1_000_000, 1.0) == 4096  # capped
+    assert drain_size(10_000, 1_000_000, 200.0) == 2500  # half a segment's bytes
+    assert drain_size(10_000, 1_000_000, 1.0) == 8192  # capped
     assert drain_size(10_000, 1_000_000, 1e9) == 16  # huge rows: the floor
 
 
