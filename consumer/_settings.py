@@ -4,6 +4,7 @@ ingestion needs and checks it where it enters."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -127,9 +128,52 @@ EXIT_CODE_WHEN_EMPTY = Setting(
     check=lambda code: None if 0 <= code <= 255 else "an exit code, 0 to 255",
 )
 
+
+def _regex(text: str) -> re.Pattern[str]:
+    try:
+        return re.compile(text)
+    except re.error as exc:
+        raise ValueError(f"not a regular expression: {exc}") from None
+
+
+TOPICS_REGEX = Setting(
+    "topics_regex",
+    ("--topics-regex",),
+    ("TOPICS_REGEX",),
+    "land every topic whose whole name matches this Python regular expression (names starting with __, "
+    "Kafka's own, excepted), each into a table of its own: TOPIC is left out, and TABLE_URI (and --dlq-table, "
+    "--app-id and --consumer-group, when given) hold {topic}; topics created later are picked up within "
+    "--topics-refresh-interval (several topics can also be given as TOPIC, comma-separated)",
+    parse=_regex,
+    metavar="REGEX",
+)
+TOPICS_CONFIG = Setting(
+    "topics_config",
+    ("--topics-config",),
+    ("TOPICS_CONFIG",),
+    "with several topics: a TOML file of per-topic settings, a table per topic whose keys are flags without "
+    'their dashes, e.g. [topics."orders"] partition-by = "day", allowed-latency = 5, upsert = true; '
+    "they replace the flags' values for that topic",
+    metavar="FILE",
+)
+TOPICS_REFRESH = Setting(
+    "topics_refresh_s",
+    ("--topics-refresh-interval",),
+    ("TOPICS_REFRESH_INTERVAL",),
+    "with --topics-regex: seconds between two listings of the broker's topics (a daemon's new topics start "
+    "landing within this)",
+    default=30.0,
+    unit="s",
+    parse=number,
+    check=s.above(0, "a number of seconds > 0"),
+)
+FLEET_FLAGS: tuple[Setting, ...] = (TOPICS_REGEX, TOPICS_CONFIG, TOPICS_REFRESH)
+"""The flags of several topics in one daemon (:mod:`._fleet`): not settings of one topic's run."""
+
 FLAGS: tuple[Setting, ...] = (
     s.TOPIC,
     s.TABLE_URI,
+    *FLEET_FLAGS,
     *s.SHARED,
     MIN_BYTES_PER_COMMIT,
     MAX_BUFFERED_BYTES,

@@ -13,6 +13,7 @@ import json
 import logging
 import re
 import sys
+import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -156,9 +157,10 @@ def port_number(text: str) -> int:
 
 
 @contextmanager
-def serve_metrics(port: int | None, *, topic: str, prog: str, addr: str = "0.0.0.0") -> Iterator[Any]:  # noqa: S104
-    """With a ``port``, an :class:`parka.metrics.IngestMetrics` in a registry of its own, served
-    over HTTP on ``addr`` until the block ends, with its health checks on ``/healthz`` and
+def serve_metrics(port: int | None, *, topic: str | None, prog: str, addr: str = "0.0.0.0") -> Iterator[Any]:  # noqa: S104
+    """With a ``port``, an :class:`parka.metrics.IngestMetrics` of ``topic`` (``None``: a
+    :class:`parka.metrics.FleetMetrics` of several topics) in a registry of its own, served over
+    HTTP on ``addr`` until the block ends, with its health checks on ``/healthz`` and
     ``/readyz``; ``None`` without. Exits naming ``prog`` when ``prometheus_client`` is missing or
     the address cannot be bound."""
     if port is None:
@@ -167,7 +169,7 @@ def serve_metrics(port: int | None, *, topic: str, prog: str, addr: str = "0.0.0
     try:
         from prometheus_client import CollectorRegistry
 
-        from parka.metrics import IngestMetrics, serve
+        from parka.metrics import FleetMetrics, IngestMetrics, serve
     except ImportError as exc:
         from parka.extras import install_command
 
@@ -176,7 +178,7 @@ def serve_metrics(port: int | None, *, topic: str, prog: str, addr: str = "0.0.0
             + install_command("metrics")
         ) from None
     registry = CollectorRegistry()
-    metrics = IngestMetrics(registry, topic=topic)
+    metrics = FleetMetrics(registry) if topic is None else IngestMetrics(registry, topic=topic)
     try:
         server = serve(port, registry, addr=addr, checks={"/healthz": metrics.live, "/readyz": metrics.ready})
     except OSError as exc:
@@ -196,10 +198,35 @@ def setup_logging(*, quiet: bool, log_format: str, verbose: bool = False) -> Non
     if log_format == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(_TextFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(_topic_of_thread)
     root = logging.getLogger("parka")
     root.handlers[:] = [handler]
     root.setLevel(logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO)
+
+
+_lane = threading.local()
+
+
+def label_thread(topic: str) -> None:
+    """Every line logged on this thread from now on carries ``topic`` (one topic of several in
+    one process): ``topic T:`` before the text, or the JSON line's ``topic``."""
+    _lane.topic = topic
+
+
+def _topic_of_thread(record: logging.LogRecord) -> bool:
+    topic = getattr(_lane, "topic", None)
+    if topic is not None and not hasattr(record, "topic"):
+        record.topic = topic
+    return True
+
+
+class _TextFormatter(logging.Formatter):
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        topic = getattr(record, "topic", None)
+        if topic is not None:
+            record.message = f"topic {topic}: {record.message}"
+        return super().formatMessage(record)
 
 
 class _LineClearingHandler(logging.StreamHandler):
@@ -234,6 +261,9 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "msg": record.getMessage(),
         }
+        topic = getattr(record, "topic", None)
+        if topic is not None:
+            line["topic"] = topic
         if record.exc_info:
             line["trace"] = self.formatException(record.exc_info)
         return json.dumps(line)

@@ -37,7 +37,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.registry import Collector
 
-__all__ = ["INGEST_COUNTERS", "STALL_S", "Check", "IngestMetrics", "ProducerMetrics", "serve"]
+__all__ = ["INGEST_COUNTERS", "STALL_S", "Check", "FleetMetrics", "IngestMetrics", "ProducerMetrics", "serve"]
 
 log = logging.getLogger("parka.metrics")
 
@@ -274,6 +274,53 @@ class ProducerMetrics:
 
     def encoded(self, topic: str, seconds: float) -> None:
         self._families.encode.labels(self.client_id, topic).observe(seconds)
+
+
+class FleetMetrics(Collector):
+    """The metrics of several topics' ingestions in one process (``parka ingest`` of several
+    topics): an :class:`IngestMetrics` per topic (:meth:`add`), each in a registry of its own,
+    served as one: each family once, with every topic's samples (the ``topic`` label tells them
+    apart). :meth:`live` and :meth:`ready` pass when every topic's do, with each topic's body."""
+
+    def __init__(self, registry: CollectorRegistry, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._topics: dict[str, tuple[CollectorRegistry, IngestMetrics]] = {}
+        registry.register(self)
+
+    def add(self, topic: str) -> IngestMetrics:
+        """The metrics of ``topic``'s ingestion (the same object again for a topic added before)."""
+        with self._lock:
+            if topic not in self._topics:
+                own = CollectorRegistry()
+                self._topics[topic] = (own, IngestMetrics(own, topic=topic, clock=self._clock))
+            return self._topics[topic][1]
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            registries = [own for own, _ in self._topics.values()]
+        families: dict[str, Metric] = {}
+        for own in registries:
+            for family in own.collect():
+                first = families.setdefault(family.name, family)
+                if first is not family:
+                    first.samples.extend(family.samples)
+        yield from families.values()
+
+    def _each(self, check: Callable[[IngestMetrics], tuple[bool, dict[str, Any]]]) -> tuple[bool, dict[str, Any]]:
+        with self._lock:
+            metrics = {topic: m for topic, (_, m) in self._topics.items()}
+        results = {topic: check(m) for topic, m in sorted(metrics.items())}
+        ok = all(passed for passed, _ in results.values())
+        return ok, {"status": "ok" if ok else "failing", "topics": {t: body for t, (_, body) in results.items()}}
+
+    def live(self) -> tuple[bool, dict[str, Any]]:
+        return self._each(IngestMetrics.live)
+
+    def ready(self) -> tuple[bool, dict[str, Any]]:
+        """Passes once every topic's ingestion is ready; none yet (no topic found): not ready."""
+        ok, body = self._each(IngestMetrics.ready)
+        return ok and bool(body["topics"]), body
 
 
 def serve(
