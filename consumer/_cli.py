@@ -196,14 +196,18 @@ def _fleet(
     """Several topics, a lane each (:class:`._fleet.Fleet`): a closing line per topic, with its
     name, and the exit code of the worst lane (the highest)."""
     ingests: dict[str, IngestionConsumer] = {}
+    stopping: set[str] = set()
     lock = threading.Lock()
 
     def started(ingest: IngestionConsumer) -> None:
         with lock:
             ingests[ingest.settings.topic] = ingest
+            if ingest.settings.topic in stopping:  # the stop came before the lane's ingestion was made
+                ingest.stop()
 
     def stop_lane(topic: str) -> None:
         with lock:
+            stopping.add(topic)
             ingest = ingests.get(topic)
         if ingest is not None:
             ingest.stop()
@@ -211,7 +215,10 @@ def _fleet(
     def run_lane(lane: IngestSettings) -> LaneEnd:
         own = None if metrics is None else metrics.add(lane.topic)
         end = _run_one(args, lane, own, started, several=True)
-        print(json.dumps({"topic": lane.topic, **(end.line or {"status": "stopped by an error"})}), flush=True)
+        line = json.dumps({"topic": lane.topic, **(end.line or {"status": "stopped by an error"})})
+        with lock:  # one write a line: the lanes' lines never interleave
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
         return end
 
     fleet = Fleet(
