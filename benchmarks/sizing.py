@@ -103,13 +103,15 @@ def high_water_bytes(pid: int) -> int:
 
 
 def run_case(bootstrap: str, topic: str, table: str, flags: Sequence[str]) -> dict[str, Any]:
-    """One ``parka ingest --end-at-latest`` of ``topic`` into ``table``; its wall seconds, CPU
-    seconds, peak RSS bytes and the stats line it printed.
+    """One ``parka ingest --end-at-latest`` of ``topic`` into ``table`` (several topics: ``a,b``,
+    ``table`` holding ``{topic}``); its wall
+    seconds, CPU seconds, peak RSS bytes, the stats line it printed last (``stats``) and every
+    one (``lines``: one per topic).
 
     Raises:
         CheckFailed: it did not exit 0 or printed no stats.
     """
-    app = f"sizing-{uuid.uuid4().hex[:8]}"
+    app = f"sizing-{uuid.uuid4().hex[:8]}" + ("-{topic}" if "{topic}" in table else "")
     parka = os.path.join(os.path.dirname(sys.executable), "parka")
     argv = [parka, "ingest", topic, table, "-k", bootstrap, "--end-at-latest", "-q", "--app-id", app, *flags]
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
@@ -137,6 +139,7 @@ def run_case(bootstrap: str, topic: str, table: str, flags: Sequence[str]) -> di
         "cpu_s": usage.ru_utime + usage.ru_stime,
         "peak_rss_bytes": peak,
         "stats": json.loads(lines[-1]),
+        "lines": [json.loads(line) for line in lines],
     }
 
 

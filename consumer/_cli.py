@@ -22,7 +22,7 @@ from parka.ops.stopping import StopGuard
 
 from parka.errors import ConfigError, ParkaError
 
-from ._fleet import TOPIC_FIELD, Fleet, LaneEnd, check_templates, list_topics, read_topics_config
+from ._fleet import TOPIC_FIELD, Fleet, LaneEnd, check_templates, list_topics, read_topics_config, topic_settings
 from ._ingest import IngestionConsumer
 from ._settings import FLAGS, IngestSettings
 
@@ -121,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
             overrides = read_topics_config(args.topics_config) if args.topics_config else {}
         elif args.topics_config:
             raise ConfigError("--topics-config", args.topics_config, "several topics (TOPIC a,b or --topics-regex)")
+        else:  # one topic: a {topic} in the names is filled in, as for each of several
+            settings = topic_settings(settings, settings.topic)
     except ParkaError as exc:
         stopped(log, exc)
         return EXIT_CONFIG
