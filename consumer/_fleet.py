@@ -6,7 +6,7 @@ templates' ``{topic}``, and the topic's own settings from ``--topics-config``. S
 the one-table protocol as it is (its table's offsets, its own consumer group, the table's
 default one, and its own commits): one table's conflict, refused segment, dead letters or failed
 commit never reach another lane. A lane that ends (a run-once at its end, or an error) ends alone;
-the others go on.
+the others go on. A daemon starts a lane an error ended again, after a pause that grows.
 
 The topics are the ones named, or those whose name matches ``--topics-regex``, listed again every
 ``--topics-refresh-interval`` seconds by a daemon, so that a topic created later gets its lane (its
@@ -40,6 +40,10 @@ else:  # the lake extra has it on 3.10
 __all__ = ["TOPIC_FIELD", "Fleet", "LaneEnd", "check_templates", "list_topics", "read_topics_config", "topic_settings"]
 
 TOPIC_FIELD = "{topic}"
+RESTART_S = 5.0
+"""A daemon's lane that an error ended starts again after this, then twice as long each time..."""
+RESTART_MAX_S = 300.0
+"""... up to this."""
 log = logging.getLogger("parka.ingest")
 
 
@@ -167,6 +171,7 @@ class Fleet:
     ``list_topics()`` gives the broker's topic names (raising on a broker that does not
     answer); ``run_lane(settings)`` runs one topic's ingestion to its end on the calling
     thread, returning its end, and ``stop_lane(topic)`` asks it to stop (safe from any thread).
+    A daemon's lane that an error ended starts again after ``restart_s`` (see :meth:`_lane`).
     """
 
     def __init__(
@@ -180,8 +185,10 @@ class Fleet:
         list_topics: Callable[[], list[str]],
         run_lane: Callable[[IngestSettings], LaneEnd],
         stop_lane: Callable[[str], None],
+        restart_s: float = RESTART_S,
     ) -> None:
         self._base = base
+        self._restart_s = restart_s
         self._topics = topics
         self._pattern = pattern
         self._overrides = overrides
@@ -244,7 +251,18 @@ class Fleet:
             thread.start()
 
     def _lane(self, settings: IngestSettings) -> None:
-        end = self._run_lane(settings)
+        """One topic's lane. A daemon's lane that an error ended starts again after a pause that
+        doubles each time, up to :data:`RESTART_MAX_S` (as a supervisor restarts a one-topic
+        daemon that exited): a table unwritable for a while, an object store away."""
+        pause = self._restart_s
+        while True:
+            end = self._run_lane(settings)
+            if end.code == 0 or self._base.end_at_latest or self._stopped.is_set():
+                break
+            log.warning("the lane stopped with exit code %d; it starts again in %.0f s", end.code, pause)
+            if self._stopped.wait(pause):
+                break
+            pause = min(pause * 2, RESTART_MAX_S)
         with self._lock:
             self.ends[settings.topic] = end
 

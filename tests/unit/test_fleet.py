@@ -145,3 +145,39 @@ def test_a_run_once_lists_the_topics_once_and_waits_for_every_lane() -> None:
     )
     assert [(e.topic, e.code) for e in fleet.run()] == [("p-1", 0), ("p-2", 2)]
     assert calls == [1]
+
+
+def test_a_daemons_lane_that_an_error_ended_starts_again_and_a_run_onces_does_not() -> None:
+    calls: list[str] = []
+    again = threading.Event()
+
+    def run_lane(s: IngestSettings) -> LaneEnd:
+        calls.append(s.topic)
+        if len(calls) == 1:
+            return LaneEnd(s.topic, 1, {})  # e.g. its table unwritable for a while
+        again.set()
+        return LaneEnd(s.topic, 0, {"status": "ok"})  # stopped
+
+    def fleet(settings: IngestSettings) -> Fleet:
+        return Fleet(
+            settings,
+            topics=("a",),
+            pattern=None,
+            overrides={},
+            refresh_s=0.01,
+            list_topics=list,
+            run_lane=run_lane,
+            stop_lane=lambda topic: None,
+            restart_s=0.01,
+        )
+
+    daemon = fleet(base())
+    runner = threading.Thread(target=daemon.run)
+    runner.start()
+    assert again.wait(10)
+    daemon.stop()
+    runner.join(10)
+    assert calls == ["a", "a"] and daemon.ends["a"].code == 0
+    calls.clear()
+    assert [e.code for e in fleet(base(end_at_latest=True)).run()] == [1]
+    assert calls == ["a"]
