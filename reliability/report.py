@@ -19,6 +19,7 @@ CHAOS = {
     "upsert-cdc": "parka ingest --cdc debezium chaos",
     "upsert-iceberg": "parka ingest --upsert chaos (Iceberg)",
     "history": "long history (VACUUM, checkpoints, log cleanup)",
+    "fleet": "parka ingest of many topics, several daemons",
     "spark": "spark-ingest chaos",
     "broker": "broker restarts",
 }

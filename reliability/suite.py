@@ -30,6 +30,7 @@ from .bad_inputs import run_bad_inputs
 from .broker_chaos import run_broker_chaos
 from .evolution_chaos import run_evolution_chaos
 from .feed import CLIENT_LOG, IdSource
+from .fleet_chaos import run_fleet_chaos
 from .history_chaos import run_history_chaos
 from .ingest_chaos import IngestPlan, run_ingest_chaos
 from .report import exit_code, render, summarize
@@ -80,8 +81,14 @@ MODES = {
 }
 SCENARIOS = (
     "bad-inputs", "ingest", "ingest-iceberg", "evolution", "upsert", "upsert-cdc", "upsert-iceberg", "history",
-    "spark", "broker",
+    "fleet", "spark", "broker",
 )  # fmt: skip
+# The fleet scenario (reliability/fleet_chaos.py): topics at start and created later, daemons of
+# the topic pattern, SIGKILLs of a daemon, one table unwritable for a while
+FLEET = {
+    "full": {"topics": 20, "late": 2, "daemons": 3, "kills": 6},
+    "quick": {"topics": 4, "late": 1, "daemons": 2, "kills": 2},
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -159,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
                 args.bootstrap, run_id, out / "upsert-iceberg", args.seed, rounds=rounds, table_format="iceberg"
             ),
         )
+    fleet = FLEET[args.mode]
+    scenario("fleet", lambda: run_fleet_chaos(args.bootstrap, run_id, out / "fleet", ids, args.seed, **fleet))
     if mode.history_kills:
         kills = mode.history_kills
         scenario("history", lambda: run_history_chaos(args.bootstrap, run_id, out / "history", ids, args.seed, kills))
