@@ -14,6 +14,7 @@ At the end each table must hold every acknowledged record of its topic once, and
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import random
@@ -68,6 +69,10 @@ class Commits(threading.Thread):
     def stop(self) -> None:
         self._stop_event.set()
         self.join(10)
+
+    def each_moved_since(self, start: float) -> bool:
+        """Whether every table seen so far committed after ``start``."""
+        return all(self.since(topic, start) for topic in list(self.moved))
 
     def since(self, topic: str, start: float) -> list[float]:
         return [t for t in self.moved.get(topic, []) if t > start]
@@ -141,8 +146,7 @@ def run_fleet_chaos(
             start()
         wait_for(lambda: tables_exist(list(feeders)), "every topic's table", 180)
         for k in range(kills):
-            before = {t: len(commits.moved.get(t, [])) for t in feeders}
-            wait_for(lambda b=before: all(len(commits.moved.get(t, [])) > b[t] for t in b), "every table to move", 120)
+            wait_for(functools.partial(commits.each_moved_since, time.monotonic()), "every table to move", 120)
             victim = rng.choice(live)
             victim.kill_group()
             victim.wait_exit(60)
@@ -152,7 +156,7 @@ def run_fleet_chaos(
             if k == kills // 2:
                 new = [f"{prefix}-late{i}" for i in range(late)]
                 add_topics(new)
-                wait_for(lambda n=new: tables_exist(n), "the topics created later to land", 120)
+                wait_for(functools.partial(tables_exist, new), "the topics created later to land", 120)
                 faults["topic created while the daemons run"] += len(new)
         # a table unwritable for a while: the other topics go on
         why = _chattr(lake / blocked, "+i")
@@ -204,7 +208,7 @@ def run_fleet_chaos(
                 f"unwritable: {stalled}"
             )
     per_topic = {}
-    totals = Counter()
+    totals: Counter[str] = Counter()
     orphans: list[str] = []
     for name, ledger in ledgers.items():
         target = DeltaTarget(lake / name)
