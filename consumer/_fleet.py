@@ -257,10 +257,13 @@ class Fleet:
         pause = self._restart_s
         while True:
             end = self._run_lane(settings)
-            if end.code == 0 or self._base.end_at_latest or self._stopped.is_set():
+            if end.code == 0 or self._base.end_at_latest:
                 break
-            log.warning("the lane stopped with exit code %d; it starts again in %.0f s", end.code, pause)
+            if not self._stopped.is_set():
+                log.warning("the lane stopped with exit code %d; it starts again in %.0f s", end.code, pause)
             if self._stopped.wait(pause):
+                # a daemon asked to stop exits 0 (a supervisor's stop), a lane it was to start again too
+                end = LaneEnd(end.topic, 0, end.line)
                 break
             pause = min(pause * 2, RESTART_MAX_S)
         with self._lock:

@@ -181,3 +181,29 @@ def test_a_daemons_lane_that_an_error_ended_starts_again_and_a_run_onces_does_no
     calls.clear()
     assert [e.code for e in fleet(base(end_at_latest=True)).run()] == [1]
     assert calls == ["a"]
+
+
+def test_a_lane_waiting_to_start_again_when_the_daemon_is_stopped_ends_as_stopped() -> None:
+    failed = threading.Event()
+
+    def run_lane(s: IngestSettings) -> LaneEnd:
+        failed.set()
+        return LaneEnd(s.topic, 1, {})
+
+    fleet = Fleet(
+        base(),
+        topics=("a",),
+        pattern=None,
+        overrides={},
+        refresh_s=0.01,
+        list_topics=list,
+        run_lane=run_lane,
+        stop_lane=lambda topic: None,
+        restart_s=60,
+    )
+    runner = threading.Thread(target=fleet.run)
+    runner.start()
+    assert failed.wait(10)
+    fleet.stop()  # during its 60 s pause
+    runner.join(10)
+    assert not runner.is_alive() and fleet.ends["a"].code == 0  # SIGTERM: a daemon exits 0
