@@ -199,6 +199,17 @@ class Proc:
                 self.kill_group()
 
 
+def state_of(pid: int) -> str:
+    """A process's state as ``/proc`` tells it (``Z`` a zombie no one reaped, ``D`` in an
+    uninterruptible call, with the kernel function it waits in), or that it is gone."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        wchan = Path(f"/proc/{pid}/wchan").read_text().strip()
+    except OSError:
+        return "gone (its exit not reported)"
+    return f"state {state}, waiting in {wchan or '-'}"
+
+
 def stop_all(procs: Iterable[Proc]) -> None:
     """Kill every process group still running (the end of a run, or an error)."""
     for proc in procs:
