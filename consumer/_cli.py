@@ -111,8 +111,11 @@ def settings_from_args(args: argparse.Namespace) -> IngestSettings:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(quiet=args.quiet, log_format=args.log_format, verbose=args.verbose)
-    if args.topics_regex is not None and args.table_uri is None:  # TOPIC left out: TABLE_URI came first
-        args.table_uri, args.topic = args.topic, TOPIC_FIELD
+    if args.topics_regex is not None:
+        if args.table_uri is not None:  # both positionals given: a TOPIC beside the pattern
+            stopped(log, ConfigError("TOPIC", args.topic, "left out with --topics-regex (it names the topics)"))
+            return EXIT_CONFIG
+        args.table_uri, args.topic = args.topic, TOPIC_FIELD  # TOPIC left out: TABLE_URI came first
     several = args.topics_regex is not None or "," in (args.topic or "")
     try:
         settings = settings_from_args(args)

@@ -3,6 +3,7 @@ the templates, and which lanes start when."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 from pathlib import Path
@@ -207,3 +208,22 @@ def test_a_lane_waiting_to_start_again_when_the_daemon_is_stopped_ends_as_stoppe
     fleet.stop()  # during its 60 s pause
     runner.join(10)
     assert not runner.is_alive() and fleet.ends["a"].code == 0  # SIGTERM: a daemon exits 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["--topics-regex", "x.*", "t", "/lake/{topic}"], "'TOPIC'"),  # a TOPIC beside the pattern
+        (["a,b", "/lake/t"], "'TABLE_URI'"),  # two topics, one table
+        (["a", "/lake/t", "--topics-config", "/etc/t.toml"], "--topics-config"),  # one topic
+        (["--topics-regex", "x(", "/lake/{topic}"], "--topics-regex"),  # not a pattern
+    ],
+)
+def test_the_command_line_of_several_topics_is_checked_at_start(
+    argv: list[str], words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from parka.consumer._cli import main
+
+    with pytest.raises(SystemExit) if "x(" in argv else contextlib.nullcontext():
+        assert main(argv) == 2
+    assert words in capsys.readouterr().err
