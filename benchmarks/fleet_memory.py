@@ -22,8 +22,6 @@ import os
 import random
 import shutil
 import sys
-import tempfile
-import time
 import uuid
 from typing import Any
 
@@ -32,10 +30,9 @@ from .checks import Checks
 from .datasets import load
 from .ingest_throughput import produce_copies
 from .measure import summarize
-from .report import save_run
-from .sizing import MIB, SEGMENT_ROWS, run_case, table_rows
+from .sizing import MIB, SEGMENT_ROWS, run_benchmark, run_case, table_rows
 
-log = logging.getLogger("benchmarks.fleet_memory")
+log = logging.getLogger("parka.bench")
 
 BOUNDED = ("--max-buffered-bytes", "16MiB", "--min-bytes-per-commit", "8MiB", "-K", "queued.max.messages.kbytes=8192")
 CASES: dict[str, dict[str, Any]] = {
@@ -131,30 +128,19 @@ def _cell(s: dict[str, float]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .machine import machine_info
+    def arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--rows", type=int, default=200_000)
+        parser.add_argument("--copies", type=int, default=5)
+        parser.add_argument("--partitions", type=int, default=4)
 
-    argv = sys.argv[1:] if argv is None else argv
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--bootstrap", default="localhost:9092")
-    parser.add_argument("--kafka-data-dir", default=os.environ.get("PARKA_KAFKA_DATA_DIR"))
-    parser.add_argument("--rows", type=int, default=200_000)
-    parser.add_argument("--copies", type=int, default=5)
-    parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--out", default="bench-out/fleet-memory")
-    args = parser.parse_args(argv)
-    if not args.kafka_data_dir:
-        parser.error("--kafka-data-dir is required (scripts/kafka-local.sh data-dir)")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    logging.getLogger("parka").setLevel(logging.WARNING)
-    log.setLevel(logging.INFO)
-    os.makedirs(args.out, exist_ok=True)
-    broker = Broker(args.bootstrap, args.kafka_data_dir)
-    checks = Checks()
-    started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="parka-fleet-") as workdir:
-        results = run(
+    return run_benchmark(
+        "benchmarks.fleet_memory",
+        argv,
+        description=__doc__,
+        out="bench-out/fleet-memory",
+        repeats=2,
+        key="fleet",
+        run=lambda broker, args, checks, workdir: run(
             broker,
             rows=args.rows,
             copies=args.copies,
@@ -163,17 +149,10 @@ def main(argv: list[str] | None = None) -> int:
             seed=args.seed,
             checks=checks,
             workdir=workdir,
-        )
-    doc = {
-        "command": " ".join([os.path.basename(sys.executable), "-m", "benchmarks.fleet_memory", *argv]),
-        "wall_s": time.perf_counter() - started,
-        "repeats": args.repeats,
-        "machine": machine_info(broker),
-        "fleet": results,
-        "checks": checks.passed,
-    }
-    save_run(args.out, doc, report(doc))
-    return 0
+        ),
+        report=report,
+        arguments=arguments,
+    )
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -251,33 +251,64 @@ def rerender(out: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    return run_benchmark(
+        "benchmarks.sizing",
+        argv,
+        description=__doc__,
+        out="bench-out/sizing",
+        repeats=3,
+        key="sizing",
+        run=lambda broker, args, checks, workdir: run(
+            broker, repeats=args.repeats, seed=args.seed, checks=checks, workdir=workdir
+        ),
+        report=report,
+    )
+
+
+def run_benchmark(
+    module: str,
+    argv: list[str] | None,
+    *,
+    description: str | None,
+    out: str,
+    repeats: int,
+    key: str,
+    run: Callable[[Broker, argparse.Namespace, Checks, str], dict[str, Any]],
+    report: Callable[[dict[str, Any]], str],
+    arguments: Callable[[argparse.ArgumentParser], None] = lambda parser: None,
+) -> int:
+    """The command line of a benchmark of ``parka ingest`` processes (this one, and
+    :mod:`benchmarks.fleet_memory`): ``--bootstrap``, ``--kafka-data-dir``, ``--repeats``,
+    ``--seed``, ``--out`` and the ``arguments`` it adds; ``run(broker, args, checks, workdir)``
+    gives the results saved under ``key`` with the command, the machine and the checks."""
     from .machine import machine_info
 
     argv = sys.argv[1:] if argv is None else argv
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bootstrap", default="localhost:9092")
     parser.add_argument("--kafka-data-dir", default=os.environ.get("PARKA_KAFKA_DATA_DIR"))
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=repeats)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--out", default="bench-out/sizing")
+    parser.add_argument("--out", default=out)
+    arguments(parser)
     args = parser.parse_args(argv)
     if not args.kafka_data_dir:
         parser.error("--kafka-data-dir is required (scripts/kafka-local.sh data-dir)")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     logging.getLogger("parka").setLevel(logging.WARNING)
-    log.setLevel(logging.INFO)
+    logging.getLogger("parka.bench").setLevel(logging.INFO)  # the benchmarks' own lines
     os.makedirs(args.out, exist_ok=True)
     broker = Broker(args.bootstrap, args.kafka_data_dir)
     checks = Checks()
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="parka-sizing-") as workdir:
-        results = run(broker, repeats=args.repeats, seed=args.seed, checks=checks, workdir=workdir)
+    with tempfile.TemporaryDirectory(prefix="parka-bench-") as workdir:
+        results = run(broker, args, checks, workdir)
     doc = {
-        "command": " ".join([os.path.basename(sys.executable), "-m", "benchmarks.sizing", *argv]),
+        "command": " ".join([os.path.basename(sys.executable), "-m", module, *argv]),
         "wall_s": time.perf_counter() - started,
         "repeats": args.repeats,
         "machine": machine_info(broker),
-        "sizing": results,
+        key: results,
         "checks": checks.passed,
     }
     save_run(args.out, doc, report(doc))

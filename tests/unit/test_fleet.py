@@ -6,7 +6,9 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from parka.consumer._fleet import Fleet, LaneEnd, check_templates, read_topics_config, topic_settings
@@ -17,6 +19,30 @@ from parka.errors import ConfigError
 
 def base(**kw: object) -> IngestSettings:
     return IngestSettings(topic="{topic}", table_uri="/lake/{topic}", kafka_conf={"bootstrap.servers": "k:9092"}, **kw)  # type: ignore[arg-type]
+
+
+def make_fleet(
+    settings: IngestSettings,
+    run_lane: Callable[[IngestSettings], LaneEnd],
+    *,
+    topics: tuple[str, ...] = (),
+    pattern: str | None = None,
+    list_topics: Callable[[], list[str]] = list,
+    overrides: dict[str, dict[str, Any]] | None = None,
+    stop_lane: Callable[[str], None] = lambda topic: None,
+    restart_s: float = 0.01,
+) -> Fleet:
+    return Fleet(
+        settings,
+        topics=topics,
+        pattern=None if pattern is None else re.compile(pattern),
+        overrides=overrides or {},
+        refresh_s=0.01,
+        list_topics=list_topics,
+        run_lane=run_lane,
+        stop_lane=stop_lane,
+        restart_s=restart_s,
+    )
 
 
 def test_a_topics_table_and_its_names_come_from_the_templates() -> None:
@@ -104,16 +130,7 @@ def test_a_daemon_starts_a_lane_for_each_matching_topic_as_it_appears_and_stops_
         release.wait(10)
         return LaneEnd(s.topic, 0, {"status": "ok"})
 
-    fleet = Fleet(
-        base(),
-        topics=(),
-        pattern=re.compile(r"p-.*"),
-        overrides={},
-        refresh_s=0.01,
-        list_topics=list_topics,
-        run_lane=run_lane,
-        stop_lane=stopped.append,
-    )
+    fleet = make_fleet(base(), run_lane, pattern=r"p-.*", list_topics=list_topics, stop_lane=stopped.append)
     runner = threading.Thread(target=lambda: setattr(fleet, "result", fleet.run()))
     runner.start()
     assert second_listing.wait(10)
@@ -134,15 +151,10 @@ def test_a_run_once_lists_the_topics_once_and_waits_for_every_lane() -> None:
         calls.append(1)
         return ["p-1", "p-2"]
 
-    fleet = Fleet(
-        base(end_at_latest=True),
-        topics=(),
-        pattern=re.compile(r"p-.*"),
-        overrides={"p-2": {"allowed_latency_s": 9.0}},
-        refresh_s=0.01,
-        list_topics=list_topics,
-        run_lane=lambda s: LaneEnd(s.topic, 2 if s.allowed_latency_s == 9.0 else 0, {}),
-        stop_lane=lambda topic: None,
+    run_lane = lambda s: LaneEnd(s.topic, 2 if s.allowed_latency_s == 9.0 else 0, {})  # noqa: E731
+    overrides = {"p-2": {"allowed_latency_s": 9.0}}
+    fleet = make_fleet(
+        base(end_at_latest=True), run_lane, pattern=r"p-.*", list_topics=list_topics, overrides=overrides
     )
     assert [(e.topic, e.code) for e in fleet.run()] == [("p-1", 0), ("p-2", 2)]
     assert calls == [1]
@@ -159,20 +171,7 @@ def test_a_daemons_lane_that_an_error_ended_starts_again_and_a_run_onces_does_no
         again.set()
         return LaneEnd(s.topic, 0, {"status": "ok"})  # stopped
 
-    def fleet(settings: IngestSettings) -> Fleet:
-        return Fleet(
-            settings,
-            topics=("a",),
-            pattern=None,
-            overrides={},
-            refresh_s=0.01,
-            list_topics=list,
-            run_lane=run_lane,
-            stop_lane=lambda topic: None,
-            restart_s=0.01,
-        )
-
-    daemon = fleet(base())
+    daemon = make_fleet(base(), run_lane, topics=("a",))
     runner = threading.Thread(target=daemon.run)
     runner.start()
     assert again.wait(10)
@@ -180,7 +179,7 @@ def test_a_daemons_lane_that_an_error_ended_starts_again_and_a_run_onces_does_no
     runner.join(10)
     assert calls == ["a", "a"] and daemon.ends["a"].code == 0
     calls.clear()
-    assert [e.code for e in fleet(base(end_at_latest=True)).run()] == [1]
+    assert [e.code for e in make_fleet(base(end_at_latest=True), run_lane, topics=("a",)).run()] == [1]
     assert calls == ["a"]
 
 
@@ -191,17 +190,7 @@ def test_a_lane_waiting_to_start_again_when_the_daemon_is_stopped_ends_as_stoppe
         failed.set()
         return LaneEnd(s.topic, 1, {})
 
-    fleet = Fleet(
-        base(),
-        topics=("a",),
-        pattern=None,
-        overrides={},
-        refresh_s=0.01,
-        list_topics=list,
-        run_lane=run_lane,
-        stop_lane=lambda topic: None,
-        restart_s=60,
-    )
+    fleet = make_fleet(base(), run_lane, topics=("a",), restart_s=60)
     runner = threading.Thread(target=fleet.run)
     runner.start()
     assert failed.wait(10)
