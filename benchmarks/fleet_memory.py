@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import random
 import shutil
 import sys
 import uuid
@@ -30,7 +29,7 @@ from .checks import Checks
 from .datasets import load
 from .ingest_throughput import produce_copies
 from .measure import summarize
-from .sizing import MIB, SEGMENT_ROWS, run_benchmark, run_case, table_rows
+from .sizing import SEGMENT_ROWS, repeated, run_benchmark, run_case, table_rows
 
 log = logging.getLogger("parka.bench")
 
@@ -58,38 +57,25 @@ def run(
     ]
     mb_a_topic = made[0]["bytes"] / 1e6
     log.info("%d topics of %d partitions, %.2f MB each", most, partitions, mb_a_topic)
-    rng = random.Random(seed)
-    samples: dict[str, list[dict[str, Any]]] = {name: [] for name in CASES}
+
+    def measure(name: str, repeat: int) -> dict[str, Any]:
+        topics = [t["topic"] for t in made[: CASES[name]["topics"]]]
+        lake = os.path.join(workdir, f"r{repeat}-{uuid.uuid4().hex[:6]}")
+        sample = run_case(broker.bootstrap, ",".join(topics), os.path.join(lake, "{topic}"), CASES[name]["flags"])
+        landed = {line.get("topic", topics[0]): line["records"] for line in sample["lines"]}
+        checks.expect(
+            f"repeat {repeat}, {name}",
+            rows=sum(table_rows(os.path.join(lake, t)) for t in topics),
+            expected_rows=rows * copies * len(topics),
+            got=str(sorted(landed.items())),
+            expected=str(sorted((t, rows * copies) for t in topics)),
+        )
+        shutil.rmtree(lake)
+        sample["cpu_s_per_topic"] = sample["cpu_s"] / len(topics)
+        return sample
+
     try:
-        for repeat in range(repeats):
-            order = list(CASES)
-            rng.shuffle(order)
-            for name in order:
-                topics = [t["topic"] for t in made[: CASES[name]["topics"]]]
-                lake = os.path.join(workdir, f"r{repeat}-{uuid.uuid4().hex[:6]}")
-                sample = run_case(
-                    broker.bootstrap, ",".join(topics), os.path.join(lake, "{topic}"), CASES[name]["flags"]
-                )
-                landed = {line.get("topic", topics[0]): line["records"] for line in sample["lines"]}
-                checks.expect(
-                    f"repeat {repeat}, {name}",
-                    rows=sum(table_rows(os.path.join(lake, t)) for t in topics),
-                    expected_rows=rows * copies * len(topics),
-                    got=str(sorted(landed.items())),
-                    expected=str(sorted((t, rows * copies) for t in topics)),
-                )
-                shutil.rmtree(lake)
-                sample["peak_rss_mib"] = sample["peak_rss_bytes"] / MIB
-                sample["cpu_s_per_topic"] = sample["cpu_s"] / len(topics)
-                samples[name].append(sample)
-                log.info(
-                    "repeat %d %s: %.1f s, %.1f CPU-s, peak RSS %.0f MiB",
-                    repeat,
-                    name,
-                    sample["wall_s"],
-                    sample["cpu_s"],
-                    sample["peak_rss_mib"],
-                )
+        samples = repeated(list(CASES), repeats, seed, measure)
     finally:
         broker.delete_topics([t["topic"] for t in made])
     return {

@@ -143,6 +143,25 @@ def run_case(bootstrap: str, topic: str, table: str, flags: Sequence[str]) -> di
     }
 
 
+def repeated(
+    cases: list[str], repeats: int, seed: int, measure: Callable[[str, int], dict[str, Any]]
+) -> dict[str, list[dict[str, Any]]]:
+    """``measure(case, repeat)`` (a :func:`run_case` sample) for each case, ``repeats`` times, the
+    cases of a repeat in a shuffled order; each sample gains ``peak_rss_mib`` and is logged."""
+    rng = random.Random(seed)
+    samples: dict[str, list[dict[str, Any]]] = {name: [] for name in cases}
+    for repeat in range(repeats):
+        order = list(cases)
+        rng.shuffle(order)
+        for name in order:
+            sample = measure(name, repeat)
+            sample["peak_rss_mib"] = sample["peak_rss_bytes"] / MIB
+            samples[name].append(sample)
+            cpu, rss = sample["cpu_s"], sample["peak_rss_mib"]
+            log.info("repeat %d %s: %.1f s, %.2f CPU-s, peak RSS %.0f MiB", repeat, name, sample["wall_s"], cpu, rss)
+    return samples
+
+
 def table_rows(table: str) -> int:
     """Rows of the table's current files, from their Parquet footers."""
     return sum(pq.read_metadata(path).num_rows for path in DeltaTable(table).file_uris())
@@ -161,42 +180,27 @@ def run(broker: Broker, *, repeats: int, seed: int, checks: Checks, workdir: str
         else:
             made = next(t for t in topics.values() if t["topic"] == topic)
         topics[name] = made
-    rng = random.Random(seed)
-    samples: dict[str, list[dict[str, Any]]] = {name: [] for name in CASES}
+
+    def measure(name: str, repeat: int) -> dict[str, Any]:
+        topic = topics[name]
+        table = os.path.join(workdir, f"t-{repeat}-{uuid.uuid4().hex[:6]}")
+        sample = run_case(broker.bootstrap, topic["topic"], table, CASES[name]["flags"])
+        checks.expect(
+            f"repeat {repeat}, {name}",
+            rows=table_rows(table),
+            expected_rows=topic["rows"],
+            got=f"{sample['stats']['records']} records committed",
+            expected=f"{topic['rows']} records committed",
+        )
+        shutil.rmtree(table)
+        mb = topic["bytes"] / 1e6
+        sample.update(
+            cpu_s_per_mb=sample["cpu_s"] / mb, mb_per_cpu_s=mb / sample["cpu_s"], mb_per_s=mb / sample["wall_s"]
+        )
+        return sample
+
     try:
-        for repeat in range(repeats):
-            order = list(CASES)
-            rng.shuffle(order)
-            for name in order:
-                topic = topics[name]
-                table = os.path.join(workdir, f"t-{repeat}-{len(samples[name])}-{uuid.uuid4().hex[:6]}")
-                sample = run_case(broker.bootstrap, topic["topic"], table, CASES[name]["flags"])
-                what = f"repeat {repeat}, {name}"
-                fingerprint = f"{sample['stats']['records']} records committed"
-                checks.expect(
-                    what,
-                    rows=table_rows(table),
-                    expected_rows=topic["rows"],
-                    got=fingerprint,
-                    expected=f"{topic['rows']} records committed",
-                )
-                shutil.rmtree(table)
-                mb = topic["bytes"] / 1e6
-                sample.update(
-                    cpu_s_per_mb=sample["cpu_s"] / mb,
-                    mb_per_cpu_s=mb / sample["cpu_s"],
-                    mb_per_s=mb / sample["wall_s"],
-                    peak_rss_mib=sample["peak_rss_bytes"] / MIB,
-                )
-                samples[name].append(sample)
-                log.info(
-                    "repeat %d %s: %.1f s, %.2f CPU-s, peak RSS %.0f MiB",
-                    repeat,
-                    name,
-                    sample["wall_s"],
-                    sample["cpu_s"],
-                    sample["peak_rss_mib"],
-                )
+        samples = repeated(list(CASES), repeats, seed, measure)
     finally:
         broker.delete_topics(sorted({t["topic"] for t in topics.values()}))
     results = {}
