@@ -14,12 +14,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from parka.ops.cli_util import label_thread, redacted, serve_metrics, setup_logging, stopped
+from parka.ops.cli_util import redacted, serve_metrics, setup_logging, stopped
 from parka.ops.health import EXIT_CONFIG, EXIT_OK, exit_code_for, run_status
 from parka.ops.progress import ProgressBar
 from parka.ops.settings import SettingsParser
 from parka.ops.stopping import StopGuard
 
+from parka import logtopic
 from parka.errors import ConfigError, ParkaError
 
 from ._fleet import TOPIC_FIELD, Fleet, LaneEnd, check_templates, list_topics, read_topics_config, topic_settings
@@ -160,7 +161,7 @@ def _run_one(
     ended it: the error's one line is logged). ``several``: one topic of several, its lines
     labelled with it and no progress bar."""
     if several:
-        label_thread(settings.topic)
+        logtopic.set_topic(settings.topic)  # its lines, and its threads' (they carry it), name it
     bar = settings.end_at_latest and not several  # one topic's bar; several topics log lines
     progress = None if args.quiet else ProgressLine(bar=bar, interval_s=args.progress_interval_s, lines=several)
     ingest = IngestionConsumer(settings, progress=progress, metrics=metrics)

@@ -36,6 +36,7 @@ from parka.lake import (
 )
 
 from parka.errors import CommitError, NoTableError
+from parka.logtopic import carried
 
 from ._settings import IngestSettings
 
@@ -135,7 +136,7 @@ class Compactor:
         self._due = threading.Event()
         self._cancel = threading.Event()
         self._draining = False  # close(drain=True): end once nothing is due
-        self._thread = threading.Thread(target=self._run, name="parka-compact", daemon=True)
+        self._thread = threading.Thread(target=carried(self._run), name="parka-compact", daemon=True)
         self._thread.start()
 
     def assign(self, partitions: Collection[int]) -> None:
@@ -253,7 +254,7 @@ class Vacuum:
         self._counts = counts
         self._clock = clock
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="parka-vacuum", daemon=True)
+        self._thread = threading.Thread(target=carried(self._run), name="parka-vacuum", daemon=True)
         self._thread.start()
 
     def close(self) -> None:

@@ -19,6 +19,8 @@ from typing import Any
 
 from parka.lake import CheckedSegment, CommitResult, Refused, Tombstone
 
+from parka.logtopic import set_topic, topic
+
 __all__ = ["Batch", "CommitPipeline"]
 
 log = logging.getLogger("parka.ingest")
@@ -52,8 +54,9 @@ class CommitPipeline:
 
     def __init__(self, land: Land, *, write_threads: int) -> None:
         self._land = land
-        self._writers = ThreadPoolExecutor(write_threads, thread_name_prefix="parka-write")
-        self._committer = ThreadPoolExecutor(1, thread_name_prefix="parka-commit")
+        lane = (topic(),)  # the caller's topic, if any: its threads' lines name it
+        self._writers = ThreadPoolExecutor(write_threads, "parka-write", initializer=set_topic, initargs=lane)
+        self._committer = ThreadPoolExecutor(1, "parka-commit", initializer=set_topic, initargs=lane)
         self._in_flight: tuple[Batch, Future[CommitResult]] | None = None
 
     @property

@@ -23,6 +23,8 @@ import logging
 import threading
 from collections.abc import Callable
 
+from parka.logtopic import carried
+
 from ._log import TableLog
 
 __all__ = [
@@ -122,7 +124,7 @@ class Checkpoints:
             return
         with self._state:
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="parka-checkpoint", daemon=True)
+                self._thread = threading.Thread(target=carried(self._run), name="parka-checkpoint", daemon=True)
                 self._thread.start()
             self._pending = True
             self._state.notify_all()

@@ -13,12 +13,12 @@ import json
 import logging
 import re
 import sys
-import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from parka import logtopic
 from parka.partitioning import parse_partition_by
 
 __all__ = [
@@ -205,17 +205,10 @@ def setup_logging(*, quiet: bool, log_format: str, verbose: bool = False) -> Non
     root.setLevel(logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO)
 
 
-_lane = threading.local()
-
-
-def label_thread(topic: str) -> None:
-    """Every line logged on this thread from now on carries ``topic`` (one topic of several in
-    one process): ``topic T:`` before the text, or the JSON line's ``topic``."""
-    _lane.topic = topic
-
-
 def _topic_of_thread(record: logging.LogRecord) -> bool:
-    topic = getattr(_lane, "topic", None)
+    """A line logged by a thread working for one topic of several carries it
+    (:mod:`parka.logtopic`): ``topic T:`` before the text, or the JSON line's ``topic``."""
+    topic = logtopic.topic()
     if topic is not None and not hasattr(record, "topic"):
         record.topic = topic
     return True

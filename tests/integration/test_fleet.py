@@ -95,7 +95,9 @@ def test_a_pattern_lands_each_topic_into_its_own_table_and_picks_up_a_topic_crea
     assert not (lake / other).exists()
     ends = closing_lines(stdout)
     assert set(ends) == {*topics, late} and all(e["status"] == "ok" for e in ends.values()), ends
-    assert f"topic {late}: partition 2 assigned" in text  # each lane's lines carry its topic
+    assert f"topic {late}: partition 2 assigned" in text  # each lane's lines carry its topic,
+    for topic in (*topics, late):  # its threads' too (the VACUUM at its start)
+        assert f"topic {topic}: VACUUM deleted" in text, text[-3000:]
 
 
 def test_per_topic_settings_apply_and_a_refusing_table_stalls_no_other_topic(

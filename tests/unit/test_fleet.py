@@ -216,3 +216,21 @@ def test_the_command_line_of_several_topics_is_checked_at_start(
     with pytest.raises(SystemExit) if "x(" in argv else contextlib.nullcontext():
         assert main(argv) == 2
     assert words in capsys.readouterr().err
+
+
+def test_a_thread_started_for_a_topic_carries_it_and_one_started_for_none_has_none() -> None:
+    from parka import logtopic
+
+    seen: list[str | None] = []
+
+    def started_from(name: str | None) -> None:
+        logtopic.set_topic(name)
+        child = threading.Thread(target=logtopic.carried(lambda: seen.append(logtopic.topic())))
+        child.start()
+        child.join()
+
+    for name in ("orders", None):
+        parent = threading.Thread(target=started_from, args=(name,))
+        parent.start()
+        parent.join()
+    assert seen == ["orders", None]
