@@ -189,7 +189,7 @@ class Fleet:
     ) -> None:
         self._base = base
         self._restart_s = restart_s
-        self._topics = topics
+        self._topics = tuple(dict.fromkeys(topics))  # a topic named twice is one lane
         self._pattern = pattern
         self._overrides = overrides
         self._refresh_s = refresh_s

@@ -234,3 +234,11 @@ def test_a_thread_started_for_a_topic_carries_it_and_one_started_for_none_has_no
         parent.start()
         parent.join()
     assert seen == ["orders", None]
+
+
+def test_a_topic_named_twice_gets_one_lane() -> None:
+    ran: list[str] = []
+    fleet = make_fleet(
+        base(end_at_latest=True), lambda s: LaneEnd(s.topic, ran.append(s.topic) or 0, {}), topics=("a", "a")
+    )
+    assert [e.topic for e in fleet.run()] == ["a"] and ran == ["a"]
