@@ -220,10 +220,10 @@ def run_fleet_chaos(
         for key in ("records_produced", "records_in_table", "lost", "duplicated", "unexpected"):
             totals[key] += per_topic[name][key]
         orphans += [f"{name}/{f}" for f in target.orphans()]
-        problems += [f"{name}: {p}" for p in end_problems([], ledger, [])]
     if any(s > STOP_BOUND_S for s in stop_seconds):
         problems.append(f"a daemon took more than {STOP_BOUND_S:.0f} s to stop: {sorted(stop_seconds)}")
-    problems = end_problems(problems, Ledger(), orphans, unexpected_ids=totals["unexpected"])
+    unacknowledged = Ledger(failures=[f"{t}: {f}" for t, ledger in ledgers.items() for f in ledger.failures])
+    problems = end_problems(problems, unacknowledged, orphans, unexpected_ids=totals["unexpected"])
     return {
         "topics": len(ledgers),
         "daemons": daemons,
