@@ -203,11 +203,14 @@ def state_of(pid: int) -> str:
     """A process's state as ``/proc`` tells it (``Z`` a zombie no one reaped, ``D`` in an
     uninterruptible call, with the kernel function it waits in), or that it is gone."""
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        stat = Path(f"/proc/{pid}/stat").read_text()
         wchan = Path(f"/proc/{pid}/wchan").read_text().strip()
     except OSError:
         return "gone (its exit not reported)"
-    return f"state {state}, waiting in {wchan or '-'}"
+    name = stat[stat.index("(") + 1 : stat.rindex(")")]
+    state, ppid, pgrp = stat.rsplit(")", 1)[1].split()[:3]
+    # a pid reused meanwhile (a thread's id counts) shows another name, parent or group
+    return f"{name}, state {state}, waiting in {wchan or '-'}, parent {ppid}, process group {pgrp}"
 
 
 def stop_all(procs: Iterable[Proc]) -> None:
