@@ -31,6 +31,8 @@ import sys
 from typing import Any
 
 _MAX_MESSAGE = 1 << 20
+# How long the server waits for a forked child to take its own session before it answers anyway
+_SETTLE_S = 30.0
 
 
 # What the commands import only when a run needs it, each an extra that may not be installed:
@@ -104,8 +106,13 @@ def _serve(sock: socket.socket) -> dict[str, Any] | None:
         if not data:
             return None
         request = json.loads(data)
+        settled_r, settled_w = os.pipe()
         pid = os.fork()
         if pid == 0:
+            if request["session"]:
+                os.setsid()
+            os.close(settled_w)  # the parent's read ends: the child is in its own session
+            os.close(settled_r)
             signal.set_wakeup_fd(-1)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             os.close(wake_r)
@@ -119,13 +126,17 @@ def _serve(sock: socket.socket) -> dict[str, Any] | None:
             return dict(request)
         for fd in fds:
             os.close(fd)
+        # The pid goes out only once the child has its own session: a client that signals the
+        # child's process group at once (os.killpg(pid, ...)) must reach it, and before setsid
+        # there is no such group (killpg raised ProcessLookupError, and the child lived on).
+        os.close(settled_w)
+        select.select([settled_r], [], [], _SETTLE_S)
+        os.close(settled_r)
         sock.send(json.dumps({"id": request["id"], "pid": pid}).encode())
 
 
 def _run(request: dict[str, Any]) -> None:
     """In the child: become ``python -m parka.cli ARGS`` in the request's directory and environment."""
-    if request["session"]:
-        os.setsid()
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])

@@ -180,8 +180,12 @@ class Proc:
 
     def kill_group(self) -> None:
         """SIGKILL the whole process group (a Spark driver's JVM and Python workers too)."""
-        with contextlib.suppress(ProcessLookupError):
+        try:
             os.killpg(self.pid, signal.SIGKILL)
+        except ProcessLookupError:  # no such group (any more): the process itself, if it lives
+            with contextlib.suppress(ProcessLookupError):
+                if self.alive():
+                    os.kill(self.pid, signal.SIGKILL)
 
     def wait_exit(self, timeout_s: float) -> int:
         """Wait for the process to exit; returns its exit code (``-9`` for SIGKILL)."""
