@@ -53,3 +53,20 @@ def test_a_forked_daemon_stops_on_sigterm_and_dies_on_sigkill(bootstrap: str, tm
         daemon = forkserver.popen(cmd, stdout=out, stderr=subprocess.STDOUT)
     daemon.kill()
     assert daemon.wait(60) == -signal.SIGKILL
+
+
+def test_a_forked_command_in_a_session_of_its_own_is_its_groups_leader_when_its_pid_is_known(tmp_path: Path) -> None:
+    """``start_new_session=True``, as :class:`subprocess.Popen` gives it: when ``popen`` returns,
+    the child leads its own process group, so a group SIGKILL sent at once reaches it (before
+    the server waited for the child's ``setsid``, ``os.killpg`` at once found no group in 196 of
+    200 tries, and the child lived on)."""
+    # a command that lives until killed: a run waiting for a broker that is not there
+    env = {**os.environ, "PARKA_KAFKA": "127.0.0.1:1", "PARKA_BROKER_TIMEOUT": "600"}
+    for _ in range(20):
+        proc = forkserver.popen(
+            [*PARKA, "ingest", "events", "t", "--end-at-latest"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=tmp_path, start_new_session=True,
+        )  # fmt: skip
+        leads = os.getpgid(proc.pid) == proc.pid and os.getsid(proc.pid) == proc.pid
+        os.killpg(proc.pid, signal.SIGKILL)
+        assert leads and proc.wait(60) == -signal.SIGKILL
