@@ -92,7 +92,17 @@ from .report import render_freshness, save_run
 from .scans import ENGINES, SPARK_MARK, DuckDbScanner, from_json, rounds, same_groups
 from .spark import child_json
 
-__all__ = ["PollThread", "latencies_s", "main", "per_hour", "percentiles", "run_rate", "version_at"]
+__all__ = [
+    "PacedProducer",
+    "PollThread",
+    "latencies_s",
+    "main",
+    "paced",
+    "per_hour",
+    "percentiles",
+    "run_rate",
+    "version_at",
+]
 
 SEQ, PRODUCED = "bench_seq", "bench_produced_at_us"
 WARMUP_ROWS_PER_PARTITION = 1_000
@@ -284,12 +294,23 @@ class PacedProducer:
     """Flights rows (cycled) with ``bench_seq`` and ``bench_produced_at_us``, round-robin over
     partitions, with ``produce_batch``."""
 
-    def __init__(self, bootstrap: str, topic: str, ds: Dataset, partitions: int) -> None:
-        self.topic, self.ds, self.partitions = topic, ds, partitions
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        ds: Dataset,
+        partitions: int,
+        *,
+        producer: ParquetProducer | None = None,
+        keep_sent: bool = True,
+    ) -> None:
+        """``producer``: one to share with other topics' (None: one of its own); ``keep_sent``:
+        keep every row sent in :attr:`sent_tables` (for the checks), or only count them."""
+        self.topic, self.ds, self.partitions, self.keep_sent = topic, ds, partitions, keep_sent
         self.schema = ds.table.schema.append(pa.field(SEQ, pa.int64(), False)).append(
             pa.field(PRODUCED, pa.int64(), False)
         )
-        self.producer = ParquetProducer(
+        self.producer = producer or ParquetProducer(
             {
                 "bootstrap.servers": bootstrap,
                 "columnar.encoding": "parquet",
@@ -316,7 +337,8 @@ class PacedProducer:
                 take = min(n, _MAX_ROWS_PER_CALL)
                 chunk = self._rows(self.sent, take, produced_us[at : at + take])
                 produce_with_backpressure(self.producer.produce_batch, self.producer.poll, self.topic, chunk, p)
-                self.sent_tables.append(chunk)
+                if self.keep_sent:
+                    self.sent_tables.append(chunk)
                 self.sent += take
                 at += take
                 n -= take
@@ -338,39 +360,7 @@ class PacedProducer:
         """Produce at ``rate`` rows/s (None: as fast as possible, at most :data:`MAX_RATE_ROWS`
         rows) for ``duration_s``, a batch every ``batch_s``; the rows and seconds achieved (from
         the first call's start to the last call's end)."""
-        first = self.sent
-        start, start_us = time.perf_counter(), time.time_ns() // 1000
-        behind_max = 0
-
-        def due_by(rate: int, elapsed_s: float) -> int:
-            due = int(rate * elapsed_s) - (self.sent - first)
-            if due > 0:  # rows first+k .. : slots start + k / rate
-                slots = np.arange(self.sent - first, self.sent - first + due, dtype=np.float64)
-                self.send(due, (start_us + slots * 1e6 / rate).astype(np.int64))
-            return due
-
-        while True:
-            now = time.perf_counter()
-            elapsed = now - start
-            if elapsed >= duration_s:
-                break
-            if rate is None:
-                if self.sent - first >= MAX_RATE_ROWS:
-                    break
-                self.send(_MAX_ROWS_PER_CALL * self.partitions)
-                continue
-            behind_max = max(behind_max, due_by(rate, elapsed))
-            time.sleep(max(0.0, batch_s - (time.perf_counter() - now)))
-        if rate is not None:  # the rows due at the end of the window
-            due_by(rate, duration_s)
-        ended = time.perf_counter()
-        rows = self.sent - first
-        return {
-            "rows": rows,
-            "seconds": ended - start,
-            "rows_per_s": rows / (ended - start),
-            "most_rows_in_one_batch": behind_max,
-        }
+        return paced([self], rate, duration_s, batch_s)
 
     def flush(self) -> dict[str, int]:
         left = self.producer.flush(120)
@@ -379,6 +369,51 @@ class PacedProducer:
         stats = self.producer.stats()
         self.producer.close()
         return stats
+
+
+def paced(producers: Sequence[PacedProducer], rate: int | None, duration_s: float, batch_s: float) -> dict[str, Any]:
+    """Produce at ``rate`` rows/s into each of ``producers``' topics (None: as fast as possible,
+    at most :data:`MAX_RATE_ROWS` rows a topic) for ``duration_s``, a batch every ``batch_s``
+    (each topic's rows due by then, its rows' produce times their slots in the schedule); the
+    rows and seconds achieved, all topics together (from the first call's start to the last
+    call's end), and the most rows one topic was due in one batch."""
+    first = [p.sent for p in producers]
+    start, start_us = time.perf_counter(), time.time_ns() // 1000
+    behind_max = 0
+
+    def due_by(rate: int, elapsed_s: float) -> int:
+        most = 0
+        for producer, begun in zip(producers, first, strict=True):
+            due = int(rate * elapsed_s) - (producer.sent - begun)
+            if due > 0:  # rows first+k .. : slots start + k / rate
+                slots = np.arange(producer.sent - begun, producer.sent - begun + due, dtype=np.float64)
+                producer.send(due, (start_us + slots * 1e6 / rate).astype(np.int64))
+            most = max(most, due)
+        return most
+
+    while True:
+        now = time.perf_counter()
+        elapsed = now - start
+        if elapsed >= duration_s:
+            break
+        if rate is None:
+            if all(p.sent - b >= MAX_RATE_ROWS for p, b in zip(producers, first, strict=True)):
+                break
+            for producer in producers:
+                producer.send(_MAX_ROWS_PER_CALL * producer.partitions)
+            continue
+        behind_max = max(behind_max, due_by(rate, elapsed))
+        time.sleep(max(0.0, batch_s - (time.perf_counter() - now)))
+    if rate is not None:  # the rows due at the end of the window
+        due_by(rate, duration_s)
+    ended = time.perf_counter()
+    rows = sum(p.sent - b for p, b in zip(producers, first, strict=True))
+    return {
+        "rows": rows,
+        "seconds": ended - start,
+        "rows_per_s": rows / (ended - start),
+        "most_rows_in_one_batch": behind_max,
+    }
 
 
 # -- one rate ---------------------------------------------------------------------------------
