@@ -112,6 +112,20 @@ def table_compaction(
     return compact
 
 
+def _turns() -> int:
+    """How many compactions a process runs at once: half its cores, at least one."""
+    return max(1, (os.cpu_count() or 2) // 2)
+
+
+# Shared by every Compactor of the process: the lanes of a daemon of many topics take turns. A
+# compaction builds its new file in memory (a bin of up to --compact-min-files files of a
+# generation, decoded), so 50 topics' compactions at once held gigabytes (a 50-topic daemon under
+# load peaked at 3-5 GiB with them, 0.9 GiB without: benchmarks/results/2026-11-30-fleet-load/).
+# A daemon of one topic has one compactor and never waits.
+_COMPACTION_TURNS = threading.BoundedSemaphore(_turns())
+_TURN_POLL_S = 0.5  # how often a compactor waiting for its turn looks at its cancellation
+
+
 class CompactionCounts(Protocol):
     """Where the compactor counts (the daemon's stats)."""
 
@@ -174,6 +188,9 @@ class Compactor:
             policy = self._policy.scoped(self._topic, self.partitions)
             if not policy.partitions:
                 continue  # holds nothing: nothing of its own to compact
+            while not _COMPACTION_TURNS.acquire(timeout=_TURN_POLL_S):
+                if self._cancel.is_set():
+                    return
             try:
                 result = self._compact(policy, self._cancel)
             except NoTableError:  # a run that has not created its table yet: nothing to compact
@@ -186,6 +203,8 @@ class Compactor:
                 self._counts.compaction_failures += 1
                 log.exception("background compaction failed unexpectedly, ingestion goes on")
                 continue
+            finally:
+                _COMPACTION_TURNS.release()
             if result.files_removed:
                 self._due.set()  # its files may complete the next generation's budget: look again
                 self._counts.compactions += 1

@@ -469,3 +469,58 @@ def test_a_compactions_output_has_row_groups_of_exactly_the_size_across_inputs()
     assert [f.metadata.row_group(i).num_rows for i in range(f.num_row_groups)] == [8, 8, 8, 8, 8, 6]
     assert f.read().column("id").to_pylist() == list(range(sum(sizes)))
     assert not small_row_groups(f.metadata.num_rows, f.num_row_groups, 8)
+
+
+def test_the_compactors_of_one_process_take_turns_and_a_waiting_one_stops_when_closed() -> None:
+    """A daemon of many topics has a compactor per topic: at most half the cores' worth of
+    compactions run at once (each holds its bin in memory), and a compactor waiting for its
+    turn ends at once when its lane closes. Stand-ins for the tables: the compaction itself is
+    a function that records which compactor's thread ran it and how many ran beside it."""
+    from parka.consumer import _compactor
+    from parka.consumer._compactor import Compactor
+    from parka.lake import OptimizeResult
+
+    running, most, entered = 0, 0, threading.Semaphore(0)
+    ran: set[threading.Thread] = set()
+    lock, release = threading.Lock(), threading.Event()
+
+    def compact(policy: object, cancel: object) -> OptimizeResult:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+            ran.add(threading.current_thread())
+        entered.release()
+        release.wait(30)
+        with lock:
+            running -= 1
+        return OptimizeResult("t", 0, 0, 0, 0, 0, None, 1)
+
+    @dataclass
+    class Counts:
+        commits: int = 0
+        optimizations: int = 0
+        compactions: int = 0
+        files_compacted: int = 0
+        compaction_failures: int = 0
+
+    turns = _compactor._turns()
+    compactors = [
+        Compactor(compact, CompactionPolicy(min_files=2), topic=f"t{i}", counts=Counts()) for i in range(turns + 2)
+    ]
+    for c in compactors:
+        c.assign({0})
+        c.poke()
+    for _ in range(turns):
+        assert entered.acquire(timeout=30)  # as many as there are turns are in, holding them
+    with lock:
+        assert running == turns, running
+        waiting = [c for c in compactors if c._thread not in ran]
+    assert len(waiting) == 2
+    waiting[0].close()  # while it waits for a turn: it ends without compacting
+    assert not waiting[0].alive
+    release.set()
+    for c in compactors:
+        c.close(drain=True)
+    assert most == turns
+    assert waiting[0]._thread not in ran and waiting[1]._thread in ran  # the other got its turn
