@@ -302,6 +302,17 @@ def test_iceberg_compaction_by_policy_names_generations_and_leaves_compacted_fil
     assert sorted(e.catalog.load_table("db.t").scan().to_arrow()["id"].to_pylist()) == [0, 1, 2, 3, 4]
 
 
+@dataclass
+class Counts:
+    """What a compactor counts into (the daemon's stats)."""
+
+    commits: int = 0
+    optimizations: int = 0
+    compactions: int = 0
+    files_compacted: int = 0
+    compaction_failures: int = 0
+
+
 def test_background_compaction_stops_for_the_run_once_it_meets_encrypted_files(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -315,14 +326,6 @@ def test_background_compaction_stops_for_the_run_once_it_meets_encrypted_files(
     def compact(policy: object, cancel: object) -> OptimizeResult:
         calls.append(1)
         return OptimizeResult("t", 3, 3, 0, 0, 0, None, 1, encrypted_files=4)
-
-    @dataclass
-    class Counts:
-        commits: int = 0
-        optimizations: int = 0
-        compactions: int = 0
-        files_compacted: int = 0
-        compaction_failures: int = 0
 
     compactor = Compactor(compact, CompactionPolicy(min_files=2), topic="t", counts=Counts())
     compactor.assign({0})
@@ -495,14 +498,6 @@ def test_the_compactors_of_one_process_take_turns_and_a_waiting_one_stops_when_c
         with lock:
             running -= 1
         return OptimizeResult("t", 0, 0, 0, 0, 0, None, 1)
-
-    @dataclass
-    class Counts:
-        commits: int = 0
-        optimizations: int = 0
-        compactions: int = 0
-        files_compacted: int = 0
-        compaction_failures: int = 0
 
     turns = _compactor._turns()
     compactors = [
