@@ -56,9 +56,18 @@ from parka.producer import ParquetProducer
 from .broker import Broker
 from .checks import CheckFailed, Checks
 from .datasets import load
-from .freshness import PRODUCED, SEGMENT_ROWS, SEQ, WARMUP_ROWS_PER_PARTITION, PacedProducer, paced, percentiles
+from .freshness import (
+    PRODUCED,
+    SEGMENT_ROWS,
+    SEQ,
+    WARMUP_ROWS_PER_PARTITION,
+    PacedProducer,
+    latencies_s,
+    paced,
+    percentiles,
+)
 from .measure import process_cpu_s
-from .sizing import run_benchmark
+from .sizing import run_benchmark, table_rows
 
 log = logging.getLogger("parka.bench")
 
@@ -110,16 +119,9 @@ def first_visible(table: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.concatenate(seqs), np.concatenate(produced), np.concatenate(visible)
 
 
-def table_rows(table: str) -> int:
-    """Rows of the table's current files (Parquet footers; no table yet: 0)."""
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
-    try:
-        dt = DeltaTable(table)
-    except TableNotFoundError:
-        return 0
-    return sum(pq.ParquetFile(os.path.join(table, f)).metadata.num_rows for f in dt.file_uris())
+def committed(table: str) -> bool:
+    """Whether the table has a version (its log folder comes before its first commit file)."""
+    return bool(glob.glob(os.path.join(table, "_delta_log", "*.json")))
 
 
 def _wait(condition: Any, what: str, timeout_s: float = _WAIT_S) -> None:
@@ -180,7 +182,7 @@ def run_arm(
         for producer in producers:
             producer.send(WARMUP_ROWS_PER_PARTITION * partitions)
         shared.flush(60)
-        _wait(lambda: all(table_rows(t) > 0 for t in tables.values()), "every table to be made")
+        _wait(lambda: all(committed(t) for t in tables.values()), "every table to be made")
         cpu0, wall0 = process_cpu_s(proc), time.monotonic()
         log.info("%s: %d tables made; %d rows/s for %.0f s", name, topics, rate, duration_s)
         achieved = paced(producers, rate // topics, duration_s, batch_s)
@@ -207,7 +209,7 @@ def run_arm(
         if len(seq) != n or not np.array_equal(np.sort(seq), np.arange(n)):
             raise CheckFailed(f"{name}: {topic}'s table holds {len(seq):,} rows first written, not 0..{n - 1} once")
         keep = seq >= WARMUP_ROWS_PER_PARTITION * partitions  # the warm-up's rows were produced before the run
-        latency = (visible[keep] - produced[keep]) / 1e6
+        latency = latencies_s(seq[keep], produced[keep], visible[keep])
         per_topic[topic] = percentiles(latency)
         everyone.append(latency)
         checks.passed_elsewhere(f"{name}: {topic}'s table holds rows 0..{n - 1} once each", rows=n)
