@@ -317,6 +317,35 @@ def test_good_records_take_the_batch_path_and_equal_the_validators_table() -> No
     assert result.bad == [] and result.kept is None and result.table.equals(table)
 
 
+def test_datetimes_aware_and_naive_take_the_batch_path_and_equal_the_validators_table() -> None:
+    """A column of datetimes alone is converted to its declared type at once: aware ones to UTC,
+    naive ones as UTC, into a zoned and a local column and into coarser and finer units."""
+    plus_two = dt.timezone(dt.timedelta(hours=2))
+    schema = pa.schema(
+        [
+            f("ts", pa.timestamp("us", tz="UTC")),
+            f("local_ts", pa.timestamp("us"), nullable=True),
+            f("ms", pa.timestamp("ms", tz="UTC"), nullable=True),
+            f("ns", pa.timestamp("ns"), nullable=True),
+        ]
+    )
+    records = [
+        {"ts": dt.datetime(2024, 1, 2, 3, 4, 5, 678901, tzinfo=plus_two), "local_ts": dt.datetime(2024, 1, 2, 3)},
+        {
+            "ts": dt.datetime(2024, 1, 2, 1, 4, 5, 678901),
+            "local_ts": None,
+            "ms": dt.datetime(2024, 1, 2, 3, 4, 5, 6000),
+        },
+        {"ts": dt.datetime(2024, 1, 2, 1, tzinfo=UTC), "ns": dt.datetime(2024, 1, 2, 3, 4, 5, 6, tzinfo=plus_two)},
+    ]
+    table = RecordConverter(schema)._fast(records)  # raises if the batch path refused them
+    assert table.equals(_expected(records, schema))
+    assert table["ts"][0] == table["ts"][1]  # 03:04 at +02:00 is 01:04 UTC, the naive 01:04 taken as UTC
+    bad = RecordConverter(schema).convert([*records, {"ts": "2024-01-02"}, {"ts": None}])
+    assert [(i, e.field) for i, e in bad.bad] == [(3, "ts"), (4, "ts")]
+    assert bad.table.equals(table)
+
+
 @pytest.mark.parametrize(
     ("name", "value", "message"),
     # time columns never take the batch path; a numpy bool among ints is its documented leniency
