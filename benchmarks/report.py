@@ -232,7 +232,7 @@ def _layout_section(results: dict[str, Any]) -> list[str]:
         f"## Parquet layout: tuned encodings against pyarrow's defaults ({batch:,} rows per segment, zstd)",
         "",
         "Bytes per row on the broker's disk (median over repeats). *tuned* is parka's default "
-        "(`columnar.encoding.tuning=auto`: per-column encodings from `parka.encoding`, zstd level 3); "
+        "(`columnar.encoding.tuning=auto`: per-column encodings from `parka.encoding`, zstd level 2); "
         "*pyarrow defaults* is `columnar.encoding.tuning=none` (a dictionary for every column, zstd level 1); "
         "*sorted* adds `columnar.sort.by` on the data set's key column. Goal: tuned <= 0.7 x Avro + zstd.",
         "",

@@ -58,9 +58,11 @@ __all__ = [
 TUNINGS = ("auto", "none")
 DEFAULT_TUNING = "auto"
 SAMPLE_ROWS = 2048
-# zstd's own default level, and the one Kafka's zstd batch compression uses; pyarrow writes level
-# 1. Measured at 10,000 rows per segment: web_requests 38.2 -> 35.8 bytes/row, GPS 21.2 -> 20.3.
-AUTO_ZSTD_LEVEL = 3
+# pyarrow writes level 1; zstd's own default (and Kafka's for its batches) is 3. Level 2 wrote as
+# few bytes as 3 on the benchmark data sets at 10,000 rows per segment (within 1% on flights,
+# web_requests and gps, 3% fewer on github_events) for 4-15% less CPU, and 2-5% fewer than level 1
+# on the flat sets (benchmarks/results/2026-11-30-zstd-level/).
+AUTO_ZSTD_LEVEL = 2
 DICTIONARY = "DICTIONARY"  # what ColumnEncodings.of says for a dictionary-encoded column
 PLAIN = "PLAIN"
 DELTA_INT = "DELTA_BINARY_PACKED"

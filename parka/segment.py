@@ -143,7 +143,7 @@ def encode_segment(
 
     ``fingerprint`` is :func:`parka.schema.schema_fingerprint` of the user schema. ``tuning``
     ``auto`` picks each column's encoding from the table (:func:`parka.encoding.choose_encodings`)
-    and, for ``zstd`` without a ``compression_level``, level 3; ``none`` writes pyarrow's
+    and, for ``zstd`` without a ``compression_level``, level 2; ``none`` writes pyarrow's
     defaults (a dictionary for every column, zstd level 1). Either way any Parquet reader reads it.
     With ``auto``, ``layout`` is a choice made earlier for a table of the same schema
     (:class:`parka.encoding.LayoutCache`), used instead of judging ``table``. With
