@@ -23,30 +23,18 @@ SPARK_PREFIX = "tests/integration/spark/"
 OWN_DRIVERS = ("tests/integration/spark/test_spark_faults.py", "tests/integration/spark/test_spark_cluster.py")
 
 
-# The Spark session's tests in two halves, each on a worker of its own with a session of its own:
-# in one, they ran for 451 of a run's 593 s (PARKA_TEST_TIMELINE), the longest chain of the run
-# once the rest got cheaper. The second half, by the same timeline's seconds per file, about as
-# long as the first with a JVM start added.
-SECOND_SESSION = tuple(
-    f"{SPARK_PREFIX}{name}"
-    for name in (
-        "test_spark_ingest.py",
-        "test_spark_raw.py",
-        "test_spark_stats.py",
-        "test_spark_nested_evolution.py",
-        "test_spark_read.py",
-        "test_spark_derived_partitions.py",
-        "test_spark_optimize.py",
-        "test_spark_session.py",
-    )
-)
+# The Spark session's tests all go to one worker, in one session (one JVM), with four workers in
+# all: with two sessions on two of three workers, each session's start and its compiler's
+# warm-up came twice on a machine whose two cores the suite keeps busy (the two JVMs used 204
+# CPU-s in a run, one running the same tests alone 143), and one session on four workers was
+# 45-68 s faster in two paired runs (benchmarks/results/2026-11-30-suite-one-session/).
 
 
 def scope_of(nodeid: str) -> str:
-    """The unit of work a test belongs to: the tests of one Spark session (one JVM per worker
-    that runs them: :data:`SECOND_SESSION` or the others), or the test alone."""
+    """The unit of work a test belongs to: the tests of the Spark session (one JVM, on the
+    worker that runs them), or the test alone."""
     if nodeid.startswith(SPARK_PREFIX) and not nodeid.startswith(OWN_DRIVERS):
-        return "spark-2" if nodeid.startswith(SECOND_SESSION) else "spark"
+        return "spark"
     return nodeid
 
 
