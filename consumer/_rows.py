@@ -34,7 +34,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from parka.message import SegmentRecords
+from parka.message import SegmentRecords, collector_paused
 from parka.segment import split_reserved
 
 __all__ = ["column_values", "rows", "segment_records"]
@@ -92,8 +92,9 @@ def rows(table: pa.Table) -> list[dict[str, Any]]:
     n = table.num_rows
     if not names:
         return [{} for _ in range(n)]
-    columns = [column_values(column) for column in table.columns]
-    return list(map(_row_builder(tuple(names)), *columns))
+    with collector_paused():
+        columns = [column_values(column) for column in table.columns]
+        return list(map(_row_builder(tuple(names)), *columns))
 
 
 @lru_cache(maxsize=64)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import gc
 from typing import Any
 
 import pyarrow as pa
@@ -14,7 +15,7 @@ from parka.consumer._segments import Cursor, position_after
 from parka.consumer._shim import ParquetConsumer
 
 from parka.errors import ConfigError
-from parka.message import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, SegmentRecords
+from parka.message import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, SegmentRecords, collector_paused
 from parka.segment import build_segment_table
 
 UTC = dt.timezone.utc
@@ -208,3 +209,34 @@ def test_a_map_with_a_duplicate_key_raises_as_pyarrow_does() -> None:
     column = pa.chunked_array([pa.array([[("a", 1), ("a", 2)]], pa.map_(pa.string(), pa.int64()))])
     with pytest.raises(KeyError, match="duplicate key was 'a'"):
         column_values(column)
+
+
+def test_records_are_built_with_the_collector_paused_and_it_runs_again_after(monkeypatch: pytest.MonkeyPatch) -> None:
+    import parka.consumer._rows as rows_module
+
+    seen: list[bool] = []
+
+    def watched(column: pa.ChunkedArray) -> list[Any]:
+        seen.append(gc.isenabled())
+        return column_values(column)
+
+    monkeypatch.setattr(rows_module, "column_values", watched)
+    assert gc.isenabled()
+    assert rows(pa.table({"a": pa.array([1, 2], pa.int64())})) == [{"a": 1}, {"a": 2}]
+    assert seen == [False] and gc.isenabled()
+
+    def fail_inside() -> None:
+        with collector_paused():
+            seen.append(gc.isenabled())
+            raise ZeroDivisionError
+
+    with pytest.raises(ZeroDivisionError):
+        fail_inside()
+    assert seen[-1] is False and gc.isenabled()  # back on after an error
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()  # left off when it was off
+    finally:
+        gc.enable()
