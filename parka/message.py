@@ -41,10 +41,10 @@ def collector_paused() -> Iterator[None]:
 
     A segment's records are thousands of new dicts and message objects, none of them in a cycle,
     and every 700 new objects set off a collection that walks the young ones (every tenth of
-    those the older generation too, and now and then every object): building the records of the
-    benchmark data sets took 0.54-0.77 of the CPU with the collector paused than with it running
-    (``benchmarks/results/2026-12-01-consume-gc/``). It runs again at the first allocation after
-    the block, unless it was off before.
+    those the older generation too, and now and then every object): with the collector paused,
+    building the records of the benchmark data sets took 0.54-0.77 of the CPU it took with the
+    collector running (``benchmarks/results/2026-12-01-consume-gc/``). It runs again at the
+    first allocation after the block, unless it was off before.
     """
     if not gc.isenabled():
         yield

@@ -1,8 +1,9 @@
 """Python records (dicts) to Arrow: many at a time in Arrow, one at a time only to explain a bad one.
 
 :meth:`RecordConverter.convert` converts a batch of records column by column in Arrow (values inferred,
-then cast to the declared type with Arrow's *safe* cast, so nothing is truncated or wrapped) and
-checks unknown fields and nullability once per batch. When anything in a batch does not pass, the
+then cast to the declared type with Arrow's *safe* cast, so nothing is truncated or wrapped; a
+timestamp column holding datetimes alone is converted to its type directly, as the per-record
+path does) and checks unknown fields and nullability once per batch. When anything in a batch does not pass, the
 batch takes the slow path: :func:`compile_validator`'s per-record check, which names the bad field
 of each bad record and converts the rest. Both paths accept the same values:
 
