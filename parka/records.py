@@ -1,9 +1,8 @@
 """Python records (dicts) to Arrow: many at a time in Arrow, one at a time only to explain a bad one.
 
 :meth:`RecordConverter.convert` converts a batch of records column by column in Arrow (values inferred,
-then cast to the declared type with Arrow's *safe* cast, so nothing is truncated or wrapped; a
-timestamp column holding datetimes alone is converted to its type directly, as the per-record
-path does) and checks unknown fields and nullability once per batch. When anything in a batch does not pass, the
+then cast to the declared type with Arrow's *safe* cast, so nothing is truncated or wrapped) and
+checks unknown fields and nullability once per batch. When anything in a batch does not pass, the
 batch takes the slow path: :func:`compile_validator`'s per-record check, which names the bad field
 of each bad record and converts the rest. Both paths accept the same values:
 
@@ -175,7 +174,6 @@ def _kinds_fit(kinds: set[type], t: pa.DataType) -> bool:
     return True
 
 
-_DATETIMES = {dt.datetime, _NONE}
 _CHECK_KINDS = (pa.types.is_binary, pa.types.is_large_binary, pa.types.is_fixed_size_binary, pa.types.is_date32)
 
 
@@ -189,14 +187,6 @@ def _column(values: list[Any], field: pa.Field) -> pa.Array:
         pa.types.is_struct(t.value_type) or pa.types.is_map(t.value_type)
     ):
         return _list_column(values, t)
-    if pa.types.is_timestamp(t) and set(map(type, values)) <= _DATETIMES:
-        # Converted to the declared type at once, as the per-record path's from_pylist does
-        # (aware datetimes to UTC, naive ones as UTC): inferring a type first, then casting,
-        # took about twice as long (the tz of each aware datetime read in both passes).
-        try:
-            return pa.array(values, type=t)
-        except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
-            raise _Slow(str(exc)) from None
     # Numbers need no such check: Arrow refuses a str or a Python bool among ints and turns
     # floats among ints into a float array, which _conform refuses for an int column.
     checked = t.value_type if pa.types.is_dictionary(t) else t
