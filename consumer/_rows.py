@@ -34,7 +34,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from parka.message import SegmentRecords, collector_paused
+from parka.collector import gc_paused
+from parka.message import SegmentRecords
 from parka.segment import split_reserved
 
 __all__ = ["column_values", "rows", "segment_records"]
@@ -92,7 +93,7 @@ def rows(table: pa.Table) -> list[dict[str, Any]]:
     n = table.num_rows
     if not names:
         return [{} for _ in range(n)]
-    with collector_paused():
+    with gc_paused():  # a dict per row, no cycle: parka.collector
         columns = [column_values(column) for column in table.columns]
         return list(map(_row_builder(tuple(names)), *columns))
 

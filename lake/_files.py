@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from parka.collector import gc_paused
 from parka.crash import crash_point
 from parka.errors import CommitConflict, SchemaMismatchError, SegmentDecodeError, SegmentError
 from parka.evolution import merge_schemas, widening_enabled
@@ -43,7 +44,7 @@ from ._log import DataFile
 from ._partitions import segment_partition_values, split_by_partition
 from ._plan import FileName, Fit, LandedSegment, fit_segment, partition_path
 from ._stats import DEFAULT_STATS, RecentCache, StatsConfig, data_file_stats
-from ._stitch import NotStitchable, Source, encrypted_columns, gc_paused, parts_metadata, stitch, stitch_parts
+from ._stitch import NotStitchable, Source, encrypted_columns, parts_metadata, stitch, stitch_parts
 from ._stitch import read_footer as read_stitch_footer
 from ._storage import read_file, write_data_file
 

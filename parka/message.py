@@ -13,10 +13,10 @@ columns.
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any
+
+from parka.collector import gc_paused
 
 __all__ = [
     "TIMESTAMP_CREATE_TIME",
@@ -24,7 +24,6 @@ __all__ = [
     "TIMESTAMP_NOT_AVAILABLE",
     "RecordMessage",
     "SegmentRecords",
-    "collector_paused",
 ]
 
 # Same values as confluent_kafka.TIMESTAMP_*; repeated here to keep the core free of the client.
@@ -33,27 +32,6 @@ TIMESTAMP_CREATE_TIME = 1
 TIMESTAMP_LOG_APPEND_TIME = 2
 
 Headers = list[tuple[str, bytes | None]]
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector held off while a segment's records are built in bulk.
-
-    A segment's records are thousands of new dicts and message objects, none of them in a cycle,
-    and every 700 new objects set off a collection that walks the young ones (every tenth of
-    those the older generation too, and now and then every object): with the collector paused,
-    building the records of the benchmark data sets took 0.54-0.77 of the CPU it took with the
-    collector running (``benchmarks/results/2026-12-01-consume-gc/``). It runs again at the
-    first allocation after the block, unless it was off before.
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 class SegmentRecords:
@@ -113,7 +91,7 @@ class SegmentRecords:
     def records(self, start: int = 0, stop: int | None = None) -> list[RecordMessage]:
         """Records ``start`` to ``stop`` (exclusive), built in one pass."""
         stop = len(self.values) if stop is None else stop
-        with collector_paused():
+        with gc_paused():  # thousands of objects, no cycle: parka.collector
             return [RecordMessage(self, i) for i in range(start, stop)]
 
 

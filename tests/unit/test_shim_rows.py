@@ -15,7 +15,7 @@ from parka.consumer._segments import Cursor, position_after
 from parka.consumer._shim import ParquetConsumer
 
 from parka.errors import ConfigError
-from parka.message import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, SegmentRecords, collector_paused
+from parka.message import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, SegmentRecords
 from parka.segment import build_segment_table
 
 UTC = dt.timezone.utc
@@ -214,29 +214,23 @@ def test_a_map_with_a_duplicate_key_raises_as_pyarrow_does() -> None:
 def test_records_are_built_with_the_collector_paused_and_it_runs_again_after(monkeypatch: pytest.MonkeyPatch) -> None:
     import parka.consumer._rows as rows_module
 
+    import parka.message as message_module
+
     seen: list[bool] = []
 
     def watched(column: pa.ChunkedArray) -> list[Any]:
         seen.append(gc.isenabled())
         return column_values(column)
 
+    class Watched(message_module.RecordMessage):
+        def __init__(self, segment: SegmentRecords, index: int) -> None:
+            seen.append(gc.isenabled())
+            super().__init__(segment, index)
+
     monkeypatch.setattr(rows_module, "column_values", watched)
+    monkeypatch.setattr(message_module, "RecordMessage", Watched)
     assert gc.isenabled()
     assert rows(pa.table({"a": pa.array([1, 2], pa.int64())})) == [{"a": 1}, {"a": 2}]
-    assert seen == [False] and gc.isenabled()
-
-    def fail_inside() -> None:
-        with collector_paused():
-            seen.append(gc.isenabled())
-            raise ZeroDivisionError
-
-    with pytest.raises(ZeroDivisionError):
-        fail_inside()
-    assert seen[-1] is False and gc.isenabled()  # back on after an error
-    gc.disable()
-    try:
-        with collector_paused():
-            pass
-        assert not gc.isenabled()  # left off when it was off
-    finally:
-        gc.enable()
+    records = SegmentRecords(topic="t", partition=0, offset=0, values=[{"a": 1}, {"a": 2}])
+    assert [m.value() for m in records.records()] == [{"a": 1}, {"a": 2}]
+    assert seen == [False, False, False] and gc.isenabled()

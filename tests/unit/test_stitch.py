@@ -5,7 +5,6 @@ not safe to stitch says why."""
 
 from __future__ import annotations
 
-import gc
 import io
 import random
 import struct
@@ -21,7 +20,6 @@ import pytest
 from parka.lake._stitch import (
     NotStitchable,
     Source,
-    gc_paused,
     parts_metadata,
     read_footer,
     stitch,
@@ -142,23 +140,6 @@ def test_stitching_leaves_its_sources_footers_as_they_were() -> None:
     first = stitch([Source(f) for f in footers])
     assert [bytes(f.meta.to_bytes()) for f in footers] == before
     assert stitch([Source(f) for f in footers]) == first
-
-
-def test_the_collector_is_held_off_until_the_last_pause_ends_and_a_disabled_one_stays_off() -> None:
-    assert gc.isenabled()
-    with gc_paused():
-        assert not gc.isenabled()
-        with gc_paused():  # a second writer thread's pause
-            assert not gc.isenabled()
-        assert not gc.isenabled()
-    assert gc.isenabled()
-    gc.disable()  # the program's own choice
-    try:
-        with gc_paused():
-            pass
-        assert not gc.isenabled()
-    finally:
-        gc.enable()
 
 
 def test_what_is_not_safe_to_stitch_says_why() -> None:

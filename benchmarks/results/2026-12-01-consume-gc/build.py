@@ -49,8 +49,8 @@ def main() -> None:
         for r in range(args.rounds):
             for paused in (True, False) if r % 2 == 0 else (False, True):
                 # "on": the pause made a no-op where parka's code calls it
-                patch = nullcontext() if paused else mock.patch.object(message, "collector_paused", nullcontext)
-                patch_rows = nullcontext() if paused else mock.patch.object(_rows, "collector_paused", nullcontext)
+                patch = nullcontext() if paused else mock.patch.object(message, "gc_paused", nullcontext)
+                patch_rows = nullcontext() if paused else mock.patch.object(_rows, "gc_paused", nullcontext)
                 with patch, patch_rows:
                     gc.collect()
                     began = time.process_time()
