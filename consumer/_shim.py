@@ -325,8 +325,8 @@ class ParquetConsumer(OffsetsAPI):
         Kafka messages are fetched only as needed. Plain and error messages are returned in
         place. Raises what :meth:`poll` raises; an error met after some records were
         collected is raised by the next call instead, so those records are not lost. Like
-        confluent's, it fetches with the client's ``consume()``, which serves every queued
-        callback (``error_cb``, ...) before raising what the first one raised.
+        confluent's, it fetches with the client's ``consume()``, which serves every callback
+        queued while it runs (``error_cb``, ...) and raises what the last one it served raised.
         """
         if self._shut:
             raise closed_error()
