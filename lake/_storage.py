@@ -58,6 +58,7 @@ __all__ = [
     "existing_files",
     "list_files",
     "list_log",
+    "log_file_exists",
     "make_durable",
     "object_store",
     "read_columns",
@@ -493,6 +494,29 @@ def list_log(table_uri: str, storage_options: Mapping[str, str] | None = None, *
         return []
     except (BaseError, OSError) as exc:
         raise CommitError(f"cannot list the Delta log of {table_uri}: {exc}") from exc
+
+
+def log_file_exists(table_uri: str, name: str, storage_options: Mapping[str, str] | None = None) -> bool:
+    """Whether ``_delta_log/<name>`` exists: one ``stat``, or a HEAD on an object store (where
+    :func:`list_log` lists a folder).
+
+    Raises:
+        ValueError: ``name`` is not a plain file name.
+        CommitError: the lookup failed for another reason than the file's absence.
+    """
+    if not name or "/" in name or name in (".", ".."):
+        raise ValueError(f"not a file name of the Delta log: {name!r}")
+    root = _root(table_uri, storage_options)
+    try:
+        if root.store is None:
+            os.stat(os.path.join(root.local, "_delta_log", name))
+        else:
+            obs.head(root.store, f"_delta_log/{name}")
+    except (FileNotFoundError, NotFoundError):
+        return False
+    except (BaseError, OSError) as exc:
+        raise CommitError(f"cannot look up _delta_log/{name} of {table_uri}: {exc}") from exc
+    return True
 
 
 def read_file(

@@ -1,11 +1,14 @@
-"""A Delta commit that deletes rows by deletion vector, written by parka itself.
+"""The Delta commits parka writes itself: new files and ``txn`` versions, with rows deleted by
+deletion vector or none.
 
 delta-rs' commit API (``create_write_transaction``) takes ``add`` and ``remove`` actions without
-deletion vectors, and its own DELETE and MERGE rewrite whole files. A commit that marks rows of
-existing files deleted, adds new files (some of whose rows it may delete at once) and moves
-``txn`` versions, all in one version, is written here as the log's JSON and put at exactly the
-read version + 1 only if no other commit took that version (:func:`parka.lake._storage.create_log_file`),
-as every other commit of parka's. What the protocol asks of it:
+deletion vectors, and its own DELETE and MERGE rewrite whole files; it also builds the snapshot
+of the version it commits, at a cost in proportion to the table's live files. A commit that marks
+rows of existing files deleted, adds new files (some of whose rows it may delete at once) and
+moves ``txn`` versions, all in one version, is written here as the log's JSON and put at exactly
+the read version + 1 only if no other commit took that version
+(:func:`parka.lake._storage.create_log_file`), as every other commit of parka's; an append is that
+commit with no rows deleted (``_rs.commit_add_files``). What the protocol asks of it:
 
 * A file whose deletion vector changes is removed and added again in the same commit, the
   ``remove`` carrying the old vector (the log tells files apart by path and vector) and the

@@ -14,6 +14,11 @@ Whatever deltalake or the filesystem raises leaves as a parka error::
         └── CommitConflict     another commit landed after the handle's version: refresh, re-read
                                txn versions, decide again
 
+parka writes its appends itself (:func:`commit_add_files`, through ``_dv_commit.py``), and an
+:class:`RsTableLog` does not load its handle again after its own (``RsTableLog``'s docstring):
+delta-rs' commit and load each cost time in proportion to the table's live files. Schema changes,
+maintenance and checkpoints go through delta-rs.
+
 What delta-rs 1.6 does, as ``tests/unit/test_delta.py`` checks: ``create_write_transaction`` with
 ``max_commit_retries=0`` commits at exactly the handle's version + 1 or fails ("Failed to commit
 transaction: 0"); it neither updates the handle nor checks, in append mode, its ``schema``. With
@@ -26,10 +31,11 @@ action, not from a copy of the column inside the file.
 from __future__ import annotations
 
 import json
+import logging
 import re
-import time
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 from urllib.parse import unquote
 
@@ -39,15 +45,16 @@ from deltalake import Field as DeltaField
 from deltalake import Schema as DeltaSchema
 from deltalake.exceptions import CommitFailedError, TableNotFoundError
 from deltalake.exceptions import SchemaMismatchError as DeltaSchemaMismatchError
-from deltalake.transaction import AddAction, CommitProperties, PostCommitHookProperties, RemoveAction, Transaction
+from deltalake.transaction import PostCommitHookProperties
 
 from parka.crash import crash_during
 from parka.errors import CommitConflict, CommitError, ParkaError, SchemaMismatchError
 from parka.evolution import merge_schemas
 from parka.schema import RESERVED_PREFIX
 
+from .. import _storage
 from .._keys import KeyIndex
-from .._log import FILE_TAGS_KEY, DataFile, UpsertCommit
+from .._log import DataFile, UpsertCommit
 from .._stats import StatsConfig
 from . import _dv_commit as dv_commit
 from . import _rules as rules
@@ -55,6 +62,7 @@ from ._cow import commit_rewrites
 from ._logscan import logged_files
 
 __all__ = [
+    "MAX_APPENDS_AHEAD",
     "NO_POST_COMMIT",
     "RsEngine",
     "RsTableLog",
@@ -74,6 +82,8 @@ __all__ = [
     "schema_json_of",
     "txn_version",
 ]
+
+log = logging.getLogger("parka.commit")
 
 _CONFLICT = re.compile(r"Failed to commit transaction: \d+\s*$|existing table version|[Cc]oncurrent|changed since last")
 
@@ -324,11 +334,6 @@ def schema_json_of(table: DeltaTable) -> str:
         return str(table.schema().to_json())
 
 
-def _transactions(txns: Mapping[str, int]) -> list[Transaction]:
-    rules.check_commit((), txns, ())
-    return [Transaction(app_id, version) for app_id, version in txns.items()]
-
-
 def commit_add_files(
     table: DeltaTable,
     files: list[DataFile],
@@ -337,6 +342,7 @@ def commit_add_files(
     schema: pa.Schema | None = None,
     partition_by: list[str] | None = None,
     commit_info: Mapping[str, Any] | None = None,
+    storage_options: Mapping[str, str] | None = None,
 ) -> int:
     """Commit ``files`` (already written under the table root) and ``txns`` as one table version.
 
@@ -354,7 +360,8 @@ def commit_add_files(
     ``schema`` (the files' schema) is checked against the table: each column must be a table
     column of the same Delta type (``__parka_*`` columns outside the table are fine: readers skip
     them). ``partition_by``, when given, must be the table's partition columns. ``commit_info``
-    entries (JSON values) are added to ``commitInfo``.
+    entries (JSON values) are added to ``commitInfo``. ``storage_options`` are the table's, for
+    parka's write of the log entry (:func:`_append`).
 
     Returns the new table version.
 
@@ -365,6 +372,30 @@ def commit_add_files(
         CommitError: any other failure.
     """
     read_version = table.version()
+    version = _append(table, read_version, files, txns, schema, partition_by, commit_info, storage_options)
+    if version != read_version:
+        with translating(f"committed version {version} but cannot load it"):
+            table.load_as_version(version)
+    return version
+
+
+def _append(
+    table: DeltaTable,
+    read_version: int,
+    files: Collection[DataFile],
+    txns: Mapping[str, int],
+    schema: pa.Schema | None,
+    partition_by: Collection[str] | None,
+    commit_info: Mapping[str, Any] | None,
+    storage_options: Mapping[str, str] | None,
+) -> int:
+    """Steps 1 and 2 of :func:`commit_add_files` at ``read_version`` (the handle's version, or a
+    later one of this process's own appends, which changed neither the table's metadata nor its
+    protocol): the checks, then the commit, written by parka as every Delta commit of its own
+    (:func:`._dv_commit.commit_row_deletions`, no rows deleted). delta-rs' commit
+    (``create_write_transaction``) built the snapshot of the new version, at a cost in proportion
+    to the table's live files, and the handle's load after it once more
+    (``benchmarks/results/2026-12-01-delta-commit-cost/``)."""
     if not files and not txns:
         return read_version
     _check_writable(table)
@@ -374,29 +405,17 @@ def commit_add_files(
         raise SchemaMismatchError(f"the table is partitioned by {partitions}, not {list(partition_by)}")
     if schema is not None:
         _check_files_schema(table, schema)
-    rules.check_commit(files, txns, partitions)
-    now_ms = int(time.time() * 1000)
-    actions: list[AddAction | RemoveAction] = [
-        AddAction(f.path, f.size, dict(f.partition_values), now_ms, True, f.stats) for f in files
-    ]
-    metadata = dict(commit_info or {})
-    if any(f.tags for f in files):
-        metadata[FILE_TAGS_KEY] = {f.path: dict(f.tags) for f in files if f.tags}
-    properties = CommitProperties(
-        custom_metadata=metadata or None, max_commit_retries=0, app_transactions=_transactions(txns)
+    return dv_commit.commit_row_deletions(
+        table.table_uri,
+        read_version,
+        {},
+        partition_columns=partitions,
+        files=list(files),
+        txns=txns,
+        commit_info=commit_info,
+        operation="WRITE",
+        storage_options=storage_options,
     )
-    with translating(f"commit on version {read_version} failed", read_version=read_version):
-        table.create_write_transaction(
-            actions,
-            mode="append",
-            schema=table.schema(),
-            partition_by=partitions,
-            commit_properties=properties,
-            post_commithook_properties=NO_POST_COMMIT,
-        )
-    with translating(f"committed version {read_version + 1} but cannot load it"):
-        table.load_as_version(read_version + 1)
-    return read_version + 1
 
 
 def commit_row_deletions(
@@ -445,22 +464,79 @@ def commit_row_deletions(
     return version
 
 
+MAX_APPENDS_AHEAD = 1000
+"""How many of its own appends an :class:`RsTableLog` lets its handle fall behind before it loads
+it again: the load reads each of those commits, and the log's cleanup removes commits a
+checkpoint covers once ``delta.logRetentionDuration`` is over."""
+
+
 class RsTableLog:
     """:class:`parka.lake.TableLog` over a delta-rs handle: the functions above, bound
-    to one table. Commits go to exactly the read version + 1 (:func:`commit_add_files`)."""
+    to one table. Commits go to exactly the read version + 1 (:func:`commit_add_files`).
+
+    Its own appends do not load the handle again (a load costs time in proportion to the table's
+    live files): the handle stays at the version it was loaded at, and this log keeps the
+    version of its last append and the ``txn`` versions its appends set since. That is the
+    table as of that version, since each append went to exactly the version after the one before
+    and changed neither the table's metadata nor its protocol: :meth:`version` and
+    :meth:`txn_version` answer from it, the metadata from the handle. Whatever reads the
+    table's files, or commits through delta-rs, loads the handle at that version first
+    (:meth:`_synced`); :meth:`refresh` moves it to the latest."""
 
     def __init__(self, uri: str, table: DeltaTable, storage_options: Mapping[str, str] | None = None) -> None:
         self.uri = uri
         self.table = table
         self.storage_options = dict(storage_options or {})
+        self._appended: tuple[int, dict[str, int]] | None = None  # past the handle: version, txns
+
+    def _synced(self) -> DeltaTable:
+        """The handle, loaded at this log's version."""
+        if self._appended is not None:
+            self._load(self._appended[0])
+            self._appended = None
+        return self.table
+
+    def _load(self, version: int | None) -> None:
+        """Move the handle to ``version`` (``None``: the latest) from where it is, or from a
+        handle opened afresh when the commits in between are gone (the log's cleanup deleted
+        them after a checkpoint that covers them)."""
+        what = "the latest version" if version is None else f"version {version}"
+        try:
+            if version is None:
+                self.table.update_incremental()
+            else:
+                self.table.load_as_version(version)
+            return
+        except Exception as exc:  # whatever failed, a handle opened afresh tells
+            log.debug("loading %s of %s from the handle failed (%s): opening it afresh", what, self.uri, exc)
+        with translating(f"cannot load {what}"):
+            self.table = DeltaTable(self.uri, version=version, storage_options=self.storage_options or None)
 
     def version(self) -> int:
-        return int(self.table.version())
+        return self._appended[0] if self._appended is not None else int(self.table.version())
 
     def refresh(self) -> int:
+        """Move to the latest version. After this log's own appends, only when a later version
+        exists, so that a refresh between two appends of its own loads nothing: when the next
+        commit's file is there, or when its own last commit's file is gone (the log's cleanup
+        deletes commits in order, and only below a checkpoint). Two lookups, where delta-rs
+        lists the log."""
+        if self._appended is not None:
+            version = self._appended[0]
+            with translating("cannot refresh the table"):
+                exists = partial(_storage.log_file_exists, self.uri, storage_options=self.storage_options)
+                newer = exists(f"{version + 1:020d}.json") or not exists(f"{version:020d}.json")
+            if not newer:
+                return version
+            self._appended = None
+            self._load(None)
+            _check_writable(self.table)
+            return int(self.table.version())
         return refresh(self.table)
 
     def txn_version(self, app_id: str) -> int | None:
+        if self._appended is not None and app_id in self._appended[1]:
+            return self._appended[1][app_id]
         return txn_version(self.table, app_id)
 
     def arrow_schema(self) -> pa.Schema:
@@ -473,25 +549,30 @@ class RsTableLog:
         return configuration(self.table)
 
     def referenced_files(self) -> set[str]:
-        return referenced_files(self.table)
+        return referenced_files(self._synced())
 
     def logged_files(self) -> set[str]:
         return logged_files(self.uri, self.storage_options)
 
     def add_columns(self, fields: Collection[pa.Field]) -> None:
-        add_columns(self.table, list(fields))
+        add_columns(self._synced(), list(fields))
 
     def commit_add_files(
         self, files: Collection[DataFile], *, txns: Mapping[str, int], commit_info: Mapping[str, Any] | None = None
     ) -> int:
-        return commit_add_files(
-            self.table, list(files), txns=txns, partition_by=self.partition_columns(), commit_info=commit_info
-        )
+        read_version = self.version()
+        version = _append(self.table, read_version, files, txns, None, None, commit_info, self.storage_options)
+        if version != read_version:
+            earlier = self._appended[1] if self._appended is not None else {}
+            self._appended = (version, {**earlier, **txns})
+            if version - self.table.version() >= MAX_APPENDS_AHEAD:
+                self._synced()
+        return version
 
     def key_index(self, key_columns: Sequence[str], sequence_by: str | None = None) -> KeyIndex:
         return dv_commit.index_keys(
             self.uri,
-            self.table.version(),
+            self.version(),
             key_columns=key_columns,
             sequence_by=sequence_by,
             storage_options=self.storage_options,
@@ -504,7 +585,7 @@ class RsTableLog:
             index,
             self.uri,
             from_version,
-            self.table.version(),
+            self.version(),
             key_columns=key_columns,
             sequence_by=sequence_by,
             storage_options=self.storage_options,
@@ -520,7 +601,7 @@ class RsTableLog:
         commit_info: Mapping[str, Any] | None = None,
         copy_on_write: bool = False,
     ) -> UpsertCommit:
-        table = self.table
+        table = self._synced()
         if not copy_on_write:
             version = commit_row_deletions(
                 table,
@@ -554,7 +635,7 @@ class RsTableLog:
         return result
 
     def checkpoint(self) -> None:
-        checkpoint(self.table)
+        checkpoint(self._synced())
 
 
 class RsEngine:

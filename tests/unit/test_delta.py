@@ -568,6 +568,84 @@ def test_handle_stays_at_its_own_commit(tmp_path: Path) -> None:
         commit(mine, [], **{"app-0": 3})
 
 
+def test_the_logs_own_appends_leave_the_handle_and_answer_as_the_table_at_their_version(tmp_path: Path) -> None:
+    uri = str(tmp_path)
+    schema = pa.schema([("x", pa.int64())])
+    log = _rs.RsEngine().create(uri, schema, partition_by=[])
+    files = [add_file(uri, f"{i}.parquet", pa.table({"x": pa.array([i], pa.int64())}), schema) for i in range(4)]
+    assert log.commit_add_files([files[0]], txns={"app-0": 10}) == 1
+    assert log.commit_add_files([files[1]], txns={"app-1": 20}) == 2
+    assert log.refresh() == 2  # nothing newer than its own commits: a lookup of version 3, no load
+    assert log.table.version() == 0  # not loaded again after its own commits
+    assert (log.version(), log.txn_version("app-0"), log.txn_version("app-1"), log.txn_version("app-2")) == (
+        2,
+        10,
+        20,
+        None,
+    )
+    assert log.arrow_schema() == pa.schema([("x", pa.int64())])
+    reread = DeltaTable(uri)
+    assert (reread.version(), reread.transaction_version("app-0"), reread.transaction_version("app-1")) == (2, 10, 20)
+    assert sorted(reread.to_pyarrow_table().column("x").to_pylist()) == [0, 1]
+
+    assert log.referenced_files() == {"0.parquet", "1.parquet"}  # reads the files: loads version 2 first
+    assert log.table.version() == 2
+    assert log.commit_add_files([files[2]], txns={"app-0": 11}) == 3
+
+    other = _rs.RsEngine().open(uri)
+    assert other is not None and other.commit_add_files([], txns={"app-1": 21}) == 4
+    with pytest.raises(CommitConflict) as err:  # another writer's commit is never stepped over
+        log.commit_add_files([files[3]], txns={"app-0": 12})
+    assert err.value.read_version == 3
+    assert (log.refresh(), log.txn_version("app-0"), log.txn_version("app-1")) == (4, 11, 21)
+    assert log.commit_add_files([files[3]], txns={"app-0": 12}) == 5
+    log.add_columns([pa.field("y", pa.string())])  # a delta-rs commit: at the log's version + 1
+    assert log.version() == 6 and log.arrow_schema().names == ["x", "y"]
+    log.commit_add_files([], txns={"app-0": 13})
+    log.checkpoint()
+    assert json.loads((tmp_path / "_delta_log" / "_last_checkpoint").read_text())["version"] == 7
+
+
+def test_the_logs_cleanup_past_its_own_appends_is_a_newer_table_and_is_loaded_afresh(tmp_path: Path) -> None:
+    """The log's cleanup deletes commits a checkpoint covers: those between the handle and the
+    log's own last append (then the handle is opened afresh at that version), and the log's own
+    last commit (then a later version exists, whether or not the next commit's file is there)."""
+    uri, schema = str(tmp_path), pa.schema([("x", pa.int64())])
+    log = _rs.RsEngine().create(uri, schema, partition_by=[])
+    for offset in range(3):
+        log.commit_add_files(
+            [add_file(uri, f"{offset}.parquet", pa.table({"x": [offset]}), schema)], txns={"a": offset}
+        )
+    DeltaTable(uri).create_checkpoint()  # at version 3
+    cleanup = [tmp_path / "_delta_log" / f"{v:020d}.json" for v in (1, 2)]
+    for commit in cleanup:
+        commit.unlink()
+    assert log.referenced_files() == {"0.parquet", "1.parquet", "2.parquet"}  # from the checkpoint
+    assert log.commit_add_files([], txns={"a": 3}) == 4
+
+    other = DeltaTable(uri)
+    other.alter.set_table_properties({"delta.checkpointInterval": "100"})  # version 5
+    other.create_checkpoint()
+    for v in (3, 4, 5):
+        (tmp_path / "_delta_log" / f"{v:020d}.json").unlink()  # version 5's file too: a checkpoint has it
+    assert log.refresh() == 5
+    assert (log.txn_version("a"), log.configuration()["delta.checkpointInterval"]) == (3, "100")
+    assert log.commit_add_files([], txns={"a": 4}) == 6
+
+
+def test_the_handle_falls_no_more_than_its_bound_behind_the_logs_own_appends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_rs, "MAX_APPENDS_AHEAD", 3)
+    log = _rs.RsEngine().create(str(tmp_path), pa.schema([("x", pa.int64())]), partition_by=[])
+    handle_versions = []
+    for offset in range(7):
+        log.commit_add_files([], txns={"app-0": offset})
+        handle_versions.append(log.table.version())
+    assert handle_versions == [0, 0, 3, 3, 3, 6, 6]
+    assert (log.version(), log.txn_version("app-0")) == (7, 6)
+
+
 def test_delta_rs_with_retries_detects_only_same_app_id_conflicts(tmp_path: Path) -> None:
     """Finding: with retries > 0 delta-rs rebases blind appends, unless a txn app id repeats."""
     uri = str(tmp_path)
