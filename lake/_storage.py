@@ -232,6 +232,13 @@ class FileExists(CommitError):
     """:func:`create_log_file` found the file there already (another writer's)."""
 
 
+def _log_path(name: str) -> str:
+    """``_delta_log/<name>``; ``ValueError`` unless ``name`` is a plain file name."""
+    if not name or "/" in name or name in (".", ".."):
+        raise ValueError(f"not a file name of the Delta log: {name!r}")
+    return f"_delta_log/{name}"
+
+
 def create_log_file(table_uri: str, name: str, data: bytes, storage_options: Mapping[str, str] | None = None) -> None:
     """Write ``data`` as ``_delta_log/<name>`` only if no file has that name, atomically:
     another writer's file is never replaced, and no reader sees a partial file. A local file is
@@ -245,9 +252,7 @@ def create_log_file(table_uri: str, name: str, data: bytes, storage_options: Map
         ValueError: ``name`` is not a plain file name.
         CommitError: the write failed (the file may or may not be there: read it back to tell).
     """
-    if not name or "/" in name or name in (".", ".."):
-        raise ValueError(f"not a file name of the Delta log: {name!r}")
-    relative_path = f"_delta_log/{name}"
+    relative_path = _log_path(name)
     root = _root(table_uri, storage_options)
     try:
         if root.store is not None:
@@ -504,18 +509,17 @@ def log_file_exists(table_uri: str, name: str, storage_options: Mapping[str, str
         ValueError: ``name`` is not a plain file name.
         CommitError: the lookup failed for another reason than the file's absence.
     """
-    if not name or "/" in name or name in (".", ".."):
-        raise ValueError(f"not a file name of the Delta log: {name!r}")
+    relative_path = _log_path(name)
     root = _root(table_uri, storage_options)
     try:
         if root.store is None:
             os.stat(os.path.join(root.local, "_delta_log", name))
         else:
-            obs.head(root.store, f"_delta_log/{name}")
+            obs.head(root.store, relative_path)
     except (FileNotFoundError, NotFoundError):
         return False
     except (BaseError, OSError) as exc:
-        raise CommitError(f"cannot look up _delta_log/{name} of {table_uri}: {exc}") from exc
+        raise CommitError(f"cannot look up {relative_path} of {table_uri}: {exc}") from exc
     return True
 
 

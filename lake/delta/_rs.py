@@ -529,10 +529,9 @@ class RsTableLog:
             if not newer:
                 return version
             self._appended = None
-            self._load(None)
-            _check_writable(self.table)
-            return int(self.table.version())
-        return refresh(self.table)
+        self._load(None)
+        _check_writable(self.table)
+        return int(self.table.version())
 
     def txn_version(self, app_id: str) -> int | None:
         if self._appended is not None and app_id in self._appended[1]:
