@@ -28,12 +28,15 @@ all), within the tiers' bound.
 of its own topic's Kafka partitions (those assigned to it), so workers do not race each other
 over the same files; the files of later generations are compacted by the worker holding Kafka
 partition 0. A race that happens anyway (a rebalance, ``parka optimize``) costs work, not data:
-a rewrite commits only while all its input files are still live.
+a rewrite commits only while its input files are still live (or, on an upsert table, removed
+with every row deleted: see below).
 
 **A crashed compaction's files.** A compaction writes its files before it commits them; a
 process killed in between leaves them unreferenced. Their name carries a key of the bin's first
-input file (:func:`input_key`), and a compaction commits only while every input is live: so an
-unreferenced compacted file whose first input is no longer live can never be committed, and
+input file (:func:`input_key`), and a compaction commits only while that input is live
+(:func:`names_input`; an upsert table's other inputs may be gone by then, removed with every
+row deleted): so an unreferenced compacted file whose first input is no longer live can never
+be committed, and
 the orphan cleanup deletes it (:func:`parka.lake._orphans.remove_orphans`), together with a temporary file of
 such a write. One whose input is still live waits until a compaction of that input lands.
 """
@@ -66,6 +69,7 @@ __all__ = [
     "OptimizeResult",
     "generation_of",
     "input_key",
+    "names_input",
     "plan_bins",
     "small_row_groups",
     "take_turn",
@@ -154,6 +158,15 @@ def input_key(path: str) -> str:
     digest of its base name (parka's and compaction's file names are unique: they end in a
     random id)."""
     return hashlib.blake2b(path.rsplit("/", 1)[-1].encode(), digest_size=8).hexdigest()
+
+
+def names_input(compacted: str, path: str) -> bool:
+    """Whether the compacted file ``compacted``'s name carries the key of ``path``: the input by
+    which the orphan cleanup judges it (:func:`parka.lake._orphans.remove_orphans` deletes a
+    compacted file no log names once that input is not live). A compaction therefore never
+    commits a file whose named input is gone from the table: the cleanup may have deleted it."""
+    name = CompactedName.parse(compacted)
+    return name is not None and name.input == input_key(path)
 
 
 @dataclass(frozen=True)

@@ -71,8 +71,9 @@ def remove_orphans(
 
     A file background compaction wrote (:class:`~._compaction.CompactedName`, of any topic's
     worker) goes by the same rules 2 and 3 when, instead of 1, the first input file its name
-    points at is not in a snapshot read after the listing: a compaction commits only while all
-    its inputs are live, so nobody will ever commit it.
+    points at is not in a snapshot read after the listing: a compaction commits only while that
+    input is live (:func:`~._compaction.names_input`; other inputs an upsert removed meanwhile
+    do not stop it), so nobody will ever commit it.
 
     Raises:
         CommitError: listing, reading the log or deleting failed.
@@ -106,8 +107,8 @@ def remove_orphans(
             pending.add(path)  # a live writer's, or a crashed one's until its offsets are committed again
     if written:
         # Judged on a snapshot read after the listing: the compaction that wrote a listed file
-        # planned on a snapshot no newer than that, so an input it had is either still live in
-        # it or was removed, for good.
+        # planned on a snapshot no newer than that, so the input its name carries is either
+        # still live in it or was removed, for good.
         table.refresh()
         live = table.referenced_files()
         live_keys = {input_key(path) for path in live}

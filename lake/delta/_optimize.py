@@ -25,8 +25,10 @@ Why it is safe while ``parka ingest`` and ``parka spark-ingest`` commit to the s
   leaves any file a log entry names to VACUUM (:func:`parka.lake._orphans.remove_orphans`).
 * A table with deletion vectors: a rewrite leaves out the rows a file's vector deletes, and its
   ``remove`` names the vector (parka writes that commit: delta-rs' carries none); a file with
-  deleted rows is rewritten even alone. After a conflict, a file whose vector changed meanwhile
-  (rows deleted since) counts as gone. Row tracking is refused.
+  deleted rows is rewritten even alone. After a conflict, rows deleted in an input since the
+  read are deleted in the new file by the same commit, and an input an upsert commit removed
+  counts as all its rows deleted, unless it is the one the new file's name carries
+  (:meth:`_Written.catch_up`). Row tracking is refused.
 * VACUUM is delta-rs' "lite" one: it deletes only files of expired ``remove`` actions, never a
   file no log entry names (such as a live worker's file, written but not committed yet).
 
@@ -60,6 +62,7 @@ from .._compaction import (
     CompactionPolicy,
     OnRewrite,
     OptimizeResult,
+    names_input,
     small_row_groups,
     take_turn,
 )
@@ -376,16 +379,18 @@ class _Written:
         those rows deleted in the new file in the same commit. So can, with ``gone_deleted`` (no
         rewrite committed since the read), a compaction's input that is gone: an upsert commit
         removed it with every row deleted, and all its rows are deleted in the new file (on a
-        keyed topic most small files soon are; dropping those rewrites starved compaction). A
-        file another rewrite took, or whose vector lost rows, cannot: the rewrite would bring
-        back rows, or duplicate them; nor can one left with no live row. Each call compares with
+        keyed topic most small files soon are; dropping those rewrites starved compaction),
+        unless it is the input the new file's name carries (:func:`names_input`: the orphan
+        cleanup may have deleted the new file since). A file another rewrite took, or whose
+        vector lost rows, cannot: the rewrite would bring back rows, or duplicate them; nor can
+        one left with no live row. Each call compares with
         the inputs as read, so rows deleted across several conflicts all count."""
         late: list[np.ndarray] = []
         group: list[LiveFile] = []
         for i, f in enumerate(self.read):
             now = live.get(f.path)
             if now is None:
-                if not gone_deleted or self.moved is None:
+                if not gone_deleted or self.moved is None or names_input(self.new[0].path, f.path):
                     return False
                 _, deleted, rows = self.moved.inputs[i]
                 then = np.empty(0, np.int64) if deleted is None else deleted

@@ -31,7 +31,9 @@ snapshots with pyiceberg, safely next to running ``parka ingest`` / ``parka spar
   deleted) counts as all its rows deleted: on a keyed topic whose small files are soon wholly
   superseded, that is most inputs, and dropping those rewrites starved compaction. An input gone
   while a compaction (parka's, or any ``replace`` snapshot) committed may live on in another file:
-  that rewrite is dropped and planned again.
+  that rewrite is dropped and planned again; so is one whose first input, the one its file's name
+  carries, is gone, since the orphan cleanup judges a compacted file no snapshot names by that
+  input.
 
 Not done: equality deletes and deletion vectors (another engine's) are refused.
 """
@@ -63,6 +65,7 @@ from .._compaction import (
     CommitTurn,
     CompactionPolicy,
     OptimizeResult,
+    names_input,
     plan_bins,
     small_row_groups,
     take_turn,
@@ -318,8 +321,9 @@ def _keep_live(table: IcebergTableLog, written: list[Rewrite], options: Mapping[
     """The rewrites that may still be committed on the table as last read, caught up with the
     rows deleted in their inputs since they were read (:meth:`Rewrite.caught_up`; an input an
     upsert commit removed has all its rows deleted); the others' files deleted: an input gone
-    while a compaction committed (its rows may live on in another file), the partition spec
-    changed, rows deleted at the read restored, or no row left."""
+    while a compaction committed (its rows may live on in another file), the input the new
+    file's name carries gone (:func:`names_input`: the orphan cleanup may have deleted the file),
+    the partition spec changed, rows deleted at the read restored, or no row left."""
     if not written:
         return written
     spec = table.iceberg.spec().spec_id
@@ -330,7 +334,12 @@ def _keep_live(table: IcebergTableLog, written: list[Rewrite], options: Mapping[
     for w in written:
         gone = frozenset(str(f.file_path) for f in w.inputs if f.file_path not in live)
         now = None
-        if all(f.spec_id == spec for f in w.inputs) and not (gone and _rewritten_since(table, w.snapshot_id)):
+        named_gone = any(names_input(w.new.path, path) for path in gone)  # the orphan cleanup's to delete
+        if (
+            all(f.spec_id == spec for f in w.inputs)
+            and not named_gone
+            and not (gone and _rewritten_since(table, w.snapshot_id))
+        ):
             now = w.caught_up(
                 [np.arange(int(f.record_count)) if f.file_path in gone else _deleted(table, state, f) for f in w.inputs]
             )

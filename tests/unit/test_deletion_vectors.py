@@ -17,12 +17,15 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
 from parka.lake import _storage
+from parka.lake._compaction import CompactedName
 from parka.lake._log import DataFile
+from parka.lake._orphans import remove_orphans
 from parka.lake._stats import data_file_stats
 from parka.lake.delta import _dv, _rs
 from parka.lake.delta._dv_commit import index_keys
 from parka.lake.delta._logscan import live_adds
 from parka.lake.delta._optimize import _Rewrite, optimize_table
+from parka.lake.delta._rs import RsEngine
 from parka.lake.delta._rs_maintenance import live_files
 
 from parka.errors import CommitConflict, CommitError
@@ -450,6 +453,40 @@ def test_a_key_index_caught_up_from_the_commits_in_between_equals_one_read_from_
         assert len(index) == len(read)
 
 
+def test_a_compaction_whose_named_input_an_upsert_removed_is_dropped_as_the_orphan_cleanup_may_take_its_file(
+    tmp_path: Path,
+) -> None:
+    """The orphan cleanup deletes a compacted file no log entry names once the input its name
+    carries is not live. An upsert commit that removes that input while the compaction waits for
+    its turn, and a cleanup run then, delete the compaction's file: the compaction must drop the
+    rewrite rather than commit a file that is gone, and the table reads whole."""
+    uri = str(tmp_path / "t")
+    _, (three, five) = two_files(uri)
+    read = DeltaTable(uri)
+    inputs = live_files(read)
+    name = str(CompactedName.new(1, three))
+    cleaned: list[int] = []
+
+    class Turn:  # the ingest's commit turn, during which the upsert commits and the cleanup runs
+        def acquire(self, timeout: float = -1) -> bool:
+            _rs.commit_row_deletions(DeltaTable(uri), {three: [0, 1, 2]})  # three removed
+            log = RsEngine().open(uri)
+            assert log is not None
+            cleaned.append(remove_orphans(log, "t", lambda p: f"app-{p}").removed)
+            return True
+
+        def release(self) -> None:
+            pass
+
+    rewrite = _Rewrite(uri, {}, (), 128 * 2**20, 1_000_000, 3, lambda s: None)
+    result = rewrite.run(read, [(inputs, name)], commit_turn=Turn())
+    assert cleaned == [1] and not (tmp_path / "t" / name).exists()  # the cleanup took the new file
+    assert (result.files_removed, result.files_added) == (0, 0)  # and the rewrite was dropped
+    assert live_adds(uri).keys() == {five}
+    assert all((tmp_path / "t" / path).exists() for path in live_adds(uri))
+    assert [r["k"] for r in logical_rows(uri)] == [0, 1, 2, 3, 4]
+
+
 def test_a_compaction_input_an_upsert_removed_has_all_its_rows_deleted_in_the_new_file(tmp_path: Path) -> None:
     """Every row of an input deleted between the read and the commit (the commit removes the
     file): with no rewrite in between, the compaction commits on the new version, removing only
@@ -459,14 +496,16 @@ def test_a_compaction_input_an_upsert_removed_has_all_its_rows_deleted_in_the_ne
     _, (three, five) = two_files(uri)
     read = DeltaTable(uri)
     inputs = live_files(read)
+    assert [f.path for f in inputs] == [five, three]
     _rs.commit_row_deletions(DeltaTable(uri), {three: [0, 1, 2], five: [4]})  # three removed
     assert three not in live_adds(uri)
     rewrite = _Rewrite(uri, {}, (), 128 * 2**20, 1_000_000, 3, lambda s: None)
-    result = rewrite.run(read, [(inputs, "compacted.parquet")])
+    name = str(CompactedName.new(1, five))  # named after the input that stays, as compaction names it
+    result = rewrite.run(read, [(inputs, name)])
     assert (result.files_removed, result.files_added, result.attempts) == (1, 1, 2)
     assert [r["k"] for r in logical_rows(uri)] == [0, 1, 2, 3]
-    assert live_adds(uri).keys() == {"compacted.parquet"}
-    vector = _dv.Descriptor.from_json(live_adds(uri)["compacted.parquet"]["deletionVector"])
+    assert live_adds(uri).keys() == {name}
+    vector = _dv.Descriptor.from_json(live_adds(uri)[name]["deletionVector"])
     assert sorted(_dv.load(uri, vector).tolist()) == [4, 5, 6, 7]  # five's last row, then three's rows
 
     # the same race with another compaction committed in between: dropped, nothing twice

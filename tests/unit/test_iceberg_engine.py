@@ -566,6 +566,42 @@ def test_a_compaction_whose_input_an_upsert_removed_commits_with_that_inputs_row
     assert ids(e) == list(range(7))
 
 
+def test_a_compaction_whose_named_input_an_upsert_removed_is_dropped_as_the_orphan_cleanup_may_take_its_file(
+    tmp_path: Path,
+) -> None:
+    """The orphan cleanup deletes a compacted file no snapshot names once the input its name
+    carries is gone, and may do so while the compaction writes its commit. So an upsert commit
+    that removes that input (every row deleted) between the compaction's read and its commit
+    drops the rewrite, which is planned again; a cleanup just before the next commit then finds
+    nothing of the compaction's to delete, and the compaction lands over the files now live."""
+    c = iceberg_committer(tmp_path, upsert=True, key_columns=("id",))
+    for offset, keys in enumerate([[0, 1, 2], [3, 4], [5, 6]]):
+        c.commit([landed(c, 0, offset, keys)])
+    e = c.engine
+    assert isinstance(e, IcebergEngine)
+    table = e.open("db.t")
+    assert table is not None
+    first = min(str(f.file_path) for f in table.data_files())  # the input the compacted file is named after
+    cleaned: list[int] = []
+    attempts: list[None] = []
+
+    def upsert_then_clean() -> None:
+        attempts.append(None)
+        if len(attempts) == 1:  # every row of [0, 1, 2], the first file: the commit removes it
+            c.commit([landed(c, 0, 3, [0, 1, 2])])
+        else:
+            cleaned.append(c.remove_orphans())
+
+    result = compact_iceberg(e, "db.t", CompactionPolicy(min_files=3), before_commit=upsert_then_clean)
+    assert cleaned == [0] and result.attempts == 2
+    assert (result.files_removed, result.files_added) == (3, 1)  # [3, 4], [5, 6] and the upsert's [0, 1, 2]
+    table = e.open("db.t")
+    assert table is not None
+    live = [str(f.file_path) for f in table.data_files()]
+    assert first not in live and len(live) == 1 and Path(live[0].removeprefix("file://")).exists()
+    assert ids(e) == list(range(7))
+
+
 def test_expiry_keeps_the_offsets_and_deletes_only_files_no_snapshot_names(tmp_path: Path) -> None:
     c = iceberg_committer(tmp_path)
     for offset in range(4):
