@@ -14,6 +14,7 @@ from deltalake import DeltaTable, write_deltalake
 from parka.lake import Committer, logged_files
 from parka.lake._storage import list_log
 from parka.lake.delta._optimize import optimize_table, plan_bins, z_order_indices
+from parka.lake.delta._rewrite import conform
 from parka.lake.delta._rs_maintenance import live_files
 
 from parka.errors import CommitConflict, CommitError, ConfigError
@@ -305,3 +306,19 @@ def test_the_log_is_read_from_the_last_checkpoint_on_unless_that_checkpoint_is_g
     (path / "_delta_log" / "00000000000000000005.checkpoint.parquet").unlink()
     with pytest.raises(CommitError, match="no commit 0 or a gap"):
         logged_files(str(path))
+
+
+def test_a_rewrite_reads_each_file_as_the_table_schema() -> None:
+    """A file of the table's schema keeps its columns and takes the schema's metadata; an older
+    file gets the columns added since as nulls, its narrower types cast, and loses columns the
+    table no longer has."""
+    schema = pa.schema([("id", pa.int64(), False), ("name", pa.string()), ("added", pa.float64())], {b"k": b"table"})
+    same = pa.table({"id": [1, 2], "name": ["a", None], "added": [0.5, None]}).cast(schema.remove_metadata())
+    same = same.replace_schema_metadata({b"k": b"file", b"parka.other": b"x"})
+    conformed = conform(same, schema)
+    assert conformed.schema.equals(schema, check_metadata=True)
+    assert conformed.to_pylist() == same.to_pylist()
+    old = pa.table({"name": ["c"], "id": pa.array([3], pa.int32()), "dropped": [True]})
+    conformed = conform(old, schema)
+    assert conformed.schema.equals(schema, check_metadata=True)
+    assert conformed.to_pylist() == [{"id": 3, "name": "c", "added": None}]
