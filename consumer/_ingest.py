@@ -55,7 +55,7 @@ from parka.ops.row_values import ROW_RECORD_OVERHEAD, RowFormat, RowValues
 from parka.ops.stopping import StopGuard
 
 from parka.crash import crash_point
-from parka.errors import ConfigError, KafkaClientError, SchemaMismatchError, SegmentError
+from parka.errors import BlockedError, Blocker, ConfigError, KafkaClientError, SchemaMismatchError, SegmentError
 from parka.partitioning import PartitionSpec
 from parka.segment import is_segment
 
@@ -359,7 +359,10 @@ class IngestionConsumer(KafkaSide):
                 tp.offset = s.seek_offsets[tp.partition]
             else:
                 tp.offset = OFFSET_BEGINNING if s.auto_offset_reset == "earliest" else OFFSET_END
-            low, high = consumer.get_watermark_offsets(TopicPartition(s.topic, tp.partition), timeout=10)
+            marks = self._watermarks(consumer, tp.partition)
+            if marks is None:  # asked to stop while no broker answered: nothing will be consumed
+                marks = (max(tp.offset, 0),) * 2
+            low, high = marks
             start = low if tp.offset == OFFSET_BEGINNING else high if tp.offset == OFFSET_END else tp.offset
             self._positions.assign(tp.partition, start=start, high=high, in_table=version)
             log.info("partition %d assigned; starting at offset %s (txn version %s)", tp.partition, tp.offset, version)
@@ -367,6 +370,39 @@ class IngestionConsumer(KafkaSide):
         run.session.remove_orphans()
         run.view_table()  # read again from the table with the txn versions
         self._maintenance.assign(self._positions.assigned, table_exists=run.table_view is not None)
+
+    def _watermarks(self, consumer: ParquetConsumer, partition: int) -> tuple[int, int] | None:
+        """``partition``'s low and high watermarks, asked again while no broker answers (the
+        brokers lost during a rebalance): a daemon waits as long as it takes, as its polls do,
+        and logs it as a lost broker; with ``--end-at-latest`` it gives up after
+        ``--broker-timeout``. ``None``: the daemon was asked to stop meanwhile.
+
+        Raises:
+            BlockedError: ``--end-at-latest``, and no answer within ``--broker-timeout`` (exit 3).
+        """
+        s = self.settings
+        deadline = self._clock() + s.broker_timeout_s
+        delay = 0.5
+        while True:
+            try:
+                low, high = consumer.get_watermark_offsets(TopicPartition(s.topic, partition), timeout=10)
+                if delay > 0.5:
+                    self._watch.recovered()
+                return int(low), int(high)
+            except KafkaException as exc:
+                blocker = Blocker(
+                    "broker",
+                    f"lost the Kafka brokers at {self._bootstrap}: partition {partition} assigned, but its "
+                    f"offsets cannot be read ({exc.args[0].str() if exc.args else exc})",
+                    False,
+                )
+            if self._stop.is_set():
+                return None
+            if s.end_at_latest and self._clock() >= deadline:
+                raise BlockedError(blocker)
+            self._watch.trouble(blocker)
+            self._stop.wait(delay)
+            delay = min(delay * 2, 5.0)
 
     def _on_revoke(self, run: IngestRun, consumer: ParquetConsumer, partitions: list[TopicPartition]) -> None:
         """Commit what is buffered (the commit in flight and the batch after it) before another

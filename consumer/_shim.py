@@ -215,7 +215,9 @@ class ParquetConsumer(OffsetsAPI):
             elif on_revoke is not None:
                 on_revoke(self, partitions)
 
-        self._consumer.subscribe(list(topics), on_assign=assigned, on_revoke=revoked, on_lost=lost)
+        self._consumer.subscribe(
+            list(topics), on_assign=_raising(assigned), on_revoke=_raising(revoked), on_lost=_raising(lost)
+        )
         self._start_committer()
 
     def assign(self, partitions: list[TopicPartition]) -> None:
@@ -488,3 +490,19 @@ class ParquetConsumer(OffsetsAPI):
         except SegmentDecodeError:
             self._current = None
             raise
+
+
+def _raising(callback: Callable[[Any, list[TopicPartition]], None]) -> Callable[[Any, list[TopicPartition]], None]:
+    """``callback`` as librdkafka's rebalance callback: a ``KafkaException`` a client call inside
+    it raised (``get_watermark_offsets`` while the brokers are away) is caught and raised again,
+    so that ``poll()`` raises it as one. Left as the client's C code set it, confluent-kafka
+    (2.16.1) hands it to ``poll()``'s caller as a bare ``KafkaError``, which is no exception
+    class: no ``except`` clause catches it, and the process ends with a traceback."""
+
+    def call(consumer: Any, partitions: list[TopicPartition]) -> None:
+        try:
+            callback(consumer, partitions)
+        except confluent_kafka.KafkaException:
+            raise  # caught: a KafkaException object now
+
+    return call

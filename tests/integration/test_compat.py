@@ -9,7 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from confluent_kafka import Message, Producer
+from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
 from parka.consumer import ParquetConsumer
 from parka.producer import ParquetProducer
 
@@ -177,3 +177,35 @@ def test_auto_commit_on_close_is_record_precise(bootstrap: str, new_topic: Calla
             ids.append(msg.value()["id"])
         assert second.poll(1.0) is None
     assert ids == list(range(300))
+
+
+def test_a_client_error_inside_a_rebalance_callback_reaches_polls_caller_as_a_kafka_exception(
+    bootstrap: str, new_topic: Callable[..., str], group_id: str
+) -> None:
+    """A client call failing inside the application's ``on_assign`` (here the watermarks of a
+    client whose broker is away) is raised by ``poll()`` as the ``KafkaException`` it is.
+    confluent-kafka's own Consumer (2.16.1) hands it over as a bare ``KafkaError``, which is no
+    exception class: no ``except`` clause catches it (docs/client.md says how parka differs)."""
+    topic = new_topic()
+    away = Consumer({"bootstrap.servers": "127.0.0.1:9", "group.id": group_id, "log_level": 0})
+    called: list[int] = []
+
+    def on_assign(consumer: Any, partitions: list[TopicPartition]) -> None:
+        called.append(len(partitions))
+        away.get_watermark_offsets(TopicPartition(topic, 0), timeout=1)
+
+    shim = ParquetConsumer({"bootstrap.servers": bootstrap, "group.id": group_id})
+    shim.subscribe([topic], on_assign=on_assign)
+    raised: KafkaException | None = None
+    try:
+        for _ in range(60):  # until the group assigns the partition (each poll waits up to 1 s)
+            try:
+                shim.poll(1)
+            except KafkaException as exc:
+                raised = exc
+                break
+        assert raised is not None and "Failed to get watermark offsets" in str(raised)
+        assert called == [1]
+    finally:
+        shim.close()
+        away.close()
