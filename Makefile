@@ -80,10 +80,10 @@ test-unit: setup ## unit tests only (no network)
 test-integration: setup ## integration tests against a real broker
 	$(BIN)/pytest tests/integration -q
 
-# Worker processes: most integration tests wait on a broker or a subprocess, so four share 2 cores;
-# the Spark session's tests go to one of them (one JVM: tests/conftest.py). PYTEST_WORKERS=0 runs
-# in one process.
-PYTEST_WORKERS ?= 4
+# Worker processes: most integration tests wait on a broker or a subprocess, so five share 2 cores;
+# the Spark session's tests go to one of them (one JVM: tests/conftest.py), which runs ahead of
+# the others (tests/integration/spark/conftest.py). PYTEST_WORKERS=0 runs in one process.
+PYTEST_WORKERS ?= 5
 
 # The repo's own modules byte-compiled beside the Spark jars' fetch, rather than by the three test
 # workers at once as each collects the tests and imports them

@@ -16,9 +16,9 @@ import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from parka.lake.delta._rewrite import conform
 
 from benchmarks.datasets import load
-from parka.lake.delta._rewrite import conform
 
 
 def before(t: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -59,9 +59,11 @@ def main() -> None:
         olds.append(old)
         news.append(new)
         print(f"round {r + 1}: before {old:.2f} µs/call, after {new:.2f} µs/call")
-    ratios = [n / o for n, o in zip(news, olds)]
-    print(f"medians: before {statistics.median(olds):.2f}, after {statistics.median(news):.2f} µs/call; "
-          f"after/before {statistics.median(ratios):.3f} (median of {args.rounds} paired rounds)")
+    ratios = [n / o for n, o in zip(news, olds, strict=True)]
+    print(
+        f"medians: before {statistics.median(olds):.2f}, after {statistics.median(news):.2f} µs/call; "
+        f"after/before {statistics.median(ratios):.3f} (median of {args.rounds} paired rounds)"
+    )
 
 
 if __name__ == "__main__":

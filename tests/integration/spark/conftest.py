@@ -64,23 +64,19 @@ def _spark_jars() -> None:
 
 # The Spark session's tests run one after the other on one worker, the run's longest chain, and
 # each waits on its JVM's streams and Py4J calls as much as it computes: among four or five other
-# workers taking their fair share of the two cores, the chain ended 45-100 s after every other
+# workers taking their fair share of the two cores, the chain ended 41-99 s after every other
 # worker. Ahead of them it ends with them, and the whole run is shorter
 # (benchmarks/results/2026-12-01-suite-spark-ahead/).
-AHEAD_BY = 10  # nice levels: a weight of about 10 to 1 on Linux
+BEHIND_BY = 8  # nice levels: a weight of about 1 to 6 on Linux
 
 
-def _ahead_of_the_other_workers() -> None:
-    """The session's worker and the JVM it is about to start (its threads inherit the worker's
-    priority) ahead of the other pytest workers: this worker's own priority raised where that is
-    allowed (root), else each of the other workers' threads lowered (any process may do that to
-    its user's processes). Their children started before keep their priority (the servers the
-    tests share); those they start later get theirs."""
-    try:
-        os.nice(-AHEAD_BY)
-        return
-    except OSError:
-        pass
+def _other_workers_behind() -> None:
+    """Every thread of the other pytest workers (found in ``/proc`` by pytest-xdist's command
+    line and this worker's parent) at a lower CPU priority, ``BEHIND_BY`` nice levels: any
+    process may lower its user's processes, so it works without root. The session's JVM and the
+    servers the tests share (started before, by whichever worker) keep theirs: raising the
+    session's own instead (root only) starved the shared broker, and a producer test of another
+    worker timed out waiting on it. What the other workers start from now on is behind too."""
     worker = "import sys;exec(eval(sys.stdin.readline()))"  # how pytest-xdist starts its workers
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
@@ -90,18 +86,19 @@ def _ahead_of_the_other_workers() -> None:
             if ppid != os.getppid() or worker not in (entry / "cmdline").read_bytes().decode(errors="replace"):
                 continue
             for task in (entry / "task").iterdir():
-                os.setpriority(os.PRIO_PROCESS, int(task.name), AHEAD_BY)
+                tid = int(task.name)
+                os.setpriority(os.PRIO_PROCESS, tid, max(os.getpriority(os.PRIO_PROCESS, tid), BEHIND_BY))
         except (OSError, ValueError, IndexError):
             continue  # gone meanwhile, or not ours to change
 
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        _ahead_of_the_other_workers()
     started = time.monotonic()
     spark = session_for_tests()
     spark.sparkContext.setLogLevel("ERROR")
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # by now the servers the tests share are up
+        _other_workers_behind()
     print(f"\nSpark session ready in {time.monotonic() - started:.1f} s", file=sys.stderr)
     yield spark
     spark.stop()
