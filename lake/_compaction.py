@@ -36,9 +36,9 @@ process killed in between leaves them unreferenced. Their name carries a key of 
 input file (:func:`input_key`), and a compaction commits only while that input is live
 (:func:`names_input`; an upsert table's other inputs may be gone by then, removed with every
 row deleted): so an unreferenced compacted file whose first input is no longer live can never
-be committed, and
-the orphan cleanup deletes it (:func:`parka.lake._orphans.remove_orphans`), together with a temporary file of
-such a write. One whose input is still live waits until a compaction of that input lands.
+be committed, and the orphan cleanup deletes it (:func:`parka.lake._orphans.remove_orphans`),
+together with a temporary file of such a write. One whose input is still live waits until a
+compaction of that input lands.
 """
 
 from __future__ import annotations

@@ -383,8 +383,8 @@ class _Written:
         unless it is the input the new file's name carries (:func:`names_input`: the orphan
         cleanup may have deleted the new file since). A file another rewrite took, or whose
         vector lost rows, cannot: the rewrite would bring back rows, or duplicate them; nor can
-        one left with no live row. Each call compares with
-        the inputs as read, so rows deleted across several conflicts all count."""
+        one left with no live row. Each call compares with the inputs as read, so rows deleted
+        across several conflicts all count."""
         late: list[np.ndarray] = []
         group: list[LiveFile] = []
         for i, f in enumerate(self.read):
