@@ -23,8 +23,9 @@ SPARK_PREFIX = "tests/integration/spark/"
 OWN_DRIVERS = ("tests/integration/spark/test_spark_faults.py", "tests/integration/spark/test_spark_cluster.py")
 
 
-# The Spark session's tests all go to one worker, in one session (one JVM), with four workers in
-# all: with two sessions on two of three workers, each session's start and its compiler's
+# The Spark session's tests all go to one worker, in one session (one JVM), among five workers
+# (the Makefile's PYTEST_WORKERS), the others behind it (tests/integration/spark/conftest.py):
+# with two sessions on two of three workers, each session's start and its compiler's
 # warm-up came twice on a machine whose two cores the suite keeps busy (the two JVMs used 204
 # CPU-s in a run, one running the same tests alone 143), and one session on four workers was
 # 45-68 s faster in two paired runs (benchmarks/results/2026-11-30-suite-one-session/).
