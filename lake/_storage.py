@@ -513,7 +513,7 @@ def log_file_exists(table_uri: str, name: str, storage_options: Mapping[str, str
     root = _root(table_uri, storage_options)
     try:
         if root.store is None:
-            os.stat(os.path.join(root.local, "_delta_log", name))
+            os.stat(os.path.join(root.local, relative_path))
         else:
             obs.head(root.store, relative_path)
     except (FileNotFoundError, NotFoundError):
