@@ -113,7 +113,7 @@ class Cluster:
 @pytest.fixture(scope="module")
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """A Spark standalone cluster, one master and one worker of two cores (room for the test's
-    two one-core executors), started by the repo's ``scripts/spark-standalone.sh`` (the installed
+    two-core executor), started by the repo's ``scripts/spark-standalone.sh`` (the installed
     pyspark's own daemon script) on ports of its own (``PARKA_TEST_SPARK_PORT``, default: free
     ones), its daemons on :data:`SPARK_JVM`, and stopped after the module that uses it (its JVMs
     are not left idling beside the other Spark tests). One worker, not the script's two: a

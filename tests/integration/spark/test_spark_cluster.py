@@ -1,8 +1,8 @@
 """``parka spark-ingest`` and ``read_stream`` on a Spark standalone cluster (one master, a worker
-with two one-core executors, started by ``scripts/spark-standalone.sh``), with parka shipped to the executors as users
-ship it: a zip of the wheel in ``spark.submit.pyFiles`` / ``--py-files``. The executors' Python
-has parka's dependencies but not parka, so every task that decodes or writes a segment runs the
-shipped code."""
+with one two-core executor, started by ``scripts/spark-standalone.sh``), with parka shipped to the
+executor as users ship it: a zip of the wheel in ``spark.submit.pyFiles`` / ``--py-files``. The
+executor's Python has parka's dependencies but not parka, so every task that decodes or writes a
+segment runs the shipped code."""
 
 from __future__ import annotations
 
@@ -27,11 +27,13 @@ from .conftest import Cluster
 
 pytestmark = [*SPARK, pytest.mark.long(180)]
 
-# Small executors of one core each; two of them. Delta's log replays and
-# shuffles in few partitions (its defaults, 50 and 200 tasks, cost a minute on two cores).
+# One small executor of two cores: a process apart from the driver, as any number of them are (a
+# second one was a JVM more: benchmarks/results/2026-12-01-spark-cluster-one-executor/). Delta's
+# log replays and shuffles in few partitions (its defaults, 50 and 200 tasks, cost a minute on two
+# cores).
 CLUSTER_CONF = {
     "spark.executor.memory": "512m",
-    "spark.executor.cores": "1",
+    "spark.executor.cores": "2",
     "spark.cores.max": "2",
     "spark.databricks.delta.snapshotPartitions": "2",
     "spark.sql.shuffle.partitions": "2",
@@ -103,10 +105,12 @@ def test_spark_ingest_and_read_stream_run_on_a_standalone_cluster(
     assert sorted(table_ids(table)) == list(range(2000))
     assert_segments_stored_byte_for_byte(bootstrap, topic, segments, table)  # stitched per task
     assert_no_orphans(table)
-    # two executors ran it, each a process of its own (a work folder per executor id)
+    # an executor ran it, a process of the worker's apart from the driver (a work folder per
+    # executor id, with the executor's own log)
     [app] = (spark_cluster.home / "work" / "worker-1").glob("app-*")
     executors = sorted(p.name for p in app.iterdir() if p.is_dir())
-    assert len(executors) >= 2, executors
+    assert len(executors) >= 1, executors
+    assert (app / executors[0] / "stderr").stat().st_size > 0
     out = lines[-1]
     assert out["master"] == spark_cluster.url
     assert out["ids"] == list(range(2000))
