@@ -106,9 +106,10 @@ class Fetcher:
 
     def fetch_messages(self, timeout: float | None, max_messages: int) -> list[Any]:
         """Up to ``max_messages`` of the client's messages, as it gives them: those it has
-        fetched already, or when it has none, the first to arrive within ``timeout``. One call
-        of the client each time: a rebalance it serves (a seek to the table's offsets) never
-        leaves a message of an earlier call in hand. A client error after some messages is
+        fetched already, or when it has none, the first to arrive within ``timeout``. A rebalance
+        the client serves inside these calls (a seek to the table's offsets) may leave messages
+        fetched before it among those returned: the daemon drops them by their offsets
+        (:meth:`parka.consumer._positions.Positions.wants`). A client error after some messages is
         raised at the next call, and the messages after it come back then: none is dropped.
         Empty on timeout or partition ends only. ``parka ingest`` takes these as they are (a
         topic of row records has a message per row; a :class:`RawSegment` each cost more than

@@ -75,6 +75,13 @@ __all__ = ["DLQ_SCHEMA", "IngestSettings", "IngestStats", "IngestionConsumer"]
 log = logging.getLogger("parka.ingest")
 
 
+class _Covered:
+    """What :meth:`IngestionConsumer._take` answers for a segment the table holds already."""
+
+
+COVERED = _Covered()
+
+
 @dataclass
 class IngestStats(CommitStats):
     """The committer's counters (committed segments, records, bytes, files, ...), the
@@ -128,8 +135,6 @@ class IngestionConsumer(KafkaSide):
         self._run: IngestRun | None = None  # the run in progress (lag() reads its client)
         row_format = RowFormat.of(settings, settings.schema_registry_options)
         self._row_values = None if row_format is None else RowValues(row_format)  # None: segments only
-        # partitions this worker sought since its last poll: what that poll gave of them is stale
-        self._sought: set[int] = set()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -221,15 +226,15 @@ class IngestionConsumer(KafkaSide):
         s = self.settings
         limit, per_commit = s.buffer_limit, s.bytes_per_commit
         holds_rows, upsert, positions = self._row_values is not None, s.upsert, self._positions
-        sought, pipeline, overflows = self._sought, run.pipeline, self._policy.overflows
+        pipeline, overflows = run.pipeline, self._policy.overflows
         while not self._stop.is_set():
-            sought.clear()
             msgs = self._poll(run.consumer)
             at_end = not msgs
             in_flight = pipeline.in_flight_bytes  # changes only in the calls below that commit
             for msg in msgs:
                 partition = msg.partition()
-                if partition in sought:  # its seek delivers again what was in hand
+                # fetched before a seek or a rebalance (served inside the poll) moved its partition
+                if not positions.wants(partition, msg.offset()):
                     continue
                 value = msg.value()
                 size = len(value) if value else 0
@@ -241,7 +246,7 @@ class IngestionConsumer(KafkaSide):
                     if overflows(buffered_bytes=run.batch.bytes, next_bytes=size):
                         self._commit_due(run)  # before it: the commit's files stay within the target size
                     in_flight, batch = pipeline.in_flight_bytes, run.batch
-                    if partition in sought:  # the commit above found the table further: it comes again
+                    if not positions.wants(partition, msg.offset()):  # the commit found the table further
                         continue
                 headers = msg.headers() if holds_rows else None
                 if (
@@ -441,7 +446,7 @@ class IngestionConsumer(KafkaSide):
             self._refuse(run, raw, exc)
             return
         refusal = self._take(run, seg)
-        if raw.partition in self._sought:  # dropped by _take: the table went further, it comes again
+        if refusal is COVERED:
             return
         if refusal is not None:
             self._refuse(run, raw, _for_message(refusal, raw))
@@ -451,10 +456,10 @@ class IngestionConsumer(KafkaSide):
             if run.batch.oldest_at is None:
                 run.batch.oldest_at = self._clock()
 
-    def _take(self, run: IngestRun, seg: SegmentRead) -> SegmentError | SchemaMismatchError | None:
+    def _take(self, run: IngestRun, seg: SegmentRead) -> SegmentError | SchemaMismatchError | _Covered | None:
         """Check ``seg`` (a segment, or a run of row records made one) against the table and add
         it to the batch; the error when the table cannot take it, for the caller to refuse each
-        of its messages with."""
+        of its messages with; :data:`COVERED` when the table holds it already."""
         try:
             cdc = self.settings.change_events
             if cdc is not None:
@@ -462,8 +467,8 @@ class IngestionConsumer(KafkaSide):
             view = run.table_view
             if view is None:  # no table yet: made from this segment's schema
                 view = self._make_table(run, seg.schema)
-                if seg.partition in self._sought:  # the commit it waited for found the table further
-                    return None  # than all this worker holds of the partition: dropped, it comes again
+                if self._positions.committed.get(seg.partition, -1) >= seg.offset:
+                    return COVERED  # the commit it waited for found another worker's commits further
             table_schema, partitioning = view
             if self.settings.upsert:
                 check_keyed(seg, self.settings.key_columns)
@@ -508,7 +513,7 @@ class IngestionConsumer(KafkaSide):
             )
             for indexes, seg in got:
                 refusal = seg if isinstance(seg, SegmentError) else self._take(run, seg)
-                if refusal is not None:
+                if refusal is not None and refusal is not COVERED:
                     for raw in (raw_of(msgs[i]) for i in indexes):  # the dead letter is each message as it came
                         self._refuse(run, raw, _for_message(refusal, raw))
             if consumed is not None:  # refusals above set it to their own offsets
@@ -615,7 +620,6 @@ class IngestionConsumer(KafkaSide):
         this worker had of it was dropped as covered; continue after it."""
         log.warning("partition %d: the table already holds it up to offset %d; continuing there", partition, offset - 1)
         self._positions.skip_to(partition, offset)
-        self._sought.add(partition)
         if partition in self._positions.assigned:
             try:
                 run.consumer.seek(TopicPartition(self.settings.topic, partition, offset))

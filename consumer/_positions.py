@@ -24,6 +24,7 @@ class Positions:
 
     def assign(self, partition: int, *, start: int, high: int, in_table: int | None) -> None:
         self.assigned.add(partition)
+        self.consumed.pop(partition, None)  # consumption starts again, at start
         self.start[partition] = start
         self.high[partition] = high
         if in_table is not None:
@@ -39,6 +40,19 @@ class Positions:
         self.consumed[partition] = offset - 1
         self.committed[partition] = offset - 1
         self.start[partition] = offset
+
+    def wants(self, partition: int, offset: int) -> bool:
+        """Whether the message at ``offset`` is the next of ``partition`` to take: the partition
+        is assigned, and the offset is past the last consumed (at or past ``start`` when none
+        was). A message the client fetched before a seek or an assignment that moved the
+        partition (the table further, a rebalance) is not: it is in the table, or the client
+        delivers it again from the new position. One that is still ahead of the position is
+        taken, and its second delivery is not. Offsets may skip (transaction markers), never go
+        back."""
+        if partition not in self.assigned:
+            return False
+        done = self.consumed.get(partition)
+        return offset >= self.start.get(partition, 0) if done is None else offset > done
 
     def in_table(self, last: Mapping[int, int]) -> None:
         """A commit put ``last`` (partition -> offset) in the table."""

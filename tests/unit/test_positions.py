@@ -40,6 +40,25 @@ def test_a_skip_and_a_revocation() -> None:
     assert not pos.caught_up(lambda p: 0)  # nothing assigned: not the end
 
 
+def test_the_messages_taken_are_those_after_the_last_taken_or_the_assignments_start() -> None:
+    """What ``parka ingest``'s loop takes of the messages a poll returns: a message fetched
+    before a seek or a rebalance that moved its partition is dropped, the first ones after it
+    are taken, and a second delivery of one taken is not."""
+    pos = Positions()
+    assert not pos.wants(0, 0)  # not assigned
+    pos.assign(0, start=4, high=8, in_table=3)
+    assert not pos.wants(0, 3) and pos.wants(0, 4) and pos.wants(0, 6)  # an offset may skip (a marker)
+    pos.consumed[0] = 5
+    assert not pos.wants(0, 5) and pos.wants(0, 6)
+    pos.skip_to(0, 10)  # another worker's commits went further: the partition sought to 10
+    assert not pos.wants(0, 9) and pos.wants(0, 10)
+    pos.revoke(0)
+    assert not pos.wants(0, 10)  # held from before the revocation
+    pos.consumed[0] = 12  # (never so: a revoked partition's messages are not taken)
+    pos.assign(0, start=10, high=20, in_table=9)  # given back: it starts again where the table ends
+    assert pos.wants(0, 10) and not pos.wants(0, 9)
+
+
 def test_an_assignment_while_no_broker_answers_asks_for_its_watermarks_again(caplog: pytest.LogCaptureFixture) -> None:
     """The brokers lost during a rebalance: the daemon asks for an assigned partition's
     watermarks again, logging a lost broker, as long as it takes; a stop ends the wait; with
