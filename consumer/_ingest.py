@@ -446,7 +446,7 @@ class IngestionConsumer(KafkaSide):
             self._refuse(run, raw, exc)
             return
         refusal = self._take(run, seg)
-        if refusal is COVERED:
+        if isinstance(refusal, _Covered):  # in the table already
             return
         if refusal is not None:
             self._refuse(run, raw, _for_message(refusal, raw))
@@ -513,7 +513,7 @@ class IngestionConsumer(KafkaSide):
             )
             for indexes, seg in got:
                 refusal = seg if isinstance(seg, SegmentError) else self._take(run, seg)
-                if refusal is not None and refusal is not COVERED:
+                if refusal is not None and not isinstance(refusal, _Covered):
                     for raw in (raw_of(msgs[i]) for i in indexes):  # the dead letter is each message as it came
                         self._refuse(run, raw, _for_message(refusal, raw))
             if consumed is not None:  # refusals above set it to their own offsets

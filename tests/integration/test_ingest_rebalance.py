@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 from confluent_kafka import TopicPartition
-
 from parka.consumer import _ingest
 from parka.consumer._ingest import IngestionConsumer, IngestSettings
 

@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from pyiceberg.catalog import load_catalog
 
 sys.path.insert(0, os.getcwd())
-from tests.integration._ingest_util import produce_events  # noqa: E402
+from tests.integration._ingest_util import produce_events
 
 
 def main(bootstrap: str, out: Path, round_name: str) -> None:
