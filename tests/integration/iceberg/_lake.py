@@ -101,14 +101,15 @@ def ingest(lake: Lake, topic: str, table: str, bootstrap: str, *extra: str, **kw
 
 def race(lake: Lake, topic: str, table: str, bootstrap: str, *flags: str) -> list[Any]:
     """Two run-once ``parka ingest`` runs with ``flags`` (one app id, given there) started
-    together in consumer groups of their own, so both read every partition and race to commit;
-    both must exit 0. Their completed processes."""
+    together in consumer groups of their own (named after the topic: no other test's runs join
+    them), so both read every partition and race to commit; both must exit 0. Their completed
+    processes."""
     results: dict[str, Any] = {}
     start = threading.Barrier(2)
 
     def run(group: str) -> None:
         start.wait()
-        results[group] = ingest(lake, topic, table, bootstrap, *flags, "-g", group, check=False)
+        results[group] = ingest(lake, topic, table, bootstrap, *flags, "-g", f"{group}-{topic}", check=False)
 
     threads = [threading.Thread(target=run, args=(g,)) for g in ("a", "b")]
     for t in threads:
