@@ -41,14 +41,8 @@ RUN_DIR_VAR = "PARKA_TEST_RUN_DIR"
 # test_placement.py) to 3.5 + 11.1. And the classes of the application's jars (Spark's, Delta's,
 # Kafka's, from Maven Central) are loaded unverified, as the JDK's own are: the bytecode verifier
 # took some 2 of a Spark driver's 12 CPU-s and 0.35 of a broker start's 2.1 (three and two runs
-# of each, side by side). The code cache gets the size it has with both compilers (240 MB, reserved
-# and filled as needed) instead of the client JIT's 48 MB, which a Spark session filled: its
-# sweeper then flushed compiled methods the session compiled again. 24 of the Spark session's
-# tests took its JVM 100 CPU-s instead of 111-121 (benchmarks/results/2026-12-01-spark-code-cache/).
-SHORT_JVM = (
-    "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC"
-    " -XX:+UnlockDiagnosticVMOptions -XX:-BytecodeVerificationRemote"
-)
+# of each, side by side).
+SHORT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:+UnlockDiagnosticVMOptions -XX:-BytecodeVerificationRemote"
 # every broker of the run (scripts/kafka-local.sh: the session's, the secured one, those the outage
 # tests start and kill) inherits it from the environment
 os.environ.setdefault("PARKA_KAFKA_JVM_OPTS", SHORT_JVM)

@@ -80,7 +80,13 @@ ARCHIVE = _archive()
 # 0.6 of the CPU of its default, posix_spawn through a helper program (1.33 against 2.12 ms:
 # benchmarks/results/2026-11-30-suite-cold/).
 VFORK = "-Djdk.lang.Process.launchMechanism=VFORK"
-SPARK_JVM = f"{SHORT_JVM} {VFORK}" + (f" -XX:SharedArchiveFile={ARCHIVE}" if ARCHIVE.exists() else "")
+# The code cache at the size it has with both compilers (240 MB, reserved and filled as needed)
+# instead of the client JIT's 48 MB, which the tests' Spark session filled: its sweeper then
+# flushed compiled methods that the session compiled again. 24 of the session's tests took its JVM
+# 100 CPU-s instead of 111-121 (benchmarks/results/2026-12-01-spark-code-cache/). The brokers and
+# the other servers keep the default: no run measured them.
+CODE_CACHE = "-XX:ReservedCodeCacheSize=240m"
+SPARK_JVM = f"{SHORT_JVM} {CODE_CACHE} {VFORK}" + (f" -XX:SharedArchiveFile={ARCHIVE}" if ARCHIVE.exists() else "")
 
 
 def session_for_tests(java_options: str = SPARK_JVM) -> Any:
