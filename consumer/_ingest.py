@@ -232,9 +232,9 @@ class IngestionConsumer(KafkaSide):
             at_end = not msgs
             in_flight = pipeline.in_flight_bytes  # changes only in the calls below that commit
             for msg in msgs:
-                partition = msg.partition()
+                partition, offset = msg.partition(), msg.offset()
                 # fetched before a seek or a rebalance (served inside the poll) moved its partition
-                if not positions.wants(partition, msg.offset()):
+                if not positions.wants(partition, offset):
                     continue
                 value = msg.value()
                 size = len(value) if value else 0
@@ -246,7 +246,7 @@ class IngestionConsumer(KafkaSide):
                     if overflows(buffered_bytes=run.batch.bytes, next_bytes=size):
                         self._commit_due(run)  # before it: the commit's files stay within the target size
                     in_flight, batch = pipeline.in_flight_bytes, run.batch
-                    if not positions.wants(partition, msg.offset()):  # the commit found the table further
+                    if not positions.wants(partition, offset):  # the commit found the table further
                         continue
                 headers = msg.headers() if holds_rows else None
                 if (
@@ -261,7 +261,7 @@ class IngestionConsumer(KafkaSide):
                         held = batch.rows[partition] = []
                     held.append(msg)
                     batch.bytes += size + ROW_RECORD_OVERHEAD
-                    offset = positions.consumed[partition] = msg.offset()
+                    positions.consumed[partition] = offset
                     if batch.oldest_at is None:
                         batch.oldest_at = self._clock()
                     if batch.bytes >= per_commit:
@@ -273,7 +273,7 @@ class IngestionConsumer(KafkaSide):
                 self._handle(run, raw_of(msg))
                 self._cut_if_due(run)
                 in_flight = pipeline.in_flight_bytes
-                at_end = at_end or positions.at_end(partition, msg.offset())
+                at_end = at_end or positions.at_end(partition, offset)
             if msgs:
                 self._watch.recovered()
             if run.pipeline.done() or run.pipeline.in_flight_bytes + run.batch.bytes >= limit:
