@@ -65,12 +65,15 @@ def _digest(*parts: str) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
-def _archive() -> Path:
-    """Where the class archive of this package list, pyspark and JDK goes (a JDK is told apart
-    by its binary's path and time)."""
+def _java() -> str:
+    """The JDK the JVMs start from, told apart by its binary's path and time."""
     java = shutil.which("java")
-    stamp = f"{os.path.realpath(java)}:{os.stat(java).st_mtime_ns}" if java else "no java"
-    return _CACHE / f"spark-classes-{_digest(*SESSION_PACKAGES, pyspark.__version__, stamp)}.jsa"
+    return f"{os.path.realpath(java)}:{os.stat(java).st_mtime_ns}" if java else "no java"
+
+
+def _archive() -> Path:
+    """Where the class archive of this package list, pyspark and JDK goes."""
+    return _CACHE / f"spark-classes-{_digest(*SESSION_PACKAGES, pyspark.__version__, _java())}.jsa"
 
 
 ARCHIVE = _archive()
@@ -86,6 +89,19 @@ VFORK = "-Djdk.lang.Process.launchMechanism=VFORK"
 # 100 CPU-s instead of 111-121 (benchmarks/results/2026-12-01-spark-code-cache/). The brokers and
 # the other servers keep the default: no run measured them.
 CODE_CACHE = "-XX:ReservedCodeCacheSize=240m"
+# And without those processes: Hadoop's local file system with chmod and the link status in Java
+# (NioLocalFileSystem.java), compiled by fetch() into this folder with a core-site.xml that names
+# it, which the tests' Spark JVMs find on their class path (conftest.py: SPARK_DIST_CLASSPATH).
+# 23 of the session's tests took its JVM and the processes it started 94 CPU-s instead of 106-109
+# (benchmarks/results/2026-12-01-spark-local-fs/).
+LOCAL_FS_SOURCE = Path(__file__).with_name("NioLocalFileSystem.java")
+CORE_SITE = """<?xml version="1.0"?>
+<configuration>
+  <property><name>fs.file.impl</name><value>parka.testing.NioLocalFileSystem$Checksummed</value></property>
+  <property><name>fs.AbstractFileSystem.file.impl</name><value>parka.testing.NioLocalFileSystem$Context</value></property>
+</configuration>
+"""
+LOCAL_FS = _CACHE / f"spark-local-fs-{_digest(LOCAL_FS_SOURCE.read_text(), CORE_SITE, pyspark.__version__, _java())}"
 SPARK_JVM = f"{SHORT_JVM} {CODE_CACHE} {VFORK}" + (f" -XX:SharedArchiveFile={ARCHIVE}" if ARCHIVE.exists() else "")
 
 
@@ -124,12 +140,12 @@ def kms_jar() -> str:
 def fetch() -> None:
     """Resolve :data:`SESSION_PACKAGES` into Ivy's cache, and the KMS jar into parka's; once per
     package list (a stamp in parka's cache folder: Spark's JVM costs some 12 CPU-s even when Ivy
-    has everything). Callers take turns on a lock in that folder: ``make test`` runs this in the
-    background from the tests' start, and every Spark test waits here for it
-    (``tests/integration/spark/conftest.py``), since two resolutions at once into one Ivy cache
-    can leave a jar half written for both."""
+    has everything). Then compile :data:`LOCAL_FS`, once. Callers take turns on a lock in that
+    folder: ``make test`` runs this in the background from the tests' start, and every Spark
+    test waits here for it (``tests/integration/spark/conftest.py``), since two resolutions at
+    once into one Ivy cache can leave a jar half written for both."""
     stamp = _CACHE / f"spark-jars-{_digest(*SESSION_PACKAGES, *S3A_CONF.values())}"
-    if stamp.exists():
+    if stamp.exists() and LOCAL_FS.exists():
         return
     _CACHE.mkdir(parents=True, exist_ok=True)
     with open(_CACHE / "spark-jars.lock", "w") as lock:
@@ -137,6 +153,43 @@ def fetch() -> None:
         if not stamp.exists():
             _resolve()
             stamp.touch()
+        if not LOCAL_FS.exists():
+            _compile_local_fs()
+
+
+def _compile_local_fs() -> None:
+    """Compile ``NioLocalFileSystem.java`` against pyspark's Hadoop jars into :data:`LOCAL_FS`,
+    with a ``core-site.xml`` that names its classes as the ``file:`` scheme's file systems (whole,
+    or not at all: a folder renamed into place). Without a ``javac`` the JVMs keep Hadoop's own,
+    and this says so."""
+    javac = Path(os.environ["JAVA_HOME"], "bin", "javac") if os.environ.get("JAVA_HOME") else None
+    javac = str(javac) if javac and javac.exists() else shutil.which("javac")
+    if javac is None:
+        print("no javac: the tests' Spark JVMs run Hadoop's local file system as it is", file=sys.stderr)
+        return
+    with tempfile.TemporaryDirectory(dir=_CACHE) as folder:
+        classes = Path(folder, "classes")
+        jars = Path(pyspark.__file__).parent / "jars" / "*"
+        run = subprocess.run(
+            [javac, "-nowarn", "-cp", str(jars), "-d", str(classes), str(LOCAL_FS_SOURCE)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        if run.returncode != 0:
+            raise RuntimeError(f"compiling {LOCAL_FS_SOURCE.name} failed ({run.returncode}):\n{run.stderr[-4000:]}")
+        (classes / "core-site.xml").write_text(CORE_SITE)
+        classes.rename(LOCAL_FS)
+
+
+def local_fs_class_path() -> str | None:
+    """``SPARK_DIST_CLASSPATH`` with :data:`LOCAL_FS` added (Spark's launcher appends that
+    variable to every JVM's class path it builds: drivers, standalone daemons, executors), or None
+    when it was not compiled."""
+    if not LOCAL_FS.exists():
+        return None
+    present = [entry for entry in os.environ.get("SPARK_DIST_CLASSPATH", "").split(os.pathsep) if entry]
+    return os.pathsep.join([*present, str(LOCAL_FS)] if str(LOCAL_FS) not in present else present)
 
 
 def _resolve() -> None:

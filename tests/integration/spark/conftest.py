@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from ._jars import SPARK_JVM, fetch, session_for_tests
+from ._jars import SPARK_JVM, fetch, local_fs_class_path, session_for_tests
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -58,8 +58,13 @@ CLUSTER_PORT = os.environ.get("PARKA_TEST_SPARK_PORT") or _free_port_run()
 def _spark_jars() -> None:
     """Every Spark test, its own drivers' included, after the jars' fetch (:func:`._jars.fetch`,
     which ``make test`` starts in the background): two resolutions at once into Ivy's cache
-    would race."""
+    would race. With Hadoop's local file system of ``_jars.LOCAL_FS`` on every Spark JVM's class
+    path from then on (the session's, the drivers' and daemons' the tests start), unless
+    ``PARKA_TEST_SPARK_LOCAL_FS=hadoop`` asks for Hadoop's own."""
     fetch()
+    class_path = local_fs_class_path()
+    if class_path and os.environ.get("PARKA_TEST_SPARK_LOCAL_FS") != "hadoop":
+        os.environ["SPARK_DIST_CLASSPATH"] = class_path
 
 
 # The Spark session's tests run one after the other on one worker, the run's longest chain, and
