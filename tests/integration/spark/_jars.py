@@ -160,13 +160,14 @@ def fetch() -> None:
 def _compile_local_fs() -> None:
     """Compile ``NioLocalFileSystem.java`` against pyspark's Hadoop jars into :data:`LOCAL_FS`,
     with a ``core-site.xml`` that names its classes as the ``file:`` scheme's file systems (whole,
-    or not at all: a folder renamed into place). Without a ``javac`` the JVMs keep Hadoop's own,
-    and this says so."""
+    or not at all: a folder renamed into place). The JDK's ``javac``, which the registry's Maven
+    build needs too."""
     javac = Path(os.environ["JAVA_HOME"], "bin", "javac") if os.environ.get("JAVA_HOME") else None
     javac = str(javac) if javac and javac.exists() else shutil.which("javac")
     if javac is None:
-        print("no javac: the tests' Spark JVMs run Hadoop's local file system as it is", file=sys.stderr)
-        return
+        raise RuntimeError(
+            "javac not found: the tests need a Java 17 JDK (e.g. apt-get install openjdk-17-jdk-headless)"
+        )
     with tempfile.TemporaryDirectory(dir=_CACHE) as folder:
         classes = Path(folder, "classes")
         jars = Path(pyspark.__file__).parent / "jars" / "*"
