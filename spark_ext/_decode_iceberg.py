@@ -51,6 +51,7 @@ from parka.lake import Committer, LandingSession
 from parka.errors import CommitConflict, CommitError, ConfigError, ParkaError, SchemaMismatchError
 
 from ._arrow import KAFKA_COLUMNS
+from ._jvm import jvm_class
 from ._options import ICEBERG_CATALOG_CLASS, ICEBERG_CATALOG_IDENTITY, iceberg_catalog_conf, lake_storage_options
 from ._query import LandingRun, kafka_stream, resume_from_table, with_trigger
 from ._reader import decode, spark_schema
@@ -116,10 +117,10 @@ def use_catalog(spark: Any, name: str, properties: Mapping[str, str]) -> None:
     if any(v.startswith("jdbc:sqlite:") for v in conf.values()):
         needed["org.sqlite.JDBC"] = "the SQLite JDBC driver"
     jvm = spark.sparkContext._jvm
-    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    loader = jvm_class(jvm, "java.lang.Thread").currentThread().getContextClassLoader()
     for class_name, what in needed.items():
         try:
-            jvm.java.lang.Class.forName(class_name, False, loader)
+            jvm_class(jvm, "java.lang.Class").forName(class_name, False, loader)
         except Exception as exc:  # py4j's error for a ClassNotFoundException
             raise SparkSetupError(
                 f"this Spark session has no {what} ({class_name}), which decode mode into Iceberg writes "

@@ -58,6 +58,8 @@ from parka.lake.delta import (
 from parka.errors import CommitConflict, CommitError, ParkaError
 from parka.evolution import TYPE_WIDENING_KEY
 
+from ._jvm import jvm_class
+
 __all__ = ["SparkEngine", "SparkTableLog"]
 
 _CONFLICT = "org.apache.spark.sql.delta.DeltaConcurrentModificationException"
@@ -279,15 +281,17 @@ class SparkTableLog:
         for t in txn_actions:
             actions.add(self._action({"txn": t}))
         user_metadata = json.dumps(dict(commit_info), sort_keys=True) if commit_info else None
-        write = getattr(jvm.org.apache.spark.sql.delta, "DeltaOperations$Write")
+        write = jvm_class(jvm, "org.apache.spark.sql.delta.DeltaOperations$Write")
+        option = jvm_class(jvm, "scala.Option")
+        converters = jvm_class(jvm, "scala.jdk.javaapi.CollectionConverters")
         operation = write(
-            jvm.org.apache.spark.sql.SaveMode.Append, jvm.scala.Option.empty(), jvm.scala.Option.empty(),
-            jvm.scala.Option.apply(user_metadata),
+            jvm_class(jvm, "org.apache.spark.sql.SaveMode").Append, option.empty(), option.empty(),
+            option.apply(user_metadata),
         )  # fmt: skip
         read_version = self._version
         self._txn = None  # used up, whatever happens
         with _translating(f"commit on version {read_version} failed"):
-            version = int(txn.commit(jvm.scala.jdk.javaapi.CollectionConverters.asScala(actions).toList(), operation))
+            version = int(txn.commit(converters.asScala(actions).toList(), operation))
         self._version, self._pending = version, None
         return version
 
@@ -295,24 +299,24 @@ class SparkTableLog:
         if self._pending is not None:
             return
         with _translating("cannot write a checkpoint"):
-            none = self._jvm.scala.Option.empty()
+            none = jvm_class(self._jvm, "scala.Option").empty()
             snapshot = self._log.update(False, none, none)
             if int(snapshot.checkpointProvider().version()) < int(snapshot.version()):
                 self._log.checkpoint(snapshot, none)
 
     def _action(self, action: Mapping[str, Any]) -> Any:
-        return self._jvm.org.apache.spark.sql.delta.actions.Action.fromJson(json.dumps(action))
+        return jvm_class(self._jvm, "org.apache.spark.sql.delta.actions.Action").fromJson(json.dumps(action))
 
     def _add_files(self, adds: Sequence[Mapping[str, Any]]) -> Any:
         """``AddFile`` actions from their JSON, parsed in one call by the mapper delta-spark's
         own ``Action.fromJson`` uses (one ``fromJson`` per file costs a few ms each through py4j:
         most of a 200-file commit). Returns a ``java.util.ArrayList``."""
         if not adds:
-            return self._jvm.java.util.ArrayList()
-        mapper = self._jvm.org.apache.spark.sql.delta.util.JsonUtils.mapper()
+            return jvm_class(self._jvm, "java.util.ArrayList")()
+        mapper = jvm_class(self._jvm, "org.apache.spark.sql.delta.util.JsonUtils").mapper()
         add_file = self._action({"add": adds[0]}).getClass()
         list_type = mapper.getTypeFactory().constructCollectionType(
-            self._jvm.java.util.ArrayList().getClass(), add_file
+            jvm_class(self._jvm, "java.util.ArrayList")().getClass(), add_file
         )
         return mapper.readValue(json.dumps(list(adds)), list_type)
 
@@ -330,7 +334,7 @@ class SparkEngine:
     def _delta_log(self, uri: str) -> Any:
         jvm = self.spark.sparkContext._jvm
         with _translating(f"cannot open the Delta log at {uri}"):
-            return jvm.org.apache.spark.sql.delta.DeltaLog.forTable(self.spark._jsparkSession, uri)
+            return jvm_class(jvm, "org.apache.spark.sql.delta.DeltaLog").forTable(self.spark._jsparkSession, uri)
 
     def open(self, uri: str, storage_options: Mapping[str, str] | None = None) -> SparkTableLog | None:
         handle = SparkTableLog(self.spark, uri, self._delta_log(uri), storage_options)

@@ -17,6 +17,7 @@ from parka.lake import LandingSession
 
 from parka.errors import ParkaError
 
+from ._jvm import jvm_class
 from ._options import HADOOP_CHECKPOINT, hadoop_storage_options, kafka_client_options, trigger_ms
 from ._reader import kafka_options
 from ._settings import CHECKPOINT_LOCATION, SparkIngestSettings
@@ -66,7 +67,9 @@ def _check_checkpoint(spark: Any, s: SparkIngestSettings) -> None:
 
     jvm = spark.sparkContext._jvm
     try:
-        jvm.org.apache.hadoop.fs.Path(s.checkpoint).getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+        jvm_class(jvm, "org.apache.hadoop.fs.Path")(s.checkpoint).getFileSystem(
+            spark.sparkContext._jsc.hadoopConfiguration()
+        )
     except Exception as exc:  # py4j's error, holding the JVM's
         cause = jvm_cause(exc, _NO_FILESYSTEM)
         if cause is None:
@@ -122,14 +125,14 @@ def _topic_partitions(spark: Any, topic: str, options: Mapping[str, str]) -> lis
     """The topic's partitions, asked with the Kafka source's own client settings (the JVM's
     Kafka admin client, through py4j)."""
     jvm = spark.sparkContext._jvm
-    props = jvm.java.util.Properties()
+    props = jvm_class(jvm, "java.util.Properties")()
     for key, value in options.items():
         if key.startswith("kafka."):
             props.setProperty(key[len("kafka.") :], value)
-    admin = jvm.org.apache.kafka.clients.admin.AdminClient.create(props)
+    admin = jvm_class(jvm, "org.apache.kafka.clients.admin.AdminClient").create(props)
     try:
-        names = jvm.java.util.Collections.singletonList(topic)
-        seconds = jvm.java.util.concurrent.TimeUnit.SECONDS
+        names = jvm_class(jvm, "java.util.Collections").singletonList(topic)
+        seconds = jvm_class(jvm, "java.util.concurrent.TimeUnit").SECONDS
         described = admin.describeTopics(names).allTopicNames().get(30, seconds)
         return sorted(int(info.partition()) for info in described.get(topic).partitions())
     finally:
