@@ -242,15 +242,25 @@ def _await(
 
 
 class _Reports:
-    """The query's progress reports, read as the query goes (``recentProgress`` keeps only the
-    last 100): per batch that completed, i.e. whose commit landed, its segments and records;
-    the lag after the newest report that names the source's offsets; and the counters as of
-    that report (:attr:`counts`, replaced whole, so a metrics scrape never sees one half made)."""
+    """The query's progress reports, read as the query goes (the query keeps only the last 100):
+    per batch that completed, i.e. whose commit landed, its segments and records; the lag after
+    the newest report that names the source's offsets; and the counters as of that report
+    (:attr:`counts`, replaced whole, so a metrics scrape never sees one half made).
 
-    def __init__(self, query: Any, topic: str, *, log_batches: bool) -> None:
+    Only the reports not read yet are converted to pyspark's objects (``convert``, by default
+    pyspark's own ``StreamingQueryProgress.fromJObject``): pyspark's ``recentProgress`` converts
+    every report it keeps on each call, dozens of py4j calls per report and a Java exception at
+    the end of each of its maps (a CPU-second and more for 40-59 reports in a run:
+    benchmarks/results/2026-12-01-spark-progress-reads/), and the daemon reads after every
+    half-second wait."""
+
+    def __init__(self, query: Any, topic: str, *, log_batches: bool, convert: Any = None) -> None:
         self._query = query
         self._topic = topic
         self._log_batches = log_batches
+        self._convert = convert
+        self._newest: tuple[int, str] | None = None  # (batch id, time) of the newest report read
+        self._lag: dict[int, int] | None = None
         self.seen: dict[int, tuple[int, int]] = {}  # batch id -> (segments, records)
         self.counts: dict[str, int] = {}
 
@@ -259,12 +269,35 @@ class _Reports:
         """Messages (segments) of the completed batches."""
         return sum(n for n, _ in self.seen.values())
 
+    def _unread(self) -> list[Any]:
+        """The reports after the newest one read, oldest first, converted (the JVM's are in the
+        order they were made: walked back from the newest to the newest read)."""
+        jquery = self._query._jsq
+        newest = jquery.lastProgress()
+        if newest is None or _report_key(newest) == self._newest:
+            return []
+        if self._convert is None:
+            from pyspark.sql.streaming.listener import StreamingQueryProgress
+
+            self._convert = StreamingQueryProgress.fromJObject
+        kept = jquery.recentProgress()
+        unread, latest = [], self._newest
+        for i in range(len(kept) - 1, -1, -1):
+            key = _report_key(kept[i])
+            if key == self._newest:
+                break
+            unread.append(self._convert(kept[i]))
+            if len(unread) == 1:
+                latest = key
+        self._newest = latest
+        return unread[::-1]
+
     def read(self) -> dict[int, int] | None:
         """Take the new reports; the lag after the newest that names the source's offsets
         (``None``: none does, an idle one may not)."""
         from ._decode import OBSERVED
 
-        reports = self._query.recentProgress
+        reports = self._unread()
         for report in reports:
             if report.batchId not in self.seen:
                 observed = (report.observedMetrics or {}).get(OBSERVED)
@@ -280,13 +313,20 @@ class _Reports:
                     )
         lag = next((found for r in reversed(reports) if (found := progress_lag(r, self._topic))), None)
         if lag is not None:
+            self._lag = lag
+        if self._lag is not None:
             seen = self.seen.values()
             self.counts = {
                 "commits": sum(1 for n, _ in seen if n),
                 "segments": self.done,
                 "records": sum(r for _, r in seen),
             }
-        return lag
+        return self._lag
+
+
+def _report_key(report: Any) -> tuple[int, str]:
+    """A JVM progress report told apart from the others: its batch id and its time."""
+    return int(report.batchId()), str(report.timestamp())
 
 
 def settings_summary(s: SparkIngestSettings) -> str:

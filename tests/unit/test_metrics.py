@@ -290,15 +290,46 @@ def test_spark_ingest_counts_each_completed_batch_once_from_the_progress_reports
             self.batchId, self.numInputRows, self.batchDuration = batch, segments, 100
             self.observedMetrics = {OBSERVED: {"records": records}}
 
-    query = types.SimpleNamespace(recentProgress=[])
-    reports = _Reports(query, "gps", log_batches=True)
+    class JavaReport:  # the JVM's progress, as py4j hands it out
+        def __init__(self, report: Report, time: str) -> None:
+            self.report, self.time = report, time
+
+        def batchId(self) -> int:
+            return int(self.report.batchId)
+
+        def timestamp(self) -> str:
+            return self.time
+
+    class JavaQuery:
+        def __init__(self) -> None:
+            self.kept: list[JavaReport] = []
+
+        def lastProgress(self) -> JavaReport | None:
+            return self.kept[-1] if self.kept else None
+
+        def recentProgress(self) -> list[JavaReport]:
+            return list(self.kept)
+
+    converted: list[str] = []
+
+    def convert(java: JavaReport) -> Report:
+        converted.append(java.time)
+        return java.report
+
+    jquery = JavaQuery()
+    reports = _Reports(types.SimpleNamespace(_jsq=jquery), "gps", log_batches=True, convert=convert)
     assert reports.read() is None and reports.counts == {}  # no report yet
-    query.recentProgress = [Report(0, 5, 50, 5, 9), Report(1, 0, 0, 5, 9)]  # the second one idle
+    jquery.kept = [JavaReport(Report(0, 5, 50, 5, 9), "t0"), JavaReport(Report(1, 0, 0, 5, 9), "t1")]  # t1 idle
     assert reports.read() == {0: 4}
     assert (reports.done, reports.counts) == (5, {"commits": 1, "segments": 5, "records": 50})
-    query.recentProgress = [Report(0, 5, 50, 5, 9), Report(2, 4, 40, 9, 9), Report(3, 0, 0, None, 9)]
+    assert reports.read() == {0: 4} and converted == ["t1", "t0"]  # nothing new: nothing converted again
+    jquery.kept += [JavaReport(Report(2, 4, 40, 9, 9), "t2"), JavaReport(Report(3, 0, 0, None, 9), "t3")]
+    del jquery.kept[0]  # the JVM keeps the last reports only
     assert reports.read() == {0: 0}  # the newest report naming the offsets; batch 0 counted once
     assert (reports.done, reports.counts) == (9, {"commits": 2, "segments": 9, "records": 90})
+    assert converted == ["t1", "t0", "t3", "t2"]  # each report once
+    jquery.kept += [JavaReport(Report(3, 0, 0, None, 9), "t4")]  # idle, naming no offsets
+    assert reports.read() == {0: 0} and reports.counts["records"] == 90
 
 
 def test_a_log_line_to_a_closed_stream_never_raises_into_the_caller(capsys: pytest.CaptureFixture[str]) -> None:
