@@ -258,6 +258,10 @@ class _Reports:
         self._query = query
         self._topic = topic
         self._log_batches = log_batches
+        if convert is None:
+            from pyspark.sql.streaming.listener import StreamingQueryProgress
+
+            convert = StreamingQueryProgress.fromJObject
         self._convert = convert
         self._newest: tuple[int, str] | None = None  # (batch id, time) of the newest report read
         self._lag: dict[int, int] | None = None
@@ -276,21 +280,16 @@ class _Reports:
         newest = jquery.lastProgress()
         if newest is None or _report_key(newest) == self._newest:
             return []
-        if self._convert is None:
-            from pyspark.sql.streaming.listener import StreamingQueryProgress
-
-            self._convert = StreamingQueryProgress.fromJObject
         kept = jquery.recentProgress()
-        unread, latest = [], self._newest
+        unread: list[tuple[tuple[int, str], Any]] = []  # newest first
         for i in range(len(kept) - 1, -1, -1):
             key = _report_key(kept[i])
             if key == self._newest:
                 break
-            unread.append(self._convert(kept[i]))
-            if len(unread) == 1:
-                latest = key
-        self._newest = latest
-        return unread[::-1]
+            unread.append((key, self._convert(kept[i])))
+        if unread:
+            self._newest = unread[0][0]
+        return [report for _, report in reversed(unread)]
 
     def read(self) -> dict[int, int] | None:
         """Take the new reports; the lag after the newest that names the source's offsets

@@ -9,6 +9,5 @@ def jvm_class(jvm: Any, name: str) -> Any:
     """The class ``name`` (fully qualified; ``Outer$Inner`` for a nested one) of the JVM behind
     ``jvm`` (a SparkContext's ``_jvm``), found in one call to it. py4j's ``jvm.org.apache.X``
     asks the JVM once per dot, and the JVM looks for each prefix as a class, in every jar of its
-    class path (some 300 in a Spark driver) before it answers "a package": a delta-spark commit
-    named its classes that way some 30 times."""
+    class path, before it answers "a package"."""
     return getattr(jvm, name)
