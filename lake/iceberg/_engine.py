@@ -16,7 +16,7 @@ from parka.partitioning import parse_spec
 from ._catalog import S3_PROPERTIES, catalog_properties
 from ._partitions import data_schema, partition_fields
 from ._schema import check_columns, plain_schema
-from ._snapshots import CREATED_PROPERTIES
+from ._snapshots import CREATED_PROPERTIES, stage_without_copies
 from ._table import NAME_MAPPING, IcebergTableLog
 
 __all__ = ["IcebergEngine"]
@@ -52,9 +52,11 @@ class IcebergEngine:
     def catalog(self) -> Catalog:
         if self._catalog is None:
             try:
-                self._catalog = load_catalog(self.catalog_name, **self.properties)
+                catalog = load_catalog(self.catalog_name, **self.properties)
             except Exception as exc:  # pyiceberg raises what its backends raise
                 raise CommitError(f"cannot open Iceberg catalog {self.catalog_name!r}: {exc}") from exc
+            stage_without_copies(catalog)
+            self._catalog = catalog
         return self._catalog
 
     def blocker(self) -> Blocker | None:

@@ -632,29 +632,58 @@ def test_without_the_iceberg_extra_the_daemon_exits_2_naming_it(tmp_path: Path) 
     assert "needs parka's 'iceberg' extra" in proc.stderr and install_command("iceberg") in proc.stderr
 
 
-def test_a_commit_copies_the_tables_metadata_a_fixed_number_of_times_however_long_its_history(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_commit_copies_none_of_the_tables_history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """pyiceberg 0.12 deep-copies the whole metadata (every snapshot) on each read of a
-    transaction's ``table_metadata``, about ten times per append: parka's commits read it once
-    per transaction state, so a commit's cost stops growing tenfold with the table's history."""
-    import pyiceberg.table
+    transaction's ``table_metadata`` and again when the SQL catalog stages the commit: a
+    commit's cost grew with the table's history. parka's commits apply the updates with
+    :func:`updated_metadata`, which shares the snapshots it keeps."""
+    from pyiceberg.table.snapshots import Snapshot
 
     c = iceberg_committer(tmp_path)
     for offset in range(3):
         c.commit([landed(c, 0, offset, [offset])])
-    copies: list[int] = []
-    replay = pyiceberg.table.update_table_metadata
+    copied: list[int] = []
+    deepcopy = Snapshot.__deepcopy__
 
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        copies.append(1)
-        return replay(*args, **kwargs)
+    def counted(self: Snapshot, memo: dict[int, Any] | None = None) -> Snapshot:
+        copied.append(self.snapshot_id)
+        return deepcopy(self, memo)
 
-    monkeypatch.setattr(pyiceberg.table, "update_table_metadata", counted)
+    previous = c.engine.catalog.load_table("db.t").metadata_location  # type: ignore[attr-defined]
+    monkeypatch.setattr(Snapshot, "__deepcopy__", counted)
     c.commit([landed(c, 0, 3, [3])])
-    # the state as read, then with the snapshot staged (the catalog's own copy is not counted here)
-    assert len(copies) == 2
+    assert copied == []
     assert ids(c.engine) == [0, 1, 2, 3]  # type: ignore[arg-type]
+    table = c.engine.catalog.load_table("db.t")  # type: ignore[attr-defined]
+    assert len(table.snapshots()) == 4 and table.metadata.metadata_log[-1].metadata_file == previous
+
+
+def test_updated_metadata_is_pyicebergs_own_with_the_history_shared(tmp_path: Path) -> None:
+    """The same metadata as pyiceberg's ``update_table_metadata`` (an appended snapshot, a
+    property, the metadata log), the base left as it was; its lists are new and the snapshots
+    in them the base's own."""
+    from parka.lake.iceberg._snapshots import updated_metadata
+    from pyiceberg.table import Transaction
+    from pyiceberg.table.update import update_table_metadata
+
+    c = iceberg_committer(tmp_path)
+    for offset in range(3):
+        c.commit([landed(c, 0, offset, [offset])])
+    table = c.engine.catalog.load_table("db.t")  # type: ignore[attr-defined]
+    tx = Transaction(table)
+    tx.set_properties({"a": "b"})
+    tx.append(pa.table({"id": [9], "day": ["d9"]}, schema=SCHEMA))
+    base = table.metadata
+    before = base.model_dump_json()
+    location = table.metadata_location
+    theirs = update_table_metadata(base, tx._updates, metadata_location=location)
+    ours = updated_metadata(base, tx._updates, metadata_location=location)
+    assert ours == theirs and ours.model_dump_json() == theirs.model_dump_json()
+    assert base.model_dump_json() == before
+    assert len(ours.snapshots) == 4 and ours.properties["a"] == "b"
+    assert [e.metadata_file for e in ours.metadata_log] == [*(e.metadata_file for e in base.metadata_log), location]
+    assert ours.snapshots is not base.snapshots
+    assert all(mine is kept for mine, kept in zip(ours.snapshots, base.snapshots, strict=False))
 
 
 def test_each_manifest_is_read_once_per_handle_and_the_files_follow_the_snapshots(
