@@ -5,12 +5,17 @@ at the versions of the installed Python packages, as ``delta.configure_spark_wit
 does: ``io.delta:delta-spark_2.13:<delta-spark>`` and
 ``org.apache.spark:spark-sql-kafka-0-10_2.13:<pyspark>``. The first session on a machine
 downloads them (about 70 MB, into Ivy's cache, ``~/.ivy2.5.2`` unless ``spark.jars.ivy`` says
-otherwise); later ones resolve from the cache in about a second.
+otherwise). Ivy's resolution from its cache still cost each JVM start some 3 CPU-s
+(benchmarks/results/2026-12-01-spark-remembered-jars/): the jar files a resolution gave are
+remembered (:func:`remembered_jars`), and a later session that asks for the same packages with
+the same resolver settings starts with those files (``spark.jars``) instead of resolving again.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
+import json
 import os
 import re
 import shutil
@@ -35,6 +40,7 @@ __all__ = [
     "iceberg_packages",
     "jvm_cause",
     "packages",
+    "remembered_jars",
     "s3a_jars",
     "session",
     "translate",
@@ -179,6 +185,63 @@ def spark_version() -> str:
     return importlib.metadata.version("pyspark")
 
 
+# The settings that decide what Ivy resolves (what it fetches, from where, into where, what it
+# leaves out), with the pyspark whose Ivy resolves them: the key of a remembered resolution
+_RESOLVER_SETTINGS = (
+    "spark.jars.packages",
+    "spark.jars.excludes",
+    "spark.jars.repositories",
+    "spark.jars.ivy",
+    "spark.jars.ivySettings",
+)
+
+
+def _jars_memo(conf: Mapping[str, Any]) -> Path | None:
+    """Where the jar files of ``conf``'s resolution are remembered, or ``None`` when they are
+    not to be: no packages, a ``-SNAPSHOT`` among them (Ivy may find a newer one), or
+    ``PARKA_SPARK_REMEMBER_JARS=0``."""
+    coordinates = str(conf.get("spark.jars.packages") or "")
+    if not coordinates or "-SNAPSHOT" in coordinates or os.environ.get("PARKA_SPARK_REMEMBER_JARS") == "0":
+        return None
+    key = json.dumps([spark_version(), *(str(conf.get(k) or "") for k in _RESOLVER_SETTINGS)])
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "parka" / "spark-jars"
+    return cache / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.txt"
+
+
+def remembered_jars(conf: Mapping[str, Any]) -> list[str] | None:
+    """The jar files (``file:`` URIs) an earlier session's resolution of ``conf``'s packages gave,
+    when every one of them is still there; ``None`` otherwise (Ivy resolves, as Spark does)."""
+    memo = _jars_memo(conf)
+    try:
+        jars = memo.read_text().split() if memo is not None else []
+    except OSError:
+        return None
+    if not jars or not all(Path(jar.removeprefix("file://")).is_file() for jar in jars):
+        return None
+    return jars
+
+
+def _remember_jars(conf: Mapping[str, Any], spark: Any) -> None:
+    """Remember the jar files the running session's resolution of ``conf``'s packages added to
+    ``spark.jars`` (the files ``conf`` named itself left out, by name). A failure to write is no
+    error: the next session resolves again."""
+    memo = _jars_memo(conf)
+    if memo is None:
+        return
+    own = {os.path.basename(jar) for jar in str(conf.get("spark.jars") or "").split(",")}
+    given = spark.sparkContext.getConf().get("spark.jars", "").split(",")
+    resolved = [jar for jar in given if jar and os.path.basename(jar) not in own]
+    if not resolved or not all(jar.startswith("file:") for jar in resolved):
+        return
+    try:
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        partial = memo.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text("\n".join(resolved) + "\n")
+        partial.replace(memo)
+    except OSError:
+        pass
+
+
 def session(
     master: str | None = None,
     app_name: str = "parka",
@@ -190,7 +253,9 @@ def session(
 
     ``master`` defaults to ``$PARKA_SPARK_MASTER``, else spark-submit's ``--master`` (a driver
     it launched), else ``local[*]``. ``extra_conf`` is applied
-    last (it may override anything here, ``spark.jars.packages`` included). Python workers run
+    last (it may override anything here, ``spark.jars.packages`` included). A JVM started here
+    takes the jar files an earlier start resolved for the same packages and resolver settings
+    (:func:`remembered_jars`; ``PARKA_SPARK_REMEMBER_JARS=0`` has Ivy resolve every time). Python workers run
     this interpreter unless ``PYSPARK_PYTHON`` says otherwise, forked (local masters) from
     :mod:`._daemon`. With a local master, shuffles and Delta log replays use as many partitions
     as cores (Spark's 200 and Delta's 50 cost seconds per small batch). When a session is already active (a notebook, a
@@ -237,17 +302,26 @@ def session(
             }
         )
     conf.update(extra_conf or {})
+    asked = dict(conf)
+    launched = "PYSPARK_GATEWAY_PORT" not in os.environ  # else spark-submit resolved them already
+    jars = remembered_jars(conf) if launched else None
+    if jars is not None:
+        conf["spark.jars"] = ",".join([*str(conf.get("spark.jars") or "").split(","), *jars]).strip(",")
+        del conf["spark.jars.packages"]
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in conf.items():
         builder = builder.config(key, str(value))
     try:
-        return builder.getOrCreate()
+        spark = builder.getOrCreate()
     except PySparkException as exc:
         raise SparkSetupError(
             f"Spark did not start ({exc}); if Ivy reported an unresolved dependency above, the "
-            f"jars {conf['spark.jars.packages']} are not all on Maven Central: {_install_hint()} "
+            f"jars {asked['spark.jars.packages']} are not all on Maven Central: {_install_hint()} "
             "installs a pair that resolves"
         ) from exc
+    if launched and jars is None:
+        _remember_jars(asked, spark)
+    return spark
 
 
 # Spark's default spark.redaction.regex, plus the setting that holds the local KMS's master keys

@@ -155,6 +155,8 @@ def test_kill_9_of_the_spark_driver_at_each_crash_point_then_restart_is_exactly_
 
     restarted = run_in_own_group(command)
     assert restarted.returncode == 0, restarted.stderr[-4000:]
+    # the jar files the first run's resolution gave were remembered: no Ivy at this start
+    assert ":: resolving dependencies ::" not in restarted.stderr
     result = last_json(restarted)
     # the replay of batch 1 finds its commit: a no-op whose new copies it deletes
     assert result["records"] == 1200 - in_table
