@@ -19,9 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-import parka.lake.iceberg._snapshots as snapshots  # noqa: E402
-from parka.lake import Committer, IcebergEngine  # noqa: E402
-from tests.unit._tables import landed  # noqa: E402
+import parka.lake.iceberg._snapshots as snapshots
+from parka.lake import Committer, IcebergEngine
+
+from tests.unit._tables import landed
 
 MIRRORED = snapshots._MIRRORED
 
