@@ -24,6 +24,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from parka.encryption import KmsSettings, spark_hadoop_conf
 from parka.errors import ParkaError, SchemaMismatchError, SegmentDecodeError, SegmentError
@@ -216,7 +217,7 @@ def remembered_jars(conf: Mapping[str, Any]) -> list[str] | None:
         jars = memo.read_text().split() if memo is not None else []
     except OSError:
         return None
-    if not jars or not all(Path(jar.removeprefix("file://")).is_file() for jar in jars):
+    if not jars or not all(Path(urlparse(jar).path).is_file() for jar in jars):
         return None
     return jars
 
@@ -255,8 +256,8 @@ def session(
     it launched), else ``local[*]``. ``extra_conf`` is applied
     last (it may override anything here, ``spark.jars.packages`` included). A JVM started here
     takes the jar files an earlier start resolved for the same packages and resolver settings
-    (:func:`remembered_jars`; ``PARKA_SPARK_REMEMBER_JARS=0`` has Ivy resolve every time). Python workers run
-    this interpreter unless ``PYSPARK_PYTHON`` says otherwise, forked (local masters) from
+    (:func:`remembered_jars`; ``PARKA_SPARK_REMEMBER_JARS=0`` has Ivy resolve every time).
+    Python workers run this interpreter unless ``PYSPARK_PYTHON`` says otherwise, forked (local masters) from
     :mod:`._daemon`. With a local master, shuffles and Delta log replays use as many partitions
     as cores (Spark's 200 and Delta's 50 cost seconds per small batch). When a session is already active (a notebook, a
     test run), it is returned as is: static settings cannot change in a running JVM.
