@@ -23,14 +23,32 @@ fetch_once() {
   fi
 }
 
+# start_ticks PID: when PID started, in clock ticks since boot (/proc/PID/stat's 22nd field), a
+# count the corrections of the wall clock do not move; empty without /proc.
+start_ticks() {
+  if [[ -r "/proc/$1/stat" ]]; then sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | awk '{print $20}' || true; fi
+}
+
+# write_pid PID: the pid file of the server just started: its pid and its start (start_ticks).
+write_pid() { echo "$1 $(start_ticks "$1")" > "$PIDFILE"; }
+
 # The pid of the server this script started, when it is alive (exit 1 otherwise). A pid file
-# left by a server that was killed can name a process started since with the same pid: where
-# /proc tells a process's start time, one that started after the pid file was written is not ours.
+# left by a server that was killed can name a process started since with the same pid: the file
+# holds the server's start (write_pid), and a process that started at another tick is not ours.
+# A file of the pid alone (written by an older script) is checked by its time instead: a process
+# that started after the file was written is not ours. That check compares the wall clock with the
+# time since boot, which a paused machine's clock correction moves apart (a minute on this
+# project's machines: every server of a test run seemed not the script's, was left running and
+# held its port against the next run).
 running_pid() {
   [[ -f "$PIDFILE" ]] || return 1
-  local pid; pid=$(cat "$PIDFILE")
+  local pid started
+  read -r pid started < "$PIDFILE" || [[ -n "$pid" ]] || return 1
   kill -0 "$pid" 2>/dev/null || return 1
-  if [[ -r "/proc/$pid/stat" && -r /proc/stat ]]; then
+  if [[ -n "$started" ]]; then
+    local now; now=$(start_ticks "$pid")
+    [[ -z "$now" || "$now" == "$started" ]] || return 1
+  elif [[ -r "/proc/$pid/stat" && -r /proc/stat ]]; then
     local ticks btime
     ticks=$(sed 's/.*) //' "/proc/$pid/stat" | awk '{print $20}')
     btime=$(awk '/^btime/ {print $2}' /proc/stat)

@@ -75,7 +75,7 @@ up() {
   log "starting azurite $VERSION (blob) on 127.0.0.1:$PORT, data in $DATA (log: $LOG)"
   nohup "$BIN" --blobHost 127.0.0.1 --blobPort "$PORT" --location "$DATA" --disableTelemetry --silent \
     --skipApiVersionCheck >>"$LOG" 2>&1 &
-  echo $! > "$PIDFILE"
+  write_pid $!
   wait_ready
   create_container
 }

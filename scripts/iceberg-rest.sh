@@ -178,7 +178,7 @@ up() {
     -Dorg.slf4j.simpleLogger.log.org.apache.hadoop.util.NativeCodeLoader=error \
     -Dorg.slf4j.simpleLogger.showDateTime=true -Dorg.slf4j.simpleLogger.dateTimeFormat="yyyy-MM-dd'T'HH:mm:ss.SSS" \
     -cp "$LIBS/*" org.apache.iceberg.rest.RESTCatalogServer >>"$LOG" 2>&1 &
-  echo $! > "$PIDFILE"
+  write_pid $!
   wait_ready
 }
 

@@ -245,7 +245,7 @@ free_port() {
   if running_pid >/dev/null || ! is_up; then echo "$PORT"; return; fi
   local p
   for ((p = PORT + 100; p < PORT + 300; p += 2)); do
-    if [[ -f "$HOME_DIR/broker-$p.pid" ]] && kill -0 "$(cat "$HOME_DIR/broker-$p.pid")" 2>/dev/null; then
+    if PIDFILE="$HOME_DIR/broker-$p.pid" running_pid >/dev/null; then
       log "port $PORT is in use by another process (not a broker this script started): using this script's broker on port $p"
       echo "$p"; return
     fi
@@ -297,7 +297,7 @@ up() {
   nohup java -Xms256m -Xmx"$HEAP" $JVM_OPTS -Djava.awt.headless=true \
     -Dlog4j2.configurationFile="$L4J" \
     -cp "$(classpath)" kafka.Kafka "$CONF" >>"$LOG" 2>&1 &
-  echo $! > "$PIDFILE"
+  write_pid $!
   wait_ready
 }
 

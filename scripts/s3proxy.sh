@@ -77,7 +77,7 @@ up() {
   log "starting s3proxy $VERSION on 127.0.0.1:$PORT, data in $DATA (log: $LOG)"
   LOG_LEVEL=warn JETTY_LOG_LEVEL=warn nohup java -Xms64m -Xmx512m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
     -jar "$JAR" --properties "$CONF" >>"$LOG" 2>&1 &
-  echo $! > "$PIDFILE"
+  write_pid $!
   wait_ready
 }
 

@@ -220,7 +220,7 @@ up() {
     REGISTRY_DATASOURCE_URL="jdbc:h2:mem:registry_db;LOCK_TIMEOUT=60000" QUARKUS_DATASOURCE_JDBC_TRANSACTION_ISOLATION_LEVEL=serializable \
     nohup java -Xms64m -Xmx"$HEAP" -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Djava.awt.headless=true \
     -jar "$APP/schema-registry-app-1-runner.jar" >>"$LOG" 2>&1 &
-  echo $! > "$PIDFILE"
+  write_pid $!
   wait_ready
 }
 
