@@ -257,8 +257,8 @@ def session(
     last (it may override anything here, ``spark.jars.packages`` included). A JVM started here
     takes the jar files an earlier start resolved for the same packages and resolver settings
     (:func:`remembered_jars`; ``PARKA_SPARK_REMEMBER_JARS=0`` has Ivy resolve every time).
-    Python workers run this interpreter unless ``PYSPARK_PYTHON`` says otherwise, forked (local masters) from
-    :mod:`._daemon`. With a local master, shuffles and Delta log replays use as many partitions
+    Python workers run this interpreter unless ``PYSPARK_PYTHON`` says otherwise, forked (local
+    masters) from :mod:`._daemon`. With a local master, shuffles and Delta log replays use as many partitions
     as cores (Spark's 200 and Delta's 50 cost seconds per small batch). When a session is already active (a notebook, a
     test run), it is returned as is: static settings cannot change in a running JVM.
 
@@ -307,7 +307,7 @@ def session(
     launched = "PYSPARK_GATEWAY_PORT" not in os.environ  # else spark-submit resolved them already
     jars = remembered_jars(conf) if launched else None
     if jars is not None:
-        conf["spark.jars"] = ",".join([*str(conf.get("spark.jars") or "").split(","), *jars]).strip(",")
+        conf["spark.jars"] = ",".join(str(jar) for jar in [conf.get("spark.jars"), *jars] if jar)
         del conf["spark.jars.packages"]
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in conf.items():
