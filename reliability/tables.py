@@ -26,8 +26,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
-from parka.lake import default_app_id, table_identity
-from pyiceberg.catalog import Catalog, load_catalog
+from parka.lake import IcebergEngine, default_app_id, table_identity
+from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import ancestors_of
@@ -246,8 +246,8 @@ class IcebergTarget(Target):
 
     @cached_property
     def catalog(self) -> Catalog:
-        uri = f"sqlite:///{self.warehouse / 'catalog.db'}"
-        return load_catalog(self.CATALOG, type="sql", uri=uri, warehouse=f"file://{self.warehouse}")
+        # as parka opens it: the workers may be creating it now
+        return IcebergEngine(self.CATALOG, {"warehouse": str(self.warehouse)}).catalog
 
     def table(self) -> Table | None:
         """The table as its catalog has it now; ``None`` before parka created it."""

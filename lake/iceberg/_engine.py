@@ -22,6 +22,18 @@ from ._table import NAME_MAPPING, IcebergTableLog
 __all__ = ["IcebergEngine"]
 
 
+def _load_catalog(name: str, properties: Mapping[str, str]) -> Catalog:
+    """pyiceberg's ``load_catalog``, once more when a SQL catalog's first open raced another
+    process's: both find the catalog's tables missing, both create them, and the second
+    ``CREATE TABLE`` fails ("table iceberg_tables already exists"). The second open finds them."""
+    try:
+        return load_catalog(name, **properties)
+    except Exception as exc:  # the database driver's own error, through SQLAlchemy
+        if "already exists" not in str(exc):
+            raise
+        return load_catalog(name, **properties)
+
+
 class IcebergEngine:
     """Opens and creates Iceberg tables in one catalog (``catalog``, with ``options`` over its
     configuration: :func:`catalog_properties`); a table's ``uri`` is its identifier,
@@ -52,7 +64,7 @@ class IcebergEngine:
     def catalog(self) -> Catalog:
         if self._catalog is None:
             try:
-                catalog = load_catalog(self.catalog_name, **self.properties)
+                catalog = _load_catalog(self.catalog_name, self.properties)
             except Exception as exc:  # pyiceberg raises what its backends raise
                 raise CommitError(f"cannot open Iceberg catalog {self.catalog_name!r}: {exc}") from exc
             stage_without_copies(catalog)

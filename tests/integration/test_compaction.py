@@ -15,8 +15,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
-from parka.lake import FileName
-from pyiceberg.catalog import Catalog, load_catalog
+from parka.lake import FileName, IcebergEngine
+from pyiceberg.catalog import Catalog
 
 from ._ingest_util import last_json, produce_events, run_ingest, start_ingest, wait_for
 
@@ -47,8 +47,8 @@ class Table:
         return self._catalog().table_exists(self.name)
 
     def _catalog(self) -> Catalog:
-        uri = f"sqlite:///{self.warehouse / 'catalog.db'}"
-        return load_catalog("test", type="sql", uri=uri, warehouse=f"file://{self.warehouse}")
+        """The daemon's catalog, opened as parka opens it: the daemon may be creating it now."""
+        return IcebergEngine("test", {"warehouse": str(self.warehouse)}).catalog
 
     def files(self) -> list[str]:
         if self.format == "delta":

@@ -962,3 +962,34 @@ def test_a_rewrite_catches_up_with_rows_deleted_in_its_inputs_since_it_read_them
     assert caught is not None and caught.late.tolist() == [1, 5]
     assert rewrite.caught_up([np.array([1, 3]), np.array([0])]).late.tolist() == []  # type: ignore[union-attr]
     assert rewrite.caught_up([np.array([3]), np.array([0])]) is None  # row 1 back
+
+
+def test_a_catalog_whose_first_open_raced_another_processes_is_opened_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two processes opening a new SQL catalog at once both create its tables, and the second's
+    ``CREATE TABLE`` fails; the engine opens it again, and any other failure stays one."""
+    import sqlite3
+
+    import parka.lake.iceberg._engine as engine_module
+
+    own = engine_module.load_catalog
+    calls: list[str] = []
+
+    def racing(name: str, **properties: str) -> Any:
+        calls.append(name)
+        if len(calls) == 1:
+            own(name, **properties)  # the other process's open, which creates the tables
+            raise sqlite3.OperationalError("table iceberg_tables already exists")
+        return own(name, **properties)
+
+    monkeypatch.setattr(engine_module, "load_catalog", racing)
+    assert engine(tmp_path).catalog.list_namespaces() == []
+    assert len(calls) == 2
+
+    def broken(name: str, **properties: str) -> Any:
+        raise sqlite3.OperationalError("unable to open database file")
+
+    monkeypatch.setattr(engine_module, "load_catalog", broken)
+    with pytest.raises(CommitError, match="unable to open database file"):
+        _ = engine(tmp_path / "other").catalog

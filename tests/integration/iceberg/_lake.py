@@ -43,9 +43,7 @@ class Lake:
     def catalog(self) -> Catalog:
         if self.rest_url is not None:
             return load_catalog("rest", type="rest", uri=self.rest_url)
-        return load_catalog(
-            "test", type="sql", uri=f"sqlite:///{self.warehouse / 'catalog.db'}", warehouse=f"file://{self.warehouse}"
-        )
+        return self.engine().catalog  # as parka opens it: a daemon may be creating it now
 
     def engine(self) -> IcebergEngine:
         options = {"warehouse": str(self.warehouse)} if self.rest_url is None else {"uri": self.rest_url}
