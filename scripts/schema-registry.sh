@@ -214,8 +214,14 @@ up() {
   # content id, or timed out on the sequence table's lock, and failed with HTTP 500, some after
   # writing the subject (8 threads registering 10 schemas each on new subjects: 23 of 80 failed).
   # Serializable transactions, a 60 s lock timeout and a pool that two connections per request
-  # at 8 requests at once fit in: 16 threads of 20 registrations, 0 failed.
-  HTTP_PORT="$PORT" QUARKUS_HTTP_HOST=127.0.0.1 \
+  # at 8 requests at once fit in made such failures rarer, but registrations at once still
+  # deadlocked on the sequence table: some failed with H2's "Deadlock detected", others waited
+  # until the transaction manager's 60 s timeout, in a suite run (four tests stalled 60 s) and in
+  # 16 threads of 20 registrations each (16 failed and one call took 306 s; the next round, none
+  # failed and one took 125 s). So the registry serves one request at a time (Quarkus' worker
+  # pool of one thread): the same 16 x 20 twice and 32 x 10 three times, 0 failed, the slowest
+  # call 0.62 s. A registry for tests, not for load.
+  HTTP_PORT="$PORT" QUARKUS_HTTP_HOST=127.0.0.1 QUARKUS_THREAD_POOL_MAX_THREADS=1 \
     QUARKUS_DATASOURCE_JDBC_MIN_SIZE=1 QUARKUS_DATASOURCE_JDBC_INITIAL_SIZE=1 QUARKUS_DATASOURCE_JDBC_MAX_SIZE=20 \
     REGISTRY_DATASOURCE_URL="jdbc:h2:mem:registry_db;LOCK_TIMEOUT=60000" QUARKUS_DATASOURCE_JDBC_TRANSACTION_ISOLATION_LEVEL=serializable \
     nohup java -Xms64m -Xmx"$HEAP" -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Djava.awt.headless=true \
