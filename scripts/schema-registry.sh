@@ -219,7 +219,7 @@ up() {
   # until the transaction manager's 60 s timeout, in a suite run (four tests stalled 60 s) and in
   # 16 threads of 20 registrations each (16 failed and one call took 306 s; the next round, none
   # failed and one took 125 s). So the registry serves one request at a time (Quarkus' worker
-  # pool of one thread): the same 16 x 20 twice and 32 x 10 three times, 0 failed, the slowest
+  # pool of one thread): the same 16 x 20 and 32 x 10 three times each, 0 failed, the slowest
   # call 0.62 s. A registry for tests, not for load.
   HTTP_PORT="$PORT" QUARKUS_HTTP_HOST=127.0.0.1 QUARKUS_THREAD_POOL_MAX_THREADS=1 \
     QUARKUS_DATASOURCE_JDBC_MIN_SIZE=1 QUARKUS_DATASOURCE_JDBC_INITIAL_SIZE=1 QUARKUS_DATASOURCE_JDBC_MAX_SIZE=20 \
