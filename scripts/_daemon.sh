@@ -50,7 +50,7 @@ running_pid() {
     [[ -z "$now" || "$now" == "$started" ]] || return 1
   elif [[ -r "/proc/$pid/stat" && -r /proc/stat ]]; then
     local ticks btime
-    ticks=$(sed 's/.*) //' "/proc/$pid/stat" | awk '{print $20}')
+    ticks=$(start_ticks "$pid")
     btime=$(awk '/^btime/ {print $2}' /proc/stat)
     (( btime + ticks / $(getconf CLK_TCK) <= $(stat -c %Y "$PIDFILE") + 1 )) || return 1
   fi
