@@ -63,7 +63,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/_daemon.sh"
 
 fetch_jars() {
   [[ -f "$LIBS/.complete" ]] && return 0
-  command -v mvn >/dev/null || { log "mvn not found: install Maven (apt-get install maven) to resolve Kafka from Maven Central"; exit 3; }
+  need_maven "Kafka"
   fetch_once "$LIBS/.complete" resolve_jars
 }
 

@@ -19,7 +19,7 @@ VERSION=$(basename "$HADOOP_JAR" .jar | sed 's/^parquet-hadoop-//')
 DIR="${XDG_CACHE_HOME:-$HOME/.cache}/parka/parquet-kms"
 JAR="$DIR/parquet-hadoop-$VERSION-tests.jar"
 if [[ ! -f "$JAR" ]]; then
-  command -v mvn >/dev/null || { log "mvn not found: install Maven (apt-get install maven)"; exit 3; }
+  need_maven "the KMS jar"
   mkdir -p "$DIR"
   log "fetching org.apache.parquet:parquet-hadoop:$VERSION:tests from Maven Central"
   maven dependency:copy \

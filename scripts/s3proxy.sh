@@ -34,7 +34,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/_daemon.sh"
 
 fetch_jar() {
   [[ -f "$JAR" ]] && return 0
-  command -v mvn >/dev/null || { log "mvn not found: install Maven (apt-get install maven) to fetch s3proxy from Maven Central"; exit 3; }
+  need_maven "s3proxy"
   fetch_once "$JAR" download_jar
 }
 

@@ -3,7 +3,7 @@
 # Registry (in-memory H2 storage), built from Maven Central artifacts and run with the machine's
 # Java 17. Its Confluent-compatible API is at http://127.0.0.1:<port>/apis/ccompat/v7.
 #
-#   scripts/schema-registry.sh up       # idempotent: build once (a few minutes), start, wait for the API
+#   scripts/schema-registry.sh up       # idempotent: build once (about a minute), start, wait for the API
 #   scripts/schema-registry.sh fetch    # build only (make test: beside the set-up)
 #   scripts/schema-registry.sh down     # stop the registry started here
 #   scripts/schema-registry.sh status   # exit 0 when the API answers
@@ -38,7 +38,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/_daemon.sh"
 
 need_tools() {
   command -v java >/dev/null || { log "java not found: install a Java 17 runtime (apt-get install openjdk-17-jre-headless)"; exit 3; }
-  command -v mvn >/dev/null || { log "mvn not found: install Maven (apt-get install maven)"; exit 3; }
+  need_maven "the registry"
   command -v unzip >/dev/null || { log "unzip not found: apt-get install unzip"; exit 3; }
 }
 
@@ -183,7 +183,7 @@ build() {
 }
 
 build_app() {
-  log "building Apicurio Registry $VERSION from Maven Central into $APP (once; a few minutes)"
+  log "building Apicurio Registry $VERSION from Maven Central into $APP (once; about a minute)"
   write_build
   local mvn=(maven -s "$BUILD/settings.xml")
   # The app jar's own application.properties becomes the application's, plus an index of the jar's beans.
