@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -140,21 +141,26 @@ def kms_jar() -> str:
 def fetch() -> None:
     """Resolve :data:`SESSION_PACKAGES` into Ivy's cache, and the KMS jar into parka's; once per
     package list (a stamp in parka's cache folder: Spark's JVM costs some 12 CPU-s even when Ivy
-    has everything). Then compile :data:`LOCAL_FS`, once. Callers take turns on a lock in that
+    has everything), and compile :data:`LOCAL_FS`, once. Callers take turns on a lock in that
     folder: ``make test`` runs this in the background from the tests' start, and every Spark
     test waits here for it (``tests/integration/spark/conftest.py``), since two resolutions at
-    once into one Ivy cache can leave a jar half written for both."""
+    once into one Ivy cache can leave a jar half written for both. The three run at once: on a
+    fresh machine Ivy's resolution mostly waits on downloads, one after another, while Maven
+    fetches the KMS jar and javac compiles."""
     stamp = _CACHE / f"spark-jars-{_digest(*SESSION_PACKAGES, *S3A_CONF.values())}"
     if stamp.exists() and LOCAL_FS.exists():
         return
     _CACHE.mkdir(parents=True, exist_ok=True)
     with open(_CACHE / "spark-jars.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not stamp.exists():
-            _resolve()
-            stamp.touch()
+        work = [_resolve, kms_jar] if not stamp.exists() else []
         if not LOCAL_FS.exists():
-            _compile_local_fs()
+            work.append(_compile_local_fs)
+        if work:
+            with ThreadPoolExecutor(len(work)) as pool:
+                for done in [pool.submit(step) for step in work]:
+                    done.result()
+        stamp.touch()
 
 
 def _compile_local_fs() -> None:
@@ -200,10 +206,11 @@ def _resolve() -> None:
         noop.write_text("")
         command = [str(submit), "--master", "local[1]", "--packages", ",".join(SESSION_PACKAGES)]
         command += [arg for key, value in S3A_CONF.items() for arg in ("--conf", f"{key}={value}")]
-        run = subprocess.run([*command, str(noop)], capture_output=True, text=True, timeout=900, cwd=folder)
+        # the JVM of a short run (the launcher gives SPARK_SUBMIT_OPTS to the driver's JVM)
+        env = {**os.environ, "SPARK_SUBMIT_OPTS": SHORT_JVM}
+        run = subprocess.run([*command, str(noop)], capture_output=True, text=True, timeout=900, cwd=folder, env=env)
     if run.returncode != 0:
         raise RuntimeError(f"resolving the Spark session's jars failed ({run.returncode}):\n{run.stderr[-4000:]}")
-    kms_jar()
 
 
 def write_archive() -> None:
