@@ -3,17 +3,16 @@
 # session's packages, the KMS jar by Maven, NioLocalFileSystem compiled) on a cold machine, two
 # clones side by side, arms alternated:
 #   run.sh OLD_CLONE NEW_CLONE ROUNDS OUT
-# Each run starts with an empty parka cache (XDG_CACHE_HOME) and an empty Ivy home: the JVM takes
-# Ivy's ~/.ivy2.5.2 from the password database's home, so the script moves that folder aside for
-# the runs and puts it back at the end. OUT gets runs.tsv: round, arm, wall s, user + system CPU-s.
+# Each run starts with an empty parka cache (XDG_CACHE_HOME) and an empty Ivy home (the real one
+# kept aside meanwhile: benchmarks/empty_ivy.sh). OUT gets runs.tsv: round, arm, wall s, user +
+# system CPU-s.
 set -euo pipefail
 OLD=$(realpath "$1") NEW=$(realpath "$2") ROUNDS=$3 OUT=$(realpath -m "$4")
-IVY=$(getent passwd "$(id -u)" | cut -d: -f6)/.ivy2.5.2
+# shellcheck source=benchmarks/empty_ivy.sh
+source "$(dirname "$0")/../../empty_ivy.sh"
 mkdir -p "$OUT"
 work=$(mktemp -d)
-[[ -e "$IVY" ]] && mv "$IVY" "$work/ivy-kept"
-restore() { rm -rf "$IVY"; [[ -e "$work/ivy-kept" ]] && mv "$work/ivy-kept" "$IVY"; rm -rf "$work"; }
-trap restore EXIT
+ivy_aside "$work"
 printf 'round\tarm\twall_s\tcpu_s\n' >"$OUT/runs.tsv"
 for round in $(seq 1 "$ROUNDS"); do
   for arm in old new; do
