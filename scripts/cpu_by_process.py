@@ -37,7 +37,9 @@ KINDS: list[tuple[str, str]] = [
     ("schema registry (Apicurio)", "apicurio"),
     ("Iceberg REST catalog", "org.apache.iceberg.rest"),
     ("Azurite", "azurite"),
-    ("pyspark Python workers", "pyspark.daemon"),
+    # pyspark's daemon and the workers it forks: `python -m <spark.python.daemon.module>
+    # pyspark.worker` (parka's own daemon module, spark_ext/_daemon.py, or pyspark.daemon)
+    ("pyspark Python workers", "pyspark.worker"),
     ("parka spark-ingest (Python)", "parka.cli spark-ingest"),
     ("parka ingest daemons", "parka.cli ingest"),
     ("parka, other commands", "parka.cli"),
