@@ -26,7 +26,8 @@ for commit in "$@"; do
     /usr/bin/time -o "$work/time" -f "%e" .ci/run >"$OUT/$name.out" 2>&1) || true
   summary=$(grep -E '^[0-9]+ (passed|failed)' "$OUT/$name.out" | tail -1)
   pytest_s=$(sed -nE 's/.* in ([0-9.]+)s.*/\1/p' <<<"$summary")
-  printf '%s\t%s\t%s\t%s\n' "$commit" "$(cat "$work/time")" "$pytest_s" "$summary" >>"$OUT/runs.tsv"
+  # (time's last line: a failed command's file starts with "Command exited with non-zero status N")
+  printf '%s\t%s\t%s\t%s\n' "$commit" "$(tail -1 "$work/time")" "$pytest_s" "$summary" >>"$OUT/runs.tsv"
   (cd "$work/run/repo" && scripts/kafka-local.sh down >/dev/null 2>&1 || true)
   rm -rf "$work/run" /tmp/pytest-of-"$(id -un)"
   n=$((n + 1))
