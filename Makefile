@@ -107,9 +107,8 @@ test: ## the whole suite: lint, the docs site, unit and integration tests (start
 	PARKA_CHECKS_BESIDE=1 $(BIN)/pytest -q -ra -n $(PYTEST_WORKERS)
 
 # The registry's first fetch is a Quarkus build from Maven Central (64 s on a fresh machine, 36
-# CPU-s; 199 s while Maven fetched POMs one after another), Azurite's an npm install (~40 s, 27
-# CPU-s): in make test's foreground they were the set-up's longest wait, while their tests start
-# minutes in.
+# CPU-s; 199 s while Maven fetched POMs one after another), Azurite's an npm install (~40 s): in
+# make test's foreground they were the set-up's longest wait, while their tests start minutes in.
 FETCHED_EARLY := kafka-local s3proxy iceberg-rest
 FETCHED_LATE := schema-registry azurite
 FETCH_LOGS = $${XDG_CACHE_HOME:-$$HOME/.cache}/parka

@@ -19,10 +19,11 @@ MAVEN_REPO="${XDG_CACHE_HOME:-$HOME/.cache}/parka/maven"
 # .sha512) into parka's cache folder once, not the system's mvn: Maven 3.8 (Debian's) collects a
 # project's dependencies one POM after another, a request's round trip each, while 3.9's
 # breadth-first collector fetches them 16 at a time. On a fresh machine (cold fetches, one after
-# another) Kafka's jars took 11 s instead of 41, s3proxy's 12 instead of 32, the Iceberg REST
-# catalog's 10 instead of 46 and the schema registry's build 69 s instead of 202, with the same
-# CPU and the same files (benchmarks/results/2026-12-01-maven-parallel-poms/). PARKA_MVN=PATH runs
-# a mvn of your own instead (one set up for a network that cannot reach Central directly, say).
+# another) Kafka's jars took 10.0 s instead of 42.3, s3proxy's 12.4 instead of 31.4, the Iceberg
+# REST catalog's 11.2 instead of 46.8 and the schema registry's build 64.1 s instead of 199.1,
+# with the same CPU and the same files (benchmarks/results/2026-12-01-maven-parallel-poms/).
+# PARKA_MVN=PATH runs a mvn of your own instead (one set up for a network that cannot reach
+# Central directly, say).
 MAVEN_VERSION=3.9.16
 MAVEN_DIST="${XDG_CACHE_HOME:-$HOME/.cache}/parka/apache-maven-$MAVEN_VERSION"
 MAVEN_URL="https://repo1.maven.org/maven2/org/apache/maven/apache-maven/$MAVEN_VERSION/apache-maven-$MAVEN_VERSION-bin.tar.gz"
