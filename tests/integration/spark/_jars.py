@@ -1,11 +1,14 @@
 """The jars of the tests' Spark session, and their fetch ahead of the tests; and a class archive
 that the tests' Spark JVMs start from when it is there.
 
-``python -m tests.integration.spark._jars`` resolves the jars (Ivy, from Maven Central, into Ivy's
-cache as the session does) through ``spark-submit --packages`` with a Python program that does
-nothing, so no SparkContext starts; and fetches parquet-mr's KMS jar. ``make test`` runs it in
-the background from the tests' start, and every Spark test waits for it (:func:`fetch`): on a
-fresh machine the download takes some 25 s, beside the workers' start and the first tests.
+``python -m tests.integration.spark._jars`` resolves the jars (Ivy, into Ivy's cache as the
+session does) through ``spark-submit --packages`` with a Python program that does nothing, so no
+SparkContext starts, from the files ``session-jars.lock`` names, fetched at once from Maven
+Central first (:data:`LOCK`); and fetches parquet-mr's KMS jar. ``make test`` runs it in the
+background from the tests' start, and every Spark test waits for it (:func:`fetch`): on a fresh
+machine it takes some 13 s, beside the workers' start and the first tests.
+``python -m tests.integration.spark._jars --lock`` writes that list again, after a change of the
+session's packages (a unit test says when).
 
 ``python -m tests.integration.spark._jars --write-archive`` (``make spark-class-archive``) starts
 the tests' session once (:func:`session_for_tests`), runs a few Delta writes, reads and a stream
@@ -200,17 +203,149 @@ def local_fs_class_path() -> str | None:
 
 
 def _resolve() -> None:
-    submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
-    with tempfile.TemporaryDirectory() as folder:
-        noop = Path(folder, "noop.py")
-        noop.write_text("")
-        command = [str(submit), "--master", "local[1]", "--packages", ",".join(SESSION_PACKAGES)]
-        command += [arg for key, value in S3A_CONF.items() for arg in ("--conf", f"{key}={value}")]
-        # the JVM of a short run (the launcher gives SPARK_SUBMIT_OPTS to the driver's JVM)
-        env = {**os.environ, "SPARK_SUBMIT_OPTS": SHORT_JVM}
-        run = subprocess.run([*command, str(noop)], capture_output=True, text=True, timeout=900, cwd=folder, env=env)
+    """Ivy's resolution of :data:`SESSION_PACKAGES` into its cache, from a folder of the files
+    :data:`LOCK` names when they could be fetched (:func:`_mirror`), else from Maven Central."""
+    with tempfile.TemporaryDirectory(dir=_CACHE) as folder:
+        mirror = _mirror(Path(folder, "mirror"))
+        run = _submit(folder, mirror)
+        if run.returncode != 0 and mirror is not None:
+            print(
+                f"resolving from the fetched files failed, resolving from {_root()}:\n{run.stderr[-2000:]}",
+                file=sys.stderr,
+            )
+            run = _submit(folder, None)
     if run.returncode != 0:
         raise RuntimeError(f"resolving the Spark session's jars failed ({run.returncode}):\n{run.stderr[-4000:]}")
+
+
+def _submit(folder: str, mirror: str | None, *conf: str) -> subprocess.CompletedProcess[str]:
+    """``spark-submit --packages`` of a program that does nothing, in ``folder``: Ivy's resolution
+    alone, from ``mirror`` (a URL) as Spark's central repository when given."""
+    submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    noop = Path(folder, "noop.py")
+    noop.write_text("")
+    command = [str(submit), "--master", "local[1]", "--packages", ",".join(SESSION_PACKAGES)]
+    command += [arg for key, value in S3A_CONF.items() for arg in ("--conf", f"{key}={value}")]
+    command += [arg for setting in conf for arg in ("--conf", setting)]
+    # the JVM of a short run (the launcher gives SPARK_SUBMIT_OPTS to the driver's JVM)
+    env = {**os.environ, "SPARK_SUBMIT_OPTS": SHORT_JVM}
+    if mirror is not None:
+        env["DEFAULT_ARTIFACT_REPOSITORY"] = mirror
+    return subprocess.run([*command, str(noop)], capture_output=True, text=True, timeout=900, cwd=folder, env=env)
+
+
+# Ivy resolves one module after another, a round trip for each POM and each jar: on a fresh
+# machine, with the session's 123 POMs and 76 jars from Maven Central, the fetch took 55-56 s;
+# fetched by curl 16 at a time into a folder first, 12-15 s with Ivy's resolution from there
+# (benchmarks/results/2026-12-01-spark-jars-mirror/). LOCK names those files with
+# their SHA-1 (``python -m tests.integration.spark._jars --lock`` writes it); the fetch gets them
+# into a folder laid out as Maven Central is, and Ivy resolves from there (Spark's
+# DEFAULT_ARTIFACT_REPOSITORY replaces Central's URL), into its cache as from Central. When
+# the file is out of date (another package list, pyspark or resolver setting) or a file cannot
+# be fetched or does not match, Ivy resolves from Central as before, and the fetch says why.
+LOCK = Path(__file__).with_name("session-jars.lock")
+CENTRAL = "https://repo1.maven.org/maven2/"
+
+
+def _root() -> str:
+    """Where the jars come from: Spark's own variable when set (a mirror of Central), else Central."""
+    root = os.environ.get("DEFAULT_ARTIFACT_REPOSITORY") or CENTRAL
+    return root if root.endswith("/") else f"{root}/"
+
+
+def _lock_digest() -> str:
+    """What the resolution depends on: the packages, the resolver settings, pyspark's version."""
+    return _digest(*SESSION_PACKAGES, *(f"{k}={v}" for k, v in S3A_CONF.items()), pyspark.__version__)
+
+
+def _locked() -> list[tuple[str, str]] | None:
+    """(SHA-1, path under the repository's root) of every file in :data:`LOCK`, or None when the
+    file is missing or was written for other packages or settings."""
+    if not LOCK.exists():
+        return None
+    lines = LOCK.read_text().splitlines()
+    digest = next((line.split()[-1] for line in lines if line.startswith("# digest ")), None)
+    if digest != _lock_digest():
+        return None
+    return [(sha1, path) for sha1, path in (line.split() for line in lines if line and not line.startswith("#"))]
+
+
+def _mirror(folder: Path) -> str | None:
+    """Fetch the files :data:`LOCK` names into ``folder`` and check each one's SHA-1; the folder's
+    URL, or None (and why, on stderr) when that cannot be done."""
+    files = _locked()
+    problem = (
+        f"{LOCK.name} is not of the session's packages"
+        if files is None
+        else _fetch_files([p for _, p in files], _root(), folder)
+    )
+    for sha1, path in files if files is not None and problem is None else []:
+        if _sha1(folder / path) != sha1:
+            problem = f"{_root()}{path} does not match its SHA-1 in {LOCK.name}"
+            break
+    if problem is not None:
+        print(f"{problem}: resolving from {_root()}", file=sys.stderr)
+        return None
+    return f"{folder.as_uri()}/"
+
+
+def _sha1(file: Path) -> str:
+    return hashlib.sha1(file.read_bytes()).hexdigest()
+
+
+def _fetch_files(paths: list[str], root: str, folder: Path) -> str | None:
+    """curl's fetch of ``paths`` from ``root`` into ``folder``, 16 at a time; what went wrong, or
+    None."""
+    curl = shutil.which("curl")
+    if curl is None:
+        return "curl not found"
+    config = folder.with_name("curl.conf")
+    config.write_text("".join(f'url = "{root}{path}"\noutput = "{folder / path}"\n' for path in paths))
+    command = [curl, "--silent", "--show-error", "--fail", "--retry", "3", "--create-dirs"]
+    run = subprocess.run(
+        [*command, "--parallel", "--parallel-max", "16", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if run.returncode != 0:
+        return f"curl could not fetch the session's jars ({run.returncode}): {run.stderr.strip()[-1000:]}"
+    return None
+
+
+def write_lock() -> None:
+    """Write :data:`LOCK`: resolve the session's packages from Central into an empty Ivy home,
+    take the URL of every file Ivy fetched from its cache's records, and fetch each one again for
+    its SHA-1."""
+    root = _root()
+    with tempfile.TemporaryDirectory() as folder:
+        run = _submit(folder, None, f"spark.jars.ivy={folder}/ivy")
+        if run.returncode != 0:
+            raise SystemExit(f"resolving the Spark session's jars failed ({run.returncode}):\n{run.stderr[-4000:]}")
+        urls = {
+            line.split(".location=", 1)[1].replace("\\:", ":")
+            for record in Path(folder, "ivy", "cache").rglob("ivydata-*.properties")
+            for line in record.read_text().splitlines()
+            if ".location=" in line
+        }
+        if any(not url.startswith(root) for url in urls):
+            raise SystemExit(
+                f"Ivy fetched files from outside {root}: {sorted(u for u in urls if not u.startswith(root))}"
+            )
+        paths = sorted(url.removeprefix(root) for url in urls)
+        files = Path(folder, "files")
+        problem = _fetch_files(paths, root, files)
+        if problem is not None:
+            raise SystemExit(problem)
+        lines = [f"{_sha1(files / path)} {path}" for path in paths]
+    header = [
+        "# The files Ivy fetches from Maven Central to resolve the tests' Spark session's packages",
+        "# (SHA-1, path): tests/integration/spark/_jars.py fetches them at once before Ivy resolves.",
+        "# Written by `python -m tests.integration.spark._jars --lock`; the digest is of the packages,",
+        "# the resolver settings and pyspark's version.",
+        f"# digest {_lock_digest()}",
+    ]
+    LOCK.write_text("\n".join([*header, *lines]) + "\n")
 
 
 def write_archive() -> None:
@@ -269,6 +404,8 @@ if __name__ == "__main__":
         _archive_classes(sys.argv[2], sys.argv[3])
     elif sys.argv[1:2] == ["--write-archive"]:
         write_archive()
+    elif sys.argv[1:2] == ["--lock"]:
+        write_lock()
     else:
         try:
             fetch()
