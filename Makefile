@@ -28,7 +28,10 @@ help: ## list the targets
 # parallel, where pip fetched one package after another on a fresh machine. pyspark comes only as
 # an sdist, whose wheel uv builds first: stored rather than deflated (--compression=stored), since
 # 400 MB of it are jars, compressed already (deflating them again cost some 20 CPU-s of the 33 the
-# build took). The virtualenv keeps its pip, which the missing-extra messages name.
+# build took). The virtualenv gets pip from uv too, with the rest (the missing-extra messages name
+# it): made without pip, it gets uv from the system's pip (`pip --python`, pip 22.3 and up), and
+# only without one does ensurepip install pip first. A virtualenv with uv took 3.7-4.1 CPU-s
+# that way, 8.0-10.1 with ensurepip (benchmarks/results/2026-12-01-venv-without-ensurepip/).
 UV := uv==0.13.9
 UV_INSTALL = $(BIN)/uv pip install --quiet -C--build-option=--compression=stored --python $(BIN)/python
 # Every Python process make starts writes the bytecode of the modules it imports, once: with
@@ -37,9 +40,10 @@ UV_INSTALL = $(BIN)/uv pip install --quiet -C--build-option=--compression=stored
 # (uv's --compile-bytecode) cost ~45 CPU-s for the few that anything imports.
 unexport PYTHONDONTWRITEBYTECODE
 $(BIN)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet $(UV)
-	$(UV_INSTALL) -e '.[dev,spark]'
+	$(PYTHON) -m venv --without-pip $(VENV)
+	$(PYTHON) -m pip --python $(BIN)/python install --quiet $(UV) 2>/dev/null \
+	  || { $(BIN)/python -m ensurepip --default-pip >/dev/null && $(BIN)/pip install --quiet $(UV); }
+	$(UV_INSTALL) pip -e '.[dev,spark]'
 	touch $@
 
 setup: $(BIN)/.installed ## create .venv and install parka with its dev tools
