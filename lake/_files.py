@@ -158,7 +158,7 @@ def unwrap_segment(seg: SegmentRead, cdc: Debezium) -> SegmentRead:
         table = seg.schema.empty_table()
     else:
         try:
-            table = pq.read_table(io.BytesIO(seg.value))
+            table = pq.read_table(pa.BufferReader(seg.value))
         except (pa.ArrowException, OSError) as exc:
             raise SegmentDecodeError(f"--cdc debezium: the segment's pages do not decode: {exc}", **where) from exc
     try:
@@ -477,7 +477,7 @@ class _Writer:
         of row records is one :class:`LandedSegment` per file, each with its rows' offsets, so
         that a part the table's ``txn`` covers can be told from the rest in each file."""
         seg = c.seg
-        data = pq.read_table(io.BytesIO(seg.value))
+        data = pq.read_table(pa.BufferReader(seg.value))
         codec = _codec(seg.meta)
         if seg.offsets is not None:
             data = data.append_column(_OFFSET_COLUMN, pa.array(seg.offsets, pa.int64()))
@@ -558,7 +558,7 @@ def _some_rows(data: bytes, keep: Sequence[LandedSegment]) -> bytes:
     """A data file of ``keep``'s rows of the file ``data``: each segment's row groups (all of
     the file when it holds that segment alone), and of a part of a run of row records its
     ``rows`` only; decoded and encoded again (with parka's encodings, the file's codec)."""
-    file = pq.ParquetFile(io.BytesIO(data))
+    file = pq.ParquetFile(pa.BufferReader(data))
     meta = file.metadata
     tables = []
     for s in keep:

@@ -9,7 +9,6 @@ The specs themselves (``day=date(ts)``) are :mod:`parka.partitioning`'s.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 from typing import Any
 
@@ -167,6 +166,6 @@ def split_by_partition(data: pa.Table, specs: Sequence[PartitionSpec]) -> list[t
 
 def _read(value: bytes, columns: list[str]) -> pa.Table:
     try:
-        return pq.read_table(io.BytesIO(value), columns=columns)
+        return pq.read_table(pa.BufferReader(value), columns=columns)
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise SegmentDecodeError(f"cannot read the partition source columns {columns}: {exc}") from exc

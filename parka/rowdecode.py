@@ -618,7 +618,7 @@ class JsonRows:
             raise SchemaError("no values to infer a schema from")
         options = pa_json.ParseOptions(newlines_in_values=True)
         try:
-            table = pa_json.read_json(io.BytesIO(b"\n".join(values)), parse_options=options)
+            table = pa_json.read_json(pa.BufferReader(b"\n".join(values)), parse_options=options)
         except (pa.ArrowException, UnicodeDecodeError) as exc:
             # a bad value among them: inferred from the JSON objects alone (the others are
             # refused by decode, each named), not every value refused for one
@@ -626,7 +626,7 @@ class JsonRows:
             if not objects:
                 raise SchemaError(f"none of the first {len(values)} value(s) is a JSON object: {exc}") from None
             try:
-                table = pa_json.read_json(io.BytesIO(b"\n".join(objects)), parse_options=options)
+                table = pa_json.read_json(pa.BufferReader(b"\n".join(objects)), parse_options=options)
             except (pa.ArrowException, UnicodeDecodeError) as again:
                 raise SchemaError(f"the first {len(values)} value(s) are not read as JSON objects: {again}") from None
         fields = []
@@ -675,7 +675,7 @@ class JsonRows:
         data = b"\n".join(values)
         options = self._options if data.count(b"\n") == len(values) - 1 else self._multiline
         try:
-            table = pa_json.read_json(io.BytesIO(data), parse_options=options)
+            table = pa_json.read_json(pa.BufferReader(data), parse_options=options)
         except (pa.ArrowException, UnicodeDecodeError) as exc:
             raise _BulkFailed(str(exc)) from None
         if table.num_rows != len(values):
