@@ -75,3 +75,17 @@ maven() {
   mvn=$(mvn_command) || exit 3
   "$mvn" -q -B -Dstyle.color=never "-Dmaven.repo.local=$MAVEN_REPO" "${MAVEN_PARALLEL[@]}" "$@"
 }
+
+# central_path GROUP:ARTIFACT:VERSION[:CLASSIFIER]: the jar's path under Maven Central's root
+central_path() {
+  local group artifact version classifier
+  IFS=: read -r group artifact version classifier <<<"$1"
+  echo "${group//.//}/$artifact/$version/$artifact-$version${classifier:+-$classifier}.jar"
+}
+
+# fetch_central DEST < LIST: the files LIST names ("SHA-1 PATH" lines) into the folder DEST, 16 at
+# a time, each checked against its SHA-1 (scripts/fetch-central.sh): for what the scripts know
+# the files of, where Maven's start and its resolution cost some 4-11 CPU-s each
+fetch_central() {
+  "$(dirname "${BASH_SOURCE[0]}")/fetch-central.sh" "$1"
+}

@@ -18,8 +18,8 @@
 # (gradle/libs.versions.toml), and the few Hadoop jars that `new Configuration()` and
 # HadoopFileIO on file:// need (hadoop-common's own dependencies, Jersey, Jetty 9, ZooKeeper,
 # Kerberos..., serve no local file system).
-# mvn fetches them (--strict-checksums: each jar checked against Central's .sha1), then each is
-# checked against the SHA-1 pinned here.
+# curl fetches them at once (scripts/fetch-central.sh), each checked against the SHA-1 pinned
+# here: no resolution, so no Maven.
 #
 # The backend is the image's: a JdbcCatalog on SQLite (a file, so the catalog outlives a restart)
 # with HadoopFileIO, so metadata files are written to local disk under a file:// warehouse, where
@@ -100,39 +100,16 @@ source "$(dirname "${BASH_SOURCE[0]}")/_daemon.sh"
 
 fetch_jars() {
   [[ -f "$LIBS/.complete" ]] && return 0
-  need_maven "the server's jars"
   fetch_once "$LIBS/.complete" resolve_jars
 }
 
-# The POM lists every jar with no transitive dependencies: the classpath is exactly JARS.
-write_pom() {
-  local line coords group artifact version classifier
-  echo '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
-  echo '<groupId>parka.local</groupId><artifactId>iceberg-rest</artifactId><version>1</version><dependencies>'
-  for line in "${JARS[@]}"; do
-    coords=${line% *}
-    IFS=: read -r group artifact version classifier <<<"$coords"
-    echo "<dependency><groupId>$group</groupId><artifactId>$artifact</artifactId><version>$version</version>${classifier:+<classifier>$classifier</classifier>}"
-    echo '  <exclusions><exclusion><groupId>*</groupId><artifactId>*</artifactId></exclusion></exclusions></dependency>'
-  done
-  echo '</dependencies></project>'
-}
-
+# JARS is the whole classpath, each jar with its SHA-1: fetched with curl and checked
 resolve_jars() {
   log "fetching Iceberg $VERSION's REST catalog server and its runtime classpath (${#JARS[@]} jars, ~40 MB) from Maven Central into $LIBS"
-  write_pom > "$HOME_DIR/pom.xml"
   rm -rf "$LIBS.part" "$LIBS"
-  (cd "$HOME_DIR" && maven --strict-checksums dependency:copy-dependencies \
-    -DoutputDirectory="$LIBS.part" -DincludeScope=runtime) >&2 || { log "mvn could not fetch the jars"; exit 3; }
-  local line coords sha group artifact version classifier jar actual
-  for line in "${JARS[@]}"; do
-    coords=${line% *} sha=${line##* }
-    IFS=: read -r group artifact version classifier <<<"$coords"
-    jar="$LIBS.part/$artifact-$version${classifier:+-$classifier}.jar"
-    [[ -f "$jar" ]] || { log "mvn did not deliver $coords ($jar)"; exit 3; }
-    actual=$(sha1sum "$jar" | cut -d' ' -f1)
-    [[ "$actual" == "$sha" ]] || { log "SHA-1 of $coords is $actual, expected $sha: not using it"; exit 3; }
-  done
+  local line
+  for line in "${JARS[@]}"; do echo "${line##* } $(central_path "${line% *}")"; done \
+    | fetch_central "$LIBS.part" || { log "could not fetch the jars"; exit 3; }
   mv "$LIBS.part" "$LIBS"
   touch "$LIBS/.complete"
 }

@@ -4,6 +4,7 @@
 #
 #   scripts/kafka-local.sh up       # idempotent: fetch jars once, format storage once, start
 #   scripts/kafka-local.sh fetch    # fetch the jars only (make test: beside the set-up)
+#   scripts/kafka-local.sh jar-list # write scripts/jars/kafka-<version>.txt, the jars' list, by Maven
 #   scripts/kafka-local.sh down     # stop the broker started here
 #   scripts/kafka-local.sh status   # exit 0 when the broker answers on its port
 #   scripts/kafka-local.sh free-port  # the port to start on: PARKA_KAFKA_PORT, or a free one when
@@ -61,15 +62,33 @@ log() { echo "kafka-local: $*" >&2; }
 # shellcheck source=scripts/_daemon.sh
 source "$(dirname "${BASH_SOURCE[0]}")/_daemon.sh"
 
+# The jars of a version with a list (scripts/jars/kafka-<version>.txt: SHA-1 and path under
+# Maven Central, written by `scripts/kafka-local.sh jar-list` through Maven) are fetched with curl
+# at once and checked; another version's are resolved by Maven
+JAR_LIST="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/jars/kafka-$VERSION.txt"
+
 fetch_jars() {
   [[ -f "$LIBS/.complete" ]] && return 0
-  need_maven "Kafka"
+  [[ -f "$JAR_LIST" ]] || need_maven "Kafka"
   fetch_once "$LIBS/.complete" resolve_jars
 }
 
 resolve_jars() {
-  log "resolving org.apache.kafka:kafka_2.13:$VERSION and its runtime dependencies from Maven Central"
-  cat > "$HOME_DIR/pom.xml" <<POM
+  rm -rf "$LIBS" "$LIBS.part"
+  if [[ -f "$JAR_LIST" ]]; then
+    log "fetching Kafka $VERSION's jars ($(grep -vc '^#' "$JAR_LIST")) from Maven Central"
+    fetch_central "$LIBS.part" <"$JAR_LIST" || exit 3
+    mv "$LIBS.part" "$LIBS"
+  else
+    log "resolving org.apache.kafka:kafka_2.13:$VERSION and its runtime dependencies from Maven Central"
+    write_pom > "$HOME_DIR/pom.xml"
+    (cd "$HOME_DIR" && maven dependency:copy-dependencies -DoutputDirectory="$LIBS" -DincludeScope=runtime)
+  fi
+  touch "$LIBS/.complete"
+}
+
+write_pom() {
+  cat <<POM
 <project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
   <groupId>parka.local</groupId><artifactId>kafka-broker</artifactId><version>1</version>
@@ -80,9 +99,26 @@ resolve_jars() {
   </dependencies>
 </project>
 POM
-  rm -rf "$LIBS"
-  (cd "$HOME_DIR" && maven dependency:copy-dependencies -DoutputDirectory="$LIBS" -DincludeScope=runtime)
-  touch "$LIBS/.complete"
+}
+
+# Write JAR_LIST: Maven resolves the jars (in its repository's layout) into a temporary folder,
+# and each one's path and SHA-1 are listed
+jar_list() {
+  need_maven "Kafka"
+  local work
+  work=$(mktemp -d)
+  write_pom > "$work/pom.xml"
+  (cd "$work" && maven dependency:copy-dependencies -DoutputDirectory="$work/libs" -DincludeScope=runtime \
+    -Dmdep.useRepositoryLayout=true) || { rm -rf "$work"; exit 3; }
+  mkdir -p "$(dirname "$JAR_LIST")"
+  {
+    echo "# Kafka $VERSION's broker classpath from Maven Central (SHA-1, path): scripts/kafka-local.sh jar-list"
+    (cd "$work/libs" && find . -name '*.jar' | sort | while read -r jar; do
+      echo "$(sha1sum "$jar" | cut -c1-40) ${jar#./}"
+    done)
+  } > "$JAR_LIST"
+  rm -rf "$work"
+  log "wrote $JAR_LIST"
 }
 
 listener_config() {
@@ -325,6 +361,7 @@ kill9() {
 case "${1:-}" in
   up) up ;;
   fetch) need_java "Kafka $VERSION"; fetch_jars ;;
+  jar-list) jar_list ;;
   down) down ;;
   kill) kill9 ;;
   status) if is_up; then log "up on 127.0.0.1:$PORT"; else log "down"; exit 1; fi ;;
@@ -336,5 +373,5 @@ case "${1:-}" in
   client-config)
     if [[ "$SECURITY" != sasl_ssl ]]; then log "client-config needs PARKA_KAFKA_SECURITY=sasl_ssl"; exit 2; fi
     echo "$CLIENT_CONF" ;;
-  *) echo "usage: $0 up|down|fetch|kill|status|data-dir|free-port|reset|client-config" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|fetch|jar-list|kill|status|data-dir|free-port|reset|client-config" >&2; exit 2 ;;
 esac

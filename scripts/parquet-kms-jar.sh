@@ -18,12 +18,23 @@ HADOOP_JAR=$(ls "$JARS"/parquet-hadoop-*.jar 2>/dev/null | head -1)
 VERSION=$(basename "$HADOOP_JAR" .jar | sed 's/^parquet-hadoop-//')
 DIR="${XDG_CACHE_HOME:-$HOME/.cache}/parka/parquet-kms"
 JAR="$DIR/parquet-hadoop-$VERSION-tests.jar"
+# the jar's SHA-1 per version (Central's .sha1 file): fetched with curl and checked; another
+# version (another pyspark's) comes through Maven
+declare -A JAR_SHA1=([1.15.2]=40addc8921c8fa2f50c30db2d0f0c997151571a8)
 if [[ ! -f "$JAR" ]]; then
-  need_maven "the KMS jar"
   mkdir -p "$DIR"
   log "fetching org.apache.parquet:parquet-hadoop:$VERSION:tests from Maven Central"
-  maven dependency:copy \
-    "-Dartifact=org.apache.parquet:parquet-hadoop:$VERSION:jar:tests" "-DoutputDirectory=$DIR" >&2
+  if [[ -n "${JAR_SHA1[$VERSION]:-}" ]]; then
+    # into a folder of its own first: the jar's name appears only once it is whole and checked
+    part=$(mktemp -d "$DIR/.part.XXXXXX")
+    echo "${JAR_SHA1[$VERSION]} $(central_path "org.apache.parquet:parquet-hadoop:$VERSION:tests")" \
+      | fetch_central "$part" || { rm -rf "$part"; exit 3; }
+    mv "$part/$(basename "$JAR")" "$JAR" && rm -rf "$part"
+  else
+    need_maven "the KMS jar"
+    maven dependency:copy \
+      "-Dartifact=org.apache.parquet:parquet-hadoop:$VERSION:jar:tests" "-DoutputDirectory=$DIR" >&2
+  fi
 fi
 LISTING=$("$PY" -m zipfile -l "$JAR")  # not piped into grep -q: pipefail would see the writer's SIGPIPE
 grep -q 'org/apache/parquet/crypto/keytools/mocks/InMemoryKMS.class' <<<"$LISTING" \

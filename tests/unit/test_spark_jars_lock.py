@@ -1,8 +1,8 @@
 """The list of files Ivy fetches for the tests' Spark session (``tests/integration/spark/
 session-jars.lock``), which the jars' fetch gets at once before Ivy resolves from them: that it is
 of the session's packages as they are now, and that a file which does not match its SHA-1, or a
-list of other packages, sends Ivy back to Maven Central. The fetch runs curl on ``file:`` URLs
-here, without a network."""
+list of other packages, sends Ivy back to Maven Central. The fetch (``scripts/fetch-central.sh``)
+runs curl on ``file:`` URLs here, without a network."""
 
 from __future__ import annotations
 
@@ -65,7 +65,10 @@ def test_a_file_that_does_not_match_its_sha1_sends_ivy_to_the_repository(
     lock_of(tmp_path, monkeypatch, _jars._lock_digest(), "0" * 40)
     (tmp_path / "work").mkdir()
     assert _jars._mirror(tmp_path / "work" / "mirror") is None
-    assert f"{repository.as_uri()}/org/example/lib/1.0/lib-1.0.jar does not match its SHA-1" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "files that do not match their SHA-1 (removed)" in err
+    assert f"{tmp_path / 'work' / 'mirror'}/org/example/lib/1.0/lib-1.0.jar: FAILED" in err
+    assert not (tmp_path / "work" / "mirror" / "org" / "example" / "lib" / "1.0" / "lib-1.0.jar").exists()
 
 
 def test_a_missing_file_or_a_list_of_other_packages_sends_ivy_to_the_repository(
@@ -78,4 +81,4 @@ def test_a_missing_file_or_a_list_of_other_packages_sends_ivy_to_the_repository(
     lock_of(tmp_path, monkeypatch, _jars._lock_digest(), "0" * 40)
     (repository / "org" / "example" / "lib" / "1.0" / "lib-1.0.jar").unlink()
     assert _jars._mirror(tmp_path / "work" / "again") is None
-    assert "curl could not fetch the session's jars" in capsys.readouterr().err
+    assert f"curl could not fetch every file from {repository.as_uri()}/" in capsys.readouterr().err

@@ -271,52 +271,37 @@ def _locked() -> list[tuple[str, str]] | None:
 
 
 def _mirror(folder: Path) -> str | None:
-    """Fetch the files :data:`LOCK` names into ``folder`` and check each one's SHA-1; the folder's
-    URL, or None (and why, on stderr) when that cannot be done."""
+    """Fetch the files :data:`LOCK` names into ``folder`` in Maven's layout, each checked against
+    its SHA-1 (``scripts/fetch-central.sh``); the folder's URL, or None (and why, on stderr) when
+    that cannot be done."""
     files = _locked()
-    problem = (
-        f"{LOCK.name} is not of the session's packages"
-        if files is None
-        else _fetch_files([p for _, p in files], _root(), folder)
-    )
-    for sha1, path in files if files is not None and problem is None else []:
-        if _sha1(folder / path) != sha1:
-            problem = f"{_root()}{path} does not match its SHA-1 in {LOCK.name}"
-            break
-    if problem is not None:
-        print(f"{problem}: resolving from {_root()}", file=sys.stderr)
+    if files is None:
+        print(f"{LOCK.name} is not of the session's packages: resolving from {_root()}", file=sys.stderr)
         return None
-    return f"{folder.as_uri()}/"
-
-
-def _sha1(file: Path) -> str:
-    return hashlib.sha1(file.read_bytes()).hexdigest()
-
-
-def _fetch_files(paths: list[str], root: str, folder: Path) -> str | None:
-    """curl's fetch of ``paths`` from ``root`` into ``folder``, 16 at a time; what went wrong, or
-    None."""
-    curl = shutil.which("curl")
-    if curl is None:
-        return "curl not found"
-    config = folder.with_name("curl.conf")
-    config.write_text("".join(f'url = "{root}{path}"\noutput = "{folder / path}"\n' for path in paths))
-    command = [curl, "--silent", "--show-error", "--fail", "--retry", "3", "--create-dirs"]
     run = subprocess.run(
-        [*command, "--parallel", "--parallel-max", "16", "--config", str(config)],
+        [str(REPO / "scripts" / "fetch-central.sh"), "--tree", str(folder)],
+        input="".join(f"{sha1} {path}\n" for sha1, path in files),
         capture_output=True,
         text=True,
         timeout=600,
+        env={**os.environ, "PARKA_MAVEN_CENTRAL": _root()},
     )
     if run.returncode != 0:
-        return f"curl could not fetch the session's jars ({run.returncode}): {run.stderr.strip()[-1000:]}"
-    return None
+        print(f"{run.stderr.strip()[-2000:]}\nresolving from {_root()}", file=sys.stderr)
+        return None
+    return f"{folder.as_uri()}/"
 
 
 def write_lock() -> None:
     """Write :data:`LOCK`: resolve the session's packages from Central into an empty Ivy home,
     take the URL of every file Ivy fetched from its cache's records, and fetch each one again for
     its SHA-1."""
+    import urllib.request
+
+    def _sha1_of(url: str) -> str:
+        with urllib.request.urlopen(url, timeout=300) as response:
+            return hashlib.sha1(response.read()).hexdigest()
+
     root = _root()
     with tempfile.TemporaryDirectory() as folder:
         run = _submit(folder, None, f"spark.jars.ivy={folder}/ivy")
@@ -333,11 +318,8 @@ def write_lock() -> None:
                 f"Ivy fetched files from outside {root}: {sorted(u for u in urls if not u.startswith(root))}"
             )
         paths = sorted(url.removeprefix(root) for url in urls)
-        files = Path(folder, "files")
-        problem = _fetch_files(paths, root, files)
-        if problem is not None:
-            raise SystemExit(problem)
-        lines = [f"{_sha1(files / path)} {path}" for path in paths]
+        with ThreadPoolExecutor(16) as pool:
+            lines = list(pool.map(lambda path: f"{_sha1_of(root + path)} {path}", paths))
     header = [
         "# The files Ivy fetches from Maven Central to resolve the tests' Spark session's packages",
         "# (SHA-1, path): tests/integration/spark/_jars.py fetches them at once before Ivy resolves.",
