@@ -85,7 +85,8 @@ central_path() {
 
 # fetch_central DEST < LIST: the files LIST names ("SHA-1 PATH" lines) into the folder DEST, 16 at
 # a time, each checked against its SHA-1 (scripts/fetch-central.sh): for what the scripts know
-# the files of, where Maven's start and its resolution cost some 4-11 CPU-s each
+# the files of (on a fresh machine make fetch-early took 1 CPU-s this way, 26-30 through Maven:
+# benchmarks/results/2026-12-01-fetch-central/)
 fetch_central() {
   "$(dirname "${BASH_SOURCE[0]}")/fetch-central.sh" "$1"
 }

@@ -147,9 +147,8 @@ def fetch() -> None:
     has everything), and compile :data:`LOCAL_FS`, once. Callers take turns on a lock in that
     folder: ``make test`` runs this in the background from the tests' start, and every Spark
     test waits here for it (``tests/integration/spark/conftest.py``), since two resolutions at
-    once into one Ivy cache can leave a jar half written for both. The three run at once: on a
-    fresh machine Ivy's resolution mostly waits on downloads, one after another, while Maven
-    fetches the KMS jar and javac compiles."""
+    once into one Ivy cache can leave a jar half written for both. The three run at once: the
+    resolution (its files' fetch, then Ivy's JVM), the KMS jar's fetch and javac's compile."""
     stamp = _CACHE / f"spark-jars-{_digest(*SESSION_PACKAGES, *S3A_CONF.values())}"
     if stamp.exists() and LOCAL_FS.exists():
         return
