@@ -58,6 +58,8 @@ KINDS: list[tuple[str, str]] = [
 
 
 def kind_of(cmdline: str) -> str:
+    if cmdline.strip() == "npm":  # npm's title alone: scripts/azurite.sh's install, from a package.json
+        return "Azurite"
     for kind, mark in KINDS:
         if mark in cmdline:
             return kind
