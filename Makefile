@@ -97,9 +97,10 @@ COMPILED := parka producer consumer lake ops spark_ext reliability tests benchma
 # beside the virtualenv's. The slow first fetches of the servers whose tests come last
 # (FETCHED_LATE) run in the background from the first second instead, each into a log; a
 # server's start in the tests waits for its fetch under the script's lock. The Spark session's
-# jars (test-jars: Ivy's resolution from the files of a list fetched at once, ~13 s on a fresh machine) are fetched in the background from
-# the tests' start, beside the workers' start and the first tests; every Spark test waits for that
-# fetch under its lock (tests/integration/spark/_jars.py).
+# jars (test-jars: their listed files fetched at once, then Ivy's resolution from them, 12-15 s on
+# a fresh machine) are fetched in the background from the tests' start, beside the workers' start
+# and the first tests; every Spark test waits for that fetch under its lock
+# (tests/integration/spark/_jars.py).
 # lint and the docs site's strict build (29 s on a fresh machine, before the tests) run beside the
 # tests, niced, on the CPU they leave idle (PARKA_CHECKS_BESIDE, tests/_checks.py); the test that
 # reports them (tests/test_checks.py) comes last.
