@@ -6,7 +6,8 @@ session does) through ``spark-submit --packages`` with a Python program that doe
 SparkContext starts, from the files ``session-jars.lock`` names, fetched at once from Maven
 Central first (:data:`LOCK`); and fetches parquet-mr's KMS jar. ``make test`` runs it in the
 background from the tests' start, and every Spark test waits for it (:func:`fetch`): on a fresh
-machine it takes some 13 s, beside the workers' start and the first tests.
+machine it took 12-15 s (benchmarks/results/2026-12-01-spark-jars-mirror/), beside the workers'
+start and the first tests.
 ``python -m tests.integration.spark._jars --lock`` writes that list again, after a change of the
 session's packages (a unit test says when).
 
