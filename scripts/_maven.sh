@@ -1,6 +1,8 @@
 # shellcheck shell=bash
-# Sourced by the scripts that fetch jars from Maven Central with Maven (the servers' scripts
-# through _daemon.sh, and parquet-kms-jar.sh): the one way they call it.
+# Sourced by the scripts that fetch jars from Maven Central (the servers' scripts through
+# _daemon.sh, and parquet-kms-jar.sh): the one way they call Maven, which resolves what they have
+# no list of (the schema registry's build, a version other than the listed one), and the one way
+# they fetch what they have a list of (fetch_central, below: no Maven).
 
 # Maven runs for seconds: the client compiler and the serial collector spend less CPU on that than
 # the JVM's defaults (a cold `make fetch`, two runs each way: 95 and 99 CPU-s against 109 and
@@ -19,7 +21,7 @@ MAVEN_REPO="${XDG_CACHE_HOME:-$HOME/.cache}/parka/maven"
 # .sha512) into parka's cache folder once, not the system's mvn: Maven 3.8 (Debian's) collects a
 # project's dependencies one POM after another, a request's round trip each, while 3.9's
 # breadth-first collector fetches them 16 at a time. On a fresh machine (cold fetches, one after
-# another) Kafka's jars took 10.0 s instead of 42.3, s3proxy's 12.4 instead of 31.4, the Iceberg
+# another, when Maven still fetched every server's jars) Kafka's jars took 10.0 s instead of 42.3, s3proxy's 12.4 instead of 31.4, the Iceberg
 # REST catalog's 11.2 instead of 46.8 and the schema registry's build 64.1 s instead of 199.1,
 # with the same CPU and the same files (benchmarks/results/2026-12-01-maven-parallel-poms/).
 # PARKA_MVN=PATH runs a mvn of your own instead (one set up for a network that cannot reach
