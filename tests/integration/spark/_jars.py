@@ -274,13 +274,12 @@ def _mirror(folder: Path) -> str | None:
     """Fetch the files :data:`LOCK` names into ``folder`` in Maven's layout, each checked against
     its SHA-1 (``scripts/fetch-central.sh``); the folder's URL, or None (and why, on stderr) when
     that cannot be done."""
-    files = _locked()
-    if files is None:
+    if _locked() is None:
         print(f"{LOCK.name} is not of the session's packages: resolving from {_root()}", file=sys.stderr)
         return None
     run = subprocess.run(
         [str(REPO / "scripts" / "fetch-central.sh"), "--tree", str(folder)],
-        input="".join(f"{sha1} {path}\n" for sha1, path in files),
+        input=LOCK.read_text(),  # fetch-central.sh skips its comment lines
         capture_output=True,
         text=True,
         timeout=600,
