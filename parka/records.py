@@ -192,11 +192,60 @@ def _column(values: list[Any], field: pa.Field) -> pa.Array:
     checked = t.value_type if pa.types.is_dictionary(t) else t
     if any(is_kind(checked) for is_kind in _CHECK_KINDS) and not _kinds_fit(set(map(type, values)), checked):
         raise _Slow("a value of a type the column does not take")
+    repeated = _repeated(values, t)
     try:
-        array = pa.array(values)
+        array = pa.array(values if repeated is None else repeated[0])
     except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
         raise _Slow(str(exc)) from None
-    return _conform(array, field)
+    array = _conform(array, field)
+    return array if repeated is None else array.take(repeated[1])
+
+
+# A column is sampled for repeats when it is at least twice this long; it repeats enough when
+# the sample holds at most a quarter of distinct values, and the whole column too.
+_SAMPLE = 256
+
+
+def _repeated(values: list[Any], t: pa.DataType) -> tuple[list[Any], pa.Array] | None:
+    """A timestamp or date column whose values repeat (event times of a coarse grain: the hour,
+    the day) as its distinct values in order of first appearance and each value's position among
+    them, so that Arrow converts each distinct value once: pyarrow converts a datetime several times
+    slower than a dict finds it. ``None`` (convert every value) when the column is short, mostly
+    distinct, holds values of another type (ints, subclasses: they take the plain path), or holds
+    an aware datetime at a wall time its zone repeats or skips, where values equal as keys (a
+    datetime's equality in one zone ignores ``fold``) can be different instants."""
+    if pa.types.is_timestamp(t):
+        kind: type = dt.datetime
+    elif pa.types.is_date32(t):
+        kind = dt.date
+    else:
+        return None
+    n = len(values)
+    try:
+        if n < 2 * _SAMPLE or len(set(values[:_SAMPLE])) > _SAMPLE // 4:
+            return None
+        if not set(map(type, values)) <= {kind, _NONE}:
+            return None
+        distinct = list(dict.fromkeys(values))
+        if len(distinct) > n // 4:
+            return None
+        if kind is dt.datetime:
+            zones = {v.tzinfo for v in distinct if v is not None}
+            if any(not _fixed(z) for z in zones) and any(
+                v is not None and not _fixed(v.tzinfo) and v.replace(fold=1 - v.fold).utcoffset() != v.utcoffset()
+                for v in distinct
+            ):
+                return None
+    except Exception:  # a tzinfo that fails, a value that cannot be hashed: the plain path decides
+        return None
+    where = {v: i for i, v in enumerate(distinct)}
+    return distinct, pa.array(np.fromiter(map(where.__getitem__, values), np.int32, n))
+
+
+def _fixed(zone: dt.tzinfo | None) -> bool:
+    """No zone (naive), a fixed offset, or UTC by its tz database name: a zone without wall
+    times it repeats or skips."""
+    return zone is None or isinstance(zone, dt.timezone) or getattr(zone, "key", None) in ("UTC", "Etc/UTC")
 
 
 def _null_mask(values: list[Any]) -> pa.Array | None:

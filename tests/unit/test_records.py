@@ -346,6 +346,87 @@ def test_datetimes_aware_and_naive_take_the_batch_path_and_equal_the_validators_
     assert bad.table.equals(table)
 
 
+class _Repeats(dt.tzinfo):
+    """A zone whose 01:00-02:00 happens twice (fold 0 at -04:00, fold 1 at -05:00), as a DST
+    end does, without the tz database."""
+
+    def utcoffset(self, when: dt.datetime | None) -> dt.timedelta:
+        ambiguous = when is not None and when.hour == 1 and when.fold == 1
+        return dt.timedelta(hours=-5 if ambiguous or (when is not None and when.hour > 1) else -4)
+
+    def dst(self, when: dt.datetime | None) -> dt.timedelta:
+        return dt.timedelta(0)
+
+    def tzname(self, when: dt.datetime | None) -> str:
+        return "Repeats"
+
+
+def _repeating(values: list[Any], n: int = 600) -> list[Any]:
+    return [values[i % len(values)] for i in range(n)]
+
+
+@pytest.mark.parametrize(
+    ("column", "values"),
+    [
+        # the hour of an event, in UTC by name, at a fixed offset and naive (taken as UTC), and nulls
+        (
+            "ts",
+            [
+                dt.datetime(2024, 1, 2, 3, tzinfo=UTC),
+                dt.datetime(2024, 1, 2, 5, tzinfo=dt.timezone(dt.timedelta(hours=2))),
+                dt.datetime(2024, 1, 2, 4),
+                None,
+                dt.datetime(2024, 1, 2, 3, tzinfo=dt.timezone(dt.timedelta(hours=-1))),
+            ],
+        ),
+        ("local_ts", [dt.datetime(2024, 1, 2, h) for h in range(5)] + [None]),
+        ("day", [dt.date(2024, 1, d) for d in range(1, 8)] + [None]),
+    ],
+)
+def test_a_column_of_repeated_datetimes_or_dates_converts_each_distinct_value_once_to_the_same_table(
+    column: str, values: list[Any]
+) -> None:
+    records = [{**VALID, column: v} for v in _repeating(values)]
+    [field] = [fld for fld in NO_TIME if fld.name == column]
+    assert _repeated_path(records, field) is not None  # the path this test is about
+    table = RecordConverter(NO_TIME)._fast(records)
+    assert table.equals(_expected(records, NO_TIME))
+
+
+def _repeated_path(records: list[dict[str, Any]], field: pa.Field) -> Any:
+    from parka.records import _repeated
+
+    return _repeated([r[field.name] for r in records], field.type)
+
+
+def test_a_repeated_wall_time_its_zone_holds_twice_keeps_both_instants() -> None:
+    """01:30 with fold 0 and with fold 1 in one zone are equal as Python values (a comparison in
+    one zone ignores fold) but an hour apart: each row keeps its own instant."""
+    zone = _Repeats()
+    first, second = (dt.datetime(2024, 11, 3, 1, 30, tzinfo=zone, fold=fold) for fold in (0, 1))
+    assert first == second and first.astimezone(UTC) != second.astimezone(UTC)
+    records = [{**VALID, "ts": v} for v in _repeating([first, second, dt.datetime(2024, 11, 3, 3, tzinfo=zone)])]
+    assert _repeated_path(records, NO_TIME.field("ts")) is None
+    table = RecordConverter(NO_TIME)._fast(records)
+    assert table.equals(_expected(records, NO_TIME))
+    instants = table["ts"].to_pylist()[:3]
+    assert instants == [first.astimezone(UTC), second.astimezone(UTC), dt.datetime(2024, 11, 3, 8, tzinfo=UTC)]
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [dt.datetime(2024, 1, 1, tzinfo=UTC) + dt.timedelta(seconds=i) for i in range(600)],  # mostly distinct
+        _repeating([1_700_000_000_000_000, 1_700_000_003_600_000]),  # ints: the plain path
+        _repeating([dt.datetime(2024, 1, 1, tzinfo=UTC)], 100),  # short
+    ],
+)
+def test_columns_that_do_not_repeat_datetimes_take_the_plain_path(values: list[Any]) -> None:
+    records = [{**VALID, "ts": v} for v in values]
+    assert _repeated_path(records, NO_TIME.field("ts")) is None
+    assert RecordConverter(NO_TIME)._fast(records).equals(_expected(records, NO_TIME))
+
+
 @pytest.mark.parametrize(
     ("name", "value", "message"),
     # time columns never take the batch path; a numpy bool among ints is its documented leniency
