@@ -36,7 +36,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import confluent_kafka
 import pyarrow as pa
@@ -47,7 +47,7 @@ from parka.errors import KafkaClientError, SegmentDecodeError, SegmentError
 from parka.message import RecordMessage, SegmentRecords
 from parka.registry import Registry, split_registry_config
 from parka.schema import is_message_class, to_arrow_schema
-from parka.swap import client_class
+from parka.swap import client_class, forward_missing
 
 from ._autocommit import flag, interval_s, weak_on_commit
 from ._commits import OffsetsAPI
@@ -447,11 +447,9 @@ class ParquetConsumer(OffsetsAPI):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __getattr__(self, name: str) -> Any:
-        # assignment, position, seek, pause, resume, list_topics, ...: the wrapped client's.
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self._consumer, name)
+    if TYPE_CHECKING:  # assignment, pause, resume, list_topics, ...: forward_missing, after the class
+
+        def __getattr__(self, name: str) -> Any: ...
 
     # -- internals: fetching -------------------------------------------------------------------
 
@@ -490,6 +488,9 @@ class ParquetConsumer(OffsetsAPI):
         except SegmentDecodeError:
             self._current = None
             raise
+
+
+forward_missing(ParquetConsumer, _KafkaConsumer, "_consumer")
 
 
 def _raising(callback: Callable[[Any, list[TopicPartition]], None]) -> Callable[[Any, list[TopicPartition]], None]:

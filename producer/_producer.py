@@ -46,7 +46,7 @@ from confluent_kafka import KafkaError, KafkaException
 from parka.config import ProducerSettings, parse_producer_config
 from parka.errors import ConfigError, RecordError, RecordTypeError
 from parka.registry import Registry, split_registry_config
-from parka.swap import client_class
+from parka.swap import client_class, forward_missing
 
 from ._batch import produce_messages
 from ._buffer import DeliveryCallback
@@ -466,8 +466,9 @@ class ParquetProducer(Transactions):
     def set_sasl_credentials(self, *args: Any, **kwargs: Any) -> Any:
         return self._producer.set_sasl_credentials(*args, **kwargs)
 
-    def __getattr__(self, name: str) -> Any:
-        # Everything else (set_sasl_credentials, ...) is the wrapped client's.
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self._producer, name)
+    if TYPE_CHECKING:  # any other method of confluent-kafka's client: forward_missing below
+
+        def __getattr__(self, name: str) -> Any: ...
+
+
+forward_missing(ParquetProducer, _KafkaProducer, "_producer")
