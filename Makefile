@@ -89,8 +89,13 @@ test-integration: setup ## integration tests against a real broker
 # the others (tests/integration/spark/conftest.py). PYTEST_WORKERS=0 runs in one process.
 PYTEST_WORKERS ?= 5
 
-# The repo's own modules byte-compiled beside the Spark jars' fetch, rather than by the three test
-# workers at once as each collects the tests and imports them
+# The repo's own modules byte-compiled beside the Spark jars' fetch, rather than by the test
+# workers at once as each collects the tests and imports them; then the tests collected once,
+# which writes the bytecode of what collection imports (the installed packages too: uv installs
+# without compiling them) and pytest's rewritten test modules, for the five workers to read. Five
+# workers collecting at once on a fresh machine each compiled all of it: 91-98 CPU-s against 49-54
+# with one collection first (benchmarks/results/2026-12-02-collect-once/). A collection error is
+# the real run's to report.
 COMPILED := parka producer consumer lake ops spark_ext reliability tests benchmarks demo
 
 # On a fresh machine the downloads come first: the servers the tests start first (fetch-early)
@@ -140,6 +145,7 @@ spark-class-archive: setup ## write (once) a class-data-sharing archive of the t
 
 compiled: setup
 	$(BIN)/python -m compileall -q -j 0 $(COMPILED)
+	-@$(BIN)/pytest --collect-only -q -p no:cacheprovider >/dev/null 2>&1
 
 # PARKA_BOOTSTRAP=HOST:PORT: the demo uses that broker (one already running) and starts none; it
 # then cannot read the broker's disk, so it prints no on-disk sizes. Without it the demo starts a
