@@ -93,7 +93,7 @@ PYTEST_WORKERS ?= 5
 # workers at once as each collects the tests and imports them; then the tests collected once,
 # which writes the bytecode of what collection imports (the installed packages too: uv installs
 # without compiling them) and pytest's rewritten test modules, for the five workers to read. Five
-# workers collecting at once on a fresh machine each compiled all of it: 91-98 CPU-s against 49-54
+# workers collecting at once on a fresh machine each compiled all of it: 79-90 CPU-s against 49-54
 # with one collection first (benchmarks/results/2026-12-02-collect-once/). A collection error is
 # the real run's to report.
 COMPILED := parka producer consumer lake ops spark_ext reliability tests benchmarks demo

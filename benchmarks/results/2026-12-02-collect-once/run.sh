@@ -2,7 +2,7 @@
 # The CPU of the test workers' collection on a fresh machine, two ways. REPO: a clone with its
 # virtualenv made (make setup). Each round removes every __pycache__ folder of the virtualenv's
 # site-packages and of the repo's packages and tests (as on a fresh machine, where uv installs
-# without compiling), then either
+# without compiling), byte-compiles the repo's folders as make's `compiled` target does first, then either
 #   workers:      5 `pytest --collect-only` at once (what `pytest -n 5`'s workers do first), or
 #   once-first:   one `pytest --collect-only`, then those 5 at once,
 # each timed whole by /usr/bin/time (user + system CPU of the round's process tree), arms alternated.
@@ -17,6 +17,7 @@ round() {
   cd "$repo"
   find .venv/lib/python3*/site-packages parka producer consumer lake spark_ext ops reliability tests \
     -name __pycache__ -type d -prune -exec rm -rf {} +
+  .venv/bin/python -m compileall -q -j 0 parka producer consumer lake ops spark_ext reliability tests benchmarks demo
   collect() { .venv/bin/pytest --collect-only -q -p no:cacheprovider >/dev/null 2>&1; }
   if [[ $1 == once-first ]]; then collect; fi
   for _ in 1 2 3 4 5; do collect & done
