@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -353,24 +354,33 @@ class Pipeline:
         with self.lock:
             if self._ticker is not None or self.policy.linger_s <= 0:
                 return
-            self._ticker = threading.Thread(target=self._tick, name="parka-linger", daemon=True)
+            interval = min(max(self.policy.linger_s / 4, 0.005), 0.1)
+            # a weak reference: the thread keeps neither the pipeline nor its producer alive, so an
+            # application's producer it dropped without close() is freed, as confluent-kafka's is
+            self._ticker = threading.Thread(
+                target=_tick, args=(weakref.ref(self), self._closed, interval), name="parka-linger", daemon=True
+            )
             self._ticker.start()
 
     @property
     def ticking(self) -> bool:
         return self._ticker is not None
 
-    def _tick(self) -> None:
-        interval = min(max(self.policy.linger_s / 4, 0.005), 0.1)
-        while not self._closed.wait(interval):
-            try:
-                with self.lock:
-                    if self._paused():
-                        continue  # never send outside an open transaction
-                    self.cut_due()
-                    self.out.retry()
-            except Exception:  # a background failure must not kill the thread silently
-                log.exception("parka linger thread failed to cut a segment")
+    @property
+    def stopped(self) -> bool:
+        """Whether :meth:`stop` ran (the producer closed)."""
+        return self._closed.is_set()
+
+    def tick(self) -> None:
+        """The linger thread's turn: cut what ``linger.ms`` made due, hand over what waits."""
+        try:
+            with self.lock:
+                if self._paused():
+                    return  # never send outside an open transaction
+                self.cut_due()
+                self.out.retry()
+        except Exception:  # a background failure must not kill the thread silently
+            log.exception("parka linger thread failed to cut a segment")
 
     def stop(self) -> None:
         """Stop the linger thread and the metadata lookups (the producer closes)."""
@@ -378,3 +388,13 @@ class Pipeline:
         self.placement.stop()
         if self._ticker is not None:
             self._ticker.join(timeout=1.0)
+
+
+def _tick(pipeline: weakref.ref[Pipeline], closed: threading.Event, interval: float) -> None:
+    """The linger thread: a turn every ``interval`` seconds until the pipeline stops or is gone."""
+    while not closed.wait(interval):
+        current = pipeline()
+        if current is None:
+            return
+        current.tick()
+        del current  # hold no reference while waiting

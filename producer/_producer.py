@@ -34,7 +34,9 @@ copying every record would cost more than the rest of ``produce()``.
 
 from __future__ import annotations
 
+import logging
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -61,6 +63,8 @@ if TYPE_CHECKING:
     from parka.metrics import ProducerMetrics
 
 __all__ = ["ParquetProducer"]
+
+log = logging.getLogger("parka.producer")
 
 # Bound at import, so that an application (or a test) that swaps ``confluent_kafka.Producer`` for
 # parka's class still gets the real client here (parka.swap).
@@ -123,14 +127,24 @@ class ParquetProducer(Transactions):
         self._transactional = bool(client_conf.get("transactional.id"))
         self._outside_txn = self._transactional
         self._refuse = self._outside_txn  # _outside_txn or the outbox full: the one flag produce() reads
+        # The pipeline and its linger thread reach this producer only weakly, so that one an
+        # application drops without close() is freed (and its client with it), as
+        # confluent-kafka's is; records it still held are logged as lost (_dropped).
+        me = weakref.ref(self)
+
+        def paused() -> bool:
+            producer = me()
+            return producer is not None and producer._transactional and producer._outside_txn
+
+        def on_full() -> None:
+            producer = me()
+            if producer is not None:
+                producer._update_refuse()
+
         self._pipeline = Pipeline(
-            self._producer,
-            settings,
-            clock,
-            self._default_callback,
-            paused=lambda: self._transactional and self._outside_txn,
-            on_full=self._update_refuse,
+            self._producer, settings, clock, self._default_callback, paused=paused, on_full=on_full
         )
+        weakref.finalize(self, _dropped, self._pipeline, self._client_id)
         self._out = self._pipeline.out
         self._topics = self._pipeline.topics
         # produce() finds a topic's state here; empty with encoding none, so every call passes through
@@ -472,3 +486,21 @@ class ParquetProducer(Transactions):
 
 
 forward_missing(ParquetProducer, _KafkaProducer, "_producer")
+
+
+def _dropped(pipeline: Pipeline, client_id: str) -> None:
+    """A producer was freed (dropped by the application, or at the interpreter's exit): stop its
+    linger thread; when it had not been closed and still held records, say how many were lost."""
+    if pipeline.stopped:
+        return  # closed: close() reported every record
+    try:
+        left = pipeline.unreported()
+    except Exception:  # the interpreter is shutting down
+        left = 0
+    pipeline.stop()
+    if left:
+        log.warning(
+            "parka producer %s was freed without close() or flush(): %d record(s) it held were not sent",
+            client_id,
+            left,
+        )
