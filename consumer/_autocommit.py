@@ -1,6 +1,6 @@
 """How :class:`~parka.consumer.ParquetConsumer` auto-commits (its state and the thread's work,
-``_auto_commit_tick`` and ``_send``, live in ``_shim.py``; here the config, the thread's loop and
-the commit callback).
+``_auto_commit_tick`` and ``_send``, live in ``_shim.py``; here the config and the commit
+callback; the thread's loop is :func:`parka.background.every`).
 
 Auto-commit
 -----------
@@ -29,14 +29,13 @@ A crash (kill -9) therefore re-delivers at most the records handed out during th
 
 from __future__ import annotations
 
-import threading
 import weakref
 from collections.abc import Callable
 from typing import Any
 
 from parka.errors import ConfigError
 
-__all__ = ["MAX_INTERVAL_MS", "auto_commit_loop", "flag", "interval_s", "weak_on_commit"]
+__all__ = ["MAX_INTERVAL_MS", "flag", "interval_s", "weak_on_commit"]
 
 MAX_INTERVAL_MS = 86_400_000  # librdkafka's bound on auto.commit.interval.ms
 
@@ -64,17 +63,6 @@ def interval_s(conf: dict[str, Any]) -> float:
     if isinstance(value, (bool, float)) or not 0 <= ms <= MAX_INTERVAL_MS:
         raise ConfigError("auto.commit.interval.ms", value, f"an integer from 0 to {MAX_INTERVAL_MS}")
     return ms / 1000
-
-
-def auto_commit_loop(ref: weakref.ref[Any], stop: threading.Event, every_s: float) -> None:
-    """The committer thread: ``ref()._auto_commit_tick()`` every ``every_s`` until ``stop``."""
-    # A weak reference: a consumer the application drops without close() can still be collected.
-    while not stop.wait(every_s):
-        consumer = ref()
-        if consumer is None:
-            return
-        consumer._auto_commit_tick()
-        del consumer
 
 
 def weak_on_commit(ref: weakref.ref[Any]) -> Callable[[Any, Any], None]:

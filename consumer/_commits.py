@@ -18,7 +18,8 @@ from typing import Any
 import confluent_kafka
 from confluent_kafka import TopicPartition
 
-from ._autocommit import auto_commit_loop
+from parka.background import every
+
 from ._compat import closed_error, translated
 from ._offsets import as_offset, commit_request, positions, store_request
 from ._segments import Cursor, Key, Position
@@ -128,8 +129,8 @@ class OffsetsAPI:
         if not self._auto_commit or self._interval_s <= 0 or self._committer is not None or self._closed:
             return
         self._committer = threading.Thread(
-            target=auto_commit_loop,
-            args=(weakref.ref(self), self._stop_committer, self._interval_s),
+            target=every,  # holds the consumer weakly: one dropped without close() is freed
+            args=(weakref.ref(self), self._stop_committer, self._interval_s, _auto_commit),
             name="parka-auto-commit",
             daemon=True,
         )
@@ -176,3 +177,8 @@ class OffsetsAPI:
         self._failed.extend(failed)  # the committer thread resends them at its next tick
         if self._user_on_commit is not None:
             self._user_on_commit(err, partitions)
+
+
+def _auto_commit(consumer: OffsetsAPI) -> None:
+    """The committer thread's turn (:func:`parka.background.every`)."""
+    consumer._auto_commit_tick()

@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException
 
+from parka.background import every
 from parka.config import ProducerSettings
 from parka.errors import KafkaClientError
 from parka.partitioner import STICKY
@@ -358,7 +359,10 @@ class Pipeline:
             # a weak reference: the thread keeps neither the pipeline nor its producer alive, so an
             # application's producer it dropped without close() is freed, as confluent-kafka's is
             self._ticker = threading.Thread(
-                target=_tick, args=(weakref.ref(self), self._closed, interval), name="parka-linger", daemon=True
+                target=every,
+                args=(weakref.ref(self), self._closed, interval, Pipeline.tick),
+                name="parka-linger",
+                daemon=True,
             )
             self._ticker.start()
 
@@ -388,13 +392,3 @@ class Pipeline:
         self.placement.stop()
         if self._ticker is not None:
             self._ticker.join(timeout=1.0)
-
-
-def _tick(pipeline: weakref.ref[Pipeline], closed: threading.Event, interval: float) -> None:
-    """The linger thread: a turn every ``interval`` seconds until the pipeline stops or is gone."""
-    while not closed.wait(interval):
-        current = pipeline()
-        if current is None:
-            return
-        current.tick()
-        del current  # hold no reference while waiting
