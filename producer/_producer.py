@@ -383,7 +383,8 @@ class ParquetProducer(Transactions):
         if not self._columnar:
             return int(self._producer.flush() if timeout is None else self._producer.flush(timeout))
         self._pipeline.flush(None if timeout is None else self._clock() + timeout)
-        return len(self)
+        # not len(self), which is 0 once close() began: close(timeout) purges what this counts
+        return self._pipeline.unreported()
 
     def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
         """Purge like ``confluent_kafka.Producer.purge``; with ``in_queue`` parka's own buffers too.

@@ -227,3 +227,20 @@ def test_segments_are_cut_where_the_derived_value_changes_keeping_record_order(c
     assert (p.stats()["segments"], p.stats()["records"]) == (3, 4)
     p.purge()
     p.close(timeout=2)
+
+
+@pytest.mark.parametrize("partition", [0, -1], ids=["own partition", "partitioner"])
+def test_close_with_a_timeout_purges_what_a_broker_out_of_reach_holds_and_returns(partition: int) -> None:
+    """``close(timeout)`` reports what it could not send as purged instead of waiting for the
+    client's ``message.timeout.ms`` (300 s by default), a record placed by the partitioner too,
+    whose partition count never came."""
+    import time
+
+    reports: list[KafkaError] = []
+    p = ParquetProducer({"bootstrap.servers": "127.0.0.1:9", "columnar.encoding": "parquet", "linger.ms": 5})
+    p.set_schema("t", SCHEMA)
+    p.produce("t", {"id": 1}, partition=partition, on_delivery=lambda err, msg: reports.append(err))
+    started = time.monotonic()
+    assert p.close(timeout=0.5) is True
+    assert time.monotonic() - started < 8  # the metadata lookup's own bound is 10 s, the messages' 300 s
+    assert [e.code() for e in reports] == [KafkaError._PURGE_QUEUE]
