@@ -38,6 +38,9 @@ log = logging.getLogger("parka.producer")
 _METADATA_TIMEOUT_S = 10.0
 _METADATA_REFRESH_S = 300.0
 _RETRY_S = 0.2
+# one metadata call's bound: a lookup sees stop() (the producer closes) within it, and the
+# client's close, which waits for calls in progress, with it
+_CALL_S = 1.0
 
 Rows = list[tuple[int, np.ndarray]]
 """Row indices per partition, ``(partition, rows)`` in partition order."""
@@ -162,7 +165,7 @@ class Placement:
         found = 0
         while True:
             try:
-                md = self._lookup(topic, timeout=max(0.1, deadline - time.monotonic()))
+                md = self._lookup(topic, timeout=max(0.1, min(_CALL_S, deadline - time.monotonic())))
                 tmd = md.topics.get(topic)
                 if tmd is not None and tmd.error is None and tmd.partitions:
                     found = len(tmd.partitions)
