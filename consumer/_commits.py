@@ -130,7 +130,7 @@ class OffsetsAPI:
             return
         self._committer = threading.Thread(
             target=every,  # holds the consumer weakly: one dropped without close() is freed
-            args=(weakref.ref(self), self._stop_committer, self._interval_s, _auto_commit),
+            args=(weakref.ref(self), self._stop_committer, self._interval_s, OffsetsAPI._auto_commit_tick),
             name="parka-auto-commit",
             daemon=True,
         )
@@ -177,8 +177,3 @@ class OffsetsAPI:
         self._failed.extend(failed)  # the committer thread resends them at its next tick
         if self._user_on_commit is not None:
             self._user_on_commit(err, partitions)
-
-
-def _auto_commit(consumer: OffsetsAPI) -> None:
-    """The committer thread's turn (:func:`parka.background.every`)."""
-    consumer._auto_commit_tick()
