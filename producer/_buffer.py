@@ -232,14 +232,26 @@ class PartitionBuffer:
     partition: int
     created_at: float
     pieces: list[RowBatch] = field(default_factory=list)
+    staged: list[float] = field(default_factory=list)  # when each piece's first record was staged
     rows: int = 0
     arrow_bytes: int = 0
 
     def append(self, batch: RowBatch, staged_at: float) -> None:
         self.pieces.append(batch)
+        self.staged.append(staged_at)
         self.rows += len(batch)
         self.arrow_bytes += int(batch.table.nbytes)
         self.created_at = min(self.created_at, staged_at)
+
+    def staged_at_of_last(self, rows: int) -> float:
+        """When the first of the buffer's last ``rows`` rows was staged: the staging time of the
+        earliest piece they reach into (pieces are kept in the order they were staged)."""
+        at, seen = self.created_at, 0
+        for piece, staged_at in zip(reversed(self.pieces), reversed(self.staged), strict=True):
+            at, seen = staged_at, seen + len(piece)
+            if seen >= rows:
+                break
+        return at
 
     def __len__(self) -> int:
         return self.rows

@@ -150,8 +150,11 @@ class Segmenter:
         self._on_cut(buf.topic, buf.partition)
         _, tail = self._emit(buf.topic, buf.partition, state, RowBatch.concat(buf.pieces), None, keep_tail=keep_tail)
         if tail is not None:
+            # The tail's linger runs from when its own rows were staged, not from the cut
+            # buffer's first row: that one's had run out, and the tail went out at the next
+            # tick as a segment of a few rows.
             rest = PartitionBuffer(buf.topic, buf.partition, self._clock())
-            rest.append(tail, buf.created_at)
+            rest.append(tail, buf.staged_at_of_last(len(tail)))
             self._buffers[bkey] = rest
 
     # -- rows out, as segments ----------------------------------------------------------------

@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from confluent_kafka.admin import ClusterMetadata, PartitionMetadata, TopicMetadata
-from parka.producer._buffer import CutPolicy, RowBatch, Staging
+from parka.producer._buffer import CutPolicy, PartitionBuffer, RowBatch, Staging
 from parka.producer._outbox import Outbox
 from parka.producer._pipeline import Pipeline
 from parka.producer._segmenter import Segmenter
@@ -79,6 +79,32 @@ def test_a_full_buffer_is_cut_at_once_keeping_a_short_tail() -> None:
     assert seg.buffered() == 1  # its linger has not expired
     seg.cut_due(0.2)
     assert client.sent[-1] == ("t", 0, 1) and seg.buffered() == 0
+
+
+def test_a_kept_tail_lingers_from_when_its_own_rows_were_staged() -> None:
+    """The rows left after a full segment came with the latest drain: their linger.ms runs from
+    that drain's staging, not from the first row of the buffer the segment was cut from (whose
+    linger had nearly run out: the tail would go out at the next tick as a segment of a row)."""
+    client, clock, cuts = Recorder(), Clock(), []
+    seg, state, _ = segmenter(client, clock, cuts, **{"columnar.batch.records": 4, "linger.ms": 100})
+    seg.add("t", 0, state, batch(range(3)), 0.0)
+    clock.now = 0.09
+    seg.add("t", 0, state, batch(range(3, 9)), 0.09)  # 9 rows: two full segments, row 8 kept
+    assert client.sent == [("t", 0, 4), ("t", 0, 4)] and seg.buffered() == 1
+    seg.cut_due(0.15)  # 0.15 s after the buffer's first row, 0.06 s after the kept row's
+    assert seg.buffered() == 1
+    seg.cut_due(0.19)
+    assert client.sent[-1] == ("t", 0, 1) and seg.buffered() == 0
+
+
+def test_a_tail_reaching_into_an_earlier_piece_lingers_from_that_piece() -> None:
+    buf = PartitionBuffer("t", 0, 0.0)
+    buf.append(batch(range(3)), 0.0)
+    buf.append(batch(range(3, 5)), 0.04)
+    buf.append(batch(range(5, 7)), 0.08)
+    assert buf.staged_at_of_last(2) == 0.08
+    assert buf.staged_at_of_last(3) == 0.04
+    assert buf.staged_at_of_last(5) == 0.0
 
 
 def test_one_buffer_per_kafka_partition_so_segments_keep_the_records_order() -> None:
