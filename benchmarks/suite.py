@@ -159,8 +159,9 @@ PLANS = {
         spark_timeout_s=0,
         sections=("matrix",),
     ),
-    # The drop-in's per-record CPU alone: the encoding matrix at 10,000 rows per batch and zstd,
-    # with produce() per dict and the shim's consume()/poll() against Avro + zstd, three repeats.
+    # The drop-in's per-record CPU: the encoding matrix at 10,000 rows per batch and zstd, with
+    # produce() per dict and the shim's consume()/poll() against Avro + zstd, three repeats; and
+    # the end-to-end section, for the producer plus parka ingest per million rows.
     "dropin": Plan(
         rows={"flights": None, "web_requests": 200_000, "gps": 200_000, "github_events": 200_000},
         matrix_rows=100_000,
@@ -172,7 +173,7 @@ PLANS = {
         ingest_copies={},
         spark_records=0,
         spark_timeout_s=0,
-        sections=("matrix",),
+        sections=("matrix", "e2e"),
     ),
     # Column encryption alone: encode+encrypt vs encode, decode+decrypt vs decode, side by side
     # on the first 300,000 rows of each data set, median of 11 paired rounds; about 2 minutes.
