@@ -175,7 +175,7 @@ bench-quick: setup kafka-up $(BIN)/.bench-installed ## a reduced benchmark suite
 bench-encodings: setup kafka-up $(BIN)/.bench-installed ## bytes per row at 10,000 rows/batch, zstd: JSON, Avro, Parquet tuned and pyarrow defaults (a few min) into BENCH_OUT
 	$(BIN)/python -m benchmarks.suite --mode encodings --out $(BENCH_OUT) $(BENCH_ARGS)
 
-bench-dropin: setup kafka-up $(BIN)/.bench-installed ## the drop-in's per-record CPU: produce() per dict, consume()/poll() vs Avro + zstd, 10,000 rows/batch (~10 min) into BENCH_OUT
+bench-dropin: setup kafka-up $(BIN)/.bench-installed ## the drop-in's per-record CPU: produce() per dict, consume()/poll() vs Avro + zstd, 10,000 rows/batch, and the producers plus parka ingest per million rows (~10 min) into BENCH_OUT
 	$(BIN)/python -m benchmarks.suite --mode dropin --out $(BENCH_OUT) $(BENCH_ARGS)
 
 bench-encryption: setup kafka-up $(BIN)/.bench-installed ## column encryption's cost: encode+encrypt vs encode, decode+decrypt vs decode (~2 min) into BENCH_OUT
