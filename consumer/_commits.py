@@ -13,7 +13,7 @@ import logging
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import confluent_kafka
 from confluent_kafka import TopicPartition
@@ -23,6 +23,9 @@ from parka.background import every
 from ._compat import closed_error, translated
 from ._offsets import as_offset, commit_request, positions, store_request
 from ._segments import Cursor, Key, Position
+
+if TYPE_CHECKING:
+    from ._fetch import Fetcher
 
 __all__ = ["OffsetsAPI"]
 
@@ -37,6 +40,7 @@ class OffsetsAPI:
     _shut: bool
     _closed: bool
     _current: Cursor | None
+    _fetcher: Fetcher
     _cursors: dict[Key, Cursor]
     _stored: dict[Key, Position]
     _assigned: set[Key]
@@ -111,6 +115,7 @@ class OffsetsAPI:
         with translated("seek failed"):
             self._consumer.seek(partition)
         key = (partition.topic, partition.partition)
+        self._fetcher.forget({key})
         self._cursors.pop(key, None)
         self._resume_checked.add(key)
         current = self._current

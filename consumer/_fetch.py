@@ -1,6 +1,6 @@
 """The shim's fetch path: one Kafka message in, a decoded segment's cursor (or the message) out.
 
-:class:`Fetcher` polls the wrapped client once per call, decodes a segment (decrypting with the
+:class:`Fetcher` takes one message per call from the wrapped client, decodes a segment (decrypting with the
 ``columnar.encryption.kms.*`` settings, checking its ``parka.schema.id`` against the registry,
 resolving it to the topic's reader schema), finds where a segment resumes after a restart (the
 committed ``parka:1:<offset>:<index>`` metadata) and builds a segment's Python records once.
@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Collection
 from typing import Any
 
 import confluent_kafka
@@ -37,6 +38,11 @@ __all__ = ["NOTHING", "Fetcher"]
 log = logging.getLogger("parka.consumer")
 
 NOTHING = object()  # fetch(): a segment with no records left (all skipped on resume, or empty)
+# consume() on plain messages asks the client for up to this many at once (confluent's consume
+# is one call for a whole batch; one call per message cost some 4x its CPU per message). After
+# a segment it asks for one: a segment holds thousands of records, and each message held
+# unprocessed keeps its bytes.
+_BATCH_LIMIT = 64
 
 
 class Fetcher:
@@ -62,19 +68,26 @@ class Fetcher:
         self._resume_checked = resume_checked
         self._readers = readers
         self._messages = {} if messages is None else messages  # set_reader_schema's message classes
-        self._held: list[Any] = []  # messages fetched and not handed out yet (fetch_raw_many)
+        # messages the client returned that were not handed out yet (consume's batches, fetch_raw_many)
+        self._held: deque[Any] = deque()
+        self._after_segment = True  # the last message taken was a segment (or none was taken yet)
 
-    def fetch(self, timeout: float, *, batch: bool) -> Any:
-        """Poll the client once (``consume(1)`` when ``batch``): a plain or error message,
-        ``None``, the cursor of a segment with records to hand out, or :data:`NOTHING`.
+    def fetch(self, timeout: float, *, batch: bool, want: int = 1) -> Any:
+        """The next message (one held from an earlier batch first, else the client's: ``poll``,
+        or ``consume`` when ``batch``, of up to ``want`` messages while plain messages come, the
+        rest held): a plain or error message, ``None``, the cursor of a segment with records to
+        hand out, or :data:`NOTHING`.
 
         Raises :class:`~parka.errors.SegmentDecodeError` (raw bytes kept) for a segment that
         cannot be decoded or does not match its writer or reader schema, and
         :class:`KafkaClientException` when the committed position cannot be read."""
         msg: Any
-        if batch:
-            got = self._client.consume(1, timeout)
+        if self._held:
+            msg = self._held.popleft()
+        elif batch:
+            got = self._client.consume(1 if self._after_segment else max(1, min(want, _BATCH_LIMIT)), timeout)
             msg = got[0] if got else None
+            self._held.extend(got[1:])
         else:
             msg = self._client.poll(timeout)
         if msg is None or msg.error() is not None:
@@ -83,7 +96,8 @@ class Fetcher:
         key = (topic, partition)
         epoch = msg.leader_epoch()
         headers = msg.headers()
-        if not is_segment(headers):
+        self._after_segment = is_segment(headers)
+        if not self._after_segment:
             self._cursors[key] = Cursor(topic, partition, offset, epoch=epoch)
             return msg
         start = self._resume_index(msg)
@@ -115,13 +129,13 @@ class Fetcher:
         topic of row records has a message per row; a :class:`RawSegment` each cost more than
         decoding them), the others through :meth:`fetch_raw_many`."""
         if not self._held:
-            self._held = self._client.consume(max_messages, 0)
+            self._held.extend(self._client.consume(max_messages, 0))
             if not self._held:
                 first = self._client.poll(-1 if timeout is None else timeout)
                 if first is None:
                     return []
-                self._held = [first]
-        msgs, self._held = self._held, []
+                self._held.append(first)
+        msgs = [self._held.popleft() for _ in range(min(max(max_messages, 1), len(self._held)))]
         out: list[Any] = msgs
         failed = [i for i, msg in enumerate(msgs) if msg.error() is not None]  # none, as a rule
         if failed:
@@ -131,7 +145,7 @@ class Fetcher:
                 if err is not None:
                     if err.code() == confluent_kafka.KafkaError._PARTITION_EOF:
                         continue
-                    self._held = msgs[i + 1 :] if not out else msgs[i:]
+                    self._held.extendleft(reversed(msgs[i + 1 :] if not out else msgs[i:]))
                     if not out:
                         raise KafkaClientException(f"consume failed: {err}", kafka_error=err)
                     break
@@ -140,6 +154,27 @@ class Fetcher:
         for (topic, partition), msg in last.items():
             self._cursors[(topic, partition)] = Cursor(topic, partition, msg.offset(), epoch=msg.leader_epoch())
         return out
+
+    def take_plain(self, limit: int) -> list[Any]:
+        """Up to ``limit`` held messages that are neither segments nor errors, in order, up to
+        the first that is one (left held); each partition's cursor moves past its last."""
+        held = self._held
+        out: list[Any] = []
+        while held and len(out) < limit:
+            msg = held[0]
+            if msg.error() is not None or is_segment(msg.headers()):
+                break
+            out.append(held.popleft())
+        last = {(msg.topic(), msg.partition()): msg for msg in out}
+        for (topic, partition), msg in last.items():
+            self._cursors[(topic, partition)] = Cursor(topic, partition, msg.offset(), epoch=msg.leader_epoch())
+        return out
+
+    def forget(self, keys: Collection[Key]) -> None:
+        """Drop the held messages of these partitions (sought, or released: their positions are
+        what was handed out, so they are fetched again from there)."""
+        if self._held:
+            self._held = deque(m for m in self._held if m.error() is not None or (m.topic(), m.partition()) not in keys)
 
     def fetch_raw(self, timeout: float | None) -> RawSegment | None:
         """The next message undecoded (``poll_buffer``); ``None`` on timeout or a partition end.

@@ -281,6 +281,7 @@ class ParquetConsumer(OffsetsAPI):
                 due = {key: pos for key, pos in self._positions().items() if key in gone}
                 if due:
                     self._send(due, asynchronous=False)
+            self._fetcher.forget(gone)
             for key in gone:
                 self._cursors.pop(key, None)
                 self._stored.pop(key, None)
@@ -323,9 +324,11 @@ class ParquetConsumer(OffsetsAPI):
         """Up to ``num_messages`` records or messages, as ``confluent_kafka.Consumer.consume``.
 
         Returns once ``num_messages`` are collected or ``timeout`` seconds (negative or
-        ``None``: no limit) have passed. Records come in slices of their segment; further
-        Kafka messages are fetched only as needed. Plain and error messages are returned in
-        place. Raises what :meth:`poll` raises; an error met after some records were
+        ``None``: no limit) have passed. Records come in slices of their segment; after a
+        segment the next Kafka message is fetched only when needed, plain messages in batches
+        of what is still wanted (up to 64 per call of the client), whose messages left over
+        after a segment are handed out next (a seek or a new assignment of their partition
+        drops them). Plain and error messages are returned in place. Raises what :meth:`poll` raises; an error met after some records were
         collected is raised by the next call instead, so those records are not lost. Like
         confluent's, it fetches with the client's ``consume()``, which serves every callback
         queued while it runs (``error_cb``, ...) and raises what the last one it served raised.
@@ -338,7 +341,7 @@ class ParquetConsumer(OffsetsAPI):
         deadline = _deadline(timeout)
         while len(out) < num_messages:
             try:
-                got = self._pending(_remaining(deadline), batch=True)
+                got = self._pending(_remaining(deadline), batch=True, want=num_messages - len(out))
                 if isinstance(got, Cursor) and got.records is None:
                     self._build_records(got)
             except (SegmentError, KafkaClientError) as exc:
@@ -353,6 +356,8 @@ class ParquetConsumer(OffsetsAPI):
                 out += got.records.records(start, stop)  # type: ignore[union-attr]
             elif got is not None:
                 out.append(got)
+                if got.error() is None and len(out) < num_messages:  # the plain messages held after it, at once
+                    out += self._fetcher.take_plain(num_messages - len(out))
             elif _expired(deadline):
                 break
         return out
@@ -453,10 +458,11 @@ class ParquetConsumer(OffsetsAPI):
 
     # -- internals: fetching -------------------------------------------------------------------
 
-    def _pending(self, timeout: float | None, *, batch: bool) -> Any:
+    def _pending(self, timeout: float | None, *, batch: bool, want: int = 1) -> Any:
         """The cursor with records left to hand out, fetching Kafka messages until one has
         some; else what came instead: a plain or error message, or ``None`` on timeout.
-        ``batch``: fetch with the client's ``consume()`` (for :meth:`consume`), else ``poll()``."""
+        ``batch``: fetch with the client's ``consume()`` (for :meth:`consume`, which still
+        wants ``want`` records or messages), else ``poll()``."""
         if self._shut:
             raise closed_error()
         current = self._current
@@ -471,7 +477,7 @@ class ParquetConsumer(OffsetsAPI):
             raise exc
         deadline = _deadline(timeout)
         while True:
-            got = self._fetcher.fetch(_remaining(deadline), batch=batch)
+            got = self._fetcher.fetch(_remaining(deadline), batch=batch, want=want)
             if isinstance(got, Cursor):
                 self._current = got
                 return got

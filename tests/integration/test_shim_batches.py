@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
-from confluent_kafka import Message, Producer
+from confluent_kafka import Message, Producer, TopicPartition
 from parka.consumer import ParquetConsumer, SegmentTable
 from parka.producer import ParquetProducer
 
@@ -226,3 +226,102 @@ def test_poll_consume_and_poll_table_mix_around_a_plain_message(
     committed = c.commit(asynchronous=False)
     assert [(tp.offset, tp.metadata) for tp in committed or []] == [(5, "")]
     c.close()
+
+
+def produce_plain(bootstrap: str, topic: str, n: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50})
+    for i in range(n):
+        producer.produce(topic, value=b"m%d" % i, partition=0)
+    assert producer.flush(30) == 0
+
+
+def consume_some(c: ParquetConsumer, n: int, timeout_s: float = 30) -> list[Any]:
+    deadline = time.monotonic() + timeout_s
+    got: list[Any] = []
+    while len(got) < n and time.monotonic() < deadline:
+        got += c.consume(n - len(got), 1.0)
+    assert len(got) == n, f"{len(got)} of {n} messages"
+    return got
+
+
+def test_consume_of_plain_messages_asks_the_client_for_a_batch_and_hands_out_all_in_order(
+    bootstrap: str, new_topic: Callable[..., str], group_id: str
+) -> None:
+    """confluent's consume(n) is one call of the client for up to n messages: parka's, on plain
+    messages, asks for a batch too (one message per call cost ~4x the CPU per message), and
+    the messages it holds from a batch come next, in order."""
+    topic = new_topic()
+    produce_plain(bootstrap, topic, 200)
+    c = consumer(bootstrap, group_id)
+    asked: list[int] = []
+    client_consume = c._consumer.consume
+
+    def counting(num_messages: int = 1, *args: Any) -> Any:
+        asked.append(num_messages)
+        return client_consume(num_messages, *args)
+
+    c._consumer = _Proxy(c._consumer, consume=counting)
+    c._fetcher._client = c._consumer
+    try:
+        c.subscribe([topic])
+        got = consume_some(c, 150) + consume_some(c, 50)
+    finally:
+        c.close()
+    assert [m.value() for m in got] == [b"m%d" % i for i in range(200)]
+    assert max(asked) > 1, asked
+
+
+def test_a_seek_or_a_new_assignment_drops_the_messages_held_from_a_batch(
+    bootstrap: str, new_topic: Callable[..., str], group_id: str
+) -> None:
+    """A batch the client returned can hold messages after a segment whose records filled the
+    call: they come next, unless the partition is sought or assigned anew, and positions and
+    commits follow what was handed out, not what is held."""
+    topic = new_topic()
+    produce_plain(bootstrap, topic, 2)  # offsets 0, 1
+    produce(bootstrap, topic, range(5), per_segment=5)  # offset 2: a segment of 5 records
+    produce_plain(bootstrap, topic, 10)  # offsets 3-12
+    c = consumer(bootstrap, group_id)
+    client_consume = c._consumer.consume
+
+    def full_batches(num_messages: int = 1, timeout: float = -1) -> list[Any]:
+        """The client's consume, waiting until the batch is full (as a busy topic's is)."""
+        got: list[Any] = []
+        deadline = time.monotonic() + 30
+        while len(got) < num_messages and time.monotonic() < deadline:
+            got += client_consume(num_messages - len(got), 1.0)
+        return got
+
+    c._consumer = _Proxy(c._consumer, consume=full_batches)
+    c._fetcher._client = c._consumer
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        first = consume_some(c, 4)  # 0, 1 and two records of offset 2; offset 3 came in the batch
+        assert [m.offset() for m in first] == [0, 1, 2, 2]
+        assert [m.offset() for m in c._fetcher._held] == [3]  # the case this test is about
+        c.seek(TopicPartition(topic, 0, 0))
+        assert [m.offset() for m in consume_some(c, 4)] == [0, 1, 2, 2]
+        assert [m.offset() for m in c._fetcher._held] == [3]  # held again
+        c.assign([TopicPartition(topic, 0, 5)])
+        assert [m.offset() for m in consume_some(c, 2)] == [5, 6]
+        assert c.position([TopicPartition(topic, 0)])[0].offset == 7
+        c.commit(asynchronous=False)
+    finally:
+        c.close()
+    again = consumer(bootstrap, group_id)
+    try:
+        again.subscribe([topic])
+        assert consume_some(again, 1)[0].offset() == 7
+    finally:
+        again.close()
+
+
+class _Proxy:
+    """The client with some methods replaced."""
+
+    def __init__(self, client: Any, **methods: Any) -> None:
+        self._client = client
+        self.__dict__.update(methods)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
