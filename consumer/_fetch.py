@@ -38,10 +38,10 @@ __all__ = ["NOTHING", "Fetcher"]
 log = logging.getLogger("parka.consumer")
 
 NOTHING = object()  # fetch(): a segment with no records left (all skipped on resume, or empty)
-# consume() on plain messages asks the client for up to this many at once (confluent's consume
-# is one call for a whole batch; one call per message cost some 4x its CPU per message). After
-# a segment it asks for one: a segment holds thousands of records, and each message held
-# unprocessed keeps its bytes.
+# consume() on plain messages takes up to this many of those the client has fetched in one call
+# (confluent's consume is one call for a whole batch; one call per message cost some 4x its CPU
+# per message). After a segment it asks for one: a segment holds thousands of records, and each
+# message held unprocessed keeps its bytes.
 _BATCH_LIMIT = 64
 
 
@@ -74,9 +74,9 @@ class Fetcher:
 
     def fetch(self, timeout: float, *, batch: bool, want: int = 1) -> Any:
         """The next message (one held from an earlier batch first, else the client's: ``poll``,
-        or ``consume`` when ``batch``, of up to ``want`` messages while plain messages come, the
-        rest held): a plain or error message, ``None``, the cursor of a segment with records to
-        hand out, or :data:`NOTHING`.
+        or ``consume`` when ``batch``: after a plain message up to ``want`` of those it has
+        fetched already, the rest held, else the first to arrive): a plain or error message,
+        ``None``, the cursor of a segment with records to hand out, or :data:`NOTHING`.
 
         Raises :class:`~parka.errors.SegmentDecodeError` (raw bytes kept) for a segment that
         cannot be decoded or does not match its writer or reader schema, and
@@ -85,7 +85,11 @@ class Fetcher:
         if self._held:
             msg = self._held.popleft()
         elif batch:
-            got = self._client.consume(1 if self._after_segment else max(1, min(want, _BATCH_LIMIT)), timeout)
+            # After a plain message: those the client has fetched already, without waiting
+            # (its consume(n) waits for n or the timeout), else the first to arrive
+            got = [] if self._after_segment else self._client.consume(max(1, min(want, _BATCH_LIMIT)), 0)
+            if not got:
+                got = self._client.consume(1, timeout)
             msg = got[0] if got else None
             self._held.extend(got[1:])
         else:

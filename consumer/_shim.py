@@ -325,12 +325,12 @@ class ParquetConsumer(OffsetsAPI):
 
         Returns once ``num_messages`` are collected or ``timeout`` seconds (negative or
         ``None``: no limit) have passed. Records come in slices of their segment; after a
-        segment the next Kafka message is fetched only when needed, plain messages in batches
-        of what is still wanted (up to 64 per call of the client), whose messages left over
-        after a segment are handed out next (a seek or a new assignment of their partition
-        drops them). Plain and error messages are returned in place. Raises what
-        :meth:`poll` raises; an error met after some records were collected is raised by the
-        next call instead, so those records are not lost. Like
+        segment the next Kafka message is fetched only when needed, after a plain message as
+        many as are still wanted of those the client has fetched already (up to 64 per call),
+        and messages of such a batch left over after a segment are handed out next (a seek or a
+        new assignment of their partition drops them). Plain and error messages are returned
+        in place. Raises what :meth:`poll` raises; an error met after some records were
+        collected is raised by the next call instead, so those records are not lost. Like
         confluent's, it fetches with the client's ``consume()``, which serves every callback
         queued while it runs (``error_cb``, ...) and raises what the last one it served raised.
         """

@@ -316,6 +316,28 @@ def test_a_seek_or_a_new_assignment_drops_the_messages_held_from_a_batch(
         again.close()
 
 
+def test_consume_does_not_wait_for_more_messages_when_a_segment_fills_the_call(
+    bootstrap: str, new_topic: Callable[..., str], group_id: str
+) -> None:
+    """After a plain message consume() takes only what the client has fetched already: asking the
+    client's consume() for a batch would wait for that many messages or the whole timeout, though
+    the one segment that came holds the records the call still wants."""
+    topic = new_topic()
+    produce_plain(bootstrap, topic, 1)
+    produce(bootstrap, topic, range(5), per_segment=5)
+    c = consumer(bootstrap, group_id)
+    try:
+        c.subscribe([topic])
+        first = consume_some(c, 1)
+        started = time.monotonic()
+        rest = c.consume(3, 60.0)
+        waited = time.monotonic() - started
+    finally:
+        c.close()
+    assert [m.offset() for m in first + rest] == [0, 1, 1, 1]
+    assert waited < 30, f"consume(3, 60) took {waited:.1f} s"
+
+
 class _Proxy:
     """The client with some methods replaced."""
 
