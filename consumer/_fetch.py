@@ -71,6 +71,7 @@ class Fetcher:
         # messages the client returned that were not handed out yet (consume's batches, fetch_raw_many)
         self._held: deque[Any] = deque()
         self._after_segment = True  # the last message taken was a segment (or none was taken yet)
+        self._forgotten: set[Key] = set()  # partitions forget() named during the client's call
 
     def fetch(self, timeout: float, *, batch: bool, want: int = 1) -> Any:
         """The next message (one held from an earlier batch first, else the client's: ``poll``,
@@ -87,11 +88,14 @@ class Fetcher:
         elif batch:
             # After a plain message: those the client has fetched already, without waiting
             # (its consume(n) waits for n or the timeout), else the first to arrive
+            self._forgotten.clear()
             got = [] if self._after_segment else self._client.consume(max(1, min(want, _BATCH_LIMIT)), 0)
             if not got:
                 got = self._client.consume(1, timeout)
             msg = got[0] if got else None
-            self._held.extend(got[1:])
+            # a revocation the client served inside the call: the rest of its partitions' messages
+            # are not held (the first is handed out, as the client gave it)
+            self._held.extend(m for m in got[1:] if not self._forgotten or _key(m) not in self._forgotten)
         else:
             msg = self._client.poll(timeout)
         if msg is None or msg.error() is not None:
@@ -177,8 +181,9 @@ class Fetcher:
     def forget(self, keys: Collection[Key]) -> None:
         """Drop the held messages of these partitions (sought, or released: their positions are
         what was handed out, so they are fetched again from there)."""
+        self._forgotten.update(keys)
         if self._held:
-            self._held = deque(m for m in self._held if m.error() is not None or (m.topic(), m.partition()) not in keys)
+            self._held = deque(m for m in self._held if _key(m) not in keys)
 
     def fetch_raw(self, timeout: float | None) -> RawSegment | None:
         """The next message undecoded (``poll_buffer``); ``None`` on timeout or a partition end.
@@ -330,3 +335,8 @@ def raw_of(msg: Any) -> RawSegment:
         with contextlib.suppress(SegmentError):
             info = read_segment_info(headers, value=value, topic=topic, partition=partition, offset=offset)
     return RawSegment(value, headers, topic, partition, offset, msg.timestamp(), info, msg.key())
+
+
+def _key(msg: Any) -> Key | None:
+    """A message's partition; ``None`` for an error message (it stays held)."""
+    return None if msg.error() is not None else (msg.topic(), msg.partition())
