@@ -47,6 +47,11 @@ def _target(
     }
 
 
+def _one(value: float) -> dict[str, Any]:
+    """A figure the run measured once, as :func:`_target` takes a spread."""
+    return {"median": value, "min": value, "max": value, "n": 1}
+
+
 def _bytes_target(results: dict[str, Any]) -> dict[str, Any]:
     seg = _cell(results, "flights", "parquet-zstd", 10_000)
     avro = _cell(results, "flights", "avro+zstd", 10_000)
@@ -201,7 +206,7 @@ def _end_to_end_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     arms = end_to_end_arms(results, END_TO_END_DATASET)
 
     def one(key: str) -> dict[str, Any] | None:
-        return None if arms is None else {"median": arms[key], "min": arms[key], "max": arms[key], "n": 1}
+        return None if arms is None else _one(arms[key])
 
     ds = END_TO_END_DATASET
     return [
@@ -417,9 +422,6 @@ def _upsert_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     arms = section["arms"]
 
-    def one(value: float) -> dict[str, Any]:
-        return {"median": value, "min": value, "max": value, "n": 1}
-
     def per_event(arm: dict[str, Any]) -> float:
         return float(arm["cpu_s"]) / float(arm["events"])
 
@@ -431,7 +433,7 @@ def _upsert_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                 "upsert_cpu_per_event_best_anchor_over_parka",
                 f"upserts into {section['keys']:,} keys: CPU per event of the best anchor ({best}) / parka ingest "
                 "--upsert's (at least)",
-                one(anchors[best] / per_event(arms["parka"])),
+                _one(anchors[best] / per_event(arms["parka"])),
                 10.0,
                 at_most=False,
             )
@@ -444,7 +446,7 @@ def _upsert_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                 "upsert_cost_per_commit_large_over_small",
                 f"the upsert daemon at {section['rate']:,} events/s: CPU per commit with {int(large):,} keys / with "
                 f"{int(small):,}",
-                one(daemon[large]["cpu_per_commit_ms"] / daemon[small]["cpu_per_commit_ms"]),
+                _one(daemon[large]["cpu_per_commit_ms"] / daemon[small]["cpu_per_commit_ms"]),
                 1.3,
                 at_most=True,
             )
@@ -453,7 +455,7 @@ def _upsert_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         where = f"the upsert daemon on {int(keys):,} keys at {section['rate']:,} events/s"
         out.append(
             _target(
-                f"upsert_p99_s[{keys}]", f"{where}: p99 produce-to-visible, seconds", one(run["p99_s"]), 5.0,
+                f"upsert_p99_s[{keys}]", f"{where}: p99 produce-to-visible, seconds", _one(run["p99_s"]), 5.0,
                 at_most=True,
             )
         )  # fmt: skip

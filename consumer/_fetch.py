@@ -158,9 +158,7 @@ class Fetcher:
                         raise KafkaClientException(f"consume failed: {err}", kafka_error=err)
                     break
                 out.append(msg)
-        last = {(msg.topic(), msg.partition()): msg for msg in out}
-        for (topic, partition), msg in last.items():
-            self._cursors[(topic, partition)] = Cursor(topic, partition, msg.offset(), epoch=msg.leader_epoch())
+        self._move_past(out)
         return out
 
     def take_plain(self, limit: int) -> list[Any]:
@@ -173,10 +171,14 @@ class Fetcher:
             if msg.error() is not None or is_segment(msg.headers()):
                 break
             out.append(held.popleft())
-        last = {(msg.topic(), msg.partition()): msg for msg in out}
+        self._move_past(out)
+        return out
+
+    def _move_past(self, msgs: list[Any]) -> None:
+        """Each partition's cursor past the last of ``msgs`` (handed out as they are)."""
+        last = {(msg.topic(), msg.partition()): msg for msg in msgs}
         for (topic, partition), msg in last.items():
             self._cursors[(topic, partition)] = Cursor(topic, partition, msg.offset(), epoch=msg.leader_epoch())
-        return out
 
     def forget(self, keys: Collection[Key]) -> None:
         """Drop the held messages of these partitions (sought, or released: their positions are
