@@ -21,6 +21,8 @@
 ``readers``            the lake for its readers: files, scans vs the row baseline, optimize
 ``scans``              the scan query in pyarrow, DuckDB and Spark, alternating tables
 ``freshness``          produce-to-visible latency at fixed rates, the table it leaves
+``fleet_load``         one daemon of many topics against one of a topic (runs alone)
+``named_threads``      a daemon's OS threads named, its CPU by thread
 ``targets``            the goals, met or not, from one run's results
 ``machine``            cores, memory, library and broker versions
 ``report``, ``plots``  ``report.md`` and PNG plots from ``results.json``

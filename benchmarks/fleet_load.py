@@ -1,12 +1,19 @@
 """One ``parka ingest`` of many topics under a steady load, against one of a single topic taking
 the same rows: resident memory over time, produce-to-visible latency per topic, CPU per row.
 
-Two arms, one after the other, on one broker, each with a fresh daemon started as a process of
-its own (``python -m parka.cli ingest``, defaults but ``-l`` and any ``--ingest-arg``):
+Three arms (``--arms`` picks some), one after the other, on one broker, each with a fresh daemon
+started as a process of its own (``python -m benchmarks.named_threads parka.cli ingest``:
+``parka ingest`` with its OS threads named, defaults but ``-l`` and any ``--ingest-arg``):
 
+- **one topic**: one topic of ``--partitions`` partitions, one daemon, the same total rate;
+- **wide topic**: one topic of ``--topics`` x ``--partitions`` partitions into one table, so
+  the same segments as the fleet's (as many, as small) and as many files per second, but one
+  table, one lane and one commit a latency;
 - **fleet**: ``--topics`` topics of ``--partitions`` partitions, one daemon of
-  ``--topics-regex`` into a Delta table per topic (``DIR/{topic}``);
-- **one topic**: one topic of ``--partitions`` partitions, one daemon, the same total rate.
+  ``--topics-regex`` into a Delta table per topic (``DIR/{topic}``).
+
+The wide topic splits the fleet's cost over one topic in two: what the smaller segments cost
+(wide against one topic) and what the many tables cost (fleet against wide).
 
 In each, the flights rows with a row number and a produce time (:class:`benchmarks.freshness.PacedProducer`,
 one ``ParquetProducer`` shared by the topics) go out at ``--rate`` rows/s in all, split evenly
@@ -26,6 +33,8 @@ Measured:
 - **CPU per row**: user + system CPU of the daemon (every thread, psutil) from the moment every
   table exists to the moment every table holds every row, over the paced rows (µs/row).
 - **Resident memory**: the daemon's ``VmRSS``, every second; its largest.
+- **CPU by thread**: the same window's CPU of the daemon's live threads by OS thread name
+  (:func:`benchmarks.named_threads.thread_cpu_s`), as a share of the arm's CPU.
 
 Checks: each table ends with exactly the rows produced into its topic (row numbers 0..n-1 once
 each, the warm-up's included).
@@ -67,6 +76,7 @@ from .freshness import (
     percentiles,
 )
 from .measure import process_cpu_s
+from .named_threads import thread_cpu_s
 from .sizing import run_benchmark, table_rows
 
 log = logging.getLogger("parka.bench")
@@ -155,7 +165,7 @@ def run_arm(
     lake = os.path.join(workdir, name.replace(" ", "-"))
     os.makedirs(lake)
     tables = {t: os.path.join(lake, t) for t in names}
-    cmd = [sys.executable, "-m", "parka.cli", "ingest"]
+    cmd = [sys.executable, "-m", "benchmarks.named_threads", "parka.cli", "ingest"]
     if topics > 1:
         cmd += ["--topics-regex", f"{prefix}-.*", os.path.join(lake, "{topic}")]
     else:
@@ -183,7 +193,7 @@ def run_arm(
             producer.send(WARMUP_ROWS_PER_PARTITION * partitions)
         shared.flush(60)
         _wait(lambda: all(committed(t) for t in tables.values()), "every table to be made")
-        cpu0, wall0 = process_cpu_s(proc), time.monotonic()
+        cpu0, wall0, threads0 = process_cpu_s(proc), time.monotonic(), thread_cpu_s(daemon.pid)
         log.info("%s: %d tables made; %d rows/s for %.0f s", name, topics, rate, duration_s)
         achieved = paced(producers, rate // topics, duration_s, batch_s)
         left = shared.flush(120)
@@ -192,6 +202,8 @@ def run_arm(
         sent = {p.topic: p.sent for p in producers}
         _wait(lambda: all(table_rows(tables[t]) >= n for t, n in sent.items()), "every table to hold every row")
         cpu, wall = process_cpu_s(proc) - cpu0, time.monotonic() - wall0
+        threads = thread_cpu_s(daemon.pid)
+        threads.subtract(threads0)
         daemon.send_signal(signal.SIGTERM)
         code = daemon.wait(120)
         rss.stop()
@@ -228,6 +240,7 @@ def run_arm(
         "per_topic": per_topic,
         "rss_bytes": rss.samples,
         "rss_bytes_max": max((b for _, b in rss.samples), default=0),
+        "threads_cpu_s": {k: round(v, 2) for k, v in threads.most_common()},
         "command": " ".join(cmd[1:]),
     }
 
@@ -243,12 +256,18 @@ def run(broker: Broker, args: argparse.Namespace, checks: Checks, workdir: str) 
         "checks": checks,
         "workdir": workdir,
     }
-    arms = {
-        "one topic": run_arm(broker, name="one topic", topics=1, **common),
-        "fleet": run_arm(broker, name="fleet", topics=args.topics, **common),
-    }
-    fleet, one = arms["fleet"], arms["one topic"]
-    fleet["cpu_per_row_against_one_topic"] = fleet["cpu_us_per_row"] / one["cpu_us_per_row"]
+    arms = {}
+    if "one" in args.arms:
+        arms["one topic"] = run_arm(broker, name="one topic", topics=1, **common)
+    if "wide" in args.arms:
+        wide = {**common, "partitions": args.topics * args.partitions}
+        arms["wide topic"] = run_arm(broker, name="wide topic", topics=1, **wide)
+    if "fleet" in args.arms:
+        arms["fleet"] = run_arm(broker, name="fleet", topics=args.topics, **common)
+    for other in ("one topic", "wide topic"):
+        if "fleet" in arms and other in arms:
+            ratio = arms["fleet"]["cpu_us_per_row"] / arms[other]["cpu_us_per_row"]
+            arms["fleet"][f"cpu_per_row_against_{other.replace(' ', '_')}"] = ratio
     return {"arms": arms, "batch_ms": args.batch_ms, "latency_s": args.latency, "ingest_args": args.ingest_arg}
 
 
@@ -270,7 +289,29 @@ def report(doc: dict[str, Any]) -> str:
             f"| {a['cpu_us_per_row']:.2f} | {a['p99_s_largest_topic']:.2f} | {a['p99_s_median_topic']:.2f} "
             f"| {a['rss_bytes_max'] / 2**20:.0f} |"
         )
-    lines += ["", f"CPU per row, fleet against one topic: {r['arms']['fleet']['cpu_per_row_against_one_topic']:.2f}x"]
+    fleet = r["arms"].get("fleet", {})
+    lines.append("")
+    for other in ("one topic", "wide topic"):
+        ratio = fleet.get(f"cpu_per_row_against_{other.replace(' ', '_')}")
+        if ratio is not None:
+            lines.append(f"CPU per row, fleet against the {other}: {ratio:.2f}x")
+    kinds = sorted({k for a in r["arms"].values() for k in a.get("threads_cpu_s", {})})
+    if kinds:
+        arms = [a for a in r["arms"].values() if "threads_cpu_s" in a]
+        top = sorted(kinds, key=lambda k: -max(a["threads_cpu_s"].get(k, 0) / a["cpu_s"] for a in arms))
+        names = [n for n, a in r["arms"].items() if "threads_cpu_s" in a]
+        lines += [
+            "",
+            "The daemon's CPU by thread (OS thread names, digits folded; share of the arm's CPU in its window;"
+            " `python` is the main thread, a one-topic daemon's loop; a fleet's loops are its `parka-lane`s):",
+            "",
+            "| threads | " + " | ".join(names) + " |",
+            "|---|" + "---|" * len(names),
+        ]
+        for kind in top:
+            shares = [a["threads_cpu_s"].get(kind, 0) / a["cpu_s"] for a in arms]
+            if max(shares) >= 0.005:
+                lines.append(f"| `{kind}` | " + " | ".join(f"{v:.1%}" for v in shares) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -282,6 +323,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument("--duration", type=float, default=300.0)
         parser.add_argument("--batch-ms", type=int, default=100)
         parser.add_argument("--latency", type=float, default=1.0)
+        parser.add_argument(
+            "--arms",
+            type=lambda v: set(v.split(",")),
+            default={"one", "wide", "fleet"},
+            help="the arms to run, of one,wide,fleet (all three by default)",
+        )
         parser.add_argument(
             "--ingest-arg", action="append", default=[], help="a flag added to both daemons' commands (repeatable)"
         )
