@@ -158,13 +158,14 @@ def test_the_dashboards_queries_name_samples_parka_ingest_serves_with_their_labe
             labels = set(re.findall(r"\b(\w+)\s*=~?", query.split(name, 1)[1].split("}", 1)[0]))
             assert labels <= served[name], f"{query}: labels {labels - served[name]} not on {name}"
         assert "topic" in query  # every panel per topic
-    # what the dashboard must show: lag, freshness, commit latency, files, compaction
+    # what the dashboard must show: lag, freshness, commit latency, files, compaction, segment size
     for name in (
         "parka_consumer_lag",
         "parka_table_staleness_seconds",
         "parka_commit_latency_seconds_bucket",
         "parka_files_total",
         "parka_compactions_total",
+        "parka_segments_total",
     ):
         assert name in named
 
