@@ -315,6 +315,17 @@ def report(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+ARMS = ("one", "wide", "fleet")
+
+
+def _arms(value: str) -> set[str]:
+    """``--arms``: names of :data:`ARMS`, comma-separated."""
+    names = set(value.split(","))
+    if not names <= set(ARMS):
+        raise argparse.ArgumentTypeError(f"unknown arm(s) {', '.join(sorted(names - set(ARMS)))}: of {','.join(ARMS)}")
+    return names
+
+
 def main(argv: list[str] | None = None) -> int:
     def arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--topics", type=int, default=50)
@@ -325,12 +336,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument("--latency", type=float, default=1.0)
         parser.add_argument(
             "--arms",
-            type=lambda v: set(v.split(",")),
-            default={"one", "wide", "fleet"},
-            help="the arms to run, of one,wide,fleet (all three by default)",
+            type=_arms,
+            default=set(ARMS),
+            help="the arms to run, some of one,wide,fleet (all three by default)",
         )
         parser.add_argument(
-            "--ingest-arg", action="append", default=[], help="a flag added to both daemons' commands (repeatable)"
+            "--ingest-arg", action="append", default=[], help="a flag added to every arm's daemon (repeatable)"
         )
 
     return run_benchmark(

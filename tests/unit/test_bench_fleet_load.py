@@ -1,14 +1,19 @@
-"""The fleet-load benchmark's measuring aids (benchmarks/named_threads.py, the report of
-benchmarks/fleet_load.py): OS thread names from Python's, CPU by thread, the arms' ratios."""
+"""The fleet-load benchmark's measuring aids (benchmarks/named_threads.py) and the pure parts of
+benchmarks/fleet_load.py: OS thread names from Python's, CPU by thread, the arms' names, the
+ratios and the report."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
-from benchmarks.fleet_load import report
+import pytest
+
+from benchmarks.fleet_load import _arms, report
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -72,3 +77,9 @@ def test_the_report_of_the_fleet_arm_alone_has_no_ratio() -> None:
         "load": {"arms": {"fleet": _arm(50, 4, 9.0, {"parka-lane": 1.0})}, "batch_ms": 100, "latency_s": 1.0},
     }
     assert "against" not in report(doc)
+
+
+def test_an_unknown_arm_is_refused_by_name() -> None:
+    assert _arms("one,fleet") == {"one", "fleet"}
+    with pytest.raises(argparse.ArgumentTypeError, match=re.escape("unknown arm(s) flet: of one,wide,fleet")):
+        _arms("one,flet")
