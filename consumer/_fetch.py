@@ -1,9 +1,10 @@
 """The shim's fetch path: one Kafka message in, a decoded segment's cursor (or the message) out.
 
-:class:`Fetcher` takes one message per call from the wrapped client, decodes a segment (decrypting with the
-``columnar.encryption.kms.*`` settings, checking its ``parka.schema.id`` against the registry,
-resolving it to the topic's reader schema), finds where a segment resumes after a restart (the
-committed ``parka:1:<offset>:<index>`` metadata) and builds a segment's Python records once.
+:class:`Fetcher` hands out one message per call (from the wrapped client, or held from a batch
+it returned), decodes a segment (decrypting with the ``columnar.encryption.kms.*`` settings,
+checking its ``parka.schema.id`` against the registry, resolving it to the topic's reader
+schema), finds where a segment resumes after a restart (the committed
+``parka:1:<offset>:<index>`` metadata) and builds a segment's Python records once.
 Whatever happens to a message, its partition's cursor moves past it, so that positions and
 commits never fall behind what was fetched. The cursors and the set of partitions whose
 committed position was consulted are the shim's, shared with it; the decision which cursor

@@ -27,7 +27,7 @@ def spin():
     while time.process_time() < end:
         pass
     done.set()
-    time.sleep(5)  # alive while the parent thread reads /proc
+    threading.Event().wait()  # alive until the process exits, after the main thread read /proc
 threading.Thread(target=spin, name="spin-worker-12", daemon=True).start()
 done.wait()
 print(json.dumps(named_threads.thread_cpu_s(os.getpid())))
