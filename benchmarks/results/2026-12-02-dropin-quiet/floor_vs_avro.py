@@ -28,6 +28,11 @@ def _values(cells: list[dict], dataset: str, *, per_record: bool, name: str = ""
     return {k: m["values"] for k, m in cell["measures"].items()}
 
 
+def ratio(a: list[float], b: list[float]) -> float:
+    """The median of the paired repeats' ratios."""
+    return statistics.median(x / y for x, y in zip(a, b, strict=True))
+
+
 def main(paths: list[str]) -> None:
     print("| run | data set | floor / Avro + zstd | produce() / Avro + zstd | produce() / floor |")
     print("|---|---|---|---|---|")
@@ -37,10 +42,6 @@ def main(paths: list[str]) -> None:
             rec = _values(cells, ds, per_record=True)
             avro = _values(cells, ds, per_record=False, name="avro+zstd")[MEASURE]
             floor, parka = rec["floor_cpu_us_per_row"], rec[MEASURE]
-
-            def ratio(a: list[float], b: list[float]) -> float:
-                return statistics.median(x / y for x, y in zip(a, b, strict=True))
-
             run = Path(path).parent.name
             print(f"| {run} | {ds} | {ratio(floor, avro):.3f} | {ratio(parka, avro):.3f} | {ratio(parka, floor):.3f} |")
 
